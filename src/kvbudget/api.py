@@ -1,0 +1,67 @@
+"""The public Python API: the same answers the CLI prints, as frozen dataclasses."""
+
+from __future__ import annotations
+
+from .engines.textbook import DEFAULT_PREFILL_CHUNK, Deployment, MemoryPlan
+from .engines.textbook import fit as _fit
+from .hardware import GPU, custom_gpu, find_gpu
+from .kvcache import KVReport, kv_report
+from .model.resolve import load_model
+from .model.spec import ModelSpec
+from .units import InputError
+
+__all__ = ["load_model", "kv", "fit", "find_gpu"]
+
+
+def _spec(model: str | ModelSpec) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else load_model(model)
+
+
+def kv(
+    model: str | ModelSpec,
+    *,
+    context: int | None = None,
+    batch: int = 1,
+    kv_dtype: str = "auto",
+    tp: int = 1,
+) -> KVReport:
+    """KV-cache bytes per token (by layer kind), per sequence of ``context`` tokens (default: the
+    model's max context) and for ``batch`` sequences, per GPU under ``tp``-way tensor parallelism."""
+    return kv_report(_spec(model), context=context, batch=batch, kv_dtype=kv_dtype, tp=tp)
+
+
+def fit(
+    model: str | ModelSpec,
+    *,
+    gpu: str | GPU | None = None,
+    gpu_memory: int | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    weights_dtype: str = "auto",
+    kv_dtype: str = "auto",
+    context: int | None = None,
+    batch: int = 1,
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+    overhead_bytes: int | None = None,
+    activation_bytes: int | None = None,
+) -> MemoryPlan:
+    """Per-GPU memory partition (weights, KV cache, activation workspace, runtime overhead),
+    the largest batch at ``context`` and the longest context at ``batch``, with a verdict."""
+    if gpu_memory is not None:
+        if gpu_memory <= 0:
+            raise InputError(f"GPU memory must be positive, got {gpu_memory}")
+        device = custom_gpu(gpu_memory)
+    elif isinstance(gpu, GPU):
+        device = gpu
+    elif gpu is not None:
+        device = find_gpu(gpu)
+    else:
+        raise InputError("give a GPU (--gpu H100) or its memory (--gpu-memory 48GiB)")
+    for name, value in (("overhead", overhead_bytes), ("activation", activation_bytes)):
+        if value is not None and value < 0:
+            raise InputError(f"--{name} must not be negative")
+    dep = Deployment(
+        gpu=device, tp=tp, pp=pp, weights=weights_dtype, kv_dtype=kv_dtype, context=context, batch=batch,
+        prefill_chunk=prefill_chunk, overhead_bytes=overhead_bytes, activation_bytes=activation_bytes,
+    )
+    return _fit(_spec(model), dep)

@@ -1,0 +1,143 @@
+"""Command line: parse, call the library, render. No arithmetic here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from .units import InputError, parse_size
+
+PROG = "kvbudget"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        if text.lower().endswith("k") and text[:-1].isdigit():
+            value = int(text[:-1]) * 1024
+        else:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _size0(text: str) -> int:
+    return 0 if text.strip() in ("0", "0B", "0GiB", "0GB") else _size(text)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document (schema in the README)")
+    p.add_argument("--units", choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Plan GPU memory for LLM serving: KV cache, weights, fit.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    kv = sub.add_parser("kv", help="KV-cache bytes per token, per sequence, and over batch x context")
+    kv.add_argument("model", help="catalog name or alias, HF repo id, or path to a config.json (or its folder)")
+    kv.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
+    kv.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
+    kv.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp32, fp8, fp8_e5m2, int8, q8_0 ...")
+    kv.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree: figures are per GPU")
+    _common(kv)
+
+    fit = sub.add_parser("fit", help="will it fit: per-GPU memory partition, largest batch, longest context")
+    fit.add_argument("model", help="catalog name or alias, HF repo id, or path to a config.json (or its folder)")
+    hw = fit.add_mutually_exclusive_group(required=True)
+    hw.add_argument("--gpu", help="GPU name as people write it (H100, a100-80gb, RTX4090, MI300X ...)")
+    hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog, e.g. 48GiB")
+    fit.add_argument("--num-gpus", type=_count, help="GPUs in total (tensor parallel unless --tp/--pp say otherwise)")
+    fit.add_argument("--tp", type=_count, help="tensor-parallel degree")
+    fit.add_argument("--pp", type=_count, help="pipeline-parallel degree")
+    fit.add_argument("--weights-dtype", default="auto", help="auto (checkpoint), bf16, fp16, fp32, fp8, int8, awq, gptq, nf4, mxfp4, nvfp4")
+    fit.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp8, ...")
+    fit.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
+    fit.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
+    fit.add_argument("--prefill-chunk", type=_count, default=8192, help="tokens per forward step for the activation estimate")
+    fit.add_argument("--overhead", type=_size0, help="runtime overhead per GPU instead of the built-in estimate, e.g. 4GiB")
+    fit.add_argument("--activation", type=_size0, help="activation workspace per GPU instead of the estimate, e.g. 2GiB")
+    _common(fit)
+
+    models = sub.add_parser("models", help="list the built-in models")
+    _common(models)
+    gpus = sub.add_parser("gpus", help="list the built-in GPUs")
+    _common(gpus)
+    return parser
+
+
+def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
+    tp, pp, n = args.tp, args.pp, args.num_gpus
+    if n is None:
+        return tp or 1, pp or 1
+    if tp is None and pp is None:
+        return n, 1
+    tp = tp or n // (pp or 1)
+    pp = pp or n // tp
+    if tp * pp != n:
+        raise InputError(f"--num-gpus {n} is not --tp {tp} x --pp {pp}")
+    return tp, pp
+
+
+def _run(args: argparse.Namespace) -> str:
+    from . import api
+    from .report import json_doc, text
+
+    if args.command == "kv":
+        r = api.kv(args.model, context=args.context, batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp)
+        return json_doc.dumps(json_doc.kv_doc(r)) if args.json else text.kv_text(r, args.units)
+    if args.command == "fit":
+        tp, pp = _parallelism(args)
+        p = api.fit(
+            args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, tp=tp, pp=pp,
+            weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context, batch=args.batch,
+            prefill_chunk=args.prefill_chunk, overhead_bytes=args.overhead, activation_bytes=args.activation,
+        )
+        return json_doc.dumps(json_doc.fit_doc(p)) if args.json else text.fit_text(p, args.units)
+    if args.command == "models":
+        from .model import catalog
+
+        entries = catalog.entries()
+        params = {e.id: api.load_model(e.id).params for e in entries}
+        if args.json:
+            return json_doc.dumps(json_doc.models_doc(entries, params))
+        return text.models_text([(e.id, str(e.config.get("model_type")), params[e.id], ", ".join(e.aliases[:3])) for e in entries])
+    from .hardware import gpus
+
+    items = gpus()
+    return json_doc.dumps(json_doc.gpus_doc(items)) if args.json else text.gpus_text(items, args.units)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        out = _run(args)
+    except InputError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except BrokenPipeError:  # pragma: no cover - e.g. piped into head
+        return 0
+    sys.stdout.write(out + "\n")
+    return 0

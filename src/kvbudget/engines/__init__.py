@@ -1,0 +1,1 @@
+"""Engine policies: how each engine turns (model, GPU, settings) into a MemoryPlan."""

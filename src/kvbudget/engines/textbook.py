@@ -1,0 +1,245 @@
+"""The textbook policy: the device's memory is weights + KV cache + activation workspace +
+runtime overhead, and the KV cache gets whatever the other three leave.
+
+No engine's own rules (utilization fraction, paged blocks, profiling) apply here; those live in
+the engine modules. Every constant below is printed with the plan as an ``Assumption``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..hardware import GPU
+from ..kvcache import MAX_BATCH, MAX_CONTEXT, bytes_per_sequence, check_tp, kv_element_type, serving_dtype
+from ..model.spec import ModelSpec
+from ..model.weights import WeightFormat, parse_weight_format
+from ..parallel import Stage, stages
+from ..units import GiB, InputError, element_type, fmt_bytes
+
+# CUDA context and driver-side allocations that the process holds outside PyTorch's allocator.
+# Source: ../shared/research/engines.md §2.7 (SGLang worked example: 79.19 GiB total minus
+# "≈0.6 for CUDA context and NCCL" on an H100) — taken as 0.5 GiB context + NCCL below.
+CUDA_CONTEXT_BYTES = GiB // 2
+# Non-torch memory measured by llm-d on H100 with vLLM 0.11: 0.13 GiB at TP=1, 0.6 GiB at TP>=2
+# (NCCL buffers). Source: ../shared/research/peers.md, llm-d capacity planner notes.
+NON_TORCH_TP1_BYTES = round(0.13 * GiB)
+NON_TORCH_TP_BYTES = round(0.6 * GiB)
+# Tokens in one forward step while prefilling: vLLM's max_num_batched_tokens for the OpenAI
+# server on >=70 GiB GPUs (engines.md §1.2, EngineArgs.get_batch_defaults).
+DEFAULT_PREFILL_CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the user asks to run: GPU, parallelism, formats and the workload."""
+
+    gpu: GPU
+    tp: int = 1
+    pp: int = 1
+    weights: str = "auto"
+    kv_dtype: str = "auto"
+    context: int | None = None
+    batch: int = 1
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK
+    overhead_bytes: int | None = None
+    activation_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU partition of one deployment (the fullest pipeline stage), and what it allows."""
+
+    model: str
+    params: int
+    gpu: str
+    num_gpus: int
+    tp: int
+    pp: int
+    stage: int
+    stage_layers: tuple[int, int]  # first decoder layer, count
+    total_bytes: int
+    weights_bytes: int
+    weights_by_role: tuple[tuple[str, int], ...]
+    weights_format: str
+    kept_16bit: tuple[str, ...]
+    activation_bytes: int
+    overhead_bytes: int
+    kv_cache_bytes: int  # what is left for the KV cache
+    kv_dtype: str
+    context: int
+    batch: int
+    kv_per_sequence_bytes: int
+    kv_needed_bytes: int
+    max_batch: int | None  # None: the model keeps no per-sequence cache
+    max_context: int
+    max_context_capped: bool  # max_context is the model's own limit, not memory
+    fits: bool
+    verdict: str
+    warnings: tuple[str, ...]
+    assumptions: tuple[Assumption, ...] = field(default=())
+
+
+def weight_format(spec: ModelSpec, weights: str) -> WeightFormat:
+    """The checkpoint's own format for ``auto``, else the one asked for."""
+    if weights.strip().lower() == "auto":
+        return spec.weight_format
+    return parse_weight_format(weights, dense_dtype=serving_dtype(spec))
+
+
+def activation_bytes(spec: ModelSpec, tokens: int, seqs: int, tp: int, last_stage: bool) -> int:
+    """Peak activation of one forward step of ``tokens`` tokens over ``seqs`` sequences, per rank:
+    residual, normed input and attention output (3 x hidden), the MLP's gate and up outputs
+    (2 x intermediate / tp) in the serving dtype, and on the last stage fp32 logits for one
+    token per sequence."""
+    d = spec.dims
+    width = element_type(serving_dtype(spec)).nbytes(1)
+    hidden_states = tokens * (3 * d.hidden_size + 2 * (d.intermediate_size // tp)) * width
+    logits = seqs * d.vocab_size * 4 if last_stage else 0
+    return hidden_states + logits
+
+
+def _max_context(stage: Stage, budget: int, batch: int, dtype_name: str, tp: int, limit: int) -> int:
+    dtype = element_type(dtype_name)
+
+    def need(s: int) -> int:
+        return batch * bytes_per_sequence(stage.layers, s, dtype, tp)
+
+    if need(limit) <= budget:
+        return limit
+    lo, hi = 0, limit  # need(lo) <= budget < need(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if need(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
+    """Split one GPU's memory for ``dep`` and find the largest batch and context it allows."""
+    tp, pp = dep.tp, dep.pp
+    check_tp(spec, tp)
+    if pp <= 0 or pp > spec.num_layers:
+        raise InputError(f"--pp {pp} must be between 1 and the model's {spec.num_layers} layers")
+    context = spec.max_context if dep.context is None else dep.context
+    if not 0 < context <= MAX_CONTEXT:
+        raise InputError(f"--context must be between 1 and {MAX_CONTEXT:,}, got {context}")
+    if not 0 < dep.batch <= MAX_BATCH:
+        raise InputError(f"--batch must be between 1 and {MAX_BATCH:,}, got {dep.batch}")
+    if dep.prefill_chunk <= 0:
+        raise InputError(f"--prefill-chunk must be positive, got {dep.prefill_chunk}")
+    fmt = weight_format(spec, dep.weights)
+    dtype = kv_element_type(spec, dep.kv_dtype)
+    total = dep.gpu.memory_bytes
+    assumptions = [
+        Assumption("GPU memory", fmt_bytes(total), dep.gpu.memory_source or "catalog"),
+        Assumption("weights", fmt.describe(), "quantization_config" if dep.weights == "auto" and fmt.quantized else
+                   ("checkpoint torch_dtype" if dep.weights == "auto" else "--weights-dtype")),
+        Assumption("KV cache dtype", dtype.name, "--kv-dtype" if dep.kv_dtype != "auto" else "model dtype (auto)"),
+    ]
+    tokens = min(dep.batch * context, dep.prefill_chunk)
+    if dep.activation_bytes is None:
+        assumptions.append(Assumption(
+            "activation workspace",
+            f"{tokens:,}-token step x (3 x hidden + 2 x intermediate/TP) x {serving_dtype(spec)} "
+            f"+ {min(dep.batch, tokens):,} x vocab fp32 logits",
+            f"prefill chunk {dep.prefill_chunk:,} tokens (vLLM max_num_batched_tokens default, engines.md §1.2)",
+        ))
+    else:
+        assumptions.append(Assumption("activation workspace", fmt_bytes(dep.activation_bytes), "--activation"))
+    if dep.overhead_bytes is None:
+        non_torch = NON_TORCH_TP_BYTES if tp * pp > 1 else NON_TORCH_TP1_BYTES
+        overhead = CUDA_CONTEXT_BYTES + non_torch
+        assumptions.append(Assumption(
+            "runtime overhead",
+            f"CUDA context {fmt_bytes(CUDA_CONTEXT_BYTES)} + non-torch {fmt_bytes(non_torch)}",
+            "engines.md §2.7 (CUDA context), llm-d measured non-torch on H100 (peers.md)",
+        ))
+    else:
+        overhead = dep.overhead_bytes
+        assumptions.append(Assumption("runtime overhead", fmt_bytes(overhead), "--overhead"))
+
+    best: MemoryPlan | None = None
+    for stage in stages(spec, fmt, tp, pp):
+        last = stage.index == pp - 1
+        act = dep.activation_bytes if dep.activation_bytes is not None else activation_bytes(
+            spec, tokens, min(dep.batch, tokens), tp, last)
+        kv_budget = total - stage.weights_bytes - act - overhead
+        per_seq = bytes_per_sequence(stage.layers, context, dtype, tp)
+        need = dep.batch * per_seq
+        usable = max(kv_budget, 0)
+        max_batch = usable // per_seq if per_seq else None
+        limit = spec.max_context
+        max_ctx = _max_context(stage, usable, dep.batch, dtype.name, tp, limit)
+        fits = kv_budget >= 0 and need <= kv_budget
+        plan = MemoryPlan(
+            model=spec.name, params=spec.params, gpu=dep.gpu.name, num_gpus=tp * pp, tp=tp, pp=pp,
+            stage=stage.index, stage_layers=(stage.first_layer, stage.num_layers), total_bytes=total,
+            weights_bytes=stage.weights_bytes, weights_by_role=stage.weights_by_role,
+            weights_format=fmt.describe(),
+            kept_16bit=_kept_16bit(fmt, stage),
+            activation_bytes=act, overhead_bytes=overhead, kv_cache_bytes=kv_budget, kv_dtype=dtype.name,
+            context=context, batch=dep.batch, kv_per_sequence_bytes=per_seq, kv_needed_bytes=need,
+            max_batch=max_batch, max_context=max_ctx, max_context_capped=max_ctx == limit,
+            fits=fits, verdict="", warnings=(), assumptions=tuple(assumptions),
+        )
+        if best is None or _tighter(plan, best):
+            best = plan
+    assert best is not None
+    return _with_verdict(best, spec)
+
+
+def _tighter(a: MemoryPlan, b: MemoryPlan) -> bool:
+    """Whether stage ``a`` binds harder than ``b``: less KV room, or fewer sequences."""
+    if (a.max_batch is None) != (b.max_batch is None):
+        return a.max_batch is not None
+    if a.max_batch is not None and b.max_batch is not None and a.max_batch != b.max_batch:
+        return a.max_batch < b.max_batch
+    return a.kv_cache_bytes < b.kv_cache_bytes
+
+
+def _kept_16bit(fmt: WeightFormat, stage: Stage) -> tuple[str, ...]:
+    if not fmt.quantized:
+        return ()
+    kept = [role for role, _ in stage.weights_by_role if role in ("embeddings", "lm_head", "norms", "router")]
+    kept += sorted(fmt.skip_roles - set(kept))
+    return tuple(kept) + ("biases", "conv kernels")
+
+
+def _with_verdict(p: MemoryPlan, spec: ModelSpec) -> MemoryPlan:
+    from dataclasses import replace
+
+    warnings = []
+    if p.context > spec.max_context:
+        warnings.append(f"context {p.context:,} is beyond the model's max_position_embeddings {spec.max_context:,}")
+    fixed = p.weights_bytes + p.activation_bytes + p.overhead_bytes
+    where = f" (pipeline stage {p.stage}, the fullest)" if p.pp > 1 else ""
+    if p.kv_cache_bytes < 0:
+        verdict = (
+            f"does not fit: weights, activations and overhead need {fmt_bytes(fixed)} of "
+            f"{fmt_bytes(p.total_bytes)} per GPU{where}; use more GPUs (--tp/--pp) or smaller weights (--weights-dtype fp8)"
+        )
+    elif p.max_batch is None:
+        verdict = "fits: the model keeps no per-sequence cache"
+    elif p.fits:
+        verdict = (
+            f"fits: {p.batch} x {p.context:,}-token sequences need {fmt_bytes(p.kv_needed_bytes)} of the "
+            f"{fmt_bytes(p.kv_cache_bytes)} left for the KV cache; up to {p.max_batch:,} sequences at this context"
+        )
+    else:
+        verdict = (
+            f"does not fit: {p.batch} x {p.context:,}-token sequences need {fmt_bytes(p.kv_needed_bytes)} of KV cache, "
+            f"{fmt_bytes(p.kv_cache_bytes)} is left{where}; at most {p.max_batch:,} sequences at {p.context:,} tokens, "
+            f"or {p.max_context:,} tokens at batch {p.batch}"
+        )
+        if p.max_batch == 0 and p.max_context == 0:
+            verdict += "; not even one token fits"
+    return replace(p, verdict=verdict, warnings=tuple(warnings))

@@ -1,0 +1,96 @@
+"""GPU catalog: memory as the device reports it to the engine, bandwidth, FLOP/s, price.
+
+One JSON file per GPU under ``hardware_data/``, each figure with its source.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .units import InputError
+
+DATA_DIR = Path(__file__).with_name("hardware_data")
+
+
+class UnknownGPU(InputError):
+    """A GPU name that is not in the catalog."""
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator. ``memory_bytes`` is the total that CUDA/HIP reports to the process
+    (``cudaMemGetInfo``), which is what engines budget from — less than the marketing figure
+    and less than nvidia-smi's total."""
+
+    name: str
+    memory_bytes: int
+    aliases: tuple[str, ...] = ()
+    vendor: str = "nvidia"
+    marketing_memory: str = ""
+    nvidia_smi_mib: int | None = None
+    bandwidth_bytes_per_s: int | None = None
+    bf16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    fp8: bool = False
+    price_per_hour: float | None = None
+    memory_source: str = ""
+    price_source: str = ""
+    custom: bool = False
+
+
+def custom_gpu(memory_bytes: int) -> GPU:
+    """A GPU known only by its memory (``--gpu-memory 48GiB``)."""
+    return GPU(name=f"custom ({memory_bytes / 2**30:.2f} GiB)", memory_bytes=memory_bytes, custom=True,
+               memory_source="--gpu-memory")
+
+
+def _norm(name: str) -> str:
+    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    for word in ("nvidia", "geforce", "amd", "instinct", "tesla"):
+        key = key.replace(word, "")
+    return key
+
+
+def _read(path: Path) -> GPU:
+    d = json.loads(path.read_text(encoding="utf-8"))
+    return GPU(
+        name=d["name"],
+        memory_bytes=int(d["cuda_total_bytes"]),
+        aliases=tuple(d.get("aliases", ())),
+        vendor=d.get("vendor", "nvidia"),
+        marketing_memory=d.get("marketing_memory", ""),
+        nvidia_smi_mib=d.get("nvidia_smi_mib"),
+        bandwidth_bytes_per_s=d.get("memory_bandwidth_bytes_per_s"),
+        bf16_tflops=d.get("bf16_dense_tflops"),
+        fp8_tflops=d.get("fp8_dense_tflops"),
+        fp8=bool(d.get("fp8_supported")),
+        price_per_hour=d.get("price_per_hour_usd"),
+        memory_source=d.get("cuda_total_source", ""),
+        price_source=d.get("price_source") or "",
+    )
+
+
+def gpus() -> list[GPU]:
+    """Every catalog GPU, by vendor then memory."""
+    return sorted((_read(p) for p in DATA_DIR.glob("*.json")), key=lambda g: (g.vendor, g.memory_bytes, g.name))
+
+
+def find_gpu(name: str) -> GPU:
+    """Look a GPU up by the names people write (``H100``, ``a100 80gb``, ``RTX3090``)."""
+    key = _norm(name)
+    if not key:
+        raise UnknownGPU("empty GPU name: see `kvbudget gpus`, or give --gpu-memory 48GiB")
+    table: dict[str, GPU] = {}
+    for gpu in gpus():
+        for alias in (gpu.name, *gpu.aliases):
+            table.setdefault(_norm(alias), gpu)
+    if key in table:
+        return table[key]
+    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.6)
+    names = list(dict.fromkeys(table[c].name for c in close))
+    did = f"; did you mean {' or '.join(names)}?" if names else ""
+    raise UnknownGPU(f"unknown GPU {name!r}{did} (see `kvbudget gpus`, or give --gpu-memory 48GiB)")

@@ -1,0 +1,1 @@
+"""What a model is: layer kinds, parameter inventory, weight formats, config readers, catalog."""

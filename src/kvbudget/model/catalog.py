@@ -1,0 +1,94 @@
+"""Built-in models: one JSON file per model under ``catalog/``, each citing its sources."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..units import InputError
+
+CATALOG_DIR = Path(__file__).with_name("catalog")
+
+
+class UnknownModel(InputError):
+    """A model reference that is not in the catalog, not a local config and not reachable."""
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    id: str
+    aliases: tuple[str, ...]
+    official_params: int
+    official_params_source: str
+    config_source: str
+    config: dict[str, Any]
+    official_params_text: int = 0
+    notes: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.id, *self.aliases)
+
+
+def _key(name: str) -> str:
+    return name.strip().lower()
+
+
+def _read(path: Path) -> CatalogEntry:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return CatalogEntry(
+        id=data["id"],
+        aliases=tuple(data.get("aliases", ())),
+        official_params=int(data["official_params"]),
+        official_params_source=data.get("official_params_source", ""),
+        config_source=data.get("config_source", ""),
+        config=data["config"],
+        official_params_text=int(data.get("official_params_text") or 0),
+        notes=data.get("notes", ""),
+    )
+
+
+def entries() -> list[CatalogEntry]:
+    """Every catalog entry, sorted by id."""
+    return sorted((_read(p) for p in CATALOG_DIR.glob("*.json")), key=lambda e: e.id.lower())
+
+
+def _matches(entry: CatalogEntry, key: str) -> bool:
+    for name in entry.names:
+        k = _key(name)
+        if key == k or key == k.rsplit("/", 1)[-1]:
+            return True
+    return False
+
+
+def find(ref: str) -> CatalogEntry | None:
+    """The entry whose HF id, short name or alias is ``ref`` (case-insensitive), else None."""
+    key = _key(ref)
+    # Fast path: the file named after the reference.
+    slug = CATALOG_DIR / f"{key.rsplit('/', 1)[-1]}.json"
+    if slug.is_file():
+        entry = _read(slug)
+        if _matches(entry, key):
+            return entry
+    for entry in entries():
+        if _matches(entry, key):
+            return entry
+    return None
+
+
+def suggest(ref: str, n: int = 3) -> list[str]:
+    """Close catalog names for a mistyped reference."""
+    names: dict[str, str] = {}
+    for entry in entries():
+        for name in entry.names:
+            names.setdefault(_key(name), entry.id)
+            names.setdefault(_key(name).rsplit("/", 1)[-1], entry.id)
+    hits = difflib.get_close_matches(_key(ref), list(names), n=n * 3, cutoff=0.6)
+    out: list[str] = []
+    for hit in hits:
+        if names[hit] not in out:
+            out.append(names[hit])
+    return out[:n]

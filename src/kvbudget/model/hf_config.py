@@ -1,0 +1,534 @@
+"""``config.json`` -> ``ModelSpec``.
+
+Model-type quirks live in one table here (``QUIRKS``) and nowhere else. Field names and
+aliases follow the engines: head size as vLLM's ``ModelArchConfigConvertorBase.get_head_size``
+(explicit ``head_dim`` first, else hidden / heads; MLA: latent + rope), KV heads through
+vLLM's alias list (``transformers_utils/config.py: CONFIG_FIELD_ALIASES``) and per-layer
+patterns as HF transformers generates ``layer_types``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..units import InputError
+from . import params as P
+from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
+from .params import Inventory, Tensor
+from .spec import Dims, ModelSpec
+from .weights import WeightFormat, from_quantization_config
+
+
+class ConfigError(InputError):
+    """A config.json that is malformed, partial or describes something kvbudget cannot read."""
+
+
+@dataclass(frozen=True)
+class Quirks:
+    """What one ``model_type`` does differently. Defaults are Llama's."""
+
+    mlp: str = "gated"  # gated (SwiGLU/GeGLU: gate, up, down) | plain (fc1, fc2)
+    norm_bias: bool = False  # LayerNorm with bias (else RMSNorm / weight-only LayerNorm)
+    norms_per_layer: int = 2
+    qkv_bias: bool = False  # default when the config has no attention_bias key
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    tied: bool = False  # default of tie_word_embeddings when the config does not say
+    learned_positions: int = 0  # extra rows of a learned position table (OPT: 2)
+    lm_head_bias: bool = False
+    layout: str = "uniform"  # how layer kinds are chosen, see _mixers()
+    moe: str = ""  # which layers are MoE, see _is_moe()
+    defaults: tuple[tuple[str, Any], ...] = ()  # the config class's defaults for keys a config.json may omit
+    note: str = ""
+
+
+# One row per model_type. ``layout`` / ``moe`` name the per-layer rules below.
+QUIRKS: dict[str, Quirks] = {
+    "llama": Quirks(layout="layer_types", note="Llama 1/2/3/3.1/3.2/3.3, CodeLlama, TinyLlama, Yi"),
+    "mistral": Quirks(layout="layer_types", note="sliding_window without layer_types is full attention, as vLLM 0.33 llama.py"),
+    "mixtral": Quirks(layout="layer_types", moe="all"),
+    "granite": Quirks(layout="layer_types", note="llama with residual/embedding multipliers (no params)"),
+    "granitemoe": Quirks(layout="layer_types", moe="all"),
+    "qwen2": Quirks(qkv_bias=True, layout="qwen_window"),
+    "qwen2_moe": Quirks(qkv_bias=True, layout="qwen_window", moe="qwen"),
+    "qwen3": Quirks(qk_norm=True, layout="qwen_window"),
+    "qwen3_moe": Quirks(qk_norm=True, layout="qwen_window", moe="qwen"),
+    "qwen3_next": Quirks(qk_norm=True, layout="qwen3_next", moe="qwen", note="gated attention + GatedDeltaNet"),
+    "gemma": Quirks(tied=True),
+    "gemma2": Quirks(tied=True, norms_per_layer=4, layout="gemma2"),
+    "gemma3_text": Quirks(
+        tied=True, norms_per_layer=4, qk_norm=True, layout="gemma3",
+        # transformers Gemma3TextConfig.__init__ defaults; Gemma 3 checkpoints omit them.
+        defaults=(("vocab_size", 262208), ("num_attention_heads", 8), ("num_key_value_heads", 4), ("head_dim", 256),
+                  ("max_position_embeddings", 131072), ("sliding_window", 4096), ("sliding_window_pattern", 6)),
+        note="Gemma 3: keys missing from config.json take Gemma3TextConfig defaults",
+    ),
+    "phi3": Quirks(layout="layer_types", note="Phi-3, Phi-3.5, Phi-4 (fused qkv/gate_up: same counts)"),
+    "phi": Quirks(mlp="plain", norm_bias=True, norms_per_layer=1, qkv_bias=True, o_bias=True, mlp_bias=True,
+                  lm_head_bias=True, note="Phi-1/1.5/2: parallel block, one LayerNorm"),
+    "deepseek_v2": Quirks(layout="mla", moe="deepseek"),
+    "deepseek_v3": Quirks(layout="mla", moe="deepseek"),
+    "gpt_oss": Quirks(qkv_bias=True, o_bias=True, layout="layer_types", moe="all", note="attention sinks, biased experts"),
+    "falcon": Quirks(mlp="plain", norm_bias=True, tied=True, layout="uniform",
+                     note="old: multi_query, 1 LayerNorm; new_decoder_architecture: GQA, 2 LayerNorms"),
+    "gpt2": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True, tied=True),
+    "gpt_neox": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True),
+    "opt": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True, tied=True, learned_positions=2),
+    "cohere": Quirks(tied=True, norms_per_layer=1, note="parallel block, weight-only LayerNorm"),
+    "cohere2": Quirks(tied=True, norms_per_layer=1, layout="cohere2"),
+    "jamba": Quirks(layout="jamba", moe="jamba", note="Mamba-1 + attention every attn_layer_period"),
+    "falcon_h1": Quirks(layout="falcon_h1", note="attention and Mamba-2 side by side in every layer"),
+    "llama4_text": Quirks(layout="llama4", moe="llama4", note="chunked local attention, NoPE global layers"),
+}
+_TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+
+# vLLM's KV-head aliases, in its order (transformers_utils/config.py: CONFIG_FIELD_ALIASES).
+_KV_ALIASES = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
+
+
+class _Cfg:
+    """Typed reads of a config dict that name the missing or bad field."""
+
+    def __init__(self, raw: Mapping[str, Any], where: str) -> None:
+        self.raw = raw
+        self.where = where
+
+    def has(self, key: str) -> bool:
+        return self.raw.get(key) is not None
+
+    def int(self, *keys: str, default: int | None = None, positive: bool = True) -> int:
+        for key in keys:
+            value = self.raw.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+                raise ConfigError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
+            if positive and value <= 0:
+                raise ConfigError(f"{self.where}: field {key!r} must be positive, got {value!r}")
+            return int(value)
+        if default is None:
+            raise ConfigError(f"{self.where}: missing field {' / '.join(repr(k) for k in keys)}")
+        return default
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.raw.get(key)
+        return default if value is None else bool(value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.raw.get(key)
+        return default if value is None else value
+
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+def text_config(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The decoder's own config: nested ``text_config`` for multimodal wrappers."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("config.json must hold a JSON object")
+    model_type = raw.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise ConfigError("config.json has no 'model_type': is this a Hugging Face model config?")
+    inner = raw.get("text_config")
+    if isinstance(inner, Mapping):
+        merged = dict(inner)
+        for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
+            if key in raw and key not in merged:
+                merged[key] = raw[key]
+        model_type = str(merged.get("model_type") or _TEXT_TYPES.get(model_type, model_type))
+        return merged, _TEXT_TYPES.get(model_type, model_type)
+    return dict(raw), _TEXT_TYPES.get(model_type, model_type)
+
+
+def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> ModelSpec:
+    """Read a Hugging Face ``config.json`` (already parsed) into a ``ModelSpec``."""
+    cfg_dict, model_type = text_config(raw)
+    notes: list[str] = []
+    quirks = QUIRKS.get(model_type)
+    if quirks is None:
+        quirks = Quirks(layout="layer_types")
+        notes.append(f"model_type {model_type!r} is not in kvbudget's table: read as a Llama-style decoder")
+    c = _Cfg({**dict(quirks.defaults), **cfg_dict}, name)
+    return _build(c, model_type, quirks, name, notes)
+
+
+# --- per-layer choices -----------------------------------------------------------------------
+
+
+def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
+    """One of full / sliding / chunked / mla / mamba / gdn / hybrid per decoder layer."""
+    explicit = c.get("layer_types")
+    if isinstance(explicit, list) and layout not in ("mla",):
+        if len(explicit) < n:
+            raise ConfigError(f"{c.where}: 'layer_types' has {len(explicit)} entries for {n} layers")
+        kinds = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding",
+                 "chunked_attention": "chunked", "linear_attention": "gdn", "mamba": "mamba"}
+        out = []
+        for t in explicit[:n]:
+            if t not in kinds:
+                raise ConfigError(f"{c.where}: unknown entry {t!r} in 'layer_types'")
+            out.append(kinds[t])
+        return out
+    if layout == "mla":
+        return ["mla"] * n
+    if layout == "gemma2":  # transformers Gemma2: even layers slide
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
+    if layout in ("gemma3", "cohere2"):
+        period = c.int("sliding_window_pattern", "_sliding_window_pattern", default=6 if layout == "gemma3" else 4)
+        return ["full" if (i + 1) % period == 0 else "sliding" for i in range(n)]
+    if layout == "qwen_window":
+        if c.bool("use_sliding_window", False) and c.has("sliding_window"):
+            first = c.int("max_window_layers", default=n, positive=False)
+            return ["sliding" if i >= first else "full" for i in range(n)]
+        return ["full"] * n
+    if layout == "qwen3_next":
+        period = c.int("full_attention_interval", default=4)
+        return ["full" if (i + 1) % period == 0 else "gdn" for i in range(n)]
+    if layout == "jamba":
+        period = c.int("attn_layer_period", default=8)
+        offset = c.int("attn_layer_offset", default=4, positive=False)
+        return ["full" if i % period == offset else "mamba" for i in range(n)]
+    if layout == "falcon_h1":
+        return ["hybrid"] * n
+    if layout == "llama4":
+        if not c.has("attention_chunk_size"):
+            return ["full"] * n
+        no_rope = c.get("no_rope_layers")
+        if not isinstance(no_rope, list) or not no_rope:
+            interval = c.int("nope_layer_interval", default=4)
+            no_rope = [int((i + 1) % interval != 0) for i in range(n)]
+        return ["chunked" if no_rope[i] else "full" for i in range(n)]
+    return ["full"] * n
+
+
+def _is_moe(c: _Cfg, rule: str, i: int, n: int) -> bool:
+    if not rule:
+        return False
+    if rule == "all":
+        return True
+    if rule == "qwen":
+        step = c.int("decoder_sparse_step", default=1)
+        return i not in (c.get("mlp_only_layers") or []) and (i + 1) % step == 0
+    if rule == "deepseek":
+        return i >= c.int("first_k_dense_replace", default=0, positive=False) and i % c.int("moe_layer_freq", default=1) == 0
+    if rule == "jamba":
+        return i % c.int("expert_layer_period", default=2) == c.int("expert_layer_offset", default=1, positive=False)
+    if rule == "llama4":
+        moe_layers = c.get("moe_layers")
+        if isinstance(moe_layers, list):
+            return i in moe_layers
+        step = c.int("interleave_moe_layer_step", default=1)
+        return (i + 1) % step == 0
+    raise AssertionError(rule)  # pragma: no cover
+
+
+# --- the builder -----------------------------------------------------------------------------
+
+
+def _kv_heads(c: _Cfg, model_type: str, heads: int) -> tuple[int, str]:
+    if model_type == "falcon" and not c.bool("new_decoder_architecture", False):
+        if c.bool("multi_query", True):
+            return 1, "multi_query (Falcon without new_decoder_architecture)"
+        return heads, "num_attention_heads (multi_query false)"
+    for key in _KV_ALIASES:
+        if c.has(key):
+            return c.int(key), key
+    if c.bool("multi_query", False):
+        return 1, "multi_query"
+    return heads, "num_attention_heads (no KV-head field: MHA)"
+
+
+def _dtype(c: _Cfg, notes: list[str]) -> str:
+    raw = c.get("torch_dtype") or c.get("dtype")
+    if raw is None:
+        notes.append("config has no torch_dtype: assumed float32 checkpoint")
+        return "fp32"
+    key = str(raw).replace("torch.", "")
+    if key not in _DTYPES:
+        raise ConfigError(f"{c.where}: unknown torch_dtype {raw!r}")
+    return _DTYPES[key]
+
+
+def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> ModelSpec:
+    hidden = c.int("hidden_size", "n_embd", "d_model")
+    n = c.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = c.int("num_attention_heads", "n_head", "num_heads")
+    kv_heads, kv_src = _kv_heads(c, model_type, heads)
+    if c.has("head_dim") and c.int("head_dim") > 0:
+        head_dim, hd_src = c.int("head_dim"), "head_dim"
+    else:
+        if hidden % heads:
+            raise ConfigError(f"{c.where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
+        head_dim, hd_src = hidden // heads, "hidden_size / num_attention_heads"
+    if kv_heads > heads or heads % kv_heads:
+        raise ConfigError(f"{c.where}: {kv_heads} KV heads do not divide {heads} attention heads")
+    vocab = c.int("vocab_size", "padded_vocab_size")
+    inter = c.int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=4 * hidden)
+    max_ctx = c.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=2048)
+    dtype = _dtype(c, notes)
+    tied = c.bool("tie_word_embeddings", q.tied)
+    window = c.int("sliding_window", default=0, positive=False) if c.has("sliding_window") else 0
+    kinds = _layer_types(c, model_type, q.layout, n)
+    if "sliding" in kinds and window <= 0:
+        raise ConfigError(f"{c.where}: sliding layers need a positive 'sliding_window'")
+    if model_type in ("mistral", "mixtral", "phi3") and window and "sliding" not in kinds:
+        notes.append(
+            f"config sets sliding_window={window} without per-layer layer_types: full attention, as vLLM 0.33 "
+            "(model_executor/models/llama.py); HF transformers would apply the window"
+        )
+
+    attn_bias = c.bool("attention_bias", q.qkv_bias) if "attention_bias" in c.raw else q.qkv_bias
+    if model_type in ("falcon",):
+        attn_bias = c.bool("bias", False)
+    if model_type == "opt":
+        attn_bias = c.bool("enable_bias", True)
+    o_bias = q.o_bias or (attn_bias and model_type in ("llama", "mistral", "granite", "granitemoe", "phi3", "falcon", "opt"))
+    mlp_bias = c.bool("mlp_bias", q.mlp_bias) if model_type not in ("falcon",) else c.bool("bias", False)
+    qk_norm = q.qk_norm or c.bool("use_qk_norm", False) and model_type == "cohere"
+
+    moe = _MoE.read(c, model_type) if q.moe else None
+
+    # Layers (cache kinds) and their decoder-layer index; parameter blocks per decoder layer.
+    layers: list[Layer] = []
+    layer_of: list[int] = []
+    blocks: list[tuple[Tensor, ...]] = []
+    mla = _MLADims.read(c) if q.layout == "mla" else None
+    chunk = c.int("attention_chunk_size", default=0, positive=False)
+    norm_count = q.norms_per_layer
+    if model_type == "falcon":
+        norm_count = 2 if c.bool("new_decoder_architecture", False) and c.int("num_ln_in_parallel_attn", default=2) == 2 else 1
+    ssm_dtype = _DTYPES.get(str(c.get("mamba_ssm_cache_dtype", "")), dtype)
+    for i, kind in enumerate(kinds):
+        tensors: list[Tensor] = []
+        if kind in ("full", "sliding", "chunked", "hybrid"):
+            attn = FullAttention(kv_heads, head_dim)
+            if kind == "sliding":
+                attn = SlidingWindow(kv_heads, head_dim, window=window)
+            elif kind == "chunked":
+                attn = ChunkedLocal(kv_heads, head_dim, chunk=chunk)
+            layers.append(attn)
+            layer_of.append(i)
+            tensors += P.attention(hidden, heads, kv_heads, head_dim, qkv_bias=attn_bias, o_bias=o_bias,
+                                   qk_norm=qk_norm, q_gate=model_type == "qwen3_next" and c.bool("attn_output_gate", True))
+            if model_type == "gpt_oss":
+                tensors.append(Tensor("attention", heads, split="col"))  # attention sinks
+        if kind == "mla" and mla is not None:
+            layers.append(MLA(mla.kv_lora_rank, mla.rope))
+            layer_of.append(i)
+            tensors += mla.tensors(hidden, heads)
+        if kind in ("mamba", "hybrid"):
+            state, mamba_tensors = (_mamba1 if kind == "mamba" else _mamba2)(c, hidden, dtype, ssm_dtype)
+            layers.append(state)
+            layer_of.append(i)
+            tensors += mamba_tensors
+        if kind == "gdn":
+            state, gdn_tensors = _gated_delta_net(c, hidden, dtype, ssm_dtype)
+            layers.append(state)
+            layer_of.append(i)
+            tensors += gdn_tensors
+        if moe is not None and _is_moe(c, q.moe, i, n):
+            tensors += moe.tensors(hidden, model_type)
+        elif q.mlp == "plain":
+            tensors += P.plain_mlp(hidden, inter, bias=mlp_bias)
+        else:
+            dense = inter
+            if model_type == "llama4_text":
+                dense = c.int("intermediate_size_mlp", default=inter)
+            tensors += P.gated_mlp(hidden, dense, bias=mlp_bias)
+        tensors += P.norms(hidden, norm_count, bias=q.norm_bias)
+        blocks.append(tuple(tensors))
+
+    head: list[Tensor] = [Tensor("embeddings", vocab, hidden, split="vocab")]
+    if model_type == "gpt2":
+        head.append(Tensor("embeddings", c.int("n_positions", default=max_ctx), hidden))
+    if q.learned_positions:
+        head.append(Tensor("embeddings", max_ctx + q.learned_positions, hidden))
+    tail: list[Tensor] = list(P.norms(hidden, 1, bias=q.norm_bias))
+    if not tied:
+        tail.append(Tensor("lm_head", vocab, hidden, split="vocab"))
+        if q.lm_head_bias:
+            tail.append(Tensor("lm_head", vocab, split="vocab"))
+    inventory = Inventory(tuple(head), tuple(blocks), tuple(tail))
+
+    qc = c.get("quantization_config")
+    dense_dtype = dtype if dtype != "fp32" else "bf16"
+    fmt = from_quantization_config(qc, dense_dtype) if isinstance(qc, Mapping) else WeightFormat(dense_dtype, dense_dtype=dense_dtype)
+
+    act_inter = inter
+    if moe is not None:
+        act_inter = moe.inter * moe.top_k + moe.shared_inter
+    sources = [
+        ("num_layers", "num_hidden_layers"),
+        ("num_kv_heads", kv_src),
+        ("head_dim", hd_src if mla is None else "kv_lora_rank + qk_rope_head_dim (MLA)"),
+        ("max_context", "max_position_embeddings"),
+        ("native_dtype", "torch_dtype"),
+        ("tie_word_embeddings", "tie_word_embeddings" if "tie_word_embeddings" in c.raw else f"default for {model_type}"),
+    ]
+    if window:
+        sources.append(("sliding_window", "sliding_window"))
+    if q.note:
+        notes.append(q.note)
+    return ModelSpec(
+        name=name,
+        model_type=model_type,
+        layers=tuple(layers),
+        layer_of=tuple(layer_of),
+        inventory=inventory,
+        dims=Dims(hidden, act_inter, vocab, heads, head_dim),
+        native_dtype=dtype,
+        max_context=max_ctx,
+        weight_format=fmt,
+        sources=tuple(sources),
+        notes=tuple(notes),
+        num_experts=moe.experts if moe else 0,
+        experts_per_token=moe.top_k if moe else 0,
+    )
+
+
+@dataclass(frozen=True)
+class _MoE:
+    experts: int
+    top_k: int
+    inter: int
+    shared_inter: int  # total width of shared experts (0: none)
+    shared_gate: bool
+
+    @staticmethod
+    def read(c: _Cfg, model_type: str) -> _MoE:
+        experts = c.int("num_local_experts", "num_experts", "n_routed_experts")
+        top_k = c.int("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "top_k_experts", default=2)
+        inter = c.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
+        shared = 0
+        if c.has("n_shared_experts"):
+            shared = c.int("n_shared_experts", positive=False) * inter
+        elif c.has("shared_expert_intermediate_size"):
+            shared = c.int("shared_expert_intermediate_size", positive=False)
+        elif model_type == "llama4_text":
+            shared = inter
+        gate = model_type in ("qwen2_moe", "qwen3_next") and shared > 0
+        return _MoE(experts, top_k, inter, shared, gate)
+
+    def tensors(self, hidden: int, model_type: str) -> list[Tensor]:
+        biased = model_type == "gpt_oss"
+        out = P.router(hidden, self.experts, bias=biased)
+        if model_type == "deepseek_v3":
+            out.append(Tensor("router", self.experts))  # e_score_correction_bias
+        out += P.gated_mlp(hidden, self.inter, role="experts", count=self.experts, bias=biased)
+        if self.shared_inter:
+            out += P.gated_mlp(hidden, self.shared_inter, role="shared_experts")
+        if self.shared_gate:
+            out.append(Tensor("shared_experts", 1, hidden))
+        return out
+
+
+@dataclass(frozen=True)
+class _MLADims:
+    kv_lora_rank: int
+    rope: int
+    nope: int
+    v_head_dim: int
+    q_lora_rank: int
+
+    @staticmethod
+    def read(c: _Cfg) -> _MLADims:
+        return _MLADims(
+            c.int("kv_lora_rank"), c.int("qk_rope_head_dim"), c.int("qk_nope_head_dim"),
+            c.int("v_head_dim"), c.int("q_lora_rank", default=0, positive=False),
+        )
+
+    def tensors(self, hidden: int, heads: int) -> list[Tensor]:
+        qk = self.nope + self.rope
+        out: list[Tensor] = []
+        if self.q_lora_rank:
+            out += [
+                Tensor("attention", self.q_lora_rank, hidden, linear=True),
+                Tensor("norms", self.q_lora_rank),
+                Tensor("attention", heads * qk, self.q_lora_rank, split="col", linear=True),
+            ]
+        else:
+            out.append(Tensor("attention", heads * qk, hidden, split="col", linear=True))
+        out += [
+            Tensor("attention", self.kv_lora_rank + self.rope, hidden, linear=True),  # kv_a_proj_with_mqa
+            Tensor("norms", self.kv_lora_rank),
+            Tensor("attention", heads * (self.nope + self.v_head_dim), self.kv_lora_rank, split="col", linear=True),
+            Tensor("attention", hidden, heads * self.v_head_dim, split="row", linear=True),
+        ]
+        return out
+
+
+def _mamba1(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[RecurrentState, list[Tensor]]:
+    """Jamba's Mamba-1 mixer (transformers JambaMambaMixer)."""
+    inner = c.int("mamba_expand", default=2) * hidden
+    d_state = c.int("mamba_d_state", default=16)
+    d_conv = c.int("mamba_d_conv", default=4)
+    dt_rank_raw = c.get("mamba_dt_rank", "auto")
+    dt_rank = math.ceil(hidden / 16) if dt_rank_raw == "auto" else c.int("mamba_dt_rank")
+    proj_bias = c.bool("mamba_proj_bias", False)
+    tensors = [
+        Tensor("mamba", 2 * inner, hidden, split="col", linear=True),  # in_proj
+        Tensor("mamba", inner, d_conv, split="col"),  # conv1d
+        Tensor("mamba", dt_rank + 2 * d_state, inner, split="row", linear=True),  # x_proj
+        Tensor("mamba", inner, dt_rank, split="col", linear=True),  # dt_proj
+        Tensor("mamba", inner, split="col"),  # dt_proj bias
+        Tensor("mamba", inner, d_state, split="col"),  # A_log
+        Tensor("mamba", inner, split="col"),  # D
+        Tensor("mamba", hidden, inner, split="row", linear=True),  # out_proj
+        Tensor("norms", dt_rank + 2 * d_state),  # dt/b/c layernorms
+    ]
+    if c.bool("mamba_conv_bias", True):
+        tensors.append(Tensor("mamba", inner, split="col"))
+    if proj_bias:
+        tensors += [Tensor("mamba", 2 * inner, split="col"), Tensor("mamba", hidden)]
+    state = RecurrentState("mamba", d_conv, inner, inner, d_state, state_dtype=ssm_dtype, conv_dtype=dtype)
+    return state, tensors
+
+
+def _mamba2(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[RecurrentState, list[Tensor]]:
+    """Falcon-H1's Mamba-2 mixer (transformers FalconH1Mixer)."""
+    heads = c.int("mamba_n_heads")
+    head_dim = c.int("mamba_d_head")
+    d_ssm = c.int("mamba_d_ssm", default=heads * head_dim)
+    groups = c.int("mamba_n_groups", default=1)
+    d_state = c.int("mamba_d_state", default=128)
+    d_conv = c.int("mamba_d_conv", default=4)
+    conv_dim = d_ssm + 2 * groups * d_state
+    tensors = [
+        Tensor("mamba", 2 * d_ssm + 2 * groups * d_state + heads, hidden, split="col", linear=True),  # in_proj
+        Tensor("mamba", conv_dim, d_conv, split="col"),  # conv1d
+        Tensor("mamba", heads, count=3, split="col"),  # dt_bias, A_log, D
+        Tensor("mamba", hidden, d_ssm, split="row", linear=True),  # out_proj
+    ]
+    if c.bool("mamba_conv_bias", True):
+        tensors.append(Tensor("mamba", conv_dim, split="col"))
+    if c.bool("mamba_proj_bias", False):
+        tensors += [Tensor("mamba", 2 * d_ssm + 2 * groups * d_state + heads, split="col"), Tensor("mamba", hidden)]
+    if c.bool("mamba_rms_norm", False):
+        tensors.append(Tensor("norms", d_ssm, split="col"))
+    state = RecurrentState("mamba2", d_conv, conv_dim, heads, head_dim * d_state, state_dtype=ssm_dtype, conv_dtype=dtype)
+    return state, tensors
+
+
+def _gated_delta_net(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[RecurrentState, list[Tensor]]:
+    """Qwen3-Next's GatedDeltaNet (linear attention) mixer."""
+    kh = c.int("linear_num_key_heads")
+    vh = c.int("linear_num_value_heads")
+    kd = c.int("linear_key_head_dim")
+    vd = c.int("linear_value_head_dim")
+    kernel = c.int("linear_conv_kernel_dim", default=4)
+    conv_dim = 2 * kh * kd + vh * vd
+    tensors = [
+        Tensor("attention", 2 * kh * kd + 2 * vh * vd, hidden, split="col", linear=True),  # in_proj_qkvz
+        Tensor("attention", 2 * vh, hidden, split="col", linear=True),  # in_proj_ba
+        Tensor("attention", conv_dim, kernel, split="col"),  # conv1d
+        Tensor("attention", vh, count=2, split="col"),  # dt_bias, A_log
+        Tensor("norms", vd),  # gated RMSNorm
+        Tensor("attention", hidden, vh * vd, split="row", linear=True),  # out_proj
+    ]
+    state = RecurrentState("gated_delta_net", kernel, conv_dim, vh, kd * vd, state_dtype=ssm_dtype, conv_dtype=dtype)
+    return state, tensors
+

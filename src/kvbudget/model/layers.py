@@ -1,0 +1,183 @@
+"""Layer kinds: the one place where a layer's cache bytes are defined.
+
+Every kind answers the same three questions for a cache element type and a tensor-parallel
+degree ``tp``: how many bytes one token adds (``bytes_per_token``), how many tokens a sequence
+of length ``S`` keeps (``tokens_held``), and the bytes one sequence of length ``S`` holds
+(``bytes_per_sequence``). Engines, the planner and reports ask these classes and never
+re-derive the arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Union
+
+from ..units import ElementType, element_type
+
+
+@dataclass(frozen=True)
+class FullAttention:
+    """Full causal attention (MHA, GQA, MQA): every token's K and V are kept.
+
+    K and V head sizes may differ (``v_head_dim``). Under tensor parallelism each rank keeps
+    ``max(1, num_kv_heads // tp)`` heads: when ``tp > num_kv_heads`` heads are replicated and
+    a rank still stores one head (vLLM ``ModelConfig.get_num_kv_heads``).
+    """
+
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int = 0  # 0: same as head_dim
+    kind: ClassVar[str] = "full_attention"
+
+    @property
+    def v_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        return max(1, self.num_kv_heads // tp)
+
+    def bytes_per_token(self, dtype: ElementType, tp: int = 1) -> int:
+        heads = self.kv_heads_per_rank(tp)
+        return dtype.nbytes(heads * self.head_dim) + dtype.nbytes(heads * self.v_dim)
+
+    def tokens_held(self, seq_len: int) -> int:
+        return seq_len
+
+    def bytes_per_sequence(self, seq_len: int, dtype: ElementType, tp: int = 1) -> int:
+        return self.tokens_held(seq_len) * self.bytes_per_token(dtype, tp)
+
+    def describe(self) -> str:
+        v = f", v_head_dim {self.v_dim}" if self.v_head_dim and self.v_head_dim != self.head_dim else ""
+        return f"{self.num_kv_heads} KV heads x head_dim {self.head_dim}{v}"
+
+
+@dataclass(frozen=True)
+class SlidingWindow(FullAttention):
+    """Sliding-window attention: a sequence keeps at most the last ``window`` tokens."""
+
+    window: int = 0
+    kind: ClassVar[str] = "sliding_window"
+
+    def tokens_held(self, seq_len: int) -> int:
+        return min(seq_len, self.window)
+
+    def describe(self) -> str:
+        return f"{super().describe()}, window {self.window}"
+
+
+@dataclass(frozen=True)
+class ChunkedLocal(FullAttention):
+    """Chunked local attention (Llama 4 ``attention_chunk_size``): a token attends only within
+    its chunk, so a sequence keeps at most one chunk of tokens."""
+
+    chunk: int = 0
+    kind: ClassVar[str] = "chunked_local"
+
+    def tokens_held(self, seq_len: int) -> int:
+        return min(seq_len, self.chunk)
+
+    def describe(self) -> str:
+        return f"{super().describe()}, chunk {self.chunk}"
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi): one compressed latent of
+    ``kv_lora_rank`` elements plus the decoupled RoPE key of ``qk_rope_head_dim`` elements per
+    token. One "head", K only (no separate V), and never divided by TP: every rank keeps the
+    whole latent (vLLM ``MLAAttentionSpec``; SGLang ``MLATokenToKVPool``)."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    kind: ClassVar[str] = "mla"
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        return 1
+
+    def bytes_per_token(self, dtype: ElementType, tp: int = 1) -> int:
+        return dtype.nbytes(self.kv_lora_rank + self.qk_rope_head_dim)
+
+    def tokens_held(self, seq_len: int) -> int:
+        return seq_len
+
+    def bytes_per_sequence(self, seq_len: int, dtype: ElementType, tp: int = 1) -> int:
+        return seq_len * self.bytes_per_token(dtype, tp)
+
+    def describe(self) -> str:
+        return f"latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
+
+
+@dataclass(frozen=True)
+class RecurrentState:
+    """Fixed-size state of a Mamba / Mamba2 / GatedDeltaNet (linear attention) layer.
+
+    A sequence holds a convolution state of ``(conv_kernel - 1) x conv_dim`` elements and a
+    recurrent state of ``state_heads x state_elems_per_head`` elements, whatever its length.
+    Both are split across TP ranks by channels and heads, as vLLM's
+    ``MambaStateShapeCalculator`` does. The state is stored in ``state_dtype`` (the model's
+    dtype unless the config says otherwise), not in the KV-cache dtype.
+    """
+
+    variant: str  # "mamba", "mamba2", "gated_delta_net"
+    conv_kernel: int
+    conv_dim: int
+    state_heads: int
+    state_elems_per_head: int
+    state_dtype: str = "bf16"
+    conv_dtype: str = "bf16"
+    kind: ClassVar[str] = "recurrent_state"
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        return 0
+
+    def bytes_per_token(self, dtype: ElementType, tp: int = 1) -> int:
+        return 0
+
+    def tokens_held(self, seq_len: int) -> int:
+        return 0
+
+    def conv_bytes(self, tp: int = 1) -> int:
+        return element_type(self.conv_dtype).nbytes((self.conv_kernel - 1) * (self.conv_dim // tp))
+
+    def ssm_bytes(self, tp: int = 1) -> int:
+        heads = max(1, self.state_heads // tp)
+        return element_type(self.state_dtype).nbytes(heads * self.state_elems_per_head)
+
+    def bytes_per_sequence(self, seq_len: int, dtype: ElementType, tp: int = 1) -> int:
+        return self.conv_bytes(tp) + self.ssm_bytes(tp)
+
+    def describe(self) -> str:
+        return (
+            f"{self.variant}: conv {self.conv_kernel - 1}x{self.conv_dim}, "
+            f"state {self.state_heads}x{self.state_elems_per_head} ({self.state_dtype})"
+        )
+
+
+@dataclass(frozen=True)
+class NoCache:
+    """A layer that keeps nothing per token: encoder-only, or one that reuses another
+    layer's KV (cross-layer sharing)."""
+
+    reason: str = "no attention"
+    kind: ClassVar[str] = "no_cache"
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        return 0
+
+    def bytes_per_token(self, dtype: ElementType, tp: int = 1) -> int:
+        return 0
+
+    def tokens_held(self, seq_len: int) -> int:
+        return 0
+
+    def bytes_per_sequence(self, seq_len: int, dtype: ElementType, tp: int = 1) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return self.reason
+
+
+Layer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLA, RecurrentState, NoCache]
+LAYER_KINDS: tuple[str, ...] = (
+    FullAttention.kind, SlidingWindow.kind, ChunkedLocal.kind, MLA.kind, RecurrentState.kind, NoCache.kind,
+)

@@ -1,0 +1,74 @@
+"""Model reference -> ModelSpec: a local config.json, the catalog, or the Hugging Face Hub."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from . import catalog
+from .catalog import UnknownModel
+from .hf_config import ConfigError, spec_from_config
+from .spec import ModelSpec
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a config.json, turning every failure into a ConfigError naming the file."""
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file (a model folder must hold a config.json)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: config.json must hold a JSON object")
+    return data
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith(".json") or ref.startswith((".", "/", "~")) or os.sep in ref and Path(ref).exists()
+
+
+def _from_hub(ref: str) -> dict[str, Any]:
+    local_hint = f"download its config.json and pass the file or its folder: kvbudget kv ./{ref.split('/')[-1]}/config.json"
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        raise UnknownModel(f"model {ref!r} is not in the catalog and HF_HUB_OFFLINE is set: {local_hint}")
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:  # pragma: no cover - it is a dependency
+        raise UnknownModel(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {local_hint}") from None
+    try:
+        path = hf_hub_download(ref, "config.json")
+    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
+        reason = exc.__class__.__name__
+        raise UnknownModel(
+            f"model {ref!r} is not in the catalog and its config.json could not be fetched from the Hub "
+            f"({reason}): {local_hint}"
+        ) from None
+    return read_config_file(Path(path))
+
+
+def load_model(ref: str) -> ModelSpec:
+    """Resolve a model reference: a path to a config.json or a folder holding one, a catalog id
+    or alias (case-insensitive), or a Hugging Face repo id fetched with huggingface_hub."""
+    ref = ref.strip()
+    if not ref:
+        raise UnknownModel("empty model name: give a catalog name (see `kvbudget models`) or a config.json path")
+    path = Path(ref).expanduser()
+    if path.exists() or _looks_like_path(ref):
+        return spec_from_config(read_config_file(path), name=str(path))
+    entry = catalog.find(ref)
+    if entry is not None:
+        return spec_from_config(entry.config, name=entry.id)
+    if "/" in ref:
+        return spec_from_config(_from_hub(ref), name=ref)
+    hint = catalog.suggest(ref)
+    did = f"; did you mean {' or '.join(hint)}?" if hint else ""
+    raise UnknownModel(f"unknown model {ref!r}{did} (see `kvbudget models`, or pass a config.json path)")

@@ -1,0 +1,64 @@
+"""ModelSpec: what kvbudget knows about a model, and where each number came from."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .layers import Layer
+from .params import Inventory
+from .weights import WeightFormat
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Shapes the activation model needs."""
+
+    hidden_size: int
+    intermediate_size: int  # dense MLP width (or per-expert width times experts per token)
+    vocab_size: int
+    num_attention_heads: int
+    head_dim: int
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder as kvbudget sees it.
+
+    ``layers`` holds the cache-holding mixers in order, one per decoder layer (two where a
+    layer runs attention and Mamba side by side, as Falcon-H1); ``layer_of`` says which decoder
+    layer each belongs to. ``inventory`` holds every weight tensor; ``sources`` maps each derived field to the config keys or document it came from.
+    """
+
+    name: str
+    model_type: str
+    layers: tuple[Layer, ...]
+    layer_of: tuple[int, ...]  # decoder-layer index of each entry of ``layers``
+    inventory: Inventory
+    dims: Dims
+    native_dtype: str
+    max_context: int
+    weight_format: WeightFormat
+    sources: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    num_experts: int = 0
+    experts_per_token: int = 0
+
+    @property
+    def params(self) -> int:
+        return self.inventory.total
+
+    def params_by_role(self) -> dict[str, int]:
+        return self.inventory.by_role()
+
+    @property
+    def num_layers(self) -> int:
+        """Decoder layers (not cache entries)."""
+        return len(self.inventory.layers)
+
+    def layer_kinds(self) -> dict[str, int]:
+        """How many layers of each kind, in order of first appearance."""
+        return dict(Counter(layer.kind for layer in self.layers))
+
+    def source(self, field: str) -> str:
+        return dict(self.sources).get(field, "")

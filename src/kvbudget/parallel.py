@@ -1,0 +1,54 @@
+"""Tensor and pipeline parallelism: which layers a rank holds and its share of the weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model.layers import Layer
+from .model.params import ROLES
+from .model.spec import ModelSpec
+from .model.weights import WeightFormat
+
+
+def pp_partition(num_layers: int, pp: int) -> tuple[int, ...]:
+    """Decoder layers per pipeline stage, as vLLM splits them (``distributed/utils.py:
+    get_pp_indices``): an even share each, and the remainder one layer apiece to the stages
+    before the last, counting back from the second-to-last."""
+    per = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        per[-i] += 1
+    return tuple(per)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The share of one (TP rank, PP stage): its decoder layers, cache layers and weights."""
+
+    index: int
+    first_layer: int
+    num_layers: int
+    layers: tuple[Layer, ...]
+    weights_bytes: int
+    weights_by_role: tuple[tuple[str, int], ...]
+
+
+def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tuple[Stage, ...]:
+    """Every pipeline stage of one TP rank. Embeddings sit on the first stage, the final norm
+    and lm_head on the last (vLLM's PPMissingLayer elsewhere)."""
+    inv = spec.inventory
+    out = []
+    start = 0
+    for s, count in enumerate(pp_partition(spec.num_layers, pp)):
+        tensors = [t for block in inv.layers[start:start + count] for t in block]
+        if s == 0:
+            tensors = list(inv.head) + tensors
+        if s == pp - 1:
+            tensors += inv.tail
+        by_role = {role: 0 for role in ROLES}
+        for t in tensors:
+            by_role[t.role] = by_role.get(t.role, 0) + fmt.tensor_bytes(t, tp)
+        layers = tuple(layer for layer, i in zip(spec.layers, spec.layer_of) if start <= i < start + count)
+        out.append(Stage(s, start, count, layers, sum(by_role.values()),
+                         tuple((r, b) for r, b in by_role.items() if b)))
+        start += count
+    return tuple(out)

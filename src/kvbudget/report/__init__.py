@@ -1,0 +1,1 @@
+"""Rendering: text tables and JSON documents. Reports never compute; they only format."""

@@ -1,0 +1,114 @@
+"""JSON documents of each command (schema documented in the README). Integers are bytes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..engines.textbook import MemoryPlan
+from ..hardware import GPU
+from ..kvcache import KVReport
+from ..model.catalog import CatalogEntry
+
+
+def dumps(doc: Any) -> str:
+    return json.dumps(doc, indent=2)
+
+
+def kv_doc(r: KVReport) -> dict[str, Any]:
+    return {
+        "model": r.model,
+        "params": r.params,
+        "kv_dtype": r.kv_dtype,
+        "tp": r.tp,
+        "context": r.context,
+        "batch": r.batch,
+        "kv_bytes_per_token": r.bytes_per_token,
+        "kv_bytes_per_sequence": r.bytes_per_sequence,
+        "kv_bytes_total": r.total_bytes,
+        "layers": [
+            {
+                "kind": row.kind,
+                "count": row.layers,
+                "detail": row.detail,
+                "bytes_per_token": row.bytes_per_token,
+                "tokens_held": row.tokens_held,
+                "bytes_per_sequence": row.bytes_per_sequence,
+            }
+            for row in r.rows
+        ],
+        "table": {"contexts": list(r.contexts), "batches": list(r.batches), "bytes": [list(x) for x in r.table]},
+        "max_context": r.max_context,
+        "warnings": list(r.warnings),
+    }
+
+
+def fit_doc(p: MemoryPlan) -> dict[str, Any]:
+    return {
+        "model": p.model,
+        "params": p.params,
+        "engine": {"name": "textbook"},
+        "gpu": p.gpu,
+        "num_gpus": p.num_gpus,
+        "tp": p.tp,
+        "pp": p.pp,
+        "stage": {"index": p.stage, "first_layer": p.stage_layers[0], "num_layers": p.stage_layers[1]},
+        "memory": {
+            "total_bytes": p.total_bytes,
+            "weights_bytes": p.weights_bytes,
+            "kv_cache_bytes": p.kv_cache_bytes,
+            "activation_bytes": p.activation_bytes,
+            "overhead_bytes": p.overhead_bytes,
+        },
+        "weights_by_role": dict(p.weights_by_role),
+        "weights_format": p.weights_format,
+        "kept_16bit": list(p.kept_16bit),
+        "kv_dtype": p.kv_dtype,
+        "context": p.context,
+        "batch": p.batch,
+        "kv_per_sequence_bytes": p.kv_per_sequence_bytes,
+        "kv_needed_bytes": p.kv_needed_bytes,
+        "max_batch": p.max_batch,
+        "max_context": p.max_context,
+        "max_context_is_model_limit": p.max_context_capped,
+        "fits": p.fits,
+        "verdict": p.verdict,
+        "warnings": list(p.warnings),
+        "assumptions": [{"name": a.name, "value": a.value, "source": a.source} for a in p.assumptions],
+    }
+
+
+def models_doc(entries: list[CatalogEntry], params: dict[str, int]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": e.id,
+            "aliases": list(e.aliases),
+            "model_type": e.config.get("model_type"),
+            "params": params[e.id],
+            "official_params": e.official_params,
+            "official_params_source": e.official_params_source,
+            "config_source": e.config_source,
+        }
+        for e in entries
+    ]
+
+
+def gpus_doc(items: list[GPU]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": g.name,
+            "aliases": list(g.aliases),
+            "vendor": g.vendor,
+            "memory_bytes": g.memory_bytes,
+            "memory_source": g.memory_source,
+            "marketing_memory": g.marketing_memory,
+            "nvidia_smi_mib": g.nvidia_smi_mib,
+            "bandwidth_bytes_per_s": g.bandwidth_bytes_per_s,
+            "bf16_tflops": g.bf16_tflops,
+            "fp8_tflops": g.fp8_tflops,
+            "fp8": g.fp8,
+            "price_per_hour_usd": g.price_per_hour,
+            "price_source": g.price_source,
+        }
+        for g in items
+    ]

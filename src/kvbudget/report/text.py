@@ -1,0 +1,110 @@
+"""Plain-text tables for the terminal (no third-party dependency, fast to import)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..engines.textbook import MemoryPlan
+from ..hardware import GPU
+from ..kvcache import KVReport
+from ..units import fmt_bytes, fmt_small
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    right = right or [False] + [True] * (len(headers) - 1)
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _tokens(n: int) -> str:
+    return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else f"{n:,}"
+
+
+def kv_text(r: KVReport, units: str) -> str:
+    tp = f", TP={r.tp} (per GPU)" if r.tp > 1 else ""
+    out = [
+        f"{r.model}: {r.params / 1e9:.2f}B params, KV cache {r.kv_dtype}{tp}",
+        "",
+        table(
+            ["layer kind", "layers", "shape", "bytes/token", f"tokens held @{_tokens(r.context)}", "per sequence"],
+            [
+                [row.kind, str(row.layers), row.detail, f"{row.bytes_per_token:,}", f"{row.tokens_held:,}",
+                 fmt_bytes(row.bytes_per_sequence, units)]
+                for row in r.rows
+            ],
+        ),
+        "",
+        f"KV per token:    {fmt_small(r.bytes_per_token)}",
+        f"KV per sequence: {fmt_bytes(r.bytes_per_sequence, units)} at {r.context:,} tokens",
+        f"KV total:        {fmt_bytes(r.total_bytes, units)} for {r.batch} x {r.context:,} tokens",
+        "",
+        f"Total KV cache ({units}) by batch size x context length:",
+        table(["batch"] + [_tokens(c) for c in r.contexts],
+              [[str(b)] + [f"{v / (2**30 if units == 'GiB' else 1e9):,.2f}" for v in row]
+               for b, row in zip(r.batches, r.table)]),
+    ]
+    out += [f"warning: {w}" for w in r.warnings]
+    return "\n".join(out)
+
+
+def fit_text(p: MemoryPlan, units: str) -> str:
+    par = f"TP={p.tp} PP={p.pp}" + (f", fullest stage {p.stage} (layers {p.stage_layers[0]}..{p.stage_layers[0] + p.stage_layers[1] - 1})" if p.pp > 1 else "")
+    kv_left = fmt_bytes(p.kv_cache_bytes, units) if p.kv_cache_bytes >= 0 else f"-{fmt_bytes(-p.kv_cache_bytes, units)}"
+
+    def pct(n: int) -> str:
+        return f"{100 * n / p.total_bytes:5.1f}%"
+
+    rows = [
+        ["weights", fmt_bytes(p.weights_bytes, units), pct(p.weights_bytes)],
+        ["activation workspace", fmt_bytes(p.activation_bytes, units), pct(p.activation_bytes)],
+        ["runtime overhead", fmt_bytes(p.overhead_bytes, units), pct(p.overhead_bytes)],
+        ["KV cache (what is left)", kv_left, pct(p.kv_cache_bytes)],
+        ["total", fmt_bytes(p.total_bytes, units), pct(p.total_bytes)],
+    ]
+    out = [
+        f"{p.model} ({p.params / 1e9:.2f}B params) on {p.num_gpus} x {p.gpu}, {par}",
+        "",
+        "Per-GPU memory:",
+        table(["part", units, "share"], rows),
+        "",
+        "Weights by role (per GPU): " + ", ".join(f"{role} {fmt_bytes(b, units)}" for role, b in p.weights_by_role),
+    ]
+    if p.kept_16bit:
+        out.append("Kept in 16-bit: " + ", ".join(p.kept_16bit))
+    mb = "unbounded (no per-sequence cache)" if p.max_batch is None else f"{p.max_batch:,}"
+    ctx = f"{p.max_context:,}" + (" (the model's limit)" if p.max_context_capped else "")
+    out += [
+        "",
+        f"KV per sequence at {p.context:,} tokens: {fmt_bytes(p.kv_per_sequence_bytes, units)} ({p.kv_dtype})",
+        f"Largest batch at {p.context:,} tokens:  {mb}",
+        f"Longest context at batch {p.batch}:     {ctx}",
+        "",
+        "Assumptions:",
+        *(f"  - {a.name}: {a.value}  [{a.source}]" for a in p.assumptions),
+        "",
+        f"Verdict: {p.verdict}",
+    ]
+    out += [f"warning: {w}" for w in p.warnings]
+    return "\n".join(out)
+
+
+def models_text(rows: list[tuple[str, str, int, str]]) -> str:
+    return table(["model", "type", "params", "aliases"],
+                 [[i, t, f"{p / 1e9:.2f}B", a] for i, t, p, a in rows], right=[False, False, True, False])
+
+
+def gpus_text(items: list[GPU], units: str) -> str:
+    def opt(v: float | int | None, fmt: str) -> str:
+        return "-" if v is None else fmt.format(v)
+
+    rows = [
+        [g.name, g.vendor, fmt_bytes(g.memory_bytes, units), opt(g.bandwidth_bytes_per_s and g.bandwidth_bytes_per_s / 1e12, "{:.2f} TB/s"),
+         opt(g.bf16_tflops, "{:g}"), opt(g.fp8_tflops, "{:g}"), "yes" if g.fp8 else "no", opt(g.price_per_hour, "${:.2f}")]
+        for g in items
+    ]
+    return table(["GPU", "vendor", "memory (as reported)", "bandwidth", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp8", "$/hour"],
+                 rows, right=[False, False, True, True, True, True, False, True])

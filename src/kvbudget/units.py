@@ -1,0 +1,124 @@
+"""Units and element types: bytes are ``int`` everywhere; conversion happens only in output."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+KB = 10**3
+MB = 10**6
+GB = 10**9
+
+UNIT_SCALE = {"GiB": GiB, "GB": GB, "MiB": MiB, "MB": MB}
+
+
+class InputError(ValueError):
+    """Base class of every error that comes from what the user gave (exit code 2 in the CLI)."""
+
+
+@dataclass(frozen=True)
+class ElementType:
+    """How many bytes a run of ``n`` elements takes.
+
+    Packed and block formats are a block of ``block_elems`` elements stored in ``block_bytes``
+    bytes (e.g. llama.cpp's q8_0 is 32 elements in 34 bytes: 32 int8 + one fp16 scale).
+    Plain types are a block of one element.
+    """
+
+    name: str
+    block_elems: int
+    block_bytes: int
+
+    def nbytes(self, n_elems: int) -> int:
+        return -(-n_elems // self.block_elems) * self.block_bytes
+
+    @property
+    def bits(self) -> float:
+        return 8 * self.block_bytes / self.block_elems
+
+
+def _plain(name: str, nbytes: int) -> ElementType:
+    return ElementType(name, 1, nbytes)
+
+
+# Cache element types. GGUF block sizes follow ggml's type traits (ggml.c: type_traits,
+# block_q8_0 = 32 int8 + fp16 d; block_q4_0 = 16 bytes + fp16 d; block_q4_1 = + fp16 m; ...).
+# nvfp4: 16 fp4 values share one fp8 (e4m3) scale (NVIDIA NVFP4 format).
+ELEMENT_TYPES: dict[str, ElementType] = {
+    t.name: t
+    for t in (
+        _plain("fp32", 4),
+        _plain("fp16", 2),
+        _plain("bf16", 2),
+        _plain("fp8_e4m3", 1),
+        _plain("fp8_e5m2", 1),
+        _plain("int8", 1),
+        ElementType("q8_0", 32, 34),
+        ElementType("q5_1", 32, 24),
+        ElementType("q5_0", 32, 22),
+        ElementType("q4_1", 32, 20),
+        ElementType("q4_0", 32, 18),
+        ElementType("iq4_nl", 32, 18),
+        ElementType("nvfp4", 16, 9),
+    )
+}
+
+_ALIASES = {
+    "float32": "fp32", "float": "fp32", "f32": "fp32",
+    "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "bfloat16": "bf16",
+    "fp8": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "e4m3": "fp8_e4m3", "fp8_e4m3fn": "fp8_e4m3",
+    "float8_e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2",
+    "i8": "int8",
+}
+
+
+def element_type(name: str) -> ElementType:
+    """Look up an element type by any of its usual spellings (``bfloat16``, ``fp8``, ``q8_0`` ...)."""
+    key = name.strip().lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    try:
+        return ELEMENT_TYPES[key]
+    except KeyError:
+        known = ", ".join(sorted(ELEMENT_TYPES))
+        raise InputError(f"unknown data type {name!r}: use one of {known}") from None
+
+
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {
+    "b": 1, "kb": KB, "mb": MB, "gb": GB, "tb": 10**12,
+    "kib": KiB, "mib": MiB, "gib": GiB, "tib": 1 << 40,
+}
+
+
+def parse_size(text: str) -> int:
+    """Parse ``48GiB``, ``80GB``, ``512MiB`` or a plain byte count into bytes."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise InputError(f"cannot read memory size {text!r}: write it like 48GiB, 80GB or 512MiB")
+    value = float(m.group(1))
+    unit = (m.group(2) or "B").lower()
+    nbytes = int(round(value * _SIZE_UNITS[unit]))
+    if nbytes <= 0:
+        raise InputError(f"memory size {text!r} must be positive")
+    return nbytes
+
+
+def fmt_bytes(n: int | float, units: str = "GiB", digits: int = 2) -> str:
+    """Format a byte count in the given unit, always labelled."""
+    scale = UNIT_SCALE[units]
+    return f"{n / scale:,.{digits}f} {units}"
+
+
+def fmt_small(n: int) -> str:
+    """Bytes per token or per layer: exact bytes with a binary-unit reading."""
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale:
+            value = n / scale
+            text = f"{value:.0f}" if value == math.floor(value) else f"{value:.2f}"
+            return f"{n:,} B ({text} {unit})"
+    return f"{n:,} B"

@@ -13,4 +13,4 @@ from __future__ import annotations
 from .api import find_gpu, fit, kv, load_model
 
 __version__ = "0.1.0"
-__all__ = ["load_model", "kv", "fit", "find_gpu", "__version__"]
+__all__ = ["__version__", "find_gpu", "fit", "kv", "load_model"]

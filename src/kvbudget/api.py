@@ -10,7 +10,7 @@ from .model.resolve import load_model
 from .model.spec import ModelSpec
 from .units import InputError
 
-__all__ = ["load_model", "kv", "fit", "find_gpu"]
+__all__ = ["find_gpu", "fit", "kv", "load_model"]
 
 
 def _spec(model: str | ModelSpec) -> ModelSpec:

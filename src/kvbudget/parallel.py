@@ -47,7 +47,7 @@ def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tupl
         by_role = {role: 0 for role in ROLES}
         for t in tensors:
             by_role[t.role] = by_role.get(t.role, 0) + fmt.tensor_bytes(t, tp)
-        layers = tuple(layer for layer, i in zip(spec.layers, spec.layer_of) if start <= i < start + count)
+        layers = tuple(layer for layer, i in zip(spec.layers, spec.layer_of, strict=False) if start <= i < start + count)
         out.append(Stage(s, start, count, layers, sum(by_role.values()),
                          tuple((r, b) for r, b in by_role.items() if b)))
         start += count

@@ -102,7 +102,7 @@ def parse_size(text: str) -> int:
         raise InputError(f"cannot read memory size {text!r}: write it like 48GiB, 80GB or 512MiB")
     value = float(m.group(1))
     unit = (m.group(2) or "B").lower()
-    nbytes = int(round(value * _SIZE_UNITS[unit]))
+    nbytes = round(value * _SIZE_UNITS[unit])
     if nbytes <= 0:
         raise InputError(f"memory size {text!r} must be positive")
     return nbytes

@@ -211,7 +211,7 @@ def _kept_16bit(fmt: WeightFormat, stage: Stage) -> tuple[str, ...]:
         return ()
     kept = [role for role, _ in stage.weights_by_role if role in ("embeddings", "lm_head", "norms", "router")]
     kept += sorted(fmt.skip_roles - set(kept))
-    return tuple(kept) + ("biases", "conv kernels")
+    return (*tuple(kept), "biases", "conv kernels")
 
 
 def _with_verdict(p: MemoryPlan, spec: ModelSpec) -> MemoryPlan:

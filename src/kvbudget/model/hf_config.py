@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..units import InputError
@@ -153,7 +153,55 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
         quirks = Quirks(layout="layer_types")
         notes.append(f"model_type {model_type!r} is not in kvbudget's table: read as a Llama-style decoder")
     c = _Cfg({**dict(quirks.defaults), **cfg_dict}, name)
-    return _build(c, model_type, quirks, name, notes)
+    spec = _build(c, model_type, quirks, name, notes)
+    vision = raw.get("vision_config")
+    if isinstance(vision, Mapping):
+        tensors = _vision_tower(_Cfg(vision, f"{name} vision_config"), spec.dims.hidden_size, notes)
+        inv = spec.inventory
+        spec = replace(spec, inventory=Inventory(inv.head + tuple(tensors), inv.layers, inv.tail), notes=tuple(notes))
+    return spec
+
+
+def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
+    """A ViT image encoder and its projector into the text model (vLLM loads them with the
+    decoder). SigLIP (Gemma 3): transformers SiglipVisionModel + Gemma3MultiModalProjector;
+    Llama 4: Llama4VisionModel + pixel-shuffle MLP + Llama4MultiModalProjector."""
+    kind = str(v.get("model_type", ""))
+    if kind not in ("siglip_vision_model", "llama4_vision_model"):
+        notes.append(f"vision encoder {kind or '(unnamed)'} not counted: its weights are not in the totals")
+        return []
+    h = v.int("hidden_size")
+    i = v.int("intermediate_size")
+    n = v.int("num_hidden_layers")
+    p = v.int("patch_size")
+    side = v.int("image_size") // p
+    channels = v.int("num_channels", default=3)
+    layer = [
+        Tensor("vision", 3 * h, h, split="col", linear=True), Tensor("vision", h, h, split="row", linear=True),
+        Tensor("vision", 4 * h),  # q, k, v, o biases
+        Tensor("vision", i, h, split="col", linear=True), Tensor("vision", h, i, split="row", linear=True),
+        Tensor("vision", i + h),  # fc1, fc2 biases
+        Tensor("vision", h, count=4),  # two LayerNorms, weight and bias
+    ]
+    out = [Tensor(t.role, t.rows, t.cols, t.count * n, t.split, t.heads, t.linear) for t in layer]
+    if kind == "siglip_vision_model":
+        out += [
+            Tensor("vision", h, channels * p * p), Tensor("vision", h),  # patch conv and bias
+            Tensor("vision", side * side, h),  # position table
+            Tensor("vision", h, count=2),  # post LayerNorm
+            Tensor("vision", text_hidden, h, linear=True), Tensor("vision", h),  # mm projection, soft-emb norm
+        ]
+    else:
+        proj_in = v.int("projector_input_dim")
+        proj_out = v.int("projector_output_dim")
+        out += [
+            Tensor("vision", h, channels * p * p),  # unfold + linear patch embedding
+            Tensor("vision", side * side + 1, h), Tensor("vision", h),  # positions (+ class token), class embedding
+            Tensor("vision", h, count=4),  # pre and post LayerNorm
+            Tensor("vision", proj_in, i, linear=True), Tensor("vision", proj_out, proj_in, linear=True),  # pixel-shuffle MLP
+            Tensor("vision", text_hidden, v.int("vision_output_dim"), linear=True),  # projector to the text model
+        ]
+    return out
 
 
 # --- per-layer choices -----------------------------------------------------------------------
@@ -288,7 +336,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         attn_bias = c.bool("enable_bias", True)
     o_bias = q.o_bias or (attn_bias and model_type in ("llama", "mistral", "granite", "granitemoe", "phi3", "falcon", "opt"))
     mlp_bias = c.bool("mlp_bias", q.mlp_bias) if model_type not in ("falcon",) else c.bool("bias", False)
-    qk_norm = q.qk_norm or c.bool("use_qk_norm", False) and model_type == "cohere"
+    qk_norm = q.qk_norm or (c.bool("use_qk_norm", False) and model_type == "cohere")
 
     moe = _MoE.read(c, model_type) if q.moe else None
 

@@ -10,7 +10,7 @@ re-derive the arithmetic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar
 
 from ..units import ElementType, element_type
 
@@ -177,7 +177,7 @@ class NoCache:
         return self.reason
 
 
-Layer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLA, RecurrentState, NoCache]
+Layer = FullAttention | SlidingWindow | ChunkedLocal | MLA | RecurrentState | NoCache
 LAYER_KINDS: tuple[str, ...] = (
     FullAttention.kind, SlidingWindow.kind, ChunkedLocal.kind, MLA.kind, RecurrentState.kind, NoCache.kind,
 )

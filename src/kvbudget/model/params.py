@@ -11,7 +11,7 @@ from typing import Literal
 
 # Roles, in report order.
 ROLES: tuple[str, ...] = (
-    "embeddings", "attention", "mlp", "experts", "shared_experts", "router", "mamba", "norms", "lm_head",
+    "embeddings", "attention", "mlp", "experts", "shared_experts", "router", "mamba", "norms", "lm_head", "vision",
 )
 
 # How tensor parallelism splits a tensor (vLLM's linear layers):

@@ -33,7 +33,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 def _looks_like_path(ref: str) -> bool:
-    return ref.endswith(".json") or ref.startswith((".", "/", "~")) or os.sep in ref and Path(ref).exists()
+    return ref.endswith(".json") or ref.startswith((".", "/", "~")) or (os.sep in ref and Path(ref).exists())
 
 
 def _from_hub(ref: str) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def _from_hub(ref: str) -> dict[str, Any]:
         raise UnknownModel(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {local_hint}") from None
     try:
         path = hf_hub_download(ref, "config.json")
-    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
+    except Exception as exc:
         reason = exc.__class__.__name__
         raise UnknownModel(
             f"model {ref!r} is not in the catalog and its config.json could not be fetched from the Hub "

@@ -11,11 +11,11 @@ from ..units import fmt_bytes, fmt_small
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
     right = right or [False] + [True] * (len(headers) - 1)
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+        return "  ".join(str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right, strict=False)).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
@@ -45,7 +45,7 @@ def kv_text(r: KVReport, units: str) -> str:
         f"Total KV cache ({units}) by batch size x context length:",
         table(["batch"] + [_tokens(c) for c in r.contexts],
               [[str(b)] + [f"{v / (2**30 if units == 'GiB' else 1e9):,.2f}" for v in row]
-               for b, row in zip(r.batches, r.table)]),
+               for b, row in zip(r.batches, r.table, strict=False)]),
     ]
     out += [f"warning: {w}" for w in r.warnings]
     return "\n".join(out)

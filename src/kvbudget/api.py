@@ -5,10 +5,13 @@ from __future__ import annotations
 from .engines.textbook import DEFAULT_PREFILL_CHUNK, Deployment, MemoryPlan
 from .engines.textbook import fit as _fit
 from .hardware import GPU, custom_gpu, find_gpu
-from .kvcache import KVReport, kv_report
 from .model.resolve import load_model
 from .model.spec import ModelSpec
 from .units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .kvreport import KVReport
 
 __all__ = ["find_gpu", "fit", "kv", "load_model"]
 
@@ -27,6 +30,8 @@ def kv(
 ) -> KVReport:
     """KV-cache bytes per token (by layer kind), per sequence of ``context`` tokens (default: the
     model's max context) and for ``batch`` sequences, per GPU under ``tp``-way tensor parallelism."""
+    from .kvreport import kv_report
+
     return kv_report(_spec(model), context=context, batch=batch, kv_dtype=kv_dtype, tp=tp)
 
 

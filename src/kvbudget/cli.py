@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from .units import InputError, parse_size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 PROG = "kvbudget"
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help text at a fixed width unless COLUMNS says otherwise (argparse would import shutil
+    to ask the terminal for every argument it adds, which costs start-up time)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
+        cols = os.environ.get("COLUMNS", "")
+        super().__init__(prog, indent_increment, max_help_position, width or (int(cols) - 2 if cols.isdigit() else 100))
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
@@ -49,22 +66,23 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--units", choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan GPU memory for LLM serving: KV cache, weights, fit.")
-    from . import __version__
+_COMMANDS = {
+    "kv": "KV-cache bytes per token, per sequence, and over batch x context",
+    "fit": "will it fit: per-GPU memory partition, largest batch, longest context",
+    "models": "list the built-in models",
+    "gpus": "list the built-in GPUs",
+}
 
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    kv = sub.add_parser("kv", help="KV-cache bytes per token, per sequence, and over batch x context")
+def _kv_args(kv: argparse.ArgumentParser) -> None:
     kv.add_argument("model", help="catalog name or alias, HF repo id, or path to a config.json (or its folder)")
     kv.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
     kv.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
     kv.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp32, fp8, fp8_e5m2, int8, q8_0 ...")
     kv.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree: figures are per GPU")
-    _common(kv)
 
-    fit = sub.add_parser("fit", help="will it fit: per-GPU memory partition, largest batch, longest context")
+
+def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("model", help="catalog name or alias, HF repo id, or path to a config.json (or its folder)")
     hw = fit.add_mutually_exclusive_group(required=True)
     hw.add_argument("--gpu", help="GPU name as people write it (H100, a100-80gb, RTX4090, MI300X ...)")
@@ -72,19 +90,33 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--num-gpus", type=_count, help="GPUs in total (tensor parallel unless --tp/--pp say otherwise)")
     fit.add_argument("--tp", type=_count, help="tensor-parallel degree")
     fit.add_argument("--pp", type=_count, help="pipeline-parallel degree")
-    fit.add_argument("--weights-dtype", default="auto", help="auto (checkpoint), bf16, fp16, fp32, fp8, int8, awq, gptq, nf4, mxfp4, nvfp4")
+    fit.add_argument("--weights-dtype", default="auto",
+                     help="auto (checkpoint), bf16, fp16, fp32, fp8, int8, awq, gptq, nf4, mxfp4, nvfp4")
     fit.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp8, ...")
     fit.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
     fit.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
     fit.add_argument("--prefill-chunk", type=_count, default=8192, help="tokens per forward step for the activation estimate")
     fit.add_argument("--overhead", type=_size0, help="runtime overhead per GPU instead of the built-in estimate, e.g. 4GiB")
     fit.add_argument("--activation", type=_size0, help="activation workspace per GPU instead of the estimate, e.g. 2GiB")
-    _common(fit)
 
-    models = sub.add_parser("models", help="list the built-in models")
-    _common(models)
-    gpus = sub.add_parser("gpus", help="list the built-in GPUs")
-    _common(gpus)
+
+_ARGS = {"kv": _kv_args, "fit": _fit_args}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with ``only`` set, one whose other subcommands are left bare
+    (argparse formats every argument's help as it is added; building one command is faster)."""
+    parser = _Parser(prog=PROG, description="Plan GPU memory for LLM serving: KV cache, weights, fit.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, text in _COMMANDS.items():
+        cmd = sub.add_parser(name, help=text, description=text)
+        if only is None or only == name:
+            if name in _ARGS:
+                _ARGS[name](cmd)
+            _common(cmd)
     return parser
 
 
@@ -103,8 +135,11 @@ def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
 
 def _run(args: argparse.Namespace) -> str:
     from . import api
-    from .report import json_doc, text
 
+    if args.json:
+        from .report import json_doc
+    else:
+        from .report import text
     if args.command == "kv":
         r = api.kv(args.model, context=args.context, batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp)
         return json_doc.dumps(json_doc.kv_doc(r)) if args.json else text.kv_text(r, args.units)
@@ -131,7 +166,9 @@ def _run(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argv[0] if argv else None
+    args = build_parser(first if first in _COMMANDS else None).parse_args(argv)
     try:
         out = _run(args)
     except InputError as exc:

@@ -5,22 +5,20 @@ One JSON file per GPU under ``hardware_data/``, each figure with its source.
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
-from dataclasses import dataclass
-from pathlib import Path
+import os
 
+from ._record import record
 from .units import InputError
 
-DATA_DIR = Path(__file__).with_name("hardware_data")
+DATA_DIR = os.path.join(os.path.dirname(__file__), "hardware_data")
 
 
 class UnknownGPU(InputError):
     """A GPU name that is not in the catalog."""
 
 
-@dataclass(frozen=True)
+@record
 class GPU:
     """One accelerator. ``memory_bytes`` is the total that CUDA/HIP reports to the process
     (``cudaMemGetInfo``), which is what engines budget from — less than the marketing figure
@@ -48,15 +46,19 @@ def custom_gpu(memory_bytes: int) -> GPU:
                memory_source="--gpu-memory")
 
 
+_PUNCT = str.maketrans("", "", " \t-_./(),:;+*'\"")
+
+
 def _norm(name: str) -> str:
-    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    key = name.lower().translate(_PUNCT)
     for word in ("nvidia", "geforce", "amd", "instinct", "tesla"):
         key = key.replace(word, "")
     return key
 
 
-def _read(path: Path) -> GPU:
-    d = json.loads(path.read_text(encoding="utf-8"))
+def _read(path: str) -> GPU:
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
     return GPU(
         name=d["name"],
         memory_bytes=int(d["cuda_total_bytes"]),
@@ -76,7 +78,8 @@ def _read(path: Path) -> GPU:
 
 def gpus() -> list[GPU]:
     """Every catalog GPU, by vendor then memory."""
-    return sorted((_read(p) for p in DATA_DIR.glob("*.json")), key=lambda g: (g.vendor, g.memory_bytes, g.name))
+    paths = (os.path.join(DATA_DIR, n) for n in os.listdir(DATA_DIR) if n.endswith(".json"))
+    return sorted((_read(p) for p in paths), key=lambda g: (g.vendor, g.memory_bytes, g.name))
 
 
 def find_gpu(name: str) -> GPU:
@@ -90,6 +93,8 @@ def find_gpu(name: str) -> GPU:
             table.setdefault(_norm(alias), gpu)
     if key in table:
         return table[key]
+    import difflib
+
     close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.6)
     names = list(dict.fromkeys(table[c].name for c in close))
     did = f"; did you mean {' or '.join(names)}?" if names else ""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ._record import record
 from .model.layers import Layer
-from .model.params import ROLES
+from .model.params import ROLES, Tensor
 from .model.spec import ModelSpec
 from .model.weights import WeightFormat
 
@@ -20,7 +19,7 @@ def pp_partition(num_layers: int, pp: int) -> tuple[int, ...]:
     return tuple(per)
 
 
-@dataclass(frozen=True)
+@record
 class Stage:
     """The share of one (TP rank, PP stage): its decoder layers, cache layers and weights."""
 
@@ -36,17 +35,28 @@ def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tupl
     """Every pipeline stage of one TP rank. Embeddings sit on the first stage, the final norm
     and lm_head on the last (vLLM's PPMissingLayer elsewhere)."""
     inv = spec.inventory
+    memo: dict[tuple[Tensor, ...], dict[str, int]] = {}  # decoder layers repeat: price each block once
+
+    def price(block: tuple[Tensor, ...]) -> dict[str, int]:
+        if block not in memo:
+            roles: dict[str, int] = {}
+            for t in block:
+                roles[t.role] = roles.get(t.role, 0) + fmt.tensor_bytes(t, tp)
+            memo[block] = roles
+        return memo[block]
+
     out = []
     start = 0
     for s, count in enumerate(pp_partition(spec.num_layers, pp)):
-        tensors = [t for block in inv.layers[start:start + count] for t in block]
+        blocks = list(inv.layers[start:start + count])
         if s == 0:
-            tensors = list(inv.head) + tensors
+            blocks.insert(0, inv.head)
         if s == pp - 1:
-            tensors += inv.tail
+            blocks.append(inv.tail)
         by_role = {role: 0 for role in ROLES}
-        for t in tensors:
-            by_role[t.role] = by_role.get(t.role, 0) + fmt.tensor_bytes(t, tp)
+        for block in blocks:
+            for role, nbytes in price(block).items():
+                by_role[role] = by_role.get(role, 0) + nbytes
         layers = tuple(layer for layer, i in zip(spec.layers, spec.layer_of, strict=False) if start <= i < start + count)
         out.append(Stage(s, start, count, layers, sum(by_role.values()),
                          tuple((r, b) for r, b in by_role.items() if b)))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
+
+from ._record import record
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -20,7 +20,7 @@ class InputError(ValueError):
     """Base class of every error that comes from what the user gave (exit code 2 in the CLI)."""
 
 
-@dataclass(frozen=True)
+@record
 class ElementType:
     """How many bytes a run of ``n`` elements takes.
 
@@ -88,7 +88,6 @@ def element_type(name: str) -> ElementType:
         raise InputError(f"unknown data type {name!r}: use one of {known}") from None
 
 
-_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
     "b": 1, "kb": KB, "mb": MB, "gb": GB, "tb": 10**12,
     "kib": KiB, "mib": MiB, "gib": GiB, "tib": 1 << 40,
@@ -97,11 +96,15 @@ _SIZE_UNITS = {
 
 def parse_size(text: str) -> int:
     """Parse ``48GiB``, ``80GB``, ``512MiB`` or a plain byte count into bytes."""
-    m = _SIZE_RE.match(text)
-    if not m:
+    body = text.strip().lower().replace(" ", "")
+    number = body.rstrip("kmgtib")
+    unit = body[len(number):] or "b"
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _SIZE_UNITS or value < 0 or number.startswith(("+", "-")) or value != value or value == float("inf"):
         raise InputError(f"cannot read memory size {text!r}: write it like 48GiB, 80GB or 512MiB")
-    value = float(m.group(1))
-    unit = (m.group(2) or "B").lower()
     nbytes = round(value * _SIZE_UNITS[unit])
     if nbytes <= 0:
         raise InputError(f"memory size {text!r} must be positive")

@@ -7,8 +7,7 @@ the engine modules. Every constant below is printed with the plan as an ``Assump
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from .._record import field, record, replace
 from ..hardware import GPU
 from ..kvcache import MAX_BATCH, MAX_CONTEXT, bytes_per_sequence, check_tp, kv_element_type, serving_dtype
 from ..model.spec import ModelSpec
@@ -29,14 +28,14 @@ NON_TORCH_TP_BYTES = round(0.6 * GiB)
 DEFAULT_PREFILL_CHUNK = 8192
 
 
-@dataclass(frozen=True)
+@record
 class Assumption:
     name: str
     value: str
     source: str
 
 
-@dataclass(frozen=True)
+@record
 class Deployment:
     """What the user asks to run: GPU, parallelism, formats and the workload."""
 
@@ -52,7 +51,7 @@ class Deployment:
     activation_bytes: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class MemoryPlan:
     """Per-GPU partition of one deployment (the fullest pipeline stage), and what it allows."""
 
@@ -215,8 +214,6 @@ def _kept_16bit(fmt: WeightFormat, stage: Stage) -> tuple[str, ...]:
 
 
 def _with_verdict(p: MemoryPlan, spec: ModelSpec) -> MemoryPlan:
-    from dataclasses import replace
-
     warnings = []
     if p.context > spec.max_context:
         warnings.append(f"context {p.context:,} is beyond the model's max_position_embeddings {spec.max_context:,}")

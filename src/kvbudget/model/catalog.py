@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import difflib
 import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+import os
 
+from .._record import record
 from ..units import InputError
 
-CATALOG_DIR = Path(__file__).with_name("catalog")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalog")
 
 
 class UnknownModel(InputError):
     """A model reference that is not in the catalog, not a local config and not reachable."""
 
 
-@dataclass(frozen=True)
+@record
 class CatalogEntry:
     id: str
     aliases: tuple[str, ...]
@@ -37,8 +39,9 @@ def _key(name: str) -> str:
     return name.strip().lower()
 
 
-def _read(path: Path) -> CatalogEntry:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _read(path: str) -> CatalogEntry:
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
     return CatalogEntry(
         id=data["id"],
         aliases=tuple(data.get("aliases", ())),
@@ -53,7 +56,8 @@ def _read(path: Path) -> CatalogEntry:
 
 def entries() -> list[CatalogEntry]:
     """Every catalog entry, sorted by id."""
-    return sorted((_read(p) for p in CATALOG_DIR.glob("*.json")), key=lambda e: e.id.lower())
+    paths = (os.path.join(CATALOG_DIR, n) for n in os.listdir(CATALOG_DIR) if n.endswith(".json"))
+    return sorted((_read(p) for p in paths), key=lambda e: e.id.lower())
 
 
 def _matches(entry: CatalogEntry, key: str) -> bool:
@@ -68,8 +72,8 @@ def find(ref: str) -> CatalogEntry | None:
     """The entry whose HF id, short name or alias is ``ref`` (case-insensitive), else None."""
     key = _key(ref)
     # Fast path: the file named after the reference.
-    slug = CATALOG_DIR / f"{key.rsplit('/', 1)[-1]}.json"
-    if slug.is_file():
+    slug = os.path.join(CATALOG_DIR, f"{key.rsplit('/', 1)[-1]}.json")
+    if os.path.isfile(slug):
         entry = _read(slug)
         if _matches(entry, key):
             return entry
@@ -81,6 +85,8 @@ def find(ref: str) -> CatalogEntry | None:
 
 def suggest(ref: str, n: int = 3) -> list[str]:
     """Close catalog names for a mistyped reference."""
+    import difflib
+
     names: dict[str, str] = {}
     for entry in entries():
         for name in entry.names:

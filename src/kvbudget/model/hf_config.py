@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
 
+from .._record import record, replace
 from ..units import InputError
 from . import params as P
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
@@ -21,12 +20,16 @@ from .params import Inventory, Tensor
 from .spec import Dims, ModelSpec
 from .weights import WeightFormat, from_quantization_config
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class ConfigError(InputError):
     """A config.json that is malformed, partial or describes something kvbudget cannot read."""
 
 
-@dataclass(frozen=True)
+@record
 class Quirks:
     """What one ``model_type`` does differently. Defaults are Llama's."""
 
@@ -438,13 +441,15 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     )
 
 
-@dataclass(frozen=True)
 class _MoE:
-    experts: int
-    top_k: int
-    inter: int
-    shared_inter: int  # total width of shared experts (0: none)
-    shared_gate: bool
+    """Mixture-of-experts shape of a config (private: a plain class keeps start-up fast)."""
+
+    def __init__(self, experts: int, top_k: int, inter: int, shared_inter: int, shared_gate: bool) -> None:
+        self.experts = experts
+        self.top_k = top_k
+        self.inter = inter
+        self.shared_inter = shared_inter  # total width of shared experts (0: none)
+        self.shared_gate = shared_gate
 
     @staticmethod
     def read(c: _Cfg, model_type: str) -> _MoE:
@@ -474,13 +479,15 @@ class _MoE:
         return out
 
 
-@dataclass(frozen=True)
 class _MLADims:
-    kv_lora_rank: int
-    rope: int
-    nope: int
-    v_head_dim: int
-    q_lora_rank: int
+    """MLA projection sizes of a config (private: a plain class keeps start-up fast)."""
+
+    def __init__(self, kv_lora_rank: int, rope: int, nope: int, v_head_dim: int, q_lora_rank: int) -> None:
+        self.kv_lora_rank = kv_lora_rank
+        self.rope = rope
+        self.nope = nope
+        self.v_head_dim = v_head_dim
+        self.q_lora_rank = q_lora_rank
 
     @staticmethod
     def read(c: _Cfg) -> _MLADims:

@@ -9,13 +9,11 @@ re-derive the arithmetic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
+from .._record import record
 from ..units import ElementType, element_type
 
 
-@dataclass(frozen=True)
+@record
 class FullAttention:
     """Full causal attention (MHA, GQA, MQA): every token's K and V are kept.
 
@@ -27,7 +25,7 @@ class FullAttention:
     num_kv_heads: int
     head_dim: int
     v_head_dim: int = 0  # 0: same as head_dim
-    kind: ClassVar[str] = "full_attention"
+    kind = "full_attention"
 
     @property
     def v_dim(self) -> int:
@@ -51,12 +49,12 @@ class FullAttention:
         return f"{self.num_kv_heads} KV heads x head_dim {self.head_dim}{v}"
 
 
-@dataclass(frozen=True)
+@record
 class SlidingWindow(FullAttention):
     """Sliding-window attention: a sequence keeps at most the last ``window`` tokens."""
 
     window: int = 0
-    kind: ClassVar[str] = "sliding_window"
+    kind = "sliding_window"
 
     def tokens_held(self, seq_len: int) -> int:
         return min(seq_len, self.window)
@@ -65,13 +63,13 @@ class SlidingWindow(FullAttention):
         return f"{super().describe()}, window {self.window}"
 
 
-@dataclass(frozen=True)
+@record
 class ChunkedLocal(FullAttention):
     """Chunked local attention (Llama 4 ``attention_chunk_size``): a token attends only within
     its chunk, so a sequence keeps at most one chunk of tokens."""
 
     chunk: int = 0
-    kind: ClassVar[str] = "chunked_local"
+    kind = "chunked_local"
 
     def tokens_held(self, seq_len: int) -> int:
         return min(seq_len, self.chunk)
@@ -80,7 +78,7 @@ class ChunkedLocal(FullAttention):
         return f"{super().describe()}, chunk {self.chunk}"
 
 
-@dataclass(frozen=True)
+@record
 class MLA:
     """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi): one compressed latent of
     ``kv_lora_rank`` elements plus the decoupled RoPE key of ``qk_rope_head_dim`` elements per
@@ -89,7 +87,7 @@ class MLA:
 
     kv_lora_rank: int
     qk_rope_head_dim: int
-    kind: ClassVar[str] = "mla"
+    kind = "mla"
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         return 1
@@ -107,7 +105,7 @@ class MLA:
         return f"latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}"
 
 
-@dataclass(frozen=True)
+@record
 class RecurrentState:
     """Fixed-size state of a Mamba / Mamba2 / GatedDeltaNet (linear attention) layer.
 
@@ -125,7 +123,7 @@ class RecurrentState:
     state_elems_per_head: int
     state_dtype: str = "bf16"
     conv_dtype: str = "bf16"
-    kind: ClassVar[str] = "recurrent_state"
+    kind = "recurrent_state"
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         return 0
@@ -153,13 +151,13 @@ class RecurrentState:
         )
 
 
-@dataclass(frozen=True)
+@record
 class NoCache:
     """A layer that keeps nothing per token: encoder-only, or one that reuses another
     layer's KV (cross-layer sharing)."""
 
     reason: str = "no attention"
-    kind: ClassVar[str] = "no_cache"
+    kind = "no_cache"
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         return 0

@@ -6,8 +6,11 @@ pipeline parallelism are all sums over this inventory, so the three can never di
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from .._record import record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Literal
 
 # Roles, in report order.
 ROLES: tuple[str, ...] = (
@@ -20,10 +23,11 @@ ROLES: tuple[str, ...] = (
 #   kv    QKVParallelLinear K/V part: max(1, heads // tp) heads per rank (replicated when tp > heads)
 #   vocab VocabParallelEmbedding / ParallelLMHead: vocabulary rows split across ranks
 #   none  replicated on every rank (norms, routers, row-parallel biases, position tables)
-Split = Literal["col", "row", "kv", "vocab", "none"]
+if TYPE_CHECKING:
+    Split = Literal["col", "row", "kv", "vocab", "none"]
 
 
-@dataclass(frozen=True)
+@record
 class Tensor:
     """``count`` identical tensors of shape ``rows x cols`` (vectors have ``cols == 1``).
 
@@ -57,7 +61,7 @@ class Tensor:
 Block = tuple[Tensor, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Inventory:
     """All tensors: ``head`` before the layers (embeddings), one block per decoder layer,
     and ``tail`` after them (final norm, lm_head)."""

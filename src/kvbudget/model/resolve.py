@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-from typing import Any
 
 from . import catalog
 from .catalog import UnknownModel
 from .hf_config import ConfigError, spec_from_config
 from .spec import ModelSpec
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a config.json, turning every failure into a ConfigError naming the file."""
-    if path.is_dir():
-        path = path / "config.json"
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """Parse a config.json (or the one in a folder), turning every failure into a ConfigError
+    that names the file."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file (a model folder must hold a config.json)") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -27,18 +31,20 @@ def read_config_file(path: Path) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: config.json must hold a JSON object")
     return data
 
 
 def _looks_like_path(ref: str) -> bool:
-    return ref.endswith(".json") or ref.startswith((".", "/", "~")) or (os.sep in ref and Path(ref).exists())
+    return ref.endswith(".json") or ref.startswith((".", "/", "~"))
 
 
 def _from_hub(ref: str) -> dict[str, Any]:
-    local_hint = f"download its config.json and pass the file or its folder: kvbudget kv ./{ref.split('/')[-1]}/config.json"
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+    local_hint = f"download its config.json and pass the file or its folder, e.g. kvbudget kv ./{ref.split('/')[-1]}/config.json"
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise UnknownModel(f"model {ref!r} is not in the catalog and HF_HUB_OFFLINE is set: {local_hint}")
     try:
         from huggingface_hub import hf_hub_download
@@ -46,13 +52,12 @@ def _from_hub(ref: str) -> dict[str, Any]:
         raise UnknownModel(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {local_hint}") from None
     try:
         path = hf_hub_download(ref, "config.json")
-    except Exception as exc:
-        reason = exc.__class__.__name__
+    except Exception as exc:  # any hub failure (offline, gated, missing) becomes one clear line
         raise UnknownModel(
             f"model {ref!r} is not in the catalog and its config.json could not be fetched from the Hub "
-            f"({reason}): {local_hint}"
+            f"({exc.__class__.__name__}): {local_hint}"
         ) from None
-    return read_config_file(Path(path))
+    return read_config_file(path)
 
 
 def load_model(ref: str) -> ModelSpec:
@@ -61,13 +66,13 @@ def load_model(ref: str) -> ModelSpec:
     ref = ref.strip()
     if not ref:
         raise UnknownModel("empty model name: give a catalog name (see `kvbudget models`) or a config.json path")
-    path = Path(ref).expanduser()
-    if path.exists() or _looks_like_path(ref):
-        return spec_from_config(read_config_file(path), name=str(path))
+    path = os.path.expanduser(ref)
+    if os.path.exists(path) or _looks_like_path(ref):
+        return spec_from_config(read_config_file(path), name=path)
     entry = catalog.find(ref)
     if entry is not None:
         return spec_from_config(entry.config, name=entry.id)
-    if "/" in ref:
+    if ref.count("/") == 1 and all(ref.split("/")):
         return spec_from_config(_from_hub(ref), name=ref)
     hint = catalog.suggest(ref)
     did = f"; did you mean {' or '.join(hint)}?" if hint else ""

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 
+from .._record import record
 from .layers import Layer
 from .params import Inventory
 from .weights import WeightFormat
 
 
-@dataclass(frozen=True)
+@record
 class Dims:
     """Shapes the activation model needs."""
 
@@ -21,7 +21,7 @@ class Dims:
     head_dim: int
 
 
-@dataclass(frozen=True)
+@record
 class ModelSpec:
     """A decoder as kvbudget sees it.
 

@@ -10,18 +10,21 @@ leaves them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
+from .._record import field, record
 from ..units import InputError, element_type
 from .params import Tensor
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True)
+@record
 class WeightFormat:
     """A storage format for linear weights.
 

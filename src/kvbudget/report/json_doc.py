@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from ..engines.textbook import MemoryPlan
-from ..hardware import GPU
-from ..kvcache import KVReport
-from ..model.catalog import CatalogEntry
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..engines.textbook import MemoryPlan
+    from ..hardware import GPU
+    from ..kvreport import KVReport
+    from ..model.catalog import CatalogEntry
 
 
 def dumps(doc: Any) -> str:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..engines.textbook import MemoryPlan
-from ..hardware import GPU
-from ..kvcache import KVReport
 from ..units import fmt_bytes, fmt_small
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ..engines.textbook import MemoryPlan
+    from ..hardware import GPU
+    from ..kvreport import KVReport
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:

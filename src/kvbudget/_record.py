@@ -1,0 +1,168 @@
+"""Frozen records: the part of ``dataclasses.dataclass(frozen=True)`` that kvbudget uses.
+
+Why not the standard library? Importing ``dataclasses`` (it pulls in ``inspect``, ``ast``,
+``dis`` ...) and building each class with ``exec`` costs about 17 ms per process on the
+reference machine, twice the time of ``python -c pass``: alone it breaks the start-up target
+of issue #2 (``kvbudget fit ... --json`` within 5x of an empty Python start). These records keep
+the same semantics for what we use — keyword/positional construction with defaults,
+immutability, value equality and hashing, a readable repr, ``replace`` and ``asdict`` — and the
+type checker sees them as frozen dataclasses (``dataclass_transform``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    from typing_extensions import dataclass_transform
+
+    _T = TypeVar("_T")
+
+_MISSING: Any = object()
+
+
+class FrozenInstanceError(AttributeError):
+    """Raised on any attempt to change a record."""
+
+
+class _Field:
+    __slots__ = ("default", "default_factory")
+
+    def __init__(self, default: Any, default_factory: Callable[[], Any] | None) -> None:
+        self.default = default
+        self.default_factory = default_factory
+
+
+def field(*, default: Any = _MISSING, default_factory: Callable[[], Any] | None = None) -> Any:
+    """A field with a default value or a factory, as ``dataclasses.field``."""
+    return _Field(default, default_factory)
+
+
+def _frozen_setattr(self: object, name: str, value: object) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}: {type(self).__name__} is frozen")
+
+
+def _frozen_delattr(self: object, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}: {type(self).__name__} is frozen")
+
+
+def _make(cls: type) -> type:
+    names: list[str] = []
+    defaults: dict[str, Any] = {}
+    factories: dict[str, Callable[[], Any]] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        for name in klass.__dict__.get("__annotations__", {}):  # noqa: RUF063 - inspect is what we avoid
+            if name.startswith("__") or (name in names and name not in klass.__dict__):
+                continue
+            if name not in names:
+                names.append(name)
+            if name in klass.__dict__:
+                value = klass.__dict__[name]
+                if isinstance(value, _Field):
+                    if value.default_factory is not None:
+                        factories[name] = value.default_factory
+                    else:
+                        defaults[name] = value.default
+                else:
+                    defaults[name] = value
+    for name in names:
+        if name in cls.__dict__ and isinstance(cls.__dict__[name], _Field):
+            if name in defaults:
+                setattr(cls, name, defaults[name])
+            else:
+                delattr(cls, name)
+    required = [n for n in names if n not in defaults and n not in factories]
+    seen_default = False
+    for name in names:
+        if name in defaults or name in factories:
+            seen_default = True
+        elif seen_default:
+            raise TypeError(f"{cls.__name__}: field {name!r} without a default follows a field with one")
+    fields = tuple(names)
+    known = frozenset(names)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(fields):
+            raise TypeError(f"{cls.__name__}() takes {len(fields)} positional arguments but {len(args)} were given")
+        values = dict(zip(fields, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in known:
+                raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {key!r}")
+            if key in values:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {key!r}")
+            values[key] = value
+        if len(values) < len(fields):
+            for name in fields:
+                if name not in values:
+                    if name in defaults:
+                        values[name] = defaults[name]
+                    elif name in factories:
+                        values[name] = factories[name]()
+            if len(values) < len(fields):
+                missing = [n for n in required if n not in values]
+                raise TypeError(f"{cls.__name__}() missing required arguments: {', '.join(missing)}")
+        object.__setattr__(self, "__dict__", values)
+
+    def _values(self: Any) -> tuple[Any, ...]:
+        d = self.__dict__
+        return tuple(d[n] for n in fields)
+
+    def __eq__(self: Any, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return bool(_values(self) == _values(other))
+
+    def __hash__(self: Any) -> int:
+        return hash(_values(self))
+
+    def __repr__(self: Any) -> str:
+        d = self.__dict__
+        return f"{cls.__qualname__}({', '.join(f'{n}={d[n]!r}' for n in fields)})"
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    cls.__eq__ = __eq__  # type: ignore[method-assign,assignment]
+    cls.__hash__ = __hash__  # type: ignore[method-assign,assignment]
+    cls.__repr__ = __repr__  # type: ignore[method-assign,assignment]
+    cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign,assignment]
+    cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign,assignment]
+    cls.__match_args__ = fields  # type: ignore[attr-defined,misc]
+    cls.__record_fields__ = fields  # type: ignore[attr-defined]
+    return cls
+
+
+if TYPE_CHECKING:
+
+    @dataclass_transform(frozen_default=True, field_specifiers=(field,))
+    def record(cls: type[_T]) -> type[_T]: ...
+
+else:
+    record = _make
+
+
+def fields(obj: object) -> tuple[str, ...]:
+    """The field names of a record (or record class), in order."""
+    names: tuple[str, ...] = getattr(obj, "__record_fields__")  # noqa: B009 - a dynamic attribute
+    return names
+
+
+def replace(obj: _T, **changes: Any) -> _T:
+    """A copy of ``obj`` with some fields changed, as ``dataclasses.replace``."""
+    values = {n: obj.__dict__[n] for n in fields(obj)}
+    values.update(changes)
+    return type(obj)(**values)
+
+
+def asdict(obj: Any) -> Any:
+    """Records, tuples and lists turned into plain dicts and lists, recursively."""
+    if hasattr(obj, "__record_fields__") and not isinstance(obj, type):
+        return {n: asdict(obj.__dict__[n]) for n in fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [asdict(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: asdict(v) for k, v in obj.items()}
+    if isinstance(obj, frozenset):
+        return sorted(obj)
+    return obj

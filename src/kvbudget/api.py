@@ -49,9 +49,13 @@ def fit(
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
     overhead_bytes: int | None = None,
     activation_bytes: int | None = None,
+    weights_bytes: int | None = None,
 ) -> MemoryPlan:
     """Per-GPU memory partition (weights, KV cache, activation workspace, runtime overhead),
-    the largest batch at ``context`` and the longest context at ``batch``, with a verdict."""
+    the largest batch at ``context`` and the longest context at ``batch``, with a verdict.
+
+    ``overhead_bytes``, ``activation_bytes`` and ``weights_bytes`` replace kvbudget's own
+    estimates of those parts (per GPU) when given."""
     if gpu_memory is not None:
         if gpu_memory <= 0:
             raise InputError(f"GPU memory must be positive, got {gpu_memory}")
@@ -62,11 +66,12 @@ def fit(
         device = find_gpu(gpu)
     else:
         raise InputError("give a GPU (--gpu H100) or its memory (--gpu-memory 48GiB)")
-    for name, value in (("overhead", overhead_bytes), ("activation", activation_bytes)):
+    for name, value in (("overhead", overhead_bytes), ("activation", activation_bytes), ("weights-memory", weights_bytes)):
         if value is not None and value < 0:
             raise InputError(f"--{name} must not be negative")
     dep = Deployment(
         gpu=device, tp=tp, pp=pp, weights=weights_dtype, kv_dtype=kv_dtype, context=context, batch=batch,
         prefill_chunk=prefill_chunk, overhead_bytes=overhead_bytes, activation_bytes=activation_bytes,
+        weights_bytes=weights_bytes,
     )
     return _fit(_spec(model), dep)

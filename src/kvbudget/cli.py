@@ -98,6 +98,7 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--prefill-chunk", type=_count, default=8192, help="tokens per forward step for the activation estimate")
     fit.add_argument("--overhead", type=_size0, help="runtime overhead per GPU instead of the built-in estimate, e.g. 4GiB")
     fit.add_argument("--activation", type=_size0, help="activation workspace per GPU instead of the estimate, e.g. 2GiB")
+    fit.add_argument("--weights-memory", type=_size, help="measured weights per GPU instead of computing them, e.g. 14.99GiB")
 
 
 _ARGS = {"kv": _kv_args, "fit": _fit_args}
@@ -149,6 +150,7 @@ def _run(args: argparse.Namespace) -> str:
             args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, tp=tp, pp=pp,
             weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context, batch=args.batch,
             prefill_chunk=args.prefill_chunk, overhead_bytes=args.overhead, activation_bytes=args.activation,
+            weights_bytes=args.weights_memory,
         )
         return json_doc.dumps(json_doc.fit_doc(p)) if args.json else text.fit_text(p, args.units)
     if args.command == "models":

@@ -49,6 +49,7 @@ class Deployment:
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK
     overhead_bytes: int | None = None
     activation_bytes: int | None = None
+    weights_bytes: int | None = None  # measured weights per GPU, instead of computing them
 
 
 @record
@@ -144,6 +145,8 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
                    ("checkpoint torch_dtype" if dep.weights == "auto" else "--weights-dtype")),
         Assumption("KV cache dtype", dtype.name, "--kv-dtype" if dep.kv_dtype != "auto" else "model dtype (auto)"),
     ]
+    if dep.weights_bytes is not None:
+        assumptions.append(Assumption("weights per GPU", fmt_bytes(dep.weights_bytes), "--weights-memory"))
     tokens = min(dep.batch * context, dep.prefill_chunk)
     if dep.activation_bytes is None:
         assumptions.append(Assumption(
@@ -171,7 +174,8 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
         last = stage.index == pp - 1
         act = dep.activation_bytes if dep.activation_bytes is not None else activation_bytes(
             spec, tokens, min(dep.batch, tokens), tp, last)
-        kv_budget = total - stage.weights_bytes - act - overhead
+        weights = stage.weights_bytes if dep.weights_bytes is None else dep.weights_bytes
+        kv_budget = total - weights - act - overhead
         per_seq = bytes_per_sequence(stage.layers, context, dtype, tp)
         need = dep.batch * per_seq
         usable = max(kv_budget, 0)
@@ -182,7 +186,7 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
         plan = MemoryPlan(
             model=spec.name, params=spec.params, gpu=dep.gpu.name, num_gpus=tp * pp, tp=tp, pp=pp,
             stage=stage.index, stage_layers=(stage.first_layer, stage.num_layers), total_bytes=total,
-            weights_bytes=stage.weights_bytes, weights_by_role=stage.weights_by_role,
+            weights_bytes=weights, weights_by_role=stage.weights_by_role,
             weights_format=fmt.describe(),
             kept_16bit=_kept_16bit(fmt, stage),
             activation_bytes=act, overhead_bytes=overhead, kv_cache_bytes=kv_budget, kv_dtype=dtype.name,

@@ -1,0 +1,125 @@
+"""Weight bytes per format, against hand computations of the checkpoint layouts vLLM loads
+(model_executor/layers/quantization: fp8.py, awq.py, gptq.py, bitsandbytes.py, mxfp4.py) and
+against published checkpoint sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+import kvbudget
+from kvbudget.model.params import Tensor
+from kvbudget.model.weights import WeightFormat, from_quantization_config, parse_weight_format
+from kvbudget.parallel import stages
+from kvbudget.units import GiB, InputError
+
+
+def test_16_bit_is_two_bytes_per_parameter() -> None:
+    # Llama-3.1-8B: 8,030,261,248 parameters (HF "8.03B"). vLLM logs "Model loading took 14.99 GiB"
+    # for this model (../shared/research/engines.md §1.14): 16,060,522,496 B = 14.96 GiB of weights
+    # plus buffers.
+    spec = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert stages(spec, spec.weight_format)[0].weights_bytes == 2 * 8_030_261_248
+    assert round(2 * 8_030_261_248 / GiB, 2) == 14.96
+
+
+def test_awq_matrix() -> None:
+    # AWQ 4-bit, group 128, a 4096 x 4096 matrix: qweight int32 (in x out/8) = 4096*4096/2 bytes,
+    # qzeros int32 (in/128 x out/8) = 32 * 512 * 4, scales fp16 (in/128 x out) = 32 * 4096 * 2.
+    fmt = WeightFormat("awq", bits=4, group_size=128)
+    assert fmt.matrix_bytes(4096, 4096) == 4096 * 4096 // 2 + 32 * 512 * 4 + 32 * 4096 * 2 == 8_716_288
+
+
+def test_gptq_matrix_adds_act_order_index() -> None:
+    # GPTQ adds g_idx, int32 per input channel.
+    fmt = WeightFormat("gptq", bits=4, group_size=128)
+    assert fmt.matrix_bytes(4096, 4096) == 8_716_288 + 4096 * 4
+    # 8-bit GPTQ packs 4 values per int32
+    fmt8 = WeightFormat("gptq", bits=8, group_size=128)
+    assert fmt8.matrix_bytes(4096, 4096) == 4096 * 4096 + 32 * 4096 + 32 * 4096 * 2 + 4096 * 4
+
+
+def test_fp8_block_scales() -> None:
+    # DeepSeek-V3 quantization_config: fp8, weight_block_size [128, 128]: one fp32 weight_scale_inv per
+    # 128 x 128 block. A 7168 x 2048 expert down_proj: 7168*2048 bytes + 56 * 16 * 4.
+    fmt = WeightFormat("fp8", bits=8, block=(128, 128), fp8_scales="block")
+    assert fmt.matrix_bytes(7168, 2048) == 7168 * 2048 + 56 * 16 * 4
+    assert WeightFormat("fp8", bits=8).matrix_bytes(4096, 4096) == 4096 * 4096 + 4
+    assert WeightFormat("fp8", bits=8, fp8_scales="per_channel").matrix_bytes(4096, 1024) == 4096 * 1024 + 4096 * 4
+
+
+def test_nf4_absmax_blocks() -> None:
+    # bitsandbytes nf4: 4-bit codes + fp32 absmax per 64 values; with double quantization the absmax is
+    # uint8 with an fp32 scale per 256 blocks.
+    n = 4096 * 4096
+    assert WeightFormat("nf4", bits=4).matrix_bytes(4096, 4096) == n // 2 + n // 64 * 4
+    assert WeightFormat("nf4", bits=4, double_quant=True).matrix_bytes(4096, 4096) == n // 2 + n // 64 + n // 64 // 256 * 4
+
+
+def test_mxfp4_and_nvfp4() -> None:
+    # MXFP4: 32 fp4 values share an e8m0 byte; NVFP4: 16 share an fp8 byte, plus two fp32 scales.
+    assert WeightFormat("mxfp4", bits=4).matrix_bytes(2880, 2880) == 2880 * 2880 // 2 + 2880 * 90
+    assert WeightFormat("nvfp4", bits=4).matrix_bytes(4096, 4096) == 4096 * 4096 // 2 + 4096 * 256 + 8
+
+
+@pytest.mark.parametrize(
+    ("model", "published_gib"),
+    [
+        # OpenAI gpt-oss model card, Table 1 "Checkpoint size": 12.8 GiB (20b) and 60.8 GiB (120b):
+        # MXFP4 experts, everything else bf16.
+        ("openai/gpt-oss-20b", 12.8),
+        ("openai/gpt-oss-120b", 60.8),
+    ],
+)
+def test_gpt_oss_checkpoint_size(model: str, published_gib: float) -> None:
+    spec = kvbudget.load_model(model)
+    assert spec.weight_format.name == "mxfp4"
+    assert spec.weight_format.skip_roles >= {"attention", "router", "embeddings", "lm_head"}
+    weights = stages(spec, spec.weight_format)[0].weights_bytes
+    assert round(weights / GiB, 1) == published_gib
+
+
+def test_quantization_config_readers() -> None:
+    awq = from_quantization_config({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}, "bf16")
+    assert (awq.name, awq.bits, awq.group_size, awq.dense_dtype) == ("awq", 4, 128, "fp16")
+    gptq = from_quantization_config({"quant_method": "gptq", "bits": 8, "group_size": 32, "desc_act": False}, "bf16")
+    assert (gptq.name, gptq.bits, gptq.group_size) == ("gptq", 8, 32)
+    fp8 = from_quantization_config({"quant_method": "fp8", "weight_block_size": [128, 128]}, "bf16")
+    assert fp8.block == (128, 128)
+    bnb = from_quantization_config({"quant_method": "bitsandbytes", "load_in_4bit": True,
+                                    "bnb_4bit_use_double_quant": True}, "bf16")
+    assert (bnb.name, bnb.double_quant) == ("nf4", True)
+    ct = from_quantization_config({"quant_method": "compressed-tensors", "config_groups": {
+        "group_0": {"weights": {"type": "float", "num_bits": 8, "strategy": "channel"}}}}, "bf16")
+    assert (ct.name, ct.fp8_scales) == ("fp8", "per_channel")
+    with pytest.raises(InputError, match="unsupported quantization_config quant_method 'hqq'"):
+        from_quantization_config({"quant_method": "hqq"}, "bf16")
+
+
+def test_only_linear_weights_are_packed() -> None:
+    fmt = parse_weight_format("awq")
+    emb = Tensor("embeddings", 32000, 4096, split="vocab")
+    assert fmt.tensor_bytes(emb) == 32000 * 4096 * 2  # embeddings stay 16-bit
+    lin = Tensor("mlp", 4096, 4096, linear=True)
+    assert fmt.tensor_bytes(lin) == 8_716_288
+
+
+def test_tp_splits_weights_except_replicated_parts() -> None:
+    # Column-parallel rows and row-parallel columns split; K/V projections keep one head per rank
+    # beyond the KV-head count; norms are replicated.
+    fmt = WeightFormat("bf16")
+    assert fmt.tensor_bytes(Tensor("mlp", 14336, 4096, split="col", linear=True), tp=4) == 3584 * 4096 * 2
+    assert fmt.tensor_bytes(Tensor("mlp", 4096, 14336, split="row", linear=True), tp=4) == 4096 * 3584 * 2
+    kv = Tensor("attention", 8 * 128, 4096, split="kv", heads=8, linear=True)
+    assert fmt.tensor_bytes(kv, tp=16) == 1 * 128 * 4096 * 2
+    assert fmt.tensor_bytes(Tensor("norms", 4096), tp=8) == 4096 * 2
+
+
+def test_fit_reports_kept_16_bit_parts() -> None:
+    plan = kvbudget.fit("meta-llama/Llama-3.1-8B-Instruct", gpu="H100", weights_dtype="fp8", context=8192)
+    assert {"embeddings", "lm_head", "norms"} <= set(plan.kept_16bit)
+    assert plan.weights_format.startswith("fp8")
+
+
+def test_unknown_weight_format() -> None:
+    with pytest.raises(InputError, match="unknown weights dtype 'int3'"):
+        parse_weight_format("int3")

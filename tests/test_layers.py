@@ -162,6 +162,6 @@ def test_block_formats_round_up_per_row() -> None:
 def test_describe_names_window_chunk_and_latent() -> None:
     assert "window 4096" in SlidingWindow(8, 128, window=4096).describe()
     assert "chunk 8192" in ChunkedLocal(8, 128, chunk=8192).describe()
-    assert "latent 512 + rope 64" == MLA(512, 64).describe()
+    assert MLA(512, 64).describe() == "latent 512 + rope 64"
     state = RecurrentState("mamba", 4, 8192, 8192, 16)
     assert state.bytes_per_sequence(1, BF16) == bytes_per_sequence([state], 10**6, BF16)

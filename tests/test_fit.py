@@ -7,6 +7,7 @@ import pytest
 import kvbudget
 from kvbudget.engines.textbook import CUDA_CONTEXT_BYTES, NON_TORCH_TP1_BYTES, NON_TORCH_TP_BYTES, activation_bytes
 from kvbudget.parallel import pp_partition, stages
+from kvbudget.report.verdict import verdict_text
 from kvbudget.units import GiB, InputError
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
@@ -30,11 +31,12 @@ def test_max_batch_and_max_context_are_the_largest_that_fit() -> None:
 
 def test_fits_and_does_not_fit() -> None:
     ok = kvbudget.fit(LLAMA8, gpu="H100", context=8192, batch=32)
-    assert ok.fits and ok.verdict.startswith("fits")
+    assert ok.fits and ok.verdict == "fits" and verdict_text(ok).startswith("fits: 32 x 8,192-token")
     too_many = kvbudget.fit(LLAMA8, gpu="H100", context=8192, batch=500)
-    assert not too_many.fits and f"at most {too_many.max_batch:,} sequences" in too_many.verdict
+    assert not too_many.fits and f"at most {too_many.max_batch:,} sequences" in verdict_text(too_many)
     too_big = kvbudget.fit("meta-llama/Llama-3.1-70B-Instruct", gpu="L4", context=8192)
-    assert not too_big.fits and too_big.kv_cache_bytes < 0 and "weights" in too_big.verdict
+    assert not too_big.fits and too_big.kv_cache_bytes < 0 and too_big.verdict == "weights_exceed"
+    assert "GB per GPU" in verdict_text(too_big, "GB")
 
 
 def test_longest_context_stops_at_the_model_limit() -> None:
@@ -65,7 +67,7 @@ def test_activation_model_by_hand() -> None:
 
 def test_assumptions_are_all_printed() -> None:
     names = [a.name for a in kvbudget.fit(LLAMA8, gpu="H100", context=8192).assumptions]
-    assert names == ["GPU memory", "weights", "KV cache dtype", "activation workspace", "runtime overhead"]
+    assert names == ["GPU memory", "weights", "KV cache dtype", "activation workspace", "CUDA context", "non-torch memory"]
 
 
 def test_tp_splits_weights_and_kv() -> None:

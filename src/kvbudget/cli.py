@@ -152,7 +152,7 @@ def _run(args: argparse.Namespace) -> str:
             prefill_chunk=args.prefill_chunk, overhead_bytes=args.overhead, activation_bytes=args.activation,
             weights_bytes=args.weights_memory,
         )
-        return json_doc.dumps(json_doc.fit_doc(p)) if args.json else text.fit_text(p, args.units)
+        return json_doc.dumps(json_doc.fit_doc(p, args.units)) if args.json else text.fit_text(p, args.units)
     if args.command == "models":
         from .model import catalog
 

@@ -13,7 +13,7 @@ from ..kvcache import MAX_BATCH, MAX_CONTEXT, bytes_per_sequence, check_tp, kv_e
 from ..model.spec import ModelSpec
 from ..model.weights import WeightFormat, parse_weight_format
 from ..parallel import Stage, stages
-from ..units import GiB, InputError, element_type, fmt_bytes
+from ..units import GiB, InputError, element_type
 
 # CUDA context and driver-side allocations that the process holds outside PyTorch's allocator.
 # Source: ../shared/research/engines.md §2.7 (SGLang worked example: 79.19 GiB total minus
@@ -30,9 +30,13 @@ DEFAULT_PREFILL_CHUNK = 8192
 
 @record
 class Assumption:
+    """One input of the plan that is not read from the model: what it is, and where it came from.
+    ``nbytes`` is set when the value is an amount of memory (reports format it in their units)."""
+
     name: str
     value: str
     source: str
+    nbytes: int | None = None
 
 
 @record
@@ -81,7 +85,7 @@ class MemoryPlan:
     max_context: int
     max_context_capped: bool  # max_context is the model's own limit, not memory
     fits: bool
-    verdict: str
+    verdict: str  # fits | kv_short | no_token | weights_exceed | no_cache (report.verdict words it)
     warnings: tuple[str, ...]
     assumptions: tuple[Assumption, ...] = field(default=())
 
@@ -140,13 +144,17 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
     dtype = kv_element_type(spec, dep.kv_dtype)
     total = dep.gpu.memory_bytes
     assumptions = [
-        Assumption("GPU memory", fmt_bytes(total), dep.gpu.memory_source or "catalog"),
+        Assumption(
+            "GPU memory", "the total CUDA reports",
+            "--gpu-memory" if dep.gpu.custom else f"GPU catalog {dep.gpu.name}; its source: kvbudget gpus --json",
+            total,
+        ),
         Assumption("weights", fmt.describe(), "quantization_config" if dep.weights == "auto" and fmt.quantized else
                    ("checkpoint torch_dtype" if dep.weights == "auto" else "--weights-dtype")),
         Assumption("KV cache dtype", dtype.name, "--kv-dtype" if dep.kv_dtype != "auto" else "model dtype (auto)"),
     ]
     if dep.weights_bytes is not None:
-        assumptions.append(Assumption("weights per GPU", fmt_bytes(dep.weights_bytes), "--weights-memory"))
+        assumptions.append(Assumption("weights per GPU", "measured", "--weights-memory", dep.weights_bytes))
     tokens = min(dep.batch * context, dep.prefill_chunk)
     if dep.activation_bytes is None:
         assumptions.append(Assumption(
@@ -156,18 +164,19 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
             f"prefill chunk {dep.prefill_chunk:,} tokens (vLLM max_num_batched_tokens default, engines.md §1.2)",
         ))
     else:
-        assumptions.append(Assumption("activation workspace", fmt_bytes(dep.activation_bytes), "--activation"))
+        assumptions.append(Assumption("activation workspace", "given", "--activation", dep.activation_bytes))
     if dep.overhead_bytes is None:
         non_torch = NON_TORCH_TP_BYTES if tp * pp > 1 else NON_TORCH_TP1_BYTES
         overhead = CUDA_CONTEXT_BYTES + non_torch
-        assumptions.append(Assumption(
-            "runtime overhead",
-            f"CUDA context {fmt_bytes(CUDA_CONTEXT_BYTES)} + non-torch {fmt_bytes(non_torch)}",
-            "engines.md §2.7 (CUDA context), llm-d measured non-torch on H100 (peers.md)",
-        ))
+        assumptions += [
+            Assumption("CUDA context", "per process, outside PyTorch's allocator",
+                       "engines.md §2.7: ≈0.6 GiB for CUDA context and NCCL on an H100", CUDA_CONTEXT_BYTES),
+            Assumption("non-torch memory", "cuBLAS workspaces" + (", NCCL buffers" if tp * pp > 1 else ""),
+                       f"llm-d measurement, vLLM on H100 at TP{'>=2' if tp * pp > 1 else '=1'} (peers.md)", non_torch),
+        ]
     else:
         overhead = dep.overhead_bytes
-        assumptions.append(Assumption("runtime overhead", fmt_bytes(overhead), "--overhead"))
+        assumptions.append(Assumption("runtime overhead", "given", "--overhead", overhead))
 
     best: MemoryPlan | None = None
     for stage in stages(spec, fmt, tp, pp):
@@ -218,29 +227,18 @@ def _kept_16bit(fmt: WeightFormat, stage: Stage) -> tuple[str, ...]:
 
 
 def _with_verdict(p: MemoryPlan, spec: ModelSpec) -> MemoryPlan:
+    """Name the outcome; reports turn the code into words in the user's units."""
     warnings = []
     if p.context > spec.max_context:
         warnings.append(f"context {p.context:,} is beyond the model's max_position_embeddings {spec.max_context:,}")
-    fixed = p.weights_bytes + p.activation_bytes + p.overhead_bytes
-    where = f" (pipeline stage {p.stage}, the fullest)" if p.pp > 1 else ""
     if p.kv_cache_bytes < 0:
-        verdict = (
-            f"does not fit: weights, activations and overhead need {fmt_bytes(fixed)} of "
-            f"{fmt_bytes(p.total_bytes)} per GPU{where}; use more GPUs (--tp/--pp) or smaller weights (--weights-dtype fp8)"
-        )
+        code = "weights_exceed"
     elif p.max_batch is None:
-        verdict = "fits: the model keeps no per-sequence cache"
+        code = "no_cache"
+    elif p.max_batch == 0 and p.max_context == 0:
+        code = "no_token"
     elif p.fits:
-        verdict = (
-            f"fits: {p.batch} x {p.context:,}-token sequences need {fmt_bytes(p.kv_needed_bytes)} of the "
-            f"{fmt_bytes(p.kv_cache_bytes)} left for the KV cache; up to {p.max_batch:,} sequences at this context"
-        )
+        code = "fits"
     else:
-        verdict = (
-            f"does not fit: {p.batch} x {p.context:,}-token sequences need {fmt_bytes(p.kv_needed_bytes)} of KV cache, "
-            f"{fmt_bytes(p.kv_cache_bytes)} is left{where}; at most {p.max_batch:,} sequences at {p.context:,} tokens, "
-            f"or {p.max_context:,} tokens at batch {p.batch}"
-        )
-        if p.max_batch == 0 and p.max_context == 0:
-            verdict += "; not even one token fits"
-    return replace(p, verdict=verdict, warnings=tuple(warnings))
+        code = "kv_short"
+    return replace(p, verdict=code, warnings=tuple(warnings))

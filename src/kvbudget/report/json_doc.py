@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from .verdict import verdict_text
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
@@ -46,7 +48,7 @@ def kv_doc(r: KVReport) -> dict[str, Any]:
     }
 
 
-def fit_doc(p: MemoryPlan) -> dict[str, Any]:
+def fit_doc(p: MemoryPlan, units: str = "GiB") -> dict[str, Any]:
     return {
         "model": p.model,
         "params": p.params,
@@ -75,9 +77,10 @@ def fit_doc(p: MemoryPlan) -> dict[str, Any]:
         "max_context": p.max_context,
         "max_context_is_model_limit": p.max_context_capped,
         "fits": p.fits,
-        "verdict": p.verdict,
+        "verdict": verdict_text(p, units),
+        "verdict_code": p.verdict,
         "warnings": list(p.warnings),
-        "assumptions": [{"name": a.name, "value": a.value, "source": a.source} for a in p.assumptions],
+        "assumptions": [{"name": a.name, "value": a.value, "source": a.source, "bytes": a.nbytes} for a in p.assumptions],
     }
 
 

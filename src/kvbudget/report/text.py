@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..units import fmt_bytes, fmt_small
+from .verdict import verdict_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -87,12 +88,16 @@ def fit_text(p: MemoryPlan, units: str) -> str:
         f"Longest context at batch {p.batch}:     {ctx}",
         "",
         "Assumptions:",
-        *(f"  - {a.name}: {a.value}  [{a.source}]" for a in p.assumptions),
+        *(f"  - {a.name}: {_assumed(a.value, a.nbytes, units)}  [{a.source}]" for a in p.assumptions),
         "",
-        f"Verdict: {p.verdict}",
+        f"Verdict: {verdict_text(p, units)}",
     ]
     out += [f"warning: {w}" for w in p.warnings]
     return "\n".join(out)
+
+
+def _assumed(value: str, nbytes: int | None, units: str) -> str:
+    return value if nbytes is None else f"{fmt_bytes(nbytes, units)} ({value})"
 
 
 def models_text(rows: list[tuple[str, str, int, str]]) -> str:

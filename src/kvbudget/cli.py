@@ -58,7 +58,10 @@ def _size(text: str) -> int:
 
 
 def _size0(text: str) -> int:
-    return 0 if text.strip() in ("0", "0B", "0GiB", "0GB") else _size(text)
+    try:
+        return parse_size(text, allow_zero=True)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -127,10 +130,13 @@ def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
         return tp or 1, pp or 1
     if tp is None and pp is None:
         return n, 1
+    given = " x ".join(f"--{name} {v}" for name, v in (("tp", tp), ("pp", pp)) if v)
+    if n % ((tp or 1) * (pp or 1)):
+        raise InputError(f"--num-gpus {n} is not a multiple of {given}")
     tp = tp or n // (pp or 1)
     pp = pp or n // tp
     if tp * pp != n:
-        raise InputError(f"--num-gpus {n} is not --tp {tp} x --pp {pp}")
+        raise InputError(f"--num-gpus {n} is not {given}")
     return tp, pp
 
 

@@ -94,7 +94,7 @@ _SIZE_UNITS = {
 }
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, allow_zero: bool = False) -> int:
     """Parse ``48GiB``, ``80GB``, ``512MiB`` or a plain byte count into bytes."""
     body = text.strip().lower().replace(" ", "")
     number = body.rstrip("kmgtib")
@@ -106,7 +106,7 @@ def parse_size(text: str) -> int:
     if unit not in _SIZE_UNITS or value < 0 or number.startswith(("+", "-")) or value != value or value == float("inf"):
         raise InputError(f"cannot read memory size {text!r}: write it like 48GiB, 80GB or 512MiB")
     nbytes = round(value * _SIZE_UNITS[unit])
-    if nbytes <= 0:
+    if nbytes < 0 or (nbytes == 0 and not allow_zero):
         raise InputError(f"memory size {text!r} must be positive")
     return nbytes
 

@@ -93,6 +93,11 @@ _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 _KV_ALIASES = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 
 
+_INF = float("inf")
+_MAX_FIELD = 1 << 31  # no real model dimension, vocabulary or context comes near 2^31
+_LIMITS = {"num_hidden_layers": 10_000, "n_layer": 10_000, "num_layers": 10_000, "n_layers": 10_000}
+
+
 class _Cfg:
     """Typed reads of a config dict that name the missing or bad field."""
 
@@ -108,10 +113,14 @@ class _Cfg:
             value = self.raw.get(key)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (_INF, -_INF):
+                raise ConfigError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
+            if int(value) != value:
                 raise ConfigError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
             if positive and value <= 0:
                 raise ConfigError(f"{self.where}: field {key!r} must be positive, got {value!r}")
+            if abs(value) > _LIMITS.get(key, _MAX_FIELD):
+                raise ConfigError(f"{self.where}: field {key!r} = {value!r} is beyond any real model")
             return int(value)
         if default is None:
             raise ConfigError(f"{self.where}: missing field {' / '.join(repr(k) for k in keys)}")
@@ -220,7 +229,7 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
                  "chunked_attention": "chunked", "linear_attention": "gdn", "mamba": "mamba"}
         out = []
         for t in explicit[:n]:
-            if t not in kinds:
+            if not isinstance(t, str) or t not in kinds:
                 raise ConfigError(f"{c.where}: unknown entry {t!r} in 'layer_types'")
             out.append(kinds[t])
         return out

@@ -127,3 +127,14 @@ def test_custom_gpu_memory() -> None:
 def test_bad_fit_inputs(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InputError, match=message):
         kvbudget.fit(LLAMA8, **kwargs)  # type: ignore[arg-type]
+
+
+def test_replicated_parts_under_tp() -> None:
+    # Qwen/Qwen3-235B-A22B config: 94 layers, hidden 4096, 4 KV heads of 128, 128 experts. At TP=8 each
+    # rank keeps one whole K and V head (4 heads < 8 ranks) and the full router (vLLM ReplicatedLinear).
+    plan = kvbudget.fit("Qwen/Qwen3-235B-A22B", gpu="H200", tp=8, context=32768)
+    repl = dict(plan.replicated_by_role)
+    assert repl["attention"] == 94 * 2 * 1 * 128 * 4096 * 2
+    assert repl["router"] == 94 * 128 * 4096 * 2
+    assert "experts" not in repl
+    assert kvbudget.fit("Qwen/Qwen3-235B-A22B", gpu="H200", tp=1, context=32768).replicated_by_role == ()

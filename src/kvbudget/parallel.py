@@ -29,20 +29,31 @@ class Stage:
     layers: tuple[Layer, ...]
     weights_bytes: int
     weights_by_role: tuple[tuple[str, int], ...]
+    replicated_by_role: tuple[tuple[str, int], ...] = ()  # bytes every TP rank holds in full
+
+
+def replicated(t: Tensor, tp: int) -> bool:
+    """Whether every TP rank holds all of ``t``: unsplit tensors, and K/V projections when there
+    are fewer KV heads than ranks (each rank then keeps one whole head)."""
+    return tp > 1 and (t.split == "none" or (t.split == "kv" and t.heads < tp))
 
 
 def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tuple[Stage, ...]:
     """Every pipeline stage of one TP rank. Embeddings sit on the first stage, the final norm
     and lm_head on the last (vLLM's PPMissingLayer elsewhere)."""
     inv = spec.inventory
-    memo: dict[tuple[Tensor, ...], dict[str, int]] = {}  # decoder layers repeat: price each block once
+    memo: dict[tuple[Tensor, ...], tuple[dict[str, int], dict[str, int]]] = {}  # layers repeat: price each once
 
-    def price(block: tuple[Tensor, ...]) -> dict[str, int]:
+    def price(block: tuple[Tensor, ...]) -> tuple[dict[str, int], dict[str, int]]:
         if block not in memo:
             roles: dict[str, int] = {}
+            repl: dict[str, int] = {}
             for t in block:
-                roles[t.role] = roles.get(t.role, 0) + fmt.tensor_bytes(t, tp)
-            memo[block] = roles
+                nbytes = fmt.tensor_bytes(t, tp)
+                roles[t.role] = roles.get(t.role, 0) + nbytes
+                if replicated(t, tp):
+                    repl[t.role] = repl.get(t.role, 0) + nbytes
+            memo[block] = roles, repl
         return memo[block]
 
     out = []
@@ -54,11 +65,16 @@ def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tupl
         if s == pp - 1:
             blocks.append(inv.tail)
         by_role = {role: 0 for role in ROLES}
+        rep_role = {role: 0 for role in ROLES}
         for block in blocks:
-            for role, nbytes in price(block).items():
+            roles, repl = price(block)
+            for role, nbytes in roles.items():
                 by_role[role] = by_role.get(role, 0) + nbytes
+            for role, nbytes in repl.items():
+                rep_role[role] = rep_role.get(role, 0) + nbytes
         layers = tuple(layer for layer, i in zip(spec.layers, spec.layer_of, strict=False) if start <= i < start + count)
         out.append(Stage(s, start, count, layers, sum(by_role.values()),
-                         tuple((r, b) for r, b in by_role.items() if b)))
+                         tuple((r, b) for r, b in by_role.items() if b),
+                         tuple((r, b) for r, b in rep_role.items() if b)))
         start += count
     return tuple(out)

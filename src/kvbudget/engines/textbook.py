@@ -71,6 +71,7 @@ class MemoryPlan:
     total_bytes: int
     weights_bytes: int
     weights_by_role: tuple[tuple[str, int], ...]
+    replicated_by_role: tuple[tuple[str, int], ...]  # weights every TP rank holds in full
     weights_format: str
     kept_16bit: tuple[str, ...]
     activation_bytes: int
@@ -195,7 +196,7 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
         plan = MemoryPlan(
             model=spec.name, params=spec.params, gpu=dep.gpu.name, num_gpus=tp * pp, tp=tp, pp=pp,
             stage=stage.index, stage_layers=(stage.first_layer, stage.num_layers), total_bytes=total,
-            weights_bytes=weights, weights_by_role=stage.weights_by_role,
+            weights_bytes=weights, weights_by_role=stage.weights_by_role, replicated_by_role=stage.replicated_by_role,
             weights_format=fmt.describe(),
             kept_16bit=_kept_16bit(fmt, stage),
             activation_bytes=act, overhead_bytes=overhead, kv_cache_bytes=kv_budget, kv_dtype=dtype.name,

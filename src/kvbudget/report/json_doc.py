@@ -66,6 +66,7 @@ def fit_doc(p: MemoryPlan, units: str = "GiB") -> dict[str, Any]:
             "overhead_bytes": p.overhead_bytes,
         },
         "weights_by_role": dict(p.weights_by_role),
+        "replicated_by_role": dict(p.replicated_by_role),
         "weights_format": p.weights_format,
         "kept_16bit": list(p.kept_16bit),
         "kv_dtype": p.kv_dtype,

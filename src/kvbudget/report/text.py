@@ -77,6 +77,9 @@ def fit_text(p: MemoryPlan, units: str) -> str:
         "",
         "Weights by role (per GPU): " + ", ".join(f"{role} {fmt_bytes(b, units)}" for role, b in p.weights_by_role),
     ]
+    if p.replicated_by_role:
+        out.append("Not split by TP (every GPU holds all of it): "
+                   + ", ".join(f"{role} {fmt_bytes(b, units)}" for role, b in p.replicated_by_role))
     if p.kept_16bit:
         out.append("Kept in 16-bit: " + ", ".join(p.kept_16bit))
     mb = "unbounded (no per-sequence cache)" if p.max_batch is None else f"{p.max_batch:,}"

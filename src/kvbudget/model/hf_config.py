@@ -36,31 +36,45 @@ class Quirks:
     mlp: str = "gated"  # gated (SwiGLU/GeGLU: gate, up, down) | plain (fc1, fc2)
     norm_bias: bool = False  # LayerNorm with bias (else RMSNorm / weight-only LayerNorm)
     norms_per_layer: int = 2
-    qkv_bias: bool = False  # default when the config has no attention_bias key
-    o_bias: bool = False
+    bias_key: str = "attention_bias"  # config key that turns on the q/k/v biases
+    qkv_bias: bool = False  # their default when the config does not say
+    o_bias: bool = False  # o_proj always has a bias
+    o_bias_follows: bool = False  # o_proj has a bias exactly when q/k/v do (LlamaAttention)
+    mlp_bias_key: str = "mlp_bias"
     mlp_bias: bool = False
-    qk_norm: bool = False
+    qk_norm: bool = False  # per-head q_norm and k_norm weights
+    qk_norm_key: str = ""  # config key that turns them on
+    q_gate_key: str = ""  # config key of an output gate fused into q_proj (Qwen3-Next), default on
+    attention_sinks: bool = False  # one learned sink per head (gpt-oss)
     tied: bool = False  # default of tie_word_embeddings when the config does not say
-    learned_positions: int = 0  # extra rows of a learned position table (OPT: 2)
+    positions_key: str = ""  # a learned absolute position table of this many rows ...
+    positions_extra: int = 0  # ... plus this many (OPT's offset of 2)
     lm_head_bias: bool = False
-    layout: str = "uniform"  # how layer kinds are chosen, see _mixers()
+    dense_inter_key: str = ""  # width of the dense MLP when it differs from intermediate_size (Llama 4)
+    falcon_heads: bool = False  # multi_query / new_decoder_architecture / num_ln_in_parallel_attn
+    layout: str = "uniform"  # how layer kinds are chosen, see _layer_types()
     moe: str = ""  # which layers are MoE, see _is_moe()
+    expert_bias: bool = False  # router and experts carry biases (gpt-oss)
+    shared_expert_default: bool = False  # one shared expert of the expert width when the config names none
+    shared_expert_gate: bool = False  # a sigmoid gate (hidden -> 1) on the shared expert
+    window_note: bool = False  # warn that a bare sliding_window is not applied
     defaults: tuple[tuple[str, Any], ...] = ()  # the config class's defaults for keys a config.json may omit
     note: str = ""
 
 
 # One row per model_type. ``layout`` / ``moe`` name the per-layer rules below.
 QUIRKS: dict[str, Quirks] = {
-    "llama": Quirks(layout="layer_types", note="Llama 1/2/3/3.1/3.2/3.3, CodeLlama, TinyLlama, Yi"),
-    "mistral": Quirks(layout="layer_types", note="sliding_window without layer_types is full attention, as vLLM 0.33 llama.py"),
-    "mixtral": Quirks(layout="layer_types", moe="all"),
-    "granite": Quirks(layout="layer_types", note="llama with residual/embedding multipliers (no params)"),
-    "granitemoe": Quirks(layout="layer_types", moe="all"),
+    "llama": Quirks(o_bias_follows=True, layout="layer_types", note="Llama 1/2/3/3.1/3.2/3.3, CodeLlama, TinyLlama, Yi"),
+    "mistral": Quirks(o_bias_follows=True, layout="layer_types", window_note=True),
+    "mixtral": Quirks(layout="layer_types", moe="all", window_note=True),
+    "granite": Quirks(o_bias_follows=True, layout="layer_types", note="llama with residual/embedding multipliers (no params)"),
+    "granitemoe": Quirks(o_bias_follows=True, layout="layer_types", moe="all"),
     "qwen2": Quirks(qkv_bias=True, layout="qwen_window"),
-    "qwen2_moe": Quirks(qkv_bias=True, layout="qwen_window", moe="qwen"),
+    "qwen2_moe": Quirks(qkv_bias=True, layout="qwen_window", moe="qwen", shared_expert_gate=True),
     "qwen3": Quirks(qk_norm=True, layout="qwen_window"),
     "qwen3_moe": Quirks(qk_norm=True, layout="qwen_window", moe="qwen"),
-    "qwen3_next": Quirks(qk_norm=True, layout="qwen3_next", moe="qwen", note="gated attention + GatedDeltaNet"),
+    "qwen3_next": Quirks(qk_norm=True, q_gate_key="attn_output_gate", layout="qwen3_next", moe="qwen",
+                         shared_expert_gate=True, note="gated attention + GatedDeltaNet"),
     "gemma": Quirks(tied=True),
     "gemma2": Quirks(tied=True, norms_per_layer=4, layout="gemma2"),
     "gemma3_text": Quirks(
@@ -70,22 +84,28 @@ QUIRKS: dict[str, Quirks] = {
                   ("max_position_embeddings", 131072), ("sliding_window", 4096), ("sliding_window_pattern", 6)),
         note="Gemma 3: keys missing from config.json take Gemma3TextConfig defaults",
     ),
-    "phi3": Quirks(layout="layer_types", note="Phi-3, Phi-3.5, Phi-4 (fused qkv/gate_up: same counts)"),
+    "phi3": Quirks(o_bias_follows=True, layout="layer_types", window_note=True,
+                   note="Phi-3, Phi-3.5, Phi-4 (fused qkv/gate_up: same counts)"),
     "phi": Quirks(mlp="plain", norm_bias=True, norms_per_layer=1, qkv_bias=True, o_bias=True, mlp_bias=True,
                   lm_head_bias=True, note="Phi-1/1.5/2: parallel block, one LayerNorm"),
     "deepseek_v2": Quirks(layout="mla", moe="deepseek"),
     "deepseek_v3": Quirks(layout="mla", moe="deepseek"),
-    "gpt_oss": Quirks(qkv_bias=True, o_bias=True, layout="layer_types", moe="all", note="attention sinks, biased experts"),
-    "falcon": Quirks(mlp="plain", norm_bias=True, tied=True, layout="uniform",
-                     note="old: multi_query, 1 LayerNorm; new_decoder_architecture: GQA, 2 LayerNorms"),
-    "gpt2": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True, tied=True),
+    "gpt_oss": Quirks(qkv_bias=True, o_bias=True, attention_sinks=True, layout="layer_types", moe="all",
+                      expert_bias=True, note="attention sinks, biased router and experts"),
+    "falcon": Quirks(mlp="plain", norm_bias=True, tied=True, bias_key="bias", o_bias_follows=True, mlp_bias_key="bias",
+                     falcon_heads=True, note="old: multi_query, 1 LayerNorm; new_decoder_architecture: GQA, 2 LayerNorms"),
+    "gpt2": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True, tied=True,
+                   positions_key="n_positions"),
     "gpt_neox": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True),
-    "opt": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True, tied=True, learned_positions=2),
-    "cohere": Quirks(tied=True, norms_per_layer=1, note="parallel block, weight-only LayerNorm"),
+    "opt": Quirks(mlp="plain", norm_bias=True, bias_key="enable_bias", qkv_bias=True, o_bias_follows=True,
+                  mlp_bias_key="enable_bias", mlp_bias=True, tied=True,
+                  positions_key="max_position_embeddings", positions_extra=2),
+    "cohere": Quirks(tied=True, norms_per_layer=1, qk_norm_key="use_qk_norm", note="parallel block, weight-only LayerNorm"),
     "cohere2": Quirks(tied=True, norms_per_layer=1, layout="cohere2"),
     "jamba": Quirks(layout="jamba", moe="jamba", note="Mamba-1 + attention every attn_layer_period"),
     "falcon_h1": Quirks(layout="falcon_h1", note="attention and Mamba-2 side by side in every layer"),
-    "llama4_text": Quirks(layout="llama4", moe="llama4", note="chunked local attention, NoPE global layers"),
+    "llama4_text": Quirks(layout="llama4", moe="llama4", dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
+                          note="chunked local attention, NoPE global layers"),
 }
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 
@@ -289,8 +309,8 @@ def _is_moe(c: _Cfg, rule: str, i: int, n: int) -> bool:
 # --- the builder -----------------------------------------------------------------------------
 
 
-def _kv_heads(c: _Cfg, model_type: str, heads: int) -> tuple[int, str]:
-    if model_type == "falcon" and not c.bool("new_decoder_architecture", False):
+def _kv_heads(c: _Cfg, q: Quirks, heads: int) -> tuple[int, str]:
+    if q.falcon_heads and not c.bool("new_decoder_architecture", False):
         if c.bool("multi_query", True):
             return 1, "multi_query (Falcon without new_decoder_architecture)"
         return heads, "num_attention_heads (multi_query false)"
@@ -317,7 +337,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     hidden = c.int("hidden_size", "n_embd", "d_model")
     n = c.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = c.int("num_attention_heads", "n_head", "num_heads")
-    kv_heads, kv_src = _kv_heads(c, model_type, heads)
+    kv_heads, kv_src = _kv_heads(c, q, heads)
     if c.has("head_dim") and c.int("head_dim") > 0:
         head_dim, hd_src = c.int("head_dim"), "head_dim"
     else:
@@ -335,22 +355,19 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     kinds = _layer_types(c, model_type, q.layout, n)
     if "sliding" in kinds and window <= 0:
         raise ConfigError(f"{c.where}: sliding layers need a positive 'sliding_window'")
-    if model_type in ("mistral", "mixtral", "phi3") and window and "sliding" not in kinds:
+    if q.window_note and window and "sliding" not in kinds:
         notes.append(
             f"config sets sliding_window={window} without per-layer layer_types: full attention, as vLLM 0.33 "
             "(model_executor/models/llama.py); HF transformers would apply the window"
         )
 
-    attn_bias = c.bool("attention_bias", q.qkv_bias) if "attention_bias" in c.raw else q.qkv_bias
-    if model_type in ("falcon",):
-        attn_bias = c.bool("bias", False)
-    if model_type == "opt":
-        attn_bias = c.bool("enable_bias", True)
-    o_bias = q.o_bias or (attn_bias and model_type in ("llama", "mistral", "granite", "granitemoe", "phi3", "falcon", "opt"))
-    mlp_bias = c.bool("mlp_bias", q.mlp_bias) if model_type not in ("falcon",) else c.bool("bias", False)
-    qk_norm = q.qk_norm or (c.bool("use_qk_norm", False) and model_type == "cohere")
+    attn_bias = c.bool(q.bias_key, q.qkv_bias)
+    o_bias = q.o_bias or (q.o_bias_follows and attn_bias)
+    mlp_bias = c.bool(q.mlp_bias_key, q.mlp_bias)
+    qk_norm = q.qk_norm or (bool(q.qk_norm_key) and c.bool(q.qk_norm_key, False))
+    q_gate = bool(q.q_gate_key) and c.bool(q.q_gate_key, True)
 
-    moe = _MoE.read(c, model_type) if q.moe else None
+    moe = _MoE.read(c, q) if q.moe else None
 
     # Layers (cache kinds) and their decoder-layer index; parameter blocks per decoder layer.
     layers: list[Layer] = []
@@ -359,8 +376,9 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     mla = _MLADims.read(c) if q.layout == "mla" else None
     chunk = c.int("attention_chunk_size", default=0, positive=False)
     norm_count = q.norms_per_layer
-    if model_type == "falcon":
-        norm_count = 2 if c.bool("new_decoder_architecture", False) and c.int("num_ln_in_parallel_attn", default=2) == 2 else 1
+    if q.falcon_heads:
+        new_arch = c.bool("new_decoder_architecture", False)
+        norm_count = 2 if new_arch and c.int("num_ln_in_parallel_attn", default=2) == 2 else 1
     ssm_dtype = _DTYPES.get(str(c.get("mamba_ssm_cache_dtype", "")), dtype)
     for i, kind in enumerate(kinds):
         tensors: list[Tensor] = []
@@ -373,9 +391,9 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             layers.append(attn)
             layer_of.append(i)
             tensors += P.attention(hidden, heads, kv_heads, head_dim, qkv_bias=attn_bias, o_bias=o_bias,
-                                   qk_norm=qk_norm, q_gate=model_type == "qwen3_next" and c.bool("attn_output_gate", True))
-            if model_type == "gpt_oss":
-                tensors.append(Tensor("attention", heads, split="col"))  # attention sinks
+                                   qk_norm=qk_norm, q_gate=q_gate)
+            if q.attention_sinks:
+                tensors.append(Tensor("attention", heads, split="col"))
         if kind == "mla" and mla is not None:
             layers.append(MLA(mla.kv_lora_rank, mla.rope))
             layer_of.append(i)
@@ -391,22 +409,18 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             layer_of.append(i)
             tensors += gdn_tensors
         if moe is not None and _is_moe(c, q.moe, i, n):
-            tensors += moe.tensors(hidden, model_type)
+            tensors += moe.tensors(hidden)
         elif q.mlp == "plain":
             tensors += P.plain_mlp(hidden, inter, bias=mlp_bias)
         else:
-            dense = inter
-            if model_type == "llama4_text":
-                dense = c.int("intermediate_size_mlp", default=inter)
+            dense = c.int(q.dense_inter_key, default=inter) if q.dense_inter_key else inter
             tensors += P.gated_mlp(hidden, dense, bias=mlp_bias)
         tensors += P.norms(hidden, norm_count, bias=q.norm_bias)
         blocks.append(tuple(tensors))
 
     head: list[Tensor] = [Tensor("embeddings", vocab, hidden, split="vocab")]
-    if model_type == "gpt2":
-        head.append(Tensor("embeddings", c.int("n_positions", default=max_ctx), hidden))
-    if q.learned_positions:
-        head.append(Tensor("embeddings", max_ctx + q.learned_positions, hidden))
+    if q.positions_key:
+        head.append(Tensor("embeddings", c.int(q.positions_key, default=max_ctx) + q.positions_extra, hidden))
     tail: list[Tensor] = list(P.norms(hidden, 1, bias=q.norm_bias))
     if not tied:
         tail.append(Tensor("lm_head", vocab, hidden, split="vocab"))
@@ -453,15 +467,18 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
 class _MoE:
     """Mixture-of-experts shape of a config (private: a plain class keeps start-up fast)."""
 
-    def __init__(self, experts: int, top_k: int, inter: int, shared_inter: int, shared_gate: bool) -> None:
+    def __init__(self, experts: int, top_k: int, inter: int, shared_inter: int, shared_gate: bool,
+                 biased: bool, score_bias: bool) -> None:
         self.experts = experts
         self.top_k = top_k
         self.inter = inter
         self.shared_inter = shared_inter  # total width of shared experts (0: none)
         self.shared_gate = shared_gate
+        self.biased = biased
+        self.score_bias = score_bias
 
     @staticmethod
-    def read(c: _Cfg, model_type: str) -> _MoE:
+    def read(c: _Cfg, q: Quirks) -> _MoE:
         experts = c.int("num_local_experts", "num_experts", "n_routed_experts")
         top_k = c.int("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "top_k_experts", default=2)
         inter = c.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
@@ -470,17 +487,17 @@ class _MoE:
             shared = c.int("n_shared_experts", positive=False) * inter
         elif c.has("shared_expert_intermediate_size"):
             shared = c.int("shared_expert_intermediate_size", positive=False)
-        elif model_type == "llama4_text":
+        elif q.shared_expert_default:
             shared = inter
-        gate = model_type in ("qwen2_moe", "qwen3_next") and shared > 0
-        return _MoE(experts, top_k, inter, shared, gate)
+        # DeepSeek-V3's aux-loss-free routing adds an e_score_correction_bias per expert.
+        score_bias = c.get("topk_method") == "noaux_tc"
+        return _MoE(experts, top_k, inter, shared, q.shared_expert_gate and shared > 0, q.expert_bias, score_bias)
 
-    def tensors(self, hidden: int, model_type: str) -> list[Tensor]:
-        biased = model_type == "gpt_oss"
-        out = P.router(hidden, self.experts, bias=biased)
-        if model_type == "deepseek_v3":
-            out.append(Tensor("router", self.experts))  # e_score_correction_bias
-        out += P.gated_mlp(hidden, self.inter, role="experts", count=self.experts, bias=biased)
+    def tensors(self, hidden: int) -> list[Tensor]:
+        out = P.router(hidden, self.experts, bias=self.biased)
+        if self.score_bias:
+            out.append(Tensor("router", self.experts))
+        out += P.gated_mlp(hidden, self.inter, role="experts", count=self.experts, bias=self.biased)
         if self.shared_inter:
             out += P.gated_mlp(hidden, self.shared_inter, role="shared_experts")
         if self.shared_gate:

@@ -281,6 +281,8 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
         if not isinstance(no_rope, list) or not no_rope:
             interval = c.int("nope_layer_interval", default=4)
             no_rope = [int((i + 1) % interval != 0) for i in range(n)]
+        if len(no_rope) < n:
+            raise ConfigError(f"{c.where}: 'no_rope_layers' has {len(no_rope)} entries for {n} layers")
         return ["chunked" if no_rope[i] else "full" for i in range(n)]
     return ["full"] * n
 
@@ -345,7 +347,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             raise ConfigError(f"{c.where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
         head_dim, hd_src = hidden // heads, "hidden_size / num_attention_heads"
     if kv_heads > heads or heads % kv_heads:
-        raise ConfigError(f"{c.where}: {kv_heads} KV heads do not divide {heads} attention heads")
+        raise ConfigError(f"{c.where}: field {kv_src.split()[0]!r} = {kv_heads} KV heads do not divide {heads} attention heads")
     vocab = c.int("vocab_size", "padded_vocab_size")
     inter = c.int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=4 * hidden)
     max_ctx = c.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=2048)
@@ -430,7 +432,14 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
 
     qc = c.get("quantization_config")
     dense_dtype = dtype if dtype != "fp32" else "bf16"
-    fmt = from_quantization_config(qc, dense_dtype) if isinstance(qc, Mapping) else WeightFormat(dense_dtype, dense_dtype=dense_dtype)
+    fmt = WeightFormat(dense_dtype, dense_dtype=dense_dtype)
+    if isinstance(qc, Mapping):
+        try:
+            fmt = from_quantization_config(qc, dense_dtype)
+        except (InputError, ValueError, TypeError, IndexError, KeyError) as exc:
+            raise ConfigError(f"{c.where}: quantization_config: {exc}") from None
+    elif qc is not None:
+        raise ConfigError(f"{c.where}: field 'quantization_config' must be an object, got {qc!r}")
 
     act_inter = inter
     if moe is not None:

@@ -134,20 +134,30 @@ def _skip_roles(names: object) -> frozenset[str]:
     return frozenset(roles)
 
 
+def _whole(value: object, name: str, allow: tuple[int, ...] = ()) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or (value <= 0 and value not in allow):
+        raise InputError(f"{name} must be a positive whole number, got {value!r}")
+    return value
+
+
 def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
     """The weight format a checkpoint's ``quantization_config`` describes."""
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
     skip = _skip_roles(qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers"))
     if method == "fp8":
         block = qc.get("weight_block_size")
+        if block is not None and (not isinstance(block, list) or len(block) != 2):
+            raise InputError(f"weight_block_size must be two numbers, got {block!r}")
         return WeightFormat(
             "fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
             block=(int(block[0]), int(block[1])) if block else None,
             fp8_scales="block" if block else "per_tensor",
         )
     if method in ("gptq", "awq"):
-        bits = int(qc.get("bits", qc.get("w_bit", 4)))
-        group = int(qc.get("group_size", qc.get("q_group_size", 128)))
+        bits = _whole(qc.get("bits", qc.get("w_bit", 4)), "bits")
+        group = _whole(qc.get("group_size", qc.get("q_group_size", 128)), "group_size", allow=(-1,))
+        if bits not in (2, 3, 4, 8):
+            raise InputError(f"{method} bits must be 2, 3, 4 or 8, got {bits}")
         return WeightFormat(method, bits=bits, group_size=group, dense_dtype="fp16", skip_roles=skip)
     if method == "bitsandbytes":
         if qc.get("load_in_8bit"):

@@ -1,0 +1,472 @@
+"""config.json -> ModelSpec (``kvbudget.model.hf_config``): head size, KV heads, nested text
+configs, per-layer patterns, real catalog models, and the errors a bad config raises.
+
+Configs are small dicts written here; nothing touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kvbudget
+from kvbudget.model.hf_config import QUIRKS, ConfigError, spec_from_config, text_config
+from kvbudget.model.layers import MLA, ChunkedLocal, FullAttention, RecurrentState, SlidingWindow
+from kvbudget.model.spec import ModelSpec
+from kvbudget.units import InputError
+
+DROP = object()  # marks a key to leave out of the config
+
+
+def cfg(**overrides: Any) -> dict[str, Any]:
+    """A small Llama-style config; ``key=DROP`` removes a key."""
+    base: dict[str, Any] = {
+        "model_type": "llama",
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16",
+    }
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not DROP}
+
+
+def kinds(spec: ModelSpec) -> list[str]:
+    return [layer.kind for layer in spec.layers]
+
+
+def kv_heads(spec: ModelSpec) -> set[int]:
+    return {layer.num_kv_heads for layer in spec.layers if isinstance(layer, FullAttention)}
+
+
+# --- head_dim --------------------------------------------------------------------------------
+
+
+def test_explicit_head_dim_wins_over_hidden_over_heads() -> None:
+    # Mistral-Nemo: hidden 5120 / 32 heads would be 160, but the config says head_dim 128
+    spec = spec_from_config(cfg(model_type="mistral", hidden_size=5120, num_attention_heads=32,
+                                num_key_value_heads=8, head_dim=128, num_hidden_layers=2))
+    assert spec.dims.head_dim == 128
+    assert {layer.head_dim for layer in spec.layers} == {128}  # type: ignore[union-attr]
+    assert spec.source("head_dim") == "head_dim"
+    # q_proj is heads x head_dim rows, not hidden
+    q_proj = spec.inventory.layers[0][0]
+    assert (q_proj.rows, q_proj.cols) == (32 * 128, 5120)
+
+
+def test_head_dim_defaults_to_hidden_over_heads() -> None:
+    spec = spec_from_config(cfg(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8))
+    assert spec.dims.head_dim == 128
+    assert spec.source("head_dim") == "hidden_size / num_attention_heads"
+
+
+def test_null_head_dim_falls_back_to_hidden_over_heads() -> None:
+    assert spec_from_config(cfg(head_dim=None)).dims.head_dim == 256 // 8
+
+
+def test_mistral_nemo_catalog_head_dim_is_128() -> None:
+    spec = kvbudget.load_model("mistralai/Mistral-Nemo-Instruct-2407")
+    assert spec.dims.hidden_size == 5120 and spec.dims.num_attention_heads == 32
+    assert spec.dims.head_dim == 128
+
+
+def test_hidden_not_a_multiple_of_heads_without_head_dim_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="hidden_size"):
+        spec_from_config(cfg(hidden_size=250))
+
+
+# --- KV heads --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"])
+def test_kv_head_aliases(key: str) -> None:
+    spec = spec_from_config(cfg(**{"num_key_value_heads": DROP, key: 2}))
+    assert kv_heads(spec) == {2}
+    assert spec.source("num_kv_heads") == key
+
+
+def test_multi_query_true_is_one_kv_head() -> None:
+    spec = spec_from_config(cfg(num_key_value_heads=DROP, multi_query=True))
+    assert kv_heads(spec) == {1}
+
+
+def test_no_kv_head_field_is_mha() -> None:
+    spec = spec_from_config(cfg(num_key_value_heads=DROP))
+    assert kv_heads(spec) == {8}
+    assert "num_attention_heads" in spec.source("num_kv_heads")
+
+
+def test_null_kv_head_field_is_mha() -> None:
+    assert kv_heads(spec_from_config(cfg(num_key_value_heads=None))) == {8}
+
+
+def _falcon(**overrides: Any) -> dict[str, Any]:
+    return cfg(model_type="falcon", num_key_value_heads=DROP, intermediate_size=DROP, **overrides)
+
+
+def test_falcon_old_architecture_with_multi_query_is_one_kv_head() -> None:
+    spec = spec_from_config(_falcon(new_decoder_architecture=False, multi_query=True))
+    assert kv_heads(spec) == {1}
+    assert "multi_query" in spec.source("num_kv_heads")
+
+
+def test_falcon_old_architecture_defaults_to_multi_query() -> None:
+    # FalconConfig's multi_query defaults to True
+    assert kv_heads(spec_from_config(_falcon(new_decoder_architecture=False))) == {1}
+
+
+def test_falcon_old_architecture_without_multi_query_is_mha() -> None:
+    assert kv_heads(spec_from_config(_falcon(new_decoder_architecture=False, multi_query=False))) == {8}
+
+
+def test_falcon_new_decoder_architecture_reads_num_kv_heads() -> None:
+    spec = spec_from_config(_falcon(new_decoder_architecture=True, num_kv_heads=4, multi_query=True))
+    assert kv_heads(spec) == {4}
+
+
+# --- nested text_config ----------------------------------------------------------------------
+
+
+def _gemma3(**text: Any) -> dict[str, Any]:
+    inner = {"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240,
+             "num_hidden_layers": 12, "sliding_window": 1024, **text}
+    return {"model_type": "gemma3", "torch_dtype": "bfloat16", "architectures": ["Gemma3ForConditionalGeneration"],
+            "num_hidden_layers": 99, "text_config": {k: v for k, v in inner.items() if v is not DROP}}
+
+
+def test_nested_text_config_is_read() -> None:
+    merged, model_type = text_config(_gemma3())
+    assert model_type == "gemma3_text"
+    assert merged["torch_dtype"] == "bfloat16"  # carried in from the outer config
+    assert merged["num_hidden_layers"] == 12  # the outer config's own keys are not mixed in
+
+    spec = spec_from_config(_gemma3())
+    assert spec.model_type == "gemma3_text"
+    assert spec.native_dtype == "bf16"
+    assert spec.num_layers == 12
+
+
+def test_gemma3_defaults_fill_missing_heads() -> None:
+    # Gemma 3 4B's text_config has no head keys: Gemma3TextConfig defaults 8 heads, 4 KV, head_dim 256
+    spec = spec_from_config(_gemma3())
+    assert spec.dims.num_attention_heads == 8
+    assert kv_heads(spec) == {4}
+    assert spec.dims.head_dim == 256
+    assert spec.dims.vocab_size == 262208
+    assert any("Gemma3TextConfig defaults" in note for note in spec.notes)
+
+
+def test_nested_text_config_without_its_own_model_type() -> None:
+    assert text_config(_gemma3(model_type=DROP))[1] == "gemma3_text"
+    assert spec_from_config(_gemma3(model_type=DROP)).model_type == "gemma3_text"
+
+
+def test_inner_keys_win_over_the_carried_outer_ones() -> None:
+    spec = spec_from_config(_gemma3(torch_dtype="float16"))
+    assert spec.native_dtype == "fp16"
+
+
+def test_explicit_text_heads_win_over_gemma3_defaults() -> None:
+    spec = spec_from_config(_gemma3(num_attention_heads=16, num_key_value_heads=8, head_dim=128))
+    assert (spec.dims.num_attention_heads, spec.dims.head_dim) == (16, 128)
+    assert kv_heads(spec) == {8}
+
+
+def test_gemma_3_4b_catalog_config_takes_the_defaults() -> None:
+    spec = kvbudget.load_model("google/gemma-3-4b-it")
+    assert (spec.dims.num_attention_heads, spec.dims.head_dim) == (8, 256)
+    assert kv_heads(spec) == {4}
+
+
+# --- per-layer patterns ----------------------------------------------------------------------
+
+
+def test_explicit_layer_types() -> None:
+    layer_types = ["sliding_attention", "full_attention", "full_attention", "sliding_attention"]
+    spec = spec_from_config(cfg(layer_types=layer_types, sliding_window=64))
+    assert kinds(spec) == ["sliding_window", "full_attention", "full_attention", "sliding_window"]
+    assert {layer.window for layer in spec.layers if isinstance(layer, SlidingWindow)} == {64}
+
+
+def test_gemma2_even_layers_slide() -> None:
+    spec = spec_from_config(cfg(model_type="gemma2", num_hidden_layers=6, sliding_window=4096))
+    assert kinds(spec) == ["sliding_window", "full_attention"] * 3
+
+
+def test_gemma3_sliding_window_pattern_6() -> None:
+    spec = spec_from_config(cfg(model_type="gemma3_text", num_hidden_layers=12, sliding_window=512,
+                                sliding_window_pattern=6))
+    full = [i for i, k in enumerate(kinds(spec)) if k == "full_attention"]
+    assert full == [5, 11]
+    assert kinds(spec).count("sliding_window") == 10
+
+
+def test_gemma3_other_sliding_window_pattern() -> None:
+    spec = spec_from_config(cfg(model_type="gemma3_text", num_hidden_layers=6, sliding_window=512,
+                                sliding_window_pattern=2))
+    assert kinds(spec) == ["sliding_window", "full_attention"] * 3
+
+
+def test_qwen2_use_sliding_window_with_max_window_layers() -> None:
+    spec = spec_from_config(cfg(model_type="qwen2", num_hidden_layers=8, use_sliding_window=True,
+                                sliding_window=1024, max_window_layers=5))
+    assert kinds(spec) == ["full_attention"] * 5 + ["sliding_window"] * 3
+    assert {layer.window for layer in spec.layers if isinstance(layer, SlidingWindow)} == {1024}
+
+
+def test_qwen2_without_use_sliding_window_is_all_full() -> None:
+    spec = spec_from_config(cfg(model_type="qwen2", num_hidden_layers=8, use_sliding_window=False,
+                                sliding_window=1024, max_window_layers=5))
+    assert kinds(spec) == ["full_attention"] * 8
+
+
+def _qwen3_next(**overrides: Any) -> dict[str, Any]:
+    return cfg(model_type="qwen3_next", num_hidden_layers=8, head_dim=64, num_experts=4, num_experts_per_tok=2,
+               moe_intermediate_size=128, shared_expert_intermediate_size=128, linear_num_key_heads=2,
+               linear_num_value_heads=4, linear_key_head_dim=32, linear_value_head_dim=32, **overrides)
+
+
+def test_qwen3_next_full_attention_interval_4() -> None:
+    spec = spec_from_config(_qwen3_next(full_attention_interval=4))
+    assert kinds(spec) == (["recurrent_state"] * 3 + ["full_attention"]) * 2
+    states = [layer for layer in spec.layers if isinstance(layer, RecurrentState)]
+    assert {s.variant for s in states} == {"gated_delta_net"}
+
+
+def test_qwen3_next_other_interval() -> None:
+    spec = spec_from_config(_qwen3_next(full_attention_interval=2))
+    assert kinds(spec) == ["recurrent_state", "full_attention"] * 4
+
+
+def _jamba(**overrides: Any) -> dict[str, Any]:
+    return cfg(model_type="jamba", num_hidden_layers=16, num_experts=4, num_experts_per_tok=2, **overrides)
+
+
+def test_jamba_attn_layer_period_and_offset() -> None:
+    spec = spec_from_config(_jamba(attn_layer_period=8, attn_layer_offset=4))
+    attention = [i for i, layer in enumerate(spec.layers) if layer.kind == "full_attention"]
+    assert attention == [4, 12]
+    assert {layer.variant for layer in spec.layers if isinstance(layer, RecurrentState)} == {"mamba"}
+    assert spec.num_layers == 16
+
+
+def test_jamba_other_period() -> None:
+    spec = spec_from_config(_jamba(attn_layer_period=4, attn_layer_offset=1))
+    assert [i for i, k in enumerate(kinds(spec)) if k == "full_attention"] == [1, 5, 9, 13]
+
+
+def _llama4(**overrides: Any) -> dict[str, Any]:
+    return cfg(model_type="llama4_text", num_hidden_layers=8, head_dim=32, num_local_experts=4,
+               num_experts_per_tok=1, intermediate_size_mlp=1024, **overrides)
+
+
+def test_llama4_chunked_attention_with_no_rope_layers() -> None:
+    # no_rope_layers[i] == 1: the layer uses RoPE and chunked local attention; 0: NoPE global layer
+    spec = spec_from_config(_llama4(attention_chunk_size=8192, no_rope_layers=[1, 1, 1, 0, 1, 0, 1, 1]))
+    assert kinds(spec) == ["chunked_local"] * 3 + ["full_attention", "chunked_local", "full_attention"] + ["chunked_local"] * 2
+    assert {layer.chunk for layer in spec.layers if isinstance(layer, ChunkedLocal)} == {8192}
+
+
+def test_llama4_without_no_rope_layers_uses_every_fourth_layer_global() -> None:
+    spec = spec_from_config(_llama4(attention_chunk_size=4096))
+    assert kinds(spec) == (["chunked_local"] * 3 + ["full_attention"]) * 2
+
+
+def test_llama4_without_attention_chunk_size_is_all_full() -> None:
+    spec = spec_from_config(_llama4(no_rope_layers=[1, 1, 1, 0, 1, 1, 1, 0]))
+    assert kinds(spec) == ["full_attention"] * 8
+
+
+def test_llama4_nested_in_a_multimodal_wrapper() -> None:
+    inner = _llama4(attention_chunk_size=8192)
+    inner.pop("torch_dtype")
+    spec = spec_from_config({"model_type": "llama4", "torch_dtype": "bfloat16", "text_config": inner})
+    assert spec.model_type == "llama4_text"
+    assert spec.native_dtype == "bf16"
+    assert kinds(spec).count("chunked_local") == 6
+
+
+# --- layer kinds of real catalog models ------------------------------------------------------
+
+
+def test_gemma_2_9b_layers() -> None:
+    spec = kvbudget.load_model("google/gemma-2-9b-it")
+    assert spec.layer_kinds() == {"sliding_window": 21, "full_attention": 21}
+    assert kinds(spec) == ["sliding_window", "full_attention"] * 21
+    assert {layer.window for layer in spec.layers if isinstance(layer, SlidingWindow)} == {4096}
+
+
+def test_gemma_3_27b_layers() -> None:
+    spec = kvbudget.load_model("google/gemma-3-27b-it")
+    assert spec.layer_kinds() == {"sliding_window": 52, "full_attention": 10}
+    assert {layer.window for layer in spec.layers if isinstance(layer, SlidingWindow)} == {1024}
+    assert [i for i, k in enumerate(kinds(spec)) if k == "full_attention"] == list(range(5, 62, 6))
+
+
+def test_gpt_oss_20b_layers() -> None:
+    spec = kvbudget.load_model("openai/gpt-oss-20b")
+    assert spec.layer_kinds() == {"sliding_window": 12, "full_attention": 12}
+    assert {layer.window for layer in spec.layers if isinstance(layer, SlidingWindow)} == {128}
+
+
+def test_deepseek_v3_layers_are_mla() -> None:
+    spec = kvbudget.load_model("deepseek-ai/DeepSeek-V3")
+    assert spec.layer_kinds() == {"mla": 61}
+    assert {(layer.kv_lora_rank, layer.qk_rope_head_dim) for layer in spec.layers if isinstance(layer, MLA)} == {(512, 64)}
+    assert spec.num_layers == 61
+
+
+def test_qwen3_next_layers() -> None:
+    spec = kvbudget.load_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    assert spec.layer_kinds() == {"recurrent_state": 36, "full_attention": 12}
+    assert [i for i, k in enumerate(kinds(spec)) if k == "full_attention"] == list(range(3, 48, 4))
+    assert {layer.variant for layer in spec.layers if isinstance(layer, RecurrentState)} == {"gated_delta_net"}
+
+
+def test_jamba_v0_1_layers() -> None:
+    spec = kvbudget.load_model("ai21labs/Jamba-v0.1")
+    assert spec.layer_kinds() == {"recurrent_state": 28, "full_attention": 4}
+    assert [i for i, k in enumerate(kinds(spec)) if k == "full_attention"] == [4, 12, 20, 28]
+    assert {layer.variant for layer in spec.layers if isinstance(layer, RecurrentState)} == {"mamba"}
+
+
+def test_llama_4_scout_layers() -> None:
+    spec = kvbudget.load_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert spec.layer_kinds() == {"chunked_local": 36, "full_attention": 12}
+    assert {layer.chunk for layer in spec.layers if isinstance(layer, ChunkedLocal)} == {8192}
+    assert [i for i, k in enumerate(kinds(spec)) if k == "full_attention"] == list(range(3, 48, 4))
+
+
+def test_falcon_h1_runs_attention_and_mamba2_in_every_layer() -> None:
+    spec = kvbudget.load_model("tiiuae/Falcon-H1-0.5B-Instruct")
+    assert spec.num_layers == 36
+    assert len(spec.layers) == 72
+    assert spec.layer_kinds() == {"full_attention": 36, "recurrent_state": 36}
+    assert spec.layer_of == tuple(i for i in range(36) for _ in range(2))
+    for i in range(36):
+        pair = [layer for layer, of in zip(spec.layers, spec.layer_of, strict=True) if of == i]
+        assert [type(layer) for layer in pair] == [FullAttention, RecurrentState]
+        assert pair[1].variant == "mamba2"  # type: ignore[union-attr]
+
+
+def test_mistral_7b_v0_1_is_full_attention_with_a_sliding_window_note() -> None:
+    spec = kvbudget.load_model("mistralai/Mistral-7B-v0.1")
+    assert spec.layer_kinds() == {"full_attention": 32}
+    assert any("sliding_window" in note for note in spec.notes)
+
+
+# --- malformed and partial configs -----------------------------------------------------------
+
+
+def test_config_error_is_an_input_error() -> None:
+    assert issubclass(ConfigError, InputError)
+
+
+BAD_CONFIGS: list[tuple[str, dict[str, Any], str]] = [
+    ("missing hidden_size", cfg(hidden_size=DROP), "hidden_size"),
+    ("missing num_hidden_layers", cfg(num_hidden_layers=DROP), "num_hidden_layers"),
+    ("hidden_size not a number", cfg(hidden_size="big"), "hidden_size"),
+    ("negative heads", cfg(num_attention_heads=-8), "num_attention_heads"),
+    ("layer_types too short", cfg(layer_types=["full_attention"] * 3), "layer_types"),
+    ("unknown layer type", cfg(layer_types=["full_attention"] * 3 + ["weird_attention"]), "weird_attention"),
+    ("no model_type", cfg(model_type=DROP), "model_type"),
+    ("sliding layers without sliding_window", cfg(layer_types=["sliding_attention"] * 4), "sliding_window"),
+    ("sliding_window null", cfg(model_type="gemma2", sliding_window=None), "sliding_window"),
+    ("missing vocab_size", cfg(vocab_size=DROP), "vocab_size"),
+    ("zero kv heads", cfg(num_key_value_heads=0), "num_key_value_heads"),
+    ("fractional hidden_size", cfg(hidden_size=256.5), "hidden_size"),
+    ("boolean num_hidden_layers", cfg(num_hidden_layers=True), "num_hidden_layers"),
+    ("unknown torch_dtype", cfg(torch_dtype="float13"), "torch_dtype"),
+    ("moe without experts", cfg(model_type="mixtral"), "num_local_experts"),
+    ("mla without kv_lora_rank", cfg(model_type="deepseek_v3", n_routed_experts=4), "kv_lora_rank"),
+]
+
+
+@pytest.mark.parametrize(("config", "field"), [(c, f) for _, c, f in BAD_CONFIGS], ids=[n for n, _, _ in BAD_CONFIGS])
+def test_bad_config_raises_config_error_naming_the_field(config: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        spec_from_config(config)
+    assert field in str(info.value)
+
+
+def test_bad_value_is_quoted_in_the_message() -> None:
+    with pytest.raises(ConfigError, match="'big'"):
+        spec_from_config(cfg(hidden_size="big"))
+
+
+def test_layer_types_error_says_how_many() -> None:
+    with pytest.raises(ConfigError, match="3 entries for 4 layers"):
+        spec_from_config(cfg(layer_types=["full_attention"] * 3))
+
+
+def test_kv_heads_that_do_not_divide_the_heads_are_an_error() -> None:
+    with pytest.raises(ConfigError, match="7 KV heads do not divide 32 attention heads"):
+        spec_from_config(cfg(hidden_size=4096, num_attention_heads=32, num_key_value_heads=7))
+
+
+def test_kv_heads_error_names_the_field() -> None:
+    with pytest.raises(ConfigError, match="num_key_value_heads"):
+        spec_from_config(cfg(hidden_size=4096, num_attention_heads=32, num_key_value_heads=7))
+
+
+def test_error_names_the_file_it_came_from(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg(hidden_size=DROP)), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"config\.json.*hidden_size"):
+        kvbudget.load_model(str(path))
+
+
+def test_unknown_quant_method_is_an_input_error_naming_quant_method() -> None:
+    with pytest.raises(InputError, match="quant_method 'weird'"):
+        spec_from_config(cfg(quantization_config={"quant_method": "weird"}))
+
+
+def test_unknown_quant_method_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="quant_method"):
+        spec_from_config(cfg(quantization_config={"quant_method": "weird"}))
+
+
+def test_non_integer_quantization_bits_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="bits"):
+        spec_from_config(cfg(quantization_config={"quant_method": "gptq", "bits": "four"}))
+
+
+def test_fp8_block_size_must_have_two_numbers() -> None:
+    with pytest.raises(ConfigError, match="weight_block_size"):
+        spec_from_config(cfg(quantization_config={"quant_method": "fp8", "weight_block_size": [128]}))
+
+
+def test_short_no_rope_layers_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no_rope_layers"):
+        spec_from_config(_llama4(attention_chunk_size=8192, no_rope_layers=[1, 1, 1, 0]))
+
+
+def test_known_quant_method_is_read() -> None:
+    spec = spec_from_config(cfg(quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]}))
+    assert spec.weight_format.name == "fp8"
+    assert spec.weight_format.block == (128, 128)
+
+
+# --- model types outside the table -----------------------------------------------------------
+
+
+def test_unknown_model_type_is_read_as_llama_with_a_note() -> None:
+    assert "fancy_llama" not in QUIRKS
+    spec = spec_from_config(cfg(model_type="fancy_llama"))
+    assert spec.model_type == "fancy_llama"
+    assert kinds(spec) == ["full_attention"] * 4
+    assert kv_heads(spec) == {2}
+    assert any("fancy_llama" in note and "not in kvbudget's table" in note for note in spec.notes)
+    # same counts as the same config read as llama
+    assert spec.params == spec_from_config(cfg()).params
+
+
+def test_known_model_type_has_no_not_in_table_note() -> None:
+    assert not any("not in kvbudget's table" in note for note in spec_from_config(cfg()).notes)

@@ -356,10 +356,13 @@ def test_falcon_h1_runs_attention_and_mamba2_in_every_layer() -> None:
         assert pair[1].variant == "mamba2"  # type: ignore[union-attr]
 
 
-def test_mistral_7b_v0_1_is_full_attention_with_a_sliding_window_note() -> None:
+def test_bare_sliding_window_applies_to_every_layer() -> None:
+    # vLLM 0.33 engine/arg_utils.py: with no layer_types the model-level sliding_window becomes
+    # CacheConfig.sliding_window, which attention.py applies to every layer.
     spec = kvbudget.load_model("mistralai/Mistral-7B-v0.1")
-    assert spec.layer_kinds() == {"full_attention": 32}
-    assert any("sliding_window" in note for note in spec.notes)
+    assert spec.layer_kinds() == {"sliding_window": 32}
+    assert {layer.window for layer in spec.layers} == {4096}  # type: ignore[union-attr]
+    assert kvbudget.load_model("microsoft/Phi-3-mini-4k-instruct").layer_kinds() == {"sliding_window": 32}
 
 
 # --- malformed and partial configs -----------------------------------------------------------

@@ -55,13 +55,15 @@ def test_gemma3_27b_five_local_one_global() -> None:
     assert rows["full_attention"] == (10, 10 * per_layer, 10 * 32768 * per_layer)
 
 
-def test_mistral_7b_v01_window_is_not_applied_without_layer_types() -> None:
-    # mistralai/Mistral-7B-v0.1 config sets sliding_window 4096 but no layer_types: vLLM 0.33
-    # (model_executor/models/llama.py) only slides layers that layer_types marks sliding.
-    spec = kvbudget.load_model("mistralai/Mistral-7B-v0.1")
-    assert spec.layer_kinds() == {"full_attention": 32}
-    assert any("sliding_window=4096" in note for note in spec.notes)
-    assert kvbudget.kv(spec, context=8192).bytes_per_sequence == 8192 * 32 * 2 * 8 * 128 * 2
+def test_mistral_7b_v01_window_applies_to_every_layer() -> None:
+    # mistralai/Mistral-7B-v0.1 config: sliding_window 4096 and no layer_types, 32 layers, 8 KV heads
+    # of 128. vLLM 0.33 (engine/arg_utils.py, CacheConfig.sliding_window) and transformers'
+    # DynamicCache both window every layer: a sequence holds at most 4096 tokens per layer.
+    per_token = 32 * 2 * 8 * 128 * 2
+    assert kvbudget.kv("mistralai/Mistral-7B-v0.1", context=2048).bytes_per_sequence == 2048 * per_token
+    assert kvbudget.kv("mistralai/Mistral-7B-v0.1", context=8192).bytes_per_sequence == 4096 * per_token
+    # Mistral-7B-v0.3 has sliding_window null: full attention.
+    assert kvbudget.kv("mistralai/Mistral-7B-Instruct-v0.3", context=8192).bytes_per_sequence == 8192 * per_token
 
 
 def test_gpt_oss_20b_alternating_128_token_window() -> None:

@@ -44,6 +44,7 @@ class KVReport:
     table: tuple[tuple[int, ...], ...]  # table[i][j]: batches[i] sequences of contexts[j] tokens
     max_context: int
     warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # how the model's config was read
 
 
 def kv_report(
@@ -97,4 +98,5 @@ def kv_report(
         table=tuple(tuple(b * per_seq[c] for c in ctxs) for b in bs),
         max_context=spec.max_context,
         warnings=tuple(warnings),
+        notes=spec.notes,
     )

@@ -89,6 +89,7 @@ class MemoryPlan:
     verdict: str  # fits | kv_short | no_token | weights_exceed | no_cache (report.verdict words it)
     warnings: tuple[str, ...]
     assumptions: tuple[Assumption, ...] = field(default=())
+    notes: tuple[str, ...] = ()  # how the model's config was read
 
 
 def weight_format(spec: ModelSpec, weights: str) -> WeightFormat:
@@ -242,4 +243,4 @@ def _with_verdict(p: MemoryPlan, spec: ModelSpec) -> MemoryPlan:
         code = "fits"
     else:
         code = "kv_short"
-    return replace(p, verdict=code, warnings=tuple(warnings))
+    return replace(p, verdict=code, warnings=tuple(warnings), notes=spec.notes)

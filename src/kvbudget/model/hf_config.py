@@ -44,6 +44,7 @@ class Quirks:
     mlp_bias: bool = False
     qk_norm: bool = False  # per-head q_norm and k_norm weights
     qk_norm_key: str = ""  # config key that turns them on
+    qk_norm_per_head: bool = False  # q_norm is (heads, head_dim) and k_norm (kv_heads, head_dim), as Cohere
     q_gate_key: str = ""  # config key of an output gate fused into q_proj (Qwen3-Next), default on
     attention_sinks: bool = False  # one learned sink per head (gpt-oss)
     tied: bool = False  # default of tie_word_embeddings when the config does not say
@@ -57,35 +58,36 @@ class Quirks:
     expert_bias: bool = False  # router and experts carry biases (gpt-oss)
     shared_expert_default: bool = False  # one shared expert of the expert width when the config names none
     shared_expert_gate: bool = False  # a sigmoid gate (hidden -> 1) on the shared expert
-    window_note: bool = False  # warn that a bare sliding_window is not applied
+    embed_on_every_stage: bool = False  # every pipeline stage builds embed_tokens (vLLM gemma*.py)
+    embed_proj_key: str = ""  # embeddings narrower than hidden, with project_in/out (OPT word_embed_proj_dim)
     defaults: tuple[tuple[str, Any], ...] = ()  # the config class's defaults for keys a config.json may omit
-    note: str = ""
+    defaults_from: str = ""  # where those defaults are defined
+    note: str = ""  # documentation of the row (not printed per model)
 
 
 # One row per model_type. ``layout`` / ``moe`` name the per-layer rules below.
 QUIRKS: dict[str, Quirks] = {
     "llama": Quirks(o_bias_follows=True, layout="layer_types", note="Llama 1/2/3/3.1/3.2/3.3, CodeLlama, TinyLlama, Yi"),
-    "mistral": Quirks(o_bias_follows=True, layout="layer_types", window_note=True),
-    "mixtral": Quirks(layout="layer_types", moe="all", window_note=True),
+    "mistral": Quirks(o_bias_follows=True, layout="layer_types", note="a bare sliding_window applies to every layer"),
+    "mixtral": Quirks(layout="layer_types", moe="all"),
     "granite": Quirks(o_bias_follows=True, layout="layer_types", note="llama with residual/embedding multipliers (no params)"),
     "granitemoe": Quirks(o_bias_follows=True, layout="layer_types", moe="all"),
     "qwen2": Quirks(qkv_bias=True, layout="qwen_window"),
     "qwen2_moe": Quirks(qkv_bias=True, layout="qwen_window", moe="qwen", shared_expert_gate=True),
     "qwen3": Quirks(qk_norm=True, layout="qwen_window"),
     "qwen3_moe": Quirks(qk_norm=True, layout="qwen_window", moe="qwen"),
-    "qwen3_next": Quirks(qk_norm=True, q_gate_key="attn_output_gate", layout="qwen3_next", moe="qwen",
+    "qwen3_next": Quirks(qk_norm=True, q_gate_key="attn_output_gate", o_bias_follows=True, layout="qwen3_next", moe="qwen",
                          shared_expert_gate=True, note="gated attention + GatedDeltaNet"),
-    "gemma": Quirks(tied=True),
-    "gemma2": Quirks(tied=True, norms_per_layer=4, layout="gemma2"),
+    "gemma": Quirks(tied=True, embed_on_every_stage=True),
+    "gemma2": Quirks(tied=True, norms_per_layer=4, layout="gemma2", embed_on_every_stage=True),
     "gemma3_text": Quirks(
-        tied=True, norms_per_layer=4, qk_norm=True, layout="gemma3",
+        tied=True, norms_per_layer=4, qk_norm=True, layout="gemma3", embed_on_every_stage=True,
         # transformers Gemma3TextConfig.__init__ defaults; Gemma 3 checkpoints omit them.
         defaults=(("vocab_size", 262208), ("num_attention_heads", 8), ("num_key_value_heads", 4), ("head_dim", 256),
                   ("max_position_embeddings", 131072), ("sliding_window", 4096), ("sliding_window_pattern", 6)),
-        note="Gemma 3: keys missing from config.json take Gemma3TextConfig defaults",
+        defaults_from="transformers Gemma3TextConfig",
     ),
-    "phi3": Quirks(o_bias_follows=True, layout="layer_types", window_note=True,
-                   note="Phi-3, Phi-3.5, Phi-4 (fused qkv/gate_up: same counts)"),
+    "phi3": Quirks(o_bias_follows=True, layout="layer_types", note="Phi-3, Phi-3.5, Phi-4 (fused qkv/gate_up: same counts)"),
     "phi": Quirks(mlp="plain", norm_bias=True, norms_per_layer=1, qkv_bias=True, o_bias=True, mlp_bias=True,
                   lm_head_bias=True, note="Phi-1/1.5/2: parallel block, one LayerNorm"),
     "deepseek_v2": Quirks(layout="mla", moe="deepseek"),
@@ -99,15 +101,22 @@ QUIRKS: dict[str, Quirks] = {
     "gpt_neox": Quirks(mlp="plain", norm_bias=True, qkv_bias=True, o_bias=True, mlp_bias=True),
     "opt": Quirks(mlp="plain", norm_bias=True, bias_key="enable_bias", qkv_bias=True, o_bias_follows=True,
                   mlp_bias_key="enable_bias", mlp_bias=True, tied=True,
-                  positions_key="max_position_embeddings", positions_extra=2),
-    "cohere": Quirks(tied=True, norms_per_layer=1, qk_norm_key="use_qk_norm", note="parallel block, weight-only LayerNorm"),
+                  positions_key="max_position_embeddings", positions_extra=2, embed_proj_key="word_embed_proj_dim"),
+    "cohere": Quirks(tied=True, norms_per_layer=1, qk_norm_key="use_qk_norm", qk_norm_per_head=True,
+                     note="parallel block, weight-only LayerNorm"),
     "cohere2": Quirks(tied=True, norms_per_layer=1, layout="cohere2"),
     "jamba": Quirks(layout="jamba", moe="jamba", note="Mamba-1 + attention every attn_layer_period"),
     "falcon_h1": Quirks(layout="falcon_h1", note="attention and Mamba-2 side by side in every layer"),
-    "llama4_text": Quirks(layout="llama4", moe="llama4", dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
+    "llama4_text": Quirks(layout="llama4", moe="llama4", o_bias_follows=True, dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
                           note="chunked local attention, NoPE global layers"),
 }
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+# Config keys of mixers and experts that a dense Llama reading would silently drop.
+_UNREADABLE_KEYS = frozenset({
+    "num_experts", "n_routed_experts", "num_local_experts", "moe_intermediate_size", "kv_lora_rank",
+    "q_lora_rank", "attention_chunk_size", "full_attention_interval", "attn_layer_period", "block_configs",
+})
+_UNREADABLE_PREFIXES = ("mamba_", "ssm_", "linear_", "n_shared_experts", "index_")
 
 # vLLM's KV-head aliases, in its order (transformers_utils/config.py: CONFIG_FIELD_ALIASES).
 _KV_ALIASES = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
@@ -182,8 +191,18 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
     notes: list[str] = []
     quirks = QUIRKS.get(model_type)
     if quirks is None:
+        unreadable = sorted(k for k in cfg_dict if k.startswith(_UNREADABLE_PREFIXES) or k in _UNREADABLE_KEYS)
+        if unreadable:
+            raise ConfigError(
+                f"{name}: model_type {model_type!r} is not one kvbudget reads, and its config has "
+                f"{', '.join(unreadable[:4])}: reading it as a dense Llama would be wrong (supported: {', '.join(sorted(QUIRKS))})"
+            )
         quirks = Quirks(layout="layer_types")
-        notes.append(f"model_type {model_type!r} is not in kvbudget's table: read as a Llama-style decoder")
+        notes.append(f"model_type {model_type!r} is not in kvbudget's table: read as a dense Llama-style decoder")
+    defaulted = [k for k, _ in quirks.defaults if cfg_dict.get(k) is None]
+    if defaulted:
+        cls = quirks.defaults_from or f"the {model_type} config class"
+        notes.append(f"config.json omits {', '.join(defaulted)}: took {cls} defaults")
     c = _Cfg({**dict(quirks.defaults), **cfg_dict}, name)
     spec = _build(c, model_type, quirks, name, notes)
     vision = raw.get("vision_config")
@@ -255,6 +274,11 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
         return out
     if layout == "mla":
         return ["mla"] * n
+    if layout in ("layer_types", "uniform") and c.has("sliding_window") and c.int("sliding_window", positive=False) > 0:
+        # No layer_types: vLLM applies the model-level window to every layer (engine/arg_utils.py sets
+        # CacheConfig.sliding_window when layer_types is None; attention.py uses it per layer), and so
+        # does transformers' DynamicCache. Mistral-7B-v0.1 (4096), Phi-3-mini-4k (2047).
+        return ["sliding"] * n
     if layout == "gemma2":  # transformers Gemma2: even layers slide
         return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
     if layout in ("gemma3", "cohere2"):
@@ -275,16 +299,23 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
     if layout == "falcon_h1":
         return ["hybrid"] * n
     if layout == "llama4":
-        if not c.has("attention_chunk_size"):
-            return ["full"] * n
+        if not c.has("attention_chunk_size") or c.int("attention_chunk_size", positive=False) <= 0:
+            return ["full"] * n  # vLLM llama4.py: a falsy chunk size means no chunked attention
         no_rope = c.get("no_rope_layers")
         if not isinstance(no_rope, list) or not no_rope:
-            interval = c.int("nope_layer_interval", default=4)
+            interval = c.int("no_rope_layer_interval", "nope_layer_interval", default=4)
             no_rope = [int((i + 1) % interval != 0) for i in range(n)]
         if len(no_rope) < n:
             raise ConfigError(f"{c.where}: 'no_rope_layers' has {len(no_rope)} entries for {n} layers")
         return ["chunked" if no_rope[i] else "full" for i in range(n)]
     return ["full"] * n
+
+
+def _int_list(c: _Cfg, key: str) -> list[int]:
+    value = c.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ConfigError(f"{c.where}: field {key!r} must be a list of layer numbers, got {value!r}")
+    return value
 
 
 def _is_moe(c: _Cfg, rule: str, i: int, n: int) -> bool:
@@ -294,15 +325,13 @@ def _is_moe(c: _Cfg, rule: str, i: int, n: int) -> bool:
         return True
     if rule == "qwen":
         step = c.int("decoder_sparse_step", default=1)
-        return i not in (c.get("mlp_only_layers") or []) and (i + 1) % step == 0
+        return i not in _int_list(c, "mlp_only_layers") and (i + 1) % step == 0
     if rule == "deepseek":
         return i >= c.int("first_k_dense_replace", default=0, positive=False) and i % c.int("moe_layer_freq", default=1) == 0
     if rule == "jamba":
         return i % c.int("expert_layer_period", default=2) == c.int("expert_layer_offset", default=1, positive=False)
     if rule == "llama4":
-        moe_layers = c.get("moe_layers")
-        if isinstance(moe_layers, list):
-            return i in moe_layers
+        # vLLM llama4.py decides by interleave_moe_layer_step alone (it does not read moe_layers).
         step = c.int("interleave_moe_layer_step", default=1)
         return (i + 1) % step == 0
     raise AssertionError(rule)  # pragma: no cover
@@ -340,7 +369,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     n = c.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = c.int("num_attention_heads", "n_head", "num_heads")
     kv_heads, kv_src = _kv_heads(c, q, heads)
-    if c.has("head_dim") and c.int("head_dim") > 0:
+    if c.has("head_dim") and c.int("head_dim", positive=False) > 0:
         head_dim, hd_src = c.int("head_dim"), "head_dim"
     else:
         if hidden % heads:
@@ -357,11 +386,6 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     kinds = _layer_types(c, model_type, q.layout, n)
     if "sliding" in kinds and window <= 0:
         raise ConfigError(f"{c.where}: sliding layers need a positive 'sliding_window'")
-    if q.window_note and window and "sliding" not in kinds:
-        notes.append(
-            f"config sets sliding_window={window} without per-layer layer_types: full attention, as vLLM 0.33 "
-            "(model_executor/models/llama.py); HF transformers would apply the window"
-        )
 
     attn_bias = c.bool(q.bias_key, q.qkv_bias)
     o_bias = q.o_bias or (q.o_bias_follows and attn_bias)
@@ -377,11 +401,17 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     blocks: list[tuple[Tensor, ...]] = []
     mla = _MLADims.read(c) if q.layout == "mla" else None
     chunk = c.int("attention_chunk_size", default=0, positive=False)
+    if "chunked" in kinds and chunk <= 0:
+        raise ConfigError(f"{c.where}: chunked_attention layers need a positive 'attention_chunk_size'")
     norm_count = q.norms_per_layer
     if q.falcon_heads:
-        new_arch = c.bool("new_decoder_architecture", False)
-        norm_count = 2 if new_arch and c.int("num_ln_in_parallel_attn", default=2) == 2 else 1
-    ssm_dtype = _DTYPES.get(str(c.get("mamba_ssm_cache_dtype", "")), dtype)
+        if c.bool("new_decoder_architecture", False):
+            norm_count = 2 if c.int("num_ln_in_parallel_attn", default=2) == 2 else 1
+        else:
+            norm_count = 1 if c.bool("parallel_attn", True) else 2
+    # Mamba / linear-attention state: vLLM stores conv and SSM state in the served dtype
+    # (mamba_utils.py _mamba_state_dtype with mamba_cache_dtype "auto"); fp32 checkpoints serve in bf16.
+    ssm_dtype = "bf16" if dtype == "fp32" else dtype
     for i, kind in enumerate(kinds):
         tensors: list[Tensor] = []
         if kind in ("full", "sliding", "chunked", "hybrid"):
@@ -393,7 +423,9 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             layers.append(attn)
             layer_of.append(i)
             tensors += P.attention(hidden, heads, kv_heads, head_dim, qkv_bias=attn_bias, o_bias=o_bias,
-                                   qk_norm=qk_norm, q_gate=q_gate)
+                                   qk_norm=qk_norm and not q.qk_norm_per_head, q_gate=q_gate)
+            if qk_norm and q.qk_norm_per_head:
+                tensors += [Tensor("norms", heads * head_dim), Tensor("norms", kv_heads * head_dim)]
             if q.attention_sinks:
                 tensors.append(Tensor("attention", heads, split="col"))
         if kind == "mla" and mla is not None:
@@ -401,12 +433,12 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             layer_of.append(i)
             tensors += mla.tensors(hidden, heads)
         if kind in ("mamba", "hybrid"):
-            state, mamba_tensors = (_mamba1 if kind == "mamba" else _mamba2)(c, hidden, dtype, ssm_dtype)
+            state, mamba_tensors = (_mamba1 if kind == "mamba" else _mamba2)(c, hidden, ssm_dtype, ssm_dtype)
             layers.append(state)
             layer_of.append(i)
             tensors += mamba_tensors
         if kind == "gdn":
-            state, gdn_tensors = _gated_delta_net(c, hidden, dtype, ssm_dtype)
+            state, gdn_tensors = _gated_delta_net(c, hidden, ssm_dtype, ssm_dtype)
             layers.append(state)
             layer_of.append(i)
             tensors += gdn_tensors
@@ -420,10 +452,15 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         tensors += P.norms(hidden, norm_count, bias=q.norm_bias)
         blocks.append(tuple(tensors))
 
-    head: list[Tensor] = [Tensor("embeddings", vocab, hidden, split="vocab")]
+    embed_dim = c.int(q.embed_proj_key, default=hidden) if q.embed_proj_key else hidden
+    head: list[Tensor] = [Tensor("embeddings", vocab, embed_dim, split="vocab")]
+    tail_proj: list[Tensor] = []
+    if embed_dim != hidden:  # OPT-350m: project_in (embed -> hidden) and project_out (hidden -> embed)
+        head.append(Tensor("embeddings", hidden, embed_dim))
+        tail_proj.append(Tensor("embeddings", embed_dim, hidden))
     if q.positions_key:
         head.append(Tensor("embeddings", c.int(q.positions_key, default=max_ctx) + q.positions_extra, hidden))
-    tail: list[Tensor] = list(P.norms(hidden, 1, bias=q.norm_bias))
+    tail: list[Tensor] = list(P.norms(hidden, 1, bias=q.norm_bias)) + tail_proj
     if not tied:
         tail.append(Tensor("lm_head", vocab, hidden, split="vocab"))
         if q.lm_head_bias:
@@ -454,8 +491,6 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     ]
     if window:
         sources.append(("sliding_window", "sliding_window"))
-    if q.note:
-        notes.append(q.note)
     return ModelSpec(
         name=name,
         model_type=model_type,
@@ -582,7 +617,7 @@ def _mamba2(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[Recurrent
     """Falcon-H1's Mamba-2 mixer (transformers FalconH1Mixer)."""
     heads = c.int("mamba_n_heads")
     head_dim = c.int("mamba_d_head")
-    d_ssm = c.int("mamba_d_ssm", default=heads * head_dim)
+    d_ssm = c.int("mamba_d_ssm", default=c.int("mamba_expand", default=2) * hidden)
     groups = c.int("mamba_n_groups", default=1)
     d_state = c.int("mamba_d_state", default=128)
     d_conv = c.int("mamba_d_conv", default=4)
@@ -596,10 +631,13 @@ def _mamba2(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[Recurrent
     if c.bool("mamba_conv_bias", True):
         tensors.append(Tensor("mamba", conv_dim, split="col"))
     if c.bool("mamba_proj_bias", False):
-        tensors += [Tensor("mamba", 2 * d_ssm + 2 * groups * d_state + heads, split="col"), Tensor("mamba", hidden)]
+        tensors.append(Tensor("mamba", 2 * d_ssm + 2 * groups * d_state + heads, split="col"))
+    if c.bool("projectors_bias", False):
+        tensors.append(Tensor("mamba", hidden))
     if c.bool("mamba_rms_norm", False):
         tensors.append(Tensor("norms", d_ssm, split="col"))
-    state = RecurrentState("mamba2", d_conv, conv_dim, heads, head_dim * d_state, state_dtype=ssm_dtype, conv_dtype=dtype)
+    state = RecurrentState("mamba2", d_conv, conv_dim, heads, head_dim * d_state, state_dtype=ssm_dtype, conv_dtype=dtype,
+                           groups=groups, group_state=d_state)
     return state, tensors
 
 

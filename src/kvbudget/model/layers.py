@@ -123,6 +123,8 @@ class RecurrentState:
     state_elems_per_head: int
     state_dtype: str = "bf16"
     conv_dtype: str = "bf16"
+    groups: int = 0  # Mamba-2 B/C groups (conv channels 2 x groups x group_state of conv_dim)
+    group_state: int = 0
     kind = "recurrent_state"
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
@@ -135,7 +137,11 @@ class RecurrentState:
         return 0
 
     def conv_bytes(self, tp: int = 1) -> int:
-        return element_type(self.conv_dtype).nbytes((self.conv_kernel - 1) * (self.conv_dim // tp))
+        # Mamba-2 replicates B/C groups so that every rank holds whole groups: with groups % tp != 0
+        # there are tp - groups extra (vLLM MambaStateShapeCalculator.extra_groups_for_head_shards).
+        extra = 0 if not self.groups or self.groups % tp == 0 else tp - self.groups
+        channels = (self.conv_dim + 2 * extra * self.group_state) // tp
+        return element_type(self.conv_dtype).nbytes((self.conv_kernel - 1) * channels)
 
     def ssm_bytes(self, tp: int = 1) -> int:
         heads = max(1, self.state_heads // tp)

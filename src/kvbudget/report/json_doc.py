@@ -45,6 +45,7 @@ def kv_doc(r: KVReport) -> dict[str, Any]:
         "table": {"contexts": list(r.contexts), "batches": list(r.batches), "bytes": [list(x) for x in r.table]},
         "max_context": r.max_context,
         "warnings": list(r.warnings),
+        "notes": list(r.notes),
     }
 
 
@@ -81,6 +82,7 @@ def fit_doc(p: MemoryPlan, units: str = "GiB") -> dict[str, Any]:
         "verdict": verdict_text(p, units),
         "verdict_code": p.verdict,
         "warnings": list(p.warnings),
+        "notes": list(p.notes),
         "assumptions": [{"name": a.name, "value": a.value, "source": a.source, "bytes": a.nbytes} for a in p.assumptions],
     }
 

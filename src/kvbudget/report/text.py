@@ -51,6 +51,7 @@ def kv_text(r: KVReport, units: str) -> str:
               [[str(b)] + [f"{v / (2**30 if units == 'GiB' else 1e9):,.2f}" for v in row]
                for b, row in zip(r.batches, r.table, strict=False)]),
     ]
+    out += [f"note: {n}" for n in r.notes]
     out += [f"warning: {w}" for w in r.warnings]
     return "\n".join(out)
 
@@ -95,6 +96,7 @@ def fit_text(p: MemoryPlan, units: str) -> str:
         "",
         f"Verdict: {verdict_text(p, units)}",
     ]
+    out += [f"note: {n}" for n in p.notes]
     out += [f"warning: {w}" for w in p.warnings]
     return "\n".join(out)
 

@@ -426,29 +426,41 @@ def test_error_names_the_file_it_came_from(tmp_path: Path) -> None:
         kvbudget.load_model(str(path))
 
 
-def test_unknown_quant_method_is_an_input_error_naming_quant_method() -> None:
-    with pytest.raises(InputError, match="quant_method 'weird'"):
-        spec_from_config(cfg(quantization_config={"quant_method": "weird"}))
+def _unreadable_weights(quantization_config: dict[str, object]) -> None:
+    """KV sizing goes on; weight sizing with --weights-dtype auto is a ConfigError naming the problem."""
+    spec = spec_from_config(cfg(quantization_config=quantization_config))
+    assert spec.weight_format is None
+    assert kvbudget.kv(spec, context=16).bytes_per_sequence > 0
+    with pytest.raises(ConfigError, match="--weights-dtype"):
+        kvbudget.fit(spec, gpu="H100", context=16)
+    assert kvbudget.fit(spec, gpu="H100", context=16, weights_dtype="fp8").weights_format.startswith("fp8")
 
 
-def test_unknown_quant_method_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="quant_method"):
-        spec_from_config(cfg(quantization_config={"quant_method": "weird"}))
+def test_unknown_quant_method_needs_weights_dtype() -> None:
+    _unreadable_weights({"quant_method": "weird"})
+    spec = spec_from_config(cfg(quantization_config={"quant_method": "weird"}))
+    assert any("quant_method 'weird'" in note for note in spec.notes)
 
 
-def test_non_integer_quantization_bits_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="bits"):
-        spec_from_config(cfg(quantization_config={"quant_method": "gptq", "bits": "four"}))
+def test_non_integer_quantization_bits_needs_weights_dtype() -> None:
+    _unreadable_weights({"quant_method": "gptq", "bits": "four"})
 
 
 def test_fp8_block_size_must_have_two_numbers() -> None:
-    with pytest.raises(ConfigError, match="weight_block_size"):
-        spec_from_config(cfg(quantization_config={"quant_method": "fp8", "weight_block_size": [128]}))
+    _unreadable_weights({"quant_method": "fp8", "weight_block_size": [128]})
+    _unreadable_weights({"quant_method": "fp8", "weight_block_size": [0, 128]})
 
 
-def test_short_no_rope_layers_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="no_rope_layers"):
-        spec_from_config(_llama4(attention_chunk_size=8192, no_rope_layers=[1, 1, 1, 0]))
+def test_hostile_compressed_tensors_groups_need_weights_dtype() -> None:
+    _unreadable_weights({"quant_method": "compressed-tensors", "config_groups": {"g": []}})
+    _unreadable_weights({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": [1]}}})
+    _unreadable_weights({"quant_method": "compressed-tensors",
+                         "config_groups": {"g": {"weights": {"type": "int", "num_bits": 0}}}})
+
+
+def test_quantization_config_must_be_an_object() -> None:
+    with pytest.raises(ConfigError, match="quantization_config"):
+        spec_from_config(cfg(quantization_config="awq"))
 
 
 def test_known_quant_method_is_read() -> None:

@@ -123,3 +123,24 @@ def test_fit_reports_kept_16_bit_parts() -> None:
 def test_unknown_weight_format() -> None:
     with pytest.raises(InputError, match="unknown weights dtype 'int3'"):
         parse_weight_format("int3")
+
+
+def test_modelopt_reads_quant_algo() -> None:
+    # vLLM quantization/modelopt.py chooses FP8 or NVFP4 by quant_algo.
+    fp8 = from_quantization_config({"quant_method": "modelopt", "quant_algo": "FP8"}, "bf16")
+    nvfp4 = from_quantization_config({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "bf16")
+    assert (fp8.name, nvfp4.name) == ("fp8", "nvfp4")
+    assert from_quantization_config({"quant_method": "fbgemm_fp8"}, "bf16").fp8_scales == "per_channel"
+    ct4 = from_quantization_config({"quant_method": "compressed-tensors", "config_groups": {
+        "group_0": {"weights": {"type": "float", "num_bits": 4}}}}, "bf16")
+    assert ct4.name == "nvfp4"
+
+
+def test_skip_lists_name_roles_not_layers() -> None:
+    qc = {"quant_method": "awq", "bits": 4, "group_size": 128,
+          "modules_to_not_convert": ["vision_tower", "multi_modal_projector", "model.layers.0.self_attn", "lm_head"]}
+    fmt = from_quantization_config(qc, "bf16")
+    assert fmt.skip_roles == {"vision", "lm_head"}  # a single layer's exemption is not a role's
+    ct = from_quantization_config({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*mlp.gate$"],
+                                   "config_groups": {"g": {"weights": {"type": "float", "num_bits": 8}}}}, "bf16")
+    assert ct.skip_roles == {"lm_head", "router"}

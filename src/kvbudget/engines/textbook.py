@@ -10,6 +10,7 @@ from __future__ import annotations
 from .._record import field, record, replace
 from ..hardware import GPU
 from ..kvcache import MAX_BATCH, MAX_CONTEXT, bytes_per_sequence, check_tp, kv_element_type, serving_dtype
+from ..model.hf_config import ConfigError
 from ..model.spec import ModelSpec
 from ..model.weights import WeightFormat, parse_weight_format
 from ..parallel import Stage, stages
@@ -95,6 +96,9 @@ class MemoryPlan:
 def weight_format(spec: ModelSpec, weights: str) -> WeightFormat:
     """The checkpoint's own format for ``auto``, else the one asked for."""
     if weights.strip().lower() == "auto":
+        if spec.weight_format is None:
+            note = next((n for n in spec.notes if n.startswith("quantization_config")), "")
+            raise ConfigError(f"{spec.name}: {note or 'unknown weight format'}: pass --weights-dtype (e.g. fp8, awq)")
         return spec.weight_format
     return parse_weight_format(weights, dense_dtype=serving_dtype(spec))
 

@@ -469,12 +469,14 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
 
     qc = c.get("quantization_config")
     dense_dtype = dtype if dtype != "fp32" else "bf16"
-    fmt = WeightFormat(dense_dtype, dense_dtype=dense_dtype)
+    fmt: WeightFormat | None = WeightFormat(dense_dtype, dense_dtype=dense_dtype)
     if isinstance(qc, Mapping):
         try:
             fmt = from_quantization_config(qc, dense_dtype)
         except (InputError, ValueError, TypeError, IndexError, KeyError) as exc:
-            raise ConfigError(f"{c.where}: quantization_config: {exc}") from None
+            # KV sizing does not need the weights: keep going, and let weight sizing ask for --weights-dtype.
+            fmt = None
+            notes.append(f"quantization_config not understood ({exc}); weights need --weights-dtype")
     elif qc is not None:
         raise ConfigError(f"{c.where}: field 'quantization_config' must be an object, got {qc!r}")
 

@@ -38,7 +38,7 @@ class ModelSpec:
     dims: Dims
     native_dtype: str
     max_context: int
-    weight_format: WeightFormat
+    weight_format: WeightFormat | None  # None: the checkpoint's quantization_config is not one kvbudget reads
     sources: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     num_experts: int = 0

@@ -120,17 +120,24 @@ _SKIP_WORDS = {
     "self_attn": "attention", "attn": "attention", "attention": "attention",
     "router": "router", "gate": "router", "mlp.gate": "router",
     "embed_tokens": "embeddings", "lm_head": "lm_head", "shared_expert": "shared_experts",
+    "vision_tower": "vision", "vision_model": "vision", "visual": "vision", "multi_modal_projector": "vision",
 }
 
 
 def _skip_roles(names: object) -> frozenset[str]:
+    """Roles a checkpoint leaves unquantized, from its module-name list. Names that carry a layer
+    number (``model.layers.0.self_attn``) exempt one layer only and are left out."""
     roles: set[str] = set()
     if isinstance(names, list):
         for name in names:
-            last = str(name).rstrip(".*").split(".")
-            for word in (last[-1], ".".join(last[-2:])):
+            text = str(name).removeprefix("re:").strip("^$.*")
+            parts = [part for part in text.split(".") if part and part not in ("*", ".*")]
+            if not parts or any(part.isdigit() for part in parts):
+                continue
+            for word in (parts[-1], ".".join(parts[-2:]), *parts):
                 if word in _SKIP_WORDS:
                     roles.add(_SKIP_WORDS[word])
+                    break
     return frozenset(roles)
 
 
@@ -140,19 +147,51 @@ def _whole(value: object, name: str, allow: tuple[int, ...] = ()) -> int:
     return value
 
 
+def _compressed_tensors(qc: Mapping[str, Any], dense_dtype: str, skip: frozenset[str]) -> WeightFormat:
+    """llm-compressor checkpoints: the first config group's weight scheme."""
+    groups = qc.get("config_groups")
+    if not isinstance(groups, Mapping) or not groups:
+        raise InputError("compressed-tensors config has no config_groups")
+    for group in groups.values():
+        w = group.get("weights") if isinstance(group, Mapping) else None
+        if not isinstance(w, Mapping):
+            raise InputError("compressed-tensors config group has no 'weights' scheme")
+        bits = _whole(w.get("num_bits", 8), "num_bits")
+        kind = w.get("type")
+        if kind == "float" and bits == 8:
+            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
+                                fp8_scales="per_channel" if w.get("strategy") == "channel" else "per_tensor")
+        if kind == "float" and bits == 4:
+            return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
+        if kind == "int" and bits == 8:
+            return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
+        if kind == "int" and bits in (2, 3, 4):
+            group_size = w.get("group_size") or 128
+            return WeightFormat("gptq", bits=bits, group_size=_whole(group_size, "group_size", allow=(-1,)),
+                                dense_dtype=dense_dtype, skip_roles=skip)
+        raise InputError(f"compressed-tensors weights of type {kind!r} with {bits} bits are not supported")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
-    """The weight format a checkpoint's ``quantization_config`` describes."""
+    """The weight format a checkpoint's ``quantization_config`` describes (vLLM's readers:
+    ``model_executor/layers/quantization/*.py``)."""
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
-    skip = _skip_roles(qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers"))
+    algo = str(qc.get("quant_algo") or "").upper()
+    skip = _skip_roles(
+        qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers")
+        or qc.get("exclude_modules") or qc.get("llm_int8_skip_modules")
+    )
     if method == "fp8":
         block = qc.get("weight_block_size")
-        if block is not None and (not isinstance(block, list) or len(block) != 2):
-            raise InputError(f"weight_block_size must be two numbers, got {block!r}")
-        return WeightFormat(
-            "fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
-            block=(int(block[0]), int(block[1])) if block else None,
-            fp8_scales="block" if block else "per_tensor",
-        )
+        if block is not None:
+            if not isinstance(block, list) or len(block) != 2:
+                raise InputError(f"weight_block_size must be two numbers, got {block!r}")
+            block = (_whole(block[0], "weight_block_size"), _whole(block[1], "weight_block_size"))
+        return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, block=block,
+                            fp8_scales="block" if block else "per_tensor")
+    if method == "fbgemm_fp8":  # fp8 weights with one fp32 scale per output channel
+        return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, fp8_scales="per_channel")
     if method in ("gptq", "awq"):
         bits = _whole(qc.get("bits", qc.get("w_bit", 4)), "bits")
         group = _whole(qc.get("group_size", qc.get("q_group_size", 128)), "group_size", allow=(-1,))
@@ -162,27 +201,19 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str) -> WeightF
     if method == "bitsandbytes":
         if qc.get("load_in_8bit"):
             return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
-        return WeightFormat(
-            "nf4", bits=4, dense_dtype=dense_dtype, skip_roles=skip,
-            double_quant=bool(qc.get("bnb_4bit_use_double_quant")),
-        )
+        return WeightFormat("nf4", bits=4, dense_dtype=dense_dtype, skip_roles=skip,
+                            double_quant=bool(qc.get("bnb_4bit_use_double_quant")))
     if method == "mxfp4":
         return WeightFormat("mxfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
-    if method in ("modelopt", "nvfp4") or "nvfp4" in method or "fp4" in str(qc.get("quant_algo", "")).lower():
-        return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
+    if method == "modelopt" or (method.startswith(("fp8", "nvfp4")) and method == algo.lower()):
+        # NVIDIA ModelOpt: quant_algo says which (vLLM quantization/modelopt.py).
+        if algo.startswith("FP8"):
+            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
+        if "FP4" in algo:
+            return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
+        raise InputError(f"ModelOpt quant_algo {algo or '(none)'!r} is not supported")
     if method in ("compressed-tensors", "compressed_tensors"):
-        groups = qc.get("config_groups") or {}
-        for group in groups.values() if isinstance(groups, dict) else []:
-            w = group.get("weights") or {}
-            if w.get("type") == "float" and int(w.get("num_bits", 8)) == 8:
-                return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
-                                    fp8_scales="per_channel" if w.get("strategy") == "channel" else "per_tensor")
-            if w.get("type") == "int":
-                bits = int(w.get("num_bits", 4))
-                if bits == 8:
-                    return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
-                return WeightFormat("gptq", bits=bits, group_size=int(w.get("group_size") or 128),
-                                    dense_dtype=dense_dtype, skip_roles=skip)
+        return _compressed_tensors(qc, dense_dtype, skip)
     raise InputError(
         f"unsupported quantization_config quant_method {method!r}: "
         f"pass --weights-dtype to say how the weights are stored"

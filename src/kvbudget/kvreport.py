@@ -57,7 +57,7 @@ def kv_report(
     batches: Sequence[int] | None = None,
 ) -> KVReport:
     """Bytes per token by layer kind, bytes per sequence, and total KV over batches x contexts."""
-    context = spec.max_context if context is None else context
+    context = min(spec.max_context, MAX_CONTEXT) if context is None else context
     check_positive("--context", context, MAX_CONTEXT)
     check_positive("--batch", batch, MAX_BATCH)
     check_tp(spec, tp)

@@ -39,8 +39,9 @@ def replicated(t: Tensor, tp: int) -> bool:
 
 
 def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tuple[Stage, ...]:
-    """Every pipeline stage of one TP rank. Embeddings sit on the first stage, the final norm
-    and lm_head on the last (vLLM's PPMissingLayer elsewhere)."""
+    """Every pipeline stage of one TP rank. Embeddings sit on the first stage (and on others as
+    ``spec.pp_embedding`` says), the final norm and lm_head on the last (vLLM's PPMissingLayer
+    elsewhere)."""
     inv = spec.inventory
     memo: dict[tuple[Tensor, ...], tuple[dict[str, int], dict[str, int]]] = {}  # layers repeat: price each once
 
@@ -56,12 +57,15 @@ def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tupl
             memo[block] = roles, repl
         return memo[block]
 
+    token_embedding = inv.head[:1]  # the vocab x hidden table, without position tables or vision towers
     out = []
     start = 0
     for s, count in enumerate(pp_partition(spec.num_layers, pp)):
         blocks = list(inv.layers[start:start + count])
         if s == 0:
             blocks.insert(0, inv.head)
+        elif (s == pp - 1 and spec.pp_embedding == "first_and_last") or spec.pp_embedding == "every":
+            blocks.insert(0, token_embedding)
         if s == pp - 1:
             blocks.append(inv.tail)
         by_role = {role: 0 for role in ROLES}

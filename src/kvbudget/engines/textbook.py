@@ -7,6 +7,8 @@ the engine modules. Every constant below is printed with the plan as an ``Assump
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .._record import field, record, replace
 from ..hardware import GPU
 from ..kvcache import MAX_BATCH, MAX_CONTEXT, bytes_per_sequence, check_tp, kv_element_type, serving_dtype
@@ -115,22 +117,61 @@ def activation_bytes(spec: ModelSpec, tokens: int, seqs: int, tp: int, last_stag
     return hidden_states + logits
 
 
-def _max_context(stage: Stage, budget: int, batch: int, dtype_name: str, tp: int, limit: int) -> int:
-    dtype = element_type(dtype_name)
-
-    def need(s: int) -> int:
-        return batch * bytes_per_sequence(stage.layers, s, dtype, tp)
-
-    if need(limit) <= budget:
-        return limit
-    lo, hi = 0, limit  # need(lo) <= budget < need(hi)
-    while hi - lo > 1:
+def _largest(ok: Callable[[int], bool], hi: int) -> int:
+    """The largest x in [0, hi] with ok(x), for ok true up to some point and false after it
+    (0 when even ok(0) is false: nothing fits)."""
+    if ok(hi):
+        return hi
+    lo = 0
+    if not ok(lo):
+        return 0
+    while hi - lo > 1:  # ok(lo) and not ok(hi)
         mid = (lo + hi) // 2
-        if need(mid) <= budget:
+        if ok(mid):
             lo = mid
         else:
             hi = mid
     return lo
+
+
+def _stage_plan(
+    spec: ModelSpec, dep: Deployment, stage: Stage, fmt: WeightFormat, dtype_name: str, context: int,
+    total: int, overhead: int, assumptions: tuple[Assumption, ...],
+) -> MemoryPlan:
+    """The plan of one pipeline stage (of one TP rank)."""
+    tp, chunk, limit = dep.tp, dep.prefill_chunk, spec.max_context
+    last = stage.index == dep.pp - 1
+    dtype = element_type(dtype_name)
+
+    def act_for(batch: int, ctx: int) -> int:
+        if dep.activation_bytes is not None:
+            return dep.activation_bytes
+        step = min(batch * ctx, chunk)
+        return activation_bytes(spec, step, min(batch, step), tp, last)
+
+    def kv_for(batch: int, ctx: int) -> int:
+        return batch * bytes_per_sequence(stage.layers, ctx, dtype, tp)
+
+    weights = stage.weights_bytes if dep.weights_bytes is None else dep.weights_bytes
+    avail = total - weights - overhead  # for the KV cache and the activations together
+    act = act_for(dep.batch, context)
+    kv_budget = avail - act
+    per_seq = kv_for(1, context)
+    need = dep.batch * per_seq
+    # The largest batch and context are searched with the activations they would need themselves.
+    max_batch = None if not per_seq else _largest(
+        lambda b: kv_for(b, context) + act_for(b, context) <= avail, max(avail, 0) // per_seq)
+    max_ctx = _largest(lambda c: kv_for(dep.batch, c) + act_for(dep.batch, c) <= avail, limit)
+    return MemoryPlan(
+        model=spec.name, params=spec.params, gpu=dep.gpu.name, num_gpus=tp * dep.pp, tp=tp, pp=dep.pp,
+        stage=stage.index, stage_layers=(stage.first_layer, stage.num_layers), total_bytes=total,
+        weights_bytes=weights, weights_by_role=stage.weights_by_role, replicated_by_role=stage.replicated_by_role,
+        weights_format=fmt.describe(), kept_16bit=_kept_16bit(fmt, stage),
+        activation_bytes=act, overhead_bytes=overhead, kv_cache_bytes=kv_budget, kv_dtype=dtype.name,
+        context=context, batch=dep.batch, kv_per_sequence_bytes=per_seq, kv_needed_bytes=need,
+        max_batch=max_batch, max_context=max_ctx, max_context_capped=max_ctx == limit,
+        fits=kv_budget >= 0 and need <= kv_budget, verdict="", warnings=(), assumptions=assumptions,
+    )
 
 
 def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
@@ -139,7 +180,7 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
     check_tp(spec, tp)
     if pp <= 0 or pp > spec.num_layers:
         raise InputError(f"--pp {pp} must be between 1 and the model's {spec.num_layers} layers")
-    context = spec.max_context if dep.context is None else dep.context
+    context = min(spec.max_context, MAX_CONTEXT) if dep.context is None else dep.context
     if not 0 < context <= MAX_CONTEXT:
         raise InputError(f"--context must be between 1 and {MAX_CONTEXT:,}, got {context}")
     if not 0 < dep.batch <= MAX_BATCH:
@@ -161,8 +202,8 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
     ]
     if dep.weights_bytes is not None:
         assumptions.append(Assumption("weights per GPU", "measured", "--weights-memory", dep.weights_bytes))
-    tokens = min(dep.batch * context, dep.prefill_chunk)
     if dep.activation_bytes is None:
+        tokens = min(dep.batch * context, dep.prefill_chunk)
         assumptions.append(Assumption(
             "activation workspace",
             f"{tokens:,}-token step x (3 x hidden + 2 x intermediate/TP) x {serving_dtype(spec)} "
@@ -184,34 +225,17 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
         overhead = dep.overhead_bytes
         assumptions.append(Assumption("runtime overhead", "given", "--overhead", overhead))
 
-    best: MemoryPlan | None = None
-    for stage in stages(spec, fmt, tp, pp):
-        last = stage.index == pp - 1
-        act = dep.activation_bytes if dep.activation_bytes is not None else activation_bytes(
-            spec, tokens, min(dep.batch, tokens), tp, last)
-        weights = stage.weights_bytes if dep.weights_bytes is None else dep.weights_bytes
-        kv_budget = total - weights - act - overhead
-        per_seq = bytes_per_sequence(stage.layers, context, dtype, tp)
-        need = dep.batch * per_seq
-        usable = max(kv_budget, 0)
-        max_batch = usable // per_seq if per_seq else None
-        limit = spec.max_context
-        max_ctx = _max_context(stage, usable, dep.batch, dtype.name, tp, limit)
-        fits = kv_budget >= 0 and need <= kv_budget
-        plan = MemoryPlan(
-            model=spec.name, params=spec.params, gpu=dep.gpu.name, num_gpus=tp * pp, tp=tp, pp=pp,
-            stage=stage.index, stage_layers=(stage.first_layer, stage.num_layers), total_bytes=total,
-            weights_bytes=weights, weights_by_role=stage.weights_by_role, replicated_by_role=stage.replicated_by_role,
-            weights_format=fmt.describe(),
-            kept_16bit=_kept_16bit(fmt, stage),
-            activation_bytes=act, overhead_bytes=overhead, kv_cache_bytes=kv_budget, kv_dtype=dtype.name,
-            context=context, batch=dep.batch, kv_per_sequence_bytes=per_seq, kv_needed_bytes=need,
-            max_batch=max_batch, max_context=max_ctx, max_context_capped=max_ctx == limit,
-            fits=fits, verdict="", warnings=(), assumptions=tuple(assumptions),
-        )
-        if best is None or _tighter(plan, best):
+    plans = [
+        _stage_plan(spec, dep, stage, fmt, dtype.name, context, total, overhead, tuple(assumptions))
+        for stage in stages(spec, fmt, tp, pp)
+    ]
+    best = plans[0]
+    for plan in plans[1:]:
+        if _tighter(plan, best):
             best = plan
-    assert best is not None
+    shortest_context = min(plan.max_context for plan in plans)
+    limit = spec.max_context
+    best = replace(best, max_context=shortest_context, max_context_capped=shortest_context == limit)
     return _with_verdict(best, spec)
 
 

@@ -25,7 +25,7 @@ run: $(STAMP)
 	$(BIN)/kvbudget kv meta-llama/Llama-3.1-8B-Instruct --context 8192 --batch 32
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.

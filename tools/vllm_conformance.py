@@ -1,0 +1,112 @@
+"""Optional conformance check of kvbudget's arithmetic against vLLM's own classes (not run in CI).
+
+kvbudget never depends on vLLM. This script imports vLLM's pure-Python KV planner pieces and checks
+that kvbudget gives the same numbers for the things both compute:
+
+- per-token KV bytes of full attention and MLA layers (vLLM v1/kv_cache_interface.py
+  FullAttentionSpec / MLAAttentionSpec page sizes, divided by the block size);
+- Mamba, Mamba-2 and GatedDeltaNet state bytes per sequence under TP (vLLM
+  model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator);
+- the pipeline-parallel layer split (vLLM distributed/utils.py get_pp_indices).
+
+Set up (CPU only, no CUDA download), as the developers' brief describes:
+    python3 -m venv /tmp/vllmenv && /tmp/vllmenv/bin/pip install torch==2.13.0
+    /tmp/vllmenv/bin/pip install --no-deps vllm==0.33.0   # then the few packages its imports ask for
+Run from the repository root:
+    VLLM_TARGET_DEVICE=cpu PYTHONPATH=src /tmp/vllmenv/bin/python tools/vllm_conformance.py
+Exits 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import torch
+from vllm.distributed.utils import get_pp_indices
+from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator as Shapes
+from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec
+
+import kvbudget
+from kvbudget.model.layers import MLA, FullAttention, RecurrentState
+from kvbudget.parallel import pp_partition
+from kvbudget.units import element_type
+
+BLOCK = 16
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8_e4m3": torch.float8_e4m3fn}
+failures: list[str] = []
+
+
+def check(what: str, ours: int, theirs: int) -> None:
+    status = "ok " if ours == theirs else "BAD"
+    print(f"{status} {what}: kvbudget {ours:,}  vLLM {theirs:,}")
+    if ours != theirs:
+        failures.append(what)
+
+
+def attention_layers() -> None:
+    for model in ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-235B-A22B", "google/gemma-3-27b-it",
+                  "openai/gpt-oss-20b", "deepseek-ai/DeepSeek-V3"):
+        spec = kvbudget.load_model(model)
+        layer = spec.layers[-1]
+        for tp in (1, 2, 8):
+            for dtype in ("bf16", "fp8_e4m3"):
+                ours = layer.bytes_per_token(element_type(dtype), tp)
+                if isinstance(layer, MLA):
+                    vspec = MLAAttentionSpec(block_size=BLOCK, num_kv_heads=1,
+                                             head_size=layer.kv_lora_rank + layer.qk_rope_head_dim,
+                                             dtype=TORCH_DTYPES[dtype])
+                else:
+                    assert isinstance(layer, FullAttention)
+                    heads = max(1, layer.num_kv_heads // tp)  # vLLM ModelConfig.get_num_kv_heads
+                    vspec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=heads, head_size=layer.head_dim,
+                                              dtype=TORCH_DTYPES[dtype])
+                check(f"{model} {layer.kind} tp={tp} {dtype} bytes/token", ours, vspec.page_size_bytes // BLOCK)
+
+
+def state_bytes(shapes: tuple[tuple[int, ...], ...], dtype: str) -> int:
+    size = element_type(dtype).nbytes(1)
+    return sum(math.prod(shape) * size for shape in shapes)
+
+
+def state_layers() -> None:
+    jamba = kvbudget.load_model("ai21labs/Jamba-v0.1")
+    h1 = kvbudget.load_model("tiiuae/Falcon-H1-0.5B-Instruct")
+    nxt = kvbudget.load_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    for tp in (1, 2, 4):
+        m1 = next(x for x in jamba.layers if isinstance(x, RecurrentState))
+        check(f"Jamba mamba tp={tp}", m1.bytes_per_sequence(1, element_type("bf16"), tp),
+              state_bytes(Shapes.mamba1_state_shape(tp, m1.conv_dim, m1.state_elems_per_head, m1.conv_kernel), "bf16"))
+        m2 = next(x for x in h1.layers if isinstance(x, RecurrentState))
+        d_state = m2.group_state
+        check(f"Falcon-H1 mamba2 tp={tp}", m2.bytes_per_sequence(1, element_type("bf16"), tp),
+              state_bytes(Shapes.mamba2_state_shape(tp, m2.conv_dim - 2 * m2.groups * d_state, m2.groups,
+                                                    m2.state_heads, m2.state_elems_per_head // d_state, d_state,
+                                                    m2.conv_kernel), "bf16"))
+        g = next(x for x in nxt.layers if isinstance(x, RecurrentState))
+        cfg = kvbudget.model.catalog.find("Qwen/Qwen3-Next-80B-A3B-Instruct").config  # type: ignore[union-attr]
+        check(f"Qwen3-Next gated_delta_net tp={tp}", g.bytes_per_sequence(1, element_type("bf16"), tp),
+              state_bytes(Shapes.gated_delta_net_state_shape(
+                  tp, cfg["linear_num_key_heads"], cfg["linear_num_value_heads"], cfg["linear_key_head_dim"],
+                  cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"], 0), "bf16"))
+
+
+def pipeline_split() -> None:
+    for layers in (16, 22, 28, 32, 36, 48, 61, 80, 94, 126):
+        for pp in (2, 3, 4, 5, 7, 8):
+            if pp > layers:
+                continue
+            theirs = [end - start for start, end in (get_pp_indices(layers, r, pp) for r in range(pp))]
+            ours = list(pp_partition(layers, pp))
+            if ours != theirs:
+                failures.append(f"pp split {layers}/{pp}")
+                print(f"BAD pp split {layers} layers / {pp}: kvbudget {ours} vLLM {theirs}")
+    print("ok  pipeline split: checked" if not any(f.startswith("pp") for f in failures) else "BAD pipeline split")
+
+
+if __name__ == "__main__":
+    attention_layers()
+    state_layers()
+    pipeline_split()
+    print(f"{len(failures)} mismatches")
+    sys.exit(1 if failures else 0)

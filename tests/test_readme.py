@@ -1,0 +1,46 @@
+"""The README tells the truth: every `$ kvbudget ...` example shows what the command prints now,
+the Python API example gives the values its comments state, and both set-up commands are there."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from kvbudget import _readme
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_command_examples_match_what_kvbudget_prints() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert text.count("$ kvbudget") >= 8
+    assert _readme.render(text) == text, "README examples are stale: run python -m kvbudget._readme README.md"
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    head = README.read_text(encoding="utf-8").split("## ")[0]
+    assert "make run" in head and "make test" in head
+
+
+def test_python_api_example_values() -> None:
+    text = README.read_text(encoding="utf-8")
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    checked = 0
+    for line in code.splitlines():
+        statement, _, comment = line.partition("#")
+        statement = statement.strip()
+        if not statement:
+            continue
+        comment = comment.strip()
+        literal = comment if comment.startswith("(") else comment.split(" (")[0]
+        try:
+            expected = ast.literal_eval(literal) if literal[:1] in "{(0123456789" else None
+        except (ValueError, SyntaxError):
+            expected = None
+        if "=" in statement.split("(")[0] or statement.startswith("import"):
+            exec(statement, namespace)
+        elif expected is not None:
+            assert eval(statement, namespace) == expected, statement
+            checked += 1
+    assert checked == 5

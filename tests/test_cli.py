@@ -156,10 +156,10 @@ def _cfg_without(tmp_path: Path, key: str) -> str:
 # Each case: id -> (argv builder taking tmp_path, substrings the one error line must contain).
 BAD_INPUTS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "unknown-model-typo": (lambda t: ["kv", "lama-3.1-8b"], ("unknown model", "lama-3.1-8b", "did you mean", LLAMA)),
-    "unknown-model-fit": (lambda t: ["fit", "lama-3.1-8b", "--gpu", "H100"], ("unknown model", "did you mean", LLAMA)),
+    "unknown-model-fit": (lambda t: ["fit", "--engine", "textbook", "lama-3.1-8b", "--gpu", "H100"], ("unknown model", "did you mean", LLAMA)),
     "unknown-model-gibberish": (lambda t: ["kv", "zzqqxx"], ("unknown model", "zzqqxx")),
     "empty-model-name": (lambda t: ["kv", ""], ("empty model name",)),
-    "unknown-gpu": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H1000"], ("unknown GPU", "H1000", "did you mean", "H100")),
+    "unknown-gpu": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H1000"], ("unknown GPU", "H1000", "did you mean", "H100")),
     "truncated-json": (
         lambda t: ["kv", _cfg_file(t, json.dumps(llama_like_config())[:57])],
         ("not valid JSON", "config.json"),
@@ -170,7 +170,7 @@ BAD_INPUTS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "not-utf8": (lambda t: ["kv", str(_write_bytes(t / "config.json", b"\xff\xfe\x00{"))], ("cannot read",)),
     "missing-num_hidden_layers": (lambda t: ["kv", _cfg_without(t, "num_hidden_layers")], ("missing field", "num_hidden_layers")),
     "missing-model_type": (lambda t: ["kv", _cfg_without(t, "model_type")], ("model_type",)),
-    "missing-hidden_size-fit": (lambda t: ["fit", _cfg_without(t, "hidden_size"), "--gpu", "H100"], ("hidden_size",)),
+    "missing-hidden_size-fit": (lambda t: ["fit", "--engine", "textbook", _cfg_without(t, "hidden_size"), "--gpu", "H100"], ("hidden_size",)),
     "hidden_size-string": (
         lambda t: ["kv", _cfg_file(t, json.dumps(llama_like_config(hidden_size="4096x")))],
         ("hidden_size", "integer"),
@@ -203,36 +203,36 @@ BAD_INPUTS: dict[str, tuple[Any, tuple[str, ...]]] = {
         ("acme-research/not-a-real-model-xyz", "not in the catalog", "HF_HUB_OFFLINE", "config.json"),
     ),
     "hub-id-offline-fit": (
-        lambda t: ["fit", "acme-research/not-a-real-model-xyz", "--gpu", "H100"],
+        lambda t: ["fit", "--engine", "textbook", "acme-research/not-a-real-model-xyz", "--gpu", "H100"],
         ("not in the catalog", "config.json"),
     ),
     "context-0": (lambda t: ["kv", LLAMA_ALIAS, "--context", "0"], ("--context", "positive")),
     "context-negative": (lambda t: ["kv", LLAMA_ALIAS, "--context", "-5"], ("--context",)),
     "context-not-a-number": (lambda t: ["kv", LLAMA_ALIAS, "--context", "long"], ("--context", "whole number")),
     "context-absurd-kv": (lambda t: ["kv", LLAMA_ALIAS, "--context", "10000000000"], ("--context",)),
-    "context-absurd-fit": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "10000000000"], ("--context",)),
-    "context-0-fit": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "0"], ("--context",)),
+    "context-absurd-fit": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "10000000000"], ("--context",)),
+    "context-0-fit": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "0"], ("--context",)),
     "batch-0": (lambda t: ["kv", LLAMA_ALIAS, "--batch", "0"], ("--batch", "positive")),
-    "batch-0-fit": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--batch", "0"], ("--batch",)),
+    "batch-0-fit": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--batch", "0"], ("--batch",)),
     "batch-absurd": (lambda t: ["kv", LLAMA_ALIAS, "--batch", "100000000"], ("--batch",)),
     "tp-3-on-32-heads": (lambda t: ["kv", LLAMA, "--tp", "3"], ("--tp 3", "32 attention heads")),
-    "tp-3-on-32-heads-fit": (lambda t: ["fit", LLAMA, "--gpu", "H100", "--tp", "3"], ("--tp 3", "32 attention heads")),
+    "tp-3-on-32-heads-fit": (lambda t: ["fit", "--engine", "textbook", LLAMA, "--gpu", "H100", "--tp", "3"], ("--tp 3", "32 attention heads")),
     "tp-64-on-32-heads": (lambda t: ["kv", LLAMA, "--tp", "64"], ("--tp 64", "32 attention heads")),
-    "gpu-memory-words": (lambda t: ["fit", LLAMA_ALIAS, "--gpu-memory", "lots"], ("--gpu-memory", "lots")),
-    "gpu-memory-zero": (lambda t: ["fit", LLAMA_ALIAS, "--gpu-memory", "0GiB"], ("--gpu-memory", "positive")),
-    "gpu-memory-negative": (lambda t: ["fit", LLAMA_ALIAS, "--gpu-memory", "-8GiB"], ("--gpu-memory",)),
-    "gpu-and-gpu-memory": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--gpu-memory", "48GiB"], ("--gpu",)),
+    "gpu-memory-words": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu-memory", "lots"], ("--gpu-memory", "lots")),
+    "gpu-memory-zero": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu-memory", "0GiB"], ("--gpu-memory", "positive")),
+    "gpu-memory-negative": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu-memory", "-8GiB"], ("--gpu-memory",)),
+    "gpu-and-gpu-memory": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--gpu-memory", "48GiB"], ("--gpu",)),
     "num-gpus-vs-tp": (
-        lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--num-gpus", "8", "--tp", "3"],
+        lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--num-gpus", "8", "--tp", "3"],
         ("--num-gpus 8", "--tp 3"),
     ),
-    "pp-beyond-layers": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--pp", "64"], ("--pp 64",)),
+    "pp-beyond-layers": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--pp", "64"], ("--pp 64",)),
     "kv-dtype-fp7": (lambda t: ["kv", LLAMA_ALIAS, "--kv-dtype", "fp7"], ("fp7", "data type")),
-    "kv-dtype-fp7-fit": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--kv-dtype", "fp7"], ("fp7",)),
-    "weights-dtype-int3": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--weights-dtype", "int3"], ("int3", "weights")),
-    "overhead-negative": (lambda t: ["fit", LLAMA_ALIAS, "--gpu", "H100", "--overhead", "-1GiB"], ("--overhead",)),
+    "kv-dtype-fp7-fit": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--kv-dtype", "fp7"], ("fp7",)),
+    "weights-dtype-int3": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--weights-dtype", "int3"], ("int3", "weights")),
+    "overhead-negative": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--overhead", "-1GiB"], ("--overhead",)),
     "units-bad": (lambda t: ["kv", LLAMA_ALIAS, "--units", "KB"], ("--units",)),
-    "fit-without-gpu": (lambda t: ["fit", LLAMA_ALIAS], ("--gpu",)),
+    "fit-without-gpu": (lambda t: ["fit", "--engine", "textbook", LLAMA_ALIAS], ("--gpu",)),
     "kv-without-model": (lambda t: ["kv"], ("model",)),
     "unknown-subcommand": (lambda t: ["frobnicate", LLAMA_ALIAS], ("frobnicate",)),
     "no-subcommand": (lambda t: [], ("command",)),
@@ -327,7 +327,7 @@ def test_subprocess_success() -> None:
 
 
 def test_subprocess_fit_success() -> None:
-    r = run_module("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192")
+    r = run_module("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192")
     assert r.code == 0, r.err
     assert r.err == ""
     assert "Verdict: fits" in r.out
@@ -337,7 +337,7 @@ def test_subprocess_fit_success() -> None:
     ("args", "needle"),
     [
         (["kv", "lama-3.1-8b"], "did you mean"),
-        (["fit", LLAMA_ALIAS, "--gpu", "H1000"], "unknown GPU"),
+        (["fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H1000"], "unknown GPU"),
         (["kv", LLAMA_ALIAS, "--context", "0"], "--context"),
         (["frobnicate"], "frobnicate"),
     ],
@@ -440,7 +440,7 @@ def test_tensor_parallel_per_rank_kv(cli, tp: int, expected: int) -> None:
 
 
 def test_tp16_is_accepted_by_fit_too(cli) -> None:
-    doc = cli("fit", LLAMA, "--gpu", "H100", "--tp", "16", "--context", "8192", "--json").json()
+    doc = cli("fit", "--engine", "textbook", LLAMA, "--gpu", "H100", "--tp", "16", "--context", "8192", "--json").json()
     assert doc["tp"] == 16
     assert doc["num_gpus"] == 16
     assert doc["kv_per_sequence_bytes"] == 16384 * 8192
@@ -616,12 +616,12 @@ FIT_CASES = {
 
 @pytest.mark.parametrize("case", list(FIT_CASES), ids=list(FIT_CASES))
 def test_fit_json_schema_and_consistency(cli, case: str) -> None:
-    doc = cli("fit", *FIT_CASES[case], "--json").json()
+    doc = cli("fit", "--engine", "textbook", *FIT_CASES[case], "--json").json()
     check_fit_doc(doc)
 
 
 def test_fit_llama_h100_numbers(cli) -> None:
-    doc = cli("fit", LLAMA, "--gpu", "H100", "--context", "8192", "--json").json()
+    doc = cli("fit", "--engine", "textbook", LLAMA, "--gpu", "H100", "--context", "8192", "--json").json()
     check_fit_doc(doc)
     assert doc["kv_per_sequence_bytes"] == LLAMA_KV_8K  # seed 003: "1 GB" per 8192-token request
     assert doc["fits"] is True
@@ -633,7 +633,7 @@ def test_fit_llama_h100_numbers(cli) -> None:
 
 
 def test_fit_max_context_is_tight(cli) -> None:
-    doc = cli("fit", LLAMA_ALIAS, "--gpu", "L4", "--batch", "4", "--context", "8192", "--json").json()
+    doc = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "L4", "--batch", "4", "--context", "8192", "--json").json()
     check_fit_doc(doc)
     kv, b, mc = doc["memory"]["kv_cache_bytes"], doc["batch"], doc["max_context"]
     assert not doc["max_context_is_model_limit"]
@@ -642,14 +642,14 @@ def test_fit_max_context_is_tight(cli) -> None:
 
 
 def test_fit_batch_too_big_does_not_fit(cli) -> None:
-    doc = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--batch", "200", "--json").json()
+    doc = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--batch", "200", "--json").json()
     assert doc["fits"] is False
     assert doc["max_batch"] < 200
     assert doc["verdict"].startswith("does not fit")
 
 
 def test_fit_gpu_memory_and_overrides(cli) -> None:
-    doc = cli("fit", LLAMA_ALIAS, "--gpu-memory", "48GiB", "--overhead", "4GiB", "--activation", "2GiB",
+    doc = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu-memory", "48GiB", "--overhead", "4GiB", "--activation", "2GiB",
               "--weights-memory", "15GiB", "--context", "8192", "--json").json()
     check_fit_doc(doc)
     mem = doc["memory"]
@@ -663,8 +663,8 @@ def test_fit_gpu_memory_and_overrides(cli) -> None:
 
 
 def test_fit_tp_splits_kv_and_weights(cli) -> None:
-    one = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--json").json()
-    two = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--num-gpus", "2", "--context", "8192", "--json").json()
+    one = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--json").json()
+    two = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--num-gpus", "2", "--context", "8192", "--json").json()
     check_fit_doc(two)
     assert two["tp"] == 2
     assert two["num_gpus"] == 2
@@ -673,18 +673,18 @@ def test_fit_tp_splits_kv_and_weights(cli) -> None:
 
 
 def test_fit_num_gpus_with_pp(cli) -> None:
-    doc = cli("fit", "llama-3.1-70b", "--gpu", "H100", "--num-gpus", "8", "--pp", "2", "--json").json()
+    doc = cli("fit", "--engine", "textbook", "llama-3.1-70b", "--gpu", "H100", "--num-gpus", "8", "--pp", "2", "--json").json()
     assert (doc["tp"], doc["pp"], doc["num_gpus"]) == (4, 2, 8)
 
 
 def test_fit_fp8_kv_halves_per_sequence(cli) -> None:
-    doc = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--kv-dtype", "fp8", "--json").json()
+    doc = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--kv-dtype", "fp8", "--json").json()
     assert doc["kv_per_sequence_bytes"] == LLAMA_KV_8K // 2
 
 
 def test_fit_fp8_weights_are_smaller(cli) -> None:
-    bf16 = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--json").json()
-    fp8 = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--weights-dtype", "fp8", "--json").json()
+    bf16 = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--json").json()
+    fp8 = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--weights-dtype", "fp8", "--json").json()
     check_fit_doc(fp8)
     assert fp8["memory"]["weights_bytes"] < bf16["memory"]["weights_bytes"]
     assert fp8["max_batch"] > bf16["max_batch"]
@@ -715,7 +715,7 @@ def test_kv_text_units_gb(cli) -> None:
 
 
 def test_fit_text_sections(cli) -> None:
-    r = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192")
+    r = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192")
     assert r.code == 0
     assert r.err == ""
     lines = r.out.splitlines()
@@ -730,7 +730,7 @@ def test_fit_text_sections(cli) -> None:
 
 
 def test_fit_text_units_gb(cli) -> None:
-    r = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--units", "GB")
+    r = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--units", "GB")
     assert r.code == 0
     assert "Verdict:" in r.out
     assert "Assumptions:" in r.out
@@ -742,7 +742,7 @@ def test_fit_text_units_gb(cli) -> None:
 
 @pytest.mark.parametrize("units", ["GB", "GiB"])
 def test_fit_verdict_follows_units(cli, units: str) -> None:
-    r = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--units", units)
+    r = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--units", units)
     assert r.code == 0
     verdict = next(line for line in r.out.splitlines() if line.startswith("Verdict:"))
     other = "GiB" if units == "GB" else "GB"
@@ -753,8 +753,8 @@ def test_fit_verdict_follows_units(cli, units: str) -> None:
 
 
 def test_fit_json_verdict_follows_units(cli) -> None:
-    gb = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--units", "GB", "--json").json()
-    gib = cli("fit", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--json").json()
+    gb = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--units", "GB", "--json").json()
+    gib = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu", "H100", "--context", "8192", "--json").json()
     assert "1.07 GB" in gb["verdict"]  # 1,073,741,824 bytes / 1e9
     assert "1.00 GiB" in gib["verdict"]
     # byte figures do not depend on the display unit
@@ -762,7 +762,7 @@ def test_fit_json_verdict_follows_units(cli) -> None:
 
 
 def test_fit_text_does_not_fit(cli) -> None:
-    r = cli("fit", "llama-3.1-70b", "--gpu", "rtx4090", "--context", "8192")
+    r = cli("fit", "--engine", "textbook", "llama-3.1-70b", "--gpu", "rtx4090", "--context", "8192")
     assert r.code == 0  # a plan that does not fit is an answer, not an input error
     assert "Verdict: does not fit" in r.out
 
@@ -819,7 +819,7 @@ def test_version(cli) -> None:
     assert kvbudget.__version__ == "0.1.0"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["fit", "--help"], ["kv", "--help"], ["models", "--help"], ["gpus", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["fit", "--engine", "textbook", "--help"], ["kv", "--help"], ["models", "--help"], ["gpus", "--help"]])
 def test_help_exits_0(cli, argv: list[str]) -> None:
     r = cli(*argv)
     assert r.code == 0
@@ -828,7 +828,7 @@ def test_help_exits_0(cli, argv: list[str]) -> None:
 
 
 def test_fit_help_lists_options(cli) -> None:
-    out = cli("fit", "--help").out
+    out = cli("fit", "--engine", "textbook", "--help").out
     for opt in ("--gpu", "--gpu-memory", "--num-gpus", "--tp", "--pp", "--kv-dtype", "--weights-dtype", "--context",
                 "--batch", "--json", "--units"):
         assert opt in out
@@ -836,7 +836,7 @@ def test_fit_help_lists_options(cli) -> None:
 
 @pytest.mark.parametrize("zero", ["0", "0GiB", "0GB"])
 def test_zero_overhead_and_activation_accepted(cli, zero: str) -> None:
-    doc = cli("fit", LLAMA_ALIAS, "--gpu-memory", "48GiB", "--context", "8192", "--overhead", zero, "--activation", zero,
+    doc = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu-memory", "48GiB", "--context", "8192", "--overhead", zero, "--activation", zero,
               "--json").json()
     assert doc["memory"]["overhead_bytes"] == 0
     assert doc["memory"]["activation_bytes"] == 0
@@ -844,5 +844,5 @@ def test_zero_overhead_and_activation_accepted(cli, zero: str) -> None:
 
 @pytest.mark.parametrize("zero", ["0MiB", "0 GiB", "0gib", "0.0GiB"])
 def test_zero_overhead_any_spelling(cli, zero: str) -> None:
-    doc = cli("fit", LLAMA_ALIAS, "--gpu-memory", "48GiB", "--context", "8192", "--overhead", zero, "--json").json()
+    doc = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu-memory", "48GiB", "--context", "8192", "--overhead", zero, "--json").json()
     assert doc["memory"]["overhead_bytes"] == 0

@@ -11,6 +11,8 @@ from .units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from .engines.vllm import VllmPlan, VllmSettings
+    from .engines.vllm_command import LaunchCommand
     from .kvreport import KVReport
 
 __all__ = ["find_gpu", "fit", "kv", "load_model"]
@@ -56,16 +58,7 @@ def fit(
 
     ``overhead_bytes``, ``activation_bytes`` and ``weights_bytes`` replace kvbudget's own
     estimates of those parts (per GPU) when given."""
-    if gpu_memory is not None:
-        if gpu_memory <= 0:
-            raise InputError(f"GPU memory must be positive, got {gpu_memory}")
-        device = custom_gpu(gpu_memory)
-    elif isinstance(gpu, GPU):
-        device = gpu
-    elif gpu is not None:
-        device = find_gpu(gpu)
-    else:
-        raise InputError("give a GPU (--gpu H100) or its memory (--gpu-memory 48GiB)")
+    device = _device(gpu, gpu_memory)
     for name, value in (("overhead", overhead_bytes), ("activation", activation_bytes), ("weights-memory", weights_bytes)):
         if value is not None and value < 0:
             raise InputError(f"--{name} must not be negative")
@@ -75,3 +68,43 @@ def fit(
         weights_bytes=weights_bytes,
     )
     return _fit(_spec(model), dep)
+
+
+def _device(gpu: str | GPU | None, gpu_memory: int | None) -> GPU:
+    if gpu_memory is not None:
+        if gpu_memory <= 0:
+            raise InputError(f"GPU memory must be positive, got {gpu_memory}")
+        return custom_gpu(gpu_memory)
+    if isinstance(gpu, GPU):
+        return gpu
+    if gpu is not None:
+        return find_gpu(gpu)
+    raise InputError("give a GPU (--gpu H100) or its memory (--gpu-memory 48GiB)")
+
+
+def vllm_plan(
+    model: str | ModelSpec, *, gpu: str | GPU | None = None, gpu_memory: int | None = None,
+    settings: VllmSettings | None = None,
+) -> VllmPlan:
+    """What vLLM will do and print at start-up for ``model`` on ``gpu`` with ``settings``
+    (engine arguments; ``VllmSettings()`` is ``vllm serve`` with its defaults)."""
+    from .engines.vllm import VllmSettings, plan
+
+    return plan(_spec(model), _device(gpu, gpu_memory), settings or VllmSettings())
+
+
+def explain(
+    command: str | list[str], *, gpu: str | GPU | None = None, gpu_memory: int | None = None,
+    version: str | None = None,
+) -> tuple[LaunchCommand, VllmPlan, list[tuple[str, VllmPlan]]]:
+    """Read a pasted ``vllm serve ...`` command and plan it; with the flags that would help."""
+    from .engines.vllm import VllmSettings, plan
+    from .engines.vllm_command import parse_vllm_command
+    from .plan.vllm_fixes import suggestions
+
+    base = VllmSettings(version=version) if version else VllmSettings()
+    cmd = parse_vllm_command(command, base)
+    spec = _spec(cmd.model)
+    device = _device(gpu, gpu_memory)
+    result = plan(spec, device, cmd.settings)
+    return cmd, result, suggestions(spec, device, cmd.settings, result)

@@ -72,6 +72,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 _COMMANDS = {
     "kv": "KV-cache bytes per token, per sequence, and over batch x context",
     "fit": "will it fit: per-GPU memory partition, largest batch, longest context",
+    "explain": "what a pasted `vllm serve ...` command will do and print at start-up",
+    "check": "compare a vLLM start-up log with kvbudget's prediction, figure by figure",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
 }
@@ -102,9 +104,41 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--overhead", type=_size0, help="runtime overhead per GPU instead of the built-in estimate, e.g. 4GiB")
     fit.add_argument("--activation", type=_size0, help="activation workspace per GPU instead of the estimate, e.g. 2GiB")
     fit.add_argument("--weights-memory", type=_size, help="measured weights per GPU instead of computing them, e.g. 14.99GiB")
+    fit.add_argument("--engine", choices=("vllm", "textbook"), default="vllm",
+                     help="whose rules: vllm (what vLLM will print, default) or textbook (weights + activations + overhead + KV)")
+    _vllm_args(fit)
 
 
-_ARGS = {"kv": _kv_args, "fit": _fit_args}
+def _vllm_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--vllm-version", default="current", help="vLLM release whose accounting to use: 0.33.0, 0.10.1, 0.6.3, current, v1, v0")
+    p.add_argument("--gpu-memory-utilization", type=float, help="vLLM's budget fraction (default: the release's)")
+    p.add_argument("--max-num-seqs", type=_count, help="vLLM max_num_seqs (default: by GPU and release)")
+    p.add_argument("--max-num-batched-tokens", type=_count, help="vLLM max_num_batched_tokens (default: by GPU and release)")
+    p.add_argument("--block-size", type=_count, help="tokens per KV block (default 16, raised for hybrid models)")
+    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    p.add_argument("--dp", type=_count, default=1, help="data-parallel engines (figures are per engine)")
+
+
+def _explain_args(p: argparse.ArgumentParser) -> None:
+    hw = p.add_mutually_exclusive_group(required=True)
+    hw.add_argument("--gpu", help="the GPU the command runs on (H100, a100-80gb, L4 ...)")
+    hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog, e.g. 48GiB")
+    p.add_argument("--num-gpus", type=_count, help="GPUs on the machine (checked against the command's parallel sizes)")
+    p.add_argument("--vllm-version", default=None, help="vLLM release: 0.33.0, 0.10.1, 0.6.3, current, v1, v0")
+    p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="after --: the vllm serve / api_server command line")
+
+
+def _check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("log", help="a vLLM start-up log file (any release line), or - for standard input")
+    p.add_argument("--model", help="the model, when the log does not name it (catalog name, HF id or config.json)")
+    hw = p.add_mutually_exclusive_group()
+    hw.add_argument("--gpu", help="the GPU, when the log does not show it")
+    hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog, e.g. 23.58GiB")
+    p.add_argument("--vllm-version", default=None, help="override the release the log shows or implies")
+    p.epilog = "After --: vLLM flags the run used, overriding what the log shows (e.g. -- --max-model-len 4096)."
+
+
+_ARGS = {"kv": _kv_args, "fit": _fit_args, "explain": _explain_args, "check": _check_args}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -150,6 +184,12 @@ def _run(args: argparse.Namespace) -> str:
     if args.command == "kv":
         r = api.kv(args.model, context=args.context, batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp)
         return json_doc.dumps(json_doc.kv_doc(r)) if args.json else text.kv_text(r, args.units)
+    if args.command == "explain":
+        return _explain(args)
+    if args.command == "check":
+        return _check(args)
+    if args.command == "fit" and args.engine == "vllm":
+        return _fit_vllm(args)
     if args.command == "fit":
         tp, pp = _parallelism(args)
         p = api.fit(
@@ -173,10 +213,90 @@ def _run(args: argparse.Namespace) -> str:
     return json_doc.dumps(json_doc.gpus_doc(items)) if args.json else text.gpus_text(items, args.units)
 
 
+def _fit_vllm(args: argparse.Namespace) -> str:
+    from . import api
+    from .engines.vllm import VllmSettings
+    from .model.resolve import load_model
+    from .plan.vllm_fixes import suggestions
+
+    tp, pp = _parallelism(args)
+    settings = VllmSettings(
+        version=args.vllm_version, gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.context,
+        block_size=args.block_size, kv_cache_dtype="auto" if args.kv_dtype == "auto" else args.kv_dtype,
+        quantization=None if args.weights_dtype == "auto" else args.weights_dtype, tensor_parallel_size=tp,
+        pipeline_parallel_size=pp, data_parallel_size=args.dp, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, enforce_eager=args.enforce_eager,
+    )
+    spec = load_model(args.model)
+    gpu = api._device(args.gpu, args.gpu_memory)
+    p = api.vllm_plan(spec, gpu=gpu, settings=settings)
+    fixes = suggestions(spec, gpu, settings, p)
+    return _render_vllm(args, p, fixes, batch=args.batch)
+
+
+def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list[str] | None = None,
+                 batch: int | None = None) -> str:
+    if args.json:
+        from .report import json_doc
+
+        doc = json_doc.vllm_doc(p, args.units, fixes, batch or 1)  # type: ignore[arg-type]
+        if extra:
+            doc["warnings"] = extra
+        return json_doc.dumps(doc)
+    from .report import text
+
+    out = text.vllm_text(p, args.units, fixes, batch)  # type: ignore[arg-type]
+    return "\n".join([out, *(f"warning: {w}" for w in extra or [])])
+
+
+def _explain(args: argparse.Namespace) -> str:
+    from . import api
+
+    words = list(args.launch)
+    if words and words[0] == "--":
+        words = words[1:]
+    if not words:
+        raise InputError("give the launch command after --, e.g. kvbudget explain --gpu H100 -- vllm serve MODEL")
+    cmd, p, fixes = api.explain(words, gpu=args.gpu, gpu_memory=args.gpu_memory, version=args.vllm_version)
+    extra = list(cmd.warnings)
+    used = cmd.settings.tensor_parallel_size * cmd.settings.pipeline_parallel_size * cmd.settings.data_parallel_size
+    if args.num_gpus is not None and used > args.num_gpus:
+        raise InputError(f"the command needs {used} GPUs (TP x PP x DP) but --num-gpus is {args.num_gpus}")
+    return _render_vllm(args, p, fixes, extra)
+
+
+def _check(args: argparse.Namespace) -> str:
+    from .engines.vllm_check import check_log
+
+    if args.log == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            with open(args.log, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError as exc:
+            raise InputError(f"{args.log}: cannot read it ({exc.__class__.__name__})") from None
+    flags = list(args.flags)
+    result = check_log(text, model=args.model, gpu=args.gpu, gpu_memory=args.gpu_memory,
+                       version=args.vllm_version, flags=flags)
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps(json_doc.check_doc(result, args.units))
+    from .report import text as text_report
+
+    return text_report.check_text(result, args.units)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv else None
+    tail: list[str] = []
+    if first == "check" and "--" in argv:  # vLLM flags after -- belong to the logged run, not to kvbudget
+        cut = argv.index("--")
+        argv, tail = argv[:cut], argv[cut + 1:]
     args = build_parser(first if first in _COMMANDS else None).parse_args(argv)
+    args.flags = tail
     try:
         out = _run(args)
     except InputError as exc:

@@ -353,6 +353,38 @@ def _kv_heads(c: _Cfg, q: Quirks, heads: int) -> tuple[int, str]:
     return heads, "num_attention_heads (no KV-head field: MHA)"
 
 
+# vLLM's keys for the model's length, smallest wins, model_max_length overrides
+# (transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key).
+_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+             "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+# RoPE types whose max_position_embeddings already includes the scaling (config/model.py _get_and_verify_max_len).
+_ROPE_PRESCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "default")
+
+
+def _max_len(c: _Cfg, model_type: str, notes: list[str]) -> tuple[int, int]:
+    """The model's maximum length as vLLM derives it, and the length vLLM serves by default."""
+    found = [c.int(k) for k in _LEN_KEYS if c.has(k)]
+    if not found:
+        notes.append("config.json has no length key (max_position_embeddings ...): assumed 2048, as vLLM does")
+        return 2048, 2048
+    length = c.int("model_max_length") if c.has("model_max_length") else min(found)
+    rope = c.get("rope_scaling") or c.get("rope_parameters")
+    rope_type = ""
+    if isinstance(rope, Mapping):
+        rope_type = str(rope.get("rope_type") or rope.get("type") or "default")
+        factor = rope.get("factor")
+        if rope_type not in _ROPE_PRESCALED and "gemma3" not in model_type and isinstance(factor, (int, float)) and factor > 0:
+            scaled = int(length * factor)
+            notes.append(f"RoPE scaling {rope_type} x{factor:g}: max length {length:,} -> {scaled:,}, as vLLM derives it")
+            length = scaled
+    default = length
+    if rope_type == "longrope" and c.has("original_max_position_embeddings"):
+        default = c.int("original_max_position_embeddings")  # vLLM serves LongRoPE models at their original length
+    if length > _MAX_FIELD:
+        raise ConfigError(f"{c.where}: max length {length:,} is beyond any real model")
+    return length, default
+
+
 def _dtype(c: _Cfg, notes: list[str]) -> str:
     raw = c.get("torch_dtype") or c.get("dtype")
     if raw is None:
@@ -379,7 +411,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         raise ConfigError(f"{c.where}: field {kv_src.split()[0]!r} = {kv_heads} KV heads do not divide {heads} attention heads")
     vocab = c.int("vocab_size", "padded_vocab_size")
     inter = c.int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=4 * hidden)
-    max_ctx = c.int("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", default=2048)
+    max_ctx, default_ctx = _max_len(c, model_type, notes)
     dtype = _dtype(c, notes)
     tied = c.bool("tie_word_embeddings", q.tied)
     window = c.int("sliding_window", default=0, positive=False) if c.has("sliding_window") else 0
@@ -502,6 +534,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         dims=Dims(hidden, act_inter, vocab, heads, head_dim),
         native_dtype=dtype,
         max_context=max_ctx,
+        default_context=default_ctx,
         weight_format=fmt,
         sources=tuple(sources),
         notes=tuple(notes),

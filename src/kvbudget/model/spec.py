@@ -37,7 +37,7 @@ class ModelSpec:
     inventory: Inventory
     dims: Dims
     native_dtype: str
-    max_context: int
+    max_context: int  # the longest context the model takes, as vLLM derives it from the config
     weight_format: WeightFormat | None  # None: the checkpoint's quantization_config is not one kvbudget reads
     sources: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
@@ -46,6 +46,7 @@ class ModelSpec:
     # Which pipeline stages hold the token embedding: "first"; "first_and_last" when the lm_head is
     # tied to it (vLLM llama.py/qwen2.py build embed_tokens on the last rank too); "every" (gemma*.py).
     pp_embedding: str = "first"
+    default_context: int = 0  # what vLLM serves when --max-model-len is not given (0: max_context)
 
     @property
     def params(self) -> int:

@@ -24,6 +24,10 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _round_up(a: int, b: int) -> int:
+    return _cdiv(a, b) * b
+
+
 @record
 class WeightFormat:
     """A storage format for linear weights.
@@ -41,6 +45,7 @@ class WeightFormat:
     double_quant: bool = False
     dense_dtype: str = "bf16"
     skip_roles: frozenset[str] = field(default_factory=frozenset)
+    expert_padding: tuple[int, int] = (0, 0)  # an engine pads expert matrices: (hidden, intermediate) multiples
 
     @property
     def quantized(self) -> bool:
@@ -91,6 +96,12 @@ class WeightFormat:
 
     def tensor_bytes(self, t: Tensor, tp: int = 1) -> int:
         rows, cols = t.shape_per_rank(tp)
+        if self.expert_padding != (0, 0) and t.role == "experts" and t.linear:
+            hidden, inter = self.expert_padding
+            if t.split == "col":  # gate/up: intermediate rows x hidden columns
+                rows, cols = _round_up(rows, inter), _round_up(cols, hidden)
+            else:  # down: hidden rows x intermediate columns
+                rows, cols = _round_up(rows, hidden), _round_up(cols, inter)
         if self.packs(t):
             return t.count * self.matrix_bytes(rows, cols)
         return t.count * element_type(self.dense_dtype).nbytes(rows * cols)

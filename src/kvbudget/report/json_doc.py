@@ -11,6 +11,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..engines.textbook import MemoryPlan
+    from ..engines.vllm import VllmPlan
+    from ..engines.vllm_check import CheckResult, Row
     from ..hardware import GPU
     from ..kvreport import KVReport
     from ..model.catalog import CatalogEntry
@@ -121,3 +123,83 @@ def gpus_doc(items: list[GPU]) -> list[dict[str, Any]]:
         }
         for g in items
     ]
+
+
+def vllm_doc(
+    p: VllmPlan, units: str = "GiB", suggestions: list[tuple[str, VllmPlan]] | None = None, batch: int = 1,
+) -> dict[str, Any]:
+    """``fit --engine vllm`` and ``explain``: the figures vLLM prints, with their provenance. The
+    ``fit`` keys of the textbook engine are there too, in vLLM's terms."""
+    from ..engines.vllm import capacity
+
+    most, longest = capacity(p, batch)
+    doc: dict[str, Any] = {
+        "model": p.model,
+        "params": p.params,
+        "engine": {"name": "vllm", "version_line": p.release, "label": p.version_line},
+        "gpu": p.gpu,
+        "tp": p.tp,
+        "pp": p.pp,
+        "dp": p.dp,
+        "memory": {
+            "total_bytes": p.total_bytes,
+            "gpu_memory_utilization": p.utilization,
+            "requested_bytes": p.requested_bytes,
+            "weights_bytes": p.weights_bytes,
+            "model_loading_bytes": p.model_loading_bytes,
+            "non_torch_bytes": p.non_torch_bytes,
+            "activation_bytes": p.activation_bytes,
+            "cudagraph_bytes": p.cudagraph_bytes,
+            "kv_cache_bytes": p.available_kv_cache_bytes,
+            "overhead_bytes": p.non_torch_bytes + p.cudagraph_bytes,
+        },
+        "batch": batch,
+        "max_batch": most,
+        "max_context": longest,
+        "fits": p.starts and p.max_concurrency >= batch,
+        "available_kv_cache_bytes": p.available_kv_cache_bytes,
+        "kv_cache_dtype": p.kv_cache_dtype,
+        "block_size": p.block_size,
+        "bytes_per_block": p.bytes_per_block,
+        "num_gpu_blocks": p.num_gpu_blocks,
+        "blocks_per_request": p.blocks_per_request,
+        "max_model_len": p.max_model_len,
+        "kv_cache_tokens": p.kv_cache_tokens,
+        "max_concurrency": round(p.max_concurrency, 4),
+        "max_num_seqs": p.max_num_seqs,
+        "max_num_batched_tokens": p.max_num_batched_tokens,
+        "starts": p.starts,
+        "error": p.error,
+        "estimated_max_model_len": p.estimated_max_model_len,
+        "kv_cache_groups": [{"kind": g.kind, "layers": len(g.layers), "page_bytes": g.page} for g in p.groups],
+        "provenance": {name: {"value": f.value, "provenance": f.provenance, "note": f.band} for name, f in p.provenance},
+        "log_lines": list(p.log_lines),
+        "notes": list(p.notes),
+        "warnings": [],
+        "weights_format": p.weights_format,
+    }
+    if suggestions is not None:
+        doc["suggestions"] = [
+            {"flags": flags, "starts": s.starts, "kv_cache_tokens": s.kv_cache_tokens,
+             "max_concurrency": round(s.max_concurrency, 4), "max_model_len": s.max_model_len}
+            for flags, s in suggestions
+        ]
+    return doc
+
+
+def _rows_doc(rows: tuple[Row, ...]) -> list[dict[str, Any]]:
+    return [{"figure": r.figure, "reported": r.reported, "predicted": r.predicted,
+             "error_pct": None if r.error_pct is None else round(r.error_pct, 3)} for r in rows]
+
+
+def check_doc(c: CheckResult, units: str = "GiB") -> dict[str, Any]:
+    """``check``: the log's figures beside the prediction, and the prediction itself."""
+    return {
+        "model": c.model,
+        "gpu": c.gpu,
+        "version_line": c.plan.release,
+        "comparison": _rows_doc(c.rows),
+        "kv_arithmetic_from_logged_memory": _rows_doc(c.arithmetic_rows),
+        "prediction": vllm_doc(c.plan, units),
+        "warnings": list(c.warnings),
+    }

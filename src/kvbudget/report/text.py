@@ -10,6 +10,8 @@ from .verdict import verdict_text
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..engines.textbook import MemoryPlan
+    from ..engines.vllm import VllmPlan
+    from ..engines.vllm_check import CheckResult, Row
     from ..hardware import GPU
     from ..kvreport import KVReport
 
@@ -121,3 +123,93 @@ def gpus_text(items: list[GPU], units: str) -> str:
     ]
     return table(["GPU", "vendor", "memory (as reported)", "bandwidth", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp8", "$/hour"],
                  rows, right=[False, False, True, True, True, True, False, True])
+
+
+def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] | None = None, batch: int | None = None) -> str:
+    """The vLLM plan: the per-rank budget, the KV pool, and the lines vLLM will log."""
+    from ..engines.vllm import capacity
+
+    par = f"TP={p.tp} PP={p.pp}" + (f" DP={p.dp} (figures per DP engine)" if p.dp > 1 else "")
+    tags = dict(p.provenance)
+
+    def tag(name: str) -> str:
+        f = tags.get(name)
+        return f.provenance if f else ""
+
+    rows = [
+        ["budget: total x gpu_memory_utilization", fmt_bytes(p.requested_bytes, units), f"{p.utilization:g} x {fmt_bytes(p.total_bytes, units)}"],
+        ["- model loading (weights, rotary cache)", fmt_bytes(p.model_loading_bytes, units), tag("weights_bytes")],
+        ["- non-torch memory", fmt_bytes(p.non_torch_bytes, units), tag("non_torch_bytes")],
+        ["- activation peak of the profiling run", fmt_bytes(p.activation_bytes, units), tag("activation_bytes")],
+        ["- CUDA-graph memory", fmt_bytes(p.cudagraph_bytes, units), tag("cudagraph_bytes")],
+        ["= available KV cache memory", fmt_bytes(p.available_kv_cache_bytes, units), tag("available_kv_cache_bytes")],
+    ]
+    out = [
+        f"{p.model} ({p.params / 1e9:.2f}B params) on {p.tp * p.pp} x {p.gpu}, {par}; {p.version_line}",
+        f"weights {p.weights_format}, KV cache {p.kv_cache_dtype}, block size {p.block_size}, max_model_len {p.max_model_len:,}, "
+        f"max_num_seqs {p.max_num_seqs}, max_num_batched_tokens {p.max_num_batched_tokens:,}",
+        "",
+        "Per-GPU memory (the binding rank):",
+        table(["part", units, "provenance"], rows, right=[False, True, False]),
+        "",
+        "KV cache groups: " + ", ".join(f"{len(g.layers)} x {g.kind}" for g in p.groups)
+        + f"; {p.bytes_per_block:,} B per block, {p.blocks_per_request:,} blocks per request at {p.max_model_len:,} tokens",
+        "",
+        "vLLM will log:" if p.starts else "vLLM will stop with:",
+        *(f"  {line}" for line in p.log_lines),
+    ]
+    if batch is not None and p.starts:
+        most, longest = capacity(p, batch)
+        ok = p.max_concurrency >= batch
+        out += [
+            "",
+            f"Requests of {p.max_model_len:,} tokens held at once: {most:,}",
+            f"Longest context for {batch} requests at once:  {longest:,}",
+            f"Verdict: {'fits' if ok else 'does not fit'}: {batch} x {p.max_model_len:,}-token requests "
+            + (f"fit in the pool ({p.max_concurrency:.2f}x)" if ok else f"need more than the pool's {p.max_concurrency:.2f}x"),
+        ]
+    elif batch is not None:
+        out += ["", "Verdict: does not fit: vLLM will not start (see above)"]
+    if suggestions:
+        out += ["", "Flags that change this:"]
+        for flags, s in suggestions:
+            what = (f"{s.kv_cache_tokens:,} KV tokens, {s.max_concurrency:.2f}x at {s.max_model_len:,}" if s.starts
+                    else "still does not start")
+            out.append(f"  {flags:<40} -> {what}")
+    out += [f"note: {n}" for n in p.notes]
+    return "\n".join(out)
+
+
+def _cmp_table(rows: tuple[Row, ...]) -> str:
+    def num(v: float | None) -> str:
+        if v is None:
+            return "-"
+        return f"{v:,.2f}" if v != int(v) else f"{int(v):,}"
+
+    def err(r: Row) -> str:
+        if r.figure == "starts":
+            return "same" if r.error_pct is None else "DIFFERS"
+        return "-" if r.error_pct is None else f"{r.error_pct:+.2f}%"
+
+    return table(["figure", "log", "kvbudget", "error"],
+                 [[r.figure, "yes" if r.figure == "starts" and r.reported else "no" if r.figure == "starts" else num(r.reported),
+                   "yes" if r.figure == "starts" and r.predicted else "no" if r.figure == "starts" else num(r.predicted), err(r)]
+                  for r in rows])
+
+
+def check_text(c: CheckResult, units: str) -> str:
+    s = c.settings
+    out = [
+        f"{c.model} on {s.tensor_parallel_size * s.pipeline_parallel_size} x {c.gpu}, {c.plan.version_line}",
+        f"settings: max_model_len {c.plan.max_model_len:,}, gpu_memory_utilization {c.plan.utilization:g}, "
+        f"kv_cache_dtype {c.plan.kv_cache_dtype}, TP={s.tensor_parallel_size} PP={s.pipeline_parallel_size}"
+        + (", enforce_eager" if s.enforce_eager else ""),
+        "",
+        "Reported by vLLM vs predicted by kvbudget:",
+        _cmp_table(c.rows),
+    ]
+    if c.arithmetic_rows:
+        out += ["", "KV-cache arithmetic from the log's own available memory (blocks, tokens, concurrency are exact):",
+                _cmp_table(c.arithmetic_rows)]
+    out += [f"warning: {w}" for w in c.warnings]
+    return "\n".join(out)

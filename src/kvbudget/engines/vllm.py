@@ -1,0 +1,650 @@
+"""vLLM's memory accounting, per rank, as vLLM itself does it.
+
+Read from vLLM 0.33.0's Python sources (paths relative to the ``vllm`` package) and written in
+our own words; ``../shared/research/engines.md`` §1 is the longer description. The figures this
+module produces are the ones vLLM logs at start-up: ``Available KV cache memory``, ``GPU KV cache
+size: N tokens``, ``Maximum concurrency for L tokens per request: C x`` (and ``# GPU blocks`` on
+the V0 line), or the error it stops with.
+
+Three kinds of figures, tagged in the plan:
+- ``exact``: arithmetic vLLM does on numbers kvbudget knows exactly (pages, blocks, groups);
+- ``modelled``: a model of something vLLM measures (weights loaded);
+- ``calibrated``: a model whose constants were fitted on published start-up logs
+  (activation peak, non-torch memory, CUDA-graph memory), with the error band seen there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from .._record import record, replace
+from ..hardware import GPU
+from ..kvcache import check_tp, serving_dtype
+from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
+from ..model.spec import ModelSpec
+from ..model.weights import WeightFormat, parse_weight_format
+from ..parallel import stages
+from ..units import GiB, InputError, MiB, element_type
+
+# --- release lines -----------------------------------------------------------------------------
+
+
+@record
+class Release:
+    """How one line of vLLM releases accounts for memory."""
+
+    key: str
+    label: str
+    default_utilization: float
+    cudagraph_subtracted: bool  # CUDA-graph memory estimated and taken from the KV budget (>= 0.21)
+    in_flight_batches: int  # batches a sliding-window reservation covers (2: async scheduling)
+    v0_blocks: bool  # V0 engine: one block holds every layer, "# GPU blocks" report
+    combined_log_line: bool  # "GPU KV cache size: N tokens, Maximum concurrency ..." on one line
+
+
+RELEASES: dict[str, Release] = {
+    # config/cache.py CacheConfig.gpu_memory_utilization default 0.92; gpu_worker.py subtracts
+    # profile_cudagraph_memory(); config/vllm.py max_concurrent_batches = 2 with async scheduling;
+    # v1/core/kv_cache_utils.py update_kv_cache_capacity logs one combined line.
+    "current": Release("current", "vLLM >= 0.21 (V1, CUDA-graph memory profiled)", 0.92, True, 2, False, True),
+    # Before 0.21: utilization 0.90, graphs not subtracted (users left headroom), sliding windows
+    # reserve one batch of in-flight tokens (engines.md §1.3, §1.9 "older versions").
+    "v1": Release("v1", "vLLM 0.8-0.20 (V1 engine)", 0.90, False, 1, False, False),
+    # V0 engine (<= 0.7, and 0.8-0.10 with VLLM_USE_V1=0): num_gpu_blocks = available //
+    # (block_size x layers x 2 x heads x head_dim x bytes); logs "# GPU blocks: N".
+    "v0": Release("v0", "vLLM V0 engine (<= 0.7)", 0.90, False, 1, True, False),
+}
+
+
+def release(version: str | None) -> Release:
+    """The release line of a version string (``0.33.0``, ``v0.6.3.post1``, ``current``, ``v1``, ``v0``)."""
+    if version is None or version in ("", "current", "latest"):
+        return RELEASES["current"]
+    key = version.strip().lower()
+    if key in RELEASES:
+        return RELEASES[key]
+    parts = key.lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise InputError(f"unknown vLLM version {version!r}: give e.g. 0.33.0, 0.10.1, 0.6.3, or current/v1/v0") from None
+    if major > 0 or minor >= 21:
+        return RELEASES["current"]
+    if minor >= 8:
+        return RELEASES["v1"]
+    return RELEASES["v0"]
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+@record
+class VllmSettings:
+    """The memory-relevant engine arguments (``None``: vLLM's default for the release and GPU)."""
+
+    version: str = "current"
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None  # -1: auto-fit ("--max-model-len auto")
+    block_size: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None  # None: the checkpoint's own format
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
+    disable_hybrid_kv_cache_manager: bool = False
+    entrypoint: str = "serve"  # serve (OpenAI server) | llm (the LLM class)
+    performance_mode: str | None = None
+
+
+# --- KV pages and groups -----------------------------------------------------------------------
+
+# --kv-cache-dtype values and their bytes per element (config/cache.py CacheDType;
+# utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE). "auto" is the model's dtype.
+_KV_DTYPES = {
+    "auto": "", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+    "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "fp8_inc": "fp8_e4m3",
+    "fp8_per_token_head": "fp8_e4m3", "int8_per_token_head": "int8", "int4_per_token_head": "q4_0",
+    "nvfp4": "nvfp4", "nvfp4_4over6": "nvfp4", "fp8_ds_mla": "fp8_e4m3",
+}
+
+
+def kv_cache_dtype_name(settings_dtype: str, spec: ModelSpec, model_dtype: str) -> str:
+    key = settings_dtype.strip().lower()
+    if key not in _KV_DTYPES:
+        raise InputError(f"unknown --kv-cache-dtype {settings_dtype!r}: use one of {', '.join(_KV_DTYPES)}")
+    return key if key != "auto" else model_dtype
+
+
+def _attention_token_bytes(layer: Layer, kv_dtype: str, model_dtype: str, tp: int) -> int:
+    """Bytes one token takes in one attention layer's page on one rank
+    (v1/kv_cache_interface.py AttentionSpec.page_size_bytes / block_size)."""
+    if isinstance(layer, MLA):
+        if kv_dtype == "fp8_ds_mla":
+            return 656  # 512 fp8 NoPE values + 16 bytes of scales + 64 bf16 RoPE values (MLAAttentionSpec)
+        name = _KV_DTYPES.get(kv_dtype) or kv_dtype
+        return layer.bytes_per_token(element_type(name), tp)
+    assert isinstance(layer, FullAttention)
+    heads = layer.kv_heads_per_rank(tp)
+    if kv_dtype in ("fp8_per_token_head", "int8_per_token_head"):
+        return heads * (layer.head_dim + layer.v_dim + 8)  # 1 byte per value + fp32 scale for K and V
+    if kv_dtype == "int4_per_token_head":
+        return heads * (layer.head_dim // 2 + layer.v_dim // 2 + 8)
+    name = _KV_DTYPES.get(kv_dtype) or kv_dtype
+    return layer.bytes_per_token(element_type(name), tp)
+
+
+@record
+class KVGroup:
+    """One KV-cache group: layers that share a block table (v1/core/kv_cache_planning.py).
+    ``page`` is one layer's bytes per block; every group's layers draw from one block pool."""
+
+    kind: str  # full_attention | sliding_window | chunked_local | mla | recurrent_state
+    layers: tuple[int, ...]  # indices into ModelSpec.layers (cache entries)
+    page: int
+    window: int = 0
+    chunk: int = 0
+    padding: int = 0  # padding layers added to make every group the same size
+
+
+@record
+class KVLayout:
+    """Groups, block size and the bytes of one block across the largest group."""
+
+    groups: tuple[KVGroup, ...]
+    block_size: int
+    group_size: int
+    notes: tuple[str, ...] = ()
+
+
+def _kind_of(layer: Layer, hybrid_manager: bool) -> str:
+    if isinstance(layer, (SlidingWindow, ChunkedLocal)) and not hybrid_manager:
+        return "full_attention"  # promoted to full attention (unify_hybrid_kv_cache_specs)
+    return layer.kind
+
+
+def kv_layout(
+    spec: ModelSpec, kv_dtype: str, model_dtype: str, tp: int, block_size: int, hybrid_manager: bool,
+    align_mamba: bool,
+) -> KVLayout:
+    """vLLM's KV-cache groups for the whole model (get_kv_cache_groups), with its page sizes."""
+    notes: list[str] = []
+    cache = [(i, layer) for i, layer in enumerate(spec.layers) if layer.kind != "no_cache"]
+    if not cache:
+        return KVLayout((), block_size, 0, ("attention-free model: no KV cache",))
+    attn = [(i, layer) for i, layer in cache if not isinstance(layer, RecurrentState)]
+    states = [(i, layer) for i, layer in cache if isinstance(layer, RecurrentState)]
+    token_bytes = {i: _attention_token_bytes(layer, kv_dtype, model_dtype, tp) for i, layer in attn}
+    state_page = max((layer.bytes_per_sequence(0, element_type(model_dtype), tp) for _, layer in states), default=0)
+    if states and attn:
+        # Platform._align_hybrid_block_size: raise the attention block size until one attention page
+        # holds at least one Mamba state, in steps of the kernel alignment (16; 128 with MLA).
+        per_token = max(token_bytes.values())
+        align = max(16, block_size) * (8 if any(isinstance(x, MLA) for _, x in attn) else 1)
+        needed = align * math.ceil(state_page / (align * per_token))
+        if needed > block_size:
+            notes.append(f"attention block size raised from {block_size} to {needed} tokens so that one page holds "
+                         f"a Mamba state ({state_page:,} B), as vLLM does")
+            block_size = needed
+    # One spec per layer: (kind, page, window, chunk)
+    specs: dict[int, tuple[str, int, int, int]] = {}
+    for i, layer in attn:
+        kind = _kind_of(layer, hybrid_manager)
+        window = layer.window if isinstance(layer, SlidingWindow) and kind == "sliding_window" else 0
+        chunk = layer.chunk if isinstance(layer, ChunkedLocal) and kind == "chunked_local" else 0
+        specs[i] = (kind, block_size * token_bytes[i], window, chunk)
+    if states:
+        page = max((s[1] for s in specs.values()), default=state_page)
+        if page > state_page and specs:
+            notes.append(f"Mamba state page padded from {state_page:,} B to the attention page {page:,} B")
+        for i, _ in states:
+            specs[i] = ("recurrent_state", max(page, state_page), 0, 0)
+    kinds = {s[0] for s in specs.values()}
+    if len(set(specs.values())) == 1 or (kinds <= {"full_attention", "mla"} and len(kinds) == 1):
+        # Uniform spec, or uniform type (same kind, different shapes): one group, page = sum.
+        only = next(iter(specs.values()))
+        total_page = sum(s[1] for s in specs.values())
+        group = KVGroup(only[0], tuple(sorted(specs)), total_page // len(specs) if len(set(specs.values())) == 1 else 0,
+                        only[2], only[3])
+        if len(set(specs.values())) != 1:
+            group = KVGroup(only[0], tuple(sorted(specs)), 0)
+        return KVLayout((group,), block_size, len(specs), tuple(notes))
+    # Hybrid: unify page sizes (unify_kv_cache_spec_page_size), then equal-size groups.
+    max_page = max(s[1] for s in specs.values())
+    for i, (kind, page, window, chunk) in list(specs.items()):
+        if page != max_page:
+            if max_page % page == 0 and kind != "recurrent_state":
+                notes.append(f"{kind} layers use {max_page // page}x larger blocks to match the largest page")
+            specs[i] = (kind, max_page, window, chunk)
+    buckets: dict[tuple[str, int, int, int], list[int]] = {}
+    for i in sorted(specs):
+        buckets.setdefault(specs[i], []).append(i)
+    sizes = [len(v) for v in buckets.values()]
+    group_size = max(sizes) if max(sizes) < 1.5 * min(sizes) else min(sizes)
+    groups: list[KVGroup] = []
+    for (kind, page, window, chunk), members in buckets.items():
+        n_groups = -(-len(members) // group_size)
+        pad = n_groups * group_size - len(members)
+        if pad:
+            notes.append(f"{pad} padding layer(s) added to the {kind} groups (vLLM: 'Add {pad} padding layers')")
+        for g in range(n_groups):
+            groups.append(KVGroup(kind, tuple(members[g::n_groups]), page, window, chunk,
+                                  pad if g == n_groups - 1 else 0))
+    return KVLayout(tuple(groups), block_size, group_size, tuple(notes))
+
+
+def blocks_per_request(group: KVGroup, max_len: int, block_size: int, in_flight: int, mamba_blocks: int) -> int:
+    """Blocks one request at ``max_len`` tokens takes from one group (max_memory_usage_bytes / page)."""
+    if group.kind == "recurrent_state":
+        return mamba_blocks
+    if group.kind == "sliding_window":
+        return -(-min(group.window - 1 + in_flight, max_len) // block_size) + 1
+    if group.kind == "chunked_local":
+        return -(-min(group.chunk + in_flight, max_len) // block_size)
+    return -(-max_len // block_size)
+
+
+def layer_pages(spec: ModelSpec, layout: KVLayout, kv_dtype: str, model_dtype: str, tp: int) -> dict[int, int]:
+    """Each cache layer's page in bytes, after page-size unification."""
+    pages: dict[int, int] = {}
+    for group in layout.groups:
+        for i in group.layers:
+            layer = spec.layers[i]
+            pages[i] = group.page if group.page else layout.block_size * _attention_token_bytes(layer, kv_dtype, model_dtype, tp)
+    return pages
+
+
+def bytes_per_block(layout: KVLayout, pages: dict[int, int], layers: set[int] | None = None) -> int:
+    """The largest group's bytes per block, over the layers a rank holds (_get_kv_cache_bytes_per_block)."""
+    return max((sum(pages[i] for i in g.layers if layers is None or i in layers) for g in layout.groups), default=0)
+
+
+# --- batch defaults, capture sizes, max_model_len ------------------------------------------------
+
+
+def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len: int) -> tuple[int, int]:
+    """max_num_batched_tokens and max_num_seqs as vLLM fills them in (engine/arg_utils.py
+    get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args)."""
+    server = settings.entrypoint != "llm"
+    total = gpu.memory_bytes
+    if total >= 160 * GiB and rel.key == "current":
+        tokens, seqs = 16384, 1024
+    elif total >= 70 * GiB and "a100" not in gpu.name.lower():
+        tokens, seqs = (8192 if server else 16384), 1024
+    else:
+        tokens, seqs = (2048 if server else 8192), 256
+    if rel.key == "v0":
+        tokens, seqs = 2048, 256  # V0: SchedulerConfig defaults; chunked prefill off below 32K contexts
+    user_tokens, user_seqs = settings.max_num_batched_tokens, settings.max_num_seqs
+    if settings.performance_mode == "throughput":
+        tokens, seqs = tokens * 2, seqs * 2
+    seqs = user_seqs or seqs
+    if user_tokens is None:
+        chunked = settings.enable_chunked_prefill
+        if chunked is None:
+            chunked = rel.key != "v0" or max_model_len > 32768
+        if not chunked:
+            tokens = max(max_model_len, tokens)
+        tokens = min(seqs * max_model_len, tokens)
+    else:
+        tokens = user_tokens
+    return tokens, min(seqs, tokens)
+
+
+def capture_sizes(max_num_seqs: int, max_num_tokens: int, gpu: GPU) -> tuple[int, ...]:
+    """CUDA-graph capture sizes (config/vllm.py _set_cudagraph_sizes): 1, 2, 4, then steps of 8
+    below 256 and of 16 from 256, up to min(2 x max_num_seqs, 512) (1024 on Blackwell)."""
+    ceiling = 1024 if gpu.name.upper().startswith(("B200", "B300", "GB200")) else 512
+    top = min(2 * max_num_seqs, ceiling)
+    sizes = [i for i in (1, 2, 4) if i <= top]
+    sizes += list(range(8, min(top + 1, 256), 8))
+    sizes += list(range(256, top + 1, 16))
+    if max_num_tokens <= top and max_num_tokens not in sizes:
+        sizes.append(max_num_tokens)
+    return tuple(s for s in sorted(sizes) if s <= max_num_tokens)
+
+
+# --- the non-KV memory model ---------------------------------------------------------------------
+
+# Calibrated on the published start-up logs in tests/data/vllm_logs/ (tests/test_vllm_logs.py reports
+# the fit and its error band). Values are per rank.
+#
+# Non-torch memory that vLLM counts after its start snapshot: cuBLAS/attention workspaces (logs:
+# 0.03-0.35 GiB at TP=1), plus custom all-reduce and NCCL buffers at TP>1 (0.44 GiB at TP=2 in
+# v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default).
+NON_TORCH_TP1_BYTES = int(0.05 * GiB)
+NON_TORCH_TP_BYTES = int(0.44 * GiB)
+# V0 counted more as non-torch (0.35 GiB at TP=1 in v0.6.4_rtx3090_llama3.1-8b; 0.03-0.05 in 0.7-0.8 logs).
+NON_TORCH_V0_BYTES = int(0.2 * GiB)
+
+
+@record
+class ActivationModel:
+    """Peak of the profiling run per token of the dummy batch (in elements of the model dtype, as
+    multiples of the hidden size and of the per-rank MLP width) and per request (fp32 logits of
+    the vocabulary, as a multiple)."""
+
+    hidden: float
+    inter: float
+    logits: float
+    source: str
+
+
+ACTIVATION = {
+    # V1 with torch.compile fuses the MLP: 1 x hidden + 1 x intermediate per token; the sampler
+    # holds ~1.4 logits tensors at once in the current line (engines.md §1.14: Llama-3.1-8B,
+    # act + graphs 1.44 GiB with 1024 x 128256 fp32 logits).
+    "current": ActivationModel(1.0, 1.0, 1.4, "engines.md §1.14 (Llama-3.1-8B on an 80 GB GPU)"),
+    # 0.8-0.20: same forward; the sampler of that time held ~3.4 logits tensors (gpt-oss-120b TP2
+    # log: 0.69 GiB peak activation for 256 x 201088 logits; Qwen3-0.6B A100 log).
+    "v1": ActivationModel(1.0, 1.0, 3.4, "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b"),
+    # V0 runs eager PyTorch: ~3 x hidden + 3 x intermediate per token (Llama-3.1-8B on an RTX 3090:
+    # 2.07 GiB for 20000 tokens and 2.99 GiB for 29000, i.e. 110.7 KB per token).
+    "v0": ActivationModel(3.0, 3.0, 1.0, "v0.6.4_rtx3090_llama3.1-8b (two runs)"),
+}
+GRAPH_BYTES_PER_LAYER = int(0.11 * MiB)  # CUDA-graph memory per capture size and decoder layer (engines.md §1.14)
+
+
+def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
+    """vLLM's rotary embedding cos/sin cache: max positions x rotary dim in the model dtype
+    (model_executor/layers/rotary_embedding: cos_sin_cache); counted in 'Model loading took'."""
+    if not any(isinstance(x, (FullAttention, MLA)) for x in spec.layers):
+        return 0
+    dim = next((x.qk_rope_head_dim for x in spec.layers if isinstance(x, MLA)), spec.dims.head_dim)
+    return spec.max_context * dim * element_type(dtype).nbytes(1)
+
+
+def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str, last_stage: bool,
+                    model: ActivationModel) -> int:
+    """Peak of vLLM's profiling run above the weights: the dummy forward of ``tokens`` tokens
+    (hidden- and MLP-sized buffers, per rank) and, on the last stage, the sampler over one token
+    per request (fp32 logits of the full vocabulary)."""
+    width = element_type(dtype).nbytes(1)
+    d = spec.dims
+    forward = tokens * (model.hidden * d.hidden_size + model.inter * (d.intermediate_size // tp)) * width
+    sampler = model.logits * reqs * d.vocab_size * 4 if last_stage else 0
+    return int(forward + sampler)
+
+
+def cudagraph_bytes(sizes: tuple[int, ...], stage_layers: int) -> int:
+    """vLLM's estimate of CUDA-graph memory (GPUModelRunner.profile_cudagraph_memory)."""
+    return len(sizes) * stage_layers * GRAPH_BYTES_PER_LAYER
+
+
+# --- the plan ----------------------------------------------------------------------------------
+
+
+@record
+class Figure:
+    """A number with its provenance: exact, modelled or calibrated (with its error band)."""
+
+    value: float
+    provenance: str
+    band: str = ""
+
+
+@record
+class VllmPlan:
+    """What vLLM does with one deployment, per rank, and the lines it logs."""
+
+    model: str
+    params: int
+    gpu: str
+    release: str
+    version_line: str
+    tp: int
+    pp: int
+    dp: int
+    total_bytes: int
+    utilization: float
+    requested_bytes: int
+    weights_bytes: int  # per rank, fullest stage
+    model_loading_bytes: int  # weights + rotary cache: "Model loading took X GiB"
+    non_torch_bytes: int
+    activation_bytes: int
+    cudagraph_bytes: int
+    available_kv_cache_bytes: int  # "Available KV cache memory" (per rank, the binding one)
+    kv_cache_dtype: str
+    block_size: int
+    num_gpu_blocks: int
+    bytes_per_block: int
+    blocks_per_request: int
+    max_model_len: int
+    max_model_len_auto: bool
+    kv_cache_tokens: int
+    max_concurrency: float
+    starts: bool
+    error: str | None
+    estimated_max_model_len: int | None
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    groups: tuple[KVGroup, ...]
+    in_flight_tokens: int  # tokens a sliding-window or chunked reservation adds (max_in_flight_tokens)
+    mamba_blocks: int  # state pages per request (2 with prefix caching's "align" mode)
+    derived_max_model_len: int
+    provenance: tuple[tuple[str, Figure], ...]
+    log_lines: tuple[str, ...]
+    notes: tuple[str, ...]
+    weights_format: str
+
+
+def _gib(n: int | float) -> str:
+    return f"{round(n / GiB, 2)}"  # vLLM format_gib: round(bytes / 2^30, 2)
+
+
+def _weights(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
+    if settings.quantization in (None, "", "auto", "none"):
+        if spec.weight_format is None:
+            raise InputError(f"{spec.name}: the checkpoint's quantization_config is not one kvbudget reads: "
+                             "give --quantization (e.g. fp8, awq, gptq)")
+        dense = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
+        if not spec.weight_format.quantized:
+            return WeightFormat(dense, dense_dtype=dense)
+        return spec.weight_format
+    return parse_weight_format(settings.quantization, dense_dtype=serving_dtype(spec))
+
+
+def _vllm_loading(fmt: WeightFormat, notes: list[str]) -> WeightFormat:
+    """How vLLM lays the weights out when it loads them, where that differs from the checkpoint."""
+    if fmt.name == "mxfp4" and "experts" not in fmt.skip_roles:
+        # fused_moe/oracle/mxfp4.py: the Marlin and TRT-LLM MoE kernels pad the hidden size to a multiple
+        # of 256 and the per-rank intermediate size to a multiple of 128 (gpt-oss: 2880 -> 3072 and 2944).
+        notes.append("MXFP4 experts padded as vLLM's MoE kernels load them (hidden to x256, intermediate to x128)")
+        return replace(fmt, expert_padding=(256, 128))
+    return fmt
+
+
+def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
+    """Predict vLLM's start-up memory figures for ``spec`` on ``gpu`` with ``settings``."""
+    rel = release(settings.version)
+    notes: list[str] = []
+    tp, pp, dp = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size
+    check_tp(spec, tp)
+    if pp < 1 or pp > spec.num_layers:
+        raise InputError(f"--pipeline-parallel-size {pp} must be between 1 and the model's {spec.num_layers} layers")
+    util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
+    if not 0 < util <= 1:
+        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    model_dtype = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
+    kv_dtype = kv_cache_dtype_name(settings.kv_cache_dtype, spec, model_dtype)
+    derived_len = spec.max_context
+    auto_len = settings.max_model_len == -1
+    max_len = (spec.default_context or derived_len) if settings.max_model_len in (None, -1) else settings.max_model_len
+    if max_len <= 0:
+        raise InputError(f"--max-model-len must be positive or auto, got {max_len}")
+    if max_len > derived_len:
+        raise InputError(
+            f"--max-model-len {max_len:,} is greater than the derived max_model_len ({derived_len:,}) of {spec.name}; "
+            "vLLM refuses it (set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to override)")
+    tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
+    reqs = min(tokens, seqs)
+    fmt = _vllm_loading(_weights(spec, settings), notes)
+    hybrid_manager = not settings.disable_hybrid_kv_cache_manager and not any(
+        isinstance(x, ChunkedLocal) for x in spec.layers)
+    if any(isinstance(x, ChunkedLocal) for x in spec.layers):
+        notes.append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
+                     "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
+    block_size = settings.block_size or 16
+    hybrid_mamba = any(isinstance(x, RecurrentState) for x in spec.layers) and any(
+        isinstance(x, (FullAttention, MLA)) for x in spec.layers)
+    prefix = settings.enable_prefix_caching if settings.enable_prefix_caching is not None else True
+    align = hybrid_mamba and prefix and rel.key == "current"
+    layout = kv_layout(spec, kv_dtype, model_dtype, tp, block_size, hybrid_manager, align)
+    notes += layout.notes
+    block_size = layout.block_size
+    pages = layer_pages(spec, layout, kv_dtype, model_dtype, tp)
+    in_flight = rel.in_flight_batches * tokens if pp == 1 else pp * tokens
+    mamba_blocks = 2 if align else 1
+
+    def per_request(length: int) -> int:
+        return sum(blocks_per_request(g, length, block_size, in_flight, mamba_blocks) for g in layout.groups)
+
+    total = gpu.memory_bytes
+    requested = math.ceil(total * util)
+    rotary = rotary_cache_bytes(spec, model_dtype)
+    sizes = () if settings.enforce_eager or not rel.cudagraph_subtracted else capture_sizes(seqs, tokens, gpu)
+    stage_list = stages(spec, fmt, tp, pp)
+    non_torch = NON_TORCH_TP_BYTES if tp * pp > 1 else NON_TORCH_V0_BYTES if rel.v0_blocks else NON_TORCH_TP1_BYTES
+    per_stage = []
+    for st in stage_list:
+        layers_here = {i for i, _ in enumerate(spec.layers) if st.first_layer <= spec.layer_of[i] < st.first_layer + st.num_layers}
+        bpb = bytes_per_block(layout, pages, layers_here)
+        weights = st.weights_bytes + rotary
+        act = activation_peak(spec, tokens, reqs, tp, model_dtype, st.index == pp - 1, ACTIVATION[rel.key])
+        graphs = cudagraph_bytes(sizes, st.num_layers)
+        if settings.kv_cache_memory_bytes is not None:
+            available = settings.kv_cache_memory_bytes
+        else:
+            available = requested - weights - non_torch - act - graphs
+        per_stage.append((st, bpb, weights, act, graphs, available))
+    # vLLM sizes every rank's pool to the smallest (get_kv_cache_configs); report that rank.
+    blocks = [(avail // bpb if bpb else 1) for _, bpb, _, _, _, avail in per_stage]
+    k = min(range(len(per_stage)), key=lambda j: blocks[j])
+    st, bpb, weights, act, graphs, available = per_stage[k]
+    if settings.num_gpu_blocks_override is not None and bpb:
+        notes.append(f"Overriding num_gpu_blocks={max(blocks[k], 0)} with num_gpu_blocks_override={settings.num_gpu_blocks_override}")
+        available = settings.num_gpu_blocks_override * bpb
+        blocks = [settings.num_gpu_blocks_override] * len(blocks)
+    num_blocks = max(min(blocks), 0)
+    error: str | None = None
+    estimated: int | None = None
+    check = available - bpb  # one block is the null block (v1/core/block_pool.py)
+    if rel.v0_blocks:
+        check = available
+    if layout.groups and available <= 0:
+        error = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+                 "the engine.")
+    elif layout.groups:
+        def fits(length: int) -> bool:
+            return bpb * per_request(length) <= check
+
+        if auto_len:
+            best = _largest_len(fits, derived_len)
+            if best == 0:
+                error = "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token."
+            else:
+                if best < max_len:
+                    notes.append(f"Auto-fit max_model_len: reduced from {max_len} to {best} to fit in available KV "
+                                 f"cache memory ({_gib(check)} GiB GPU)")
+                max_len = best
+        elif not fits(max_len):
+            estimated = _largest_len(fits, max_len)
+            need = bpb * per_request(max_len)
+            est = f"Based on the available memory, the estimated maximum model length is {estimated}. " if estimated else ""
+            error = (f"To serve at least one request with the model's max seq len ({max_len}), ({_gib(need)} GiB KV "
+                     f"cache is needed, which is larger than the available KV cache memory ({_gib(check)} GiB). {est}"
+                     "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    per_req = per_request(max_len) if layout.groups else 0
+    concurrency = num_blocks / per_req if per_req else 0.0
+    kv_tokens = int(concurrency * max_len)
+    if rel.key == "v1" and layout.groups:
+        # 0.8-0.20 printed num_blocks // num_groups x block_size (engines.md §1.9, older V1)
+        kv_tokens = num_blocks // len(layout.groups) * block_size
+    if rel.v0_blocks:
+        kv_tokens = num_blocks * block_size
+        concurrency = kv_tokens / max_len
+    lines = _log_lines(rel, weights, available, num_blocks, kv_tokens, concurrency, max_len, error, total, util)
+    band = "calibrated on published logs (see tests/test_vllm_logs.py)"
+    provenance = (
+        ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
+        ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
+        ("non_torch_bytes", Figure(non_torch, "calibrated", band)),
+        ("activation_bytes", Figure(act, "calibrated", band)),
+        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
+        ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact")),
+        ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
+        ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
+    )
+    return VllmPlan(
+        model=spec.name, params=spec.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
+        tp=tp, pp=pp, dp=dp, total_bytes=total, utilization=util, requested_bytes=requested,
+        weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
+        activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,
+        kv_cache_dtype=kv_dtype, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
+        blocks_per_request=per_req, max_model_len=max_len, max_model_len_auto=auto_len,
+        kv_cache_tokens=kv_tokens, max_concurrency=concurrency, starts=error is None, error=error,
+        estimated_max_model_len=estimated, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+        groups=layout.groups, in_flight_tokens=in_flight, mamba_blocks=mamba_blocks, derived_max_model_len=derived_len,
+        provenance=provenance, log_lines=lines, notes=tuple(notes),
+        weights_format=fmt.describe(),
+    )
+
+
+def request_blocks(p: VllmPlan, length: int) -> int:
+    """Blocks one request of ``length`` tokens takes from the pool of plan ``p``."""
+    return sum(blocks_per_request(g, length, p.block_size, p.in_flight_tokens, p.mamba_blocks) for g in p.groups)
+
+
+def capacity(p: VllmPlan, batch: int) -> tuple[int, int]:
+    """The most requests of ``p.max_model_len`` tokens the pool holds at once, and the longest
+    length (up to what the model takes) at which ``batch`` requests fit in the pool."""
+    if not p.groups or not p.starts:
+        return 0, 0
+    most = p.num_gpu_blocks // max(request_blocks(p, p.max_model_len), 1)
+    longest = _largest_len(lambda n: batch * request_blocks(p, n) <= p.num_gpu_blocks, p.derived_max_model_len)
+    return most, longest
+
+
+def _largest_len(fits: Callable[[int], bool], hi: int) -> int:
+    """vLLM's binary search over 1..hi for the longest length that fits (0: not even one token)."""
+    if not fits(1):
+        return 0
+    lo, best = 1, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _log_lines(rel: Release, loading: int, available: int, blocks: int, tokens: int, conc: float, max_len: int,
+               error: str | None, total: int, util: float) -> tuple[str, ...]:
+    lines = [f"Model loading took {_gib(loading)} GiB memory"]
+    if rel.v0_blocks:
+        lines.append(f"the current vLLM instance can use total_gpu_memory ({_gib(total)}GiB) x gpu_memory_utilization "
+                     f"({util:.2f}) = {_gib(total * util)}GiB")
+        if error is None:
+            lines += [f"# GPU blocks: {blocks}, # CPU blocks: (not modelled)",
+                      f"Maximum concurrency for {max_len} tokens per request: {conc:.2f}x"]
+    else:
+        lines.append(f"Available KV cache memory: {_gib(available)} GiB")
+        if error is None:
+            if rel.combined_log_line:
+                lines.append(f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_len:,} tokens per "
+                             f"request: {conc:.2f}x")
+            else:
+                lines += [f"GPU KV cache size: {tokens:,} tokens",
+                          f"Maximum concurrency for {max_len:,} tokens per request: {conc:.2f}x"]
+    if error:
+        lines.append(f"ValueError: {error}")
+    return tuple(lines)

@@ -1,0 +1,165 @@
+"""Check a vLLM start-up log against kvbudget's prediction, figure by figure."""
+
+from __future__ import annotations
+
+import os
+
+from .._record import record, replace
+from ..hardware import GPU, UnknownGPU, custom_gpu, find_gpu
+from ..model import catalog
+from ..model.resolve import load_model
+from ..model.spec import ModelSpec
+from ..units import GiB, InputError
+from .vllm import VllmPlan, VllmSettings, plan
+from .vllm_command import human_int, parse_vllm_command
+from .vllm_log import VllmLog, parse_vllm_log
+
+
+@record
+class Row:
+    figure: str
+    reported: float | None
+    predicted: float | None
+    error_pct: float | None  # (predicted - reported) / |reported|
+
+
+@record
+class CheckResult:
+    log: VllmLog
+    model: str
+    gpu: str
+    settings: VllmSettings
+    plan: VllmPlan  # the full prediction (calibrated non-KV memory)
+    given_available: VllmPlan | None  # the KV arithmetic fed with the log's own "Available KV cache memory"
+    rows: tuple[Row, ...]
+    arithmetic_rows: tuple[Row, ...]
+    warnings: tuple[str, ...]
+
+
+def _version_from_format(log: VllmLog, text: str) -> str:
+    if log.version:
+        return log.version
+    if log.num_gpu_blocks is not None and "KV cache size" not in text:
+        return "v0"
+    if "Available KV cache memory" in text:
+        return "current" if "tokens, Maximum concurrency" in text.replace("\n", "") else "v1"
+    return "v0" if "Memory profiling" in text or "model weights take" in text else "current"
+
+
+def _model(ref: str) -> ModelSpec:
+    try:
+        return load_model(ref)
+    except InputError:
+        base = os.path.basename(ref.rstrip("/"))
+        entry = catalog.find(base) if base else None
+        if entry is None:
+            raise
+        return load_model(entry.id)
+
+
+def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
+    if gpu_memory is not None:
+        return custom_gpu(gpu_memory)
+    if gpu:
+        return find_gpu(gpu)
+    if log.gpu_name:
+        try:
+            return find_gpu(log.gpu_name)
+        except UnknownGPU:
+            pass
+    if log.total_gib:
+        return custom_gpu(round(log.total_gib * GiB))
+    raise InputError("the log does not say which GPU it ran on: give --gpu or --gpu-memory")
+
+
+def _row(figure: str, reported: float | None, predicted: float | None) -> Row:
+    err = None
+    if reported is not None and predicted is not None and reported != 0:
+        err = 100.0 * (predicted - reported) / abs(reported)
+    return Row(figure, reported, predicted, err)
+
+
+def _rows(log: VllmLog, p: VllmPlan) -> tuple[Row, ...]:
+    rows = []
+    if log.model_loading_gib is not None:
+        rows.append(_row("model loading (GiB)", log.model_loading_gib, round(p.model_loading_bytes / GiB, 2)))
+    if log.available_kv_gib is not None:
+        rows.append(_row("available KV cache (GiB)", log.available_kv_gib, round(p.available_kv_cache_bytes / GiB, 2)))
+    if log.num_gpu_blocks is not None:
+        rows.append(_row("GPU blocks", log.num_gpu_blocks, p.num_gpu_blocks))
+    if log.kv_cache_tokens is not None:
+        rows.append(_row("KV cache tokens", log.kv_cache_tokens, p.kv_cache_tokens))
+    if log.max_concurrency is not None:
+        rows.append(_row("max concurrency (x)", log.max_concurrency, round(p.max_concurrency, 2)))
+    if log.estimated_max_model_len is not None:
+        rows.append(_row("estimated max model len", log.estimated_max_model_len, p.estimated_max_model_len))
+    started = log.started
+    rows.append(Row("starts", float(started), float(p.starts), None if started == p.starts else 100.0))
+    return tuple(rows)
+
+
+def check_log(
+    text: str, *, model: str | None = None, gpu: str | None = None, gpu_memory: int | None = None,
+    version: str | None = None, flags: list[str] | None = None,
+) -> CheckResult:
+    """Predict what the logged run should have printed and compare, figure by figure."""
+    log = parse_vllm_log(text)
+    warnings: list[str] = []
+    settings = VllmSettings(version=version or _version_from_format(log, text))
+    ref = model
+    if log.command:
+        try:
+            cmd = parse_vllm_command(log.command, settings)
+            settings, ref = cmd.settings, ref or cmd.model
+        except InputError as exc:
+            warnings.append(f"the launch command in the log could not be read: {exc}")
+    for key, value in log.settings:
+        settings = _setting(settings, key, value)
+    if flags:
+        cmd = parse_vllm_command(["vllm", "serve", ref or "model", *flags], settings)
+        settings = cmd.settings
+        warnings += cmd.warnings
+    if log.concurrency_len and settings.max_model_len is None:
+        settings = replace(settings, max_model_len=log.concurrency_len)
+    ref = ref or log.model
+    if not ref:
+        raise InputError("the log does not name its model: give --model")
+    spec = _model(ref)
+    device = _gpu(log, gpu, gpu_memory)
+    predicted = plan(spec, device, settings)
+    given = None
+    if log.available_kv_gib is not None and log.available_kv_gib > 0:
+        given = plan(spec, device, replace(settings, kv_cache_memory_bytes=round(log.available_kv_gib * GiB)))
+    return CheckResult(
+        log=log, model=spec.name, gpu=device.name, settings=settings, plan=predicted, given_available=given,
+        rows=_rows(log, predicted),
+        arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)"))
+        if given else (),
+        warnings=tuple(warnings),
+    )
+
+
+def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
+    """A setting as a log's engine-config line prints it."""
+    v = value.strip()
+    try:
+        if key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size",
+                   "max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks_override"):
+            return replace(s, **{key: human_int(v, key)})
+        if key == "max_model_len":
+            return replace(s, max_model_len=human_int(v, key))
+        if key == "gpu_memory_utilization":
+            return replace(s, gpu_memory_utilization=float(v))
+        if key == "kv_cache_dtype":
+            return replace(s, kv_cache_dtype=v)
+        if key == "enforce_eager":
+            return replace(s, enforce_eager=v.lower() == "true")
+        if key == "enable_prefix_caching":
+            return replace(s, enable_prefix_caching=v.lower() == "true")
+        if key == "quantization" and v.lower() not in ("none", "auto"):
+            return replace(s, quantization=v)
+        if key == "dtype" and v.lower() != "auto":
+            return replace(s, dtype=v)
+    except (ValueError, InputError):
+        return s
+    return s

@@ -1,0 +1,221 @@
+"""Read a pasted vLLM launch command into a model reference and ``VllmSettings``.
+
+Understands ``vllm serve MODEL ...``, ``python -m vllm.entrypoints.openai.api_server --model ...``,
+``python -m vllm.entrypoints.api_server ...``, ``docker run ... vllm/vllm-openai ...``, leading
+``VAR=value`` environment assignments, ``--flag value`` and ``--flag=value``, short forms (``-tp``),
+unambiguous prefixes (argparse abbreviations, e.g. ``--kv-cache-memory=``) and ``--config`` files
+(JSON, or YAML ``key: value`` lines). Every flag of vLLM 0.33 is known (``vllm_flags.json``);
+flags that do not change memory are accepted silently, unknown ones give a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+from .._record import record, replace
+from ..units import InputError
+from .vllm import VllmSettings
+
+_FLAGS_FILE = os.path.join(os.path.dirname(__file__), "vllm_flags.json")
+_TRUE = ("1", "true", "yes", "on")
+
+
+@record
+class LaunchCommand:
+    """What a pasted command asks vLLM to do."""
+
+    model: str
+    settings: VllmSettings
+    warnings: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def _flags() -> tuple[dict[str, tuple[str, bool]], dict[str, bool]]:
+    with open(_FLAGS_FILE, encoding="utf-8") as f:
+        data = json.load(f)
+    flags = {k: (v[0], bool(v[1])) for k, v in data["flags"].items()}
+    return flags, {k: bool(v) for k, v in data["historical"].items()}
+
+
+def human_int(text: str, flag: str) -> int:
+    """vLLM's human-readable integers: 1k = 1,000 and 1K = 1,024 (utils/argparse_utils.py)."""
+    t = text.strip()
+    dec = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+    binary = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if t and t[-1] in dec:
+            return int(float(t[:-1]) * dec[t[-1]])
+        if t and t[-1] in binary:
+            return int(t[:-1]) * binary[t[-1]]
+        return int(t)
+    except ValueError:
+        raise InputError(f"{flag} {text!r} is not a number (vLLM accepts e.g. 8192, 32k, 4G)") from None
+
+
+def _float(text: str, flag: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{flag} {text!r} is not a number") from None
+
+
+def _bool(value: str | None) -> bool:
+    return value is None or value.strip().lower() in _TRUE
+
+
+# engine argument -> how it sets VllmSettings
+def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None) -> VllmSettings:
+    v = value or ""
+    if dest == "tensor_parallel_size":
+        return replace(settings, tensor_parallel_size=human_int(v, flag))
+    if dest == "pipeline_parallel_size":
+        return replace(settings, pipeline_parallel_size=human_int(v, flag))
+    if dest == "data_parallel_size":
+        return replace(settings, data_parallel_size=human_int(v, flag))
+    if dest == "max_model_len":
+        return replace(settings, max_model_len=-1 if v.strip().lower() in ("auto", "-1") else human_int(v, flag))
+    if dest in ("gpu_memory_utilization", "device_memory_utilization"):
+        return replace(settings, gpu_memory_utilization=_float(v, flag))
+    if dest == "block_size":
+        return replace(settings, block_size=human_int(v, flag))
+    if dest == "kv_cache_dtype":
+        return replace(settings, kv_cache_dtype=v)
+    if dest == "dtype":
+        return replace(settings, dtype=v)
+    if dest == "quantization":
+        return replace(settings, quantization=v)
+    if dest == "max_num_seqs":
+        return replace(settings, max_num_seqs=human_int(v, flag))
+    if dest == "max_num_batched_tokens":
+        return replace(settings, max_num_batched_tokens=human_int(v, flag))
+    if dest == "kv_cache_memory_bytes":
+        return replace(settings, kv_cache_memory_bytes=human_int(v, flag))
+    if dest == "num_gpu_blocks_override":
+        return replace(settings, num_gpu_blocks_override=human_int(v, flag))
+    if dest == "enforce_eager":
+        return replace(settings, enforce_eager=not flag.startswith("--no-") and _bool(value))
+    if dest == "enable_prefix_caching":
+        return replace(settings, enable_prefix_caching=flag.startswith("--enable") and _bool(value))
+    if dest == "enable_chunked_prefill":
+        return replace(settings, enable_chunked_prefill=flag.startswith("--enable") and _bool(value))
+    if dest == "disable_hybrid_kv_cache_manager":
+        return replace(settings, disable_hybrid_kv_cache_manager=flag.startswith("--disable") and _bool(value))
+    if dest == "performance_mode":
+        return replace(settings, performance_mode=v)
+    return settings
+
+
+def _program(tokens: list[str]) -> tuple[list[str], str]:
+    """Drop the program part; return the argument tokens and the entry point."""
+    for i, tok in enumerate(tokens):
+        base = os.path.basename(tok)
+        if base == "vllm" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
+            return tokens[i + 2:], "serve"
+        if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
+            return tokens[i + 1:], "serve"
+        if "vllm/vllm-openai" in tok or "vllm-openai:" in tok:
+            return tokens[i + 1:], "serve"
+    if tokens and tokens[0].startswith("-"):
+        return tokens, "serve"
+    raise InputError("not a vLLM launch command: expected `vllm serve MODEL ...` or "
+                     "`python -m vllm.entrypoints.openai.api_server --model MODEL ...`")
+
+
+def _config_file(path: str) -> list[tuple[str, str | None]]:
+    """``--config`` file entries as (flag, value): JSON, or YAML ``key: value`` lines."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise InputError(f"--config {path}: cannot read it ({exc.__class__.__name__})") from None
+    items: dict[str, object]
+    try:
+        loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise InputError(f"--config {path}: must hold a mapping of engine arguments")
+        items = loaded
+    except json.JSONDecodeError:
+        items = {}
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].rstrip()
+            if not line.strip():
+                continue
+            key, sep, value = line.partition(":")
+            if not sep or line.startswith((" ", "\t", "-")):
+                raise InputError(f"--config {path}: line {n} is not a `key: value` line") from None
+            items[key.strip()] = value.strip().strip("'\"")
+    out: list[tuple[str, str | None]] = []
+    for key, item in items.items():
+        flag = "--" + str(key).replace("_", "-")
+        if isinstance(item, bool):
+            out.append((flag if item else "--no-" + flag[2:], None))
+        else:
+            out.append((flag, str(item)))
+    return out
+
+
+def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
+    """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
+    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    tokens = [t for t in tokens if t not in ("\\", "\n")]
+    env: list[tuple[str, str]] = []
+    while tokens and "=" in tokens[0] and not tokens[0].startswith("-") and tokens[0].split("=")[0].isupper():
+        key, _, value = tokens.pop(0).partition("=")
+        env.append((key, value))
+    if tokens and tokens[0] == "env":
+        tokens.pop(0)
+    args, entry = _program(tokens)
+    flags, historical = _flags()
+    settings = replace(base or VllmSettings(), entrypoint="serve" if entry == "serve" else "llm")
+    for key, env_value in env:
+        if key == "VLLM_USE_V1" and env_value.strip() == "0":
+            settings = replace(settings, version="v0")
+    model: str | None = None
+    warnings: list[str] = []
+    pending: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        i += 1
+        if not tok.startswith("-") or tok == "-":
+            if model is None and entry == "serve":
+                model = tok
+            else:
+                warnings.append(f"ignored extra word {tok!r}")
+            continue
+        name, eq, inline = tok.partition("=")
+        if name not in flags and name not in historical:
+            matches = [f for f in flags if f.startswith(name)] if name.startswith("--") else []
+            if len(matches) == 1:
+                name = matches[0]
+        takes_value = flags[name][1] if name in flags else historical.get(name)
+        arg: str | None = inline if eq else None
+        if takes_value and not eq:
+            if i >= len(args):
+                raise InputError(f"{name} needs a value")
+            arg = args[i]
+            i += 1
+        if name not in flags and name not in historical:
+            warnings.append(f"unknown vLLM flag {name} (not in vLLM 0.33): ignored")
+            if not eq and i < len(args) and not args[i].startswith("-"):
+                i += 1  # its value, most likely
+            continue
+        pending.append((name, arg))
+    for name, arg in list(pending):
+        if name in flags and flags[name][0] == "config" and arg:
+            pending[:0] = _config_file(arg)  # the command line wins over the file
+    for name, arg in pending:
+        if name not in flags:
+            continue
+        dest = flags[name][0]
+        if dest == "model" and arg:
+            model = arg
+        else:
+            settings = _apply(settings, dest, name, arg)
+    if not model:
+        raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
+    if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:
+        raise InputError("parallel sizes must be at least 1")
+    return LaunchCommand(model, settings, tuple(warnings), tuple(env))

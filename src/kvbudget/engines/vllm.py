@@ -320,10 +320,12 @@ def capture_sizes(max_num_seqs: int, max_num_tokens: int, gpu: GPU) -> tuple[int
 # Non-torch memory that vLLM counts after its start snapshot: cuBLAS/attention workspaces (logs:
 # 0.03-0.35 GiB at TP=1), plus custom all-reduce and NCCL buffers at TP>1 (0.44 GiB at TP=2 in
 # v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default).
-NON_TORCH_TP1_BYTES = int(0.05 * GiB)
+NON_TORCH_TP1_BYTES = {
+    "current": int(0.27 * GiB),  # engines.md §1.14: consumed 15.26 GiB = 14.99 GiB loaded + 0.27 GiB
+    "v1": int(0.05 * GiB),  # v0.10.2dev_a100_qwen3-0.6b (0.54 GiB above the weights in all)
+    "v0": int(0.2 * GiB),  # 0.35 GiB in v0.6.4_rtx3090_llama3.1-8b, 0.03-0.05 in the 0.7-0.8 V0 logs
+}
 NON_TORCH_TP_BYTES = int(0.44 * GiB)
-# V0 counted more as non-torch (0.35 GiB at TP=1 in v0.6.4_rtx3090_llama3.1-8b; 0.03-0.05 in 0.7-0.8 logs).
-NON_TORCH_V0_BYTES = int(0.2 * GiB)
 
 
 @record
@@ -340,9 +342,9 @@ class ActivationModel:
 
 ACTIVATION = {
     # V1 with torch.compile fuses the MLP: 1 x hidden + 1 x intermediate per token; the sampler
-    # holds ~1.4 logits tensors at once in the current line (engines.md §1.14: Llama-3.1-8B,
-    # act + graphs 1.44 GiB with 1024 x 128256 fp32 logits).
-    "current": ActivationModel(1.0, 1.0, 1.4, "engines.md §1.14 (Llama-3.1-8B on an 80 GB GPU)"),
+    # holds ~2 logits tensors at once in the current line (engines.md §1.14: Llama-3.1-8B,
+    # activation peak + CUDA-graph estimate 1.44 GiB with 1024 x 128256 fp32 logits).
+    "current": ActivationModel(1.0, 1.0, 2.0, "engines.md §1.14 (Llama-3.1-8B on an 80 GB GPU)"),
     # 0.8-0.20: same forward; the sampler of that time held ~3.4 logits tensors (gpt-oss-120b TP2
     # log: 0.69 GiB peak activation for 256 x 201088 logits; Qwen3-0.6B A100 log).
     "v1": ActivationModel(1.0, 1.0, 3.4, "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b"),
@@ -512,7 +514,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     rotary = rotary_cache_bytes(spec, model_dtype)
     sizes = () if settings.enforce_eager or not rel.cudagraph_subtracted else capture_sizes(seqs, tokens, gpu)
     stage_list = stages(spec, fmt, tp, pp)
-    non_torch = NON_TORCH_TP_BYTES if tp * pp > 1 else NON_TORCH_V0_BYTES if rel.v0_blocks else NON_TORCH_TP1_BYTES
+    non_torch = NON_TORCH_TP_BYTES if tp * pp > 1 else NON_TORCH_TP1_BYTES[rel.key]
     per_stage = []
     for st in stage_list:
         layers_here = {i for i, _ in enumerate(spec.layers) if st.first_layer <= spec.layer_of[i] < st.first_layer + st.num_layers}

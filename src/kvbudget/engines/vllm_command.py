@@ -186,6 +186,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 warnings.append(f"ignored extra word {tok!r}")
             continue
         name, eq, inline = tok.partition("=")
+        if name not in flags and name.startswith("--no-") and "--" + name[5:] in flags:
+            flags[name] = (flags["--" + name[5:]][0], False)  # BooleanOptionalAction's --no-X of older releases
         if name not in flags and name not in historical:
             matches = [f for f in flags if f.startswith(name)] if name.startswith("--") else []
             if len(matches) == 1:

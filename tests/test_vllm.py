@@ -1,0 +1,266 @@
+"""The vLLM policy: budget, pages, groups, blocks, concurrency, failures, release lines, commands.
+
+Sources: vLLM 0.33.0's Python package (paths relative to ``vllm/``) as summarised in
+../shared/research/engines.md §1, and public logs (tests/data/vllm_logs/).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kvbudget
+from kvbudget._record import replace
+from kvbudget.engines.vllm import (
+    VllmSettings,
+    batch_defaults,
+    capacity,
+    capture_sizes,
+    plan,
+    release,
+    request_blocks,
+)
+from kvbudget.engines.vllm_command import human_int, parse_vllm_command
+from kvbudget.engines.vllm_log import parse_vllm_log
+from kvbudget.hardware import custom_gpu
+from kvbudget.units import GiB, InputError, MiB
+
+LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _plan(model: str = LLAMA8, gpu: str = "H100", **settings: object) -> kvbudget.engines.vllm.VllmPlan:  # type: ignore[name-defined]
+    return plan(kvbudget.load_model(model), kvbudget.find_gpu(gpu), VllmSettings(**settings))  # type: ignore[arg-type]
+
+
+def test_public_log_llama31_8b_current_line() -> None:
+    # engines.md §1.14, a public log of Llama-3.1-8B-Instruct on a GPU reporting 79.25 GiB with vLLM's
+    # defaults (utilization 0.92, max_model_len 131072): "Available KV cache memory: 56.21 GiB",
+    # "GPU KV cache size: 460,496 tokens, Maximum concurrency for 131,072 tokens per request: 3.51x".
+    # (This log also calibrated the current line's constants: the test pins them.)
+    p = plan(kvbudget.load_model(LLAMA8), custom_gpu(round(79.25 * GiB)), VllmSettings())
+    assert p.requested_bytes == -(-round(79.25 * GiB) * 92 // 100)
+    assert round(p.available_kv_cache_bytes / GiB, 2) == pytest.approx(56.21, abs=0.02)
+    assert p.kv_cache_tokens == pytest.approx(460_496, rel=0.001)
+    assert f"{p.max_concurrency:.2f}" == "3.51"
+    # The KV arithmetic alone is exact: 56.21 GiB -> 28,781 blocks of 2 MiB -> 460,496 tokens.
+    exact = plan(kvbudget.load_model(LLAMA8), custom_gpu(round(79.25 * GiB)),
+                 VllmSettings(kv_cache_memory_bytes=28_781 * 2 * MiB + 1))
+    assert exact.bytes_per_block == 32 * 16 * 2 * 8 * 128 * 2 == 2 * MiB
+    assert exact.num_gpu_blocks == 28_781 and exact.kv_cache_tokens == 460_496
+    assert exact.log_lines[-1] == "GPU KV cache size: 460,496 tokens, Maximum concurrency for 131,072 tokens per request: 3.51x"
+
+
+def test_release_lines() -> None:
+    assert release("0.33.0").key == release("v0.21.0").key == release(None).key == "current"
+    assert release("0.10.1.dev101+gbda9d0535").key == release("0.8.5").key == "v1"
+    assert release("0.6.3.post1").key == release("0.2.4").key == "v0"
+    assert release("current").default_utilization == 0.92  # config/cache.py
+    assert release("v1").default_utilization == release("v0").default_utilization == 0.90
+    with pytest.raises(InputError, match="unknown vLLM version"):
+        release("banana")
+
+
+def test_batch_defaults_by_gpu_tier() -> None:
+    # engine/arg_utils.py get_batch_defaults: >=160 GiB 16384/1024; >=70 GiB and not A100 (H100/H200)
+    # 8192/1024 for the OpenAI server; everything else 2048/256.
+    rel = release("current")
+    assert batch_defaults(kvbudget.find_gpu("B200"), VllmSettings(), rel, 131072) == (16384, 1024)
+    assert batch_defaults(kvbudget.find_gpu("H100"), VllmSettings(), rel, 131072) == (8192, 1024)
+    assert batch_defaults(kvbudget.find_gpu("A100-80GB"), VllmSettings(), rel, 131072) == (2048, 256)
+    assert batch_defaults(kvbudget.find_gpu("L4"), VllmSettings(entrypoint="llm"), rel, 131072) == (8192, 256)
+    # the batch cannot exceed max_num_seqs x max_model_len; max_num_seqs <= batched tokens
+    assert batch_defaults(kvbudget.find_gpu("H100"), VllmSettings(), rel, 4) == (4096, 1024)
+
+
+def test_cudagraph_capture_sizes() -> None:
+    # config/vllm.py: [1, 2, 4] + 8..248 step 8 + 256..512 step 16 with max_num_seqs 1024 -> 51 sizes.
+    sizes = capture_sizes(1024, 8192, kvbudget.find_gpu("H100"))
+    assert len(sizes) == 51 and sizes[:4] == (1, 2, 4, 8) and sizes[-1] == 512
+    assert capture_sizes(256, 2048, kvbudget.find_gpu("L4"))[-1] == 512
+    assert capture_sizes(16, 2048, kvbudget.find_gpu("L4")) == (1, 2, 4, 8, 16, 24, 32)
+    assert _plan(enforce_eager=True).cudagraph_bytes == 0
+
+
+def test_gemma3_groups_and_padding() -> None:
+    # 52 sliding + 10 full layers: group size 10 (the smaller bucket); the sliding bucket splits into
+    # ceil(52/10) = 6 groups of layers[i::6], padded by 8 layers (kv_cache_planning.py
+    # _get_kv_cache_groups_uniform_page_size: "Add 8 padding layers").
+    p = _plan("google/gemma-3-27b-it", max_model_len=32768)
+    kinds = [g.kind for g in p.groups]
+    assert kinds.count("sliding_window") == 6 and kinds.count("full_attention") == 1
+    assert sum(g.padding for g in p.groups) == 8
+    page = 16 * 2 * 16 * 128 * 2  # 16 tokens x 16 KV heads x (K + V) x 128 x bf16
+    assert p.bytes_per_block == 10 * page
+    # blocks per request: full cdiv(32768, 16); sliding cdiv(min(1024 - 1 + 2 x 8192, 32768), 16) + 1
+    assert p.blocks_per_request == 2048 + 6 * (-(-(1023 + 2 * 8192) // 16) + 1)
+
+
+def test_gpt_oss_sliding_blocks_per_request() -> None:
+    # 12 sliding (W=128) + 12 full: max(12,12) < 1.5 x 12, so group size 12, two groups.
+    p = _plan("openai/gpt-oss-20b", max_model_len=131072)
+    assert sorted(g.kind for g in p.groups) == ["full_attention", "sliding_window"]
+    in_flight = 2 * 8192  # max_concurrent_batches 2 (async scheduling) x max_num_batched_tokens
+    assert request_blocks(p, 131072) == 131072 // 16 + (-(-(127 + in_flight) // 16) + 1)
+    older = _plan("openai/gpt-oss-20b", max_model_len=131072, version="0.11")
+    assert request_blocks(older, 131072) == 131072 // 16 + (-(-(127 + 8192) // 16) + 1)
+
+
+def test_hybrid_mamba_raises_block_size() -> None:
+    # Qwen3-Next: attention page per token 2 KV heads x 256 x (K + V) x 2 B = 2048 B; a GatedDeltaNet
+    # state is 1,097,728 B, so the block grows to 16 x ceil(1097728 / (16 x 2048)) = 544 tokens
+    # (platforms/interface.py _align_hybrid_block_size) and the state page is padded to 544 x 2048.
+    p = _plan("Qwen/Qwen3-Next-80B-A3B-Instruct", "H200", tensor_parallel_size=2, max_model_len=65536)
+    assert p.block_size == 544 * 1  # TP2 halves both, the ratio stays
+    p1 = plan(kvbudget.load_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), custom_gpu(400 * GiB), VllmSettings(max_model_len=65536))
+    assert p1.block_size == 544
+    assert {g.page for g in p1.groups} == {544 * 2048}
+    assert any("raised" in n for n in p1.notes)
+
+
+def test_mla_not_split_and_tp_replication() -> None:
+    v3 = _plan("deepseek-ai/DeepSeek-V3", "H200", tensor_parallel_size=8, max_model_len=32768)
+    assert v3.bytes_per_block == 61 * 16 * 576 * 2
+    q = _plan("Qwen/Qwen3-235B-A22B", "H200", tensor_parallel_size=8, max_model_len=32768)
+    assert q.bytes_per_block == 94 * 16 * 1 * 128 * 2 * 2  # 4 KV heads on 8 ranks: one head each
+
+
+def test_kv_cache_dtypes() -> None:
+    base = _plan(max_model_len=8192).bytes_per_block
+    assert _plan(max_model_len=8192, kv_cache_dtype="fp8").bytes_per_block == base // 2
+    # fp8_per_token_head: 1 byte per value + an fp32 scale for K and for V per head and token
+    assert _plan(max_model_len=8192, kv_cache_dtype="fp8_per_token_head").bytes_per_block == 32 * 16 * 8 * (256 + 8)
+    # nvfp4: D/2 + D/16 bytes for each of K and V per head
+    assert _plan(max_model_len=8192, kv_cache_dtype="nvfp4").bytes_per_block == 32 * 16 * 8 * 2 * (64 + 8)
+    assert _plan("deepseek-ai/DeepSeek-V3", "H200", tensor_parallel_size=8, max_model_len=8192,
+                 kv_cache_dtype="fp8_ds_mla").bytes_per_block == 61 * 16 * 656
+    with pytest.raises(InputError, match="unknown --kv-cache-dtype"):
+        _plan(kv_cache_dtype="fp3")
+
+
+def test_does_not_start_and_estimated_length() -> None:
+    p = _plan("meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=2)
+    assert not p.starts and p.error and "estimated maximum model length" in p.error
+    assert p.estimated_max_model_len is not None
+    # the estimate is vLLM's binary search: one more token would not fit beside the null block
+    est = p.estimated_max_model_len
+    fits = replace(VllmSettings(tensor_parallel_size=2), max_model_len=est)
+    assert plan(kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct"), kvbudget.find_gpu("H100"), fits).starts
+    over = replace(fits, max_model_len=est + 16)
+    assert not plan(kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct"), kvbudget.find_gpu("H100"), over).starts
+    none = _plan("meta-llama/Llama-3.1-70B-Instruct", "L4")
+    assert not none.starts and none.error and none.error.startswith("No available memory")
+
+
+def test_auto_max_model_len() -> None:
+    p = _plan("meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=2, max_model_len=-1)
+    assert p.starts and p.max_model_len_auto and p.max_model_len < 131072
+    assert any("Auto-fit max_model_len: reduced from 131072" in n for n in p.notes)
+
+
+def test_overrides() -> None:
+    p = _plan(kv_cache_memory_bytes=10 * GiB, max_model_len=8192)
+    assert p.available_kv_cache_bytes == 10 * GiB and p.num_gpu_blocks == 10 * GiB // (2 * MiB)
+    o = _plan(num_gpu_blocks_override=1000, max_model_len=8192)
+    assert o.num_gpu_blocks == 1000 and o.kv_cache_tokens == 16000
+
+
+def test_pp_takes_the_smallest_rank() -> None:
+    one = _plan("meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=4, max_model_len=32768)
+    two = _plan("meta-llama/Llama-3.1-70B-Instruct", tensor_parallel_size=2, pipeline_parallel_size=2, max_model_len=32768)
+    assert two.pp == 2 and two.bytes_per_block == 40 * 16 * 4 * 128 * 2 * 2  # 40 layers, 4 KV heads per rank
+    assert one.bytes_per_block == 80 * 16 * 2 * 128 * 2 * 2
+    assert two.starts and one.starts
+
+
+def test_v0_reports_gpu_blocks() -> None:
+    p = _plan(version="0.6.3", max_model_len=8192)
+    assert p.release == "v0" and any(line.startswith("# GPU blocks: ") for line in p.log_lines)
+    assert p.kv_cache_tokens == p.num_gpu_blocks * 16
+
+
+def test_capacity_for_a_batch() -> None:
+    p = _plan(max_model_len=8192)
+    most, longest = capacity(p, 32)
+    assert most == p.num_gpu_blocks // 512
+    assert 32 * -(-longest // 16) <= p.num_gpu_blocks < 32 * -(-(longest + 16) // 16)
+
+
+# --- launch commands ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --max-model-len 32768",
+        "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len=32k",
+        "python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-3.1-70B-Instruct -tp=4 --max-model-len 32768",
+        "python3 -m vllm.entrypoints.api_server --model=meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size=4 "
+        "--max-model-len 32768 --swap-space 8",
+        "docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest --model meta-llama/Llama-3.1-70B-Instruct "
+        "--tensor-parallel-size 4 --max-model-len 32768",
+        "CUDA_VISIBLE_DEVICES=0,1,2,3 vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len 32768 "
+        "--disable-log-requests --served-model-name llama",
+    ],
+)
+def test_launch_command_forms(command: str) -> None:
+    cmd = parse_vllm_command(command)
+    assert cmd.model == "meta-llama/Llama-3.1-70B-Instruct"
+    assert cmd.settings.tensor_parallel_size == 4
+    assert cmd.settings.max_model_len in (32768, 32000)
+    assert cmd.warnings == ()
+
+
+def test_launch_command_details(tmp_path: Path) -> None:
+    cmd = parse_vllm_command("vllm serve m --kv-cache-memory=20G --enforce-eager --no-enable-prefix-caching "
+                             "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --max-model-len auto --frobnicate 3")
+    s = cmd.settings
+    assert s.kv_cache_memory_bytes == 20 * GiB  # argparse prefix of --kv-cache-memory-bytes; G = 2^30
+    assert s.enforce_eager and s.gpu_memory_utilization == 0.85 and s.kv_cache_dtype == "fp8"
+    assert s.max_model_len == -1
+    assert cmd.warnings == ("unknown vLLM flag --frobnicate (not in vLLM 0.33): ignored",)
+    assert parse_vllm_command("VLLM_USE_V1=0 vllm serve m").settings.version == "v0"
+    config = tmp_path / "c.yaml"
+    config.write_text("tensor_parallel_size: 2\nmax_model_len: 4096\nenforce_eager: true\n")
+    s2 = parse_vllm_command(f"vllm serve m --config {config} --max-model-len 8192").settings
+    assert s2.tensor_parallel_size == 2 and s2.max_model_len == 8192 and s2.enforce_eager  # the command line wins
+    assert human_int("25.6k", "x") == 25600 and human_int("1K", "x") == 1024
+    for bad, message in [("ls -la", "not a vLLM launch command"), ("vllm serve", "names no model"),
+                         ("vllm serve m --max-model-len", "needs a value"), ("vllm serve m -tp x", "not a number")]:
+        with pytest.raises(InputError, match=message):
+            parse_vllm_command(bad)
+
+
+def test_explain_suggests_fixes() -> None:
+    _, p, fixes = kvbudget.explain("vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 2", gpu="H100")
+    assert not p.starts
+    flags = dict(fixes)
+    assert flags["--tensor-parallel-size 4"].starts
+    assert any(f.startswith("--max-model-len ") and s.starts for f, s in fixes)
+
+
+# --- logs --------------------------------------------------------------------------------------
+
+
+def test_log_formats() -> None:
+    current = parse_vllm_log(
+        "INFO 11-01 [gpu_model_runner.py:2007] Model loading took 14.99 GiB memory and 3.2 seconds\n"
+        "INFO 11-01 [gpu_worker.py:276] Available KV cache memory: 56.21 GiB\n"
+        "INFO 11-01 [kv_cache_utils.py:1150] GPU KV cache size: 460,496 tokens, Maximum concurrency for 131,072 "
+        "tokens per request: 3.51x\n")
+    assert (current.model_loading_gib, current.available_kv_gib, current.kv_cache_tokens, current.max_concurrency,
+            current.concurrency_len) == (14.99, 56.21, 460_496, 3.51, 131_072)
+    v0 = parse_vllm_log("INFO 06-01 llm_engine.py:357] # GPU blocks: 2048, # CPU blocks: 512\n")
+    assert v0.num_gpu_blocks == 2048 and v0.started
+    profiled = parse_vllm_log(
+        "INFO worker.py:232] Memory profiling takes 1.1 seconds\nthe current vLLM instance can use total_gpu_memory "
+        "(23.58GiB) x gpu_memory_utilization (0.90) = 21.22GiB\nmodel weights take 14.99GiB; non_torch_memory takes "
+        "0.35GiB; PyTorch activation peak memory takes 2.07GiB; the rest of the memory reserved for KV Cache is 3.81GiB.\n")
+    assert (profiled.total_gib, profiled.available_kv_gib, profiled.non_torch_gib, profiled.activation_gib) == (
+        23.58, 3.81, 0.35, 2.07)
+    failed = parse_vllm_log("ValueError: No available memory for the cache blocks. Try increasing ...\n")
+    assert not failed.started
+    with pytest.raises(InputError, match="no vLLM start-up figures"):
+        parse_vllm_log("hello world\n")
+    with pytest.raises(InputError, match="binary"):
+        parse_vllm_log("\x00\x01")

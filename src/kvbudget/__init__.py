@@ -14,4 +14,4 @@ from __future__ import annotations
 from .api import explain, find_gpu, fit, kv, load_model, vllm_plan
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "find_gpu", "fit", "kv", "load_model"]
+__all__ = ["__version__", "explain", "find_gpu", "fit", "kv", "load_model", "vllm_plan"]

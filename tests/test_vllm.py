@@ -264,3 +264,17 @@ def test_log_formats() -> None:
         parse_vllm_log("hello world\n")
     with pytest.raises(InputError, match="binary"):
         parse_vllm_log("\x00\x01")
+
+
+def test_environment_variables_and_unmodelled_flags() -> None:
+    cmd = parse_vllm_command("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 "
+                             "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 200000 --enable-lora "
+                             "--cpu-offload-gb 4")
+    s = cmd.settings
+    assert s.allow_long_max_model_len and not s.estimate_cudagraphs and s.cpu_offload_bytes == 4 * GiB
+    assert any("LoRA" in w for w in cmd.warnings)
+    p = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), s)
+    assert p.max_model_len == 200000 and p.cudagraph_bytes == 0
+    assert p.model_loading_bytes == _plan(max_model_len=8192).model_loading_bytes - 4 * GiB
+    with pytest.raises(InputError, match="greater than the derived max_model_len"):
+        _plan(max_model_len=200000)

@@ -104,7 +104,19 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None) -> V
         return replace(settings, disable_hybrid_kv_cache_manager=flag.startswith("--disable") and _bool(value))
     if dest == "performance_mode":
         return replace(settings, performance_mode=v)
+    if dest == "cpu_offload_gb":
+        return replace(settings, cpu_offload_bytes=round(_float(v, flag) * (1 << 30)))
     return settings
+
+
+# Engine arguments that change GPU memory in ways kvbudget does not model yet: said, not ignored.
+_UNMODELLED = {
+    "enable_lora": "LoRA adapters", "max_loras": "LoRA adapters", "max_lora_rank": "LoRA adapters",
+    "speculative_config": "a speculative-decoding draft model", "kv_transfer_config": "a KV connector's buffers",
+    "limit_mm_per_prompt": "the multimodal encoder cache", "kv_offloading_size": "KV offloading buffers",
+    "enable_expert_parallel": "expert parallelism (experts split over the DP/TP group)",
+    "decode_context_parallel_size": "decode context parallelism",
+}
 
 
 def _program(tokens: list[str]) -> tuple[list[str], str]:
@@ -161,6 +173,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
     env: list[tuple[str, str]] = []
+    env_warnings: list[str] = []
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-") and tokens[0].split("=")[0].isupper():
         key, _, value = tokens.pop(0).partition("=")
         env.append((key, value))
@@ -170,10 +183,19 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     flags, historical = _flags()
     settings = replace(base or VllmSettings(), entrypoint="serve" if entry == "serve" else "llm")
     for key, env_value in env:
-        if key == "VLLM_USE_V1" and env_value.strip() == "0":
+        on = env_value.strip().lower() in _TRUE
+        if key == "VLLM_USE_V1" and not on:
             settings = replace(settings, version="v0")
+        elif key == "VLLM_ALLOW_LONG_MAX_MODEL_LEN":
+            settings = replace(settings, allow_long_max_model_len=on)
+        elif key == "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS":
+            settings = replace(settings, estimate_cudagraphs=on)
+        elif key == "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE":
+            settings = replace(settings, chunked_local_hybrid=on)
+        elif key == "VLLM_PP_LAYER_PARTITION":
+            env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
     model: str | None = None
-    warnings: list[str] = []
+    warnings: list[str] = list(env_warnings)
     pending: list[tuple[str, str | None]] = []
     i = 0
     while i < len(args):
@@ -212,6 +234,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if name not in flags:
             continue
         dest = flags[name][0]
+        if dest in _UNMODELLED and not name.startswith(("--no-", "--disable")):
+            warnings.append(f"{name} adds GPU memory for {_UNMODELLED[dest]}, which kvbudget does not model yet")
         if dest == "model" and arg:
             model = arg
         else:

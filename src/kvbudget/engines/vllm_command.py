@@ -65,45 +65,28 @@ def _bool(value: str | None) -> bool:
     return value is None or value.strip().lower() in _TRUE
 
 
-# engine argument -> how it sets VllmSettings
+# Engine arguments that set a VllmSettings field of the same name, by the kind of value they take.
+_INT_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size", "max_num_seqs",
+               "max_num_batched_tokens", "kv_cache_memory_bytes", "num_gpu_blocks_override")
+_TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode")
+# Boolean switches: the field, and the flag prefix that turns it on (--enable-x / --disable-x / --x / --no-x).
+_SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", "enable_chunked_prefill": "--enable",
+             "disable_hybrid_kv_cache_manager": "--disable"}
+
+
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None) -> VllmSettings:
+    """Set what engine argument ``dest`` (given as ``flag value``) means for the memory plan."""
     v = value or ""
-    if dest == "tensor_parallel_size":
-        return replace(settings, tensor_parallel_size=human_int(v, flag))
-    if dest == "pipeline_parallel_size":
-        return replace(settings, pipeline_parallel_size=human_int(v, flag))
-    if dest == "data_parallel_size":
-        return replace(settings, data_parallel_size=human_int(v, flag))
+    if dest in _INT_FIELDS:
+        return replace(settings, **{dest: human_int(v, flag)})
+    if dest in _TEXT_FIELDS:
+        return replace(settings, **{dest: v})
+    if dest in _SWITCHES:
+        return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
     if dest == "max_model_len":
         return replace(settings, max_model_len=-1 if v.strip().lower() in ("auto", "-1") else human_int(v, flag))
     if dest in ("gpu_memory_utilization", "device_memory_utilization"):
         return replace(settings, gpu_memory_utilization=_float(v, flag))
-    if dest == "block_size":
-        return replace(settings, block_size=human_int(v, flag))
-    if dest == "kv_cache_dtype":
-        return replace(settings, kv_cache_dtype=v)
-    if dest == "dtype":
-        return replace(settings, dtype=v)
-    if dest == "quantization":
-        return replace(settings, quantization=v)
-    if dest == "max_num_seqs":
-        return replace(settings, max_num_seqs=human_int(v, flag))
-    if dest == "max_num_batched_tokens":
-        return replace(settings, max_num_batched_tokens=human_int(v, flag))
-    if dest == "kv_cache_memory_bytes":
-        return replace(settings, kv_cache_memory_bytes=human_int(v, flag))
-    if dest == "num_gpu_blocks_override":
-        return replace(settings, num_gpu_blocks_override=human_int(v, flag))
-    if dest == "enforce_eager":
-        return replace(settings, enforce_eager=not flag.startswith("--no-") and _bool(value))
-    if dest == "enable_prefix_caching":
-        return replace(settings, enable_prefix_caching=flag.startswith("--enable") and _bool(value))
-    if dest == "enable_chunked_prefill":
-        return replace(settings, enable_chunked_prefill=flag.startswith("--enable") and _bool(value))
-    if dest == "disable_hybrid_kv_cache_manager":
-        return replace(settings, disable_hybrid_kv_cache_manager=flag.startswith("--disable") and _bool(value))
-    if dest == "performance_mode":
-        return replace(settings, performance_mode=v)
     if dest == "cpu_offload_gb":
         return replace(settings, cpu_offload_bytes=round(_float(v, flag) * (1 << 30)))
     return settings

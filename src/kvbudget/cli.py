@@ -104,9 +104,22 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--overhead", type=_size0, help="runtime overhead per GPU instead of the built-in estimate, e.g. 4GiB")
     fit.add_argument("--activation", type=_size0, help="activation workspace per GPU instead of the estimate, e.g. 2GiB")
     fit.add_argument("--weights-memory", type=_size, help="measured weights per GPU instead of computing them, e.g. 14.99GiB")
-    fit.add_argument("--engine", choices=("vllm", "textbook"), default="vllm",
-                     help="whose rules: vllm (what vLLM will print, default) or textbook (weights + activations + overhead + KV)")
+    fit.add_argument("--engine", choices=("vllm", "llama.cpp", "textbook"), default="vllm",
+                     help="whose rules: vllm (what vLLM will print, default), llama.cpp, or textbook")
     _vllm_args(fit)
+    _llamacpp_args(fit)
+
+
+def _llamacpp_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("llama.cpp (with --engine llama.cpp; --context is -c)")
+    g.add_argument("--np", type=_count, help="-np: parallel sequences (llama-server default: 4, unified)")
+    g.add_argument("--ctk", default="f16", help="-ctk: K cache type (f16, q8_0, q4_0 ...)")
+    g.add_argument("--ctv", default="f16", help="-ctv: V cache type")
+    g.add_argument("--ngl", type=int, default=-1, help="-ngl: layers on the GPU (default: all)")
+    g.add_argument("--fa", choices=("on", "off", "auto"), default="auto", help="-fa: flash attention")
+    g.add_argument("--ubatch", type=_count, default=512, help="-ub: physical batch size")
+    g.add_argument("--swa-full", action="store_true", help="--swa-full: full-size cache for sliding-window layers")
+    g.add_argument("--kv-unified", choices=("auto", "on", "off"), default="auto", help="--kv-unified")
 
 
 def _vllm_args(p: argparse.ArgumentParser) -> None:
@@ -190,6 +203,8 @@ def _run(args: argparse.Namespace) -> str:
         return _check(args)
     if args.command == "fit" and args.engine == "vllm":
         return _fit_vllm(args)
+    if args.command == "fit" and args.engine == "llama.cpp":
+        return _fit_llamacpp(args)
     if args.command == "fit":
         tp, pp = _parallelism(args)
         p = api.fit(
@@ -249,6 +264,44 @@ def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list
     return "\n".join([out, *(f"warning: {w}" for w in extra or [])])
 
 
+def _fit_llamacpp(args: argparse.Namespace) -> str:
+    from . import api
+    from .engines.llamacpp import LlamaCppSettings, plan
+    from .model.resolve import load_model
+
+    unified = {"auto": None, "on": True, "off": False}[args.kv_unified]
+    settings = LlamaCppSettings(
+        n_ctx=args.context or 0, n_parallel=args.np, kv_unified=unified, type_k=args.ctk, type_v=args.ctv,
+        flash_attn=args.fa, n_ubatch=args.ubatch, swa_full=args.swa_full, n_gpu_layers=args.ngl,
+    )
+    p = plan(load_model(args.model), api._device(args.gpu, args.gpu_memory), settings)
+    return _render_llamacpp(args, p, [])
+
+
+def _render_llamacpp(args: argparse.Namespace, p: object, warnings: list[str]) -> str:
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps(json_doc.llamacpp_doc(p, warnings))  # type: ignore[arg-type]
+    from .report import text
+
+    return text.llamacpp_text(p, args.units, warnings)  # type: ignore[arg-type]
+
+
+def _explain_llamacpp(args: argparse.Namespace, words: list[str]) -> str:
+    from . import api
+    from .engines.llamacpp import plan
+    from .engines.llamacpp_command import parse_llamacpp_command
+    from .model.resolve import load_model
+
+    cmd = parse_llamacpp_command(words)
+    p = plan(load_model(cmd.model), api._device(args.gpu, args.gpu_memory), cmd.settings)
+    return _render_llamacpp(args, p, list(cmd.warnings))
+
+
+_LLAMACPP_PROGRAMS = ("llama-server", "llama-cli", "server", "main", "llama-run", "llama-bench")
+
+
 def _explain(args: argparse.Namespace) -> str:
     from . import api
 
@@ -257,6 +310,9 @@ def _explain(args: argparse.Namespace) -> str:
         words = words[1:]
     if not words:
         raise InputError("give the launch command after --, e.g. kvbudget explain --gpu H100 -- vllm serve MODEL")
+    program = next((w for w in words if "=" not in w or w.startswith("-")), "")
+    if os.path.basename(program) in _LLAMACPP_PROGRAMS:
+        return _explain_llamacpp(args, words)
     cmd, p, fixes = api.explain(words, gpu=args.gpu, gpu_memory=args.gpu_memory, version=args.vllm_version)
     extra = list(cmd.warnings)
     used = cmd.settings.tensor_parallel_size * cmd.settings.pipeline_parallel_size * cmd.settings.data_parallel_size
@@ -277,6 +333,8 @@ def _check(args: argparse.Namespace) -> str:
         except OSError as exc:
             raise InputError(f"{args.log}: cannot read it ({exc.__class__.__name__})") from None
     flags = list(args.flags)
+    if "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text:
+        return _check_llamacpp(args, text)
     result = check_log(text, model=args.model, gpu=args.gpu, gpu_memory=args.gpu_memory,
                        version=args.vllm_version, flags=flags)
     if args.json:
@@ -286,6 +344,34 @@ def _check(args: argparse.Namespace) -> str:
     from .report import text as text_report
 
     return text_report.check_text(result, args.units)
+
+
+def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
+    from .engines.llamacpp_log import check_caches, parse_llamacpp_log
+    from .model.resolve import load_model
+
+    log = parse_llamacpp_log(text)
+    spec = load_model(args.model) if args.model else None
+    checks = check_caches(log, spec)
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps({"engine": "llama.cpp", "caches": [
+            {"cells": c.cache.cells, "layers": c.cache.layers, "type_k": c.cache.type_k, "type_v": c.cache.type_v,
+             "swa": c.cache.swa, "reported_k_mib": c.cache.k_mib, "predicted_k_mib": c.predicted_k_mib,
+             "reported_v_mib": c.cache.v_mib, "predicted_v_mib": c.predicted_v_mib, "exact": c.exact,
+             "n_embd_k_gqa": c.n_embd_k_gqa, "n_embd_v_gqa": c.n_embd_v_gqa} for c in checks],
+            "buffers_mib": dict(log.buffers_mib)})
+    from .report.text import table
+
+    rows = [[("SWA " if c.cache.swa else "") + f"{c.cache.cells:,} cells x {c.cache.layers} layers", c.cache.type_k + "/" + c.cache.type_v,
+             f"{c.cache.k_mib:.2f} / {c.cache.v_mib:.2f}", f"{c.predicted_k_mib:.2f} / {c.predicted_v_mib:.2f}",
+             "exact" if c.exact else "DIFFERS"] for c in checks]
+    out = ["llama.cpp KV caches, reported vs recomputed (K / V MiB):",
+           table(["cache", "types", "log", "kvbudget", ""], rows, right=[False, False, True, True, False])]
+    if any(not c.n_embd_k_gqa for c in checks):
+        out.append("warning: the log lacks the KV widths (n_embd_k_gqa): give --model")
+    return "\n".join(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

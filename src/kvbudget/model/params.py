@@ -42,6 +42,7 @@ class Tensor:
     split: Split = "none"
     heads: int = 0  # for split == "kv": KV heads held in ``rows``
     linear: bool = False
+    stored: int = 0  # bytes of one such tensor as a checkpoint file stores it (GGUF, safetensors); 0: unknown
 
     @property
     def params(self) -> int:

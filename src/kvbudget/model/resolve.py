@@ -61,12 +61,17 @@ def _from_hub(ref: str) -> dict[str, Any]:
 
 
 def load_model(ref: str) -> ModelSpec:
-    """Resolve a model reference: a path to a config.json or a folder holding one, a catalog id
-    or alias (case-insensitive), or a Hugging Face repo id fetched with huggingface_hub."""
+    """Resolve a model reference: a GGUF file (its header only), a path to a config.json or a folder
+    holding one, a catalog id or alias (case-insensitive), or a Hugging Face repo id fetched with
+    huggingface_hub."""
     ref = ref.strip()
     if not ref:
         raise UnknownModel("empty model name: give a catalog name (see `kvbudget models`) or a config.json path")
     path = os.path.expanduser(ref)
+    if path.lower().endswith(".gguf"):
+        from .gguf_spec import spec_from_gguf
+
+        return spec_from_gguf(path)
     if os.path.exists(path) or _looks_like_path(ref):
         return spec_from_config(read_config_file(path), name=path)
     entry = catalog.find(ref)

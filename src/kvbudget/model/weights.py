@@ -32,7 +32,8 @@ def _round_up(a: int, b: int) -> int:
 class WeightFormat:
     """A storage format for linear weights.
 
-    ``name`` is one of bf16, fp16, fp32, fp8, int8, gptq, awq, nf4, mxfp4, nvfp4.
+    ``name`` is one of bf16, fp16, fp32, fp8, int8, gptq, awq, nf4, mxfp4, nvfp4, or ``stored``:
+    the exact bytes a checkpoint file holds for each tensor (GGUF, safetensors headers).
     ``bits`` and ``group_size`` apply to gptq/awq; ``block`` to fp8 block scales;
     ``skip_roles`` are roles the checkpoint keeps unquantized (``modules_to_not_convert``).
     """
@@ -46,12 +47,15 @@ class WeightFormat:
     dense_dtype: str = "bf16"
     skip_roles: frozenset[str] = field(default_factory=frozenset)
     expert_padding: tuple[int, int] = (0, 0)  # an engine pads expert matrices: (hidden, intermediate) multiples
+    label: str = ""  # how to describe it, where the name alone does not say (e.g. "GGUF Q4_K")
 
     @property
     def quantized(self) -> bool:
-        return self.name not in ("bf16", "fp16", "fp32")
+        return self.name not in ("bf16", "fp16", "fp32", "stored")
 
     def describe(self) -> str:
+        if self.label:
+            return self.label
         if self.name in ("gptq", "awq"):
             return f"{self.name} {self.bits}-bit, group {self.group_size}"
         if self.name == "fp8":
@@ -96,6 +100,8 @@ class WeightFormat:
 
     def tensor_bytes(self, t: Tensor, tp: int = 1) -> int:
         rows, cols = t.shape_per_rank(tp)
+        if self.name == "stored" and t.stored:  # exact bytes from the file, split as TP splits the shape
+            return t.count * -(-t.stored * rows * cols // (t.rows * t.cols))
         if self.expert_padding != (0, 0) and t.role == "experts" and t.linear:
             hidden, inter = self.expert_padding
             if t.split == "col":  # gate/up: intermediate rows x hidden columns

@@ -10,6 +10,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..engines.llamacpp import LlamaCppPlan
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
     from ..engines.vllm_check import CheckResult, Row
@@ -202,4 +203,41 @@ def check_doc(c: CheckResult, units: str = "GiB") -> dict[str, Any]:
         "kv_arithmetic_from_logged_memory": _rows_doc(c.arithmetic_rows),
         "prediction": vllm_doc(c.plan, units),
         "warnings": list(c.warnings),
+    }
+
+
+def llamacpp_doc(p: LlamaCppPlan, warnings: list[str] | None = None) -> dict[str, Any]:
+    """``fit --engine llama.cpp`` and ``explain -- llama-server ...``."""
+    return {
+        "model": p.model,
+        "engine": {"name": "llama.cpp"},
+        "gpu": p.gpu,
+        "memory": {
+            "total_bytes": p.total_gpu_bytes,
+            "weights_bytes": p.weights_gpu_bytes,
+            "weights_cpu_bytes": p.weights_cpu_bytes,
+            "kv_cache_bytes": p.kv_gpu_bytes,
+            "compute_bytes": p.compute_bytes,
+            "output_bytes": p.output_bytes,
+        },
+        "n_ctx": p.n_ctx,
+        "n_ctx_seq": p.n_ctx_seq,
+        "n_seq_max": p.n_seq_max,
+        "n_stream": p.n_stream,
+        "kv_unified": p.unified,
+        "kv_cache_tokens": p.cells * p.n_stream,
+        "max_concurrency": p.n_seq_max,
+        "kv": {
+            "type_k": p.type_k, "type_v": p.type_v, "cells": p.cells, "layers": p.kv_layers,
+            "k_bytes": p.k_bytes, "v_bytes": p.v_bytes, "swa_cells": p.swa_cells, "swa_layers": p.swa_layers,
+            "swa_k_bytes": p.swa_k_bytes, "swa_v_bytes": p.swa_v_bytes, "recurrent_bytes": p.recurrent_bytes,
+            "total_bytes": p.kv_bytes,
+        },
+        "offloaded_layers": p.offloaded,
+        "starts": p.fits,
+        "fit": p.fit_note,
+        "log_lines": list(p.log_lines),
+        "notes": list(p.notes),
+        "warnings": list(warnings or []),
+        "weights_format": p.weights_format,
     }

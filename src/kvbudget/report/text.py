@@ -9,6 +9,7 @@ from .verdict import verdict_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from ..engines.llamacpp import LlamaCppPlan
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
     from ..engines.vllm_check import CheckResult, Row
@@ -212,4 +213,30 @@ def check_text(c: CheckResult, units: str) -> str:
         out += ["", "KV-cache arithmetic from the log's own available memory (blocks, tokens, concurrency are exact):",
                 _cmp_table(c.arithmetic_rows)]
     out += [f"warning: {w}" for w in c.warnings]
+    return "\n".join(out)
+
+
+def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None) -> str:
+    """llama.cpp's context: cells, streams, the KV caches to the byte, and where memory goes."""
+    out = [
+        f"{p.model} with llama.cpp on {p.gpu}; weights {p.weights_format}",
+        f"n_ctx {p.n_ctx:,} ({p.n_seq_max} sequence(s), {'unified' if p.unified else f'{p.n_stream} streams'}), "
+        f"n_ctx_seq {p.n_ctx_seq:,}, KV cache {p.type_k}/{p.type_v}",
+        "",
+        table(["part", units], [
+            ["weights on the GPU", fmt_bytes(p.weights_gpu_bytes, units)],
+            ["KV cache on the GPU", fmt_bytes(p.kv_gpu_bytes, units)],
+            ["compute buffer (estimate)", fmt_bytes(p.compute_bytes, units)],
+            ["total on the GPU", fmt_bytes(p.total_gpu_bytes, units)],
+            ["weights in host memory", fmt_bytes(p.weights_cpu_bytes, units)],
+        ]),
+        "",
+        "llama.cpp will log:",
+        *(f"  {line}" for line in p.log_lines),
+    ]
+    if p.fit_note:
+        out.append(f"auto-fit: {p.fit_note}")
+    out.append(f"Verdict: {'fits' if p.fits else 'does not fit'} on {p.gpu}")
+    out += [f"note: {n}" for n in p.notes]
+    out += [f"warning: {w}" for w in warnings or []]
     return "\n".join(out)

@@ -1,0 +1,279 @@
+"""llama.cpp's KV cache (and Ollama's, which runs it), to the byte.
+
+Rules from llama.cpp's sources (``../shared/research/engines.md`` §3 with file and function):
+``src/llama-context.cpp`` (n_ctx padded to 256; streams and n_ctx_seq), ``src/llama-kv-cache.cpp``
+(one K and one V tensor per layer with KV, ne = [n_embd_k_gqa, kv_size, n_stream]; no V for MLA),
+``src/llama-kv-cache-iswa.cpp`` (the sliding-window cache's size), ``src/llama-memory-recurrent.cpp``
+(f32 conv and SSM states, max(1, n_seq_max) cells), ``common/arg.cpp`` and ``tools/server`` (4
+unified slots by default in llama-server), ``common/fit.cpp`` (auto-fit of n_ctx with a 1 GiB
+margin). Older releases padded n_ctx to 32 without flash attention (2025-02 snapshot).
+"""
+
+from __future__ import annotations
+
+from .._record import record
+from ..hardware import GPU
+from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
+from ..model.spec import ModelSpec
+from ..units import GiB, InputError, MiB, element_type
+
+# -ctk / -ctv types (common/arg.cpp kv_cache_types) and ggml's block layout of each.
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+FIT_MARGIN = GiB  # common/fit.cpp: fit_params_target, 1 GiB per device
+FIT_MIN_CTX = 4096  # fit_params_min_ctx
+CUDA_ALIGN = 128  # ggml-cuda buffer type alignment
+
+
+def _cache_type(name: str) -> str:
+    key = name.strip().lower()
+    if key not in CACHE_TYPES:
+        raise InputError(f"cache type {name!r} is not one llama.cpp allows: {', '.join(CACHE_TYPES)}")
+    return key
+
+
+def row_bytes(type_name: str, n: int) -> int:
+    """ggml_row_size: bytes of a row of ``n`` elements."""
+    t = element_type({"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(type_name, type_name))
+    if n % t.block_elems:
+        raise InputError(f"a row of {n} elements is not a whole number of {type_name} blocks")
+    return t.nbytes(n)
+
+
+def pad(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+@record
+class LlamaCppSettings:
+    """llama.cpp context parameters (``None``: the program's default)."""
+
+    program: str = "server"  # server (llama-server, Ollama) | cli (llama-cli and the library)
+    n_ctx: int = 0  # -c; 0: the model's training context
+    n_parallel: int | None = None  # -np; llama-server: auto = 4 slots
+    kv_unified: bool | None = None  # --kv-unified; llama-server auto-parallel sets it
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: str = "auto"  # on | off | auto
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    swa_full: bool = False
+    n_gpu_layers: int = -1  # -ngl; -1: all
+    fit: bool = True  # --fit (auto-fit of n_ctx to free memory), on by default
+    padding: int = 256  # n_ctx padding: 256 (current); 32 without flash attention before ~2025-03
+
+
+@record
+class LlamaCppPlan:
+    model: str
+    gpu: str
+    n_ctx: int
+    n_ctx_seq: int
+    n_seq_max: int
+    n_stream: int
+    unified: bool
+    cells: int  # non-SWA cache cells per stream
+    swa_cells: int  # SWA cache cells per stream (0: no SWA layers)
+    kv_layers: int
+    swa_layers: int
+    type_k: str
+    type_v: str
+    k_bytes: int
+    v_bytes: int
+    swa_k_bytes: int
+    swa_v_bytes: int
+    recurrent_bytes: int
+    recurrent_cells: int
+    kv_bytes: int  # everything the context holds per token and per sequence
+    kv_gpu_bytes: int  # the part on the GPU (layers offloaded)
+    weights_gpu_bytes: int
+    weights_cpu_bytes: int
+    output_bytes: int
+    compute_bytes: int
+    offloaded: int  # layers on the GPU, counting the output layer as llama.cpp does
+    n_layer: int
+    total_gpu_bytes: int
+    fits: bool
+    fit_note: str
+    log_lines: tuple[str, ...]
+    notes: tuple[str, ...]
+    weights_format: str
+
+
+def _kv_dims(layer: Layer) -> tuple[int, int]:
+    """n_embd_k_gqa and n_embd_v_gqa of a layer (MLA: K only)."""
+    if isinstance(layer, MLA):
+        return layer.kv_lora_rank + layer.qk_rope_head_dim, 0
+    if isinstance(layer, FullAttention):
+        return layer.num_kv_heads * layer.head_dim, layer.num_kv_heads * layer.v_dim
+    return 0, 0
+
+
+def _recurrent_row(layer: RecurrentState) -> int:
+    """f32 elements of one cell: conv state (n_embd_r) + SSM state (n_embd_s)."""
+    return (layer.conv_kernel - 1) * layer.conv_dim + layer.state_heads * layer.state_elems_per_head
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:.2f}"
+
+
+def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
+    """llama.cpp's context for ``spec`` with settings ``s``; with ``gpu``, where it all goes."""
+    type_k, type_v = _cache_type(s.type_k), _cache_type(s.type_v)
+    notes: list[str] = []
+    flash = s.flash_attn
+    if type_v not in ("f32", "f16", "bf16") and flash == "off":
+        raise InputError("a quantized V cache (-ctv) needs flash attention (-fa on)")
+    if flash == "auto" and type_v not in ("f32", "f16", "bf16"):
+        notes.append("flash attention enabled: it is required for a quantized V cache")
+    server = s.program == "server"
+    parallel = s.n_parallel if s.n_parallel is not None and s.n_parallel > 0 else (4 if server else 1)
+    unified = s.kv_unified if s.kv_unified is not None else (server and (s.n_parallel is None or s.n_parallel < 0))
+    train = spec.max_context
+    if s.n_ctx < 0:
+        raise InputError(f"-c must not be negative, got {s.n_ctx}")
+    n_ctx = s.n_ctx or train
+    auto_ctx = s.n_ctx == 0 and s.fit
+    if auto_ctx:
+        n_ctx = train * parallel  # common/fit.cpp: n_ctx 0 becomes n_ctx_train x n_seq_max
+    padding = 256 if s.padding == 32 and flash == "on" else s.padding  # old rule: 256 with flash attention
+    n_stream = 1 if unified else parallel
+    n_layer = spec.num_layers
+    ngl = n_layer + 1 if s.n_gpu_layers < 0 else s.n_gpu_layers
+    gpu_start = max(n_layer + 1 - ngl, 0)  # llama-model.cpp: layers i >= i_gpu_start go to the GPU
+
+    def context(n: int) -> dict[str, int]:
+        n = pad(n, padding)
+        n_seq = n if unified else pad(n // parallel, padding)
+        total = n if unified else n_seq * parallel
+        swa = 0
+        out = {"n_ctx": total, "n_ctx_seq": n_seq, "cells": n_seq if not unified else total}
+        k = v = sk = sv = rec = gpu_kv = 0
+        kv_layers = swa_layers = 0
+        for layer, il in zip(spec.layers, spec.layer_of, strict=True):
+            on_gpu = gpu is not None and il >= gpu_start
+            if isinstance(layer, RecurrentState):
+                b = _recurrent_row(layer) * 4 * max(1, parallel)
+                rec += b
+                gpu_kv += b if on_gpu else 0
+                continue
+            dk, dv = _kv_dims(layer)
+            if not dk:
+                continue
+            sliding = isinstance(layer, (SlidingWindow, ChunkedLocal)) and not s.swa_full
+            if sliding:
+                w = layer.window if isinstance(layer, SlidingWindow) else layer.chunk  # type: ignore[union-attr]
+                size = pad(min(out["cells"], w * (parallel if unified else 1) + s.n_ubatch), 256)
+                swa = size
+                kb, vb = row_bytes(type_k, dk) * size * n_stream, (row_bytes(type_v, dv) * size * n_stream if dv else 0)
+                sk, sv = sk + kb, sv + vb
+                swa_layers += 1
+            else:
+                size = out["cells"]
+                kb, vb = row_bytes(type_k, dk) * size * n_stream, (row_bytes(type_v, dv) * size * n_stream if dv else 0)
+                k, v = k + kb, v + vb
+                kv_layers += 1
+            if on_gpu:
+                gpu_kv += pad(kb, CUDA_ALIGN) + (pad(vb, CUDA_ALIGN) if vb else 0)
+        out.update(k=k, v=v, sk=sk, sv=sv, rec=rec, gpu_kv=gpu_kv, swa=swa, kv_layers=kv_layers, swa_layers=swa_layers)
+        return out
+
+    fmt = spec.weight_format
+    if fmt is None:
+        raise InputError(f"{spec.name}: weight format unknown")
+    gpu_w = cpu_w = 0
+    inv = spec.inventory
+    head = sum(fmt.tensor_bytes(t) for t in inv.head)
+    tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
+    per_layer = [sum(fmt.tensor_bytes(t) for t in block) for block in inv.layers]
+    for il, b in enumerate(per_layer):
+        if gpu is not None and il >= gpu_start:
+            gpu_w += b
+        else:
+            cpu_w += b
+    cpu_w += head  # the token embedding stays on the CPU (LLM_TENSOR_LAYER_INPUT)
+    if gpu is not None and ngl > n_layer:
+        gpu_w += tail
+    else:
+        cpu_w += tail
+    vocab, hidden = spec.dims.vocab_size, spec.dims.hidden_size
+    output = parallel * (vocab + 0) * 4  # llama_context output buffer: n_outputs_max x n_vocab floats
+    compute = s.n_ubatch * (vocab + 4 * hidden) * 4 if gpu is not None else 0  # estimate: logits + activations
+
+    c = context(n_ctx)
+    fit_note = ""
+    if gpu is not None and s.fit:
+        def need(cc: dict[str, int]) -> int:
+            return gpu_w + cc["gpu_kv"] + compute
+
+        budget = gpu.memory_bytes - FIT_MARGIN
+        if need(c) > budget and auto_ctx:
+            lo = FIT_MIN_CTX * n_stream
+            step = 256 * n_stream
+            best = 0
+            n = (c["n_ctx"] // step) * step
+            hi = n
+            # largest multiple of the step whose projection leaves the margin free
+            while lo <= hi:
+                mid = ((lo + hi) // 2) // step * step
+                if mid < lo:
+                    break
+                if need(context(mid)) <= budget:
+                    best, lo = mid, mid + step
+                else:
+                    hi = mid - step
+            if best:
+                fit_note = f"context size reduced from {c['n_ctx']} to {best} to leave {FIT_MARGIN // MiB} MiB free"
+                c = context(best)
+            else:
+                fit_note = "even the minimum context does not fit: llama.cpp would offload layers to the CPU"
+    kv_total = c["k"] + c["v"] + c["sk"] + c["sv"] + c["rec"]
+    total_gpu = gpu_w + c["gpu_kv"] + compute
+    fits = gpu is None or total_gpu <= gpu.memory_bytes
+    lines = _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl, n_layer, gpu_w, cpu_w,
+                       output, compute, s)
+    if c["n_ctx_seq"] < train and not auto_ctx:
+        notes.append(f"n_ctx_seq ({c['n_ctx_seq']}) < n_ctx_train ({train}) -- the full capacity of the model will not be utilized")
+    return LlamaCppPlan(
+        model=spec.name, gpu=gpu.name if gpu else "CPU", n_ctx=c["n_ctx"], n_ctx_seq=c["n_ctx_seq"], n_seq_max=parallel,
+        n_stream=n_stream, unified=unified, cells=c["cells"], swa_cells=c["swa"], kv_layers=c["kv_layers"],
+        swa_layers=c["swa_layers"], type_k=type_k, type_v=type_v, k_bytes=c["k"], v_bytes=c["v"], swa_k_bytes=c["sk"],
+        swa_v_bytes=c["sv"], recurrent_bytes=c["rec"], recurrent_cells=max(1, parallel) if c["rec"] else 0,
+        kv_bytes=kv_total, kv_gpu_bytes=c["gpu_kv"], weights_gpu_bytes=gpu_w, weights_cpu_bytes=cpu_w,
+        output_bytes=output, compute_bytes=compute, offloaded=min(ngl, n_layer + 1), n_layer=n_layer,
+        total_gpu_bytes=total_gpu, fits=fits, fit_note=fit_note, log_lines=lines, notes=tuple(notes),
+        weights_format=fmt.describe(),
+    )
+
+
+def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int, unified: bool, on_gpu: bool,
+               ngl: int, n_layer: int, gpu_w: int, cpu_w: int, output: int, compute: int,
+               s: LlamaCppSettings) -> tuple[str, ...]:
+    """The lines current llama.cpp prints (src/llama-kv-cache.cpp, llama-context.cpp formats)."""
+    lines = []
+    if on_gpu:
+        lines.append(f"load_tensors: offloaded {min(ngl, n_layer + 1)}/{n_layer + 1} layers to GPU")
+        lines.append(f"load_tensors: {'CUDA0':>10} model buffer size = {gpu_w / MiB:8.2f} MiB")
+    lines.append(f"load_tensors: {'CPU_Mapped':>10} model buffer size = {cpu_w / MiB:8.2f} MiB")
+    lines.append(f"llama_context: n_seq_max     = {parallel}")
+    lines.append(f"llama_context: n_ctx         = {c['n_ctx']}")
+    lines.append(f"llama_context: n_ctx_seq     = {c['n_ctx_seq']}")
+    lines.append(f"llama_context: kv_unified    = {'true' if unified else 'false'}")
+    lines.append(f"llama_context: {'CPU':>10}  output buffer size = {output / MiB:8.2f} MiB")
+    seqs = f"{parallel if unified else 1}/{n_stream}"
+    if c["swa_layers"]:
+        lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {c['cells']} cells")
+    if c["kv_layers"]:
+        size = c["k"] + c["v"]
+        lines.append(f"llama_kv_cache: size = {size / MiB:7.2f} MiB ({c['cells']:6d} cells, {c['kv_layers']:3d} layers, "
+                     f"{seqs:>4} seqs), K ({tk}): {c['k'] / MiB:7.2f} MiB, V ({tv}): {c['v'] / MiB:7.2f} MiB")
+    if c["swa_layers"]:
+        lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {c['swa']} cells")
+        size = c["sk"] + c["sv"]
+        lines.append(f"llama_kv_cache: size = {size / MiB:7.2f} MiB ({c['swa']:6d} cells, {c['swa_layers']:3d} layers, "
+                     f"{seqs:>4} seqs), K ({tk}): {c['sk'] / MiB:7.2f} MiB, V ({tv}): {c['sv'] / MiB:7.2f} MiB")
+    if c["rec"]:
+        lines.append(f"llama_memory_recurrent: size = {c['rec'] / MiB:7.2f} MiB ({max(1, parallel):6d} cells)")
+    if on_gpu:
+        lines.append(f"sched_reserve: {'CUDA0':>10} compute buffer size = {compute / MiB:8.2f} MiB (estimate)")
+    return tuple(lines)

@@ -1,0 +1,174 @@
+"""GGUF metadata and tensor list -> ModelSpec, with the exact bytes of every tensor as stored.
+
+Keys are llama.cpp's (``{arch}.block_count``, ``{arch}.attention.head_count_kv`` — a number or
+one per layer —, ``key_length``, ``value_length``, ``sliding_window``, ``kv_lora_rank``,
+``ssm.*``). Which layers slide follows llama.cpp's per-architecture pattern
+(``src/llama-model.cpp``: ``hparams.set_swa_pattern``) unless the file lists them
+(``sliding_window_pattern`` as an array).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .gguf_reader import GGUFHeader, GGUFTensor, read_gguf_header
+from .hf_config import ConfigError
+from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
+from .params import Inventory, Tensor
+from .spec import Dims, ModelSpec
+from .weights import WeightFormat
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .params import Split
+
+# llama.cpp's sliding-window period per architecture: in each period of n layers the last is global
+# (set_swa_pattern(n); chunked attention for llama4, every 4th layer global).
+_SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "llama4": 4, "gemma3n": 5}
+_LINEAR_ROLES = {"attention", "mlp", "experts", "shared_experts", "mamba"}
+
+
+def _role(name: str) -> str:
+    part = name.split(".")[2] if name.startswith("blk.") and name.count(".") >= 2 else name.split(".")[0]
+    if part in ("token_embd", "pos_embd", "token_types"):
+        return "embeddings"
+    if part == "output":
+        return "lm_head"
+    if "norm" in part:
+        return "norms"
+    if part == "ffn_gate_inp" or part.startswith("exp_probs"):
+        return "router"
+    if part.endswith("_exps"):
+        return "experts"
+    if part.endswith("_shexp") or "shexp" in part:
+        return "shared_experts"
+    if part.startswith("ssm_"):
+        return "mamba"
+    if part.startswith("attn_"):
+        return "attention"
+    return "mlp"
+
+
+def _tensor(t: GGUFTensor) -> Tensor:
+    cols = t.shape[0] if t.shape else 1
+    rows = 1
+    for d in t.shape[1:]:
+        rows *= d
+    role = _role(t.name)
+    matrix = len(t.shape) >= 2
+    split: Split = "vocab" if role in ("embeddings", "lm_head") and matrix else "col" if matrix else "none"
+    return Tensor(role, rows, cols, split=split, linear=matrix and role in _LINEAR_ROLES, stored=t.nbytes)
+
+
+def spec_from_gguf(path: str) -> ModelSpec:
+    """Read a GGUF file's header into a ModelSpec (weights exact as stored)."""
+    return spec_from_header(read_gguf_header(path), path)
+
+
+def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
+    md = h.metadata
+    arch = md.get("general.architecture")
+    if not isinstance(arch, str):
+        raise ConfigError(f"{name}: GGUF has no general.architecture")
+
+    def get(key: str, default: object = None) -> object:
+        return md.get(f"{arch}.{key}", default)
+
+    def num(key: str, default: int | None = None) -> int:
+        v = get(key, default)
+        if isinstance(v, list):
+            v = max((int(x) for x in v), default=0)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            if default is None:
+                raise ConfigError(f"{name}: GGUF metadata has no {arch}.{key}")
+            return default
+        return int(v)
+
+    n = num("block_count")
+    if not 0 < n <= 10_000:
+        raise ConfigError(f"{name}: {arch}.block_count = {n} is not a sane layer count")
+    hidden = num("embedding_length")
+    heads = num("attention.head_count", 0)
+    kv_raw = get("attention.head_count_kv", heads)
+    kv_per_layer = [int(x) for x in kv_raw] if isinstance(kv_raw, list) else [int(kv_raw) if isinstance(kv_raw, (int, float)) else heads] * n
+    if len(kv_per_layer) < n:
+        raise ConfigError(f"{name}: {arch}.attention.head_count_kv has {len(kv_per_layer)} entries for {n} layers")
+    head_k = num("attention.key_length", hidden // heads if heads else 0)
+    head_v = num("attention.value_length", head_k)
+    window = num("attention.sliding_window", 0)
+    ctx_train = num("context_length", 2048)
+    tokens = md.get("tokenizer.ggml.tokens")
+    listed = md.get("tokenizer.ggml.tokens.length")
+    vocab = int(listed) if isinstance(listed, int) else len(tokens) if isinstance(tokens, list) else num("vocab_size", 0)
+    pattern = get("attention.sliding_window_pattern")
+    ssm_inner = num("ssm.inner_size", 0)
+    layers: list[Layer] = []
+    layer_of: list[int] = []
+    for il in range(n):
+        kv = kv_per_layer[il]
+        if ssm_inner and (kv == 0 or arch in ("mamba", "mamba2", "falcon-h1")):
+            conv = num("ssm.conv_kernel", 4)
+            d_state = num("ssm.state_size", 16)
+            groups = num("ssm.group_count", 0)
+            ssm_heads = num("ssm.time_step_rank", 0)
+            if groups:  # Mamba-2: conv over x, B, C; state heads x head_dim x d_state
+                head_dim = ssm_inner // max(ssm_heads, 1)
+                layers.append(RecurrentState("mamba2", conv, ssm_inner + 2 * groups * d_state, ssm_heads,
+                                             head_dim * d_state, "fp32", "fp32", groups, d_state))
+            else:
+                layers.append(RecurrentState("mamba", conv, ssm_inner, ssm_inner, d_state, "fp32", "fp32"))
+            layer_of.append(il)
+            if arch != "falcon-h1" or kv == 0:
+                continue
+        if kv == 0:
+            continue
+        if num("attention.kv_lora_rank", 0):
+            lora = num("attention.kv_lora_rank")
+            rope = num("rope.dimension_count", head_k - lora)
+            layers.append(MLA(lora, rope))
+        elif window and _is_swa(arch, il, pattern):
+            cls = ChunkedLocal if arch == "llama4" else SlidingWindow
+            layers.append(cls(kv, head_k, head_v, window) if cls is SlidingWindow else ChunkedLocal(kv, head_k, head_v, window))
+        else:
+            layers.append(FullAttention(kv, head_k, head_v))
+        layer_of.append(il)
+    blocks: list[list[Tensor]] = [[] for _ in range(n)]
+    head: list[Tensor] = []
+    tail: list[Tensor] = []
+    for t in h.tensors:
+        if t.name.startswith("blk."):
+            try:
+                il = int(t.name.split(".")[1])
+            except ValueError:
+                raise ConfigError(f"{name}: tensor {t.name!r} has no layer number") from None
+            if 0 <= il < n:
+                blocks[il].append(_tensor(t))
+                continue
+            tail.append(_tensor(t))  # nextn / MTP layers past block_count
+        elif t.name.startswith(("token_embd", "pos_embd", "token_types")):
+            head.append(_tensor(t))
+        else:
+            tail.append(_tensor(t))
+    types = Counter(t.type_name for t in h.tensors if len(t.shape) >= 2)
+    main = types.most_common(1)[0][0] if types else "F16"
+    ftype = md.get("general.file_type")
+    label = f"GGUF {main}" + (f" (file_type {ftype})" if ftype is not None else "")
+    n_experts = num("expert_count", 0)
+    ffn = num("expert_feed_forward_length", 0) * max(num("expert_used_count", 0), 1) if n_experts else num("feed_forward_length", 4 * hidden)
+    return ModelSpec(
+        name=str(md.get("general.name") or name), model_type=f"gguf:{arch}", layers=tuple(layers),
+        layer_of=tuple(layer_of), inventory=Inventory(tuple(head), tuple(tuple(b) for b in blocks), tuple(tail)),
+        dims=Dims(hidden, ffn, vocab, heads, head_k), native_dtype="fp16", max_context=ctx_train,
+        weight_format=WeightFormat("stored", dense_dtype="fp16", label=label),
+        sources=(("all", f"GGUF header of {name}"),), notes=(),
+        num_experts=n_experts, experts_per_token=num("expert_used_count", 0),
+    )
+
+
+def _is_swa(arch: str, il: int, pattern: object) -> bool:
+    if isinstance(pattern, list) and il < len(pattern):
+        return bool(pattern[il])
+    period = _SWA_PERIOD.get(arch, 0)
+    if not period:
+        return True  # a window with no pattern: every layer slides (e.g. mistral v0.1)
+    return il % period < period - 1

@@ -1,0 +1,207 @@
+"""llama.cpp: GGUF headers read with the real `gguf` package's writer, KV caches to the byte,
+commands and logs. Rules: ../shared/research/engines.md §3 (llama.cpp sources, file and function)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType, GGUFWriter
+
+import kvbudget
+from kvbudget.cli import main
+from kvbudget.engines.llamacpp import LlamaCppSettings, plan, row_bytes
+from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+from kvbudget.engines.llamacpp_log import check_caches, parse_llamacpp_log
+from kvbudget.model.gguf_reader import GGUFError, read_gguf_header
+from kvbudget.model.layers import FullAttention, SlidingWindow
+from kvbudget.units import InputError, MiB
+
+LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _tiny_gguf(path: Path, arch: str = "llama", layers: int = 4, kv_heads: object = 2, window: int = 0,
+               quant: bool = False) -> Path:
+    """A small but real GGUF file: llama.cpp's metadata keys and a tensor per weight."""
+    w = GGUFWriter(str(path), arch)
+    hidden, heads, ff, vocab = 64, 4, 128, 256
+    w.add_block_count(layers)
+    w.add_context_length(4096)
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    if isinstance(kv_heads, list):
+        w.add_head_count_kv(kv_heads)  # type: ignore[arg-type]
+    else:
+        w.add_head_count_kv(int(kv_heads))  # type: ignore[call-overload]
+    w.add_key_length(16)
+    w.add_value_length(16)
+    if window:
+        w.add_sliding_window(window)
+    w.add_token_list([f"t{i}" for i in range(vocab)])
+    rng = np.random.default_rng(0)
+    w.add_tensor("token_embd.weight", rng.standard_normal((vocab, hidden)).astype(np.float16))
+    for il in range(layers):
+        for name, shape in (("attn_q", (hidden, hidden)), ("attn_k", (32, hidden)), ("attn_v", (32, hidden)),
+                            ("attn_output", (hidden, hidden)), ("ffn_up", (ff, hidden)), ("ffn_down", (hidden, ff))):
+            data = rng.standard_normal(shape).astype(np.float32 if not quant else np.float16)
+            if quant and name == "ffn_up":
+                # a Q8_0 tensor: 34 bytes per 32 values, as raw bytes
+                raw = np.zeros((ff, hidden // 32 * 34), dtype=np.uint8)
+                w.add_tensor(f"blk.{il}.{name}.weight", raw, raw_dtype=GGMLQuantizationType.Q8_0)
+            else:
+                w.add_tensor(f"blk.{il}.{name}.weight", data)
+        w.add_tensor(f"blk.{il}.attn_norm.weight", np.ones(hidden, dtype=np.float32))
+    w.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
+    w.add_tensor("output.weight", rng.standard_normal((vocab, hidden)).astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_gguf_header_is_read_without_the_tensors(tmp_path: Path) -> None:
+    path = _tiny_gguf(tmp_path / "m.gguf", quant=True)
+    h = read_gguf_header(str(path))
+    assert h.metadata["general.architecture"] == "llama" and h.metadata["llama.block_count"] == 4
+    assert h.metadata["tokenizer.ggml.tokens"] == [f"t{i}" for i in range(256)]
+    assert h.header_bytes < os.path.getsize(path)
+    by_name = {t.name: t for t in h.tensors}
+    assert by_name["blk.0.attn_q.weight"].nbytes == 64 * 64 * 2  # f16
+    assert by_name["blk.0.attn_norm.weight"].nbytes == 64 * 4  # f32
+    assert by_name["blk.0.ffn_up.weight"].nbytes == 128 * (64 // 32) * 34  # q8_0: 34 bytes per 32 values
+    assert by_name["token_embd.weight"].shape == (64, 256)  # ne0 first, as ggml writes it
+
+
+def test_gguf_spec_and_exact_weights(tmp_path: Path) -> None:
+    spec = kvbudget.load_model(str(_tiny_gguf(tmp_path / "m.gguf", quant=True)))
+    assert spec.model_type == "gguf:llama" and spec.num_layers == 4
+    assert {(layer.num_kv_heads, layer.head_dim) for layer in spec.layers} == {(2, 16)}  # type: ignore[union-attr]
+    h = read_gguf_header(str(tmp_path / "m.gguf"))
+    assert sum(spec.weight_format.tensor_bytes(t) for t in spec.inventory.tensors()) == sum(t.nbytes for t in h.tensors)  # type: ignore[union-attr]
+    assert spec.params == sum(int(np.prod(t.shape)) for t in h.tensors)
+
+
+def test_gguf_per_layer_kv_heads_and_sliding_window(tmp_path: Path) -> None:
+    # head_count_kv as an array (LFM2, Granite-hybrid style): every layer's own KV width; 0 = no KV
+    spec = kvbudget.load_model(str(_tiny_gguf(tmp_path / "a.gguf", kv_heads=[2, 1, 2, 1])))
+    assert [layer.num_kv_heads for layer in spec.layers] == [2, 1, 2, 1]  # type: ignore[union-attr]
+    # gemma2 with a window: llama.cpp's pattern of period 2, even layers slide
+    g = kvbudget.load_model(str(_tiny_gguf(tmp_path / "g.gguf", arch="gemma2", window=32)))
+    assert [type(x) for x in g.layers] == [SlidingWindow, FullAttention, SlidingWindow, FullAttention]
+
+
+def test_truncated_and_hostile_gguf(tmp_path: Path) -> None:
+    path = _tiny_gguf(tmp_path / "m.gguf")
+    data = path.read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:200])
+    with pytest.raises(GGUFError, match="truncated GGUF"):
+        read_gguf_header(str(tmp_path / "cut.gguf"))
+    (tmp_path / "not.gguf").write_bytes(b"PK\x03\x04" + data[4:64])
+    with pytest.raises(GGUFError, match="not a GGUF file"):
+        read_gguf_header(str(tmp_path / "not.gguf"))
+    hostile = b"GGUF" + (3).to_bytes(4, "little") + (1 << 40).to_bytes(8, "little") + (1).to_bytes(8, "little")
+    (tmp_path / "big.gguf").write_bytes(hostile)
+    with pytest.raises(GGUFError, match="not a sane GGUF header"):
+        read_gguf_header(str(tmp_path / "big.gguf"))
+    long_key = b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (1).to_bytes(8, "little") + (1 << 40).to_bytes(8, "little")
+    (tmp_path / "key.gguf").write_bytes(long_key)
+    with pytest.raises(GGUFError, match="not a sane GGUF header"):
+        read_gguf_header(str(tmp_path / "key.gguf"))
+
+
+def test_worked_example_llama31_8b() -> None:
+    # engines.md §3.5 (a): Llama-3.1-8B, -c 32768 -np 1: K = 32 x 1024 x 2 x 32768 = 2048 MiB, V the same;
+    # with -ctk q8_0 -ctv q8_0 a 1024-wide row is 1088 bytes, so K = V = 1088 MiB.
+    spec = kvbudget.load_model(LLAMA8)
+    p = plan(spec, kvbudget.find_gpu("H100"), LlamaCppSettings(n_ctx=32768, n_parallel=1))
+    assert (p.k_bytes, p.v_bytes) == (2048 * MiB, 2048 * MiB)
+    assert "llama_kv_cache: size = 4096.00 MiB ( 32768 cells,  32 layers,  1/1 seqs), K (f16): 2048.00 MiB, V (f16): 2048.00 MiB" in p.log_lines
+    q = plan(spec, kvbudget.find_gpu("H100"), LlamaCppSettings(n_ctx=32768, n_parallel=1, type_k="q8_0", type_v="q8_0"))
+    assert q.k_bytes == q.v_bytes == 1088 * MiB and row_bytes("q8_0", 1024) == 1088
+
+
+def test_context_padding_streams_and_slots() -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    # n_ctx padded up to a multiple of 256 (llama-context.cpp)
+    assert plan(spec, None, LlamaCppSettings(n_ctx=1000, n_parallel=1)).n_ctx == 1024
+    # -np 4 without --kv-unified: 4 streams of pad256(n_ctx / 4)
+    p = plan(spec, None, LlamaCppSettings(n_ctx=10000, n_parallel=4, kv_unified=False))
+    assert (p.n_stream, p.n_ctx_seq, p.n_ctx) == (4, 2560, 10240)
+    # llama-server's default: 4 unified slots sharing n_ctx cells
+    u = plan(spec, None, LlamaCppSettings(n_ctx=32768))
+    assert (u.n_seq_max, u.unified, u.n_stream, u.cells) == (4, True, 1, 32768)
+    # the output buffer holds one row of logits per sequence: 4 x 128256 floats
+    assert u.output_bytes == 4 * 128256 * 4
+
+
+def test_sliding_window_cache_size() -> None:
+    # gemma-3-27b: 52 SWA layers with n_swa 1024, 10 full; SWA cells = pad256(min(n_ctx_seq, 1024 + n_ubatch))
+    spec = kvbudget.load_model("google/gemma-3-27b-it")
+    p = plan(spec, None, LlamaCppSettings(n_ctx=32768, n_parallel=1))
+    assert (p.swa_cells, p.swa_layers, p.kv_layers) == (1536, 52, 10)
+    assert p.swa_k_bytes == 52 * 1536 * 16 * 128 * 2
+    full = plan(spec, None, LlamaCppSettings(n_ctx=32768, n_parallel=1, swa_full=True))
+    assert full.swa_layers == 0 and full.kv_layers == 62
+
+
+def test_mla_is_k_only_and_recurrent_state() -> None:
+    v2 = plan(kvbudget.load_model("deepseek-ai/DeepSeek-V2-Lite-Chat"), None, LlamaCppSettings(n_ctx=4096, n_parallel=1))
+    assert v2.v_bytes == 0 and v2.k_bytes == 27 * 4096 * 576 * 2  # 576-wide K, "V (f16): 0.00 MiB"
+    jamba = plan(kvbudget.load_model("ai21labs/Jamba-v0.1"), None, LlamaCppSettings(n_ctx=4096, n_parallel=2, kv_unified=True))
+    # f32 states, one per sequence: (d_conv - 1) x d_inner + d_inner x d_state per Mamba layer
+    assert jamba.recurrent_bytes == 28 * 2 * 4 * (3 * 8192 + 8192 * 16)
+
+
+def test_partial_offload_places_layers() -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    all_gpu = plan(spec, kvbudget.find_gpu("RTX 4090"), LlamaCppSettings(n_ctx=8192, n_parallel=1))
+    half = plan(spec, kvbudget.find_gpu("RTX 4090"), LlamaCppSettings(n_ctx=8192, n_parallel=1, n_gpu_layers=16))
+    # -ngl 16 of 33 (the output layer counts): layers 17..31 and the output go to the GPU
+    # (llama-model.cpp: i_gpu_start = n_layer + 1 - n_gpu_layers)
+    assert half.offloaded == 16 and half.kv_gpu_bytes == all_gpu.kv_gpu_bytes * 15 // 32
+    assert half.weights_gpu_bytes < all_gpu.weights_gpu_bytes
+
+
+def test_quantized_v_needs_flash_attention() -> None:
+    with pytest.raises(InputError, match="needs flash attention"):
+        plan(kvbudget.load_model(LLAMA8), None, LlamaCppSettings(type_v="q4_0", flash_attn="off"))
+    with pytest.raises(InputError, match=r"not one llama.cpp allows"):
+        plan(kvbudget.load_model(LLAMA8), None, LlamaCppSettings(type_k="q3_k"))
+
+
+def test_commands() -> None:
+    cmd = parse_llamacpp_command("llama-server -m /models/x.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -fa on -ngl 99 --port 8080")
+    s = cmd.settings
+    assert (cmd.model, s.n_ctx, s.n_parallel, s.type_k, s.flash_attn, s.n_gpu_layers) == ("/models/x.gguf", 32768, 4, "q8_0", "on", 99)
+    assert cmd.warnings == ()
+    old = parse_llamacpp_command("./llama-cli -m x.gguf -c 4096 -fa --temp 0.7")
+    assert old.settings.program == "cli" and old.settings.flash_attn == "on"
+    with pytest.raises(InputError, match=r"not a llama.cpp command"):
+        parse_llamacpp_command("python serve.py")
+
+
+def test_log_formats_are_recomputed_exactly() -> None:
+    current = parse_llamacpp_log(
+        "print_info: n_embd_k_gqa     = 1024\nprint_info: n_embd_v_gqa     = 1024\n"
+        "llama_kv_cache:      CUDA0 KV buffer size =  4096.00 MiB\n"
+        "llama_kv_cache: size = 4096.00 MiB ( 32768 cells,  32 layers,  1/1 seqs), K (f16): 2048.00 MiB, V (f16): 2048.00 MiB\n")
+    assert all(c.exact for c in check_caches(current)) and current.buffers_mib == (("CUDA0", 4096.0),)
+    old = parse_llamacpp_log(
+        "llm_load_print_meta: n_embd_k_gqa     = 1024\nllm_load_print_meta: n_embd_v_gqa     = 1024\n"
+        "llama_kv_cache_init: kv_size = 8192, offload = 1, type_k = 'q8_0', type_v = 'q8_0', n_layer = 32, can_shift = 1\n"
+        "llama_new_context_with_model: KV self size  =  544.00 MiB, K (q8_0):  272.00 MiB, V (q8_0):  272.00 MiB\n")
+    (c,) = check_caches(old)
+    assert c.exact and c.cache.cells == 8192 and c.predicted_k_mib == 272.0
+    with pytest.raises(InputError, match=r"no llama.cpp KV-cache figures"):
+        parse_llamacpp_log("nothing here\n")
+
+
+def test_cli_explain_and_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", "--gpu", "RTX 4090", "--", "llama-server", "-m", LLAMA8, "-c", "32768", "-np", "1"]) == 0
+    assert "K (f16): 2048.00 MiB" in capsys.readouterr().out
+    assert main(["fit", LLAMA8, "--gpu", "L4", "--engine", "llama.cpp", "--context", "8192", "--np", "1", "--json"]) == 0
+    assert '"kv_cache_tokens": 8192' in capsys.readouterr().out

@@ -1,0 +1,214 @@
+"""SGLang's KV pool, per rank, as SGLang sizes it.
+
+From SGLang's sources (``../shared/research/engines.md`` §2, verified in the sglang 0.5.23 wheel):
+``srt/arg_groups/memory_hook.py: handle_gpu_memory_settings`` (the default mem_fraction_static from
+the nvidia-smi memory, chunked_prefill_size and CUDA-graph batch sizes; ``reserve_for_graph_mb``),
+``mem_cache/kv_cache_configurator.py`` (rest = free after weights - pre-load free x (1 - fraction)),
+``model_executor/pool_configurator.py`` (cell size, tokens rounded down to the page size),
+``KVCacheConfigurator.resolve_max_num_reqs``. The 0.4 line defaulted mem_fraction_static by TP size.
+"""
+
+from __future__ import annotations
+
+from .._record import record
+from ..hardware import GPU
+from ..kvcache import check_tp, serving_dtype
+from ..model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
+from ..model.spec import ModelSpec
+from ..parallel import stages
+from ..units import GiB, InputError, MiB, element_type
+from .vllm import rotary_cache_bytes
+
+# Free memory the CUDA context, NCCL and cuBLAS take before SGLang measures "pre_model_load_memory"
+# (calibrated on tests/data/sglang_logs: "Load weight begin. avail mem" vs the device total).
+CONTEXT_BYTES = int(0.55 * GiB)
+
+
+@record
+class SGLangSettings:
+    version: str = "current"  # current (0.5) | 0.4
+    mem_fraction_static: float | None = None
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    enable_dp_attention: bool = False
+    context_length: int | None = None
+    kv_cache_dtype: str = "auto"
+    page_size: int | None = None
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    max_total_tokens: int | None = None
+    swa_full_tokens_ratio: float = 0.8
+    mamba_full_memory_ratio: float = 0.9
+    quantization: str | None = None
+
+
+@record
+class SGLangPlan:
+    model: str
+    gpu: str
+    version: str
+    tp: int
+    mem_fraction_static: float
+    reserved_mib: float
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    pre_load_bytes: int
+    weights_bytes: int
+    after_load_bytes: int
+    rest_bytes: int
+    cell_bytes: int
+    page_size: int
+    max_total_num_tokens: int
+    swa_tokens: int
+    mamba_cache_size: int
+    k_size_bytes: int
+    v_size_bytes: int
+    max_running_requests: int
+    context_len: int
+    max_concurrency: float
+    starts: bool
+    error: str | None
+    log_lines: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def _prefill_graph_sizes(max_bs: int) -> list[int]:
+    """generate_prefill_cuda_graph_batch_sizes."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1025, 64))
+             + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    return [s for s in sizes if s <= max_bs]
+
+
+def _tiers(gpu_mib: int | None, tp: int) -> tuple[int, int]:
+    """chunked_prefill_size and decode CUDA-graph max_bs by nvidia-smi memory (memory_hook.py)."""
+    if gpu_mib is None:
+        return 4096, 160
+    gib = 1024
+    if gpu_mib < 20 * gib:
+        return 2048, 8
+    if gpu_mib < 35 * gib:
+        return 4096, 48 if tp < 4 else 160
+    if gpu_mib < 60 * gib:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mib < 160 * gib:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def default_fraction(spec: ModelSpec, gpu_mib: int | None, s: SGLangSettings, chunk: int, max_bs: int) -> tuple[float, float]:
+    """SGLang's default mem_fraction_static and the reserved MiB behind it."""
+    if s.version == "0.4":
+        tp = s.tp
+        frac = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
+        return frac, 0.0
+    if gpu_mib is None:
+        return 0.95, 0.0
+    mla = any(isinstance(x, MLA) for x in spec.layers)
+    reserved = 512 + max(chunk, 2048) * 1.5 + s.tp * s.pp / 8 * 1024
+    graph = 0.0
+    if not s.disable_cuda_graph:
+        graph += 2 * max_bs
+        if s.enable_dp_attention:
+            graph += max_bs * s.dp * 3 + (max_bs * s.dp * 1.5 if max_bs > 300 else 0)
+        graph += 1.5 * 1024 if mla else 8 * len(_prefill_graph_sizes(min(chunk, 8192) if mla else chunk))
+    reserved += graph
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mib - reserved) / gpu_mib, 3), reserved
+
+
+def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
+    check_tp(spec, s.tp)
+    notes: list[str] = []
+    gpu_mib = gpu.nvidia_smi_mib or (round(gpu.memory_bytes / MiB) if not gpu.custom else None)
+    chunk, max_bs = _tiers(gpu_mib, s.tp)
+    chunk = s.chunked_prefill_size or chunk
+    max_bs = s.cuda_graph_max_bs or max_bs
+    if s.max_running_requests and max_bs > s.max_running_requests:
+        max_bs = s.max_running_requests
+    frac, reserved = default_fraction(spec, gpu_mib, s, chunk, max_bs)
+    if s.mem_fraction_static is not None:
+        frac, reserved = s.mem_fraction_static, 0.0
+    if not 0 < frac < 1:
+        raise InputError(f"--mem-fraction-static must be in (0, 1), got {frac}")
+    model_dtype = serving_dtype(spec)
+    kv_name = model_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
+    kv = element_type({"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bfloat16": "bf16"}.get(kv_name, kv_name))
+    from ..model.weights import WeightFormat, parse_weight_format
+
+    fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, model_dtype)
+    if fmt is None:
+        raise InputError(f"{spec.name}: unknown weight format: give --quantization")
+    if not fmt.quantized and fmt.name != "stored":
+        fmt = WeightFormat(model_dtype, dense_dtype=model_dtype)
+    stage = max(stages(spec, fmt, s.tp, s.pp), key=lambda st: st.weights_bytes)
+    weights = stage.weights_bytes + rotary_cache_bytes(spec, model_dtype)
+    pre = gpu.memory_bytes - CONTEXT_BYTES
+    after = pre - weights
+    slack = pre * (1 - frac)
+    rest = int(after - slack)
+    page = s.page_size or 1  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
+    layers = stage.layers
+    full = [x for x in layers if isinstance(x, (FullAttention, MLA)) and not isinstance(x, SlidingWindow)]
+    swa = [x for x in layers if isinstance(x, SlidingWindow)]
+    mamba = [x for x in layers if isinstance(x, RecurrentState)]
+    per_full = sum(x.bytes_per_token(kv, s.tp) for x in full)
+    per_swa = sum(x.bytes_per_token(kv, s.tp) for x in swa)
+    mamba_size = 0
+    if mamba:
+        per_req = sum(x.bytes_per_sequence(0, kv, s.tp) for x in mamba)
+        q = s.mamba_full_memory_ratio
+        budget = rest * q / (1 + q)
+        mamba_size = max(int((budget - per_req) // per_req), 0)
+        rest -= (mamba_size + 1) * per_req
+        notes.append(f"Mamba state pool of {mamba_size} slots ({per_req:,} B each) taken from the KV budget")
+    cell = per_full + s.swa_full_tokens_ratio * per_swa
+    error = None
+    if rest <= 0 or cell <= 0:
+        tokens = 0
+        error = (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={frac}"
+                 if rest <= 0 else "attention-free model")
+    else:
+        tokens = int(rest // cell) // page * page
+        if s.max_total_tokens is not None and s.max_total_tokens < tokens:
+            tokens = s.max_total_tokens // page * page
+    swa_tokens = int(s.swa_full_tokens_ratio * tokens) // page * page if swa else 0
+    context = s.context_length or spec.max_context
+    # each layer's buffers hold max_total_num_tokens + one page of padding (mem_cache/memory_pool.py)
+    mla = bool(full) and isinstance(full[0], MLA)
+    k_size = per_full * (tokens + page) if mla else per_full // 2 * (tokens + page)
+    v_size = 0 if mla else k_size
+    est = min(max(int(tokens / context * 512), 2048), 4096)
+    reqs = min(s.max_running_requests // max(s.dp if s.enable_dp_attention else 1, 1), tokens // 2) \
+        if s.max_running_requests else min(est, tokens // 2)
+    starts = error is None and tokens > 0
+    lines = [
+        f"Load weight begin. avail mem={pre / GiB:.2f} GB",
+        f"Load weight end. avail mem={after / GiB:.2f} GB, mem usage={weights / GiB:.2f} GB.",
+    ]
+    if starts:
+        dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8_e4m3": "torch.float8_e4m3fn",
+                 "fp8_e5m2": "torch.float8_e5m2"}.get(kv.name, kv.name)
+        if v_size:
+            lines.append(f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_size / GiB:.2f} GB, "
+                         f"V size: {v_size / GiB:.2f} GB")
+        else:
+            lines.append(f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {k_size / GiB:.2f} GB")
+        lines.append(f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, max_prefill_tokens=16384, "
+                     f"max_running_requests={reqs}, context_len={context}")
+    elif error:
+        lines.append(f"RuntimeError: {error}")
+    return SGLangPlan(
+        model=spec.name, gpu=gpu.name, version=s.version, tp=s.tp, mem_fraction_static=frac, reserved_mib=reserved,
+        chunked_prefill_size=chunk, cuda_graph_max_bs=max_bs, pre_load_bytes=pre, weights_bytes=weights,
+        after_load_bytes=after, rest_bytes=rest, cell_bytes=int(cell), page_size=page, max_total_num_tokens=tokens,
+        swa_tokens=swa_tokens, mamba_cache_size=mamba_size, k_size_bytes=k_size, v_size_bytes=v_size,
+        max_running_requests=max(reqs, 0), context_len=context,
+        max_concurrency=tokens / context if context else 0.0, starts=starts, error=error, log_lines=tuple(lines),
+        notes=tuple(notes) + ((f"default mem_fraction_static {frac} = (nvidia-smi {gpu_mib} MiB - reserved "
+                               f"{reserved:.0f} MiB) / {gpu_mib} MiB",) if reserved else ()),
+    )
+

@@ -73,7 +73,8 @@ _COMMANDS = {
     "kv": "KV-cache bytes per token, per sequence, and over batch x context",
     "fit": "will it fit: per-GPU memory partition, largest batch, longest context",
     "explain": "what a pasted `vllm serve ...` command will do and print at start-up",
-    "check": "compare a vLLM start-up log with kvbudget's prediction, figure by figure",
+    "check": "compare an engine's start-up log with kvbudget's prediction, figure by figure",
+    "compare": "one model on one GPU under vLLM, SGLang, TensorRT-LLM and llama.cpp, side by side",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
 }
@@ -104,8 +105,10 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--overhead", type=_size0, help="runtime overhead per GPU instead of the built-in estimate, e.g. 4GiB")
     fit.add_argument("--activation", type=_size0, help="activation workspace per GPU instead of the estimate, e.g. 2GiB")
     fit.add_argument("--weights-memory", type=_size, help="measured weights per GPU instead of computing them, e.g. 14.99GiB")
-    fit.add_argument("--engine", choices=("vllm", "llama.cpp", "textbook"), default="vllm",
-                     help="whose rules: vllm (what vLLM will print, default), llama.cpp, or textbook")
+    fit.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp", "textbook"), default="vllm",
+                     help="whose rules: vllm (what vLLM will print, default), sglang, trtllm, llama.cpp, or textbook")
+    fit.add_argument("--mem-fraction-static", type=float, help="SGLang's mem_fraction_static (default: by GPU memory)")
+    fit.add_argument("--free-gpu-memory-fraction", type=float, default=0.9, help="TensorRT-LLM's fraction (default 0.9)")
     _vllm_args(fit)
     _llamacpp_args(fit)
 
@@ -151,7 +154,17 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     p.epilog = "After --: vLLM flags the run used, overriding what the log shows (e.g. -- --max-model-len 4096)."
 
 
-_ARGS = {"kv": _kv_args, "fit": _fit_args, "explain": _explain_args, "check": _check_args}
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="catalog name or alias, HF repo id, config.json or GGUF file")
+    hw = p.add_mutually_exclusive_group(required=True)
+    hw.add_argument("--gpu", help="GPU name (H100, L4 ...)")
+    hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog")
+    p.add_argument("--context", type=_count, default=8192, help="tokens per request (default 8192)")
+    p.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree")
+    p.add_argument("--kv-dtype", default="auto", help="auto or fp8")
+
+
+_ARGS = {"kv": _kv_args, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "compare": _compare_args}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -205,6 +218,10 @@ def _run(args: argparse.Namespace) -> str:
         return _fit_vllm(args)
     if args.command == "fit" and args.engine == "llama.cpp":
         return _fit_llamacpp(args)
+    if args.command == "fit" and args.engine in ("sglang", "trtllm"):
+        return _fit_other(args)
+    if args.command == "compare":
+        return _compare(args)
     if args.command == "fit":
         tp, pp = _parallelism(args)
         p = api.fit(
@@ -313,6 +330,8 @@ def _explain(args: argparse.Namespace) -> str:
     program = next((w for w in words if "=" not in w or w.startswith("-")), "")
     if os.path.basename(program) in _LLAMACPP_PROGRAMS:
         return _explain_llamacpp(args, words)
+    if "sglang.launch_server" in words or os.path.basename(program) == "trtllm-serve":
+        return _explain_other(args, words)
     cmd, p, fixes = api.explain(words, gpu=args.gpu, gpu_memory=args.gpu_memory, version=args.vllm_version)
     extra = list(cmd.warnings)
     used = cmd.settings.tensor_parallel_size * cmd.settings.pipeline_parallel_size * cmd.settings.data_parallel_size
@@ -335,6 +354,8 @@ def _check(args: argparse.Namespace) -> str:
     flags = list(args.flags)
     if "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text:
         return _check_llamacpp(args, text)
+    if "KV Cache is allocated" in text or "[TensorRT-LLM]" in text or "[TRT-LLM]" in text:
+        return _check_other(args, text)
     result = check_log(text, model=args.model, gpu=args.gpu, gpu_memory=args.gpu_memory,
                        version=args.vllm_version, flags=flags)
     if args.json:
@@ -372,6 +393,89 @@ def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
     if any(not c.n_embd_k_gqa for c in checks):
         out.append("warning: the log lacks the KV widths (n_embd_k_gqa): give --model")
     return "\n".join(out)
+
+
+def _render_other(args: argparse.Namespace, p: object, warnings: list[str]) -> str:
+    from .engines.sglang import SGLangPlan
+    from .engines.summary import sglang_row, trtllm_row
+
+    row = sglang_row(p) if isinstance(p, SGLangPlan) else trtllm_row(p)  # type: ignore[arg-type]
+    lines = list(p.log_lines)  # type: ignore[attr-defined]
+    notes = list(p.notes)  # type: ignore[attr-defined]
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps(json_doc.engine_doc(row, p, lines, notes, warnings))
+    from .report import text
+
+    return text.engine_text(row, p.model, p.gpu, lines, notes + [f"warning: {w}" for w in warnings], args.units)  # type: ignore[attr-defined]
+
+
+def _fit_other(args: argparse.Namespace) -> str:
+    from . import api
+    from .engines import sglang, trtllm
+    from .model.resolve import load_model
+
+    tp, pp = _parallelism(args)
+    spec = load_model(args.model)
+    gpu = api._device(args.gpu, args.gpu_memory)
+    quant = None if args.weights_dtype == "auto" else args.weights_dtype
+    if args.engine == "sglang":
+        kv = "fp8_e4m3" if args.kv_dtype.startswith("fp8") else "auto"
+        p: object = sglang.plan(spec, gpu, sglang.SGLangSettings(
+            mem_fraction_static=args.mem_fraction_static, tp=tp, pp=pp, context_length=args.context, kv_cache_dtype=kv,
+            max_running_requests=args.max_num_seqs, quantization=quant))
+    else:
+        p = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(
+            free_gpu_memory_fraction=args.free_gpu_memory_fraction, tp=tp, pp=pp, kv_cache_dtype=args.kv_dtype,
+            quantization=quant, max_seq_len=args.context))
+    return _render_other(args, p, [])
+
+
+def _explain_other(args: argparse.Namespace, words: list[str]) -> str:
+    from . import api
+    from .engines import sglang, trtllm
+    from .engines.other_commands import parse_other_command
+    from .model.resolve import load_model
+
+    cmd = parse_other_command(words)
+    spec = load_model(cmd.model)
+    gpu = api._device(args.gpu, args.gpu_memory)
+    p: object = sglang.plan(spec, gpu, cmd.sglang) if cmd.sglang else trtllm.plan(spec, gpu, cmd.trtllm)  # type: ignore[arg-type]
+    return _render_other(args, p, list(cmd.warnings))
+
+
+def _check_other(args: argparse.Namespace, text: str) -> str:
+    from .engines.other_logs import check_other_log
+
+    rows = check_other_log(text, args.model)
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps({"comparison": [{"figure": f, "reported": r, "recomputed": c, "exact": e} for f, r, c, e in rows]})
+    from .report.text import table
+
+    return "\n".join(["Reported vs recomputed from the log's own figures (matches: within the log's 0.01 GB rounding):",
+                      table(["figure", "log", "kvbudget", ""], [[f, f"{r:,}", f"{c:,}", "matches" if e else "DIFFERS"]
+                                                               for f, r, c, e in rows])])
+
+
+def _compare(args: argparse.Namespace) -> str:
+    from . import api
+    from .engines.summary import compare
+    from .model.resolve import load_model
+
+    rows = compare(load_model(args.model), api._device(args.gpu, args.gpu_memory), args.context, args.tp, args.kv_dtype)
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps({"model": args.model, "context": args.context, "engines": [
+            {"engine": r.engine, "weights_bytes": r.weights_bytes, "kv_budget_bytes": r.kv_budget_bytes,
+             "kv_cache_tokens": r.kv_tokens, "max_concurrency": round(r.max_concurrency, 3), "context": r.context,
+             "starts": r.starts, "budget_rule": r.budget_rule, "unit": r.unit} for r in rows]})
+    from .report import text
+
+    return text.compare_text(rows, args.model, args.context, args.units)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

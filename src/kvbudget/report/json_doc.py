@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..engines.llamacpp import LlamaCppPlan
+    from ..engines.summary import EngineRow
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
     from ..engines.vllm_check import CheckResult, Row
@@ -240,4 +241,26 @@ def llamacpp_doc(p: LlamaCppPlan, warnings: list[str] | None = None) -> dict[str
         "notes": list(p.notes),
         "warnings": list(warnings or []),
         "weights_format": p.weights_format,
+    }
+
+
+def engine_doc(row: EngineRow, plan: object, lines: list[str], notes: list[str], warnings: list[str]) -> dict[str, Any]:
+    """SGLang and TensorRT-LLM: the common keys, then the engine's own figures."""
+    from .._record import asdict
+
+    own = asdict(plan)
+    own.pop("log_lines", None)
+    own.pop("notes", None)
+    return {
+        "model": own.get("model"),
+        "engine": {"name": row.engine},
+        "memory": {"weights_bytes": row.weights_bytes, "kv_cache_bytes": row.kv_budget_bytes},
+        "kv_cache_tokens": row.kv_tokens,
+        "max_concurrency": round(row.max_concurrency, 4),
+        "starts": row.starts,
+        "budget_rule": row.budget_rule,
+        "figures": own,
+        "log_lines": lines,
+        "notes": notes,
+        "warnings": warnings,
     }

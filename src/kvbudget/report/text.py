@@ -10,6 +10,7 @@ from .verdict import verdict_text
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..engines.llamacpp import LlamaCppPlan
+    from ..engines.summary import EngineRow
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
     from ..engines.vllm_check import CheckResult, Row
@@ -239,4 +240,33 @@ def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None
     out.append(f"Verdict: {'fits' if p.fits else 'does not fit'} on {p.gpu}")
     out += [f"note: {n}" for n in p.notes]
     out += [f"warning: {w}" for w in warnings or []]
+    return "\n".join(out)
+
+
+def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: list[str], units: str) -> str:
+    """SGLang and TensorRT-LLM plans: the budget, the pool and the lines the engine will print."""
+    out = [
+        f"{model} with {row.engine} on {gpu}",
+        "",
+        table(["part", units], [["weights per GPU", fmt_bytes(row.weights_bytes, units)],
+                                ["KV cache budget per GPU", fmt_bytes(row.kv_budget_bytes, units)]]),
+        f"budget rule: {row.budget_rule}; unit: {row.unit}",
+        f"KV tokens: {row.kv_tokens:,}; requests of {row.context:,} tokens at once: {row.max_concurrency:.2f}",
+        "",
+        f"{row.engine} will log:" if row.starts else f"{row.engine} will fail:",
+        *(f"  {line}" for line in lines),
+    ]
+    out += [n if n.startswith("warning:") else f"note: {n}" for n in notes]
+    return "\n".join(out)
+
+
+def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: str) -> str:
+    out = [f"{model}, requests of {context:,} tokens, each engine with its defaults (per GPU):", ""]
+    out.append(table(
+        ["engine", "weights", "KV budget", "KV tokens", "requests at once", "starts"],
+        [[r.engine, fmt_bytes(r.weights_bytes, units), fmt_bytes(r.kv_budget_bytes, units), f"{r.kv_tokens:,}",
+          f"{r.max_concurrency:.2f}" + ("" if r.context == context else f" at {r.context:,}"), "yes" if r.starts else "no"]
+         for r in rows]))
+    out += ["", "Why they differ:"]
+    out += [f"  {r.engine}: budget = {r.budget_rule}; allocated in {r.unit}" for r in rows]
     return "\n".join(out)

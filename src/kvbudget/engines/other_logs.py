@@ -1,0 +1,76 @@
+"""Check SGLang and TensorRT-LLM start-up logs against the engines' own arithmetic.
+
+SGLang (engines.md §2.1, 2.6): ``Load weight begin. avail mem=P GB`` (free before loading),
+``Load weight end. ... avail mem=A GB``, ``mem_fraction_static=f`` in ``server_args``: the pool is
+``floor((A - P x (1 - f)) x 2^30 / cell)`` tokens, and ``K size`` is (tokens + page) x the K bytes of a
+token. TensorRT-LLM (§4): ``available: A GiB`` (engine path) or ``available KV cache memory when
+calculating max tokens: A GiB ... kv size [per token] is S`` (PyTorch backend), ``Number of blocks in
+KV cache primary pool: N``, ``Allocated X GiB for max tokens in paged KV cache (T)``. Every logged
+figure is rounded to 0.01 GB, so a recomputed figure counts as matching when it lies within what that
+rounding allows.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..units import GiB, InputError
+
+_N = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
+
+
+def _f(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _last(pattern: str, text: str) -> re.Match[str] | None:
+    found = list(re.finditer(pattern, text))
+    return found[-1] if found else None
+
+
+Row = tuple[str, float, float, bool]
+
+
+def check_other_log(text: str, model: str | None = None) -> list[Row]:
+    """(figure, reported, recomputed, matches) for every figure the log lets us recompute."""
+    rows: list[Row] = []
+    alloc = _last(r"KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: " + _N + r", K size: " + _N + r" GB, V size: " + _N + " GB", text)
+    if alloc:
+        tokens = int(_f(alloc.group(1)))
+        k_gb = _f(alloc.group(2))
+        begin = _last(r"Load weight begin\. avail mem=" + _N + " GB", text)
+        end = _last(r"Load weight end\..*?avail mem=" + _N + " GB", text)
+        frac = _last(r"mem_fraction_static=" + _N, text) or _last(r"--mem-fraction-static[ =]" + _N, text)
+        page = _last(r"page_size=" + _N, text)
+        p = int(_f(page.group(1))) if page else 1
+        per_token_k = k_gb * GiB / (tokens + p)  # implied K bytes per token, from the log itself
+        if begin and end and frac:
+            pre, after, f = _f(begin.group(1)), _f(end.group(1)), _f(frac.group(1))
+            cell = 2 * per_token_k
+            lo = int(((after - 0.005) - (pre + 0.005) * (1 - f)) * GiB // cell)
+            hi = int(((after + 0.005) - (pre - 0.005) * (1 - f)) * GiB // cell)
+            rows.append(("SGLang #tokens from the logged free memory", tokens, round((lo + hi) / 2), lo <= tokens <= hi))
+        rows.append(("SGLang K size = V size (GB)", _f(alloc.group(3)), k_gb, _f(alloc.group(3)) == k_gb))
+    pool = _last(r"Allocated " + _N + r" GiB for max tokens in paged KV cache \(" + _N + r"\)", text)
+    if pool:
+        x, t = _f(pool.group(1)), int(_f(pool.group(2)))
+        blocks = _last(r"Number of blocks in KV cache primary pool: " + _N, text)
+        tpb = _last(r"Number of tokens per block: " + _N, text)
+        if blocks and tpb:
+            n, b = int(_f(blocks.group(1))), int(_f(tpb.group(1)))
+            rows.append(("TRT-LLM tokens = blocks x tokens per block", t, n * b, t == n * b))
+        avail = _last(r"available: " + _N + " GiB", text)
+        frac = _last(r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]+" + _N, text)
+        if avail and frac:
+            want = _f(avail.group(1)) * _f(frac.group(1))
+            rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * _f(frac.group(1))))
+        per = _last(r"available KV cache memory when calculating max tokens: " + _N + r" GiB.*?kv size(?: per token)? is " + _N, text)
+        if per:
+            a, s = _f(per.group(1)), _f(per.group(2))
+            most = int((a + 0.005) * GiB // s)
+            rows.append(("TRT-LLM tokens <= available / kv size per token", t, most, t <= most))
+    if not rows:
+        raise InputError("no SGLang ('KV Cache is allocated') or TensorRT-LLM ('Allocated ... for max tokens in paged KV cache') "
+                         "figures found in the log")
+    del model
+    return rows

@@ -1,0 +1,131 @@
+"""TensorRT-LLM's paged KV cache: a fraction of the memory left after the profiled peak.
+
+From TensorRT-LLM's sources (``../shared/research/engines.md`` §4): PyTorch backend
+``tensorrt_llm/_torch/pyexecutor/_util.py: KvCacheCreator`` (available = (total - peak + temporary
+KV) x free_gpu_memory_fraction, 0.9 by default; tokens_per_block 32), per-token size
+``resource_manager.py: KVCacheManager.get_cache_size_per_token`` (2 x head_dim x KV heads // TP x
+layers x bytes, no max(1, ...); MLA: (kv_lora_rank + rope) x layers, not split), and the C++ engine
+path ``kvCacheManager.cpp`` (free memory after the engine and its buffers x fraction, blocks of 64).
+"""
+
+from __future__ import annotations
+
+from .._record import record
+from ..hardware import GPU
+from ..kvcache import check_tp, serving_dtype
+from ..model.layers import MLA, FullAttention
+from ..model.spec import ModelSpec
+from ..model.weights import WeightFormat, parse_weight_format
+from ..parallel import stages
+from ..units import GiB, InputError, element_type
+
+# Calibrated on tests/data/trtllm_logs (the peak of the profiling run above the weights: activations
+# of max_num_tokens tokens and non-torch memory), per rank.
+NON_TORCH_BYTES = int(0.6 * GiB)
+ACT_BYTES_PER_TOKEN_HIDDEN = 8  # x hidden_size x 2 bytes per token of max_num_tokens
+
+
+@record
+class TrtllmSettings:
+    backend: str = "pytorch"  # pytorch (trtllm-serve / LLM API) | engine (trtllm-build engines)
+    free_gpu_memory_fraction: float = 0.9
+    tokens_per_block: int | None = None  # 32 (PyTorch) / 64 (engine builder default)
+    max_tokens: int | None = None  # max_tokens_in_paged_kv_cache
+    max_num_tokens: int = 8192
+    max_batch_size: int = 2048
+    tp: int = 1
+    pp: int = 1
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    max_seq_len: int | None = None  # default: the model's max_position_embeddings
+
+
+@record
+class TrtllmPlan:
+    model: str
+    gpu: str
+    backend: str
+    tp: int
+    weights_bytes: int
+    peak_bytes: int
+    available_bytes: int
+    per_token_bytes: int
+    tokens_per_block: int
+    num_blocks: int
+    max_tokens: int
+    pool_bytes: int
+    max_seq_len: int
+    max_concurrency: float
+    starts: bool
+    error: str | None
+    log_lines: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def per_token_bytes(spec: ModelSpec, layers: tuple[object, ...], tp: int, nbytes: int) -> int:
+    """get_cache_size_per_token: integer division of heads x head_dim by TP, no floor at one head."""
+    total = 0
+    for layer in layers:
+        if isinstance(layer, MLA):
+            total += (layer.kv_lora_rank + layer.qk_rope_head_dim) * nbytes
+        elif isinstance(layer, FullAttention):
+            total += 2 * (layer.head_dim * layer.num_kv_heads // tp) * nbytes
+    return total
+
+
+def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
+    check_tp(spec, s.tp)
+    if not 0 < s.free_gpu_memory_fraction < 1:
+        raise InputError(f"free_gpu_memory_fraction must be in (0, 1), got {s.free_gpu_memory_fraction}")
+    notes: list[str] = []
+    dtype = serving_dtype(spec)
+    fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, dtype)
+    if fmt is None:
+        raise InputError(f"{spec.name}: unknown weight format: give the quantization")
+    if not fmt.quantized and fmt.name != "stored":
+        fmt = WeightFormat(dtype, dense_dtype=dtype)
+    stage = max(stages(spec, fmt, s.tp, s.pp), key=lambda st: st.weights_bytes)
+    nbytes = 1 if s.kv_cache_dtype.lower().startswith("fp8") else element_type(dtype).nbytes(1)
+    per_token = per_token_bytes(spec, stage.layers, s.tp, nbytes)
+    if any(isinstance(x, FullAttention) and x.num_kv_heads < s.tp for x in stage.layers):
+        notes.append("TP exceeds the KV heads: TRT-LLM's per-token estimate divides heads x head_dim by TP without "
+                     "a floor at one head (resource_manager.py)")
+    tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
+    act = s.max_num_tokens * ACT_BYTES_PER_TOKEN_HIDDEN * spec.dims.hidden_size * 2
+    peak = stage.weights_bytes + act + NON_TORCH_BYTES
+    available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
+    error = None
+    if available <= 0 or per_token <= 0:
+        tokens = blocks = 0
+        error = "no GPU memory left for the KV cache after the weights and the profiled peak"
+    else:
+        tokens = available // per_token
+        if s.max_tokens is not None and s.max_tokens < tokens:
+            notes.append("both free_gpu_memory_fraction and max_tokens are set: the smaller value is used")
+            tokens = s.max_tokens
+        blocks = tokens // tpb
+    pool = blocks * tpb * per_token
+    max_seq = s.max_seq_len or spec.max_context
+    lines = []
+    if s.backend == "pytorch":
+        lines.append(f"Peak memory during memory usage profiling (torch + non-torch): {peak / GiB:.2f} GiB, available KV "
+                     f"cache memory when calculating max tokens: {available / GiB:.2f} GiB, fraction is set "
+                     f"{s.free_gpu_memory_fraction}, kv size per token is {per_token}.")
+    else:
+        free = gpu.memory_bytes - peak
+        lines.append(f"[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: "
+                     f"{gpu.memory_bytes / GiB:.2f} GiB, available: {free / GiB:.2f} GiB")
+        lines.append(f"[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: {blocks}")
+    lines.append(f"[TensorRT-LLM][INFO] Number of tokens per block: {tpb}.")
+    lines.append(f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {pool / GiB:.2f} GiB for max tokens in paged KV cache "
+                 f"({blocks * tpb}).")
+    if blocks * tpb < max_seq and error is None:
+        notes.append(f"the pool holds fewer tokens than max_seq_len {max_seq:,}: TRT-LLM reduces the attention window "
+                     f"to {blocks * tpb:,} instead of failing")
+    return TrtllmPlan(
+        model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
+        available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,
+        max_tokens=blocks * tpb, pool_bytes=pool, max_seq_len=max_seq,
+        max_concurrency=blocks * tpb / max_seq if max_seq else 0.0, starts=error is None, error=error,
+        log_lines=tuple(lines), notes=tuple(notes),
+    )

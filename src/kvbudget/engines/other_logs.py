@@ -40,15 +40,23 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
         k_gb = _f(alloc.group(2))
         begin = _last(r"Load weight begin\. avail mem=" + _N + " GB", text)
         end = _last(r"Load weight end\..*?avail mem=" + _N + " GB", text)
+        usage = _last(r"Load weight end\..*?mem usage=" + _N + " GB", text)
+        pre_err = 0.005
+        if end and usage and not begin:  # free before loading = free after + what loading took
+            begin, pre_err = end, 0.01
         frac = _last(r"mem_fraction_static=" + _N, text) or _last(r"--mem-fraction-static[ =]" + _N, text)
         page = _last(r"page_size=" + _N, text)
         p = int(_f(page.group(1))) if page else 1
         per_token_k = k_gb * GiB / (tokens + p)  # implied K bytes per token, from the log itself
+        if model:
+            per_token_k = _model_k_bytes(model, text, per_token_k)
         if begin and end and frac:
             pre, after, f = _f(begin.group(1)), _f(end.group(1)), _f(frac.group(1))
+            if begin is end and usage:
+                pre = after + _f(usage.group(1))
             cell = 2 * per_token_k
-            lo = int(((after - 0.005) - (pre + 0.005) * (1 - f)) * GiB // cell)
-            hi = int(((after + 0.005) - (pre - 0.005) * (1 - f)) * GiB // cell)
+            lo = int(((after - 0.005) - (pre + pre_err) * (1 - f)) * GiB // cell)
+            hi = int(((after + 0.005) - (pre - pre_err) * (1 - f)) * GiB // cell)
             rows.append(("SGLang #tokens from the logged free memory", tokens, round((lo + hi) / 2), lo <= tokens <= hi))
         rows.append(("SGLang K size = V size (GB)", _f(alloc.group(3)), k_gb, _f(alloc.group(3)) == k_gb))
     pool = _last(r"Allocated " + _N + r" GiB for max tokens in paged KV cache \(" + _N + r"\)", text)
@@ -72,5 +80,19 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
     if not rows:
         raise InputError("no SGLang ('KV Cache is allocated') or TensorRT-LLM ('Allocated ... for max tokens in paged KV cache') "
                          "figures found in the log")
-    del model
     return rows
+
+
+def _model_k_bytes(ref: str, text: str, implied: float) -> float:
+    """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
+    the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies."""
+    from ..model.layers import MLA, FullAttention, SlidingWindow
+    from ..model.resolve import load_model
+    from ..units import element_type
+
+    spec = load_model(ref)
+    tp_match = _last(r"tp_size=" + _N, text)
+    tp = int(_f(tp_match.group(1))) if tp_match else 1
+    full = [x for x in spec.layers if isinstance(x, FullAttention) and not isinstance(x, (SlidingWindow, MLA))]
+    candidates = [sum(x.bytes_per_token(element_type(d), tp) for x in full) / 2 for d in ("fp8_e4m3", "bf16", "fp32")]
+    return min(candidates, key=lambda c: abs(c - implied)) if full else implied

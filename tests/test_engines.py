@@ -1,0 +1,137 @@
+"""SGLang and TensorRT-LLM policies, their commands and logs, and `compare`.
+
+Sources: ../shared/research/engines.md §2 (SGLang 0.5.23: arg_groups/memory_hook.py,
+mem_cache/kv_cache_configurator.py, model_executor/pool_configurator.py) and §4 (TensorRT-LLM
+_torch/pyexecutor/_util.py, resource_manager.py, kvCacheManager.cpp).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kvbudget
+from kvbudget.cli import main
+from kvbudget.engines import sglang, trtllm
+from kvbudget.engines.other_commands import parse_other_command
+from kvbudget.engines.other_logs import check_other_log
+from kvbudget.engines.summary import compare
+from kvbudget.units import GiB, InputError
+
+LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_sglang_default_fraction_matches_the_worked_table() -> None:
+    # engines.md §2.2: H100-80G TP1 reserved 512 + 12288 + 128 + (512 + 464) = 13,904 MiB -> 0.830;
+    # H200 -> 0.903; H100 TP4 reserved 14,800 MiB -> 0.819.
+    spec = kvbudget.load_model(LLAMA8)
+    h100 = sglang.plan(spec, kvbudget.find_gpu("H100"), sglang.SGLangSettings())
+    assert (h100.mem_fraction_static, h100.reserved_mib, h100.chunked_prefill_size, h100.cuda_graph_max_bs) == (0.83, 13904, 8192, 256)
+    assert sglang.plan(spec, kvbudget.find_gpu("H200"), sglang.SGLangSettings()).mem_fraction_static == 0.903
+    tp4 = sglang.plan(kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct"), kvbudget.find_gpu("H100"), sglang.SGLangSettings(tp=4))
+    assert (tp4.mem_fraction_static, tp4.reserved_mib) == (0.819, 14800)
+    # the 0.4 line: by TP size
+    assert sglang.plan(spec, kvbudget.find_gpu("L4"), sglang.SGLangSettings(version="0.4")).mem_fraction_static == 0.88
+
+
+def test_sglang_pool_arithmetic() -> None:
+    # rest = free after weights - (1 - f) x free before loading; tokens = rest // cell (page 1)
+    spec = kvbudget.load_model(LLAMA8)
+    p = sglang.plan(spec, kvbudget.find_gpu("H100"), sglang.SGLangSettings(mem_fraction_static=0.8))
+    assert p.rest_bytes == int(p.after_load_bytes - p.pre_load_bytes * (1 - 0.8))
+    assert p.cell_bytes == 32 * 2 * 8 * 128 * 2
+    assert p.max_total_num_tokens == p.rest_bytes // p.cell_bytes
+    assert p.k_size_bytes == (p.max_total_num_tokens + 1) * 32 * 8 * 128 * 2  # one padding page
+    paged = sglang.plan(spec, kvbudget.find_gpu("H100"), sglang.SGLangSettings(mem_fraction_static=0.8, page_size=64))
+    assert paged.max_total_num_tokens % 64 == 0
+    # max_running_requests: clamp(int(tokens / context x 512), 2048, 4096), at most tokens // 2
+    assert p.max_running_requests == min(max(int(p.max_total_num_tokens / p.context_len * 512), 2048), 4096)
+
+
+def test_sglang_mla_is_not_split_and_hybrid_pools() -> None:
+    v3 = sglang.plan(kvbudget.load_model("deepseek-ai/DeepSeek-V3"), kvbudget.find_gpu("H200"), sglang.SGLangSettings(tp=8))
+    assert v3.cell_bytes == 61 * 576 * 2 and v3.v_size_bytes == 0
+    g = sglang.plan(kvbudget.load_model("google/gemma-3-27b-it"), kvbudget.find_gpu("H100"), sglang.SGLangSettings())
+    assert g.cell_bytes == int(10 * 8192 + 0.8 * 52 * 8192)  # full + 0.8 x sliding per token (swa_full_tokens_ratio)
+    assert g.swa_tokens == int(0.8 * g.max_total_num_tokens)
+    n = sglang.plan(kvbudget.load_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), kvbudget.find_gpu("H200"), sglang.SGLangSettings(tp=2))
+    assert n.mamba_cache_size > 0 and n.cell_bytes == 12 * 2 * 1 * 256 * 2
+
+
+def test_sglang_no_room_for_kv() -> None:
+    p = sglang.plan(kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct"), kvbudget.find_gpu("H100"), sglang.SGLangSettings())
+    assert not p.starts and p.error and "no GPU memory for the KV cache" in p.error
+
+
+def test_trtllm_pytorch_and_engine_paths() -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    p = trtllm.plan(spec, kvbudget.find_gpu("H100"), trtllm.TrtllmSettings())
+    assert p.tokens_per_block == 32 and p.per_token_bytes == 131072
+    assert p.available_bytes == int((kvbudget.find_gpu("H100").memory_bytes - p.peak_bytes) * 0.9)
+    assert p.max_tokens == p.available_bytes // 131072 // 32 * 32
+    e = trtllm.plan(spec, kvbudget.find_gpu("H100"), trtllm.TrtllmSettings(backend="engine"))
+    assert e.tokens_per_block == 64 and any("primary pool" in line for line in e.log_lines)
+    capped = trtllm.plan(spec, kvbudget.find_gpu("H100"), trtllm.TrtllmSettings(max_tokens=8224))
+    assert capped.max_tokens == 8224 // 32 * 32 and any("smaller value" in n for n in capped.notes)
+
+
+def test_trtllm_per_token_quirk_beyond_kv_heads() -> None:
+    # get_cache_size_per_token: head_dim x kv_heads // tp with no floor at one head (4 KV heads, TP 8)
+    p = trtllm.plan(kvbudget.load_model("Qwen/Qwen3-235B-A22B"), kvbudget.find_gpu("H200"), trtllm.TrtllmSettings(tp=8))
+    assert p.per_token_bytes == 94 * 2 * (128 * 4 // 8) * 2
+    assert any("without a floor" in n for n in p.notes)
+    with pytest.raises(InputError, match="free_gpu_memory_fraction"):
+        trtllm.plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), trtllm.TrtllmSettings(free_gpu_memory_fraction=1.0))
+
+
+def test_other_commands() -> None:
+    s = parse_other_command("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-70B-Instruct --tp 4 "
+                            "--mem-fraction-static 0.85 --context-length 32768 --port 30000")
+    assert s.engine == "sglang" and s.sglang is not None
+    assert (s.model, s.sglang.tp, s.sglang.mem_fraction_static, s.sglang.context_length) == (
+        "meta-llama/Llama-3.1-70B-Instruct", 4, 0.85, 32768)
+    t = parse_other_command("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2 --kv_cache_free_gpu_memory_fraction 0.8 "
+                            "--max_batch_size 64")
+    assert t.trtllm is not None and (t.model, t.trtllm.tp, t.trtllm.free_gpu_memory_fraction) == (LLAMA8, 2, 0.8)
+    with pytest.raises(InputError, match="names no model"):
+        parse_other_command("python -m sglang.launch_server --tp 2")
+
+
+def test_log_checks() -> None:
+    # A real SGLang 0.4.3.post4 log (QwQ-32B, TP4 on L4s, provenance in its .json): free 21.63 GB before and
+    # 6.09 GB after loading, fraction 0.85 -> (6.09 - 21.63 x 0.15) GB / 64 KiB per token = 46,620 +- 95.
+    text = (DATA / "sglang_logs" / "v0.4.3.post4_l4x4_qwq-32b_tp4_default.log").read_text()
+    by_name = {r[0]: r for r in check_other_log(text, "Qwen/QwQ-32B")}
+    assert by_name["SGLang #tokens from the logged free memory"][1:] == (46611, 46620, True)
+    # without the model, the K bytes per token come from the log's rounded K size: a looser window
+    assert {r[0]: r for r in check_other_log(text)}["SGLang #tokens from the logged free memory"][3]
+    assert by_name["SGLang K size = V size (GB)"][3]
+    # the same log with the free memory made 1 GB larger must not pass
+    bad = {r[0]: r for r in check_other_log(text.replace("avail mem=6.09 GB", "avail mem=7.09 GB"))}
+    assert not bad["SGLang #tokens from the logged free memory"][3]
+    trt = check_other_log(
+        "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 4060\n[TensorRT-LLM][INFO] Number of tokens per block: 64.\n"
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 63.44 GiB for max tokens in paged KV cache (259840).\n")
+    assert trt == [("TRT-LLM tokens = blocks x tokens per block", 259840, 259840, True)]
+    with pytest.raises(InputError, match="no SGLang"):
+        check_other_log("hello\n")
+
+
+def test_compare_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = compare(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), 32768)
+    assert [r.engine for r in rows] == ["vllm", "sglang", "trtllm", "llama.cpp"]
+    assert all(r.starts and r.kv_budget_bytes > 40 * GiB for r in rows)
+    sg = next(r for r in rows if r.engine == "sglang")
+    vl = next(r for r in rows if r.engine == "vllm")
+    assert sg.kv_tokens < vl.kv_tokens  # SGLang's static fraction of pre-load free memory leaves less than vLLM's 0.92
+    assert main(["compare", LLAMA8, "--gpu", "H100", "--json"]) == 0
+    assert '"engine": "sglang"' in capsys.readouterr().out
+    for engine in ("sglang", "trtllm"):
+        assert main(["fit", LLAMA8, "--gpu", "H100", "--engine", engine, "--context", "8192", "--json"]) == 0
+        assert '"kv_cache_tokens"' in capsys.readouterr().out
+    assert main(["explain", "--gpu", "H100", "--", "python", "-m", "sglang.launch_server", "--model-path", LLAMA8]) == 0
+    assert "KV Cache is allocated" in capsys.readouterr().out

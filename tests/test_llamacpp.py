@@ -144,8 +144,15 @@ def test_sliding_window_cache_size() -> None:
     p = plan(spec, None, LlamaCppSettings(n_ctx=32768, n_parallel=1))
     assert (p.swa_cells, p.swa_layers, p.kv_layers) == (1536, 52, 10)
     assert p.swa_k_bytes == 52 * 1536 * 16 * 128 * 2
+    # --swa-full: the SWA cache is still a separate cache, but as large as the other (llama-kv-cache-iswa.cpp)
     full = plan(spec, None, LlamaCppSettings(n_ctx=32768, n_parallel=1, swa_full=True))
-    assert full.swa_layers == 0 and full.kv_layers == 62
+    assert (full.swa_cells, full.swa_layers, full.kv_layers) == (32768, 52, 10)
+    # b5429 (#13194) to b5553: min(n_ctx, pad(n_swa x n_seq_max + n_batch)), pad 32 without flash attention
+    mid = plan(spec, None, LlamaCppSettings(n_ctx=32768, n_parallel=4, kv_unified=True, flash_attn="off", build=5500))
+    assert mid.swa_cells == 4 * 1024 + 2048
+    # before b5429 there was no sliding-window cache: every layer held n_ctx cells
+    old = plan(spec, None, LlamaCppSettings(n_ctx=32768, n_parallel=1, build=5000))
+    assert (old.swa_cells, old.k_bytes + old.swa_k_bytes) == (32768, 62 * 32768 * 16 * 128 * 2)
 
 
 def test_mla_is_k_only_and_recurrent_state() -> None:

@@ -123,6 +123,12 @@ def _llamacpp_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ubatch", type=_count, default=512, help="-ub: physical batch size")
     g.add_argument("--swa-full", action="store_true", help="--swa-full: full-size cache for sliding-window layers")
     g.add_argument("--kv-unified", choices=("auto", "on", "off"), default="auto", help="--kv-unified")
+    _build_arg(g)
+
+
+def _build_arg(p: argparse._ActionsContainer) -> None:
+    p.add_argument("--llamacpp-build", type=_count, metavar="N",
+                   help="llama.cpp build number (its 'build: N' line) whose sizing rules apply (default: current)")
 
 
 def _vllm_args(p: argparse.ArgumentParser) -> None:
@@ -141,6 +147,7 @@ def _explain_args(p: argparse.ArgumentParser) -> None:
     hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog, e.g. 48GiB")
     p.add_argument("--num-gpus", type=_count, help="GPUs on the machine (checked against the command's parallel sizes)")
     p.add_argument("--vllm-version", default=None, help="vLLM release: 0.33.0, 0.10.1, 0.6.3, current, v1, v0")
+    _build_arg(p)
     p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="after --: the vllm serve / api_server command line")
 
 
@@ -290,6 +297,7 @@ def _fit_llamacpp(args: argparse.Namespace) -> str:
     settings = LlamaCppSettings(
         n_ctx=args.context or 0, n_parallel=args.np, kv_unified=unified, type_k=args.ctk, type_v=args.ctv,
         flash_attn=args.fa, n_ubatch=args.ubatch, swa_full=args.swa_full, n_gpu_layers=args.ngl,
+        **({"build": args.llamacpp_build} if args.llamacpp_build else {}),
     )
     p = plan(load_model(args.model), api._device(args.gpu, args.gpu_memory), settings)
     return _render_llamacpp(args, p, [])
@@ -307,12 +315,14 @@ def _render_llamacpp(args: argparse.Namespace, p: object, warnings: list[str]) -
 
 def _explain_llamacpp(args: argparse.Namespace, words: list[str]) -> str:
     from . import api
+    from ._record import replace
     from .engines.llamacpp import plan
     from .engines.llamacpp_command import parse_llamacpp_command
     from .model.resolve import load_model
 
     cmd = parse_llamacpp_command(words)
-    p = plan(load_model(cmd.model), api._device(args.gpu, args.gpu_memory), cmd.settings)
+    settings = replace(cmd.settings, build=args.llamacpp_build) if args.llamacpp_build else cmd.settings
+    p = plan(load_model(cmd.model), api._device(args.gpu, args.gpu_memory), settings)
     return _render_llamacpp(args, p, list(cmd.warnings))
 
 

@@ -16,6 +16,7 @@ from ..hardware import GPU
 from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError, MiB, element_type
+from . import llamacpp_eras as eras
 
 # -ctk / -ctv types (common/arg.cpp kv_cache_types) and ggml's block layout of each.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -58,8 +59,8 @@ class LlamaCppSettings:
     n_ubatch: int = 512
     swa_full: bool = False
     n_gpu_layers: int = -1  # -ngl; -1: all
-    fit: bool = True  # --fit (auto-fit of n_ctx to free memory), on by default
-    padding: int = 256  # n_ctx padding: 256 (current); 32 without flash attention before ~2025-03
+    fit: bool | None = None  # --fit (auto-fit of n_ctx to free memory); None: the build's default
+    build: int = eras.CURRENT  # llama.cpp build number (the log's "build: N"): whose rules apply
 
 
 @record
@@ -126,56 +127,64 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         raise InputError("a quantized V cache (-ctv) needs flash attention (-fa on)")
     if flash == "auto" and type_v not in ("f32", "f16", "bf16"):
         notes.append("flash attention enabled: it is required for a quantized V cache")
-    server = s.program == "server"
-    parallel = s.n_parallel if s.n_parallel is not None and s.n_parallel > 0 else (4 if server else 1)
-    unified = s.kv_unified if s.kv_unified is not None else (server and (s.n_parallel is None or s.n_parallel < 0))
+    b = s.build
+    parallel, unified = eras.server_slots(b, s.program, s.n_parallel, s.kv_unified)
     train = spec.max_context
     if s.n_ctx < 0:
         raise InputError(f"-c must not be negative, got {s.n_ctx}")
+    fit = eras.fit_default(b) if s.fit is None else s.fit
     n_ctx = s.n_ctx or train
-    auto_ctx = s.n_ctx == 0 and s.fit
+    auto_ctx = s.n_ctx == 0 and fit
     if auto_ctx:
         n_ctx = train * parallel  # common/fit.cpp: n_ctx 0 becomes n_ctx_train x n_seq_max
-    padding = 256 if s.padding == 32 and flash == "on" else s.padding  # old rule: 256 with flash attention
+    padding = eras.ctx_padding(b, flash)
     n_stream = 1 if unified else parallel
     n_layer = spec.num_layers
     ngl = n_layer + 1 if s.n_gpu_layers < 0 else s.n_gpu_layers
     gpu_start = max(n_layer + 1 - ngl, 0)  # llama-model.cpp: layers i >= i_gpu_start go to the GPU
+    hybrid = any(isinstance(x, RecurrentState) for x in spec.layers)
+
+    def tensor_gpu_bytes(type_name: str, width: int, cells: int) -> int:
+        nbytes = row_bytes(type_name, width) * cells * n_stream
+        ne0 = width * cells if eras.flat_tensors(b) else width
+        extra = eras.cuda_pad_elems(ne0, type_name not in ("f32", "f16", "bf16"))
+        return pad(nbytes + (row_bytes(type_name, extra) if extra else 0), CUDA_ALIGN)
 
     def context(n: int) -> dict[str, int]:
-        n = pad(n, padding)
-        n_seq = n if unified else pad(n // parallel, padding)
-        total = n if unified else n_seq * parallel
-        swa = 0
-        out = {"n_ctx": total, "n_ctx_seq": n_seq, "cells": n_seq if not unified else total}
+        total, n_seq = eras.stream_cells(b, n, parallel, unified, padding)
+        batch = min(s.n_batch, n)  # llama_context: n_batch capped by the (unpadded) n_ctx
+        ubatch = min(batch, s.n_ubatch)
+        out = {"n_ctx": total, "n_ctx_seq": n_seq, "cells": n_seq, "swa": 0}
         k = v = sk = sv = rec = gpu_kv = 0
         kv_layers = swa_layers = 0
         for layer, il in zip(spec.layers, spec.layer_of, strict=True):
             on_gpu = gpu is not None and il >= gpu_start
             if isinstance(layer, RecurrentState):
-                b = _recurrent_row(layer) * 4 * max(1, parallel)
-                rec += b
-                gpu_kv += b if on_gpu else 0
+                rb = _recurrent_row(layer) * 4 * max(1, parallel)
+                rec += rb
+                gpu_kv += rb if on_gpu else 0
                 continue
             dk, dv = _kv_dims(layer)
             if not dk:
                 continue
-            sliding = isinstance(layer, (SlidingWindow, ChunkedLocal)) and not s.swa_full
+            if isinstance(layer, MLA) and eras.mla_has_v(b):
+                dv = layer.kv_lora_rank
+            sliding = isinstance(layer, (SlidingWindow, ChunkedLocal))
             if sliding:
                 w = layer.window if isinstance(layer, SlidingWindow) else layer.chunk  # type: ignore[union-attr]
-                size = pad(min(out["cells"], w * (parallel if unified else 1) + s.n_ubatch), 256)
-                swa = size
-                kb, vb = row_bytes(type_k, dk) * size * n_stream, (row_bytes(type_v, dv) * size * n_stream if dv else 0)
-                sk, sv = sk + kb, sv + vb
-                swa_layers += 1
+                size = eras.swa_cells(b, n_seq, w, parallel, unified, batch, ubatch, padding, s.swa_full)
+                out["swa"] = size
             else:
-                size = out["cells"]
-                kb, vb = row_bytes(type_k, dk) * size * n_stream, (row_bytes(type_v, dv) * size * n_stream if dv else 0)
-                k, v = k + kb, v + vb
-                kv_layers += 1
+                size = eras.hybrid_cells(b, total, n_seq, unified) if hybrid else n_seq
+                out["cells"] = size
+            kb, vb = row_bytes(type_k, dk) * size * n_stream, (row_bytes(type_v, dv) * size * n_stream if dv else 0)
+            if sliding:
+                sk, sv, swa_layers = sk + kb, sv + vb, swa_layers + 1
+            else:
+                k, v, kv_layers = k + kb, v + vb, kv_layers + 1
             if on_gpu:
-                gpu_kv += pad(kb, CUDA_ALIGN) + (pad(vb, CUDA_ALIGN) if vb else 0)
-        out.update(k=k, v=v, sk=sk, sv=sv, rec=rec, gpu_kv=gpu_kv, swa=swa, kv_layers=kv_layers, swa_layers=swa_layers)
+                gpu_kv += tensor_gpu_bytes(type_k, dk, size) + (tensor_gpu_bytes(type_v, dv, size) if dv else 0)
+        out.update(k=k, v=v, sk=sk, sv=sv, rec=rec, gpu_kv=gpu_kv, kv_layers=kv_layers, swa_layers=swa_layers)
         return out
 
     fmt = spec.weight_format
@@ -186,23 +195,23 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     head = sum(fmt.tensor_bytes(t) for t in inv.head)
     tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
     per_layer = [sum(fmt.tensor_bytes(t) for t in block) for block in inv.layers]
-    for il, b in enumerate(per_layer):
+    for il, layer_bytes in enumerate(per_layer):
         if gpu is not None and il >= gpu_start:
-            gpu_w += b
+            gpu_w += layer_bytes
         else:
-            cpu_w += b
+            cpu_w += layer_bytes
     cpu_w += head  # the token embedding stays on the CPU (LLM_TENSOR_LAYER_INPUT)
     if gpu is not None and ngl > n_layer:
         gpu_w += tail
     else:
         cpu_w += tail
     vocab, hidden = spec.dims.vocab_size, spec.dims.hidden_size
-    output = parallel * (vocab + 0) * 4  # llama_context output buffer: n_outputs_max x n_vocab floats
+    output = eras.output_rows(b, parallel, s.n_batch) * vocab * 4  # llama_context output buffer: n_vocab floats per row
     compute = s.n_ubatch * (vocab + 4 * hidden) * 4 if gpu is not None else 0  # estimate: logits + activations
 
     c = context(n_ctx)
     fit_note = ""
-    if gpu is not None and s.fit:
+    if gpu is not None and fit:
         def need(cc: dict[str, int]) -> int:
             return gpu_w + cc["gpu_kv"] + compute
 
@@ -259,7 +268,7 @@ def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int
     lines.append(f"llama_context: n_ctx         = {c['n_ctx']}")
     lines.append(f"llama_context: n_ctx_seq     = {c['n_ctx_seq']}")
     lines.append(f"llama_context: kv_unified    = {'true' if unified else 'false'}")
-    lines.append(f"llama_context: {'CPU':>10}  output buffer size = {output / MiB:8.2f} MiB")
+    lines.append(f"llama_context: {'CUDA_Host' if on_gpu else 'CPU':>10}  output buffer size = {output / MiB:8.2f} MiB")
     seqs = f"{parallel if unified else 1}/{n_stream}"
     if c["swa_layers"]:
         lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {c['cells']} cells")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .._record import record
+from .._record import field, record
 from ..units import InputError, MiB
 from .llamacpp import row_bytes
 
@@ -35,6 +35,7 @@ class CacheLine:
     v_mib: float
     total_mib: float
     swa: bool = False
+    buffers: tuple[tuple[str, float], ...] = ()  # the "KV buffer size" lines printed for this cache
 
 
 @record
@@ -43,6 +44,8 @@ class LlamaCppLog:
     buffers_mib: tuple[tuple[str, float], ...]  # "KV buffer size" per buffer name
     meta: tuple[tuple[str, str], ...]  # hyper-parameters and context settings as printed
     n_stream: int = 1
+    build: int | None = None  # the "build: N" the log prints
+    flat: bool = False  # the pre-b5429 format ("KV self size"), when K and V were 1-D tensors
 
 
 def _meta(text: str) -> dict[str, str]:
@@ -65,30 +68,41 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
     text = text.replace("\r", "")
     caches: list[CacheLine] = []
     swa_next = False
+    pending: list[tuple[str, float]] = []
     for line in text.splitlines():
         if "creating     SWA KV cache" in line or "creating SWA KV cache" in line:
             swa_next = True
         elif "creating non-SWA KV cache" in line:
             swa_next = False
-        m = re.search(r"size = *" + _F + r" MiB \( *(\d+) cells, *(\d+) layers(?:, *[\d/]+ seqs)?\), K \((\w+)\): *" + _F
+        buf = re.search(r"(\S+) KV buffer size = *" + _F + " MiB", line)
+        if buf:
+            pending.append((buf.group(1), float(buf.group(2))))
+            continue
+        m = re.search(r"size = *" + _F + r" MiB \( *(\d+) cells, *(\d+) layers(?:, *[\d/ ]+ seqs)?\), K \((\w+)\): *" + _F
                       + r" MiB, V \((\w+)\): *" + _F + " MiB", line)
         if m:
             caches.append(CacheLine(int(m.group(2)), int(m.group(3)), m.group(4), m.group(6), float(m.group(5)),
-                                    float(m.group(7)), float(m.group(1)), swa_next))
+                                    float(m.group(7)), float(m.group(1)), swa_next, tuple(pending)))
+            pending = []
             continue
         m = re.search(r"KV self size *= *" + _F + r" MiB, K \((\w+)\): *" + _F + r" MiB, V \((\w+)\): *" + _F + " MiB", line)
         if m:
             init = re.search(r"kv_size = (\d+),.*?n_layer = (\d+)", text)
-            cells = int(init.group(1)) if init else 0
-            layers = int(init.group(2)) if init else 0
+            n_ctx = re.search(r"n_ctx += (\d+)", text)  # without the kv_size line, the cache held n_ctx cells
+            layers_meta = re.search(r"(?:print_info|llm_load_print_meta): n_layer += (\d+)", text)
+            cells = int(init.group(1)) if init else int(n_ctx.group(1)) if n_ctx else 0
+            layers = int(init.group(2)) if init else int(layers_meta.group(1)) if layers_meta else 0
             caches.append(CacheLine(cells, layers, m.group(2), m.group(4), float(m.group(3)), float(m.group(5)),
-                                    float(m.group(1))))
+                                    float(m.group(1)), False, tuple(pending)))
+            pending = []
     buffers = [(m.group(1), float(m.group(2))) for m in re.finditer(r"(\S+) KV buffer size = *" + _F + " MiB", text)]
     if not caches and not buffers:
         raise InputError("no llama.cpp KV-cache figures found in the log (looked for 'llama_kv_cache ... size =', "
                          "'KV self size', 'KV buffer size')")
     seqs = re.search(r"cells, *\d+ layers, *\d+/(\d+) seqs", text)
-    return LlamaCppLog(tuple(caches), tuple(buffers), tuple(_meta(text).items()), int(seqs.group(1)) if seqs else 1)
+    build = re.search(r"\bbuild(?::| =) (\d+) \(", text) or re.search(r"\bversion: (\d+) \(", text)
+    return LlamaCppLog(tuple(caches), tuple(buffers), tuple(_meta(text).items()), int(seqs.group(1)) if seqs else 1,
+                       int(build.group(1)) if build else None, "KV self size" in text)
 
 
 def _first_int(value: str) -> list[int]:
@@ -103,6 +117,39 @@ class CacheCheck:
     exact: bool
     n_embd_k_gqa: int
     n_embd_v_gqa: int
+    layer_bytes: dict[str, int] = field(default_factory=dict)  # one layer's K+V allocation, per buffer
+    buffer_layers: tuple[int, ...] = ()  # layers each reported buffer holds (whole numbers when they match)
+    buffers_exact: bool = True
+
+
+def _alloc(name: str, type_name: str, width: int, cells: int, flat: bool) -> int:
+    """Bytes a K or V tensor of one layer takes in the buffer ``name``: ggml-cuda pads quantized rows to
+    512 elements (once per tensor) and aligns to 128 bytes; host buffers align to 32."""
+    from .llamacpp import pad
+    from .llamacpp_eras import cuda_pad_elems
+
+    nbytes = row_bytes(type_name, width) * cells
+    cuda = name.startswith(("CUDA", "ROCm")) and not name.endswith("_Host")
+    extra = cuda_pad_elems(width * cells if flat else width, type_name not in ("f32", "f16", "bf16")) if cuda else 0
+    return pad(nbytes + (row_bytes(type_name, extra) if extra else 0), 128 if cuda else 32)
+
+
+def _buffers(cache: CacheLine, dk: int, dv: int, n_stream: int, flat: bool) -> tuple[dict[str, int], tuple[int, ...], bool]:
+    """Split the cache's layers over its reported buffers: each must hold a whole number of layers and
+    together all of them, to the printed 0.01 MiB."""
+    if not cache.buffers or not dk or not cache.cells:
+        return {}, (), True
+    cells = cache.cells * n_stream
+    per: dict[str, int] = {}
+    counts = []
+    exact = True
+    for name, mib in cache.buffers:
+        one = _alloc(name, cache.type_k, dk, cells, flat) + (_alloc(name, cache.type_v, dv, cells, flat) if dv and cache.v_mib else 0)
+        per[name] = one
+        n = round(mib * MiB / one)
+        counts.append(n)
+        exact = exact and f"{n * one / MiB:.2f}" == f"{mib:.2f}"
+    return per, tuple(counts), exact and sum(counts) == cache.layers
 
 
 def _gguf_dims(meta: dict[str, str]) -> tuple[list[int], list[int]]:
@@ -151,5 +198,6 @@ def check_caches(log: LlamaCppLog, spec: ModelSpec | None = None) -> tuple[Cache
         k = cache.layers * cache.cells * log.n_stream * row_bytes(cache.type_k, dk) if dk else 0
         v = cache.layers * cache.cells * log.n_stream * row_bytes(cache.type_v, dv) if dv and cache.v_mib else 0
         exact = f"{k / MiB:.2f}" == f"{cache.k_mib:.2f}" and f"{v / MiB:.2f}" == f"{cache.v_mib:.2f}"
-        out.append(CacheCheck(cache, round(k / MiB, 2), round(v / MiB, 2), exact, dk, dv))
+        per, counts, buffers_exact = _buffers(cache, dk, dv, log.n_stream, log.flat)
+        out.append(CacheCheck(cache, round(k / MiB, 2), round(v / MiB, 2), exact, dk, dv, per, counts, buffers_exact))
     return tuple(out)

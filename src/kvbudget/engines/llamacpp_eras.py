@@ -1,0 +1,114 @@
+"""How llama.cpp's KV sizing rules changed from build to build.
+
+A build number ``bN`` is the commit count of llama.cpp's master (the ``build: N (hash)`` line of every
+log, the ``bN`` release tags). Each rule names the build that introduced it, read from llama.cpp's
+history (``src/llama-context.cpp``, ``src/llama-kv-cache*.cpp``, ``tools/server/server.cpp``,
+``common/arg.cpp``, ``ggml/src/ggml-cuda/ggml-cuda.cu``):
+
+- n_ctx padding: none before b2493; 32 from b2493 (#6177); 256 from b2771 (flash attention, #5021);
+  256 with flash attention and 32 without from b2871 (#7257, ``llama_kv_cache_get_padding``), where
+  ``-fa auto`` (the default from b6325, #15434) counts as on because the cache is made before auto is
+  resolved; none from b6868 (#16812); 256 always from b6975 (#17046).
+- Streams: one shared cache before b5913; ``kv_unified`` from b5913 (#14363) but really per-sequence
+  only once ``LLAMA_SET_ROWS`` became the default at b6071. Per-stream cells were
+  ``pad(ceil(n_ctx / n_seq))`` until b6925 (#16736) made ``n_ctx_seq = pad(pad(n_ctx) / n_seq)``.
+- llama-server slots: one by default; from b6925 a default (or explicit) ``-np 1`` without ``-kvu``
+  became 4 unified slots; from b7433 (#17997) ``-np`` defaults to auto = 4 unified slots and an explicit
+  ``-np N`` keeps per-sequence streams.
+- Sliding-window cache: none before b5429 (every layer full size); ``min(n_ctx, pad(n_swa x n_seq +
+  n_batch))`` from b5429 (#13194); ``n_ubatch`` instead of ``n_batch`` from b5554 (#13833); the ``n_seq``
+  factor only for a unified cache from b5913; no padding b6868-b6974; ``pad256(min(...))`` from b6975.
+- MLA: a V tensor of width ``value_length`` was allocated until b7832 (#19067).
+- Hybrid models' attention cache held ``n_ctx`` cells per stream (not ``n_ctx_seq``) from b5702 until
+  b8025 (#19559).
+- The output buffer: ``n_vocab x n_batch`` floats before b2540, ``n_vocab x n_seq_max`` since.
+- K/V tensors were 1-D (``n_embd_gqa x kv_size`` elements) before b5429, which matters for the CUDA
+  buffer's quantized-row padding (512 elements, once per tensor, ``ggml_backend_cuda_buffer_type_get_alloc_size``).
+- Auto-fit of n_ctx to free memory (``--fit``) is on by default from b7407.
+"""
+
+from __future__ import annotations
+
+CURRENT = 1_000_000  # a build beyond every release: today's rules
+
+
+def _pad(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def ctx_padding(build: int, flash_attn: str) -> int:
+    """What n_ctx (and per-stream cells) are rounded up to."""
+    if build < 2493:
+        return 1
+    if build < 2771:
+        return 32
+    if build < 2871:
+        return 256
+    if build < 6868:
+        flash_on = flash_attn == "on" or (flash_attn == "auto" and build >= 6325)
+        return 256 if flash_on else 32
+    if build < 6975:
+        return 1
+    return 256
+
+
+def server_slots(build: int, program: str, n_parallel: int | None, kv_unified: bool | None) -> tuple[int, bool]:
+    """(n_seq_max, unified) as the program resolves ``-np`` and ``--kv-unified``."""
+    server = program == "server"
+    explicit = n_parallel is not None and n_parallel > 0
+    parallel = n_parallel if explicit and n_parallel is not None else 1
+    unified = bool(kv_unified)
+    if server and kv_unified is None and ((build >= 7433 and not explicit) or (6925 <= build < 7433 and parallel == 1)):
+        parallel, unified = 4, True
+    if build < 6071:  # one shared cache: per-sequence streams did not exist (or were forced off)
+        unified = True
+    return parallel, unified
+
+
+def stream_cells(build: int, n_ctx: int, parallel: int, unified: bool, padding: int) -> tuple[int, int]:
+    """(n_ctx as the context reports it, cells per stream)."""
+    padded = _pad(n_ctx, padding)
+    if unified:
+        return padded, padded
+    per = _pad(padded // parallel, padding) if build >= 6925 else _pad(-(-n_ctx // parallel), padding)
+    return per * parallel, per
+
+
+def swa_cells(build: int, cells: int, window: int, parallel: int, unified: bool, n_batch: int, n_ubatch: int,
+              padding: int, swa_full: bool) -> int:
+    """Cells per stream of the sliding-window cache (``cells``: the full-size cache's)."""
+    if build < 5429 or swa_full:
+        return cells
+    seqs = parallel if unified or build < 5913 else 1
+    batch = n_batch if build < 5554 else n_ubatch
+    if build >= 6975:
+        return _pad(min(cells, window * seqs + batch), 256)
+    return min(cells, _pad(window * seqs + batch, padding))
+
+
+def mla_has_v(build: int) -> bool:
+    return build < 7832
+
+
+def hybrid_cells(build: int, n_ctx: int, cells: int, unified: bool) -> int:
+    """Cells per stream of a hybrid model's attention cache."""
+    return n_ctx if 5702 <= build < 8025 and not unified else cells
+
+
+def fit_default(build: int) -> bool:
+    return build >= 7407
+
+
+def flat_tensors(build: int) -> bool:
+    """K/V tensors were one row of n_embd_gqa x kv_size elements."""
+    return build < 5429
+
+
+def output_rows(build: int, n_seq_max: int, n_batch: int) -> int:
+    return n_batch if build < 2540 else n_seq_max
+
+
+def cuda_pad_elems(ne0: int, quantized: bool) -> int:
+    """Elements ggml-cuda adds to a quantized tensor's allocation (once per tensor), before the
+    buffer's 128-byte alignment: the padding of its first row to a multiple of 512."""
+    return 512 - ne0 % 512 if quantized and ne0 % 512 else 0

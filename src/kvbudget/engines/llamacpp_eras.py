@@ -112,3 +112,26 @@ def cuda_pad_elems(ne0: int, quantized: bool) -> int:
     """Elements ggml-cuda adds to a quantized tensor's allocation (once per tensor), before the
     buffer's 128-byte alignment: the padding of its first row to a multiple of 512."""
     return 512 - ne0 % 512 if quantized and ne0 % 512 else 0
+
+
+def split_layers(n_layer: int, n_gpu_layers: int, tensor_split: list[float]) -> list[int]:
+    """Repeating layers per GPU under ``-ts`` (llama-model.cpp, load_tensors): the splits are made
+    cumulative and normalised, and layer ``il`` of the offloaded ones goes to the first device whose
+    cumulative share exceeds ``(il - first) / min(ngl, n_layer + 1)``."""
+    if not tensor_split or any(x < 0 for x in tensor_split) or sum(tensor_split) <= 0:
+        raise ValueError("-ts needs non-negative shares that add up to more than 0")
+    total = sum(tensor_split)
+    cumulative = []
+    running = 0.0
+    for share in tensor_split:
+        running += share
+        cumulative.append(running / total)
+    ngl = n_layer + 1 if n_gpu_layers < 0 else n_gpu_layers
+    first = max(n_layer + 1 - ngl, 0)
+    active = min(ngl, n_layer + 1)
+    counts = [0] * len(tensor_split)
+    for il in range(first, n_layer):
+        x = (il - first) / active
+        device = next((i for i, c in enumerate(cumulative) if c > x), len(cumulative) - 1)
+        counts[device] += 1
+    return counts

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .._record import field, record
+from .._record import field, record, replace
 from ..units import InputError, MiB
 from .llamacpp import row_bytes
 
@@ -20,7 +20,11 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from ..model.spec import ModelSpec
 
-_F = r"([0-9]+(?:\.[0-9]+)?)"
+_F = r"([0-9]+(?:[.,][0-9]+)?)"  # some locales print a decimal comma
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", "."))
 
 
 @record
@@ -76,26 +80,27 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
             swa_next = False
         buf = re.search(r"(\S+) KV buffer size = *" + _F + " MiB", line)
         if buf:
-            pending.append((buf.group(1), float(buf.group(2))))
+            pending.append((buf.group(1), _num(buf.group(2))))
             continue
         m = re.search(r"size = *" + _F + r" MiB \( *(\d+) cells, *(\d+) layers(?:, *[\d/ ]+ seqs)?\), K \((\w+)\): *" + _F
                       + r" MiB, V \((\w+)\): *" + _F + " MiB", line)
         if m:
-            caches.append(CacheLine(int(m.group(2)), int(m.group(3)), m.group(4), m.group(6), float(m.group(5)),
-                                    float(m.group(7)), float(m.group(1)), swa_next, tuple(pending)))
+            caches.append(CacheLine(int(m.group(2)), int(m.group(3)), m.group(4), m.group(6), _num(m.group(5)),
+                                    _num(m.group(7)), _num(m.group(1)), swa_next, tuple(pending)))
             pending = []
             continue
         m = re.search(r"KV self size *= *" + _F + r" MiB, K \((\w+)\): *" + _F + r" MiB, V \((\w+)\): *" + _F + " MiB", line)
         if m:
             init = re.search(r"kv_size = (\d+),.*?n_layer = (\d+)", text)
-            n_ctx = re.search(r"n_ctx += (\d+)", text)  # without the kv_size line, the cache held n_ctx cells
+            # without the kv_size line, the cache held n_ctx cells (also printed as the slots' ctx_size)
+            n_ctx = re.search(r"n_ctx += (\d+)", text) or re.search(r"\bctx_size = (\d+)", text)
             layers_meta = re.search(r"(?:print_info|llm_load_print_meta): n_layer += (\d+)", text)
             cells = int(init.group(1)) if init else int(n_ctx.group(1)) if n_ctx else 0
             layers = int(init.group(2)) if init else int(layers_meta.group(1)) if layers_meta else 0
-            caches.append(CacheLine(cells, layers, m.group(2), m.group(4), float(m.group(3)), float(m.group(5)),
-                                    float(m.group(1)), False, tuple(pending)))
+            caches.append(CacheLine(cells, layers, m.group(2), m.group(4), _num(m.group(3)), _num(m.group(5)),
+                                    _num(m.group(1)), False, tuple(pending)))
             pending = []
-    buffers = [(m.group(1), float(m.group(2))) for m in re.finditer(r"(\S+) KV buffer size = *" + _F + " MiB", text)]
+    buffers = [(m.group(1), _num(m.group(2))) for m in re.finditer(r"(\S+) KV buffer size = *" + _F + " MiB", text)]
     if not caches and not buffers:
         raise InputError("no llama.cpp KV-cache figures found in the log (looked for 'llama_kv_cache ... size =', "
                          "'KV self size', 'KV buffer size')")
@@ -190,8 +195,11 @@ def check_caches(log: LlamaCppLog, spec: ModelSpec | None = None) -> tuple[Cache
         k_dims, v_dims = _gguf_dims(meta)
     if not k_dims:
         k_dims, v_dims = _spec_dims(spec)
+    spec_layers = len(_spec_dims(spec)[0])
     out = []
     for cache in log.caches:
+        if not cache.layers and spec_layers:  # the excerpt lacks n_layer: the model's layers with KV
+            cache = replace(cache, layers=spec_layers)
         dims_k = [d for d in k_dims if d] or [0]
         dims_v = [d for d in v_dims if d] or [0]
         dk, dv = max(dims_k), max(dims_v)  # uniform models print one number; varying ones are bounded

@@ -1,0 +1,91 @@
+"""llama.cpp start-up logs users and llama.cpp's own CI published (tests/data/llamacpp_logs, one .json
+of provenance per .log): every KV figure must be reproduced to the printed 0.01 MiB.
+
+Two checks per log. (1) The log's own arithmetic: each ``size =`` / ``KV self size`` line recomputed from
+the hyper-parameters the log prints (or, where the excerpt lacks them, the catalog model its
+``kvbudget.model`` names), and each ``KV buffer size`` line a whole number of layers. (2) The prediction:
+``kvbudget``'s llama.cpp plan for the model and the settings the log shows (``kvbudget.settings``, with
+the build's rules) gives the same cells and the same K and V MiB as the log.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kvbudget
+from kvbudget.engines import llamacpp_eras as eras
+from kvbudget.engines.llamacpp import LlamaCppSettings, plan
+from kvbudget.engines.llamacpp_log import check_caches, parse_llamacpp_log
+from kvbudget.units import MiB
+
+DATA = Path(__file__).parent / "data" / "llamacpp_logs"
+CASES = sorted(p.stem for p in DATA.glob("*.json"))
+
+
+def _case(name: str) -> tuple[str, dict[str, Any]]:
+    meta = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+    return (DATA / f"{name}.log").read_text(encoding="utf-8"), meta["kvbudget"]
+
+
+def test_the_corpus_is_large_and_documented() -> None:
+    assert len(CASES) >= 15
+    for name in CASES:
+        meta = json.loads((DATA / f"{name}.json").read_text(encoding="utf-8"))
+        assert meta["url"].startswith("https://") and "kvbudget" in meta, name
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_log_arithmetic_is_exact(name: str) -> None:
+    text, kb = _case(name)
+    log = parse_llamacpp_log(text)
+    spec = kvbudget.load_model(kb["model"]) if kb.get("model") else None
+    checks = check_caches(log, spec)
+    for cache in log.caches:  # a cache's buffers always add up to its size line
+        if cache.buffers and not kb.get("partial_buffers"):
+            assert f"{sum(m for _, m in cache.buffers):.2f}" == f"{cache.total_mib:.2f}", name
+    if not kb.get("log_check", True):
+        return
+    assert checks, name
+    for c in checks:
+        assert c.exact, (name, c.cache, c.predicted_k_mib, c.predicted_v_mib)
+        if kb.get("partial_buffers"):
+            assert all(n * c.layer_bytes[b] / MiB == pytest.approx(mib, abs=0.005)
+                       for (b, mib), n in zip(c.cache.buffers, c.buffer_layers, strict=True)), name
+        else:
+            assert c.buffers_exact, (name, c.buffer_layers)
+    if "buffer_layers" in kb and checks:
+        assert list(checks[0].buffer_layers) == kb["buffer_layers"], name
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if "settings" in _case(n)[1]])
+def test_prediction_matches_the_log(name: str) -> None:
+    text, kb = _case(name)
+    log = parse_llamacpp_log(text)
+    p = plan(kvbudget.load_model(kb["model"]), None, LlamaCppSettings(**kb["settings"]))
+    if not log.caches:  # an excerpt with only the buffer lines: compare the total
+        total = sum(m for _, m in log.buffers_mib)
+        assert f"{(p.k_bytes + p.v_bytes + p.swa_k_bytes + p.swa_v_bytes) / MiB:.2f}" == f"{total:.2f}", name
+        per_layer = (p.k_bytes + p.v_bytes) // p.kv_layers
+        assert [m * MiB / per_layer for _, m in log.buffers_mib] == kb["buffer_layers"], name
+        return
+    for cache in log.caches:
+        k, v = (p.swa_k_bytes, p.swa_v_bytes) if cache.swa else (p.k_bytes, p.v_bytes)
+        cells = p.swa_cells if cache.swa else p.cells
+        if cache.cells:
+            assert cells == cache.cells, (name, cells, cache.cells)
+        assert (f"{k / MiB:.2f}", f"{v / MiB:.2f}") == (f"{cache.k_mib:.2f}", f"{cache.v_mib:.2f}"), name
+
+
+def test_tensor_split_reproduces_the_logged_layer_split() -> None:
+    # b4462, -ngl 99 -ts 10,6 on 64 layers: the KV buffers hold 41 and 23 layers (2788 and 1564 MiB of 68 MiB)
+    text, kb = _case("b4462_2x3090ti_qwen2.5-coder-32b_q8kv_split")
+    assert eras.split_layers(64, 99, kb["tensor_split"]) == kb["buffer_layers"] == [41, 23]
+    assert eras.split_layers(64, 99, [1, 1]) == [33, 31]  # an even split puts the extra layers first
+    assert eras.split_layers(64, 10, [1]) == [10 - 1]  # -ngl 10: the output layer counts as one of them
+    with pytest.raises(ValueError):
+        eras.split_layers(64, 99, [0, 0])
+    assert "-ts" not in text  # the command is in the .json, not the excerpt

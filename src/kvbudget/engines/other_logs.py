@@ -34,9 +34,11 @@ Row = tuple[str, float, float, bool]
 def check_other_log(text: str, model: str | None = None) -> list[Row]:
     """(figure, reported, recomputed, matches) for every figure the log lets us recompute."""
     rows: list[Row] = []
-    alloc = _last(r"KV Cache is allocated\.(?: dtype: [\w.]+,)? #tokens: " + _N + r", K size: " + _N + r" GB, V size: " + _N + " GB", text)
-    if alloc:
-        tokens = int(_f(alloc.group(1)))
+    alloc = _last(r"KV Cache is allocated\.(?: dtype: [\w.]+,)?(?: #tokens: " + _N + r",)? K size: " + _N + r" GB, V size: "
+                  + _N + " GB", text)
+    total = _last(r"max_total_num_tokens=" + _N, text)  # releases before #tokens was in the line print it here
+    if alloc and (alloc.group(1) or total):
+        tokens = int(_f(alloc.group(1) or total.group(1)))  # type: ignore[union-attr]
         k_gb = _f(alloc.group(2))
         begin = _last(r"Load weight begin\. avail mem=" + _N + " GB", text)
         end = _last(r"Load weight end\..*?avail mem=" + _N + " GB", text)
@@ -55,9 +57,16 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
             if begin is end and usage:
                 pre = after + _f(usage.group(1))
             cell = 2 * per_token_k
-            lo = int(((after - 0.005) - (pre + pre_err) * (1 - f)) * GiB // cell)
-            hi = int(((after + 0.005) - (pre - pre_err) * (1 - f)) * GiB // cell)
+            # a hybrid model's Mamba state pool comes out of the same budget first
+            mamba = _last(r"Mamba Cache is allocated\..*?conv_state size: " + _N + r" ?GB, ssm_state size: " + _N + " ?GB", text)
+            states = _f(mamba.group(1)) + _f(mamba.group(2)) if mamba else 0.0
+            st_err = 0.01 if mamba else 0.0
+            lo = int(((after - 0.005) - (pre + pre_err) * (1 - f) - states - st_err) * GiB // cell)
+            hi = int(((after + 0.005) - (pre - pre_err) * (1 - f) - states + st_err) * GiB // cell)
             rows.append(("SGLang #tokens from the logged free memory", tokens, round((lo + hi) / 2), lo <= tokens <= hi))
+        if model:  # K buffer = (tokens + one padding page) x K bytes of a token, in GB of 2^30
+            k_want = round((tokens + p) * per_token_k / GiB, 2)
+            rows.append(("SGLang K size (GB) from #tokens", k_gb, k_want, k_gb == k_want))
         rows.append(("SGLang K size = V size (GB)", _f(alloc.group(3)), k_gb, _f(alloc.group(3)) == k_gb))
     pool = _last(r"Allocated " + _N + r" GiB for max tokens in paged KV cache \(" + _N + r"\)", text)
     if pool:
@@ -91,8 +100,13 @@ def _model_k_bytes(ref: str, text: str, implied: float) -> float:
     from ..units import element_type
 
     spec = load_model(ref)
-    tp_match = _last(r"tp_size=" + _N, text)
-    tp = int(_f(tp_match.group(1))) if tp_match else 1
-    full = [x for x in spec.layers if isinstance(x, FullAttention) and not isinstance(x, (SlidingWindow, MLA))]
-    candidates = [sum(x.bytes_per_token(element_type(d), tp) for x in full) / 2 for d in ("fp8_e4m3", "bf16", "fp32")]
-    return min(candidates, key=lambda c: abs(c - implied)) if full else implied
+    tp_match = _last(r"tp_size=" + _N, text) or _last(r"--tp(?:-size)?[ =]" + _N, text)
+    ranks = [int(x) for x in re.findall(r"\bTP(\d+)\b", text)]  # log lines are tagged TP0 .. TP(n-1)
+    tp = int(_f(tp_match.group(1))) if tp_match else max(ranks) + 1 if ranks else 1
+    attn = [x for x in spec.layers if isinstance(x, FullAttention) and not isinstance(x, MLA)]
+    full = [x for x in attn if not isinstance(x, SlidingWindow)]
+    # K bytes with and without sliding-window layers (releases before SWA pools gave them full-length
+    # buffers), in 1, 2 and 4 bytes per element
+    candidates = [sum(x.bytes_per_token(element_type(d), tp) for x in group) / 2
+                  for group in (full, attn) for d in ("fp8_e4m3", "bf16", "fp32")]
+    return min(candidates, key=lambda c: abs(c - implied)) if attn else implied

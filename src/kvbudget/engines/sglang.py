@@ -120,6 +120,14 @@ def default_fraction(spec: ModelSpec, gpu_mib: int | None, s: SGLangSettings, ch
     return round((gpu_mib - reserved) / gpu_mib, 3), reserved
 
 
+def _vision_encoder(spec: ModelSpec) -> tuple[int, int] | None:
+    """(layers, hidden size) of the model's ViT, from its fused QKV weights, or None."""
+    for t in spec.inventory.tensors():
+        if t.role == "vision" and t.linear and t.rows == 3 * t.cols:
+            return t.count, t.cols
+    return None
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     check_tp(spec, s.tp)
     notes: list[str] = []
@@ -130,8 +138,16 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     if s.max_running_requests and max_bs > s.max_running_requests:
         max_bs = s.max_running_requests
     frac, reserved = default_fraction(spec, gpu_mib, s, chunk, max_bs)
+    vit = _vision_encoder(spec)
     if s.mem_fraction_static is not None:
         frac, reserved = s.mem_fraction_static, 0.0
+    elif vit is not None:  # memory_hook.py adjust_mem_fraction_for_vlm: room for the image encoder
+        vit_layers, vit_hidden = vit
+        factor = 0.95
+        if s.version != "0.4":  # later releases scale it by the encoder's size against ViT-L/14
+            factor *= max(0.8, min(1.05, 1.0 - 0.1 * (vit_layers * vit_hidden**2 / (24 * 1024**2) - 1.0)))
+        frac = frac * factor
+        notes.append(f"default mem_fraction_static scaled by {factor:.4f} for the vision encoder")
     if not 0 < frac < 1:
         raise InputError(f"--mem-fraction-static must be in (0, 1), got {frac}")
     model_dtype = serving_dtype(spec)
@@ -152,8 +168,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     rest = int(after - slack)
     page = s.page_size or 1  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
     layers = stage.layers
-    full = [x for x in layers if isinstance(x, (FullAttention, MLA)) and not isinstance(x, SlidingWindow)]
-    swa = [x for x in layers if isinstance(x, SlidingWindow)]
+    # SGLang 0.4 gave sliding-window layers a full-length pool like every other layer (no SWA pool yet)
+    old = s.version == "0.4"
+    full = [x for x in layers if isinstance(x, (FullAttention, MLA)) and (old or not isinstance(x, SlidingWindow))]
+    swa = [] if old else [x for x in layers if isinstance(x, SlidingWindow)]
     mamba = [x for x in layers if isinstance(x, RecurrentState)]
     per_full = sum(x.bytes_per_token(kv, s.tp) for x in full)
     per_swa = sum(x.bytes_per_token(kv, s.tp) for x in swa)

@@ -135,3 +135,36 @@ def test_compare_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
         assert '"kv_cache_tokens"' in capsys.readouterr().out
     assert main(["explain", "--gpu", "H100", "--", "python", "-m", "sglang.launch_server", "--model-path", LLAMA8]) == 0
     assert "KV Cache is allocated" in capsys.readouterr().out
+
+
+def test_every_engine_json_has_the_core_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    for engine in ("vllm", "sglang", "trtllm", "llama.cpp", "textbook"):
+        assert main(["fit", LLAMA8, "--gpu", "H100", "--engine", engine, "--context", "8192", "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert {"memory", "kv_cache_tokens", "max_concurrency", "starts", "engine"} <= doc.keys(), engine
+        assert {"weights_bytes", "kv_cache_bytes"} <= doc["memory"].keys(), engine
+        assert doc["starts"] is True and doc["kv_cache_tokens"] >= 8192 and doc["max_concurrency"] >= 1, engine
+
+
+def test_transformers_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.engines import transformers_engine
+
+    spec, h100 = kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100")
+    # Llama-3.1-8B in bf16: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 128 KiB per token
+    dyn = transformers_engine.plan(spec, h100, 4, 8192)
+    assert dyn.cache_bytes == 4 * 8192 * 128 * 1024
+    # StaticCache adds one int64 cumulative_length per layer (cache_utils.py StaticLayer)
+    static = transformers_engine.plan(spec, h100, 4, 8192, kind="static")
+    assert static.cache_bytes == 4 * 8192 * 128 * 1024 + 32 * 8
+    assert dyn.weights_bytes == spec.inventory.total * 2 and dyn.fits
+    # beside 14.96 GiB of weights and 0.5 GiB of context, 63.72 GiB hold sequences of 1 GiB of cache plus their
+    # share of the unchunked prefill, 8192 x (3 x 4096 + 2 x 14336) x 2 B = 0.625 GiB, and 128256 fp32 logits:
+    # 63.72 / 1.6255 = 39.2
+    assert dyn.max_batch == 39
+    with pytest.raises(InputError, match="fp32, fp16 or bf16"):
+        transformers_engine.plan(spec, h100, 1, 8192, dtype="fp8")
+    assert main(["fit", LLAMA8, "--gpu", "H100", "--engine", "transformers", "--context", "8192", "--batch", "4",
+                 "--cache", "static"]) == 0
+    assert "StaticCache" in capsys.readouterr().out

@@ -105,8 +105,11 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--overhead", type=_size0, help="runtime overhead per GPU instead of the built-in estimate, e.g. 4GiB")
     fit.add_argument("--activation", type=_size0, help="activation workspace per GPU instead of the estimate, e.g. 2GiB")
     fit.add_argument("--weights-memory", type=_size, help="measured weights per GPU instead of computing them, e.g. 14.99GiB")
-    fit.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp", "textbook"), default="vllm",
-                     help="whose rules: vllm (what vLLM will print, default), sglang, trtllm, llama.cpp, or textbook")
+    fit.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp", "transformers", "textbook"),
+                     default="vllm", help="whose rules: vllm (what vLLM will print, default), sglang, trtllm, llama.cpp, "
+                     "transformers (plain generate), or textbook")
+    fit.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
+                     help="transformers: DynamicCache (generate's default) or StaticCache")
     fit.add_argument("--mem-fraction-static", type=float, help="SGLang's mem_fraction_static (default: by GPU memory)")
     fit.add_argument("--free-gpu-memory-fraction", type=float, default=0.9, help="TensorRT-LLM's fraction (default 0.9)")
     _vllm_args(fit)
@@ -225,6 +228,8 @@ def _run(args: argparse.Namespace) -> str:
         return _fit_vllm(args)
     if args.command == "fit" and args.engine == "llama.cpp":
         return _fit_llamacpp(args)
+    if args.command == "fit" and args.engine == "transformers":
+        return _fit_transformers(args)
     if args.command == "fit" and args.engine in ("sglang", "trtllm"):
         return _fit_other(args)
     if args.command == "compare":
@@ -408,9 +413,14 @@ def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
 def _render_other(args: argparse.Namespace, p: object, warnings: list[str]) -> str:
     from .engines.sglang import SGLangPlan
     from .engines.summary import sglang_row, trtllm_row
+    from .engines.transformers_engine import TransformersPlan
+    from .engines.transformers_engine import row as transformers_row
 
-    row = sglang_row(p) if isinstance(p, SGLangPlan) else trtllm_row(p)  # type: ignore[arg-type]
-    lines = list(p.log_lines)  # type: ignore[attr-defined]
+    if isinstance(p, TransformersPlan):
+        row = transformers_row(p)
+    else:
+        row = sglang_row(p) if isinstance(p, SGLangPlan) else trtllm_row(p)  # type: ignore[arg-type]
+    lines = list(getattr(p, "log_lines", ()))
     notes = list(p.notes)  # type: ignore[attr-defined]
     if args.json:
         from .report import json_doc
@@ -439,6 +449,18 @@ def _fit_other(args: argparse.Namespace) -> str:
         p = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(
             free_gpu_memory_fraction=args.free_gpu_memory_fraction, tp=tp, pp=pp, kv_cache_dtype=args.kv_dtype,
             quantization=quant, max_seq_len=args.context))
+    return _render_other(args, p, [])
+
+
+def _fit_transformers(args: argparse.Namespace) -> str:
+    from . import api
+    from .engines import transformers_engine
+    from .model.resolve import load_model
+
+    spec = load_model(args.model)
+    dtype = "auto" if args.weights_dtype == "auto" else args.weights_dtype
+    p = transformers_engine.plan(spec, api._device(args.gpu, args.gpu_memory), args.batch, args.context or spec.max_context,
+                                 dtype, args.cache)
     return _render_other(args, p, [])
 
 

@@ -259,24 +259,23 @@ def _shape_of(spec: ModelSpec) -> dict[int, str]:
     return out
 
 
-def _notes(spec: ModelSpec, kind: str, seq_len: int, cache_len: int, step: int) -> list[str]:
+def _notes(spec: ModelSpec, kind: str, cache_len: int, dtype_note: str) -> list[str]:
     notes = [
-        f"rules from {RULES_FROM} source (cache_utils.py); seq_len counts the tokens fed to the model: "
+        f"rules from the {RULES_FROM} source (cache_utils.py); seq_len counts the tokens fed to the model: "
         "prompt + max_new_tokens - 1 after generate",
     ]
+    if dtype_note:
+        notes.append(dtype_note)
     windows = sorted({_window(layer) for layer in spec.layers if _window(layer)})
     if windows and kind == "dynamic":
         notes.append(
-            "DynamicSlidingWindowLayer keeps the last window - 1 tokens, as views of the last step's concatenation: "
-            "storage is one decode step (or the whole prompt right after prefill) larger"
+            "DynamicSlidingWindowLayer keeps the last window - 1 tokens, as views of the latest step's concatenation: "
+            "the storage holds that step too (the whole prompt right after prefill)"
         )
-        if step > 1 and any(seq_len - step < w - 1 < seq_len for w in windows):
-            notes.append(f"after a forward of {step} tokens the sliding layers still hold up to {step} extra tokens")
-    if windows and kind == "static":
-        notes.append(f"StaticSlidingWindowLayer preallocates min(window, max_cache_len) tokens (window {windows})")
     if kind == "static":
+        sliding = f"; sliding layers min(window, max_cache_len) (window {', '.join(map(str, windows))})" if windows else ""
         notes.append(
-            f"StaticCache preallocates {cache_len:,} tokens per full layer, zero-filled, whatever the length reached; "
+            f"StaticCache preallocates {cache_len:,} tokens per full layer, zero-filled, whatever length is reached{sliding}; "
             "generate sizes it max_length - 1 and never shrinks it on a later call with the same model"
         )
     if any(isinstance(layer, MLA) for layer in spec.layers):
@@ -301,7 +300,8 @@ def plan(
 ) -> TransformersCachePlan:
     """The cache transformers holds for ``batch`` sequences that have fed ``seq_len`` tokens each.
 
-    ``dtype_name``: the model's dtype (fp32, fp16 or bf16), which is the K/V and conv-state dtype.
+    ``dtype_name``: the model's dtype (fp32, fp16 or bf16), which is the K/V and conv-state dtype;
+    "auto" takes the checkpoint's (``spec.native_dtype``), as ``from_pretrained`` does by default.
     ``kind``: "dynamic" (``DynamicCache``, the default of ``generate``) or "static" (``StaticCache``,
     ``cache_implementation="static"``). ``max_cache_len``: the static cache's length; ``None`` takes
     ``seq_len``, which is what ``generate`` allocates for a call that ends at ``seq_len``.
@@ -309,6 +309,11 @@ def plan(
     only the storage behind dynamic sliding-window layers depends on it.
     """
     _check(batch, seq_len, kind, max_cache_len, step)
+    dtype_note = ""
+    if dtype_name.strip().lower() == "auto":
+        # PreTrainedModel.from_pretrained: no dtype means "auto", and _get_dtype takes config.dtype.
+        dtype_name = spec.native_dtype
+        dtype_note = f"dtype auto: the checkpoint's {spec.native_dtype}, as from_pretrained loads it by default"
     dtype = _model_dtype(dtype_name)
     cache_len = 0
     if kind == "static":
@@ -342,5 +347,5 @@ def plan(
         max_cache_len=cache_len,
         dtype=dtype.name,
         layers=tuple(entries),
-        notes=tuple(_notes(spec, kind, seq_len, cache_len, step)),
+        notes=tuple(_notes(spec, kind, cache_len, dtype_note)),
     )

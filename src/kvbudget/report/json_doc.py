@@ -80,6 +80,11 @@ def fit_doc(p: MemoryPlan, units: str = "GiB") -> dict[str, Any]:
         "kv_per_sequence_bytes": p.kv_per_sequence_bytes,
         "kv_needed_bytes": p.kv_needed_bytes,
         "max_batch": p.max_batch,
+        # the keys every engine's document carries: tokens of the context the KV space holds, requests of the
+        # context at once, and whether the weights load at all
+        "kv_cache_tokens": (p.max_batch or 0) * p.context,
+        "max_concurrency": round(p.kv_cache_bytes / p.kv_per_sequence_bytes, 4) if p.kv_per_sequence_bytes else None,
+        "starts": p.verdict != "weights_exceed",
         "max_context": p.max_context,
         "max_context_is_model_limit": p.max_context_capped,
         "fits": p.fits,

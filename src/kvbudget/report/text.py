@@ -252,10 +252,9 @@ def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: l
                                 ["KV cache budget per GPU", fmt_bytes(row.kv_budget_bytes, units)]]),
         f"budget rule: {row.budget_rule}; unit: {row.unit}",
         f"KV tokens: {row.kv_tokens:,}; requests of {row.context:,} tokens at once: {row.max_concurrency:.2f}",
-        "",
-        f"{row.engine} will log:" if row.starts else f"{row.engine} will fail:",
-        *(f"  {line}" for line in lines),
     ]
+    if lines:
+        out += ["", f"{row.engine} will log:" if row.starts else f"{row.engine} will fail:", *(f"  {line}" for line in lines)]
     out += [n if n.startswith("warning:") else f"note: {n}" for n in notes]
     return "\n".join(out)
 

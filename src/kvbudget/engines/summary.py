@@ -77,4 +77,8 @@ def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str 
         ctk = "q8_0" if kv_dtype.startswith("fp8") else "f16"
         rows.append(llamacpp_row(llamacpp.plan(spec, gpu, llamacpp.LlamaCppSettings(
             n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on")), context))
+        if not kv_dtype.startswith("fp8"):  # transformers has no fp8 cache
+            from . import transformers_engine
+
+            rows.append(transformers_engine.row(transformers_engine.plan(spec, gpu, 1, context)))
     return tuple(rows)

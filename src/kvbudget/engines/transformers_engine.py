@@ -75,5 +75,7 @@ def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto
 def row(p: TransformersPlan) -> EngineRow:
     rule = ("grows by one token per sequence per step (DynamicCache)" if p.kind == "dynamic"
             else "allocated for max_cache_len up front (StaticCache)")
-    return EngineRow("transformers", p.weights_bytes, p.cache_bytes, p.batch * p.context, float(p.max_batch),
-                     p.context, p.starts, rule, "one K and one V tensor per layer")
+    # the cache of as many sequences as fit (no budget rule: memory is taken until it runs out)
+    return EngineRow("transformers", p.weights_bytes, p.max_batch * p.cache_per_sequence_bytes, p.max_batch * p.context,
+                     float(p.max_batch), p.context, p.starts, rule + "; no budget: sequences until memory runs out, "
+                     "each with its unchunked prefill", "one K and one V tensor per layer")

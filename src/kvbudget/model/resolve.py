@@ -62,8 +62,8 @@ def _from_hub(ref: str) -> dict[str, Any]:
 
 def load_model(ref: str) -> ModelSpec:
     """Resolve a model reference: a GGUF file (its header only), a path to a config.json or a folder
-    holding one, a catalog id or alias (case-insensitive), or a Hugging Face repo id fetched with
-    huggingface_hub."""
+    holding one (with its ``*.safetensors``, the weights are their headers' exact bytes), a catalog id
+    or alias (case-insensitive), or a Hugging Face repo id fetched with huggingface_hub."""
     ref = ref.strip()
     if not ref:
         raise UnknownModel("empty model name: give a catalog name (see `kvbudget models`) or a config.json path")
@@ -73,7 +73,12 @@ def load_model(ref: str) -> ModelSpec:
 
         return spec_from_gguf(path)
     if os.path.exists(path) or _looks_like_path(ref):
-        return spec_from_config(read_config_file(path), name=path)
+        spec = spec_from_config(read_config_file(path), name=path)
+        if os.path.isdir(path):  # a model folder: exact weights from its safetensors headers, when it holds them
+            from .safetensors_reader import with_folder_weights
+
+            spec = with_folder_weights(spec, path)
+        return spec
     entry = catalog.find(ref)
     if entry is not None:
         return spec_from_config(entry.config, name=entry.id)

@@ -36,6 +36,8 @@ class WeightFormat:
     the exact bytes a checkpoint file holds for each tensor (GGUF, safetensors headers).
     ``bits`` and ``group_size`` apply to gptq/awq; ``block`` to fp8 block scales;
     ``skip_roles`` are roles the checkpoint keeps unquantized (``modules_to_not_convert``).
+    ``exact``: a quantized format whose tensors carry their ``stored`` bytes (safetensors headers):
+    those bytes are used as ``stored`` uses them, except where an engine pads the matrix.
     """
 
     name: str
@@ -48,6 +50,7 @@ class WeightFormat:
     skip_roles: frozenset[str] = field(default_factory=frozenset)
     expert_padding: tuple[int, int] = (0, 0)  # an engine pads expert matrices: (hidden, intermediate) multiples
     label: str = ""  # how to describe it, where the name alone does not say (e.g. "GGUF Q4_K")
+    exact: bool = False  # tensors' ``stored`` bytes are this format's bytes, read from the checkpoint
 
     @property
     def quantized(self) -> bool:
@@ -100,9 +103,10 @@ class WeightFormat:
 
     def tensor_bytes(self, t: Tensor, tp: int = 1) -> int:
         rows, cols = t.shape_per_rank(tp)
-        if self.name == "stored" and t.stored:  # exact bytes from the file, split as TP splits the shape
-            return t.count * -(-t.stored * rows * cols // (t.rows * t.cols))
-        if self.expert_padding != (0, 0) and t.role == "experts" and t.linear:
+        padded = self.expert_padding != (0, 0) and t.role == "experts" and t.linear
+        if (self.name == "stored" or self.exact) and t.stored and not padded:
+            return t.count * -(-t.stored * rows * cols // (t.rows * t.cols))  # the file's bytes, split as TP splits the shape
+        if padded:
             hidden, inter = self.expert_padding
             if t.split == "col":  # gate/up: intermediate rows x hidden columns
                 rows, cols = _round_up(rows, inter), _round_up(cols, hidden)

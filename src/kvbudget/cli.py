@@ -383,7 +383,7 @@ def _check(args: argparse.Namespace) -> str:
 
 
 def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
-    from .engines.llamacpp_log import check_caches, parse_llamacpp_log
+    from .engines.llamacpp_log import CacheCheck, check_caches, parse_llamacpp_log
     from .model.resolve import load_model
 
     log = parse_llamacpp_log(text)
@@ -396,15 +396,24 @@ def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
             {"cells": c.cache.cells, "layers": c.cache.layers, "type_k": c.cache.type_k, "type_v": c.cache.type_v,
              "swa": c.cache.swa, "reported_k_mib": c.cache.k_mib, "predicted_k_mib": c.predicted_k_mib,
              "reported_v_mib": c.cache.v_mib, "predicted_v_mib": c.predicted_v_mib, "exact": c.exact,
-             "n_embd_k_gqa": c.n_embd_k_gqa, "n_embd_v_gqa": c.n_embd_v_gqa} for c in checks],
+             "n_embd_k_gqa": c.n_embd_k_gqa, "n_embd_v_gqa": c.n_embd_v_gqa,
+             "buffers": [{"name": b, "mib": m, "layers": n} for (b, m), n in zip(c.cache.buffers, c.buffer_layers, strict=False)],
+             "buffers_exact": c.buffers_exact} for c in checks],
             "buffers_mib": dict(log.buffers_mib)})
     from .report.text import table
 
+    def buffers(c: CacheCheck) -> str:
+        if not c.cache.buffers:
+            return "-"
+        return ", ".join(f"{name} {mib:.2f} = {n} layers" for (name, mib), n in zip(c.cache.buffers, c.buffer_layers, strict=False)) \
+            + ("" if c.buffers_exact else " (NOT whole layers)")
+
     rows = [[("SWA " if c.cache.swa else "") + f"{c.cache.cells:,} cells x {c.cache.layers} layers", c.cache.type_k + "/" + c.cache.type_v,
              f"{c.cache.k_mib:.2f} / {c.cache.v_mib:.2f}", f"{c.predicted_k_mib:.2f} / {c.predicted_v_mib:.2f}",
-             "exact" if c.exact else "DIFFERS"] for c in checks]
-    out = ["llama.cpp KV caches, reported vs recomputed (K / V MiB):",
-           table(["cache", "types", "log", "kvbudget", ""], rows, right=[False, False, True, True, False])]
+             "exact" if c.exact else "DIFFERS", buffers(c)] for c in checks]
+    out = ["llama.cpp KV caches, reported vs recomputed (K / V MiB), and each KV buffer in whole layers:",
+           table(["cache", "types", "log", "kvbudget", "", "KV buffers (MiB)"], rows,
+                 right=[False, False, True, True, False, False])]
     if any(not c.n_embd_k_gqa for c in checks):
         out.append("warning: the log lacks the KV widths (n_embd_k_gqa): give --model")
     return "\n".join(out)

@@ -23,7 +23,7 @@ LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def _tiny_gguf(path: Path, arch: str = "llama", layers: int = 4, kv_heads: object = 2, window: int = 0,
-               quant: bool = False) -> Path:
+               quant: bool = False, extra: dict[str, int] | None = None) -> Path:
     """A small but real GGUF file: llama.cpp's metadata keys and a tensor per weight."""
     w = GGUFWriter(str(path), arch)
     hidden, heads, ff, vocab = 64, 4, 128, 256
@@ -40,6 +40,8 @@ def _tiny_gguf(path: Path, arch: str = "llama", layers: int = 4, kv_heads: objec
     w.add_value_length(16)
     if window:
         w.add_sliding_window(window)
+    for key, value in (extra or {}).items():
+        w.add_uint32(f"{arch}.{key}", value)
     w.add_token_list([f"t{i}" for i in range(vocab)])
     rng = np.random.default_rng(0)
     w.add_tensor("token_embd.weight", rng.standard_normal((vocab, hidden)).astype(np.float16))
@@ -92,6 +94,22 @@ def test_gguf_per_layer_kv_heads_and_sliding_window(tmp_path: Path) -> None:
     # gemma2 with a window: llama.cpp's pattern of period 2, even layers slide
     g = kvbudget.load_model(str(_tiny_gguf(tmp_path / "g.gguf", arch="gemma2", window=32)))
     assert [type(x) for x in g.layers] == [SlidingWindow, FullAttention, SlidingWindow, FullAttention]
+
+
+def test_layers_that_reuse_kv_and_nextn_layers(tmp_path: Path) -> None:
+    # Gemma 3n / Gemma 4: the last shared_kv_layers layers read earlier layers' KV and hold none
+    # (llama.cpp n_layer_kv_from_start = n_layer - shared_kv_layers)
+    g = kvbudget.load_model(str(_tiny_gguf(tmp_path / "g3n.gguf", arch="gemma3n", layers=10,
+                                            extra={"attention.shared_kv_layers": 4})))
+    assert g.layer_of == (0, 1, 2, 3, 4, 5)
+    p = plan(g, None, LlamaCppSettings(n_ctx=1024, n_parallel=1))
+    assert p.k_bytes + p.swa_k_bytes == 6 * 1024 * 32 * 2  # 6 layers x 1024 cells x (2 heads x 16) x f16
+    # a nextn (MTP) block counts in llama (its cache loops over every block) but not in qwen3next
+    plain = kvbudget.load_model(str(_tiny_gguf(tmp_path / "n.gguf", layers=4, extra={"nextn_predict_layers": 1})))
+    assert len(plain.layers) == 4
+    q = kvbudget.load_model(str(_tiny_gguf(tmp_path / "q.gguf", arch="qwen3next", layers=4,
+                                            extra={"nextn_predict_layers": 1})))
+    assert q.layer_of == (0, 1, 2)
 
 
 def test_truncated_and_hostile_gguf(tmp_path: Path) -> None:

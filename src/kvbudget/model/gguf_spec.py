@@ -102,10 +102,19 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     vocab = int(listed) if isinstance(listed, int) else len(tokens) if isinstance(tokens, list) else num("vocab_size", 0)
     pattern = get("attention.sliding_window_pattern")
     ssm_inner = num("ssm.inner_size", 0)
+    # Layers that reuse an earlier layer's KV (Gemma 3n, Gemma 4: attention.shared_kv_layers) hold none:
+    # llama.cpp's n_layer_kv_from_start = n_layer - shared_kv_layers (src/llama-model.cpp)
+    kv_from_start = n - num("attention.shared_kv_layers", 0)
+    # MTP / nextn blocks get KV like any layer (the main cache loops over every block), except in the
+    # architectures whose memory filter drops them (llama-model.cpp create_memory; hybrid filter)
+    nextn = num("nextn_predict_layers", 0) if arch in _NEXTN_FILTERED else 0
     layers: list[Layer] = []
     layer_of: list[int] = []
+    notes: list[str] = []
+    if kv_from_start < n:
+        notes.append(f"layers {kv_from_start}-{n - 1} reuse earlier layers' KV: no cache of their own")
     for il in range(n):
-        kv = kv_per_layer[il]
+        kv = kv_per_layer[il] if il < kv_from_start and il < n - nextn else 0
         if ssm_inner and (kv == 0 or arch in ("mamba", "mamba2", "falcon-h1")):
             conv = num("ssm.conv_kernel", 4)
             d_state = num("ssm.state_size", 16)
@@ -160,9 +169,12 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
         layer_of=tuple(layer_of), inventory=Inventory(tuple(head), tuple(tuple(b) for b in blocks), tuple(tail)),
         dims=Dims(hidden, ffn, vocab, heads, head_k), native_dtype="fp16", max_context=ctx_train,
         weight_format=WeightFormat("stored", dense_dtype="fp16", label=label),
-        sources=(("all", f"GGUF header of {name}"),), notes=(),
+        sources=(("all", f"GGUF header of {name}"),), notes=tuple(notes),
         num_experts=n_experts, experts_per_token=num("expert_used_count", 0),
     )
+
+
+_NEXTN_FILTERED = frozenset({"qwen3next", "qwen35", "qwen35moe", "minimax-m2", "step35", "glm-dsa", "mimo2", "deepseek32"})
 
 
 def _is_swa(arch: str, il: int, pattern: object) -> bool:

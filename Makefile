@@ -34,6 +34,7 @@ test: lint
 
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/bench_startup.py
+	$(BIN)/python benchmarks/bench_safetensors.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from .._record import replace
 from . import catalog
 from .catalog import UnknownModel
 from .hf_config import ConfigError, spec_from_config
@@ -42,9 +43,14 @@ def _looks_like_path(ref: str) -> bool:
     return ref.endswith(".json") or ref.startswith((".", "/", "~"))
 
 
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE is set: nothing may be fetched from the Hub."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _from_hub(ref: str) -> dict[str, Any]:
     local_hint = f"download its config.json and pass the file or its folder, e.g. kvbudget kv ./{ref.split('/')[-1]}/config.json"
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if hub_offline():
         raise UnknownModel(f"model {ref!r} is not in the catalog and HF_HUB_OFFLINE is set: {local_hint}")
     try:
         from huggingface_hub import hf_hub_download
@@ -83,7 +89,15 @@ def load_model(ref: str) -> ModelSpec:
     if entry is not None:
         return spec_from_config(entry.config, name=entry.id)
     if ref.count("/") == 1 and all(ref.split("/")):
-        return spec_from_config(_from_hub(ref), name=ref)
+        spec = spec_from_config(_from_hub(ref), name=ref)
+        # online already: the exact weights from the repo's safetensors headers (range requests, no weights
+        # downloaded); a repo without them (or a failure) keeps the config-derived count, with a note
+        from .safetensors_reader import SafetensorsError, with_hub_weights
+
+        try:
+            return with_hub_weights(spec, ref)
+        except (SafetensorsError, ConfigError) as exc:
+            return replace(spec, notes=(*spec.notes, f"weights from config.json: {exc}"))
     hint = catalog.suggest(ref)
     did = f"; did you mean {' or '.join(hint)}?" if hint else ""
     raise UnknownModel(f"unknown model {ref!r}{did} (see `kvbudget models`, or pass a config.json path)")

@@ -87,11 +87,20 @@ def test_sglang_predictions() -> None:
 
 
 def test_trtllm_predictions() -> None:
-    # measured: Llama-2-7B FP8 engine on H100 -1.6%, Llama-3.1-8B FP8 engine on an RTX 5090 +24.6%,
-    # Llama-2-7B fp16 (2023 engine) on an A10 +52.7%. The engine path's runtime buffers, decoder state and
-    # build-time activation memory are not modelled (the logs print them for one release only), so the
-    # 3% target is NOT met for TensorRT-LLM engines; this bounds the error as measured.
+    # measured: Llama-2-7B FP8 engine on H100 -6.3%, Llama-3.1-8B FP8 engine on an RTX 5090 -4.5%, Llama-2-7B
+    # fp16 (2023 engine) on an A10 -5.1%. The runtime buffers and decoder are exact from the source (below); the
+    # engine's execution-context memory and the CUDA context are estimates, and the logs' "total" differs from
+    # the GPU catalog's by up to 0.5 GiB (31.84 GiB logged on the RTX 5090 against deviceQuery's 31.35 GiB):
+    # the issue's 3% target is NOT met for TensorRT-LLM engines; this bounds the error as measured.
     errors = _errors("trtllm_logs")
     assert len(errors) >= 3
-    assert min(abs(e) for e in errors.values()) <= 3.0, errors
-    assert statistics.median(abs(e) for e in errors.values()) <= 25.0, errors
+    assert statistics.median(abs(e) for e in errors.values()) <= 5.5, errors
+    assert max(abs(e) for e in errors.values()) <= 7.0, errors
+
+
+def test_trtllm_engine_buffers() -> None:
+    # TensorRT-LLM issue #1188 (Qwen2.5-0.5B engine, max_batch_size 2048, max_seq_len 32768, vocab 151936):
+    # "Allocated 2.66 GB GPU memory for runtime buffers", "Allocated 5.76 GB GPU memory for decoder" (GB = GiB
+    # in memoryCounters.cpp); the batch and length are the build's defaults, as the research note infers them
+    runtime, decoder = trtllm.engine_buffers(2048, 1, 32768, 151936)
+    assert (round(runtime / 2**30, 2), round(decoder / 2**30, 2)) == (2.66, 5.76)

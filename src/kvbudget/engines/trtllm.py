@@ -38,6 +38,7 @@ class TrtllmSettings:
     kv_cache_dtype: str = "auto"
     quantization: str | None = None
     max_seq_len: int | None = None  # default: the model's max_position_embeddings
+    max_beam_width: int = 1
 
 
 @record
@@ -73,6 +74,18 @@ def per_token_bytes(spec: ModelSpec, layers: tuple[object, ...], tp: int, nbytes
     return total
 
 
+def engine_buffers(batch: int, beam: int, seq: int, vocab: int) -> tuple[int, int]:
+    """Bytes of the C++ runtime's "runtime buffers" and "decoder" allocations, made before the free
+    memory is measured (trtGptModelInflightBatching.cpp constructor order). With U = batch x beam x
+    vocab fp32 logits: runtime buffers = U (runtimeBuffers.cpp logits) + 24 x batch x beam x seq (cache
+    indirection in transformerBuffers.cpp and decoderBuffers.cpp, in and out, int32; log-probs fp32;
+    the slots' output ids and log-probs); decoder = 4U (decodingLayerWorkspace runtime logits, the top-k
+    scratch, penaltyLayer workspace, decoderState embedding bias) + 16 x batch x seq (ids, parent ids,
+    log-probs, tiled log-probs) + 64 KiB x batch (top-k's 1024 x 8 x 8-byte scratch)."""
+    u = batch * beam * vocab * 4
+    return u + 24 * batch * beam * seq, 4 * u + 16 * batch * beam * seq + 65536 * batch
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     check_tp(spec, s.tp)
     if not 0 < s.free_gpu_memory_fraction < 1:
@@ -91,8 +104,20 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         notes.append("TP exceeds the KV heads: TRT-LLM's per-token estimate divides heads x head_dim by TP without "
                      "a floor at one head (resource_manager.py)")
     tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
-    act = s.max_num_tokens * ACT_BYTES_PER_TOKEN_HIDDEN * spec.dims.hidden_size * 2
-    peak = stage.weights_bytes + act + NON_TORCH_BYTES
+    max_seq = s.max_seq_len or spec.max_context
+    if s.backend == "engine":
+        # the engine's execution-context memory (its activations for max_num_tokens, fixed at build time;
+        # estimate: the MLP's gate and up outputs and four hidden-size tensors per token, in 16 bits)
+        d = spec.dims
+        act = s.max_num_tokens * (2 * d.intermediate_size // s.tp + 4 * d.hidden_size) * 2
+        runtime, decoder = engine_buffers(s.max_batch_size, s.max_beam_width, max_seq, d.vocab_size)
+        peak = stage.weights_bytes + act + runtime + decoder + NON_TORCH_BYTES
+        notes.append(f"engine runtime: execution context {act / GiB:.2f} GiB (estimate), runtime buffers "
+                     f"{runtime / GiB:.2f} GiB and decoder {decoder / GiB:.2f} GiB for max_batch_size "
+                     f"{s.max_batch_size} x max_seq_len {max_seq:,} (exact), CUDA context {NON_TORCH_BYTES / GiB:.1f} GiB")
+    else:
+        act = s.max_num_tokens * ACT_BYTES_PER_TOKEN_HIDDEN * spec.dims.hidden_size * 2
+        peak = stage.weights_bytes + act + NON_TORCH_BYTES
     available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
     error = None
     if available <= 0 or per_token <= 0:
@@ -105,7 +130,6 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
             tokens = s.max_tokens
         blocks = tokens // tpb
     pool = blocks * tpb * per_token
-    max_seq = s.max_seq_len or spec.max_context
     lines = []
     if s.backend == "pytorch":
         lines.append(f"Peak memory during memory usage profiling (torch + non-torch): {peak / GiB:.2f} GiB, available KV "

@@ -111,12 +111,26 @@ def _make(cls: type) -> type:
         return tuple(d[n] for n in fields)
 
     def __eq__(self: Any, other: object) -> bool:
+        if other is self:
+            return True
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return bool(_values(self) == _values(other))
+        return bool(__hash__(self) == __hash__(other) and _cached(self) == _cached(other))
+
+    def _cached(self: Any) -> tuple[Any, ...]:
+        # frozen: the field values (and their hash, below) are gathered once and kept beside the fields
+        d = self.__dict__
+        v = d.get(" values")
+        if v is None:
+            v = d[" values"] = tuple(d[n] for n in fields)
+        return v  # type: ignore[no-any-return]
 
     def __hash__(self: Any) -> int:
-        return hash(_values(self))
+        d = self.__dict__
+        h = d.get(" hash")
+        if h is None:
+            h = d[" hash"] = hash(_cached(self))
+        return int(h)
 
     def __repr__(self: Any) -> str:
         d = self.__dict__

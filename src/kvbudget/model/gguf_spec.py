@@ -14,7 +14,8 @@ from collections import Counter
 from .gguf_reader import GGUFHeader, GGUFTensor, read_gguf_header
 from .hf_config import ConfigError
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
-from .params import Inventory, Tensor
+from .params import Tensor
+from .params import inventory as make_inventory
 from .spec import Dims, ModelSpec
 from .weights import WeightFormat
 
@@ -166,7 +167,7 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     ffn = num("expert_feed_forward_length", 0) * max(num("expert_used_count", 0), 1) if n_experts else num("feed_forward_length", 4 * hidden)
     return ModelSpec(
         name=str(md.get("general.name") or name), model_type=f"gguf:{arch}", layers=tuple(layers),
-        layer_of=tuple(layer_of), inventory=Inventory(tuple(head), tuple(tuple(b) for b in blocks), tuple(tail)),
+        layer_of=tuple(layer_of), inventory=make_inventory(tuple(head), [tuple(b) for b in blocks], tuple(tail)),
         dims=Dims(hidden, ffn, vocab, heads, head_k), native_dtype="fp16", max_context=ctx_train,
         weight_format=WeightFormat("stored", dense_dtype="fp16", label=label),
         sources=(("all", f"GGUF header of {name}"),), notes=tuple(notes),

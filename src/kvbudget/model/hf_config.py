@@ -17,6 +17,7 @@ from ..units import InputError
 from . import params as P
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from .params import Inventory, Tensor
+from .params import inventory as make_inventory
 from .spec import Dims, ModelSpec
 from .weights import WeightFormat, from_quantization_config
 
@@ -497,7 +498,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         tail.append(Tensor("lm_head", vocab, hidden, split="vocab"))
         if q.lm_head_bias:
             tail.append(Tensor("lm_head", vocab, split="vocab"))
-    inventory = Inventory(tuple(head), tuple(blocks), tuple(tail))
+    inventory = make_inventory(tuple(head), tuple(blocks), tuple(tail))
 
     qc = c.get("quantization_config")
     dense_dtype = dtype if dtype != "fp32" else "bf16"

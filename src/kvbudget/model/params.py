@@ -154,3 +154,10 @@ def router(hidden: int, experts: int, bias: bool = False) -> list[Tensor]:
     if bias:
         out.append(Tensor("router", experts))
     return out
+
+
+def inventory(head: Block, layers: tuple[Block, ...] | list[Block], tail: Block) -> Inventory:
+    """An Inventory whose equal layer blocks are one shared tuple: every per-layer sum over it
+    (weights per stage, per format) then finds repeats by identity instead of comparing tensors."""
+    shared: dict[Block, Block] = {}
+    return Inventory(tuple(head), tuple(shared.setdefault(tuple(b), tuple(b)) for b in layers), tuple(tail))

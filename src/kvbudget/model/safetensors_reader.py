@@ -27,7 +27,8 @@ import struct
 
 from .._record import record, replace
 from ..units import InputError
-from .params import ROLES, Inventory, Tensor
+from .params import ROLES, Tensor
+from .params import inventory as make_inventory
 from .weights import WeightFormat
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -535,7 +536,7 @@ def with_safetensors(spec: ModelSpec, summary: SafetensorsSummary) -> ModelSpec:
     def kv_heads(i: int) -> int:
         return next((x.heads for x in spec.inventory.layers[i] if x.split == "kv"), 0)
 
-    inventory = Inventory(_block(head, bits, 0), tuple(_block(b, bits, kv_heads(i)) for i, b in enumerate(blocks)), _block(tail, bits, 0))
+    inventory = make_inventory(_block(head, bits, 0), [_block(b, bits, kv_heads(i)) for i, b in enumerate(blocks)], _block(tail, bits, 0))
     if extra:
         layers = sorted({layer_index(t.name) or 0 for t in extra})
         which = ", ".join(map(str, layers)) if len(layers) <= 4 else f"{layers[0]}-{layers[-1]}"

@@ -35,6 +35,7 @@ test: lint
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/bench_startup.py
 	$(BIN)/python benchmarks/bench_safetensors.py
+	$(BIN)/python benchmarks/bench_plan.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

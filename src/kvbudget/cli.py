@@ -75,6 +75,7 @@ _COMMANDS = {
     "explain": "what a pasted `vllm serve ...` command will do and print at start-up",
     "check": "compare an engine's start-up log with kvbudget's prediction, figure by figure",
     "compare": "one model on one GPU under vLLM, SGLang, TensorRT-LLM and llama.cpp, side by side",
+    "plan": "the cheapest deployments (GPU type x count x layout x precision) that serve a load",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
 }
@@ -174,7 +175,23 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-dtype", default="auto", help="auto or fp8")
 
 
-_ARGS = {"kv": _kv_args, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "compare": _compare_args}
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
+    p.add_argument("--concurrency", type=_count, required=True, help="requests served at once")
+    p.add_argument("--context", type=_count, required=True, help="tokens per request (vLLM --max-model-len)")
+    p.add_argument("--engine", choices=("vllm",), default="vllm", help="whose rules (vllm)")
+    p.add_argument("--gpus", help="comma-separated GPU types to consider (default: every catalog GPU)")
+    p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
+    p.add_argument("--gpus-per-node", type=_count, default=8, help="GPUs per node: TP stays within one (default 8)")
+    p.add_argument("--weights-dtype", default="auto,fp8", help="weight formats to try (default auto,fp8; auto = the checkpoint's)")
+    p.add_argument("--kv-dtype", default="auto,fp8", help="KV cache dtypes to try (default auto,fp8)")
+    p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
+    p.add_argument("--top", type=_count, default=10, help="rows to show (default 10; --json gives all)")
+    p.add_argument("--vllm-version", default="current", help="vLLM release whose rules to use")
+
+
+_ARGS = {"kv": _kv_args, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "compare": _compare_args,
+         "plan": _plan_args}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -234,6 +251,8 @@ def _run(args: argparse.Namespace) -> str:
         return _fit_other(args)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "plan":
+        return _plan(args)
     if args.command == "fit":
         tp, pp = _parallelism(args)
         p = api.fit(
@@ -499,6 +518,32 @@ def _check_other(args: argparse.Namespace, text: str) -> str:
     return "\n".join(["Reported vs recomputed from the log's own figures (matches: within the log's 0.01 GB rounding):",
                       table(["figure", "log", "kvbudget", ""], [[f, f"{r:,}", f"{c:,}", "matches" if e else "DIFFERS"]
                                                                for f, r, c, e in rows])])
+
+
+def _plan(args: argparse.Namespace) -> str:
+    from .hardware import find_gpu, gpus
+    from .model.resolve import load_model
+    from .plan.prices import read_prices
+    from .plan.search import search
+    from .report import plan_report
+
+    spec = load_model(args.model)
+    chosen = [find_gpu(g) for g in args.gpus.split(",") if g.strip()] if args.gpus else gpus()
+    if not chosen:
+        raise InputError("--gpus names no GPU")
+    prices = read_prices(args.prices) if args.prices else None
+    weights = tuple(w.strip() for w in args.weights_dtype.split(",") if w.strip())
+    kv = tuple(k.strip() for k in args.kv_dtype.split(",") if k.strip())
+    if not weights or not kv:
+        raise InputError("--weights-dtype and --kv-dtype need at least one value each")
+    rows = search(spec, args.concurrency, args.context, chosen, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
+                  weights=weights, kv=kv, prices=prices, version=args.vllm_version)
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps(plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units))
+    return plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
+                                 args.gpus_per_node)
 
 
 def _compare(args: argparse.Namespace) -> str:

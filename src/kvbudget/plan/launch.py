@@ -1,0 +1,92 @@
+"""Launch files for a plan: the engine's command line with the flags that realise it, and a Kubernetes
+Deployment + Service that runs it (``nvidia.com/gpu`` per pod, a memory-backed ``/dev/shm`` for the
+tensor-parallel workers' NCCL traffic, one pod per replica).
+
+The YAML is written by hand (JSON-quoted strings are valid YAML), so kvbudget needs no YAML library.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from ..engines.vllm import VllmSettings
+
+IMAGE = "vllm/vllm-openai:latest"
+PORT = 8000
+
+
+def vllm_argv(model: str, s: VllmSettings) -> list[str]:
+    """``vllm serve MODEL`` with every memory-relevant setting that differs from vLLM's default."""
+    argv = ["vllm", "serve", model]
+    flags: list[tuple[str, object]] = [
+        ("--tensor-parallel-size", s.tensor_parallel_size if s.tensor_parallel_size > 1 else None),
+        ("--pipeline-parallel-size", s.pipeline_parallel_size if s.pipeline_parallel_size > 1 else None),
+        ("--max-model-len", s.max_model_len),
+        ("--gpu-memory-utilization", s.gpu_memory_utilization),
+        ("--quantization", s.quantization),
+        ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
+        ("--dtype", None if s.dtype == "auto" else s.dtype),
+        ("--max-num-seqs", s.max_num_seqs),
+        ("--max-num-batched-tokens", s.max_num_batched_tokens),
+        ("--block-size", s.block_size),
+    ]
+    for flag, value in flags:
+        if value is not None:
+            argv += [flag, str(value)]
+    if s.enforce_eager:
+        argv.append("--enforce-eager")
+    return argv
+
+
+def command(argv: list[str]) -> str:
+    return shlex.join(argv)
+
+
+def _name(model: str) -> str:
+    base = model.rstrip("/").split("/")[-1].lower()
+    cleaned = "".join(c if c.isalnum() else "-" for c in base).strip("-")
+    return ("vllm-" + cleaned)[:52].rstrip("-") or "vllm"
+
+
+def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1) -> str:
+    """A Deployment (``replicas`` pods of ``gpus_per_pod`` GPUs) and a Service in front of it."""
+    name = _name(model)
+    q = json.dumps
+    args = argv[2:] if argv[:2] == ["vllm", "serve"] else argv
+    lines = [
+        "apiVersion: apps/v1",
+        "kind: Deployment",
+        "metadata:",
+        f"  name: {q(name)}",
+        f"  labels: {{app: {q(name)}}}",
+        "spec:",
+        f"  replicas: {replicas}",
+        f"  selector: {{matchLabels: {{app: {q(name)}}}}}",
+        "  template:",
+        f"    metadata: {{labels: {{app: {q(name)}}}}}",
+        "    spec:",
+        "      containers:",
+        f"        - name: {q(name)}",
+        f"          image: {q(IMAGE)}",
+        f"          command: {q(['vllm', 'serve'])}",
+        f"          args: {q(args)}",
+        f"          ports: [{{containerPort: {PORT}, name: http}}]",
+        "          resources:",
+        f"            limits: {{nvidia.com/gpu: {gpus_per_pod}}}",
+        f"            requests: {{nvidia.com/gpu: {gpus_per_pod}}}",
+        f"          volumeMounts: [{{name: dshm, mountPath: {q('/dev/shm')}}}]",
+        f"          readinessProbe: {{httpGet: {{path: {q('/health')}, port: {PORT}}}, periodSeconds: 10}}",
+        "      volumes:",
+        "        - name: dshm",
+        "          emptyDir: {medium: Memory, sizeLimit: 16Gi}",
+        "---",
+        "apiVersion: v1",
+        "kind: Service",
+        "metadata:",
+        f"  name: {q(name)}",
+        "spec:",
+        f"  selector: {{app: {q(name)}}}",
+        f"  ports: [{{port: {PORT}, targetPort: {PORT}, name: http}}]",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,93 @@
+"""`kvbudget plan` as a table and as JSON."""
+
+from __future__ import annotations
+
+from ..units import fmt_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..plan.search import Deployment
+
+
+def _layout(d: Deployment) -> str:
+    out = f"TP{d.tp}" + (f" PP{d.pp}" if d.pp > 1 else "")
+    return out + (f" x{d.replicas}" if d.replicas > 1 else "")
+
+
+def _dtype(name: str) -> str:
+    return "ckpt" if name == "auto" else name
+
+
+def launch_doc(model: str, d: Deployment) -> dict[str, str]:
+    from ..plan import launch
+
+    argv = launch.vllm_argv(model, d.settings)
+    return {"command": launch.command(argv), "kubernetes": launch.kubernetes(model, argv, d.tp * d.pp, d.replicas)}
+
+
+def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str) -> dict[str, Any]:
+    del units
+    plans = []
+    for d in rows:
+        row: dict[str, Any] = {
+            "gpu": d.gpu, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "replicas": d.replicas,
+            "weights_dtype": d.weights_dtype, "kv_dtype": d.kv_dtype, "per_replica": d.per_replica,
+            "max_concurrency": d.max_concurrency, "price_per_hour": d.price_per_hour, "starts": d.starts,
+            "serves": d.serves, "reason": d.reason or None, "headroom": round(d.headroom, 4),
+            "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes, "kv_cache_tokens": d.kv_cache_tokens,
+        }
+        if d.serves:
+            row["launch"] = launch_doc(model, d)
+        plans.append(row)
+    return {"model": model, "engine": {"name": "vllm"}, "concurrency": concurrency, "context": context,
+            "searched": len(rows), "serving": sum(d.serves for d in rows), "plans": plans}
+
+
+def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment], units: str, top: int,
+              max_gpus: int, gpus_per_node: int) -> str:
+    from ..plan import launch
+    from .text import table
+
+    good = [d for d in rows if d.serves]
+    out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with vLLM's rules "
+           f"(at most {max_gpus} GPUs, {gpus_per_node} per node)",
+           f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
+    if good:
+        out.append(table(
+            ["#", "GPU", "GPUs", "layout", "weights", "KV", "holds", "headroom", "$/hour", f"KV per GPU ({units})"],
+            [[str(i), d.gpu, str(d.num_gpus), _layout(d), _dtype(d.weights_dtype), _dtype(d.kv_dtype),
+              f"{d.max_concurrency:,}", f"+{d.headroom:.0%}", "-" if d.price_per_hour is None else f"{d.price_per_hour:.2f}",
+              fmt_bytes(d.kv_cache_bytes, units)] for i, d in enumerate(good[:top], 1)],
+            right=[True, False, True, False, False, False, True, True, True, True]))
+        best = good[0]
+        argv = launch.vllm_argv(model, best.settings)
+        each = f" ({best.replicas} replicas of {best.tp * best.pp} GPU(s), each running)" if best.replicas > 1 else ""
+        out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}",
+                "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
+    else:
+        out.append("No deployment serves the load.")
+    reasons: dict[str, list[Deployment]] = {}
+    for d in rows:
+        if not d.serves:
+            reasons.setdefault(_why(d.reason), []).append(d)
+    if reasons:
+        out += ["", "Excluded, by reason:"]
+        for why, ds in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            example = ds[0]
+            out.append(f"  {len(ds):>4}  {why} (e.g. {example.gpu} {_layout(example)} {_dtype(example.weights_dtype)}/"
+                       f"{_dtype(example.kv_dtype)}: {example.reason})")
+    return "\n".join(out)
+
+
+def _why(reason: str) -> str:
+    if reason.startswith("weights"):
+        return "the weights leave no room for the KV cache"
+    if reason.startswith("KV cache short"):
+        return "the KV cache cannot hold one request"
+    if reason.startswith("needs"):
+        return "too many GPUs for the load"
+    if "does not divide" in reason:
+        return "TP does not divide the heads"
+    return reason.split(":")[0][:60]

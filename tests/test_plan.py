@@ -1,0 +1,118 @@
+"""`kvbudget plan`: the search over deployments, its ranking and exclusions, and the launch files it
+emits (a command and a Kubernetes manifest that `explain` reads back to the same plan)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import kvbudget
+from kvbudget.cli import main
+from kvbudget.engines import vllm
+from kvbudget.engines.vllm_command import parse_vllm_command
+from kvbudget.hardware import find_gpu, gpus
+from kvbudget.plan import launch
+from kvbudget.plan.prices import read_prices
+from kvbudget.plan.search import layouts, search
+from kvbudget.units import InputError
+
+LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
+
+
+def test_layouts_keep_tp_in_a_node_and_pp_across_nodes() -> None:
+    spec = kvbudget.load_model(LLAMA70)
+    assert layouts(spec, 64, 8) == [(1, 1), (2, 1), (4, 1), (8, 1), (8, 2), (8, 4), (8, 8)]
+    assert layouts(spec, 6, 8) == [(1, 1), (2, 1), (4, 1)]
+
+
+def test_capacity_is_exact_at_block_granularity() -> None:
+    spec = kvbudget.load_model(LLAMA70)
+    h100 = find_gpu("H100")
+    rows = search(spec, 64, 8192, [h100])
+    best = rows[0]
+    assert best.serves and best.gpu == "H100-SXM-80GB"
+    # the same replica planned directly: one full-attention group, ceil(8192 / 16) = 512 blocks a request
+    p = vllm.plan(spec, h100, best.settings)
+    assert p.blocks_per_request == 512
+    assert best.per_replica == min(p.num_gpu_blocks // 512, p.max_num_seqs)
+    assert best.per_replica * 512 <= p.num_gpu_blocks < (best.per_replica + 1) * 512
+    assert best.max_concurrency == best.per_replica * best.replicas >= 64
+    assert best.price_per_hour == pytest.approx(3.78 * best.num_gpus)  # the catalog's H100 list price
+    # every serving row is ranked by price, then headroom
+    serving = [d for d in rows if d.serves]
+    assert [d.price_per_hour for d in serving] == sorted(d.price_per_hour or 0 for d in serving)
+
+
+def test_exclusions_say_why() -> None:
+    spec = kvbudget.load_model(LLAMA70)
+    rows = {(d.tp, d.pp, d.weights_dtype, d.kv_dtype): d for d in search(spec, 64, 8192, [find_gpu("L4")], max_gpus=8)}
+    one = rows[(1, 1, "auto", "auto")]
+    assert not one.serves and one.reason.startswith("weights (131.42 GiB per GPU) leave no room")
+    # the L4's 22 GiB x 8 cannot hold 64 bf16 sequences of 8K: more replicas than --max-gpus allows
+    eight = rows[(8, 1, "auto", "auto")]
+    assert not eight.serves and "more than --max-gpus 8" in eight.reason
+    # 24 attention heads do not split 16 ways
+    small = kvbudget.load_model("meta-llama/Llama-3.2-3B-Instruct")
+    tp16 = [d for d in search(small, 8, 4096, [find_gpu("L4")], max_gpus=16, gpus_per_node=16) if d.tp == 16]
+    assert tp16 and all(not d.serves and "does not divide the 24 attention heads" in d.reason for d in tp16)
+
+
+def test_launch_files_round_trip_through_explain() -> None:
+    spec = kvbudget.load_model(LLAMA70)
+    for d in [d for d in search(spec, 200, 8192, [find_gpu("H100"), find_gpu("L40S")]) if d.serves][:6]:
+        argv = launch.vllm_argv(spec.name, d.settings)
+        docs = list(yaml.safe_load_all(launch.kubernetes(spec.name, argv, d.tp * d.pp, d.replicas)))
+        deployment, service = docs
+        assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+        assert deployment["spec"]["replicas"] == d.replicas
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == d.tp * d.pp
+        assert pod["volumes"][0]["emptyDir"]["medium"] == "Memory"  # /dev/shm for the TP workers
+        assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+        # the manifest's command, read back by explain's parser, gives the same vLLM plan
+        back = parse_vllm_command(container["command"] + container["args"])
+        assert back.model == spec.name
+        gpu = find_gpu(d.gpu)
+        assert vllm.plan(spec, gpu, back.settings) == vllm.plan(spec, gpu, d.settings)
+
+
+def test_prices_file_overrides_the_catalog(tmp_path: Path) -> None:
+    spec = kvbudget.load_model(LLAMA70)
+    choice = [find_gpu("H100"), find_gpu("H200")]
+    base = next(d for d in search(spec, 64, 8192, choice) if d.serves)
+    cheap = tmp_path / "p.csv"
+    cheap.write_text("gpu,price\nH100,0.50\n")
+    assert read_prices(str(cheap)) == {"H100-SXM-80GB": 0.5}
+    first = next(d for d in search(spec, 64, 8192, choice, prices=read_prices(str(cheap))) if d.serves)
+    # list prices: 2 H200 at $5.58 beat 4 H100 at $3.78; at $0.50 an H100 the H100s win
+    assert (base.gpu, base.price_per_hour, first.gpu) == ("H200-SXM-141GB", 11.16, "H100-SXM-80GB")
+    (tmp_path / "bad.json").write_text('{"H100": "cheap"}')
+    with pytest.raises(InputError, match="not a number"):
+        read_prices(str(tmp_path / "bad.json"))
+    (tmp_path / "neg.json").write_text('{"H100": -1}')
+    with pytest.raises(InputError, match="between 0 and 1000"):
+        read_prices(str(tmp_path / "neg.json"))
+
+
+def test_cli_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "H100,A100-80GB,L40S"]) == 0
+    out = capsys.readouterr().out
+    assert "Best:" in out and "vllm serve meta-llama/Llama-3.1-70B-Instruct" in out and "Excluded, by reason:" in out
+    assert main(["plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "H100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    row = doc["plans"][0]
+    keys = {"gpu", "num_gpus", "tp", "pp", "replicas", "weights_dtype", "kv_dtype", "max_concurrency", "price_per_hour",
+            "starts", "reason", "launch"}
+    assert keys <= row.keys() and row["launch"]["command"].startswith("vllm serve")
+    assert doc["searched"] == len(doc["plans"]) == 7 * 2 * 2  # TP 1, 2, 4, 8 and TP8 x PP 2, 4, 8 x weights x KV
+    (tmp_path / "p.txt").write_text("H100 3\n")
+    assert main(["plan", LLAMA70, "--concurrency", "8", "--context", "8192", "--prices", str(tmp_path / "p.txt")]) == 2
+    assert "expected 'gpu,price'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # argparse's one line and exit 2
+        main(["plan", LLAMA70, "--concurrency", "0", "--context", "8192"])
+    assert exc.value.code == 2
+    assert len(gpus()) >= 30

@@ -17,7 +17,7 @@ from kvbudget.hardware import find_gpu, gpus
 from kvbudget.plan import launch
 from kvbudget.plan.prices import read_prices
 from kvbudget.plan.search import layouts, search
-from kvbudget.units import InputError
+from kvbudget.units import GiB, InputError
 
 LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
 
@@ -116,3 +116,50 @@ def test_cli_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         main(["plan", LLAMA70, "--concurrency", "0", "--context", "8192"])
     assert exc.value.code == 2
     assert len(gpus()) >= 30
+
+
+def test_levers_and_the_seed_decision_frame(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.plan.levers import levers
+
+    # seed 000's decision frame: Llama-2-70B at --tensor-parallel-size 2, 8K requests: "Quantizing the weights to
+    # FP8 frees 35GB of VRAM for a 70B model. That 35GB can support an additional 14 concurrent 8K sequences."
+    spec = kvbudget.load_model("meta-llama/Llama-2-70b-hf")
+    h100 = find_gpu("H100")
+    base = vllm.VllmSettings(max_model_len=8192, tensor_parallel_size=2, allow_long_max_model_len=True)
+    baseline, rows = levers(spec, h100, base)
+    by = {r.name: r for r in rows}
+    fp8 = by["FP8 weights"]
+    # vLLM's KV budget moves one for one with the weights: every linear weight to 1 byte plus one fp32 scale per
+    # tensor, per GPU at TP=2 (the seed test's hand count): 34.2 GB, the seed's "35GB" (70e9 x 1 byte / 2 GPUs)
+    assert fp8.freed_bytes == 68_451_041_280 // 2 - 80 * 7 * 4 == baseline.weights_bytes - fp8.weights_bytes
+    assert round(fp8.freed_bytes / 1e9, 1) == 34.2
+    # the seed's 14 is 35 GiB over a whole 8K sequence's 2.5 GiB; at TP=2 each GPU holds half of every sequence,
+    # so vLLM's block arithmetic fits 26 more (5 -> 31): 2 x 34.2 GB / 2.68 GB per sequence, less block rounding
+    per_sequence = kvbudget.kv(spec, context=8192).bytes_per_sequence
+    assert (35 * GiB) // per_sequence == 14
+    assert (baseline.concurrency, fp8.concurrency, fp8.added) == (5, 31, 26)
+    p0, p1 = vllm.plan(spec, h100, base), vllm.plan(spec, h100, vllm.VllmSettings(
+        max_model_len=8192, tensor_parallel_size=2, allow_long_max_model_len=True, quantization="fp8"))
+    assert (baseline.concurrency, fp8.concurrency) == (p0.num_gpu_blocks // 512, p1.num_gpu_blocks // 512)
+    # an FP8 KV cache halves the bytes of a block: twice the requests in the same memory (5 -> 11 at block rounding)
+    assert by["FP8 KV cache"].freed_bytes == 0 and by["FP8 KV cache"].concurrency == p0.num_gpu_blocks * 2 // 512
+    assert by["one more replica"].concurrency == 2 * baseline.concurrency and by["one more replica"].gpus == 4
+    assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["levers"][0] == {"lever": "FP8 weights", "flag": "--quantization fp8", "gpus": 2,
+                                "kv_cache_bytes": fp8.kv_cache_bytes, "freed_bytes": fp8.freed_bytes,
+                                "weights_bytes": fp8.weights_bytes, "max_concurrency": 31, "added_concurrency": 26,
+                                "context": 8192, "starts": True, "note": None}
+
+
+def test_fit_json_carries_launch_files(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", LLAMA70, "--gpu", "H100", "--num-gpus", "4", "--context", "16384", "--kv-dtype", "fp8",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    cmd = doc["launch"]["command"]
+    assert cmd == ("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --max-model-len 16384 "
+                   "--kv-cache-dtype fp8")
+    manifest = next(iter(yaml.safe_load_all(doc["launch"]["kubernetes"])))
+    assert manifest["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
+    back = parse_vllm_command(cmd)
+    assert vllm.plan(kvbudget.load_model(LLAMA70), find_gpu("H100"), back.settings).num_gpu_blocks == doc["num_gpu_blocks"]

@@ -76,6 +76,7 @@ _COMMANDS = {
     "check": "compare an engine's start-up log with kvbudget's prediction, figure by figure",
     "compare": "one model on one GPU under vLLM, SGLang, TensorRT-LLM and llama.cpp, side by side",
     "plan": "the cheapest deployments (GPU type x count x layout x precision) that serve a load",
+    "levers": "what each lever (FP8, 4-bit, FP8 KV, context, GPUs, max_num_seqs, utilization) buys",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
 }
@@ -190,8 +191,22 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vllm-version", default="current", help="vLLM release whose rules to use")
 
 
+def _levers_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
+    hw = p.add_mutually_exclusive_group(required=True)
+    hw.add_argument("--gpu", help="GPU name (H100, L4 ...)")
+    hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog")
+    p.add_argument("--context", type=_count, required=True, help="tokens per request (--max-model-len)")
+    p.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree")
+    p.add_argument("--pp", type=_count, default=1, help="pipeline-parallel degree")
+    p.add_argument("--weights-dtype", default="auto", help="the deployment's weight format (default: the checkpoint's)")
+    p.add_argument("--kv-dtype", default="auto", help="the deployment's KV cache dtype")
+    p.add_argument("--gpu-memory-utilization", type=float, help="vLLM's budget fraction (default: the release's)")
+    p.add_argument("--vllm-version", default="current", help="vLLM release whose rules to use")
+
+
 _ARGS = {"kv": _kv_args, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "compare": _compare_args,
-         "plan": _plan_args}
+         "plan": _plan_args, "levers": _levers_args}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -253,6 +268,8 @@ def _run(args: argparse.Namespace) -> str:
         return _compare(args)
     if args.command == "plan":
         return _plan(args)
+    if args.command == "levers":
+        return _levers(args)
     if args.command == "fit":
         tp, pp = _parallelism(args)
         p = api.fit(
@@ -294,17 +311,25 @@ def _fit_vllm(args: argparse.Namespace) -> str:
     gpu = api._device(args.gpu, args.gpu_memory)
     p = api.vllm_plan(spec, gpu=gpu, settings=settings)
     fixes = suggestions(spec, gpu, settings, p)
-    return _render_vllm(args, p, fixes, batch=args.batch)
+    return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
 
 
 def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list[str] | None = None,
-                 batch: int | None = None) -> str:
+                 batch: int | None = None, launch_for: tuple[str, object] | None = None) -> str:
     if args.json:
         from .report import json_doc
 
         doc = json_doc.vllm_doc(p, args.units, fixes, batch or 1)  # type: ignore[arg-type]
         if extra:
             doc["warnings"] = extra
+        if launch_for is not None:  # the command that realises this plan, and a Kubernetes manifest running it
+            from .plan import launch
+
+            model, settings = launch_for
+            argv = launch.vllm_argv(model, settings)  # type: ignore[arg-type]
+            s = settings
+            doc["launch"] = {"command": launch.command(argv), "kubernetes": launch.kubernetes(
+                model, argv, s.tensor_parallel_size * s.pipeline_parallel_size, s.data_parallel_size)}  # type: ignore[attr-defined]
         return json_doc.dumps(doc)
     from .report import text
 
@@ -544,6 +569,27 @@ def _plan(args: argparse.Namespace) -> str:
         return json_doc.dumps(plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units))
     return plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
                                  args.gpus_per_node)
+
+
+def _levers(args: argparse.Namespace) -> str:
+    from . import api
+    from .engines.vllm import VllmSettings
+    from .model.resolve import load_model
+    from .plan.levers import levers
+    from .report import plan_report
+
+    spec = load_model(args.model)
+    gpu = api._device(args.gpu, args.gpu_memory)
+    base = VllmSettings(version=args.vllm_version, max_model_len=args.context, tensor_parallel_size=args.tp,
+                        pipeline_parallel_size=args.pp, quantization=None if args.weights_dtype == "auto" else args.weights_dtype,
+                        kv_cache_dtype=args.kv_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                        allow_long_max_model_len=args.context > spec.max_context)
+    baseline, rows = levers(spec, gpu, base)
+    if args.json:
+        from .report import json_doc
+
+        return json_doc.dumps(plan_report.levers_doc(spec.name, gpu.name, baseline, rows))
+    return plan_report.levers_text(spec.name, gpu.name, args.context, baseline, rows, args.units)
 
 
 def _compare(args: argparse.Namespace) -> str:

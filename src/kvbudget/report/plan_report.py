@@ -8,6 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..plan.levers import Lever
     from ..plan.search import Deployment
 
 
@@ -91,3 +92,35 @@ def _why(reason: str) -> str:
     if "does not divide" in reason:
         return "TP does not divide the heads"
     return reason.split(":")[0][:60]
+
+
+def _lever_doc(r: Lever) -> dict[str, Any]:
+    return {"lever": r.name, "flag": r.flag or None, "gpus": r.gpus, "kv_cache_bytes": r.kv_cache_bytes,
+            "freed_bytes": r.freed_bytes, "weights_bytes": r.weights_bytes, "max_concurrency": r.concurrency,
+            "added_concurrency": r.added, "context": r.context, "starts": r.starts, "note": r.note or None}
+
+
+def levers_doc(model: str, gpu: str, baseline: Lever, rows: list[Lever]) -> dict[str, Any]:
+    return {"model": model, "gpu": gpu, "engine": {"name": "vllm"}, "baseline": _lever_doc(baseline),
+            "levers": [_lever_doc(r) for r in rows]}
+
+
+def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[Lever], units: str) -> str:
+    from .text import table
+
+    def signed(n: int) -> str:
+        return ("+" if n > 0 else "-" if n < 0 else "") + fmt_bytes(abs(n), units) + (" (" + f"{n / 1e9:+.1f} GB)" if n else "")
+
+    out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, vLLM's rules:",
+           f"as configured: {fmt_bytes(baseline.kv_cache_bytes, units)} of KV cache per GPU, "
+           f"{baseline.concurrency:,} requests at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
+    out.append(table(["lever", "flag", "GPUs", "KV per GPU", "frees per GPU", "requests", "added"],
+                     [[r.name, r.flag, str(r.gpus), fmt_bytes(r.kv_cache_bytes, units), signed(r.freed_bytes),
+                       f"{r.concurrency:,}" + (f" at {r.context:,}" if r.context != context else "") + ("" if r.starts else " (fails)"),
+                       f"{r.added:+,}"] for r in rows],
+                     right=[False, False, True, True, True, True, True]))
+    best = max(rows, key=lambda r: (r.added / r.gpus, r.added), default=None)
+    if best is not None and best.added > 0:
+        out += ["", f"Most per GPU: {best.name} ({best.flag}): {signed(best.freed_bytes)} per GPU -> "
+                f"{best.added:+,} concurrent {context:,}-token requests"]
+    return "\n".join(out)

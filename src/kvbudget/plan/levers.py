@@ -1,0 +1,82 @@
+"""What each lever buys: one deployment re-planned with vLLM's rules for each change a user can make,
+with the KV-cache bytes per GPU it frees (or costs) and the requests of the context it adds.
+
+Levers: FP8 weights, 4-bit (AWQ) weights, an FP8 KV cache, half the context, one more TP step, one more
+replica, a smaller ``max_num_seqs`` (fewer CUDA-graph sizes, a smaller profiling batch) and
+``gpu_memory_utilization`` 0.03 up or down. A lever that does not apply (already FP8, TP already at the
+heads' limit) is left out; one that stops the deployment from starting says so.
+"""
+
+from __future__ import annotations
+
+from .._record import record, replace
+from ..engines import vllm
+from ..hardware import GPU
+from ..model.spec import ModelSpec
+from ..units import InputError
+
+
+@record
+class Lever:
+    name: str
+    flag: str  # the vLLM flag that pulls it
+    gpus: int  # GPUs the deployment uses with it
+    kv_cache_bytes: int  # available KV cache memory per GPU with it
+    freed_bytes: int  # per GPU, against the baseline (negative: costs)
+    weights_bytes: int  # per GPU
+    concurrency: int  # requests of the (lever's) context held at once, all replicas
+    added: int  # against the baseline
+    context: int
+    starts: bool
+    note: str = ""
+
+
+def _concurrency(p: vllm.VllmPlan) -> int:
+    if not p.starts:
+        return 0
+    pool, _ = vllm.capacity(p, 1)
+    return min(pool, p.max_num_seqs)
+
+
+def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings) -> tuple[Lever, list[Lever]]:
+    """The baseline as a row, and one row per lever that applies."""
+    if base.max_model_len is None or base.max_model_len < 1:
+        raise InputError("levers need a context (--context)")
+    p0 = vllm.plan(spec, gpu, base)
+    n0 = base.tensor_parallel_size * base.pipeline_parallel_size * base.data_parallel_size
+    c0 = _concurrency(p0) * base.data_parallel_size
+
+    def row(name: str, flag: str, s: vllm.VllmSettings, note: str = "") -> Lever:
+        p = vllm.plan(spec, gpu, s)
+        n = s.tensor_parallel_size * s.pipeline_parallel_size * s.data_parallel_size
+        c = _concurrency(p) * s.data_parallel_size
+        return Lever(name, flag, n, p.available_kv_cache_bytes, p.available_kv_cache_bytes - p0.available_kv_cache_bytes,
+                     p.weights_bytes, c, c - c0, p.max_model_len, p.starts, note or (p.error or ""))
+
+    baseline = Lever("as configured", "", n0, p0.available_kv_cache_bytes, 0, p0.weights_bytes, c0, 0,
+                     p0.max_model_len, p0.starts, p0.error or "")
+    out: list[Lever] = []
+    fmt = p0.weights_format.lower()
+    if "fp8" not in fmt and "awq" not in fmt and "gptq" not in fmt and "fp4" not in fmt:
+        out.append(row("FP8 weights", "--quantization fp8", replace(base, quantization="fp8")))
+        out.append(row("4-bit weights (AWQ)", "an AWQ checkpoint", replace(base, quantization="awq")))
+    if not p0.kv_cache_dtype.startswith("fp8"):
+        out.append(row("FP8 KV cache", "--kv-cache-dtype fp8", replace(base, kv_cache_dtype="fp8")))
+    half = base.max_model_len // 2
+    if half >= 1:
+        out.append(row("half the context", f"--max-model-len {half}", replace(base, max_model_len=half)))
+    tp = base.tensor_parallel_size * 2
+    if spec.dims.num_attention_heads % tp == 0 and tp <= 8:
+        out.append(row("one more TP step", f"--tensor-parallel-size {tp}", replace(base, tensor_parallel_size=tp)))
+    out.append(row("one more replica", f"--data-parallel-size {base.data_parallel_size + 1}",
+                   replace(base, data_parallel_size=base.data_parallel_size + 1)))
+    if p0.max_num_seqs > 64:
+        seqs = max(p0.max_num_seqs // 4, 1)
+        out.append(row("smaller max_num_seqs", f"--max-num-seqs {seqs}", replace(base, max_num_seqs=seqs)))
+    util = p0.utilization
+    for delta in (0.03, -0.03):
+        u = round(util + delta, 2)
+        if 0 < u < 1:
+            out.append(row(f"gpu_memory_utilization {u}", f"--gpu-memory-utilization {u}",
+                           replace(base, gpu_memory_utilization=u)))
+    return baseline, out

@@ -88,13 +88,14 @@ def test_sglang_predictions() -> None:
 
 def test_trtllm_predictions() -> None:
     # measured: Llama-2-7B FP8 engine on H100 -6.3%, Llama-3.1-8B FP8 engine on an RTX 5090 -4.5%, Llama-2-7B
-    # fp16 (2023 engine) on an A10 -5.1%. The runtime buffers and decoder are exact from the source (below); the
-    # engine's execution-context memory and the CUDA context are estimates, and the logs' "total" differs from
-    # the GPU catalog's by up to 0.5 GiB (31.84 GiB logged on the RTX 5090 against deviceQuery's 31.35 GiB):
-    # the issue's 3% target is NOT met for TensorRT-LLM engines; this bounds the error as measured.
+    # fp16 (2023 engine) on an A10 -5.1%, Llama-3-8B AWQ TP2 engine on A100-80GB +1.2%, Llama-3.1-8B FP8 with the
+    # PyTorch backend on an H100 PCIe +4.5%: median 4.5%. The runtime buffers and decoder are exact from the source
+    # (below); the engine's execution-context memory and the CUDA context are estimates, and the logs' "total"
+    # differs from the GPU catalog's by up to 0.5 GiB (31.84 GiB logged on the RTX 5090 against deviceQuery's
+    # 31.35 GiB): the issue's 3% target is NOT met for TensorRT-LLM; this bounds the error as measured.
     errors = _errors("trtllm_logs")
-    assert len(errors) >= 3
-    assert statistics.median(abs(e) for e in errors.values()) <= 5.5, errors
+    assert len(errors) >= 5
+    assert statistics.median(abs(e) for e in errors.values()) <= 5.0, errors
     assert max(abs(e) for e in errors.values()) <= 7.0, errors
 
 

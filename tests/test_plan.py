@@ -163,3 +163,25 @@ def test_fit_json_carries_launch_files(capsys: pytest.CaptureFixture[str]) -> No
     assert manifest["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 4
     back = parse_vllm_command(cmd)
     assert vllm.plan(kvbudget.load_model(LLAMA70), find_gpu("H100"), back.settings).num_gpu_blocks == doc["num_gpu_blocks"]
+
+
+def test_inverse_questions_are_exact_at_block_granularity() -> None:
+    spec = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
+    p = vllm.plan(spec, find_gpu("H100"), vllm.VllmSettings(max_model_len=8192))
+    # one full-attention group of 16-token blocks: a request of 8192 tokens takes 512 of them
+    assert kvbudget.max_concurrency(spec, context=8192, gpu="H100") == min(p.num_gpu_blocks // 512, p.max_num_seqs)
+    # the longest context for 64 requests: 64 x ceil(L / 16) blocks must fit, so L = (blocks // 64) x 16
+    longest = kvbudget.max_context(spec, concurrency=64, gpu="H100")
+    assert longest == p.num_gpu_blocks // 64 * 16
+    assert 64 * -(-longest // 16) <= p.num_gpu_blocks < 64 * -(-(longest + 16) // 16)
+    # one request: the model's own limit caps it
+    assert kvbudget.max_context(spec, concurrency=1, gpu="H100") == spec.max_context
+    with pytest.raises(InputError):
+        kvbudget.max_context(spec, concurrency=0, gpu="H100")
+    # fewest H100s for 64 x 8K of Llama-3.1-70B in bf16: what the full search finds, fewest GPUs first
+    d = kvbudget.fewest_gpus(LLAMA70, concurrency=64, context=8192, gpu="H100")
+    assert d is not None and d.serves and d.max_concurrency >= 64
+    every = [r for r in search(kvbudget.load_model(LLAMA70), 64, 8192, [find_gpu("H100")], weights=("auto",),
+                               kv=("auto",)) if r.serves]
+    assert d.num_gpus == min(r.num_gpus for r in every)
+    assert kvbudget.fewest_gpus(LLAMA70, concurrency=10_000, context=131072, gpu="L4", max_gpus=8) is None

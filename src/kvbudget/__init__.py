@@ -11,7 +11,8 @@ Public API::
 
 from __future__ import annotations
 
-from .api import explain, find_gpu, fit, kv, load_model, vllm_plan
+from .api import explain, fewest_gpus, find_gpu, fit, kv, load_model, max_concurrency, max_context, vllm_plan
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "explain", "find_gpu", "fit", "kv", "load_model", "vllm_plan"]
+__all__ = ["__version__", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency", "max_context",
+           "vllm_plan"]

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from .engines.vllm import VllmPlan, VllmSettings
     from .engines.vllm_command import LaunchCommand
     from .kvreport import KVReport
+    from .plan.search import Deployment as PlanRow
 
-__all__ = ["find_gpu", "fit", "kv", "load_model"]
+__all__ = ["fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency", "max_context"]
 
 
 def _spec(model: str | ModelSpec) -> ModelSpec:
@@ -108,3 +109,47 @@ def explain(
     device = _device(gpu, gpu_memory)
     result = plan(spec, device, cmd.settings)
     return cmd, result, suggestions(spec, device, cmd.settings, result)
+
+
+# --- inverse questions, with vLLM's rules, exact at block granularity ------------------------------------
+
+
+def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | None = None,
+                    gpu_memory: int | None = None, settings: VllmSettings | None = None) -> int:
+    """The most requests of ``context`` tokens vLLM holds at once: whole requests of the KV pool's
+    blocks (``num_gpu_blocks // blocks per request``), capped by ``max_num_seqs``; 0 if it does not start."""
+    from ._record import replace
+    from .engines.vllm import VllmSettings, capacity, plan
+
+    p = plan(_spec(model), _device(gpu, gpu_memory), replace(settings or VllmSettings(), max_model_len=context))
+    most, _ = capacity(p, 1)
+    return min(most, p.max_num_seqs) if p.starts else 0
+
+
+def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | None = None,
+                gpu_memory: int | None = None, settings: VllmSettings | None = None) -> int:
+    """The longest context at which ``concurrency`` requests fit in vLLM's KV pool at once (vLLM's own
+    binary search over lengths, up to the model's limit); 0 if not even one token each."""
+    from ._record import replace
+    from .engines.vllm import VllmSettings, capacity, plan
+
+    if concurrency < 1:
+        raise InputError(f"concurrency must be at least 1, got {concurrency}")
+    spec = _spec(model)
+    p = plan(spec, _device(gpu, gpu_memory), replace(settings or VllmSettings(), max_model_len=None))
+    if not p.starts and not p.num_gpu_blocks:
+        return 0
+    _, longest = capacity(replace(p, starts=True), concurrency)
+    return longest
+
+
+def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: str | GPU | None = None,
+                gpu_memory: int | None = None, max_gpus: int = 64, gpus_per_node: int = 8,
+                weights: tuple[str, ...] = ("auto",), kv_dtype: tuple[str, ...] = ("auto",)) -> PlanRow | None:
+    """The deployment with the fewest GPUs of one type (then the most headroom) that serves ``concurrency``
+    requests of ``context`` tokens: layout, replicas and precision as ``kvbudget plan`` searches them."""
+    from .plan.search import search
+
+    rows = [d for d in search(_spec(model), concurrency, context, [_device(gpu, gpu_memory)], max_gpus=max_gpus,
+                              gpus_per_node=gpus_per_node, weights=weights, kv=kv_dtype) if d.serves]
+    return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)

@@ -88,6 +88,7 @@ def _kv_args(kv: argparse.ArgumentParser) -> None:
     kv.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
     kv.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp32, fp8, fp8_e5m2, int8, q8_0 ...")
     kv.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree: figures are per GPU")
+    kv.add_argument("--plot", metavar="FILE", help="also draw KV vs length and batch, with the weights' crossover (.png/.svg)")
 
 
 def _fit_args(fit: argparse.ArgumentParser) -> None:
@@ -110,6 +111,7 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp", "transformers", "textbook"),
                      default="vllm", help="whose rules: vllm (what vLLM will print, default), sglang, trtllm, llama.cpp, "
                      "transformers (plain generate), or textbook")
+    fit.add_argument("--plot", metavar="FILE", help="also draw each GPU's memory partition (.png/.svg; vllm, textbook)")
     fit.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
                      help="transformers: DynamicCache (generate's default) or StaticCache")
     fit.add_argument("--mem-fraction-static", type=float, help="SGLang's mem_fraction_static (default: by GPU memory)")
@@ -188,6 +190,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-dtype", default="auto,fp8", help="KV cache dtypes to try (default auto,fp8)")
     p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
     p.add_argument("--top", type=_count, default=10, help="rows to show (default 10; --json gives all)")
+    p.add_argument("--plot", metavar="FILE", help="also draw capacity vs price per hour (.png/.svg)")
     p.add_argument("--vllm-version", default="current", help="vLLM release whose rules to use")
 
 
@@ -251,6 +254,8 @@ def _run(args: argparse.Namespace) -> str:
         from .report import text
     if args.command == "kv":
         r = api.kv(args.model, context=args.context, batch=args.batch, kv_dtype=args.kv_dtype, tp=args.tp)
+        if args.plot:
+            _kv_plot(args)
         return json_doc.dumps(json_doc.kv_doc(r)) if args.json else text.kv_text(r, args.units)
     if args.command == "explain":
         return _explain(args)
@@ -278,6 +283,10 @@ def _run(args: argparse.Namespace) -> str:
             prefill_chunk=args.prefill_chunk, overhead_bytes=args.overhead, activation_bytes=args.activation,
             weights_bytes=args.weights_memory,
         )
+        if args.plot:
+            from .report.plots import fit_plot
+
+            fit_plot(p, args.plot)
         return json_doc.dumps(json_doc.fit_doc(p, args.units)) if args.json else text.fit_text(p, args.units)
     if args.command == "models":
         from .model import catalog
@@ -310,6 +319,10 @@ def _fit_vllm(args: argparse.Namespace) -> str:
     spec = load_model(args.model)
     gpu = api._device(args.gpu, args.gpu_memory)
     p = api.vllm_plan(spec, gpu=gpu, settings=settings)
+    if args.plot:
+        from .report.plots import fit_plot
+
+        fit_plot(p, args.plot)
     fixes = suggestions(spec, gpu, settings, p)
     return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
 
@@ -545,6 +558,17 @@ def _check_other(args: argparse.Namespace, text: str) -> str:
                                                                for f, r, c, e in rows])])
 
 
+def _kv_plot(args: argparse.Namespace) -> None:
+    from .engines.textbook import weight_format
+    from .model.resolve import load_model
+    from .parallel import stages
+    from .report.plots import kv_plot
+
+    spec = load_model(args.model)
+    weights = stages(spec, weight_format(spec, "auto"), args.tp, 1)[0].weights_bytes
+    kv_plot(spec, weights, args.plot, context=args.context, kv_dtype=args.kv_dtype, tp=args.tp)
+
+
 def _plan(args: argparse.Namespace) -> str:
     from .hardware import find_gpu, gpus
     from .model.resolve import load_model
@@ -563,6 +587,10 @@ def _plan(args: argparse.Namespace) -> str:
         raise InputError("--weights-dtype and --kv-dtype need at least one value each")
     rows = search(spec, args.concurrency, args.context, chosen, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
                   weights=weights, kv=kv, prices=prices, version=args.vllm_version)
+    if args.plot:
+        from .report.plots import plan_plot
+
+        plan_plot(rows, args.plot, args.concurrency)
     if args.json:
         from .report import json_doc
 

@@ -1,0 +1,171 @@
+"""Figures for `kv`, `fit` and `plan` (``--plot FILE.png|.svg``). matplotlib is imported here only,
+when a plot is asked for (``pip install kvbudget[plot]``); every figure's data comes from the same
+records the tables print.
+"""
+
+from __future__ import annotations
+
+from ..kvcache import bytes_per_sequence, kv_element_type
+from ..model.spec import ModelSpec
+from ..units import GiB, InputError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..engines.textbook import MemoryPlan
+    from ..engines.vllm import VllmPlan
+    from ..plan.search import Deployment
+
+COLORS = {"weights": "#4C72B0", "KV cache": "#55A868", "activation": "#C44E52", "CUDA graphs": "#8172B2",
+          "overhead": "#CCB974", "free": "#DDDDDD"}
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: searchable, and testable
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("--plot needs matplotlib: pip install 'kvbudget[plot]'") from None
+    return plt
+
+
+def _save(fig: Any, path: str) -> None:
+    if not path.lower().endswith((".png", ".svg")):
+        raise InputError(f"--plot {path}: give a .png or .svg file")
+    try:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise InputError(f"--plot {path}: cannot write it ({exc.__class__.__name__})") from None
+
+
+def crossover(spec: ModelSpec, weights_bytes: int, batch: int, kv_dtype: str = "auto", tp: int = 1) -> int | None:
+    """The shortest sequence length at which ``batch`` sequences' KV cache outgrows the weights
+    (None: never, up to the model's context)."""
+    dtype = kv_element_type(spec, kv_dtype)
+    layers = spec.layers
+
+    def over(n: int) -> bool:
+        return batch * bytes_per_sequence(layers, n, dtype, tp) > weights_bytes
+
+    hi = spec.max_context
+    if not over(hi):
+        return None
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if over(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def kv_plot(spec: ModelSpec, weights_bytes: int, path: str, batches: tuple[int, ...] = (1, 8, 32, 128),
+            context: int | None = None, kv_dtype: str = "auto", tp: int = 1) -> list[int | None]:
+    """KV memory against sequence length for several batch sizes, the weights as a horizontal line and
+    where each batch's KV cache outgrows them; and KV against batch size at ``context``."""
+    plt = _pyplot()
+    dtype = kv_element_type(spec, kv_dtype)
+    top = spec.max_context
+    context = context or min(top, 8192)
+    lengths = sorted({max(1, top * i // 200) for i in range(201)})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    crossings: list[int | None] = []
+    for i, b in enumerate(batches):
+        line = left.plot(lengths, [b * bytes_per_sequence(spec.layers, n, dtype, tp) / GiB for n in lengths],
+                         label=f"batch {b}")[0]
+        x = crossover(spec, weights_bytes, b, kv_dtype, tp)
+        crossings.append(x)
+        if x is not None:
+            left.plot([x], [weights_bytes / GiB], "o", color=line.get_color())
+            far = x > 0.6 * top
+            left.annotate(f"crossover, batch {b}: {x:,} tokens", (x, weights_bytes / GiB), textcoords="offset points",
+                          xytext=(-10 if far else 10, 14 + 14 * i), ha="right" if far else "left", fontsize=8,
+                          color=line.get_color(), arrowprops={"arrowstyle": "-", "color": line.get_color(), "lw": 0.6})
+    left.axhline(weights_bytes / GiB, color="black", linestyle="--", label=f"weights {weights_bytes / GiB:.1f} GiB")
+    left.set_yscale("log")
+    left.set_ylim(bottom=weights_bytes / GiB / 1000)
+    left.set_xlabel("sequence length (tokens)")
+    left.set_ylabel("KV cache (GiB)")
+    left.set_title(f"{spec.name}: KV cache vs sequence length")
+    left.legend(fontsize=8)
+    sizes = list(range(1, 257))
+    right.plot(sizes, [b * bytes_per_sequence(spec.layers, context, dtype, tp) / GiB for b in sizes], label=f"{context:,} tokens")
+    right.axhline(weights_bytes / GiB, color="black", linestyle="--", label="weights")
+    per = bytes_per_sequence(spec.layers, context, dtype, tp)
+    if per:
+        b = weights_bytes // per + 1  # the first batch whose KV cache outgrows the weights
+        right.plot([b], [b * per / GiB], "o", color="red")
+        right.annotate(f"KV > weights from batch {b}", (b, b * per / GiB), textcoords="offset points", xytext=(12, 14),
+                       fontsize=8, color="red")
+    right.set_xlabel("batch size (sequences)")
+    right.set_ylabel("KV cache (GiB)")
+    right.set_title(f"KV cache vs batch size at {context:,} tokens")
+    right.legend(fontsize=8)
+    _save(fig, path)
+    plt.close(fig)
+    return crossings
+
+
+def partition_parts(p: VllmPlan | MemoryPlan) -> list[tuple[str, int]]:
+    """Each GPU's memory, part by part, bottom to top (the last part: what stays free)."""
+    from ..engines.vllm import VllmPlan
+
+    if isinstance(p, VllmPlan):
+        parts = [("weights", p.model_loading_bytes), ("KV cache", max(p.available_kv_cache_bytes, 0)),
+                 ("activation", p.activation_bytes), ("CUDA graphs", p.cudagraph_bytes), ("overhead", p.non_torch_bytes)]
+        total = p.total_bytes
+    else:
+        parts = [("weights", p.weights_bytes), ("KV cache", max(p.kv_cache_bytes, 0)),
+                 ("activation", p.activation_bytes), ("overhead", p.overhead_bytes)]
+        total = p.total_bytes
+    used = sum(b for _, b in parts)
+    return [*parts, ("free", max(total - used, 0))]
+
+
+def fit_plot(p: VllmPlan | MemoryPlan, path: str) -> list[tuple[str, int]]:
+    """The memory partition of each GPU (the binding rank, one bar per GPU of the deployment)."""
+    plt = _pyplot()
+    parts = partition_parts(p)
+    n = max(getattr(p, "tp", 1) * getattr(p, "pp", 1), 1)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * n + 2.5), 4.8))
+    bottoms = [0.0] * n
+    for name, nbytes in parts:
+        values = [nbytes / GiB] * n
+        ax.bar([f"GPU {i}" for i in range(n)], values, bottom=bottoms, color=COLORS[name], label=name)
+        bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
+    ax.set_ylabel("GiB per GPU")
+    ax.set_title(f"{p.model} on {p.gpu}: memory per GPU")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _save(fig, path)
+    plt.close(fig)
+    return parts
+
+
+def plan_plot(rows: list[Deployment], path: str, concurrency: int) -> Deployment | None:
+    """Capacity against price per hour, one point per deployment that serves, the chosen one marked."""
+    plt = _pyplot()
+    good = [d for d in rows if d.serves and d.price_per_hour is not None]
+    if not good:
+        raise InputError("--plot: no priced deployment serves the load")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    ax.scatter([d.price_per_hour for d in good], [d.max_concurrency for d in good], s=14, alpha=0.6, label="deployments")
+    best = good[0]
+    ax.scatter([best.price_per_hour], [best.max_concurrency], s=120, marker="*", color="red",
+               label=f"chosen: {best.num_gpus} x {best.gpu}")
+    ax.annotate(f"{best.num_gpus} x {best.gpu} TP{best.tp}, ${best.price_per_hour:.2f}/h",
+                (best.price_per_hour, best.max_concurrency), textcoords="offset points", xytext=(8, -12), fontsize=8)
+    ax.axhline(concurrency, color="gray", linestyle=":", label=f"load: {concurrency} requests")
+    ax.set_xlabel("price ($ per hour)")
+    ax.set_ylabel("requests held at once")
+    ax.set_yscale("log")
+    ax.set_xscale("log")
+    ax.set_title("capacity vs price per hour")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+    plt.close(fig)
+    return best

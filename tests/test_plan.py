@@ -185,3 +185,24 @@ def test_inverse_questions_are_exact_at_block_granularity() -> None:
                                kv=("auto",)) if r.serves]
     assert d.num_gpus == min(r.num_gpus for r in every)
     assert kvbudget.fewest_gpus(LLAMA70, concurrency=10_000, context=131072, gpu="L4", max_gpus=8) is None
+
+
+def test_sglang_plans_round_trip() -> None:
+    from kvbudget.engines import sglang
+    from kvbudget.engines.other_commands import parse_other_command
+
+    spec = kvbudget.load_model(LLAMA70)
+    a100 = find_gpu("A100-80GB")
+    rows = [d for d in search(spec, 64, 8192, [a100], engine="sglang") if d.serves]
+    best = rows[0]
+    assert best.engine == "sglang"
+    p = sglang.plan(spec, a100, best.settings)  # type: ignore[arg-type]
+    # SGLang admits requests while their tokens fit in the pool: whole requests of 8192 tokens
+    assert best.per_replica == min(p.max_total_num_tokens // 8192, p.max_running_requests)
+    argv = launch.argv_for(spec.name, best.settings)
+    assert argv[:5] == ["python", "-m", "sglang.launch_server", "--model-path", spec.name]
+    deployment = next(iter(yaml.safe_load_all(launch.kubernetes(spec.name, argv, best.tp, best.replicas))))
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"].startswith("lmsysorg/sglang") and container["ports"][0]["containerPort"] == 30000
+    back = parse_other_command(container["command"] + container["args"])
+    assert back.sglang is not None and sglang.plan(spec, a100, back.sglang) == p

@@ -182,7 +182,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
     p.add_argument("--concurrency", type=_count, required=True, help="requests served at once")
     p.add_argument("--context", type=_count, required=True, help="tokens per request (vLLM --max-model-len)")
-    p.add_argument("--engine", choices=("vllm",), default="vllm", help="whose rules (vllm)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="whose rules (vllm, sglang)")
     p.add_argument("--gpus", help="comma-separated GPU types to consider (default: every catalog GPU)")
     p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
     p.add_argument("--gpus-per-node", type=_count, default=8, help="GPUs per node: TP stays within one (default 8)")
@@ -586,7 +586,7 @@ def _plan(args: argparse.Namespace) -> str:
     if not weights or not kv:
         raise InputError("--weights-dtype and --kv-dtype need at least one value each")
     rows = search(spec, args.concurrency, args.context, chosen, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
-                  weights=weights, kv=kv, prices=prices, version=args.vllm_version)
+                  weights=weights, kv=kv, prices=prices, version=args.vllm_version, engine=args.engine)
     if args.plot:
         from .report.plots import plan_plot
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..engines.sglang import SGLangSettings
 from ..engines.vllm import VllmSettings
 
 IMAGE = "vllm/vllm-openai:latest"
 PORT = 8000
+SGLANG_IMAGE = "lmsysorg/sglang:latest"
+SGLANG_PORT = 30000
 
 
 def vllm_argv(model: str, s: VllmSettings) -> list[str]:
@@ -39,21 +42,43 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
     return argv
 
 
+def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
+    """``python -m sglang.launch_server`` with every memory-relevant setting that differs from SGLang's default."""
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model]
+    flags: list[tuple[str, object]] = [
+        ("--tp", s.tp if s.tp > 1 else None), ("--pp", s.pp if s.pp > 1 else None),
+        ("--context-length", s.context_length), ("--mem-fraction-static", s.mem_fraction_static),
+        ("--quantization", s.quantization), ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
+        ("--max-running-requests", s.max_running_requests), ("--page-size", s.page_size),
+    ]
+    for flag, value in flags:
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def argv_for(model: str, s: VllmSettings | SGLangSettings) -> list[str]:
+    return sglang_argv(model, s) if isinstance(s, SGLangSettings) else vllm_argv(model, s)
+
+
 def command(argv: list[str]) -> str:
     return shlex.join(argv)
 
 
-def _name(model: str) -> str:
+def _name(model: str, engine: str) -> str:
     base = model.rstrip("/").split("/")[-1].lower()
     cleaned = "".join(c if c.isalnum() else "-" for c in base).strip("-")
-    return ("vllm-" + cleaned)[:52].rstrip("-") or "vllm"
+    return (f"{engine}-" + cleaned)[:52].rstrip("-") or engine
 
 
 def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1) -> str:
     """A Deployment (``replicas`` pods of ``gpus_per_pod`` GPUs) and a Service in front of it."""
-    name = _name(model)
+    sgl = argv[:3] == ["python", "-m", "sglang.launch_server"]
+    name = _name(model, "sglang" if sgl else "vllm")
     q = json.dumps
-    args = argv[2:] if argv[:2] == ["vllm", "serve"] else argv
+    program = argv[:3] if sgl else ["vllm", "serve"]
+    args = argv[len(program):] if argv[:len(program)] == program else argv
+    image, port = (SGLANG_IMAGE, SGLANG_PORT) if sgl else (IMAGE, PORT)
     lines = [
         "apiVersion: apps/v1",
         "kind: Deployment",
@@ -68,15 +93,15 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         "    spec:",
         "      containers:",
         f"        - name: {q(name)}",
-        f"          image: {q(IMAGE)}",
-        f"          command: {q(['vllm', 'serve'])}",
-        f"          args: {q(args)}",
-        f"          ports: [{{containerPort: {PORT}, name: http}}]",
+        f"          image: {q(image)}",
+        f"          command: {q(program)}",
+        f"          args: {q(args + (['--host', '0.0.0.0', '--port', str(port)] if sgl else []))}",
+        f"          ports: [{{containerPort: {port}, name: http}}]",
         "          resources:",
         f"            limits: {{nvidia.com/gpu: {gpus_per_pod}}}",
         f"            requests: {{nvidia.com/gpu: {gpus_per_pod}}}",
         f"          volumeMounts: [{{name: dshm, mountPath: {q('/dev/shm')}}}]",
-        f"          readinessProbe: {{httpGet: {{path: {q('/health')}, port: {PORT}}}, periodSeconds: 10}}",
+        f"          readinessProbe: {{httpGet: {{path: {q('/health')}, port: {port}}}, periodSeconds: 10}}",
         "      volumes:",
         "        - name: dshm",
         "          emptyDir: {medium: Memory, sizeLimit: 16Gi}",
@@ -87,6 +112,6 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         f"  name: {q(name)}",
         "spec:",
         f"  selector: {{app: {q(name)}}}",
-        f"  ports: [{{port: {PORT}, targetPort: {PORT}, name: http}}]",
+        f"  ports: [{{port: {port}, targetPort: {port}, name: http}}]",
     ]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 """The cheapest deployments that serve a load: every GPU type x layout x precision, planned with vLLM's
-own rules (``engines/vllm.py``), kept when they start and hold ``concurrency`` requests of ``context``
+or SGLang's own rules (``engines/vllm.py``, ``engines/sglang.py``), kept when they start and hold ``concurrency`` requests of ``context``
 tokens, ranked by price per hour, then headroom.
 
 A layout is TP within a node (a divisor of the attention heads, at most ``gpus_per_node``), PP across
@@ -11,7 +11,7 @@ capacity is exact at block granularity: the requests of ``context`` tokens its K
 from __future__ import annotations
 
 from .._record import record, replace
-from ..engines import vllm
+from ..engines import sglang, vllm
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError
@@ -38,8 +38,9 @@ class Deployment:
     weights_bytes: int  # per GPU
     kv_cache_bytes: int  # per GPU
     kv_cache_tokens: int  # per replica
-    max_num_seqs: int
-    settings: vllm.VllmSettings
+    max_num_seqs: int  # the scheduler's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests)
+    settings: vllm.VllmSettings | sglang.SGLangSettings
+    engine: str = "vllm"
 
 
 def layouts(spec: ModelSpec, max_gpus: int, gpus_per_node: int) -> list[tuple[int, int]]:
@@ -108,9 +109,48 @@ def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str,
     return row(p, per, "", settings)
 
 
+def evaluate_sglang(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                    max_gpus: int, price: float | None) -> Deployment:
+    """The same with SGLang's rules: a replica holds the requests whose tokens fit in its pool
+    (``max_total_num_tokens // context``), capped by ``max_running_requests`` (raised to the load)."""
+    settings = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype="fp8_e4m3" if kv.startswith("fp8") else "auto",
+                                     quantization=None if weights == "auto" else weights)
+
+    def row(p: sglang.SGLangPlan | None, per: int, reason: str, s: sglang.SGLangSettings) -> Deployment:
+        replicas = -(-concurrency // per) if per else 0
+        n = tp * pp * replicas if per else tp * pp
+        if per and n > max_gpus and not reason:
+            reason = f"needs {replicas} replicas = {n} GPUs, more than --max-gpus {max_gpus}"
+        total = per * replicas
+        return Deployment(
+            gpu=gpu.name, tp=tp, pp=pp, replicas=replicas, weights_dtype=weights, kv_dtype=kv, num_gpus=n, per_replica=per,
+            max_concurrency=total, price_per_hour=None if price is None else round(price * n, 4),
+            starts=p is not None and p.starts, serves=per > 0 and not reason, reason=reason,
+            headroom=total / concurrency - 1 if per else -1.0, weights_bytes=p.weights_bytes if p else 0,
+            kv_cache_bytes=max(p.rest_bytes, 0) if p else 0, kv_cache_tokens=p.max_total_num_tokens if p else 0,
+            max_num_seqs=p.max_running_requests if p else 0, settings=s, engine="sglang",
+        )
+
+    try:
+        p = sglang.plan(spec, gpu, settings)
+    except InputError as exc:
+        return row(None, 0, str(exc), settings)
+    if not p.starts:
+        return row(p, 0, p.error or "does not start", settings)
+    pool = p.max_total_num_tokens // context
+    if pool > p.max_running_requests and p.max_running_requests < concurrency:
+        settings = replace(settings, max_running_requests=min(pool, concurrency))
+        p = sglang.plan(spec, gpu, settings)
+        pool = p.max_total_num_tokens // context
+    per = min(pool, p.max_running_requests)
+    if per == 0:
+        return row(p, 0, f"the pool of {p.max_total_num_tokens:,} tokens holds no request of {context:,} tokens", settings)
+    return row(p, per, "", settings)
+
+
 def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, max_gpus: int = 64,
            gpus_per_node: int = 8, weights: tuple[str, ...] = ("auto", "fp8"), kv: tuple[str, ...] = ("auto", "fp8"),
-           prices: dict[str, float] | None = None, version: str = "current") -> list[Deployment]:
+           prices: dict[str, float] | None = None, version: str = "current", engine: str = "vllm") -> list[Deployment]:
     """Every candidate, those that serve first (cheapest, then most headroom), then the excluded."""
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
@@ -122,7 +162,10 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
         for tp, pp in layouts(spec, max_gpus, gpus_per_node):
             for w in weights:
                 for k in kv:
-                    rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version))
+                    if engine == "sglang":
+                        rows.append(evaluate_sglang(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price))
+                    else:
+                        rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version))
     return sorted(rows, key=_rank)
 
 

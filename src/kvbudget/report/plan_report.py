@@ -24,7 +24,7 @@ def _dtype(name: str) -> str:
 def launch_doc(model: str, d: Deployment) -> dict[str, str]:
     from ..plan import launch
 
-    argv = launch.vllm_argv(model, d.settings)
+    argv = launch.argv_for(model, d.settings)
     return {"command": launch.command(argv), "kubernetes": launch.kubernetes(model, argv, d.tp * d.pp, d.replicas)}
 
 
@@ -42,7 +42,7 @@ def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment],
         if d.serves:
             row["launch"] = launch_doc(model, d)
         plans.append(row)
-    return {"model": model, "engine": {"name": "vllm"}, "concurrency": concurrency, "context": context,
+    return {"model": model, "engine": {"name": rows[0].engine if rows else "vllm"}, "concurrency": concurrency, "context": context,
             "searched": len(rows), "serving": sum(d.serves for d in rows), "plans": plans}
 
 
@@ -52,7 +52,8 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
     from .text import table
 
     good = [d for d in rows if d.serves]
-    out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with vLLM's rules "
+    engine = "SGLang" if rows and rows[0].engine == "sglang" else "vLLM"
+    out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with {engine}'s rules "
            f"(at most {max_gpus} GPUs, {gpus_per_node} per node)",
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
     if good:
@@ -63,7 +64,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
               fmt_bytes(d.kv_cache_bytes, units)] for i, d in enumerate(good[:top], 1)],
             right=[True, False, True, False, False, False, True, True, True, True]))
         best = good[0]
-        argv = launch.vllm_argv(model, best.settings)
+        argv = launch.argv_for(model, best.settings)
         each = f" ({best.replicas} replicas of {best.tp * best.pp} GPU(s), each running)" if best.replicas > 1 else ""
         out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}",
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]

@@ -206,3 +206,14 @@ def test_sglang_plans_round_trip() -> None:
     assert container["image"].startswith("lmsysorg/sglang") and container["ports"][0]["containerPort"] == 30000
     back = parse_other_command(container["command"] + container["args"])
     assert back.sglang is not None and sglang.plan(spec, a100, back.sglang) == p
+
+
+def test_fit_shows_what_each_lever_buys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "H100", "--context", "8192", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by = {r["lever"]: r for r in doc["levers"]}
+    # an FP8 KV cache halves every block: the same memory holds twice the 8K requests
+    assert by["FP8 KV cache"]["max_concurrency"] == 2 * doc["num_gpu_blocks"] // 512
+    assert by["FP8 weights"]["freed_bytes"] > 6 * GiB and by["FP8 weights"]["added_concurrency"] > 0
+    assert main(["fit", "llama-3.1-8b", "--gpu", "H100", "--context", "8192"]) == 0
+    assert "What each lever buys:" in capsys.readouterr().out

@@ -324,7 +324,23 @@ def _fit_vllm(args: argparse.Namespace) -> str:
 
         fit_plot(p, args.plot)
     fixes = suggestions(spec, gpu, settings, p)
-    return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
+    out = _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
+    if not p.starts:
+        return out
+    from ._record import replace
+    from .plan.levers import levers
+    from .report import plan_report
+
+    baseline, rows = levers(spec, gpu, replace(settings, max_model_len=p.max_model_len))
+    if args.json:  # the document gains one row per lever
+        import json
+
+        from .report import json_doc
+
+        doc = json.loads(out)
+        doc["levers"] = plan_report.levers_doc(spec.name, gpu.name, baseline, rows)["levers"]
+        return json_doc.dumps(doc)
+    return out + "\n\n" + plan_report.levers_table(rows, p.max_model_len, args.units)
 
 
 def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list[str] | None = None,

@@ -106,22 +106,28 @@ def levers_doc(model: str, gpu: str, baseline: Lever, rows: list[Lever]) -> dict
             "levers": [_lever_doc(r) for r in rows]}
 
 
-def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[Lever], units: str) -> str:
+def _signed(n: int, units: str) -> str:
+    return ("+" if n > 0 else "-" if n < 0 else "") + fmt_bytes(abs(n), units) + (" (" + f"{n / 1e9:+.1f} GB)" if n else "")
+
+
+def levers_table(rows: list[Lever], context: int, units: str) -> str:
     from .text import table
 
-    def signed(n: int) -> str:
-        return ("+" if n > 0 else "-" if n < 0 else "") + fmt_bytes(abs(n), units) + (" (" + f"{n / 1e9:+.1f} GB)" if n else "")
+    return "What each lever buys:\n" + table(
+        ["lever", "flag", "GPUs", "KV per GPU", "frees per GPU", "requests", "added"],
+        [[r.name, r.flag, str(r.gpus), fmt_bytes(r.kv_cache_bytes, units), _signed(r.freed_bytes, units),
+          f"{r.concurrency:,}" + (f" at {r.context:,}" if r.context != context else "") + ("" if r.starts else " (fails)"),
+          f"{r.added:+,}"] for r in rows],
+        right=[False, False, True, True, True, True, True])
 
+
+def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[Lever], units: str) -> str:
     out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, vLLM's rules:",
            f"as configured: {fmt_bytes(baseline.kv_cache_bytes, units)} of KV cache per GPU, "
            f"{baseline.concurrency:,} requests at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
-    out.append(table(["lever", "flag", "GPUs", "KV per GPU", "frees per GPU", "requests", "added"],
-                     [[r.name, r.flag, str(r.gpus), fmt_bytes(r.kv_cache_bytes, units), signed(r.freed_bytes),
-                       f"{r.concurrency:,}" + (f" at {r.context:,}" if r.context != context else "") + ("" if r.starts else " (fails)"),
-                       f"{r.added:+,}"] for r in rows],
-                     right=[False, False, True, True, True, True, True]))
+    out.append(levers_table(rows, context, units))
     best = max(rows, key=lambda r: (r.added / r.gpus, r.added), default=None)
     if best is not None and best.added > 0:
-        out += ["", f"Most per GPU: {best.name} ({best.flag}): {signed(best.freed_bytes)} per GPU -> "
+        out += ["", f"Most per GPU: {best.name} ({best.flag}): {_signed(best.freed_bytes, units)} per GPU -> "
                 f"{best.added:+,} concurrent {context:,}-token requests"]
     return "\n".join(out)

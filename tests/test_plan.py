@@ -217,3 +217,24 @@ def test_fit_shows_what_each_lever_buys(capsys: pytest.CaptureFixture[str]) -> N
     assert by["FP8 weights"]["freed_bytes"] > 6 * GiB and by["FP8 weights"]["added_concurrency"] > 0
     assert main(["fit", "llama-3.1-8b", "--gpu", "H100", "--context", "8192"]) == 0
     assert "What each lever buys:" in capsys.readouterr().out
+
+
+def test_a_layout_wider_than_a_node_gets_a_leader_worker_set() -> None:
+    spec = kvbudget.load_model("deepseek-ai/DeepSeek-V3")
+    h100 = find_gpu("H100")
+    s = vllm.VllmSettings(max_model_len=8192, tensor_parallel_size=8, pipeline_parallel_size=2)
+    argv = launch.vllm_argv(spec.name, s)
+    lws, service = yaml.safe_load_all(launch.manifest(spec.name, argv, 16, 3, gpus_per_node=8))
+    assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == ("LeaderWorkerSet", 3, 2)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    for key in ("leaderTemplate", "workerTemplate"):
+        assert template[key]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert service["spec"]["selector"]["role"] == "leader"
+    # the leader's vllm serve, read back, is the same plan (the Ray executor flag changes no memory)
+    shell = template["leaderTemplate"]["spec"]["containers"][0]["args"][0]
+    ray, serve = shell.split(" && ")
+    assert ray.startswith("ray start --head") and "--distributed-executor-backend ray" in serve
+    back = parse_vllm_command(serve)
+    assert vllm.plan(spec, h100, back.settings) == vllm.plan(spec, h100, s)
+    # within a node it stays a Deployment
+    assert next(iter(yaml.safe_load_all(launch.manifest(spec.name, argv, 8, 1))))["kind"] == "Deployment"

@@ -357,7 +357,7 @@ def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list
             model, settings = launch_for
             argv = launch.vllm_argv(model, settings)  # type: ignore[arg-type]
             s = settings
-            doc["launch"] = {"command": launch.command(argv), "kubernetes": launch.kubernetes(
+            doc["launch"] = {"command": launch.command(argv), "kubernetes": launch.manifest(
                 model, argv, s.tensor_parallel_size * s.pipeline_parallel_size, s.data_parallel_size)}  # type: ignore[attr-defined]
         return json_doc.dumps(doc)
     from .report import text
@@ -610,7 +610,8 @@ def _plan(args: argparse.Namespace) -> str:
     if args.json:
         from .report import json_doc
 
-        return json_doc.dumps(plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units))
+        return json_doc.dumps(plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units,
+                                                   args.gpus_per_node))
     return plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
                                  args.gpus_per_node)
 

@@ -115,3 +115,59 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         f"  ports: [{{port: {port}, targetPort: {port}, name: http}}]",
     ]
     return "\n".join(lines) + "\n"
+
+
+def kubernetes_multinode(model: str, argv: list[str], gpus_per_node: int, nodes: int, replicas: int = 1) -> str:
+    """A layout wider than a node (PP across nodes): a LeaderWorkerSet (``leaderworkerset.x-k8s.io``) of
+    ``nodes`` pods per replica joined into one Ray cluster; the leader runs ``vllm serve`` with the Ray
+    executor, each worker pod holds ``gpus_per_node`` GPUs. A Service selects the leaders."""
+    name = _name(model, "vllm")
+    q = json.dumps
+    serve = [*argv, "--distributed-executor-backend", "ray"]
+    leader = f"ray start --head --port=6379 && {command(serve)}"
+    worker = "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"
+
+    def pod(key: str, shell: str) -> list[str]:
+        role = key.removesuffix("Template")
+        return [
+            f"    {key}:",
+            f"      metadata: {{labels: {{app: {q(name)}, role: {role}}}}}",
+            "      spec:",
+            "        containers:",
+            f"          - name: {q(name + '-' + role)}",
+            f"            image: {q(IMAGE)}",
+            f"            command: {q(['sh', '-c'])}",
+            f"            args: {q([shell])}",
+            f"            resources: {{limits: {{nvidia.com/gpu: {gpus_per_node}}}, requests: {{nvidia.com/gpu: {gpus_per_node}}}}}",
+            f"            volumeMounts: [{{name: dshm, mountPath: {q('/dev/shm')}}}]",
+            "        volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}]",
+        ]
+
+    lines = [
+        "apiVersion: leaderworkerset.x-k8s.io/v1",
+        "kind: LeaderWorkerSet",
+        "metadata:",
+        f"  name: {q(name)}",
+        "spec:",
+        f"  replicas: {replicas}",
+        "  leaderWorkerTemplate:",
+        f"    size: {nodes}",
+        *pod("leaderTemplate", leader),
+        *pod("workerTemplate", worker),
+        "---",
+        "apiVersion: v1",
+        "kind: Service",
+        "metadata:",
+        f"  name: {q(name)}",
+        "spec:",
+        f"  selector: {{app: {q(name)}, role: leader}}",
+        f"  ports: [{{port: {PORT}, targetPort: {PORT}, name: http}}]",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def manifest(model: str, argv: list[str], gpus: int, replicas: int, gpus_per_node: int = 8) -> str:
+    """The Deployment when a replica fits in a node; the LeaderWorkerSet when it spans nodes."""
+    if gpus > gpus_per_node and argv[:2] == ["vllm", "serve"]:
+        return kubernetes_multinode(model, argv, gpus_per_node, -(-gpus // gpus_per_node), replicas)
+    return kubernetes(model, argv, gpus, replicas)

@@ -21,14 +21,16 @@ def _dtype(name: str) -> str:
     return "ckpt" if name == "auto" else name
 
 
-def launch_doc(model: str, d: Deployment) -> dict[str, str]:
+def launch_doc(model: str, d: Deployment, gpus_per_node: int = 8) -> dict[str, str]:
     from ..plan import launch
 
     argv = launch.argv_for(model, d.settings)
-    return {"command": launch.command(argv), "kubernetes": launch.kubernetes(model, argv, d.tp * d.pp, d.replicas)}
+    return {"command": launch.command(argv),
+            "kubernetes": launch.manifest(model, argv, d.tp * d.pp, d.replicas, gpus_per_node)}
 
 
-def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str) -> dict[str, Any]:
+def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str,
+             gpus_per_node: int = 8) -> dict[str, Any]:
     del units
     plans = []
     for d in rows:
@@ -40,7 +42,7 @@ def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment],
             "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes, "kv_cache_tokens": d.kv_cache_tokens,
         }
         if d.serves:
-            row["launch"] = launch_doc(model, d)
+            row["launch"] = launch_doc(model, d, gpus_per_node)
         plans.append(row)
     return {"model": model, "engine": {"name": rows[0].engine if rows else "vllm"}, "concurrency": concurrency, "context": context,
             "searched": len(rows), "serving": sum(d.serves for d in rows), "plans": plans}

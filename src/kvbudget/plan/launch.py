@@ -105,16 +105,15 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         "      volumes:",
         "        - name: dshm",
         "          emptyDir: {medium: Memory, sizeLimit: 16Gi}",
-        "---",
-        "apiVersion: v1",
-        "kind: Service",
-        "metadata:",
-        f"  name: {q(name)}",
-        "spec:",
-        f"  selector: {{app: {q(name)}}}",
-        f"  ports: [{{port: {port}, targetPort: {port}, name: http}}]",
+        *_service(name, f"{{app: {q(name)}}}", port),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _service(name: str, selector: str, port: int) -> list[str]:
+    """A ClusterIP Service in front of the serving pods, after a document separator."""
+    return ["---", "apiVersion: v1", "kind: Service", "metadata:", f"  name: {json.dumps(name)}", "spec:",
+            f"  selector: {selector}", f"  ports: [{{port: {port}, targetPort: {port}, name: http}}]"]
 
 
 def kubernetes_multinode(model: str, argv: list[str], gpus_per_node: int, nodes: int, replicas: int = 1) -> str:
@@ -154,14 +153,7 @@ def kubernetes_multinode(model: str, argv: list[str], gpus_per_node: int, nodes:
         f"    size: {nodes}",
         *pod("leaderTemplate", leader),
         *pod("workerTemplate", worker),
-        "---",
-        "apiVersion: v1",
-        "kind: Service",
-        "metadata:",
-        f"  name: {q(name)}",
-        "spec:",
-        f"  selector: {{app: {q(name)}, role: leader}}",
-        f"  ports: [{{port: {PORT}, targetPort: {PORT}, name: http}}]",
+        *_service(name, f"{{app: {q(name)}, role: leader}}", PORT),
     ]
     return "\n".join(lines) + "\n"
 

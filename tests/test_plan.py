@@ -238,3 +238,19 @@ def test_a_layout_wider_than_a_node_gets_a_leader_worker_set() -> None:
     assert vllm.plan(spec, h100, back.settings) == vllm.plan(spec, h100, s)
     # within a node it stays a Deployment
     assert next(iter(yaml.safe_load_all(launch.manifest(spec.name, argv, 8, 1))))["kind"] == "Deployment"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--weights-dtype", "bogus"], "unknown weights dtype 'bogus'"),
+    (["--kv-dtype", "fp9"], "unknown --kv-dtype 'fp9'"),
+    (["--gpus", "H1000"], "unknown GPU 'H1000'"),
+])
+def test_plan_bad_input_is_one_line(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "llama-3.1-8b", "--concurrency", "4", "--context", "4096", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_plan_context_beyond_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "llama-3.1-8b", "--concurrency", "4", "--context", "200000", "--gpus", "H100"]) == 2
+    assert "exceeds meta-llama/Llama-3.1-8B-Instruct's maximum context of 131,072 tokens" in capsys.readouterr().err

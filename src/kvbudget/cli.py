@@ -601,6 +601,17 @@ def _plan(args: argparse.Namespace) -> str:
     kv = tuple(k.strip() for k in args.kv_dtype.split(",") if k.strip())
     if not weights or not kv:
         raise InputError("--weights-dtype and --kv-dtype need at least one value each")
+    from .engines.vllm import _KV_DTYPES
+    from .model.weights import parse_weight_format
+
+    for w in weights:
+        if w != "auto":
+            parse_weight_format(w)  # an unknown format is one error line, before the search
+    for k in kv:
+        if k not in _KV_DTYPES:
+            raise InputError(f"unknown --kv-dtype {k!r}: use auto, fp8, fp8_e5m2, ...")
+    if args.context > spec.max_context:
+        raise InputError(f"--context {args.context:,} exceeds {spec.name}'s maximum context of {spec.max_context:,} tokens")
     rows = search(spec, args.concurrency, args.context, chosen, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
                   weights=weights, kv=kv, prices=prices, version=args.vllm_version, engine=args.engine)
     if args.plot:

@@ -254,3 +254,24 @@ def test_plan_bad_input_is_one_line(extra: list[str], message: str, capsys: pyte
 def test_plan_context_beyond_the_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "llama-3.1-8b", "--concurrency", "4", "--context", "200000", "--gpus", "H100"]) == 2
     assert "exceeds meta-llama/Llama-3.1-8B-Instruct's maximum context of 131,072 tokens" in capsys.readouterr().err
+
+
+def test_trtllm_plans_round_trip() -> None:
+    from kvbudget.engines import trtllm
+    from kvbudget.engines.other_commands import parse_other_command
+
+    spec = kvbudget.load_model(LLAMA70)
+    a100 = find_gpu("A100-80GB")
+    rows = search(spec, 64, 8192, [a100], engine="trtllm")
+    quantized = [d for d in rows if d.weights_dtype != "auto" or d.kv_dtype != "auto"]
+    assert quantized and all("pre-quantized checkpoint" in d.reason for d in quantized)
+    best = next(d for d in rows if d.serves)
+    p = trtllm.plan(spec, a100, best.settings)  # type: ignore[arg-type]
+    # the paged pool holds max_tokens tokens: whole requests of 8192 of them
+    assert best.per_replica == min(p.max_tokens // 8192, best.settings.max_batch_size)  # type: ignore[union-attr]
+    argv = launch.argv_for(spec.name, best.settings)
+    container = next(iter(yaml.safe_load_all(launch.kubernetes(spec.name, argv, best.tp, 1))))["spec"]["template"][
+        "spec"]["containers"][0]
+    assert container["command"] == ["trtllm-serve"] and container["image"].startswith("nvcr.io/nvidia/tensorrt-llm")
+    back = parse_other_command(container["command"] + container["args"])
+    assert back.trtllm is not None and trtllm.plan(spec, a100, back.trtllm) == p

@@ -182,7 +182,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
     p.add_argument("--concurrency", type=_count, required=True, help="requests served at once")
     p.add_argument("--context", type=_count, required=True, help="tokens per request (vLLM --max-model-len)")
-    p.add_argument("--engine", choices=("vllm", "sglang"), default="vllm", help="whose rules (vllm, sglang)")
+    p.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm",
+                   help="whose rules (vllm, sglang, trtllm: the PyTorch backend)")
     p.add_argument("--gpus", help="comma-separated GPU types to consider (default: every catalog GPU)")
     p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
     p.add_argument("--gpus-per-node", type=_count, default=8, help="GPUs per node: TP stays within one (default 8)")

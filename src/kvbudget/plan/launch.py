@@ -11,12 +11,14 @@ import json
 import shlex
 
 from ..engines.sglang import SGLangSettings
+from ..engines.trtllm import TrtllmSettings
 from ..engines.vllm import VllmSettings
 
 IMAGE = "vllm/vllm-openai:latest"
 PORT = 8000
 SGLANG_IMAGE = "lmsysorg/sglang:latest"
 SGLANG_PORT = 30000
+TRTLLM_IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:latest"
 
 
 def vllm_argv(model: str, s: VllmSettings) -> list[str]:
@@ -57,8 +59,30 @@ def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
     return argv
 
 
-def argv_for(model: str, s: VllmSettings | SGLangSettings) -> list[str]:
-    return sglang_argv(model, s) if isinstance(s, SGLangSettings) else vllm_argv(model, s)
+def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
+    """``trtllm-serve MODEL`` (PyTorch backend) with the settings that differ from its defaults."""
+    argv = ["trtllm-serve", model]
+    defaults = TrtllmSettings()
+    flags: list[tuple[str, object]] = [
+        ("--tp_size", s.tp if s.tp > 1 else None), ("--pp_size", s.pp if s.pp > 1 else None),
+        ("--max_seq_len", s.max_seq_len),
+        ("--max_batch_size", s.max_batch_size if s.max_batch_size != defaults.max_batch_size else None),
+        ("--max_num_tokens", s.max_num_tokens if s.max_num_tokens != defaults.max_num_tokens else None),
+        ("--kv_cache_free_gpu_memory_fraction",
+         s.free_gpu_memory_fraction if s.free_gpu_memory_fraction != defaults.free_gpu_memory_fraction else None),
+    ]
+    for flag, value in flags:
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def argv_for(model: str, s: VllmSettings | SGLangSettings | TrtllmSettings) -> list[str]:
+    if isinstance(s, SGLangSettings):
+        return sglang_argv(model, s)
+    if isinstance(s, TrtllmSettings):
+        return trtllm_argv(model, s)
+    return vllm_argv(model, s)
 
 
 def command(argv: list[str]) -> str:
@@ -74,11 +98,12 @@ def _name(model: str, engine: str) -> str:
 def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1) -> str:
     """A Deployment (``replicas`` pods of ``gpus_per_pod`` GPUs) and a Service in front of it."""
     sgl = argv[:3] == ["python", "-m", "sglang.launch_server"]
-    name = _name(model, "sglang" if sgl else "vllm")
+    trt = argv[:1] == ["trtllm-serve"]
+    name = _name(model, "sglang" if sgl else "trtllm" if trt else "vllm")
     q = json.dumps
-    program = argv[:3] if sgl else ["vllm", "serve"]
+    program = argv[:3] if sgl else argv[:1] if trt else ["vllm", "serve"]
     args = argv[len(program):] if argv[:len(program)] == program else argv
-    image, port = (SGLANG_IMAGE, SGLANG_PORT) if sgl else (IMAGE, PORT)
+    image, port = (SGLANG_IMAGE, SGLANG_PORT) if sgl else (TRTLLM_IMAGE, PORT) if trt else (IMAGE, PORT)
     lines = [
         "apiVersion: apps/v1",
         "kind: Deployment",
@@ -95,7 +120,7 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         f"        - name: {q(name)}",
         f"          image: {q(image)}",
         f"          command: {q(program)}",
-        f"          args: {q(args + (['--host', '0.0.0.0', '--port', str(port)] if sgl else []))}",
+        f"          args: {q(args + (['--host', '0.0.0.0', '--port', str(port)] if sgl or trt else []))}",
         f"          ports: [{{containerPort: {port}, name: http}}]",
         "          resources:",
         f"            limits: {{nvidia.com/gpu: {gpus_per_pod}}}",

@@ -11,7 +11,7 @@ capacity is exact at block granularity: the requests of ``context`` tokens its K
 from __future__ import annotations
 
 from .._record import record, replace
-from ..engines import sglang, vllm
+from ..engines import sglang, trtllm, vllm
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError
@@ -39,7 +39,7 @@ class Deployment:
     kv_cache_bytes: int  # per GPU
     kv_cache_tokens: int  # per replica
     max_num_seqs: int  # the scheduler's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests)
-    settings: vllm.VllmSettings | sglang.SGLangSettings
+    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings
     engine: str = "vllm"
 
 
@@ -58,6 +58,21 @@ def layouts(spec: ModelSpec, max_gpus: int, gpus_per_node: int) -> list[tuple[in
     return out
 
 
+@record
+class Replica:
+    """One replica as an engine sizes it: whether it starts, the requests of the context its pool holds
+    and its scheduler admits, and the settings (scheduler cap raised to the load) that realise it."""
+
+    per: int
+    reason: str
+    starts: bool
+    weights_bytes: int
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    cap: int
+    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings
+
+
 def _short(p: vllm.VllmPlan, gpu: GPU) -> str:
     if p.error and "KV cache" in p.error and p.available_kv_cache_bytes > 0:
         need = p.blocks_per_request * p.bytes_per_block - p.available_kv_cache_bytes
@@ -67,85 +82,88 @@ def _short(p: vllm.VllmPlan, gpu: GPU) -> str:
     return p.error or "does not start"
 
 
-def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-             max_gpus: int, price: float | None, version: str = "current") -> Deployment:
-    """One layout and precision on one GPU type: plan a replica, then the replicas the load needs."""
-    settings = vllm.VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp,
-                                 pipeline_parallel_size=pp, quantization=None if weights == "auto" else weights,
-                                 kv_cache_dtype=kv)
-
-    def row(p: vllm.VllmPlan | None, per: int, reason: str, s: vllm.VllmSettings) -> Deployment:
-        replicas = -(-concurrency // per) if per else 0
-        n = tp * pp * replicas if per else tp * pp
-        serves = per > 0 and n <= max_gpus and not reason
-        if per and n > max_gpus and not reason:
-            reason = f"needs {replicas} replicas = {n} GPUs, more than --max-gpus {max_gpus}"
-        total = per * replicas
-        return Deployment(
-            gpu=gpu.name, tp=tp, pp=pp, replicas=replicas, weights_dtype=weights, kv_dtype=kv, num_gpus=n,
-            per_replica=per, max_concurrency=total, price_per_hour=None if price is None else round(price * n, 4),
-            starts=p is not None and p.starts, serves=serves, reason=reason,
-            headroom=total / concurrency - 1 if per else -1.0,
-            weights_bytes=p.weights_bytes if p else 0, kv_cache_bytes=p.available_kv_cache_bytes if p else 0,
-            kv_cache_tokens=p.kv_cache_tokens if p else 0, max_num_seqs=p.max_num_seqs if p else 0, settings=s,
-        )
-
-    try:
-        p = vllm.plan(spec, gpu, settings)
-    except InputError as exc:  # TP not a divisor of the heads, a format the GPU cannot run, ...
-        return row(None, 0, str(exc), settings)
-    if not p.starts:
-        return row(p, 0, _short(p, gpu), settings)
-    pool, _ = vllm.capacity(p, 1)
-    if pool > p.max_num_seqs and p.max_num_seqs < concurrency:  # let the scheduler use what the pool holds
-        settings = replace(settings, max_num_seqs=min(pool, concurrency))
-        p = vllm.plan(spec, gpu, settings)
-        if not p.starts:
-            return row(p, 0, _short(p, gpu), settings)
-        pool, _ = vllm.capacity(p, 1)
-    per = min(pool, p.max_num_seqs)
-    if per == 0:
-        return row(p, 0, f"KV cache holds no request of {context:,} tokens", settings)
-    return row(p, per, "", settings)
+def vllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                 version: str) -> Replica:
+    """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
+    s = vllm.VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                          quantization=None if weights == "auto" else weights, kv_cache_dtype=kv)
+    p = vllm.plan(spec, gpu, s)
+    pool = vllm.capacity(p, 1)[0] if p.starts else 0
+    if p.starts and pool > p.max_num_seqs and p.max_num_seqs < concurrency:  # let the scheduler use the pool
+        s = replace(s, max_num_seqs=min(pool, concurrency))
+        p = vllm.plan(spec, gpu, s)
+        pool = vllm.capacity(p, 1)[0] if p.starts else 0
+    reason = "" if p.starts else _short(p, gpu)
+    return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
+                   p.kv_cache_tokens, p.max_num_seqs, s)
 
 
-def evaluate_sglang(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                    max_gpus: int, price: float | None) -> Deployment:
-    """The same with SGLang's rules: a replica holds the requests whose tokens fit in its pool
-    (``max_total_num_tokens // context``), capped by ``max_running_requests`` (raised to the load)."""
-    settings = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype="fp8_e4m3" if kv.startswith("fp8") else "auto",
-                                     quantization=None if weights == "auto" else weights)
-
-    def row(p: sglang.SGLangPlan | None, per: int, reason: str, s: sglang.SGLangSettings) -> Deployment:
-        replicas = -(-concurrency // per) if per else 0
-        n = tp * pp * replicas if per else tp * pp
-        if per and n > max_gpus and not reason:
-            reason = f"needs {replicas} replicas = {n} GPUs, more than --max-gpus {max_gpus}"
-        total = per * replicas
-        return Deployment(
-            gpu=gpu.name, tp=tp, pp=pp, replicas=replicas, weights_dtype=weights, kv_dtype=kv, num_gpus=n, per_replica=per,
-            max_concurrency=total, price_per_hour=None if price is None else round(price * n, 4),
-            starts=p is not None and p.starts, serves=per > 0 and not reason, reason=reason,
-            headroom=total / concurrency - 1 if per else -1.0, weights_bytes=p.weights_bytes if p else 0,
-            kv_cache_bytes=max(p.rest_bytes, 0) if p else 0, kv_cache_tokens=p.max_total_num_tokens if p else 0,
-            max_num_seqs=p.max_running_requests if p else 0, settings=s, engine="sglang",
-        )
-
-    try:
-        p = sglang.plan(spec, gpu, settings)
-    except InputError as exc:
-        return row(None, 0, str(exc), settings)
-    if not p.starts:
-        return row(p, 0, p.error or "does not start", settings)
+def sglang_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                   version: str) -> Replica:
+    """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
+    ``max_running_requests``."""
+    del version
+    s = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype="fp8_e4m3" if kv.startswith("fp8") else "auto",
+                              quantization=None if weights == "auto" else weights)
+    p = sglang.plan(spec, gpu, s)
     pool = p.max_total_num_tokens // context
-    if pool > p.max_running_requests and p.max_running_requests < concurrency:
-        settings = replace(settings, max_running_requests=min(pool, concurrency))
-        p = sglang.plan(spec, gpu, settings)
+    if p.starts and pool > p.max_running_requests and p.max_running_requests < concurrency:
+        s = replace(s, max_running_requests=min(pool, concurrency))
+        p = sglang.plan(spec, gpu, s)
         pool = p.max_total_num_tokens // context
-    per = min(pool, p.max_running_requests)
-    if per == 0:
-        return row(p, 0, f"the pool of {p.max_total_num_tokens:,} tokens holds no request of {context:,} tokens", settings)
-    return row(p, per, "", settings)
+    return Replica(min(pool, p.max_running_requests), "" if p.starts else p.error or "does not start", p.starts,
+                   p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_running_requests, s)
+
+
+def trtllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                   version: str) -> Replica:
+    """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
+    (``max_tokens // context``), capped by ``max_batch_size``."""
+    del version
+    if weights != "auto" or kv != "auto":
+        # trtllm-serve takes a pre-quantized checkpoint and sets the KV dtype in an options file
+        raise InputError("TensorRT-LLM is planned with the checkpoint's own weights and KV dtype (use --weights-dtype auto "
+                         "--kv-dtype auto, or pass a pre-quantized checkpoint)")
+    s = trtllm.TrtllmSettings(tp=tp, pp=pp, max_seq_len=context)
+    p = trtllm.plan(spec, gpu, s)
+    pool = p.max_tokens // context
+    if p.starts and pool > s.max_batch_size and s.max_batch_size < concurrency:
+        s = replace(s, max_batch_size=min(pool, concurrency))
+        p = trtllm.plan(spec, gpu, s)
+        pool = p.max_tokens // context
+    return Replica(min(pool, s.max_batch_size), "" if p.starts else p.error or "does not start", p.starts,
+                   p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s)
+
+
+REPLICAS = {"vllm": vllm_replica, "sglang": sglang_replica, "trtllm": trtllm_replica}
+
+
+def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+             max_gpus: int, price: float | None, version: str = "current", engine: str = "vllm") -> Deployment:
+    """One layout and precision on one GPU type: plan a replica, then the replicas the load needs."""
+    try:
+        r = REPLICAS[engine](spec, gpu, tp, pp, weights, kv, concurrency, context, version)
+    except InputError as exc:  # TP not a divisor of the heads, a format the GPU cannot run, ...
+        return Deployment(gpu=gpu.name, tp=tp, pp=pp, replicas=0, weights_dtype=weights, kv_dtype=kv, num_gpus=tp * pp,
+                          per_replica=0, max_concurrency=0, price_per_hour=None if price is None else round(price * tp * pp, 4),
+                          starts=False, serves=False, reason=str(exc), headroom=-1.0, weights_bytes=0, kv_cache_bytes=0,
+                          kv_cache_tokens=0, max_num_seqs=0, settings=vllm.VllmSettings(), engine=engine)
+    reason = r.reason
+    per = r.per if not reason else 0
+    if not reason and per == 0:
+        reason = f"the KV cache holds no request of {context:,} tokens"
+    replicas = -(-concurrency // per) if per else 0
+    n = tp * pp * replicas if per else tp * pp
+    if per and n > max_gpus:
+        reason = f"needs {replicas} replicas = {n} GPUs, more than --max-gpus {max_gpus}"
+    total = per * replicas
+    return Deployment(
+        gpu=gpu.name, tp=tp, pp=pp, replicas=replicas, weights_dtype=weights, kv_dtype=kv, num_gpus=n, per_replica=per,
+        max_concurrency=total, price_per_hour=None if price is None else round(price * n, 4), starts=r.starts,
+        serves=not reason, reason=reason, headroom=total / concurrency - 1 if per else -1.0,
+        weights_bytes=r.weights_bytes, kv_cache_bytes=r.kv_cache_bytes, kv_cache_tokens=r.kv_cache_tokens,
+        max_num_seqs=r.cap, settings=r.settings, engine=engine,
+    )
 
 
 def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, max_gpus: int = 64,
@@ -154,6 +172,8 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
     """Every candidate, those that serve first (cheapest, then most headroom), then the excluded."""
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
+    if engine not in REPLICAS:
+        raise InputError(f"plan knows the engines {', '.join(REPLICAS)}, not {engine!r}")
     if max_gpus < 1 or gpus_per_node < 1:
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
     rows = []
@@ -162,10 +182,7 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
         for tp, pp in layouts(spec, max_gpus, gpus_per_node):
             for w in weights:
                 for k in kv:
-                    if engine == "sglang":
-                        rows.append(evaluate_sglang(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price))
-                    else:
-                        rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version))
+                    rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine))
     return sorted(rows, key=_rank)
 
 

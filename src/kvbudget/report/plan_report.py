@@ -54,7 +54,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
     from .text import table
 
     good = [d for d in rows if d.serves]
-    engine = "SGLang" if rows and rows[0].engine == "sglang" else "vLLM"
+    engine = {"sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get(rows[0].engine if rows else "", "vLLM")
     out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with {engine}'s rules "
            f"(at most {max_gpus} GPUs, {gpus_per_node} per node)",
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]

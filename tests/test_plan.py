@@ -275,3 +275,10 @@ def test_trtllm_plans_round_trip() -> None:
     assert container["command"] == ["trtllm-serve"] and container["image"].startswith("nvcr.io/nvidia/tensorrt-llm")
     back = parse_other_command(container["command"] + container["args"])
     assert back.trtllm is not None and trtllm.plan(spec, a100, back.trtllm) == p
+
+
+def test_plan_text_shows_the_levers_of_the_best_row(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert "For the best deployment (one replica) -- What each lever buys:" in out
+    assert "--tensor-parallel-size 8" in out

@@ -624,8 +624,15 @@ def _plan(args: argparse.Namespace) -> str:
 
         return json_doc.dumps(plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units,
                                                    args.gpus_per_node))
-    return plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
-                                 args.gpus_per_node)
+    out = plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
+                                args.gpus_per_node)
+    best = next((d for d in rows if d.serves), None)
+    if best is not None and best.engine == "vllm":  # what each lever would change for the chosen deployment
+        from .plan.levers import levers
+
+        _, lever_rows = levers(spec, find_gpu(best.gpu), best.settings)  # type: ignore[arg-type]
+        out += "\n\nFor the best deployment (one replica) -- " + plan_report.levers_table(lever_rows, args.context, args.units)
+    return out
 
 
 def _levers(args: argparse.Namespace) -> str:

@@ -68,3 +68,22 @@ def test_plan_plot_marks_the_chosen_deployment(tmp_path: Path) -> None:
                  "--plot", str(tmp_path / "plan.png")]) == 0
     _png(tmp_path / "plan.png")
     assert 14.9 < 2 * kvbudget.load_model(LLAMA8).inventory.total / GiB < 15.0
+
+
+def test_fit_plot_draws_each_pipeline_stage(tmp_path: Path) -> None:
+    from kvbudget.report.plots import stage_parts
+
+    spec = kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct")
+    p = vllm.plan(spec, kvbudget.find_gpu("H100"), vllm.VllmSettings(max_model_len=8192, tensor_parallel_size=4,
+                                                                  pipeline_parallel_size=2))
+    stages = stage_parts(p)
+    assert len(stages) == 2 and all(sum(b for _, b in s) == p.total_bytes for s in stages)
+    # 80 layers split 40/40: the same KV pool on both stages (every rank holds num_gpu_blocks blocks of its layers)
+    kv = [dict(s)["KV cache"] for s in stages]
+    assert kv[0] == kv[1] == p.num_gpu_blocks * p.bytes_per_block <= p.available_kv_cache_bytes
+    # the first stage holds the token embedding, the last the lm_head and the sampler's logits
+    assert dict(stages[1])["activation"] > dict(stages[0])["activation"]
+    assert main(["fit", "llama-3.1-70b", "--gpu", "H100", "--tp", "4", "--pp", "2", "--context", "8192",
+                 "--plot", str(tmp_path / "pp.svg")]) == 0
+    svg = (tmp_path / "pp.svg").read_text()
+    assert "stage 1" in svg and "GPU 7" in svg

@@ -440,6 +440,9 @@ class VllmPlan:
     log_lines: tuple[str, ...]
     notes: tuple[str, ...]
     weights_format: str
+    # per pipeline stage (one TP rank of it): model loading, KV pool (blocks x that stage's block bytes),
+    # activation peak, CUDA graphs; every stage also holds non_torch_bytes
+    stage_memory: tuple[tuple[int, int, int, int], ...] = ()
 
 
 def _gib(n: int | float) -> str:
@@ -603,6 +606,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         groups=layout.groups, in_flight_tokens=in_flight, mamba_blocks=mamba_blocks, derived_max_model_len=derived_len,
         provenance=provenance, log_lines=lines, notes=tuple(notes),
         weights_format=fmt.describe(),
+        stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
     )
 
 

@@ -127,16 +127,34 @@ def partition_parts(p: VllmPlan | MemoryPlan) -> list[tuple[str, int]]:
     return [*parts, ("free", max(total - used, 0))]
 
 
+def stage_parts(p: VllmPlan) -> list[list[tuple[str, int]]]:
+    """Each pipeline stage's partition (one TP rank of it), bottom to top, ending with what stays free."""
+    out = []
+    for weights, kv, act, graphs in p.stage_memory:
+        parts = [("weights", weights), ("KV cache", kv), ("activation", act), ("CUDA graphs", graphs),
+                 ("overhead", p.non_torch_bytes)]
+        out.append([*parts, ("free", max(p.total_bytes - sum(b for _, b in parts), 0))])
+    return out
+
+
 def fit_plot(p: VllmPlan | MemoryPlan, path: str) -> list[tuple[str, int]]:
-    """The memory partition of each GPU (the binding rank, one bar per GPU of the deployment)."""
+    """The memory partition of each GPU: under pipeline parallelism each stage's own (vLLM), otherwise the
+    binding rank's for every GPU (tensor-parallel ranks hold the same)."""
+    from ..engines.vllm import VllmPlan
+
     plt = _pyplot()
     parts = partition_parts(p)
-    n = max(getattr(p, "tp", 1) * getattr(p, "pp", 1), 1)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * n + 2.5), 4.8))
+    tp, pp = getattr(p, "tp", 1), getattr(p, "pp", 1)
+    n = max(tp * pp, 1)
+    per_gpu = [parts] * n
+    if isinstance(p, VllmPlan) and pp > 1 and len(p.stage_memory) == pp:
+        per_gpu = [stage for stage in stage_parts(p) for _ in range(tp)]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * n + 2.5), 4.8))
+    labels = [f"GPU {i}" + (f"\nstage {i // tp}" if pp > 1 else "") for i in range(n)]
     bottoms = [0.0] * n
-    for name, nbytes in parts:
-        values = [nbytes / GiB] * n
-        ax.bar([f"GPU {i}" for i in range(n)], values, bottom=bottoms, color=COLORS[name], label=name)
+    for j, (name, _) in enumerate(parts):
+        values = [gpu_parts[j][1] / GiB for gpu_parts in per_gpu]
+        ax.bar(labels, values, bottom=bottoms, color=COLORS[name], label=name)
         bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
     ax.set_ylabel("GiB per GPU")
     ax.set_title(f"{p.model} on {p.gpu}: memory per GPU")

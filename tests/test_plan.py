@@ -224,7 +224,7 @@ def test_a_layout_wider_than_a_node_gets_a_leader_worker_set() -> None:
     h100 = find_gpu("H100")
     s = vllm.VllmSettings(max_model_len=8192, tensor_parallel_size=8, pipeline_parallel_size=2)
     argv = launch.vllm_argv(spec.name, s)
-    lws, service = yaml.safe_load_all(launch.manifest(spec.name, argv, 16, 3, gpus_per_node=8))
+    lws, service = yaml.safe_load_all(launch.manifest(spec.name, argv, 8, 2, 3, gpus_per_node=8))
     assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == ("LeaderWorkerSet", 3, 2)
     template = lws["spec"]["leaderWorkerTemplate"]
     for key in ("leaderTemplate", "workerTemplate"):
@@ -232,12 +232,18 @@ def test_a_layout_wider_than_a_node_gets_a_leader_worker_set() -> None:
     assert service["spec"]["selector"]["role"] == "leader"
     # the leader's vllm serve, read back, is the same plan (the Ray executor flag changes no memory)
     shell = template["leaderTemplate"]["spec"]["containers"][0]["args"][0]
-    ray, serve = shell.split(" && ")
+    ray, wait, serve = shell.split(" && ")
     assert ray.startswith("ray start --head") and "--distributed-executor-backend ray" in serve
+    assert wait.startswith("until ") and "$LWS_GROUP_SIZE" in wait  # the leader waits for every worker
     back = parse_vllm_command(serve)
     assert vllm.plan(spec, h100, back.settings) == vllm.plan(spec, h100, s)
     # within a node it stays a Deployment
-    assert next(iter(yaml.safe_load_all(launch.manifest(spec.name, argv, 8, 1))))["kind"] == "Deployment"
+    assert next(iter(yaml.safe_load_all(launch.manifest(spec.name, argv, 8, 1, 1))))["kind"] == "Deployment"
+    # nodes of 6 GPUs: TP4 x PP2 is two pods of 4 GPUs (a TP group never spans nodes), not 2 x 6
+    lws6 = next(iter(yaml.safe_load_all(launch.manifest(spec.name, argv, 4, 2, 1, gpus_per_node=6))))
+    size = lws6["spec"]["leaderWorkerTemplate"]["size"]
+    gpus = lws6["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["resources"]["limits"]
+    assert (size, gpus["nvidia.com/gpu"]) == (2, 4)
 
 
 @pytest.mark.parametrize(("extra", "message"), [
@@ -282,3 +288,40 @@ def test_plan_text_shows_the_levers_of_the_best_row(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "For the best deployment (one replica) -- What each lever buys:" in out
     assert "--tensor-parallel-size 8" in out
+
+
+def test_review_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # phi-4 has 10 KV heads: the "one more TP step" lever (TP 4) is one vLLM refuses, so it is left out
+    # instead of failing the whole command
+    assert main(["fit", "microsoft/phi-4", "--gpu", "L4", "--tp", "2", "--context", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "What each lever buys:" in out and "--tensor-parallel-size 4" not in out
+    # V100 (compute capability 7.0): vLLM's fp8 (8.0) and AWQ (7.5) kernels do not run there
+    rows = search(kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct"), 4, 4096, [find_gpu("V100-SXM2-16GB")],
+                  weights=("fp8", "awq"), kv=("auto",))
+    assert rows and all(not d.serves and "need compute capability" in d.reason for d in rows)
+    # SGLang and TRT-LLM plans stay within a node, and SGLang is given --tp-size / --pp-size
+    spec = kvbudget.load_model(LLAMA70)
+    sgl = search(spec, 200, 8192, [find_gpu("L40S")], engine="sglang", kv=("auto", "fp8_e5m2"))
+    assert sgl and all(d.tp * d.pp <= 8 for d in sgl)
+    e5m2 = next(d for d in sgl if d.kv_dtype == "fp8_e5m2")
+    assert e5m2.settings.kv_cache_dtype == "fp8_e5m2"  # type: ignore[union-attr]
+    best = next(d for d in sgl if d.serves)
+    argv = launch.argv_for(spec.name, best.settings)
+    assert "--tp-size" in argv and "--tp" not in argv
+    # a local model's command names its folder
+    assert launch.vllm_argv("/models/my-llama/config.json", vllm.VllmSettings())[2] == "/models/my-llama"
+    # the scheduler never runs more than max_num_seqs at once
+    assert kvbudget.max_context("meta-llama/Llama-3.1-8B-Instruct", concurrency=5000, gpu="H100") == 0
+    # a prices file naming an unknown GPU names the file; a free GPU still plots (linear price axis)
+    (tmp_path / "p.json").write_text('{"H1000": 1}')
+    with pytest.raises(InputError, match=r"p\.json: unknown GPU 'H1000'"):
+        read_prices(str(tmp_path / "p.json"))
+    (tmp_path / "free.json").write_text('{"L4": 0}')
+    assert main(["plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "L4,L40S",
+                 "--prices", str(tmp_path / "free.json"), "--plot", str(tmp_path / "free.svg")]) == 0
+    assert "chosen: 8 x L4-24GB" in (tmp_path / "free.svg").read_text()
+    capsys.readouterr()
+    # --plot draws vLLM and textbook partitions only
+    assert main(["fit", LLAMA70, "--gpu", "H100", "--engine", "sglang", "--plot", str(tmp_path / "s.png")]) == 2
+    assert "--plot draws the vllm and textbook partitions" in capsys.readouterr().err

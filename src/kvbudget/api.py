@@ -129,7 +129,8 @@ def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | No
 def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | None = None,
                 gpu_memory: int | None = None, settings: VllmSettings | None = None) -> int:
     """The longest context at which ``concurrency`` requests fit in vLLM's KV pool at once (vLLM's own
-    binary search over lengths, up to the model's limit); 0 if not even one token each."""
+    binary search over lengths, up to the model's limit); 0 if not even one token each, or if the
+    scheduler's ``max_num_seqs`` never runs that many at once."""
     from ._record import replace
     from .engines.vllm import VllmSettings, capacity, plan
 
@@ -137,7 +138,7 @@ def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | No
         raise InputError(f"concurrency must be at least 1, got {concurrency}")
     spec = _spec(model)
     p = plan(spec, _device(gpu, gpu_memory), replace(settings or VllmSettings(), max_model_len=None))
-    if not p.starts and not p.num_gpu_blocks:
+    if (not p.starts and not p.num_gpu_blocks) or concurrency > p.max_num_seqs:
         return 0
     _, longest = capacity(replace(p, starts=True), concurrency)
     return longest

@@ -187,8 +187,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", help="comma-separated GPU types to consider (default: every catalog GPU)")
     p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
     p.add_argument("--gpus-per-node", type=_count, default=8, help="GPUs per node: TP stays within one (default 8)")
-    p.add_argument("--weights-dtype", default="auto,fp8", help="weight formats to try (default auto,fp8; auto = the checkpoint's)")
-    p.add_argument("--kv-dtype", default="auto,fp8", help="KV cache dtypes to try (default auto,fp8)")
+    p.add_argument("--weights-dtype", help="weight formats to try (default auto,fp8; trtllm: auto; auto = the checkpoint's)")
+    p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; trtllm: auto)")
     p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
     p.add_argument("--top", type=_count, default=10, help="rows to show (default 10; --json gives all)")
     p.add_argument("--plot", metavar="FILE", help="also draw capacity vs price per hour (.png/.svg)")
@@ -264,6 +264,8 @@ def _run(args: argparse.Namespace) -> str:
         return _check(args)
     if args.command == "fit" and args.engine == "vllm":
         return _fit_vllm(args)
+    if args.command == "fit" and args.plot and args.engine not in ("vllm", "textbook"):
+        raise InputError(f"--plot draws the vllm and textbook partitions, not --engine {args.engine}'s")
     if args.command == "fit" and args.engine == "llama.cpp":
         return _fit_llamacpp(args)
     if args.command == "fit" and args.engine == "transformers":
@@ -358,8 +360,13 @@ def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list
             model, settings = launch_for
             argv = launch.vllm_argv(model, settings)  # type: ignore[arg-type]
             s = settings
-            doc["launch"] = {"command": launch.command(argv), "kubernetes": launch.manifest(
-                model, argv, s.tensor_parallel_size * s.pipeline_parallel_size, s.data_parallel_size)}  # type: ignore[attr-defined]
+            try:
+                manifest: str | None = launch.manifest(model, argv, s.tensor_parallel_size, s.pipeline_parallel_size,  # type: ignore[attr-defined]
+                                                       s.data_parallel_size)  # type: ignore[attr-defined]
+            except InputError as exc:
+                manifest = None
+                doc.setdefault("warnings", []).append(f"no Kubernetes manifest: {exc}")
+            doc["launch"] = {"command": launch.command(argv), "kubernetes": manifest}
         return json_doc.dumps(doc)
     from .report import text
 
@@ -598,8 +605,9 @@ def _plan(args: argparse.Namespace) -> str:
     if not chosen:
         raise InputError("--gpus names no GPU")
     prices = read_prices(args.prices) if args.prices else None
-    weights = tuple(w.strip() for w in args.weights_dtype.split(",") if w.strip())
-    kv = tuple(k.strip() for k in args.kv_dtype.split(",") if k.strip())
+    default = "auto" if args.engine == "trtllm" else "auto,fp8"  # trtllm-serve takes pre-quantized checkpoints
+    weights = tuple(w.strip() for w in (args.weights_dtype or default).split(",") if w.strip())
+    kv = tuple(k.strip() for k in (args.kv_dtype or default).split(",") if k.strip())
     if not weights or not kv:
         raise InputError("--weights-dtype and --kv-dtype need at least one value each")
     from .engines.vllm import _KV_DTYPES
@@ -615,17 +623,23 @@ def _plan(args: argparse.Namespace) -> str:
         raise InputError(f"--context {args.context:,} exceeds {spec.name}'s maximum context of {spec.max_context:,} tokens")
     rows = search(spec, args.concurrency, args.context, chosen, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
                   weights=weights, kv=kv, prices=prices, version=args.vllm_version, engine=args.engine)
+    plot_warning = ""
     if args.plot:
         from .report.plots import plan_plot
 
-        plan_plot(rows, args.plot, args.concurrency)
+        try:
+            plan_plot(rows, args.plot, args.concurrency)
+        except InputError as exc:
+            if "no priced deployment" not in str(exc):
+                raise
+            plot_warning = f"warning: {exc} (no plot written)"
     if args.json:
         from .report import json_doc
 
         return json_doc.dumps(plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units,
                                                    args.gpus_per_node))
     out = plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
-                                args.gpus_per_node)
+                                args.gpus_per_node) + (f"\n{plot_warning}" if plot_warning else "")
     best = next((d for d in rows if d.serves), None)
     if best is not None and best.engine == "vllm":  # what each lever would change for the chosen deployment
         from .plan.levers import levers
@@ -649,11 +663,14 @@ def _levers(args: argparse.Namespace) -> str:
                         kv_cache_dtype=args.kv_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                         allow_long_max_model_len=args.context > spec.max_context)
     baseline, rows = levers(spec, gpu, base)
+    beyond = (f"warning: {args.context:,} tokens exceed {spec.name}'s {spec.max_context:,}: vLLM accepts it only with "
+              "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" if args.context > spec.max_context else "")
     if args.json:
         from .report import json_doc
 
         return json_doc.dumps(plan_report.levers_doc(spec.name, gpu.name, baseline, rows))
-    return plan_report.levers_text(spec.name, gpu.name, args.context, baseline, rows, args.units)
+    return plan_report.levers_text(spec.name, gpu.name, args.context, baseline, rows, args.units) + (
+        f"\n{beyond}" if beyond else "")
 
 
 def _compare(args: argparse.Namespace) -> str:

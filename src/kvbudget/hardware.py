@@ -38,6 +38,15 @@ class GPU:
     memory_source: str = ""
     price_source: str = ""
     custom: bool = False
+    compute_capability: str = ""  # "8.0" (NVIDIA sm), "gfx942" (AMD), "" unknown
+
+
+def capability(gpu: GPU) -> float | None:
+    """The NVIDIA compute capability as a number (8.9), or None for AMD and unknown GPUs."""
+    try:
+        return float(gpu.compute_capability)
+    except ValueError:
+        return None
 
 
 def custom_gpu(memory_bytes: int) -> GPU:
@@ -73,6 +82,7 @@ def _read(path: str) -> GPU:
         price_per_hour=d.get("price_per_hour_usd"),
         memory_source=d.get("cuda_total_source", ""),
         price_source=d.get("price_source") or "",
+        compute_capability=str(d.get("compute_capability") or ""),
     )
 
 

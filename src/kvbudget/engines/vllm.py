@@ -449,6 +449,22 @@ def _gib(n: int | float) -> str:
     return f"{round(n / GiB, 2)}"  # vLLM format_gib: round(bytes / 2^30, 2)
 
 
+# The lowest compute capability each weight format's kernels run on (vLLM: QuantizationConfig.get_min_capability
+# of Fp8Config 80 (Marlin W8A16 on Ampere, native from 8.9), AWQConfig 75, GPTQConfig 60, BitsAndBytesConfig 70,
+# Mxfp4Config 80, ModelOpt NVFP4 80 through Marlin).
+MIN_CAPABILITY = {"fp8": 8.0, "awq": 7.5, "gptq": 6.0, "nf4": 7.0, "mxfp4": 8.0, "nvfp4": 8.0}
+
+
+def check_capability(fmt: WeightFormat, gpu: GPU) -> None:
+    """vLLM refuses a quantization method the GPU's compute capability cannot run."""
+    from ..hardware import capability
+
+    need = MIN_CAPABILITY.get(fmt.name)
+    have = capability(gpu)
+    if need is not None and have is not None and have < need:
+        raise InputError(f"{fmt.name} weights need compute capability {need} in vLLM; {gpu.name} has {have}")
+
+
 def _weights(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
     if settings.quantization in (None, "", "auto", "none"):
         if spec.weight_format is None:
@@ -496,6 +512,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
     reqs = min(tokens, seqs)
     fmt = _vllm_loading(_weights(spec, settings), notes)
+    check_capability(fmt, gpu)
     chunked = any(isinstance(x, ChunkedLocal) for x in spec.layers)
     hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
     if chunked and not hybrid_manager:

@@ -13,6 +13,7 @@ import shlex
 from ..engines.sglang import SGLangSettings
 from ..engines.trtllm import TrtllmSettings
 from ..engines.vllm import VllmSettings
+from ..units import InputError
 
 IMAGE = "vllm/vllm-openai:latest"
 PORT = 8000
@@ -21,15 +22,22 @@ SGLANG_PORT = 30000
 TRTLLM_IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:latest"
 
 
+def served(model: str) -> str:
+    """What the engine is given: a local model's folder, not its config.json."""
+    return model[: -len("config.json")].rstrip("/") or "." if model.endswith("config.json") else model
+
+
 def vllm_argv(model: str, s: VllmSettings) -> list[str]:
     """``vllm serve MODEL`` with every memory-relevant setting that differs from vLLM's default."""
-    argv = ["vllm", "serve", model]
+    argv = ["vllm", "serve", served(model)]
     flags: list[tuple[str, object]] = [
         ("--tensor-parallel-size", s.tensor_parallel_size if s.tensor_parallel_size > 1 else None),
         ("--pipeline-parallel-size", s.pipeline_parallel_size if s.pipeline_parallel_size > 1 else None),
         ("--max-model-len", s.max_model_len),
         ("--gpu-memory-utilization", s.gpu_memory_utilization),
-        ("--quantization", s.quantization),
+        # AWQ, GPTQ, NVFP4 ... come from a checkpoint in that format, which vLLM recognises by itself;
+        # fp8 (and bitsandbytes) it can apply to a 16-bit checkpoint when loading
+        ("--quantization", s.quantization if s.quantization in ("fp8", "bitsandbytes") else None),
         ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
         ("--dtype", None if s.dtype == "auto" else s.dtype),
         ("--max-num-seqs", s.max_num_seqs),
@@ -46,9 +54,9 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
 
 def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
     """``python -m sglang.launch_server`` with every memory-relevant setting that differs from SGLang's default."""
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", model]
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", served(model)]
     flags: list[tuple[str, object]] = [
-        ("--tp", s.tp if s.tp > 1 else None), ("--pp", s.pp if s.pp > 1 else None),
+        ("--tp-size", s.tp if s.tp > 1 else None), ("--pp-size", s.pp if s.pp > 1 else None),
         ("--context-length", s.context_length), ("--mem-fraction-static", s.mem_fraction_static),
         ("--quantization", s.quantization), ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
         ("--max-running-requests", s.max_running_requests), ("--page-size", s.page_size),
@@ -61,7 +69,7 @@ def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
 
 def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
     """``trtllm-serve MODEL`` (PyTorch backend) with the settings that differ from its defaults."""
-    argv = ["trtllm-serve", model]
+    argv = ["trtllm-serve", served(model)]
     defaults = TrtllmSettings()
     flags: list[tuple[str, object]] = [
         ("--tp_size", s.tp if s.tp > 1 else None), ("--pp_size", s.pp if s.pp > 1 else None),
@@ -141,14 +149,17 @@ def _service(name: str, selector: str, port: int) -> list[str]:
             f"  selector: {selector}", f"  ports: [{{port: {port}, targetPort: {port}, name: http}}]"]
 
 
-def kubernetes_multinode(model: str, argv: list[str], gpus_per_node: int, nodes: int, replicas: int = 1) -> str:
+def kubernetes_multinode(model: str, argv: list[str], gpus_per_pod: int, pods: int, replicas: int = 1) -> str:
     """A layout wider than a node (PP across nodes): a LeaderWorkerSet (``leaderworkerset.x-k8s.io``) of
-    ``nodes`` pods per replica joined into one Ray cluster; the leader runs ``vllm serve`` with the Ray
-    executor, each worker pod holds ``gpus_per_node`` GPUs. A Service selects the leaders."""
+    ``pods`` pods per replica joined into one Ray cluster; the leader waits for the workers, then runs
+    ``vllm serve`` with the Ray executor; each pod holds ``gpus_per_pod`` GPUs (one TP group). A Service
+    selects the leaders."""
     name = _name(model, "vllm")
     q = json.dumps
     serve = [*argv, "--distributed-executor-backend", "ray"]
-    leader = f"ray start --head --port=6379 && {command(serve)}"
+    # vLLM needs every GPU of the group in the Ray cluster before it starts: wait for the workers to join
+    wait = ('until [ "$(ray status 2>/dev/null | grep -c \' node_\')" -ge "$LWS_GROUP_SIZE" ]; do sleep 5; done')
+    leader = f"ray start --head --port=6379 && {wait} && {command(serve)}"
     worker = "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block"
 
     def pod(key: str, shell: str) -> list[str]:
@@ -162,7 +173,7 @@ def kubernetes_multinode(model: str, argv: list[str], gpus_per_node: int, nodes:
             f"            image: {q(IMAGE)}",
             f"            command: {q(['sh', '-c'])}",
             f"            args: {q([shell])}",
-            f"            resources: {{limits: {{nvidia.com/gpu: {gpus_per_node}}}, requests: {{nvidia.com/gpu: {gpus_per_node}}}}}",
+            f"            resources: {{limits: {{nvidia.com/gpu: {gpus_per_pod}}}, requests: {{nvidia.com/gpu: {gpus_per_pod}}}}}",
             f"            volumeMounts: [{{name: dshm, mountPath: {q('/dev/shm')}}}]",
             "        volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 16Gi}}]",
         ]
@@ -175,7 +186,7 @@ def kubernetes_multinode(model: str, argv: list[str], gpus_per_node: int, nodes:
         "spec:",
         f"  replicas: {replicas}",
         "  leaderWorkerTemplate:",
-        f"    size: {nodes}",
+        f"    size: {pods}",
         *pod("leaderTemplate", leader),
         *pod("workerTemplate", worker),
         *_service(name, f"{{app: {q(name)}, role: leader}}", PORT),
@@ -183,8 +194,12 @@ def kubernetes_multinode(model: str, argv: list[str], gpus_per_node: int, nodes:
     return "\n".join(lines) + "\n"
 
 
-def manifest(model: str, argv: list[str], gpus: int, replicas: int, gpus_per_node: int = 8) -> str:
-    """The Deployment when a replica fits in a node; the LeaderWorkerSet when it spans nodes."""
-    if gpus > gpus_per_node and argv[:2] == ["vllm", "serve"]:
-        return kubernetes_multinode(model, argv, gpus_per_node, -(-gpus // gpus_per_node), replicas)
-    return kubernetes(model, argv, gpus, replicas)
+def manifest(model: str, argv: list[str], tp: int, pp: int, replicas: int, gpus_per_node: int = 8) -> str:
+    """The Deployment when a replica fits in a node; when it spans nodes (vLLM), a LeaderWorkerSet with one
+    pod of ``tp`` GPUs per pipeline stage, so no tensor-parallel group is split across nodes."""
+    if tp * pp > gpus_per_node:
+        if argv[:2] != ["vllm", "serve"] or tp > gpus_per_node:
+            raise InputError(f"TP {tp} x PP {pp} spans nodes of {gpus_per_node} GPUs: kvbudget writes multi-node "
+                             "manifests for vLLM with TP within a node only")
+        return kubernetes_multinode(model, argv, tp, pp, replicas)
+    return kubernetes(model, argv, tp * pp, replicas)

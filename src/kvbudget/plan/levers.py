@@ -9,6 +9,8 @@ heads' limit) is left out; one that stops the deployment from starting says so.
 
 from __future__ import annotations
 
+import contextlib
+
 from .._record import record, replace
 from ..engines import vllm
 from ..hardware import GPU
@@ -38,13 +40,20 @@ def _concurrency(p: vllm.VllmPlan) -> int:
     return min(pool, p.max_num_seqs)
 
 
-def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings) -> tuple[Lever, list[Lever]]:
+def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings, gpus_per_node: int = 8) -> tuple[Lever, list[Lever]]:
     """The baseline as a row, and one row per lever that applies."""
     if base.max_model_len is None or base.max_model_len < 1:
         raise InputError("levers need a context (--context)")
     p0 = vllm.plan(spec, gpu, base)
     n0 = base.tensor_parallel_size * base.pipeline_parallel_size * base.data_parallel_size
     c0 = _concurrency(p0) * base.data_parallel_size
+
+    out: list[Lever] = []
+
+    def add(name: str, flag: str, s: vllm.VllmSettings) -> None:
+        """One lever's row; a lever vLLM refuses outright (TP that does not split the KV heads ...) is left out."""
+        with contextlib.suppress(InputError):
+            out.append(row(name, flag, s))
 
     def row(name: str, flag: str, s: vllm.VllmSettings, note: str = "") -> Lever:
         p = vllm.plan(spec, gpu, s)
@@ -55,28 +64,26 @@ def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings) -> tuple[Lever, l
 
     baseline = Lever("as configured", "", n0, p0.available_kv_cache_bytes, 0, p0.weights_bytes, c0, 0,
                      p0.max_model_len, p0.starts, p0.error or "")
-    out: list[Lever] = []
     fmt = p0.weights_format.lower()
     if "fp8" not in fmt and "awq" not in fmt and "gptq" not in fmt and "fp4" not in fmt:
-        out.append(row("FP8 weights", "--quantization fp8", replace(base, quantization="fp8")))
-        out.append(row("4-bit weights (AWQ)", "an AWQ checkpoint", replace(base, quantization="awq")))
+        add("FP8 weights", "--quantization fp8", replace(base, quantization="fp8"))
+        add("4-bit weights (AWQ)", "an AWQ checkpoint", replace(base, quantization="awq"))
     if not p0.kv_cache_dtype.startswith("fp8"):
-        out.append(row("FP8 KV cache", "--kv-cache-dtype fp8", replace(base, kv_cache_dtype="fp8")))
+        add("FP8 KV cache", "--kv-cache-dtype fp8", replace(base, kv_cache_dtype="fp8"))
     half = base.max_model_len // 2
     if half >= 1:
-        out.append(row("half the context", f"--max-model-len {half}", replace(base, max_model_len=half)))
+        add("half the context", f"--max-model-len {half}", replace(base, max_model_len=half))
     tp = base.tensor_parallel_size * 2
-    if spec.dims.num_attention_heads % tp == 0 and tp <= 8:
-        out.append(row("one more TP step", f"--tensor-parallel-size {tp}", replace(base, tensor_parallel_size=tp)))
-    out.append(row("one more replica", f"--data-parallel-size {base.data_parallel_size + 1}",
-                   replace(base, data_parallel_size=base.data_parallel_size + 1)))
+    if tp <= gpus_per_node:
+        add("one more TP step", f"--tensor-parallel-size {tp}", replace(base, tensor_parallel_size=tp))
+    add("one more replica", f"--data-parallel-size {base.data_parallel_size + 1}",
+        replace(base, data_parallel_size=base.data_parallel_size + 1))
     if p0.max_num_seqs > 64:
         seqs = max(p0.max_num_seqs // 4, 1)
-        out.append(row("smaller max_num_seqs", f"--max-num-seqs {seqs}", replace(base, max_num_seqs=seqs)))
+        add("smaller max_num_seqs", f"--max-num-seqs {seqs}", replace(base, max_num_seqs=seqs))
     util = p0.utilization
     for delta in (0.03, -0.03):
         u = round(util + delta, 2)
         if 0 < u < 1:
-            out.append(row(f"gpu_memory_utilization {u}", f"--gpu-memory-utilization {u}",
-                           replace(base, gpu_memory_utilization=u)))
+            add(f"gpu_memory_utilization {u}", f"--gpu-memory-utilization {u}", replace(base, gpu_memory_utilization=u))
     return baseline, out

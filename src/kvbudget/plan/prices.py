@@ -43,5 +43,11 @@ def read_prices(path: str) -> dict[str, float]:
             raise InputError(f"{path}: price of {name!r} is not a number: {value!r}") from None
         if not 0 <= price < 1000:  # also NaN
             raise InputError(f"{path}: price of {name!r} must be between 0 and 1000 $/hour, got {price}")
-        out[find_gpu(str(name)).name] = price
+        try:
+            gpu = find_gpu(str(name)).name
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
+        if gpu in out:
+            raise InputError(f"{path}: {name!r} names {gpu}, which the file already prices")
+        out[gpu] = price
     return out

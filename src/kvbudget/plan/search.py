@@ -103,7 +103,8 @@ def sglang_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv
     """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
     ``max_running_requests``."""
     del version
-    s = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype="fp8_e4m3" if kv.startswith("fp8") else "auto",
+    kv_name = "auto" if kv == "auto" else "fp8_e5m2" if kv == "fp8_e5m2" else "fp8_e4m3" if kv.startswith("fp8") else kv
+    s = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
                               quantization=None if weights == "auto" else weights)
     p = sglang.plan(spec, gpu, s)
     pool = p.max_total_num_tokens // context
@@ -180,6 +181,8 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
     for gpu in gpus:
         price = (prices or {}).get(gpu.name, gpu.price_per_hour)
         for tp, pp in layouts(spec, max_gpus, gpus_per_node):
+            if engine != "vllm" and tp * pp > gpus_per_node:
+                continue  # kvbudget writes multi-node launch files for vLLM only: other engines stay within a node
             for w in weights:
                 for k in kv:
                     rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine))

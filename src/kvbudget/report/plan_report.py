@@ -26,7 +26,7 @@ def launch_doc(model: str, d: Deployment, gpus_per_node: int = 8) -> dict[str, s
 
     argv = launch.argv_for(model, d.settings)
     return {"command": launch.command(argv),
-            "kubernetes": launch.manifest(model, argv, d.tp * d.pp, d.replicas, gpus_per_node)}
+            "kubernetes": launch.manifest(model, argv, d.tp, d.pp, d.replicas, gpus_per_node)}
 
 
 def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str,
@@ -60,7 +60,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
     if good:
         out.append(table(
-            ["#", "GPU", "GPUs", "layout", "weights", "KV", "holds", "headroom", "$/hour", f"KV per GPU ({units})"],
+            ["#", "GPU", "GPUs", "layout", "weights", "KV", "holds", "headroom", "$/hour", "KV per GPU"],
             [[str(i), d.gpu, str(d.num_gpus), _layout(d), _dtype(d.weights_dtype), _dtype(d.kv_dtype),
               f"{d.max_concurrency:,}", f"+{d.headroom:.0%}", "-" if d.price_per_hour is None else f"{d.price_per_hour:.2f}",
               fmt_bytes(d.kv_cache_bytes, units)] for i, d in enumerate(good[:top], 1)],
@@ -70,6 +70,8 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
         each = f" ({best.replicas} replicas of {best.tp * best.pp} GPU(s), each running)" if best.replicas > 1 else ""
         out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}",
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
+        if any(d.weights_dtype not in ("auto", "fp8") for d in good[:top]):
+            out.append("  (rows with awq, gptq, nf4, mxfp4 or nvfp4 weights need a checkpoint already in that format)")
     else:
         out.append("No deployment serves the load.")
     reasons: dict[str, list[Deployment]] = {}
@@ -94,7 +96,8 @@ def _why(reason: str) -> str:
         return "too many GPUs for the load"
     if "does not divide" in reason:
         return "TP does not divide the heads"
-    return reason.split(":")[0][:60]
+    head = reason.split(":")[0]
+    return head if len(head) <= 70 else head[:70].rsplit(" ", 1)[0] + " ..."
 
 
 def _lever_doc(r: Lever) -> dict[str, Any]:
@@ -117,7 +120,7 @@ def levers_table(rows: list[Lever], context: int, units: str) -> str:
 
     return "What each lever buys:\n" + table(
         ["lever", "flag", "GPUs", "KV per GPU", "frees per GPU", "requests", "added"],
-        [[r.name, r.flag, str(r.gpus), fmt_bytes(r.kv_cache_bytes, units), _signed(r.freed_bytes, units),
+        [[r.name, r.flag, str(r.gpus), fmt_bytes(max(r.kv_cache_bytes, 0), units), _signed(r.freed_bytes, units),
           f"{r.concurrency:,}" + (f" at {r.context:,}" if r.context != context else "") + ("" if r.starts else " (fails)"),
           f"{r.added:+,}"] for r in rows],
         right=[False, False, True, True, True, True, True])
@@ -128,7 +131,8 @@ def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[
            f"as configured: {fmt_bytes(baseline.kv_cache_bytes, units)} of KV cache per GPU, "
            f"{baseline.concurrency:,} requests at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
     out.append(levers_table(rows, context, units))
-    best = max(rows, key=lambda r: (r.added / r.gpus, r.added), default=None)
+    same = [r for r in rows if r.context == context and r.starts]  # levers that keep the requests' length
+    best = max(same, key=lambda r: (r.added / r.gpus, r.added), default=None)
     if best is not None and best.added > 0:
         out += ["", f"Most per GPU: {best.name} ({best.flag}): {_signed(best.freed_bytes, units)} per GPU -> "
                 f"{best.added:+,} concurrent {context:,}-token requests"]

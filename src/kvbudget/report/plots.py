@@ -97,8 +97,8 @@ def kv_plot(spec: ModelSpec, weights_bytes: int, path: str, batches: tuple[int, 
     right.plot(sizes, [b * bytes_per_sequence(spec.layers, context, dtype, tp) / GiB for b in sizes], label=f"{context:,} tokens")
     right.axhline(weights_bytes / GiB, color="black", linestyle="--", label="weights")
     per = bytes_per_sequence(spec.layers, context, dtype, tp)
-    if per:
-        b = weights_bytes // per + 1  # the first batch whose KV cache outgrows the weights
+    b = weights_bytes // per + 1 if per else 0  # the first batch whose KV cache outgrows the weights
+    if 0 < b <= sizes[-1]:
         right.plot([b], [b * per / GiB], "o", color="red")
         right.annotate(f"KV > weights from batch {b}", (b, b * per / GiB), textcoords="offset points", xytext=(12, 14),
                        fontsize=8, color="red")
@@ -175,13 +175,16 @@ def plan_plot(rows: list[Deployment], path: str, concurrency: int) -> Deployment
     best = good[0]
     ax.scatter([best.price_per_hour], [best.max_concurrency], s=120, marker="*", color="red",
                label=f"chosen: {best.num_gpus} x {best.gpu}")
-    ax.annotate(f"{best.num_gpus} x {best.gpu} TP{best.tp}, ${best.price_per_hour:.2f}/h",
+    from .plan_report import _layout
+
+    ax.annotate(f"{best.num_gpus} x {best.gpu} {_layout(best)}, ${best.price_per_hour:.2f}/h",
                 (best.price_per_hour, best.max_concurrency), textcoords="offset points", xytext=(8, -12), fontsize=8)
     ax.axhline(concurrency, color="gray", linestyle=":", label=f"load: {concurrency} requests")
     ax.set_xlabel("price ($ per hour)")
     ax.set_ylabel("requests held at once")
     ax.set_yscale("log")
-    ax.set_xscale("log")
+    if all((d.price_per_hour or 0) > 0 for d in good):  # a free GPU (price 0) cannot sit on a log axis
+        ax.set_xscale("log")
     ax.set_title("capacity vs price per hour")
     ax.legend(fontsize=8)
     _save(fig, path)

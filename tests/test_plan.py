@@ -325,3 +325,33 @@ def test_review_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     # --plot draws vLLM and textbook partitions only
     assert main(["fit", LLAMA70, "--gpu", "H100", "--engine", "sglang", "--plot", str(tmp_path / "s.png")]) == 2
     assert "--plot draws the vllm and textbook partitions" in capsys.readouterr().err
+
+
+def test_every_engine_fit_carries_a_launch_that_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.engines import llamacpp, sglang, trtllm
+    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+    from kvbudget.engines.other_commands import parse_other_command
+
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    spec, h100 = kvbudget.load_model(model), find_gpu("H100")
+    cases = [
+        (["--engine", "sglang", "--context", "8192", "--kv-dtype", "fp8"], "python -m sglang.launch_server"),
+        (["--engine", "trtllm", "--context", "8192"], "trtllm-serve"),
+        (["--engine", "llama.cpp", "--context", "32768", "--np", "8", "--ctk", "q8_0", "--ctv", "q8_0"], "/app/llama-server"),
+    ]
+    for extra, program in cases:
+        assert main(["fit", model, "--gpu", "H100", "--json", *extra]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["launch"]["command"].startswith(program)
+        container = next(iter(yaml.safe_load_all(doc["launch"]["kubernetes"])))["spec"]["template"]["spec"]["containers"][0]
+        words = container["command"] + container["args"]
+        if program == "/app/llama-server":
+            back = parse_llamacpp_command(words)
+            p = llamacpp.plan(spec, h100, back.settings)
+            assert (p.n_ctx, p.n_seq_max, p.type_k, p.kv_bytes) == (doc["n_ctx"], 8, "q8_0", doc["memory"]["kv_cache_bytes"])
+        else:
+            other = parse_other_command(words)
+            if other.sglang is not None:
+                assert sglang.plan(spec, h100, other.sglang).max_total_num_tokens == doc["kv_cache_tokens"]
+            else:
+                assert other.trtllm is not None and trtllm.plan(spec, h100, other.trtllm).max_tokens == doc["kv_cache_tokens"]

@@ -386,14 +386,25 @@ def _fit_llamacpp(args: argparse.Namespace) -> str:
         **({"build": args.llamacpp_build} if args.llamacpp_build else {}),
     )
     p = plan(load_model(args.model), api._device(args.gpu, args.gpu_memory), settings)
-    return _render_llamacpp(args, p, [])
+    return _render_llamacpp(args, p, [], settings)
 
 
-def _render_llamacpp(args: argparse.Namespace, p: object, warnings: list[str]) -> str:
+def _launch_doc(model: str, settings: object, gpus: int) -> dict[str, str | None]:
+    """The launch command that realises a plan, and a single-node Kubernetes manifest running it."""
+    from .plan import launch
+
+    argv = launch.argv_for(model, settings)  # type: ignore[arg-type]
+    return {"command": launch.command(argv), "kubernetes": launch.kubernetes(model, argv, gpus)}
+
+
+def _render_llamacpp(args: argparse.Namespace, p: object, warnings: list[str], settings: object = None) -> str:
     if args.json:
         from .report import json_doc
 
-        return json_doc.dumps(json_doc.llamacpp_doc(p, warnings))  # type: ignore[arg-type]
+        doc = json_doc.llamacpp_doc(p, warnings)  # type: ignore[arg-type]
+        if settings is not None:
+            doc["launch"] = _launch_doc(p.model, settings, 1)  # type: ignore[attr-defined]
+        return json_doc.dumps(doc)
     from .report import text
 
     return text.llamacpp_text(p, args.units, warnings)  # type: ignore[arg-type]
@@ -530,16 +541,28 @@ def _fit_other(args: argparse.Namespace) -> str:
     spec = load_model(args.model)
     gpu = api._device(args.gpu, args.gpu_memory)
     quant = None if args.weights_dtype == "auto" else args.weights_dtype
+    settings: object
     if args.engine == "sglang":
         kv = "fp8_e4m3" if args.kv_dtype.startswith("fp8") else "auto"
-        p: object = sglang.plan(spec, gpu, sglang.SGLangSettings(
+        settings = sglang.SGLangSettings(
             mem_fraction_static=args.mem_fraction_static, tp=tp, pp=pp, context_length=args.context, kv_cache_dtype=kv,
-            max_running_requests=args.max_num_seqs, quantization=quant))
+            max_running_requests=args.max_num_seqs, quantization=quant)
+        p: object = sglang.plan(spec, gpu, settings)
     else:
-        p = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(
+        settings = trtllm.TrtllmSettings(
             free_gpu_memory_fraction=args.free_gpu_memory_fraction, tp=tp, pp=pp, kv_cache_dtype=args.kv_dtype,
-            quantization=quant, max_seq_len=args.context))
-    return _render_other(args, p, [])
+            quantization=quant, max_seq_len=args.context)
+        p = trtllm.plan(spec, gpu, settings)
+    out = _render_other(args, p, [])
+    if args.json:
+        import json
+
+        from .report import json_doc
+
+        doc = json.loads(out)
+        doc["launch"] = _launch_doc(spec.name, settings, tp * pp)
+        return json_doc.dumps(doc)
+    return out
 
 
 def _fit_transformers(args: argparse.Namespace) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..engines.llamacpp import LlamaCppSettings
 from ..engines.sglang import SGLangSettings
 from ..engines.trtllm import TrtllmSettings
 from ..engines.vllm import VllmSettings
@@ -20,6 +21,8 @@ PORT = 8000
 SGLANG_IMAGE = "lmsysorg/sglang:latest"
 SGLANG_PORT = 30000
 TRTLLM_IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:latest"
+LLAMACPP_IMAGE = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+LLAMACPP_PORT = 8080
 
 
 def served(model: str) -> str:
@@ -85,7 +88,29 @@ def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
     return argv
 
 
-def argv_for(model: str, s: VllmSettings | SGLangSettings | TrtllmSettings) -> list[str]:
+def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
+    """``llama-server -m MODEL`` with the context settings that differ from its defaults."""
+    d = LlamaCppSettings()
+    argv = ["/app/llama-server", "-m", model]
+    flags: list[tuple[str, object]] = [
+        ("-c", s.n_ctx or None), ("-np", s.n_parallel), ("-ctk", s.type_k if s.type_k != d.type_k else None),
+        ("-ctv", s.type_v if s.type_v != d.type_v else None),
+        ("-ngl", s.n_gpu_layers if s.n_gpu_layers >= 0 else None), ("-fa", s.flash_attn if s.flash_attn != d.flash_attn else None),
+        ("-b", s.n_batch if s.n_batch != d.n_batch else None), ("-ub", s.n_ubatch if s.n_ubatch != d.n_ubatch else None),
+    ]
+    for flag, value in flags:
+        if value is not None:
+            argv += [flag, str(value)]
+    if s.swa_full:
+        argv.append("--swa-full")
+    if s.kv_unified is not None:
+        argv.append("--kv-unified" if s.kv_unified else "--no-kv-unified")
+    return argv
+
+
+def argv_for(model: str, s: VllmSettings | SGLangSettings | TrtllmSettings | LlamaCppSettings) -> list[str]:
+    if isinstance(s, LlamaCppSettings):
+        return llamacpp_argv(model, s)
     if isinstance(s, SGLangSettings):
         return sglang_argv(model, s)
     if isinstance(s, TrtllmSettings):
@@ -107,11 +132,14 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
     """A Deployment (``replicas`` pods of ``gpus_per_pod`` GPUs) and a Service in front of it."""
     sgl = argv[:3] == ["python", "-m", "sglang.launch_server"]
     trt = argv[:1] == ["trtllm-serve"]
-    name = _name(model, "sglang" if sgl else "trtllm" if trt else "vllm")
+    lcpp = argv[:1] == ["/app/llama-server"]
+    name = _name(model, "sglang" if sgl else "trtllm" if trt else "llamacpp" if lcpp else "vllm")
     q = json.dumps
-    program = argv[:3] if sgl else argv[:1] if trt else ["vllm", "serve"]
+    program = argv[:3] if sgl else argv[:1] if trt or lcpp else ["vllm", "serve"]
     args = argv[len(program):] if argv[:len(program)] == program else argv
-    image, port = (SGLANG_IMAGE, SGLANG_PORT) if sgl else (TRTLLM_IMAGE, PORT) if trt else (IMAGE, PORT)
+    image, port = ((SGLANG_IMAGE, SGLANG_PORT) if sgl else (TRTLLM_IMAGE, PORT) if trt
+                   else (LLAMACPP_IMAGE, LLAMACPP_PORT) if lcpp else (IMAGE, PORT))
+    sgl = sgl or trt or lcpp  # these take --host / --port
     lines = [
         "apiVersion: apps/v1",
         "kind: Deployment",
@@ -128,7 +156,7 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         f"        - name: {q(name)}",
         f"          image: {q(image)}",
         f"          command: {q(program)}",
-        f"          args: {q(args + (['--host', '0.0.0.0', '--port', str(port)] if sgl or trt else []))}",
+        f"          args: {q(args + (['--host', '0.0.0.0', '--port', str(port)] if sgl else []))}",
         f"          ports: [{{containerPort: {port}, name: http}}]",
         "          resources:",
         f"            limits: {{nvidia.com/gpu: {gpus_per_pod}}}",

@@ -29,6 +29,10 @@ def main() -> int:
             t0 = time.perf_counter()
             rows = search(spec, 64, 8192, catalog, max_gpus=64)
             times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        lc = search(spec, 64, 8192, catalog, max_gpus=64, engine="llama.cpp", weights=("auto",), kv=("auto", "q8_0"))
+        worst = max(worst, time.perf_counter() - t0)
+        print(f"plan --engine llama.cpp {name}: {len(lc)} deployments in {(time.perf_counter() - t0) * 1000:.0f} ms")
         t = statistics.median(times)
         worst = max(worst, t)
         print(f"plan {name}: {len(rows)} deployments over {len(catalog)} GPU types in {t * 1000:.0f} ms "

@@ -337,7 +337,7 @@ def test_every_engine_fit_carries_a_launch_that_round_trips(capsys: pytest.Captu
     cases = [
         (["--engine", "sglang", "--context", "8192", "--kv-dtype", "fp8"], "python -m sglang.launch_server"),
         (["--engine", "trtllm", "--context", "8192"], "trtllm-serve"),
-        (["--engine", "llama.cpp", "--context", "32768", "--np", "8", "--ctk", "q8_0", "--ctv", "q8_0"], "/app/llama-server"),
+        (["--engine", "llama.cpp", "--context", "32768", "--np", "8", "--ctk", "q8_0", "--ctv", "q8_0"], "llama-server"),
     ]
     for extra, program in cases:
         assert main(["fit", model, "--gpu", "H100", "--json", *extra]) == 0
@@ -345,7 +345,7 @@ def test_every_engine_fit_carries_a_launch_that_round_trips(capsys: pytest.Captu
         assert doc["launch"]["command"].startswith(program)
         container = next(iter(yaml.safe_load_all(doc["launch"]["kubernetes"])))["spec"]["template"]["spec"]["containers"][0]
         words = container["command"] + container["args"]
-        if program == "/app/llama-server":
+        if program == "llama-server":
             back = parse_llamacpp_command(words)
             p = llamacpp.plan(spec, h100, back.settings)
             assert (p.n_ctx, p.n_seq_max, p.type_k, p.kv_bytes) == (doc["n_ctx"], 8, "q8_0", doc["memory"]["kv_cache_bytes"])
@@ -355,3 +355,30 @@ def test_every_engine_fit_carries_a_launch_that_round_trips(capsys: pytest.Captu
                 assert sglang.plan(spec, h100, other.sglang).max_total_num_tokens == doc["kv_cache_tokens"]
             else:
                 assert other.trtllm is not None and trtllm.plan(spec, h100, other.trtllm).max_tokens == doc["kv_cache_tokens"]
+
+
+def test_llamacpp_plans() -> None:
+    from kvbudget.engines import llamacpp
+    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+
+    spec = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
+    l4 = find_gpu("L4")
+    rows = search(spec, 16, 8192, [l4], engine="llama.cpp", weights=("auto",), kv=("auto", "q8_0"), max_gpus=8)
+    assert all(d.pp == 1 for d in rows)  # llama.cpp splits layers within one server: no pipeline stages
+    one = next(d for d in rows if d.tp == 1 and d.kv_dtype == "q8_0")
+    # 16 slots of 8192 tokens need -c 131072; the largest N whose cache fits is what one server holds
+    n = one.per_replica
+    fits = llamacpp.plan(spec, l4, llamacpp.LlamaCppSettings(n_ctx=n * 8192, n_parallel=n, kv_unified=True,
+                                                             type_k="q8_0", type_v="q8_0", flash_attn="on", fit=False))
+    more = llamacpp.plan(spec, l4, llamacpp.LlamaCppSettings(n_ctx=(n + 1) * 8192, n_parallel=n + 1, kv_unified=True,
+                                                             type_k="q8_0", type_v="q8_0", flash_attn="on", fit=False))
+    assert fits.fits and not more.fits
+    two = next(d for d in rows if d.tp == 2 and d.kv_dtype == "q8_0")
+    assert two.per_replica > n  # two GPUs share the layers, and their caches
+    argv = launch.argv_for(spec.name, two.settings)
+    assert argv[:3] == ["llama-server", "-m", spec.name] and "-ts" in argv and argv[argv.index("-ts") + 1] == "1,1"
+    container = next(iter(yaml.safe_load_all(launch.kubernetes(spec.name, argv, 2))))["spec"]["template"]["spec"][
+        "containers"][0]
+    assert container["command"] == ["/app/llama-server"] and container["resources"]["limits"]["nvidia.com/gpu"] == 2
+    back = parse_llamacpp_command(container["command"] + container["args"])
+    assert llamacpp.plan(spec, l4, back.settings).kv_device_bytes == llamacpp.plan(spec, l4, two.settings).kv_device_bytes

@@ -182,8 +182,8 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
     p.add_argument("--concurrency", type=_count, required=True, help="requests served at once")
     p.add_argument("--context", type=_count, required=True, help="tokens per request (vLLM --max-model-len)")
-    p.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm",
-                   help="whose rules (vllm, sglang, trtllm: the PyTorch backend)")
+    p.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp"), default="vllm",
+                   help="whose rules (vllm, sglang, trtllm: the PyTorch backend, llama.cpp: llama-server)")
     p.add_argument("--gpus", help="comma-separated GPU types to consider (default: every catalog GPU)")
     p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
     p.add_argument("--gpus-per-node", type=_count, default=8, help="GPUs per node: TP stays within one (default 8)")
@@ -628,9 +628,11 @@ def _plan(args: argparse.Namespace) -> str:
     if not chosen:
         raise InputError("--gpus names no GPU")
     prices = read_prices(args.prices) if args.prices else None
-    default = "auto" if args.engine == "trtllm" else "auto,fp8"  # trtllm-serve takes pre-quantized checkpoints
-    weights = tuple(w.strip() for w in (args.weights_dtype or default).split(",") if w.strip())
-    kv = tuple(k.strip() for k in (args.kv_dtype or default).split(",") if k.strip())
+    # trtllm-serve takes pre-quantized checkpoints; llama.cpp runs a GGUF's own types and has q8_0, not fp8, caches
+    default_w = "auto" if args.engine in ("trtllm", "llama.cpp") else "auto,fp8"
+    default_kv = {"trtllm": "auto", "llama.cpp": "auto,q8_0"}.get(args.engine, "auto,fp8")
+    weights = tuple(w.strip() for w in (args.weights_dtype or default_w).split(",") if w.strip())
+    kv = tuple(k.strip() for k in (args.kv_dtype or default_kv).split(",") if k.strip())
     if not weights or not kv:
         raise InputError("--weights-dtype and --kv-dtype need at least one value each")
     from .engines.vllm import _KV_DTYPES
@@ -639,9 +641,11 @@ def _plan(args: argparse.Namespace) -> str:
     for w in weights:
         if w != "auto":
             parse_weight_format(w)  # an unknown format is one error line, before the search
+    from .engines.llamacpp import CACHE_TYPES
+
     for k in kv:
-        if k not in _KV_DTYPES:
-            raise InputError(f"unknown --kv-dtype {k!r}: use auto, fp8, fp8_e5m2, ...")
+        if k not in _KV_DTYPES and not (args.engine == "llama.cpp" and k in CACHE_TYPES):
+            raise InputError(f"unknown --kv-dtype {k!r}: use auto, fp8, fp8_e5m2, ... (llama.cpp: q8_0, q4_0 ...)")
     if args.context > spec.max_context:
         raise InputError(f"--context {args.context:,} exceeds {spec.name}'s maximum context of {spec.max_context:,} tokens")
     rows = search(spec, args.concurrency, args.context, chosen, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,

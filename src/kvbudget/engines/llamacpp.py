@@ -61,6 +61,8 @@ class LlamaCppSettings:
     n_gpu_layers: int = -1  # -ngl; -1: all
     fit: bool | None = None  # --fit (auto-fit of n_ctx to free memory); None: the build's default
     build: int = eras.CURRENT  # llama.cpp build number (the log's "build: N"): whose rules apply
+    devices: int = 1  # GPUs the layers are split over (-sm layer), each with the plan's GPU
+    tensor_split: tuple[float, ...] = ()  # -ts shares per GPU (default: even; llama.cpp: by free memory)
 
 
 @record
@@ -92,12 +94,14 @@ class LlamaCppPlan:
     compute_bytes: int
     offloaded: int  # layers on the GPU, counting the output layer as llama.cpp does
     n_layer: int
-    total_gpu_bytes: int
+    total_gpu_bytes: int  # the fullest device's
     fits: bool
     fit_note: str
     log_lines: tuple[str, ...]
     notes: tuple[str, ...]
     weights_format: str
+    device_bytes: tuple[int, ...] = ()  # weights + KV + compute buffer on each GPU
+    kv_device_bytes: tuple[int, ...] = ()  # each GPU's "KV buffer size"
 
 
 def _kv_dims(layer: Layer) -> tuple[int, int]:
@@ -143,6 +147,20 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     ngl = n_layer + 1 if s.n_gpu_layers < 0 else s.n_gpu_layers
     gpu_start = max(n_layer + 1 - ngl, 0)  # llama-model.cpp: layers i >= i_gpu_start go to the GPU
     hybrid = any(isinstance(x, RecurrentState) for x in spec.layers)
+    if s.devices < 1:
+        raise InputError(f"devices must be at least 1, got {s.devices}")
+    devices = (len(s.tensor_split) or s.devices) if gpu is not None else 1
+    device_of = [-1] * n_layer  # -1: the CPU; else the GPU each layer (and its KV) lives on
+    try:
+        counts = eras.split_layers(n_layer, ngl, list(s.tensor_split) or [1.0] * devices) if gpu is not None else [0]
+    except ValueError as exc:
+        raise InputError(f"-ts: {exc}") from None
+    il = gpu_start
+    for d, count in enumerate(counts):
+        for _ in range(count):
+            if il < n_layer:
+                device_of[il] = d
+                il += 1
 
     def tensor_gpu_bytes(type_name: str, width: int, cells: int) -> int:
         nbytes = row_bytes(type_name, width) * cells * n_stream
@@ -156,13 +174,16 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         ubatch = min(batch, s.n_ubatch)
         out = {"n_ctx": total, "n_ctx_seq": n_seq, "cells": n_seq, "swa": 0}
         k = v = sk = sv = rec = gpu_kv = 0
+        kv_dev = [0] * devices
         kv_layers = swa_layers = 0
         for layer, il in zip(spec.layers, spec.layer_of, strict=True):
-            on_gpu = gpu is not None and il >= gpu_start
+            on_gpu = gpu is not None and device_of[il] >= 0
             if isinstance(layer, RecurrentState):
                 rb = _recurrent_row(layer) * 4 * max(1, parallel)
                 rec += rb
-                gpu_kv += rb if on_gpu else 0
+                if on_gpu:
+                    gpu_kv += rb
+                    kv_dev[device_of[il]] += rb
                 continue
             dk, dv = _kv_dims(layer)
             if not dk:
@@ -183,26 +204,35 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
             else:
                 k, v, kv_layers = k + kb, v + vb, kv_layers + 1
             if on_gpu:
-                gpu_kv += tensor_gpu_bytes(type_k, dk, size) + (tensor_gpu_bytes(type_v, dv, size) if dv else 0)
+                nb = tensor_gpu_bytes(type_k, dk, size) + (tensor_gpu_bytes(type_v, dv, size) if dv else 0)
+                gpu_kv += nb
+                kv_dev[device_of[il]] += nb
         out.update(k=k, v=v, sk=sk, sv=sv, rec=rec, gpu_kv=gpu_kv, kv_layers=kv_layers, swa_layers=swa_layers)
+        for d, nb in enumerate(kv_dev):
+            out[f"kv_dev{d}"] = nb
         return out
 
     fmt = spec.weight_format
     if fmt is None:
         raise InputError(f"{spec.name}: weight format unknown")
     gpu_w = cpu_w = 0
+    w_dev = [0] * devices
     inv = spec.inventory
     head = sum(fmt.tensor_bytes(t) for t in inv.head)
     tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
-    per_layer = [sum(fmt.tensor_bytes(t) for t in block) for block in inv.layers]
+    priced: dict[int, int] = {}  # equal layers share one block tuple (params.inventory): price each once
+    per_layer = [priced[id(block)] if id(block) in priced else priced.setdefault(id(block), sum(fmt.tensor_bytes(t) for t in block))
+                 for block in inv.layers]
     for il, layer_bytes in enumerate(per_layer):
-        if gpu is not None and il >= gpu_start:
+        if gpu is not None and device_of[il] >= 0:
             gpu_w += layer_bytes
+            w_dev[device_of[il]] += layer_bytes
         else:
             cpu_w += layer_bytes
     cpu_w += head  # the token embedding stays on the CPU (LLM_TENSOR_LAYER_INPUT)
     if gpu is not None and ngl > n_layer:
         gpu_w += tail
+        w_dev[-1] += tail  # the output layer goes with the last device
     else:
         cpu_w += tail
     vocab, hidden = spec.dims.vocab_size, spec.dims.hidden_size
@@ -212,8 +242,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     c = context(n_ctx)
     fit_note = ""
     if gpu is not None and fit:
-        def need(cc: dict[str, int]) -> int:
-            return gpu_w + cc["gpu_kv"] + compute
+        def need(cc: dict[str, int]) -> int:  # the fullest device
+            return max(w_dev[d] + cc[f"kv_dev{d}"] + compute for d in range(devices))
 
         budget = gpu.memory_bytes - FIT_MARGIN
         if need(c) > budget and auto_ctx:
@@ -237,7 +267,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
             else:
                 fit_note = "even the minimum context does not fit: llama.cpp would offload layers to the CPU"
     kv_total = c["k"] + c["v"] + c["sk"] + c["sv"] + c["rec"]
-    total_gpu = gpu_w + c["gpu_kv"] + compute
+    per_device = tuple(w_dev[d] + c[f"kv_dev{d}"] + compute for d in range(devices)) if gpu is not None else ()
+    total_gpu = max(per_device) if per_device else 0
     fits = gpu is None or total_gpu <= gpu.memory_bytes
     lines = _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl, n_layer, gpu_w, cpu_w,
                        output, compute, s)
@@ -251,6 +282,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         kv_bytes=kv_total, kv_gpu_bytes=c["gpu_kv"], weights_gpu_bytes=gpu_w, weights_cpu_bytes=cpu_w,
         output_bytes=output, compute_bytes=compute, offloaded=min(ngl, n_layer + 1), n_layer=n_layer,
         total_gpu_bytes=total_gpu, fits=fits, fit_note=fit_note, log_lines=lines, notes=tuple(notes),
+        device_bytes=per_device, kv_device_bytes=tuple(c[f"kv_dev{d}"] for d in range(devices)) if gpu is not None else (),
         weights_format=fmt.describe(),
     )
 

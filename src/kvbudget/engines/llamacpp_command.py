@@ -17,6 +17,7 @@ _VALUE_FLAGS = {
     "-b": "n_batch", "--batch-size": "n_batch", "-ub": "n_ubatch", "--ubatch-size": "n_ubatch",
     "-ngl": "n_gpu_layers", "--gpu-layers": "n_gpu_layers", "--n-gpu-layers": "n_gpu_layers",
     "-fa": "flash_attn", "--flash-attn": "flash_attn", "-fit": "fit", "--fit": "fit",
+    "-ts": "tensor_split", "--tensor-split": "tensor_split",
 }
 _SWITCHES = {"--swa-full": ("swa_full", True), "-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True),
              "--no-kv-unified": ("kv_unified", False)}
@@ -24,7 +25,7 @@ _SWITCHES = {"--swa-full": ("swa_full", True), "-kvu": ("kv_unified", True), "--
 _OTHER_VALUE_FLAGS = {
     "--host", "--port", "-t", "--threads", "-tb", "--threads-batch", "--alias", "-a", "--api-key", "-n", "--n-predict",
     "--temp", "--top-k", "--top-p", "--min-p", "--seed", "-s", "--chat-template", "--jinja-template", "-sm",
-    "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", "--rope-scaling", "--rope-freq-base", "-p",
+    "--split-mode", "-mg", "--main-gpu", "--rope-scaling", "--rope-freq-base", "-p",
     "--prompt", "-f", "--file", "--log-file", "--timeout", "--slot-save-path", "-dev", "--device", "--reasoning-format",
     "--mmproj", "-ot", "--override-tensor", "--numa", "--lora", "-md", "--model-draft", "--ctx-size-draft",
     "--grammar", "--repeat-penalty", "--keep", "-ngld", "--gpu-layers-draft", "--cache-reuse", "--chat-template-file",
@@ -63,8 +64,8 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
         tok = tokens[i]
         i += 1
         flag, eq, inline = tok.partition("=")
-        if flag == "-fa" and not eq and (i >= len(tokens) or tokens[i].startswith("-")):
-            settings = replace(settings, flash_attn="on")  # older releases: -fa was a switch
+        if flag in ("-fa", "--flash-attn") and not eq and (i >= len(tokens) or tokens[i].lower() not in ("on", "off", "auto")):
+            settings = replace(settings, flash_attn="on")  # older releases: -fa / --flash-attn was a switch
         elif flag in _VALUE_FLAGS:
             if eq:
                 value = inline
@@ -82,6 +83,12 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
                 settings = replace(settings, **{field: value.lower()})
             elif field == "fit":
                 settings = replace(settings, fit=value.lower() in ("on", "1", "true", "yes"))
+            elif field == "tensor_split":  # -ts 10,6 (or 10/6): each GPU's share of the layers
+                try:
+                    shares = tuple(float(x) for x in value.replace("/", ",").split(",") if x.strip())
+                except ValueError:
+                    raise InputError(f"{flag} {value!r}: give shares such as 3,1") from None
+                settings = replace(settings, tensor_split=shares)
             else:
                 settings = replace(settings, **{field: _int(value, flag)})
         elif flag in _SWITCHES:

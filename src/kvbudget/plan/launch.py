@@ -91,7 +91,7 @@ def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
 def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
     """``llama-server -m MODEL`` with the context settings that differ from its defaults."""
     d = LlamaCppSettings()
-    argv = ["/app/llama-server", "-m", model]
+    argv = ["llama-server", "-m", model]
     flags: list[tuple[str, object]] = [
         ("-c", s.n_ctx or None), ("-np", s.n_parallel), ("-ctk", s.type_k if s.type_k != d.type_k else None),
         ("-ctv", s.type_v if s.type_v != d.type_v else None),
@@ -101,6 +101,10 @@ def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
     for flag, value in flags:
         if value is not None:
             argv += [flag, str(value)]
+    if s.tensor_split:
+        argv += ["-ts", ",".join(f"{x:g}" for x in s.tensor_split)]
+    elif s.devices > 1:
+        argv += ["-ts", ",".join(["1"] * s.devices)]
     if s.swa_full:
         argv.append("--swa-full")
     if s.kv_unified is not None:
@@ -132,11 +136,13 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
     """A Deployment (``replicas`` pods of ``gpus_per_pod`` GPUs) and a Service in front of it."""
     sgl = argv[:3] == ["python", "-m", "sglang.launch_server"]
     trt = argv[:1] == ["trtllm-serve"]
-    lcpp = argv[:1] == ["/app/llama-server"]
+    lcpp = argv[:1] == ["llama-server"]
     name = _name(model, "sglang" if sgl else "trtllm" if trt else "llamacpp" if lcpp else "vllm")
     q = json.dumps
     program = argv[:3] if sgl else argv[:1] if trt or lcpp else ["vllm", "serve"]
     args = argv[len(program):] if argv[:len(program)] == program else argv
+    if lcpp:
+        program = ["/app/llama-server"]  # where the server image keeps it
     image, port = ((SGLANG_IMAGE, SGLANG_PORT) if sgl else (TRTLLM_IMAGE, PORT) if trt
                    else (LLAMACPP_IMAGE, LLAMACPP_PORT) if lcpp else (IMAGE, PORT))
     sgl = sgl or trt or lcpp  # these take --host / --port

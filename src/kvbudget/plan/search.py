@@ -11,7 +11,7 @@ capacity is exact at block granularity: the requests of ``context`` tokens its K
 from __future__ import annotations
 
 from .._record import record, replace
-from ..engines import sglang, trtllm, vllm
+from ..engines import llamacpp, sglang, trtllm, vllm
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError
@@ -39,7 +39,7 @@ class Deployment:
     kv_cache_bytes: int  # per GPU
     kv_cache_tokens: int  # per replica
     max_num_seqs: int  # the scheduler's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests)
-    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings
+    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings | llamacpp.LlamaCppSettings
     engine: str = "vllm"
 
 
@@ -70,7 +70,7 @@ class Replica:
     kv_cache_bytes: int
     kv_cache_tokens: int
     cap: int
-    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings
+    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings | llamacpp.LlamaCppSettings
 
 
 def _short(p: vllm.VllmPlan, gpu: GPU) -> str:
@@ -136,7 +136,47 @@ def trtllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv
                    p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s)
 
 
-REPLICAS = {"vllm": vllm_replica, "sglang": sglang_replica, "trtllm": trtllm_replica}
+def llamacpp_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                     version: str) -> Replica:
+    """llama.cpp (llama-server): no tensor parallelism — ``tp`` GPUs split the layers (``-ts``, even) —; N
+    requests of ``context`` tokens need ``-np N`` unified slots over ``-c N x context`` cells, so a replica
+    holds the largest N whose cache, weights and compute buffer fit every GPU."""
+    del version
+    if pp > 1:
+        raise InputError("llama.cpp splits layers over the GPUs of one server (-ts), it has no pipeline stages")
+    if weights != "auto":
+        raise InputError("llama.cpp runs a GGUF's own tensor types: give the .gguf file as the model to plan a quantized one")
+    cache = {"auto": "f16", "fp8": "q8_0", "fp8_e4m3": "q8_0"}.get(kv, kv)
+
+    def settings(n: int) -> llamacpp.LlamaCppSettings:
+        return llamacpp.LlamaCppSettings(n_ctx=n * context, n_parallel=n, kv_unified=True, type_k=cache, type_v=cache,
+                                         flash_attn="on" if cache != "f16" else "auto", fit=False, devices=tp)
+
+    def fits(n: int) -> bool:
+        return llamacpp.plan(spec, gpu, settings(n)).fits
+
+    # the largest N that fits (searched past the load, to show the headroom): start from the straight line
+    # through N = 1 and 2 (each slot adds its cells to every GPU), then step to the exact answer
+    top = 4 * concurrency
+    one, two = (llamacpp.plan(spec, gpu, settings(n)) for n in (1, 2))
+    slope = max((b - a for a, b in zip(one.device_bytes, two.device_bytes, strict=True)), default=0)
+    lo = 0
+    if one.fits:
+        room = gpu.memory_bytes - max(one.device_bytes, default=0)
+        lo = min(top, 1 + room // slope) if slope > 0 else top
+        while lo > 1 and not fits(lo):
+            lo -= max(1, lo // 64)
+        while lo < top and fits(lo + 1):
+            lo += 1
+    p = llamacpp.plan(spec, gpu, settings(max(lo, 1)))
+    s = settings(max(min(lo, concurrency), 1))  # launched with the slots the load needs
+    kv_dev = max(p.kv_device_bytes, default=0)
+    reason = "" if lo else (f"weights and one {context:,}-token slot need {max(p.device_bytes, default=0) / GiB:.2f} GiB "
+                            f"on a {gpu.name}")
+    return Replica(lo, reason, lo > 0, max(p.device_bytes, default=0) - kv_dev - p.compute_bytes, kv_dev, p.n_ctx, lo, s)
+
+
+REPLICAS = {"vllm": vllm_replica, "sglang": sglang_replica, "trtllm": trtllm_replica, "llama.cpp": llamacpp_replica}
 
 
 def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
@@ -183,6 +223,8 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
         for tp, pp in layouts(spec, max_gpus, gpus_per_node):
             if engine != "vllm" and tp * pp > gpus_per_node:
                 continue  # kvbudget writes multi-node launch files for vLLM only: other engines stay within a node
+            if engine == "llama.cpp" and pp > 1:
+                continue
             for w in weights:
                 for k in kv:
                     rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine))

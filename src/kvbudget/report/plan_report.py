@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def _layout(d: Deployment) -> str:
-    out = f"TP{d.tp}" + (f" PP{d.pp}" if d.pp > 1 else "")
+    out = (f"{d.tp} GPU" + ("s" if d.tp > 1 else "") if d.engine == "llama.cpp" else f"TP{d.tp}") + (f" PP{d.pp}" if d.pp > 1 else "")
     return out + (f" x{d.replicas}" if d.replicas > 1 else "")
 
 
@@ -54,7 +54,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
     from .text import table
 
     good = [d for d in rows if d.serves]
-    engine = {"sglang": "SGLang", "trtllm": "TensorRT-LLM"}.get(rows[0].engine if rows else "", "vLLM")
+    engine = {"sglang": "SGLang", "trtllm": "TensorRT-LLM", "llama.cpp": "llama.cpp"}.get(rows[0].engine if rows else "", "vLLM")
     out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with {engine}'s rules "
            f"(at most {max_gpus} GPUs, {gpus_per_node} per node)",
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
@@ -70,6 +70,8 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
         each = f" ({best.replicas} replicas of {best.tp * best.pp} GPU(s), each running)" if best.replicas > 1 else ""
         out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}",
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
+        if best.engine == "llama.cpp":
+            out.append("  (-m takes the model's GGUF file; its tensor types set the weights)")
         if any(d.weights_dtype not in ("auto", "fp8") for d in good[:top]):
             out.append("  (rows with awq, gptq, nf4, mxfp4 or nvfp4 weights need a checkpoint already in that format)")
     else:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import shlex
 
-from ..engines.llamacpp import LlamaCppSettings
-from ..engines.sglang import SGLangSettings
-from ..engines.trtllm import TrtllmSettings
-from ..engines.vllm import VllmSettings
 from ..units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; the engines load only when needed
+if TYPE_CHECKING:
+    from ..engines.llamacpp import LlamaCppSettings
+    from ..engines.sglang import SGLangSettings
+    from ..engines.trtllm import TrtllmSettings
+    from ..engines.vllm import VllmSettings
 
 IMAGE = "vllm/vllm-openai:latest"
 PORT = 8000
@@ -72,6 +75,8 @@ def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
 
 def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
     """``trtllm-serve MODEL`` (PyTorch backend) with the settings that differ from its defaults."""
+    from ..engines.trtllm import TrtllmSettings
+
     argv = ["trtllm-serve", served(model)]
     defaults = TrtllmSettings()
     flags: list[tuple[str, object]] = [
@@ -90,6 +95,8 @@ def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
 
 def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
     """``llama-server -m MODEL`` with the context settings that differ from its defaults."""
+    from ..engines.llamacpp import LlamaCppSettings
+
     d = LlamaCppSettings()
     argv = ["llama-server", "-m", model]
     flags: list[tuple[str, object]] = [
@@ -113,6 +120,10 @@ def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
 
 
 def argv_for(model: str, s: VllmSettings | SGLangSettings | TrtllmSettings | LlamaCppSettings) -> list[str]:
+    from ..engines.llamacpp import LlamaCppSettings
+    from ..engines.sglang import SGLangSettings
+    from ..engines.trtllm import TrtllmSettings
+
     if isinstance(s, LlamaCppSettings):
         return llamacpp_argv(model, s)
     if isinstance(s, SGLangSettings):

@@ -144,6 +144,12 @@ def test_levers_and_the_seed_decision_frame(capsys: pytest.CaptureFixture[str]) 
     # an FP8 KV cache halves the bytes of a block: twice the requests in the same memory (5 -> 11 at block rounding)
     assert by["FP8 KV cache"].freed_bytes == 0 and by["FP8 KV cache"].concurrency == p0.num_gpu_blocks * 2 // 512
     assert by["one more replica"].concurrency == 2 * baseline.concurrency and by["one more replica"].gpus == 4
+    # the output puts the back-of-envelope reading beside vLLM's: 31.87 GiB // 2.5 GiB = 12, vLLM's pool +26
+    assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192"]) == 0
+    text = capsys.readouterr().out
+    assert ("FP8 weights free 31.87 GiB on each of the 2 GPUs; counted against a whole 8,192-token sequence (2.50 GiB) "
+            "that is +12 requests, but each GPU holds 1/2 of every sequence: vLLM fits +26") in text
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text  # Llama-2's 4,096-token limit, as vLLM enforces it
     assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["levers"][0] == {"lever": "FP8 weights", "flag": "--quantization fp8", "gpus": 2,

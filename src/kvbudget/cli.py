@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .units import InputError, parse_size
+from .units import GiB, InputError, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -696,8 +696,17 @@ def _levers(args: argparse.Namespace) -> str:
         from .report import json_doc
 
         return json_doc.dumps(plan_report.levers_doc(spec.name, gpu.name, baseline, rows))
-    return plan_report.levers_text(spec.name, gpu.name, args.context, baseline, rows, args.units) + (
-        f"\n{beyond}" if beyond else "")
+    out = plan_report.levers_text(spec.name, gpu.name, args.context, baseline, rows, args.units)
+    fp8 = next((r for r in rows if r.name == "FP8 weights"), None)
+    gpus_per_replica = args.tp * args.pp
+    if fp8 is not None and fp8.freed_bytes > 0 and gpus_per_replica > 1:
+        # the back-of-envelope reading (one GPU's freed memory against a whole sequence) beside vLLM's count
+        whole = api.kv(spec, context=args.context, kv_dtype=args.kv_dtype).bytes_per_sequence
+        naive = fp8.freed_bytes // whole if whole else 0
+        out += (f"\nnote: FP8 weights free {fp8.freed_bytes / GiB:.2f} GiB on each of the {gpus_per_replica} GPUs; "
+                f"counted against a whole {args.context:,}-token sequence ({whole / GiB:.2f} GiB) that is {naive:+,} "
+                f"requests, but each GPU holds 1/{gpus_per_replica} of every sequence: vLLM fits {fp8.added:+,}")
+    return out + (f"\n{beyond}" if beyond else "")
 
 
 def _compare(args: argparse.Namespace) -> str:

@@ -327,27 +327,23 @@ def _fit_vllm(args: argparse.Namespace) -> str:
 
         fit_plot(p, args.plot)
     fixes = suggestions(spec, gpu, settings, p)
-    out = _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
     if not p.starts:
-        return out
+        return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
     from ._record import replace
     from .plan.levers import levers
     from .report import plan_report
 
     baseline, rows = levers(spec, gpu, replace(settings, max_model_len=p.max_model_len))
     if args.json:  # the document gains one row per lever
-        import json
-
-        from .report import json_doc
-
-        doc = json.loads(out)
-        doc["levers"] = plan_report.levers_doc(spec.name, gpu.name, baseline, rows)["levers"]
-        return json_doc.dumps(doc)
+        more = {"levers": plan_report.levers_doc(spec.name, gpu.name, baseline, rows)["levers"]}
+        return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings), more=more)
+    out = _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
     return out + "\n\n" + plan_report.levers_table(rows, p.max_model_len, args.units)
 
 
 def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list[str] | None = None,
-                 batch: int | None = None, launch_for: tuple[str, object] | None = None) -> str:
+                 batch: int | None = None, launch_for: tuple[str, object] | None = None,
+                 more: dict[str, object] | None = None) -> str:
     if args.json:
         from .report import json_doc
 
@@ -367,6 +363,7 @@ def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list
                 manifest = None
                 doc.setdefault("warnings", []).append(f"no Kubernetes manifest: {exc}")
             doc["launch"] = {"command": launch.command(argv), "kubernetes": manifest}
+        doc.update(more or {})
         return json_doc.dumps(doc)
     from .report import text
 
@@ -511,7 +508,7 @@ def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
     return "\n".join(out)
 
 
-def _render_other(args: argparse.Namespace, p: object, warnings: list[str]) -> str:
+def _render_other(args: argparse.Namespace, p: object, warnings: list[str], more: dict[str, object] | None = None) -> str:
     from .engines.sglang import SGLangPlan
     from .engines.summary import sglang_row, trtllm_row
     from .engines.transformers_engine import TransformersPlan
@@ -526,7 +523,7 @@ def _render_other(args: argparse.Namespace, p: object, warnings: list[str]) -> s
     if args.json:
         from .report import json_doc
 
-        return json_doc.dumps(json_doc.engine_doc(row, p, lines, notes, warnings))
+        return json_doc.dumps({**json_doc.engine_doc(row, p, lines, notes, warnings), **(more or {})})
     from .report import text
 
     return text.engine_text(row, p.model, p.gpu, lines, notes + [f"warning: {w}" for w in warnings], args.units)  # type: ignore[attr-defined]
@@ -553,16 +550,7 @@ def _fit_other(args: argparse.Namespace) -> str:
             free_gpu_memory_fraction=args.free_gpu_memory_fraction, tp=tp, pp=pp, kv_cache_dtype=args.kv_dtype,
             quantization=quant, max_seq_len=args.context)
         p = trtllm.plan(spec, gpu, settings)
-    out = _render_other(args, p, [])
-    if args.json:
-        import json
-
-        from .report import json_doc
-
-        doc = json.loads(out)
-        doc["launch"] = _launch_doc(spec.name, settings, tp * pp)
-        return json_doc.dumps(doc)
-    return out
+    return _render_other(args, p, [], {"launch": _launch_doc(spec.name, settings, tp * pp)} if args.json else None)
 
 
 def _fit_transformers(args: argparse.Namespace) -> str:

@@ -17,6 +17,7 @@ from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentSta
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError, MiB, element_type
 from . import llamacpp_eras as eras
+from .llamacpp_eras import pad
 
 # -ctk / -ctv types (common/arg.cpp kv_cache_types) and ggml's block layout of each.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -38,10 +39,6 @@ def row_bytes(type_name: str, n: int) -> int:
     if n % t.block_elems:
         raise InputError(f"a row of {n} elements is not a whole number of {type_name} blocks")
     return t.nbytes(n)
-
-
-def pad(n: int, to: int) -> int:
-    return -(-n // to) * to
 
 
 @record

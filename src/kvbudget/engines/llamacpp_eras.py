@@ -32,7 +32,8 @@ from __future__ import annotations
 CURRENT = 1_000_000  # a build beyond every release: today's rules
 
 
-def _pad(n: int, to: int) -> int:
+def pad(n: int, to: int) -> int:
+    """``n`` rounded up to a multiple of ``to`` (GGML_PAD)."""
     return -(-n // to) * to
 
 
@@ -67,10 +68,10 @@ def server_slots(build: int, program: str, n_parallel: int | None, kv_unified: b
 
 def stream_cells(build: int, n_ctx: int, parallel: int, unified: bool, padding: int) -> tuple[int, int]:
     """(n_ctx as the context reports it, cells per stream)."""
-    padded = _pad(n_ctx, padding)
+    padded = pad(n_ctx, padding)
     if unified:
         return padded, padded
-    per = _pad(padded // parallel, padding) if build >= 6925 else _pad(-(-n_ctx // parallel), padding)
+    per = pad(padded // parallel, padding) if build >= 6925 else pad(-(-n_ctx // parallel), padding)
     return per * parallel, per
 
 
@@ -82,8 +83,8 @@ def swa_cells(build: int, cells: int, window: int, parallel: int, unified: bool,
     seqs = parallel if unified or build < 5913 else 1
     batch = n_batch if build < 5554 else n_ubatch
     if build >= 6975:
-        return _pad(min(cells, window * seqs + batch), 256)
-    return min(cells, _pad(window * seqs + batch, padding))
+        return pad(min(cells, window * seqs + batch), 256)
+    return min(cells, pad(window * seqs + batch, padding))
 
 
 def mla_has_v(build: int) -> bool:

@@ -156,7 +156,7 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         program = ["/app/llama-server"]  # where the server image keeps it
     image, port = ((SGLANG_IMAGE, SGLANG_PORT) if sgl else (TRTLLM_IMAGE, PORT) if trt
                    else (LLAMACPP_IMAGE, LLAMACPP_PORT) if lcpp else (IMAGE, PORT))
-    sgl = sgl or trt or lcpp  # these take --host / --port
+    listen = sgl or trt or lcpp  # these servers are told --host / --port
     lines = [
         "apiVersion: apps/v1",
         "kind: Deployment",
@@ -173,7 +173,7 @@ def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1
         f"        - name: {q(name)}",
         f"          image: {q(image)}",
         f"          command: {q(program)}",
-        f"          args: {q(args + (['--host', '0.0.0.0', '--port', str(port)] if sgl else []))}",
+        f"          args: {q(args + (['--host', '0.0.0.0', '--port', str(port)] if listen else []))}",
         f"          ports: [{{containerPort: {port}, name: http}}]",
         "          resources:",
         f"            limits: {{nvidia.com/gpu: {gpus_per_pod}}}",

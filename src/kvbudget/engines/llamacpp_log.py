@@ -130,8 +130,7 @@ class CacheCheck:
 def _alloc(name: str, type_name: str, width: int, cells: int, flat: bool) -> int:
     """Bytes a K or V tensor of one layer takes in the buffer ``name``: ggml-cuda pads quantized rows to
     512 elements (once per tensor) and aligns to 128 bytes; host buffers align to 32."""
-    from .llamacpp import pad
-    from .llamacpp_eras import cuda_pad_elems
+    from .llamacpp_eras import cuda_pad_elems, pad
 
     nbytes = row_bytes(type_name, width) * cells
     cuda = name.startswith(("CUDA", "ROCm")) and not name.endswith("_Host")

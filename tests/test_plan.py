@@ -144,11 +144,15 @@ def test_levers_and_the_seed_decision_frame(capsys: pytest.CaptureFixture[str]) 
     # an FP8 KV cache halves the bytes of a block: twice the requests in the same memory (5 -> 11 at block rounding)
     assert by["FP8 KV cache"].freed_bytes == 0 and by["FP8 KV cache"].concurrency == p0.num_gpu_blocks * 2 // 512
     assert by["one more replica"].concurrency == 2 * baseline.concurrency and by["one more replica"].gpus == 4
-    # the output puts the back-of-envelope reading beside vLLM's: 31.87 GiB // 2.5 GiB = 12, vLLM's pool +26
+    # the output gives the seed's own arithmetic -- the 70B of the name x 1 byte saved / 2 GPUs = 35.0 GB per GPU,
+    # divided by the 2.5 (GiB) of one whole 8K sequence = +14 -- and beside it the real figures: 31.87 GiB freed per
+    # GPU // 2.5 GiB = 12 whole sequences, and vLLM's pool (each GPU holds half of every sequence) +26
     assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192"]) == 0
     text = capsys.readouterr().out
-    assert ("FP8 weights free 31.87 GiB on each of the 2 GPUs; counted against a whole 8,192-token sequence (2.50 GiB) "
-            "that is +12 requests, but each GPU holds 1/2 of every sequence: vLLM fits +26") in text
+    assert ("rule of thumb (seed 000): 70B params x 1 byte saved / 2 GPUs = 35.0 GB per GPU; 35.0 / 2.5 GiB per "
+            "8,192-token sequence = +14 requests (GB over GiB, as the seed divides them: +13 in one unit)") in text
+    assert ("real: FP8 weights free 31.87 GiB (34.2 GB) on each GPU; counted against a whole sequence that is +12, "
+            "but each GPU holds 1/2 of every sequence: vLLM fits +26") in text
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text  # Llama-2's 4,096-token limit, as vLLM enforces it
     assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -156,6 +160,9 @@ def test_levers_and_the_seed_decision_frame(capsys: pytest.CaptureFixture[str]) 
                                 "kv_cache_bytes": fp8.kv_cache_bytes, "freed_bytes": fp8.freed_bytes,
                                 "weights_bytes": fp8.weights_bytes, "max_concurrency": 31, "added_concurrency": 26,
                                 "context": 8192, "starts": True, "note": None}
+    assert doc["rule_of_thumb"] == {"lever": "FP8 weights", "nominal_params": 70_000_000_000, "bytes_saved_per_param": 1,
+                                    "gpus": 2, "freed_bytes": 35_000_000_000, "sequence_bytes": 80 * 8192 * 4096,
+                                    "added_concurrency": 14, "added_concurrency_one_unit": 13}
 
 
 def test_fit_json_carries_launch_files(capsys: pytest.CaptureFixture[str]) -> None:
@@ -388,3 +395,19 @@ def test_llamacpp_plans() -> None:
     assert container["command"] == ["/app/llama-server"] and container["resources"]["limits"]["nvidia.com/gpu"] == 2
     back = parse_llamacpp_command(container["command"] + container["args"])
     assert llamacpp.plan(spec, l4, back.settings).kv_device_bytes == llamacpp.plan(spec, l4, two.settings).kv_device_bytes
+
+
+def test_rule_of_thumb_reads_the_size_from_the_name() -> None:
+    from kvbudget.plan.levers import nominal_params, rule_of_thumb
+
+    # the size people quote is the one in the name (seed 000: "a 70B model"), not the checkpoint's 68.98B
+    assert nominal_params("meta-llama/Llama-2-70b-chat-hf", 68_976_648_192) == 70_000_000_000
+    assert nominal_params("Qwen/Qwen3-0.6B", 1) == 600_000_000
+    assert nominal_params("Qwen/Qwen3-30B-A3B", 1) == 30_000_000_000
+    assert nominal_params("llama2:70b", 1) == 70_000_000_000
+    assert nominal_params("deepseek-ai/DeepSeek-V3", 671_026_419_200) == 671_026_419_200  # no size in the name
+    spec = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
+    # 8e9 x (2 - 1) B on one GPU = 8.0 GB; one 8K sequence = 32 x 8192 x 4096 B = 1 GiB: 8 as printed, 7 in one unit
+    thumb = rule_of_thumb(spec, 1, kvbudget.kv(spec, context=8192).bytes_per_sequence)
+    assert thumb is not None and (thumb.freed_bytes, thumb.count, thumb.count_one_unit) == (8 * 10**9, 8, 7)
+    assert rule_of_thumb(spec, 1, 0) is None

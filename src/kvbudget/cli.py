@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .units import GiB, InputError, parse_size
+from .units import InputError, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -205,7 +205,11 @@ def _levers_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pp", type=_count, default=1, help="pipeline-parallel degree")
     p.add_argument("--weights-dtype", default="auto", help="the deployment's weight format (default: the checkpoint's)")
     p.add_argument("--kv-dtype", default="auto", help="the deployment's KV cache dtype")
+    p.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp"), default="vllm",
+                   help="whose rules (vllm, sglang, trtllm: the PyTorch backend, llama.cpp: llama-server)")
     p.add_argument("--gpu-memory-utilization", type=float, help="vLLM's budget fraction (default: the release's)")
+    p.add_argument("--mem-fraction-static", type=float, help="SGLang's mem_fraction_static (default: by GPU memory)")
+    p.add_argument("--free-gpu-memory-fraction", type=float, help="TensorRT-LLM's fraction (default 0.9)")
     p.add_argument("--vllm-version", default="current", help="vLLM release whose rules to use")
 
 
@@ -550,7 +554,23 @@ def _fit_other(args: argparse.Namespace) -> str:
             free_gpu_memory_fraction=args.free_gpu_memory_fraction, tp=tp, pp=pp, kv_cache_dtype=args.kv_dtype,
             quantization=quant, max_seq_len=args.context)
         p = trtllm.plan(spec, gpu, settings)
-    return _render_other(args, p, [], {"launch": _launch_doc(spec.name, settings, tp * pp)} if args.json else None)
+    more: dict[str, object] = {"launch": _launch_doc(spec.name, settings, tp * pp)} if args.json else {}
+    if not p.starts:  # type: ignore[attr-defined]
+        return _render_other(args, p, [], more)
+    from .plan.levers import replica_levers
+    from .report import plan_report
+
+    context = p.context_len if isinstance(p, sglang.SGLangPlan) else p.max_seq_len  # type: ignore[attr-defined]
+    fraction = args.mem_fraction_static if args.engine == "sglang" else args.free_gpu_memory_fraction
+    try:
+        baseline, rows = replica_levers(spec, gpu, args.engine, context, tp=tp, pp=pp, weights=args.weights_dtype,
+                                        kv=args.kv_dtype, fraction=fraction)
+    except InputError:  # a setting the plan search does not take (TensorRT-LLM with a KV dtype): no levers
+        return _render_other(args, p, [], more)
+    if args.json:  # the document gains one row per lever
+        more["levers"] = plan_report.levers_doc(spec.name, gpu.name, baseline, rows, engine=args.engine)["levers"]
+        return _render_other(args, p, [], more)
+    return _render_other(args, p, []) + "\n\n" + plan_report.levers_table(rows, context, args.units)
 
 
 def _fit_transformers(args: argparse.Namespace) -> str:
@@ -656,10 +676,14 @@ def _plan(args: argparse.Namespace) -> str:
     out = plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
                                 args.gpus_per_node) + (f"\n{plot_warning}" if plot_warning else "")
     best = next((d for d in rows if d.serves), None)
-    if best is not None and best.engine == "vllm":  # what each lever would change for the chosen deployment
-        from .plan.levers import levers
+    if best is not None:  # what each lever would change for the chosen deployment
+        from .plan.levers import levers, replica_levers
 
-        _, lever_rows = levers(spec, find_gpu(best.gpu), best.settings)  # type: ignore[arg-type]
+        if best.engine == "vllm":
+            _, lever_rows = levers(spec, find_gpu(best.gpu), best.settings)  # type: ignore[arg-type]
+        else:
+            _, lever_rows = replica_levers(spec, find_gpu(best.gpu), best.engine, args.context, tp=best.tp, pp=best.pp,
+                                           weights=best.weights_dtype, kv=best.kv_dtype, gpus_per_node=args.gpus_per_node)
         out += "\n\nFor the best deployment (one replica) -- " + plan_report.levers_table(lever_rows, args.context, args.units)
     return out
 
@@ -668,32 +692,34 @@ def _levers(args: argparse.Namespace) -> str:
     from . import api
     from .engines.vllm import VllmSettings
     from .model.resolve import load_model
-    from .plan.levers import levers
+    from .plan.levers import levers, replica_levers, rule_of_thumb
     from .report import plan_report
 
     spec = load_model(args.model)
     gpu = api._device(args.gpu, args.gpu_memory)
-    base = VllmSettings(version=args.vllm_version, max_model_len=args.context, tensor_parallel_size=args.tp,
-                        pipeline_parallel_size=args.pp, quantization=None if args.weights_dtype == "auto" else args.weights_dtype,
-                        kv_cache_dtype=args.kv_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                        allow_long_max_model_len=args.context > spec.max_context)
-    baseline, rows = levers(spec, gpu, base)
+    engine = args.engine
+    if engine == "vllm":
+        base = VllmSettings(version=args.vllm_version, max_model_len=args.context, tensor_parallel_size=args.tp,
+                            pipeline_parallel_size=args.pp,
+                            quantization=None if args.weights_dtype == "auto" else args.weights_dtype,
+                            kv_cache_dtype=args.kv_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                            allow_long_max_model_len=args.context > spec.max_context)
+        baseline, rows = levers(spec, gpu, base)
+    else:
+        fraction = args.mem_fraction_static if engine == "sglang" else args.free_gpu_memory_fraction
+        baseline, rows = replica_levers(spec, gpu, engine, args.context, tp=args.tp, pp=args.pp,
+                                        weights=args.weights_dtype, kv=args.kv_dtype, fraction=fraction)
     beyond = (f"warning: {args.context:,} tokens exceed {spec.name}'s {spec.max_context:,}: vLLM accepts it only with "
-              "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" if args.context > spec.max_context else "")
+              "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" if engine == "vllm" and args.context > spec.max_context else "")
+    thumb = None
+    if any(r.name == "FP8 weights" for r in rows):  # the seed's back-of-envelope reading beside vLLM's count
+        whole = api.kv(spec, context=args.context, kv_dtype=args.kv_dtype).bytes_per_sequence
+        thumb = rule_of_thumb(spec, args.tp * args.pp, whole)
     if args.json:
         from .report import json_doc
 
-        return json_doc.dumps(plan_report.levers_doc(spec.name, gpu.name, baseline, rows))
-    out = plan_report.levers_text(spec.name, gpu.name, args.context, baseline, rows, args.units)
-    fp8 = next((r for r in rows if r.name == "FP8 weights"), None)
-    gpus_per_replica = args.tp * args.pp
-    if fp8 is not None and fp8.freed_bytes > 0 and gpus_per_replica > 1:
-        # the back-of-envelope reading (one GPU's freed memory against a whole sequence) beside vLLM's count
-        whole = api.kv(spec, context=args.context, kv_dtype=args.kv_dtype).bytes_per_sequence
-        naive = fp8.freed_bytes // whole if whole else 0
-        out += (f"\nnote: FP8 weights free {fp8.freed_bytes / GiB:.2f} GiB on each of the {gpus_per_replica} GPUs; "
-                f"counted against a whole {args.context:,}-token sequence ({whole / GiB:.2f} GiB) that is {naive:+,} "
-                f"requests, but each GPU holds 1/{gpus_per_replica} of every sequence: vLLM fits {fp8.added:+,}")
+        return json_doc.dumps(plan_report.levers_doc(spec.name, gpu.name, baseline, rows, thumb, engine))
+    out = plan_report.levers_text(spec.name, gpu.name, args.context, baseline, rows, args.units, thumb, engine)
     return out + (f"\n{beyond}" if beyond else "")
 
 

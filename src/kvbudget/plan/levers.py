@@ -13,7 +13,7 @@ from .._record import record, replace
 from ..engines import vllm
 from ..hardware import GPU
 from ..model.spec import ModelSpec
-from ..units import InputError
+from ..units import GiB, InputError, element_type
 
 
 @record
@@ -29,6 +29,42 @@ class Lever:
     context: int
     starts: bool
     note: str = ""
+
+
+@record
+class RuleOfThumb:
+    """The seed's back-of-envelope reading of FP8 weights (seed 000's decision frame): the nominal size times the
+    byte each parameter saves, split over the GPUs, divided by one whole sequence's KV cache."""
+
+    nominal_params: int  # the size in the model's name ("70b"), else its parameter count
+    saved_per_param: int  # bytes: the checkpoint's bytes per parameter minus FP8's one
+    gpus: int
+    freed_bytes: int  # per GPU
+    sequence_bytes: int  # one whole sequence's KV cache at the context, on one GPU
+    count: int  # freed GB over the sequence's GiB, the two numbers divided as they are printed (the seed's 35 / 2.5)
+    count_one_unit: int  # freed bytes // sequence bytes
+
+
+def nominal_params(name: str, params: int) -> int:
+    """The size a model's name states ("Llama-2-70b-hf" -> 70e9, "Qwen3-0.6B" -> 0.6e9); its count when none."""
+    for part in name.lower().replace("/", "-").replace("_", "-").replace(":", "-").split("-"):
+        if part.endswith("b") and part[:-1].replace(".", "", 1).isdigit():
+            return round(float(part[:-1]) * 1e9)
+    return params
+
+
+def rule_of_thumb(spec: ModelSpec, gpus: int, sequence_bytes: int) -> RuleOfThumb | None:
+    """Seed 000: "Quantizing the weights to FP8 frees 35GB of VRAM for a 70B model. That 35GB can support an
+    additional 14 concurrent 8K sequences" -- 70e9 x (2 - 1) B / 2 GPUs = 35.0 GB, and 35.0 / 2.5 (GiB per 8K
+    sequence) = 14. For an unquantized checkpoint (the FP8 lever applies); None when its dtype is not wider than
+    FP8 or a sequence holds no cache."""
+    width = element_type(spec.native_dtype).block_bytes
+    if width <= 1 or gpus < 1 or sequence_bytes <= 0:
+        return None
+    nominal = nominal_params(spec.name, spec.params)
+    freed = nominal * (width - 1) // gpus
+    as_printed = freed * GiB // (sequence_bytes * 10**9)  # GB over GiB: the numbers divided as they are printed
+    return RuleOfThumb(nominal, width - 1, gpus, freed, sequence_bytes, as_printed, freed // sequence_bytes)
 
 
 def _concurrency(p: vllm.VllmPlan) -> int:
@@ -87,3 +123,94 @@ def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings, gpus_per_node: in
         if 0 < u < 1:
             add(f"gpu_memory_utilization {u}", f"--gpu-memory-utilization {u}", replace(base, gpu_memory_utilization=u))
     return baseline, out
+
+
+_CAPS = frozenset({"--max-num-seqs", "--max-running-requests", "--max_batch_size", "-c", "-np"})  # follow the pool
+_FRACTION_STEP = {"vllm": 0.03, "sglang": 0.03, "trtllm": 0.05}
+_FRACTION_NAME = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static", "trtllm": "free_gpu_memory_fraction"}
+_UNQUANTIZED = ("bf16", "fp16", "fp32")
+
+
+def _flags(argv: list[str]) -> dict[str, str | None]:
+    """A launch command's flags and their values (None for a switch)."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(argv):
+        token, i = argv[i], i + 1
+        if token.startswith("-"):
+            value = argv[i] if i < len(argv) and not argv[i].startswith("-") else None
+            out[token] = value
+            i += value is not None
+    return out
+
+
+def flag_change(model: str, before: object, after: object) -> str:
+    """The flags of ``after``'s launch command that ``before``'s lacks or sets otherwise (scheduler caps,
+    which follow the pool, left out): what a user adds to pull the lever."""
+    from . import launch
+
+    a, b = _flags(launch.argv_for(model, before)), _flags(launch.argv_for(model, after))  # type: ignore[arg-type]
+    return " ".join(f"{k} {v}" if v is not None else k for k, v in b.items() if k not in _CAPS and a.get(k, "\0") != v)
+
+
+def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1,
+                   weights: str = "auto", kv: str = "auto", fraction: float | None = None, version: str = "current",
+                   gpus_per_node: int = 8) -> tuple[Lever, list[Lever]]:
+    """What each lever buys under SGLang's, TensorRT-LLM's or llama-server's rules (any engine of
+    ``plan.search.REPLICAS``): the replica as that engine sizes it, each lever re-planned the same way, with the
+    scheduler admitting what the pool holds. ``freed_bytes`` is the KV pool's change per GPU, or for llama.cpp
+    (no pool: the cache is what ``-c`` asks for) the change of the memory its weights and buffers take."""
+    from .search import REPLICAS, Replica
+
+    if engine not in REPLICAS:
+        raise InputError(f"levers know the engines {', '.join(REPLICAS)}, not {engine!r}")
+    if context < 1:
+        raise InputError("levers need a context (--context)")
+    unbounded = 1 << 20  # no load: the scheduler's cap follows the pool
+
+    def run(tp_: int, w: str, k: str, ctx: int, frac: float | None) -> Replica:
+        return REPLICAS[engine](spec, gpu, tp_, pp, w, k, unbounded, ctx, version, frac)
+
+    r0 = run(tp, weights, kv, context, fraction)
+    pooled = engine != "llama.cpp"
+
+    def lever(name: str, r: Replica, gpus: int, times: int = 1, flag: str | None = None, ctx: int = context) -> Lever:
+        freed = r.kv_cache_bytes - r0.kv_cache_bytes if pooled else r0.weights_bytes - r.weights_bytes
+        per = r.per * times if r.starts else 0
+        return Lever(name, flag if flag is not None else flag_change(spec.name, r0.settings, r.settings), gpus,
+                     r.kv_cache_bytes, freed, r.weights_bytes, per, per - base.concurrency, ctx, r.starts, r.reason)
+
+    n0 = tp * pp
+    base = Lever("as configured", "", n0, r0.kv_cache_bytes, 0, r0.weights_bytes, r0.per if r0.starts else 0, 0,
+                 context, r0.starts, r0.reason)
+    out: list[Lever] = []
+
+    def add(name: str, gpus: int, tp_: int, w: str, k: str, ctx: int, frac: float | None) -> None:
+        try:  # noqa: SIM105 - a lever the engine refuses (TP not dividing the heads, a format it cannot run) is left out
+            out.append(lever(name, run(tp_, w, k, ctx, frac), gpus, ctx=ctx))
+        except InputError:
+            pass
+
+    fmt = spec.weight_format
+    if weights in ("auto", *_UNQUANTIZED) and fmt is not None and fmt.name in _UNQUANTIZED:
+        add("FP8 weights", n0, tp, "fp8", kv, context, fraction)
+        add("4-bit weights (AWQ)", n0, tp, "awq", kv, context, fraction)
+    for cache in (("q8_0", "q4_0") if engine == "llama.cpp" else ("fp8",)):
+        if not kv.startswith(cache[:3]) and kv not in ("q8_0", "q4_0"):
+            add(f"{cache.upper() if cache == 'fp8' else cache} KV cache", n0, tp, weights, cache, context, fraction)
+    if context // 2 >= 1:
+        add("half the context", n0, tp, weights, kv, context // 2, fraction)
+        if not pooled and out and out[-1].name == "half the context":  # llama-server: -c is the slots' cells together
+            half = out[-1]
+            out[-1] = replace(half, flag=f"-c {half.concurrency * half.context} -np {half.concurrency}")
+    if tp * 2 <= gpus_per_node:
+        add("one more TP step" if pooled else "twice the GPUs (-ts)", 2 * tp * pp, 2 * tp, weights, kv, context, fraction)
+    out.append(lever("one more replica", r0, 2 * n0, times=2, flag="a second server behind the load balancer"))
+    if pooled and r0.fraction > 0:
+        step = _FRACTION_STEP[engine]
+        for delta in (step, -step):
+            u = round(r0.fraction + delta, 2)
+            if 0 < u < 1:
+                add(f"{_FRACTION_NAME[engine]} {u}", n0, tp, weights, kv, context, u)
+    return base, out
+

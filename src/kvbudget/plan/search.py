@@ -71,6 +71,7 @@ class Replica:
     kv_cache_tokens: int
     cap: int
     settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings | llamacpp.LlamaCppSettings
+    fraction: float = 0.0  # the engine's memory fraction as it applied it (0: llama.cpp has none)
 
 
 def _short(p: vllm.VllmPlan, gpu: GPU) -> str:
@@ -83,10 +84,11 @@ def _short(p: vllm.VllmPlan, gpu: GPU) -> str:
 
 
 def vllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                 version: str) -> Replica:
+                 version: str, fraction: float | None = None) -> Replica:
     """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
     s = vllm.VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                          quantization=None if weights == "auto" else weights, kv_cache_dtype=kv)
+                          quantization=None if weights == "auto" else weights, kv_cache_dtype=kv,
+                          gpu_memory_utilization=fraction)
     p = vllm.plan(spec, gpu, s)
     pool = vllm.capacity(p, 1)[0] if p.starts else 0
     if p.starts and pool > p.max_num_seqs and p.max_num_seqs < concurrency:  # let the scheduler use the pool
@@ -95,17 +97,17 @@ def vllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: 
         pool = vllm.capacity(p, 1)[0] if p.starts else 0
     reason = "" if p.starts else _short(p, gpu)
     return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
-                   p.kv_cache_tokens, p.max_num_seqs, s)
+                   p.kv_cache_tokens, p.max_num_seqs, s, p.utilization)
 
 
 def sglang_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                   version: str) -> Replica:
+                   version: str, fraction: float | None = None) -> Replica:
     """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
     ``max_running_requests``."""
     del version
     kv_name = "auto" if kv == "auto" else "fp8_e5m2" if kv == "fp8_e5m2" else "fp8_e4m3" if kv.startswith("fp8") else kv
     s = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
-                              quantization=None if weights == "auto" else weights)
+                              quantization=None if weights == "auto" else weights, mem_fraction_static=fraction)
     p = sglang.plan(spec, gpu, s)
     pool = p.max_total_num_tokens // context
     if p.starts and pool > p.max_running_requests and p.max_running_requests < concurrency:
@@ -113,11 +115,12 @@ def sglang_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv
         p = sglang.plan(spec, gpu, s)
         pool = p.max_total_num_tokens // context
     return Replica(min(pool, p.max_running_requests), "" if p.starts else p.error or "does not start", p.starts,
-                   p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_running_requests, s)
+                   p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_running_requests, s,
+                   p.mem_fraction_static)
 
 
 def trtllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                   version: str) -> Replica:
+                   version: str, fraction: float | None = None) -> Replica:
     """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
     (``max_tokens // context``), capped by ``max_batch_size``."""
     del version
@@ -126,6 +129,8 @@ def trtllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv
         raise InputError("TensorRT-LLM is planned with the checkpoint's own weights and KV dtype (use --weights-dtype auto "
                          "--kv-dtype auto, or pass a pre-quantized checkpoint)")
     s = trtllm.TrtllmSettings(tp=tp, pp=pp, max_seq_len=context)
+    if fraction is not None:
+        s = replace(s, free_gpu_memory_fraction=fraction)
     p = trtllm.plan(spec, gpu, s)
     pool = p.max_tokens // context
     if p.starts and pool > s.max_batch_size and s.max_batch_size < concurrency:
@@ -133,15 +138,17 @@ def trtllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv
         p = trtllm.plan(spec, gpu, s)
         pool = p.max_tokens // context
     return Replica(min(pool, s.max_batch_size), "" if p.starts else p.error or "does not start", p.starts,
-                   p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s)
+                   p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s, s.free_gpu_memory_fraction)
 
 
 def llamacpp_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                     version: str) -> Replica:
+                     version: str, fraction: float | None = None) -> Replica:
     """llama.cpp (llama-server): no tensor parallelism — ``tp`` GPUs split the layers (``-ts``, even) —; N
     requests of ``context`` tokens need ``-np N`` unified slots over ``-c N x context`` cells, so a replica
     holds the largest N whose cache, weights and compute buffer fit every GPU."""
     del version
+    if fraction is not None:
+        raise InputError("llama.cpp has no memory fraction: it allocates what -c and the cache types ask for")
     if pp > 1:
         raise InputError("llama.cpp splits layers over the GPUs of one server (-ts), it has no pipeline stages")
     if weights != "auto":

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ..units import fmt_bytes
+from ..units import GiB, fmt_bytes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..plan.levers import Lever
+    from ..plan.levers import Lever, RuleOfThumb
     from ..plan.search import Deployment
 
 
@@ -54,7 +54,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
     from .text import table
 
     good = [d for d in rows if d.serves]
-    engine = {"sglang": "SGLang", "trtllm": "TensorRT-LLM", "llama.cpp": "llama.cpp"}.get(rows[0].engine if rows else "", "vLLM")
+    engine = _engine_label(rows[0].engine if rows else "")
     out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with {engine}'s rules "
            f"(at most {max_gpus} GPUs, {gpus_per_node} per node)",
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
@@ -108,9 +108,40 @@ def _lever_doc(r: Lever) -> dict[str, Any]:
             "added_concurrency": r.added, "context": r.context, "starts": r.starts, "note": r.note or None}
 
 
-def levers_doc(model: str, gpu: str, baseline: Lever, rows: list[Lever]) -> dict[str, Any]:
-    return {"model": model, "gpu": gpu, "engine": {"name": "vllm"}, "baseline": _lever_doc(baseline),
-            "levers": [_lever_doc(r) for r in rows]}
+def levers_doc(model: str, gpu: str, baseline: Lever, rows: list[Lever], thumb: RuleOfThumb | None = None,
+               engine: str = "vllm") -> dict[str, Any]:
+    doc: dict[str, Any] = {"model": model, "gpu": gpu, "engine": {"name": engine}, "baseline": _lever_doc(baseline),
+                           "levers": [_lever_doc(r) for r in rows]}
+    if thumb is not None:
+        doc["rule_of_thumb"] = {"lever": "FP8 weights", "nominal_params": thumb.nominal_params,
+                                "bytes_saved_per_param": thumb.saved_per_param, "gpus": thumb.gpus,
+                                "freed_bytes": thumb.freed_bytes, "sequence_bytes": thumb.sequence_bytes,
+                                "added_concurrency": thumb.count, "added_concurrency_one_unit": thumb.count_one_unit}
+    return doc
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:g}B"
+
+
+def _engine_label(engine: str) -> str:
+    return {"sglang": "SGLang", "trtllm": "TensorRT-LLM", "llama.cpp": "llama.cpp"}.get(engine, "vLLM")
+
+
+def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engine: str = "vllm") -> list[str]:
+    """The back-of-envelope reading of FP8 weights (seed 000's) beside the real bytes and vLLM's count."""
+    gb, gib = thumb.freed_bytes / 1e9, thumb.sequence_bytes / GiB
+    out = [f"rule of thumb (seed 000): {_size(thumb.nominal_params)} params x {thumb.saved_per_param} byte saved / "
+           f"{thumb.gpus} GPU{'s' if thumb.gpus > 1 else ''} = {gb:.1f} GB per GPU; {gb:.1f} / {gib:.3g} GiB per "
+           f"{context:,}-token sequence = {thumb.count:+,} requests (GB over GiB, as the seed divides them: "
+           f"{thumb.count_one_unit:+,} in one unit)"]
+    if fp8 is not None and fp8.freed_bytes > 0:
+        naive = fp8.freed_bytes // thumb.sequence_bytes
+        share = (f"; counted against a whole sequence that is {naive:+,}, but each GPU holds 1/{thumb.gpus} of every "
+                 "sequence" if thumb.gpus > 1 else "")
+        out.append(f"real: FP8 weights free {fp8.freed_bytes / GiB:.2f} GiB ({fp8.freed_bytes / 1e9:.1f} GB) on each "
+                   f"GPU{share}: {_engine_label(engine)} fits {fp8.added:+,}")
+    return out
 
 
 def _signed(n: int, units: str) -> str:
@@ -128,14 +159,17 @@ def levers_table(rows: list[Lever], context: int, units: str) -> str:
         right=[False, False, True, True, True, True, True])
 
 
-def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[Lever], units: str) -> str:
-    out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, vLLM's rules:",
+def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[Lever], units: str,
+                thumb: RuleOfThumb | None = None, engine: str = "vllm") -> str:
+    out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, {_engine_label(engine)}'s rules:",
            f"as configured: {fmt_bytes(baseline.kv_cache_bytes, units)} of KV cache per GPU, "
            f"{baseline.concurrency:,} requests at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
     out.append(levers_table(rows, context, units))
     same = [r for r in rows if r.context == context and r.starts]  # levers that keep the requests' length
     best = max(same, key=lambda r: (r.added / r.gpus, r.added), default=None)
     if best is not None and best.added > 0:
-        out += ["", f"Most per GPU: {best.name} ({best.flag}): {_signed(best.freed_bytes, units)} per GPU -> "
-                f"{best.added:+,} concurrent {context:,}-token requests"]
+        freed = f": {_signed(best.freed_bytes, units)} per GPU" if best.freed_bytes else ""
+        out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token requests"]
+    if thumb is not None:
+        out += ["", *rule_of_thumb_text(thumb, next((r for r in rows if r.name == "FP8 weights"), None), context, engine)]
     return "\n".join(out)

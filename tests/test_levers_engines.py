@@ -1,0 +1,150 @@
+"""What each lever buys under SGLang's, TensorRT-LLM's and llama-server's rules (`kvbudget levers --engine`,
+and the levers of `plan`'s best row and of `fit --engine sglang|trtllm`).
+
+Each lever row is checked against the engine module itself: the flag it prints, added to the baseline's launch
+command and read back by `explain`'s parser, gives a plan whose pool holds exactly the row's requests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import kvbudget
+from kvbudget.cli import main
+from kvbudget.engines import llamacpp, sglang, trtllm
+from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+from kvbudget.engines.other_commands import parse_other_command
+from kvbudget.hardware import find_gpu
+from kvbudget.plan import launch
+from kvbudget.plan.levers import replica_levers
+from kvbudget.plan.search import REPLICAS
+from kvbudget.units import InputError
+
+LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
+CTX = 8192
+
+
+def _with(base: list[str], flag: str) -> list[str]:
+    """The baseline command with the lever's flags set (replacing the same flag where it is already there)."""
+    argv = list(base)
+    words = flag.split()
+    i = 0
+    while i < len(words):
+        name = words[i]
+        value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("-") else None
+        i += 2 if value is not None else 1
+        if name in argv:
+            at = argv.index(name)
+            del argv[at:at + (2 if value is not None else 1)]
+        argv += [name] + ([value] if value is not None else [])
+    return argv
+
+
+def test_sglang_levers_round_trip_through_explain() -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    gpu = find_gpu("L40S")
+    base, rows = replica_levers(spec, gpu, "sglang", CTX)
+    p0 = sglang.plan(spec, gpu, sglang.SGLangSettings(context_length=CTX))
+    # the baseline is the engine's own pool: max_total_num_tokens // 8192 requests (180,866 // 8192 = 22 on an L40S)
+    assert base.concurrency == p0.max_total_num_tokens // CTX == 22
+    names = [r.name for r in rows]
+    assert names == ["FP8 weights", "4-bit weights (AWQ)", "FP8 KV cache", "half the context", "one more TP step",
+                     "one more replica", "mem_fraction_static 0.87", "mem_fraction_static 0.81"]
+    argv0 = launch.argv_for(spec.name, sglang.SGLangSettings(context_length=CTX))
+    for r in rows:
+        if r.name == "one more replica":
+            assert (r.gpus, r.concurrency) == (2, 2 * base.concurrency)
+            continue
+        cmd = parse_other_command(_with(argv0, r.flag))
+        assert cmd.sglang is not None and not cmd.warnings
+        p = sglang.plan(spec, gpu, cmd.sglang)
+        assert r.concurrency == p.max_total_num_tokens // r.context, r.name
+        assert r.freed_bytes == max(p.rest_bytes, 0) - max(p0.rest_bytes, 0), r.name
+        assert r.added == r.concurrency - base.concurrency
+    by = {r.name: r for r in rows}
+    # an FP8 KV cache halves the bytes per token (131,072 -> 65,536): the same memory holds twice the tokens
+    assert by["FP8 KV cache"].freed_bytes == 0 and by["FP8 KV cache"].concurrency == 44
+    # FP8 weights free what the weights shrink by (every linear weight 2 -> 1 byte + scales), as SGLang sizes it
+    assert by["FP8 weights"].weights_bytes < base.weights_bytes
+    assert by["mem_fraction_static 0.87"].added > 0 > by["mem_fraction_static 0.81"].added
+
+
+def test_trtllm_levers_scale_the_pool_with_the_fraction() -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    gpu = find_gpu("H100")
+    base, rows = replica_levers(spec, gpu, "trtllm", CTX)
+    by = {r.name: r for r in rows}
+    # trtllm-serve takes a pre-quantized checkpoint and the KV dtype from an options file: no FP8 levers here
+    assert "FP8 weights" not in by and "FP8 KV cache" not in by
+    argv0 = launch.argv_for(spec.name, trtllm.TrtllmSettings(max_seq_len=CTX))
+    p0 = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(max_seq_len=CTX))
+    assert base.concurrency == p0.max_tokens // CTX
+    for name in ("free_gpu_memory_fraction 0.95", "free_gpu_memory_fraction 0.85", "half the context", "one more TP step"):
+        cmd = parse_other_command(_with(argv0, by[name].flag))
+        assert cmd.trtllm is not None
+        p = trtllm.plan(spec, gpu, cmd.trtllm)
+        assert by[name].concurrency == p.max_tokens // by[name].context
+        assert by[name].freed_bytes == p.pool_bytes - p0.pool_bytes
+    # the pool is the fraction of the memory left after the profiled peak: 0.95 / 0.90 of it, to a block
+    up = by["free_gpu_memory_fraction 0.95"]
+    assert abs(up.kv_cache_bytes - base.kv_cache_bytes * 0.95 / 0.90) <= 2 * 32 * 131_072
+
+
+def test_llamacpp_levers_are_the_largest_slot_counts_that_fit() -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    gpu = find_gpu("L40S")
+    base, rows = replica_levers(spec, gpu, "llama.cpp", CTX)
+    by = {r.name: r for r in rows}
+    assert list(by) == ["q8_0 KV cache", "q4_0 KV cache", "half the context", "twice the GPUs (-ts)", "one more replica"]
+
+    def fits(n: int, ctx: int, cache: str = "f16", devices: int = 1) -> bool:
+        s = llamacpp.LlamaCppSettings(n_ctx=n * ctx, n_parallel=n, kv_unified=True, type_k=cache, type_v=cache,
+                                      flash_attn="on" if cache != "f16" else "auto", fit=False, devices=devices)
+        return llamacpp.plan(spec, gpu, s).fits
+
+    # each row's requests are the largest -np N whose -c N x context cache fits the GPU with the weights
+    for n, ctx, cache, devices in ((base.concurrency, CTX, "f16", 1), (by["q8_0 KV cache"].concurrency, CTX, "q8_0", 1),
+                                   (by["q4_0 KV cache"].concurrency, CTX, "q4_0", 1),
+                                   (by["half the context"].concurrency, CTX // 2, "f16", 1),
+                                   (by["twice the GPUs (-ts)"].concurrency, CTX, "f16", 2)):
+        assert fits(n, ctx, cache, devices) and not fits(n + 1, ctx, cache, devices), (n, ctx, cache)
+    # q8_0 stores 32 values in 34 bytes (vs 64 in f16): about 1.88x the slots, q4_0 (18 bytes) about 3.56x
+    assert by["q8_0 KV cache"].concurrency > 1.8 * base.concurrency
+    assert by["q4_0 KV cache"].concurrency > 3.4 * base.concurrency
+    # the flags realise the row: llama-server with them is the plan that fits
+    half = by["half the context"]
+    cmd = parse_llamacpp_command(["llama-server", "-m", "model.gguf", *half.flag.split()])
+    assert (cmd.settings.n_ctx, cmd.settings.n_parallel) == (half.concurrency * CTX // 2, half.concurrency)
+    cmd = parse_llamacpp_command(["llama-server", "-m", "model.gguf", "-c", str(CTX), *by["q8_0 KV cache"].flag.split()])
+    assert (cmd.settings.type_k, cmd.settings.type_v, cmd.settings.flash_attn) == ("q8_0", "q8_0", "on")
+
+
+def test_llamacpp_has_no_fraction_and_unknown_engines_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    with pytest.raises(InputError, match="no memory fraction"):
+        REPLICAS["llama.cpp"](spec, find_gpu("L4"), 1, 1, "auto", "auto", 1, CTX, "current", 0.9)
+    with pytest.raises(InputError, match="levers know the engines"):
+        replica_levers(spec, find_gpu("L4"), "exllama", CTX)
+    with pytest.raises(SystemExit) as exc:
+        main(["levers", LLAMA8, "--gpu", "L4", "--context", "8192", "--engine", "exllama"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_cli_levers_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["levers", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("meta-llama/Llama-3.1-8B-Instruct on 1 x L40S-48GB, requests of 8,192 tokens, SGLang's rules:")
+    assert "--kv-cache-dtype fp8_e4m3" in text and "real: FP8 weights free 6.50 GiB (7.0 GB) on each GPU: SGLang fits +6" in text
+    assert main(["levers", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "llama.cpp", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["engine"] == {"name": "llama.cpp"} and doc["levers"][0]["flag"] == "-ctk q8_0 -ctv q8_0 -fa on"
+    # fit --engine sglang carries the same rows
+    assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["max_concurrency"] == pytest.approx(fit["kv_cache_tokens"] / 8192, abs=1e-3)
+    assert [r["lever"] for r in fit["levers"]][:3] == ["FP8 weights", "4-bit weights (AWQ)", "FP8 KV cache"]
+    # plan's best row under SGLang gets its levers
+    assert main(["plan", LLAMA8, "--concurrency", "32", "--context", "8192", "--engine", "sglang", "--gpus", "L40S"]) == 0
+    assert "For the best deployment (one replica) -- What each lever buys:" in capsys.readouterr().out

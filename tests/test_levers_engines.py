@@ -75,12 +75,13 @@ def test_trtllm_levers_scale_the_pool_with_the_fraction() -> None:
     gpu = find_gpu("H100")
     base, rows = replica_levers(spec, gpu, "trtllm", CTX)
     by = {r.name: r for r in rows}
-    # trtllm-serve takes a pre-quantized checkpoint and the KV dtype from an options file: no FP8 levers here
-    assert "FP8 weights" not in by and "FP8 KV cache" not in by
+    # trtllm-serve takes a pre-quantized checkpoint: no FP8-weights lever; the KV dtype is a flag (--kv_cache_dtype)
+    assert "FP8 weights" not in by and by["FP8 KV cache"].flag == "--kv_cache_dtype fp8"
     argv0 = launch.argv_for(spec.name, trtllm.TrtllmSettings(max_seq_len=CTX))
     p0 = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(max_seq_len=CTX))
     assert base.concurrency == p0.max_tokens // CTX
-    for name in ("free_gpu_memory_fraction 0.95", "free_gpu_memory_fraction 0.85", "half the context", "one more TP step"):
+    for name in ("free_gpu_memory_fraction 0.95", "free_gpu_memory_fraction 0.85", "half the context", "one more TP step",
+                 "FP8 KV cache"):
         cmd = parse_other_command(_with(argv0, by[name].flag))
         assert cmd.trtllm is not None
         p = trtllm.plan(spec, gpu, cmd.trtllm)

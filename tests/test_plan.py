@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 import kvbudget
+from kvbudget._record import replace
 from kvbudget.cli import main
 from kvbudget.engines import vllm
 from kvbudget.engines.vllm_command import parse_vllm_command
@@ -281,19 +282,62 @@ def test_trtllm_plans_round_trip() -> None:
 
     spec = kvbudget.load_model(LLAMA70)
     a100 = find_gpu("A100-80GB")
-    rows = search(spec, 64, 8192, [a100], engine="trtllm")
-    quantized = [d for d in rows if d.weights_dtype != "auto" or d.kv_dtype != "auto"]
+    rows = search(spec, 64, 8192, [a100], weights=("auto", "fp8"), engine="trtllm")
+    quantized = [d for d in rows if d.weights_dtype != "auto"]
     assert quantized and all("pre-quantized checkpoint" in d.reason for d in quantized)
-    best = next(d for d in rows if d.serves)
-    p = trtllm.plan(spec, a100, best.settings)  # type: ignore[arg-type]
-    # the paged pool holds max_tokens tokens: whole requests of 8192 of them
-    assert best.per_replica == min(p.max_tokens // 8192, best.settings.max_batch_size)  # type: ignore[union-attr]
-    argv = launch.argv_for(spec.name, best.settings)
-    container = next(iter(yaml.safe_load_all(launch.kubernetes(spec.name, argv, best.tp, 1))))["spec"]["template"][
-        "spec"]["containers"][0]
-    assert container["command"] == ["trtllm-serve"] and container["image"].startswith("nvcr.io/nvidia/tensorrt-llm")
-    back = parse_other_command(container["command"] + container["args"])
-    assert back.trtllm is not None and trtllm.plan(spec, a100, back.trtllm) == p
+    # the default search tries the checkpoint's KV dtype and FP8 (trtllm-serve --kv_cache_dtype fp8, TensorRT-LLM
+    # PR #11487, March 2026): an FP8 pool of the same bytes holds twice the tokens
+    fp8_rows = [d for d in rows if d.kv_dtype == "fp8" and d.serves]
+    assert fp8_rows
+    for best in (next(d for d in rows if d.serves and d.kv_dtype == "auto"), fp8_rows[0]):
+        p = trtllm.plan(spec, a100, best.settings)  # type: ignore[arg-type]
+        # the paged pool holds max_tokens tokens: whole requests of 8192 of them
+        assert best.per_replica == min(p.max_tokens // 8192, best.settings.max_batch_size)  # type: ignore[union-attr]
+        argv = launch.argv_for(spec.name, best.settings)
+        assert ("--kv_cache_dtype" in argv) == (best.kv_dtype == "fp8")
+        container = next(iter(yaml.safe_load_all(launch.kubernetes(spec.name, argv, best.tp, 1))))["spec"]["template"][
+            "spec"]["containers"][0]
+        assert container["command"] == ["trtllm-serve"] and container["image"].startswith("nvcr.io/nvidia/tensorrt-llm")
+        back = parse_other_command(container["command"] + container["args"])
+        assert back.trtllm is not None and trtllm.plan(spec, a100, back.trtllm) == p
+    # 80 layers x 8 KV heads x 128 x 2 (K, V) / TP: 2 bytes each in bf16, 1 in fp8
+    tp4 = trtllm.TrtllmSettings(tp=4, max_seq_len=8192)
+    assert trtllm.plan(spec, a100, tp4).per_token_bytes == 80 * 2 * 128 * 2 * 2
+    assert trtllm.plan(spec, a100, replace(tp4, kv_cache_dtype="fp8")).per_token_bytes == 80 * 2 * 128 * 2
+    with pytest.raises(InputError, match="auto or fp8"):
+        trtllm.plan(spec, a100, replace(tp4, kv_cache_dtype="int4"))
+
+
+def test_trtllm_options_file_is_read_like_trtllm_serve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.engines.other_commands import parse_other_command
+
+    # trtllm-serve --extra_llm_api_options (renamed --config) YAML: the LLM API's fields, kv_cache_config nested
+    options = tmp_path / "extra.yaml"
+    options.write_text("max_batch_size: 64\nenable_chunked_prefill: true\nkv_cache_config:\n  dtype: fp8\n"
+                       "  free_gpu_memory_fraction: 0.85\n  enable_block_reuse: false\n")
+    cmd = parse_other_command(["trtllm-serve", LLAMA70, "--tp_size", "4", "--kv_cache_free_gpu_memory_fraction", "0.9",
+                               "--extra_llm_api_options", str(options)])
+    s = cmd.trtllm
+    assert s is not None and (s.tp, s.max_batch_size, s.kv_cache_dtype, s.free_gpu_memory_fraction) == (4, 64, "fp8", 0.85)
+    assert cmd.warnings == ("trtllm options enable_chunked_prefill does not change memory in kvbudget's model: ignored",
+                            "trtllm options kv_cache_config.enable_block_reuse does not change memory in kvbudget's "
+                            "model: ignored")
+    same = parse_other_command(["trtllm-serve", LLAMA70, "--tp_size", "4", "--config", str(options)])
+    assert same.trtllm == s
+    # explain reads it end to end; a garbled file is one line and exit 2
+    assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--tp_size", "4",
+                 "--extra_llm_api_options", str(options)]) == 0
+    capsys.readouterr()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kv_cache_config:\n  dtype: [fp8\n")
+    assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not valid YAML" in err
+    bad.write_text("kv_cache_config:\n  free_gpu_memory_fraction: lots\n")
+    assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--config", str(bad)]) == 2
+    assert "free_gpu_memory_fraction 'lots' is not a float" in capsys.readouterr().err
+    assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--config", str(tmp_path / "no")]) == 2
+    assert "cannot read it" in capsys.readouterr().err
 
 
 def test_plan_text_shows_the_levers_of_the_best_row(capsys: pytest.CaptureFixture[str]) -> None:

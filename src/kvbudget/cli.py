@@ -188,7 +188,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
     p.add_argument("--gpus-per-node", type=_count, default=8, help="GPUs per node: TP stays within one (default 8)")
     p.add_argument("--weights-dtype", help="weight formats to try (default auto,fp8; trtllm: auto; auto = the checkpoint's)")
-    p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; trtllm: auto)")
+    p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; llama.cpp: auto,q8_0)")
     p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
     p.add_argument("--top", type=_count, default=10, help="rows to show (default 10; --json gives all)")
     p.add_argument("--plot", metavar="FILE", help="also draw capacity vs price per hour (.png/.svg)")
@@ -638,7 +638,7 @@ def _plan(args: argparse.Namespace) -> str:
     prices = read_prices(args.prices) if args.prices else None
     # trtllm-serve takes pre-quantized checkpoints; llama.cpp runs a GGUF's own types and has q8_0, not fp8, caches
     default_w = "auto" if args.engine in ("trtllm", "llama.cpp") else "auto,fp8"
-    default_kv = {"trtllm": "auto", "llama.cpp": "auto,q8_0"}.get(args.engine, "auto,fp8")
+    default_kv = {"llama.cpp": "auto,q8_0"}.get(args.engine, "auto,fp8")
     weights = tuple(w.strip() for w in (args.weights_dtype or default_w).split(",") if w.strip())
     kv = tuple(k.strip() for k in (args.kv_dtype or default_kv).split(",") if k.strip())
     if not weights or not kv:

@@ -27,6 +27,9 @@ _TRTLLM = {
     "--max_num_tokens": ("max_num_tokens", "int"), "--max-num-tokens": ("max_num_tokens", "int"),
     "--max_seq_len": ("max_seq_len", "int"), "--max-seq-len": ("max_seq_len", "int"),
     "--backend": ("backend", "str"),
+    "--kv_cache_dtype": ("kv_cache_dtype", "str"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
+    "--config": ("options", "str"), "--extra_llm_api_options": ("options", "str"),
+    "--extra-llm-api-options": ("options", "str"),
 }
 
 
@@ -56,7 +59,7 @@ def parse_other_command(argv: list[str] | str) -> OtherCommand:
     else:
         raise InputError("not an SGLang or TensorRT-LLM launch command")
     fields: dict[str, object] = {}
-    model = ""
+    model = options = ""
     warnings: list[str] = []
     i = 0
     while i < len(args):
@@ -70,6 +73,8 @@ def parse_other_command(argv: list[str] | str) -> OtherCommand:
             field, kind = table[flag]
             if field == "model":
                 model = inline
+            elif field == "options":
+                options = inline
             elif field == "backend":
                 fields["backend"] = "engine" if inline in ("trt", "tensorrt") else "pytorch"
             else:
@@ -86,4 +91,58 @@ def parse_other_command(argv: list[str] | str) -> OtherCommand:
         raise InputError("the command names no model")
     if engine == "sglang":
         return OtherCommand(engine, model, replace(SGLangSettings(), **fields), None, tuple(warnings))
+    if options:  # the LLM API options file overrides the flags, as trtllm-serve merges it
+        more, ignored = _llm_api_options(options)
+        fields.update(more)
+        warnings += [f"trtllm options {key} does not change memory in kvbudget's model: ignored" for key in ignored]
     return OtherCommand(engine, model, None, replace(TrtllmSettings(), **fields), tuple(warnings))
+
+
+_OPTIONS = {"max_batch_size": "max_batch_size", "max_num_tokens": "max_num_tokens", "max_seq_len": "max_seq_len",
+            "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "max_beam_width": "max_beam_width"}
+_KV_OPTIONS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_tokens": "max_tokens",
+               "tokens_per_block": "tokens_per_block", "dtype": "kv_cache_dtype"}
+
+
+def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
+    """TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options`` YAML): the settings it
+    sets, and the keys kvbudget does not model."""
+    import yaml  # PyYAML, a dependency of huggingface_hub
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise InputError(f"--extra_llm_api_options {path}: cannot read it ({exc.__class__.__name__})") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise InputError(f"--extra_llm_api_options {path}: not valid YAML{line}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"--extra_llm_api_options {path}: must hold a mapping of LLM API options")
+    out: dict[str, object] = {}
+    ignored: list[str] = []
+
+    def take(field: str, key: str, value: object) -> None:
+        kind = {"free_gpu_memory_fraction": float, "kv_cache_dtype": str}.get(field, int)
+        if value is None and field in ("max_tokens", "max_seq_len"):
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise InputError(f"--extra_llm_api_options {path}: {key} {value!r} is not a {kind.__name__}")
+        try:
+            out[field] = kind(value)
+        except ValueError:
+            raise InputError(f"--extra_llm_api_options {path}: {key} {value!r} is not a {kind.__name__}") from None
+
+    for key, value in data.items():
+        if key == "kv_cache_config" and isinstance(value, dict):
+            for sub, item in value.items():
+                if sub in _KV_OPTIONS:
+                    take(_KV_OPTIONS[sub], f"kv_cache_config.{sub}", item)
+                else:
+                    ignored.append(f"kv_cache_config.{sub}")
+        elif key in _OPTIONS:
+            take(_OPTIONS[key], str(key), value)
+        else:
+            ignored.append(str(key))
+    return out, ignored

@@ -86,6 +86,9 @@ def engine_buffers(batch: int, beam: int, seq: int, vocab: int) -> tuple[int, in
     return u + 24 * batch * beam * seq, 4 * u + 16 * batch * beam * seq + 65536 * batch
 
 
+_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "bf16", "bfloat16", "fp16", "float16")
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     check_tp(spec, s.tp)
     if not 0 < s.free_gpu_memory_fraction < 1:
@@ -98,7 +101,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(dtype, dense_dtype=dtype)
     stage = max(stages(spec, fmt, s.tp, s.pp), key=lambda st: st.weights_bytes)
-    nbytes = 1 if s.kv_cache_dtype.lower().startswith("fp8") else element_type(dtype).nbytes(1)
+    kv = s.kv_cache_dtype.lower()
+    if kv not in _KV_DTYPES:
+        raise InputError(f"TensorRT-LLM's KV cache dtype is auto or fp8 in kvbudget's model, not {s.kv_cache_dtype!r}")
+    nbytes = 1 if kv.startswith("fp8") else element_type(dtype).nbytes(1)
     per_token = per_token_bytes(spec, stage.layers, s.tp, nbytes)
     if any(isinstance(x, FullAttention) and x.num_kv_heads < s.tp for x in stage.layers):
         notes.append("TP exceeds the KV heads: TRT-LLM's per-token estimate divides heads x head_dim by TP without "

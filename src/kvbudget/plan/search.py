@@ -124,11 +124,10 @@ def trtllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv
     """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
     (``max_tokens // context``), capped by ``max_batch_size``."""
     del version
-    if weights != "auto" or kv != "auto":
-        # trtllm-serve takes a pre-quantized checkpoint and sets the KV dtype in an options file
-        raise InputError("TensorRT-LLM is planned with the checkpoint's own weights and KV dtype (use --weights-dtype auto "
-                         "--kv-dtype auto, or pass a pre-quantized checkpoint)")
-    s = trtllm.TrtllmSettings(tp=tp, pp=pp, max_seq_len=context)
+    if weights != "auto":  # trtllm-serve takes a pre-quantized checkpoint
+        raise InputError("TensorRT-LLM is planned with the checkpoint's own weights (use --weights-dtype auto, or "
+                         "pass a pre-quantized checkpoint)")
+    s = trtllm.TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if kv.startswith("fp8") else kv)
     if fraction is not None:
         s = replace(s, free_gpu_memory_fraction=fraction)
     p = trtllm.plan(spec, gpu, s)

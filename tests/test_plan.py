@@ -455,3 +455,27 @@ def test_rule_of_thumb_reads_the_size_from_the_name() -> None:
     thumb = rule_of_thumb(spec, 1, kvbudget.kv(spec, context=8192).bytes_per_sequence)
     assert thumb is not None and (thumb.freed_bytes, thumb.count, thumb.count_one_unit) == (8 * 10**9, 8, 7)
     assert rule_of_thumb(spec, 1, 0) is None
+
+
+def test_fit_that_does_not_hold_the_load_names_the_fewest_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    # 16 requests of 32K on 4 x H100 at TP4: the pool holds 15.15x (496,320 tokens // 32,768), one short; the
+    # next layout vLLM can run within a node, TP8, holds 43 -- the fewest H100s, as api.fewest_gpus finds them
+    argv = ["fit", LLAMA70, "--gpu", "H100", "--tp", "4", "--context", "32768", "--batch", "16"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "Verdict: does not fit" in text
+    best = kvbudget.fewest_gpus(LLAMA70, concurrency=16, context=32768, gpu="H100")
+    assert best is not None and (best.num_gpus, best.tp, best.replicas) == (8, 8, 1)
+    tp8 = vllm.plan(kvbudget.load_model(LLAMA70), find_gpu("H100"),
+                    vllm.VllmSettings(tensor_parallel_size=8, max_model_len=32768))
+    assert best.max_concurrency == tp8.num_gpu_blocks // 2048 == 43
+    assert f"Fewest H100-SXM-80GB for 16 x 32,768-token requests: 8 (TP8), holding {best.max_concurrency} at once" in text
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["fewest_gpus"]["num_gpus"] == 8 and doc["fewest_gpus"]["launch"]["command"] == (
+        f"vllm serve {LLAMA70} --tensor-parallel-size 8 --max-model-len 32768")
+    # one that does not start at all (70B bf16 on one H100) gets the same line; one that fits does not
+    assert main(["fit", LLAMA70, "--gpu", "H100", "--context", "8192"]) == 0
+    assert "Fewest H100-SXM-80GB for 1 x 8,192-token requests: 2 (TP2)" in capsys.readouterr().out
+    assert main(["fit", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--context", "8192", "--json"]) == 0
+    assert "fewest_gpus" not in json.loads(capsys.readouterr().out)

@@ -331,18 +331,30 @@ def _fit_vllm(args: argparse.Namespace) -> str:
 
         fit_plot(p, args.plot)
     fixes = suggestions(spec, gpu, settings, p)
-    if not p.starts:
-        return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
-    from ._record import replace
-    from .plan.levers import levers
     from .report import plan_report
 
-    baseline, rows = levers(spec, gpu, replace(settings, max_model_len=p.max_model_len))
+    more: dict[str, object] = {}
+    tail = ""
+    if not p.starts or p.max_concurrency < args.batch:  # the fewest GPUs of this type that hold the load
+        from .plan.search import search
+
+        context = p.max_model_len if p.max_model_len > 0 else (args.context or spec.max_context)
+        rows = [d for d in search(spec, args.batch, context, [gpu], weights=(args.weights_dtype,), kv=(args.kv_dtype,),
+                                  version=args.vllm_version) if d.serves]
+        fewest = min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
+        more["fewest_gpus"] = plan_report.fewest_doc(spec.name, fewest)
+        tail = "" if args.json else "\n" + plan_report.fewest_text(fewest, gpu.name, args.batch, context, 64)
+    if not p.starts:
+        return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings), more=more) + tail
+    from ._record import replace
+    from .plan.levers import levers
+
+    baseline, lever_rows = levers(spec, gpu, replace(settings, max_model_len=p.max_model_len))
     if args.json:  # the document gains one row per lever
-        more = {"levers": plan_report.levers_doc(spec.name, gpu.name, baseline, rows)["levers"]}
+        more["levers"] = plan_report.levers_doc(spec.name, gpu.name, baseline, lever_rows)["levers"]
         return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings), more=more)
-    out = _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings))
-    return out + "\n\n" + plan_report.levers_table(rows, p.max_model_len, args.units)
+    out = _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings)) + tail
+    return out + "\n\n" + plan_report.levers_table(lever_rows, p.max_model_len, args.units)
 
 
 def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list[str] | None = None,

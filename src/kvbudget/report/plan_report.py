@@ -102,6 +102,21 @@ def _why(reason: str) -> str:
     return head if len(head) <= 70 else head[:70].rsplit(" ", 1)[0] + " ..."
 
 
+def fewest_doc(model: str, d: Deployment | None) -> dict[str, Any] | None:
+    """The fewest GPUs of the type asked for that hold the load (``fit`` when it does not), as a JSON object."""
+    if d is None:
+        return None
+    return {"gpu": d.gpu, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "replicas": d.replicas,
+            "max_concurrency": d.max_concurrency, "kv_cache_bytes": d.kv_cache_bytes, "launch": launch_doc(model, d)}
+
+
+def fewest_text(d: Deployment | None, gpu: str, batch: int, context: int, max_gpus: int) -> str:
+    if d is None:
+        return f"Fewest {gpu} for {batch:,} x {context:,}-token requests: none within {max_gpus} GPUs"
+    return (f"Fewest {gpu} for {batch:,} x {context:,}-token requests: {d.num_gpus} ({_layout(d)}), holding "
+            f"{d.max_concurrency:,} at once")
+
+
 def _lever_doc(r: Lever) -> dict[str, Any]:
     return {"lever": r.name, "flag": r.flag or None, "gpus": r.gpus, "kv_cache_bytes": r.kv_cache_bytes,
             "freed_bytes": r.freed_bytes, "weights_bytes": r.weights_bytes, "max_concurrency": r.concurrency,

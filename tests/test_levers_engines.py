@@ -15,6 +15,7 @@ from kvbudget.cli import main
 from kvbudget.engines import llamacpp, sglang, trtllm
 from kvbudget.engines.llamacpp_command import parse_llamacpp_command
 from kvbudget.engines.other_commands import parse_other_command
+from kvbudget.engines.vllm import VllmSettings
 from kvbudget.hardware import find_gpu
 from kvbudget.plan import launch
 from kvbudget.plan.levers import replica_levers
@@ -149,3 +150,50 @@ def test_cli_levers_engine(capsys: pytest.CaptureFixture[str]) -> None:
     # plan's best row under SGLang gets its levers
     assert main(["plan", LLAMA8, "--concurrency", "32", "--context", "8192", "--engine", "sglang", "--gpus", "L40S"]) == 0
     assert "For the best deployment (one replica) -- What each lever buys:" in capsys.readouterr().out
+
+
+def test_inverse_questions_under_every_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    gpu = find_gpu("L40S")
+    # SGLang's pool does not depend on the context: 180,866 tokens hold 22 requests of 8,192, and 30 requests
+    # of at most 180,866 // 30 = 6,028 tokens
+    pool = sglang.plan(spec, gpu, sglang.SGLangSettings(context_length=CTX)).max_total_num_tokens
+    assert kvbudget.max_concurrency(spec, context=CTX, gpu=gpu, engine="sglang") == pool // CTX == 22
+    assert kvbudget.max_context(spec, concurrency=30, gpu=gpu, engine="sglang") == pool // 30 == 6028
+    # TensorRT-LLM's PyTorch backend: its max_tokens pool, likewise
+    tokens = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(max_seq_len=CTX)).max_tokens
+    assert kvbudget.max_concurrency(spec, context=CTX, gpu=gpu, engine="trtllm") == tokens // CTX
+    assert kvbudget.max_context(spec, concurrency=30, gpu=gpu, engine="trtllm") == tokens // 30
+    # llama-server: the longest -c 30 x C over -np 30 slots that fits, and C + 1 does not
+    longest = kvbudget.max_context(spec, concurrency=30, gpu=gpu, engine="llama.cpp")
+
+    def fits(ctx: int) -> bool:
+        s = llamacpp.LlamaCppSettings(n_ctx=30 * ctx, n_parallel=30, kv_unified=True, fit=False)
+        return llamacpp.plan(spec, gpu, s).fits
+
+    assert fits(longest) and not fits(longest + 1)
+    # the model's limit caps it: one request of Llama-3.1-8B's 131,072 tokens fits an L40S under every engine
+    assert kvbudget.max_context(spec, concurrency=1, gpu=gpu, engine="sglang") == 131072
+    # the fewest GPUs under TensorRT-LLM's rules: no layout with fewer GPUs serves 16 x 32K of a 70B
+    best = kvbudget.fewest_gpus("meta-llama/Llama-3.1-70B-Instruct", concurrency=16, context=32768, gpu="H100",
+                                engine="trtllm")
+    assert best is not None
+    spec70 = kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct")
+    for tp in (1, 2, 4, 8):
+        s = trtllm.TrtllmSettings(tp=tp, max_seq_len=32768)
+        holds = trtllm.plan(spec70, find_gpu("H100"), s).max_tokens // 32768
+        assert (holds >= 16) == (tp >= best.tp), tp
+    assert best.num_gpus == best.tp  # one replica: a second one of a smaller TP would need as many GPUs or more
+    with pytest.raises(InputError, match="settings are vLLM's"):
+        kvbudget.max_concurrency(spec, context=CTX, gpu=gpu, engine="sglang", settings=VllmSettings())
+    # fit --engine sglang --batch 30: the same answers, a verdict, and the fewest L40S that hold the load
+    assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--batch", "30"]) == 0
+    text = capsys.readouterr().out
+    assert ("Requests of 8,192 tokens held at once: 22\nLongest context for 30 requests at once:  6,028\n"
+            "Verdict: does not fit: 30 x 8,192-token requests\n"
+            "Fewest L40S-48GB for 30 x 8,192-token requests: 2 (TP2)") in text
+    assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--batch", "30", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["requests_held"], doc["longest_context_for_batch"], doc["fits"]) == (22, 6028, False)
+    assert doc["fewest_gpus"]["tp"] == 2 and doc["fewest_gpus"]["launch"]["command"].startswith("python -m sglang")
+

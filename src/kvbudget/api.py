@@ -115,9 +115,19 @@ def explain(
 
 
 def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | None = None,
-                    gpu_memory: int | None = None, settings: VllmSettings | None = None) -> int:
-    """The most requests of ``context`` tokens vLLM holds at once: whole requests of the KV pool's
-    blocks (``num_gpu_blocks // blocks per request``), capped by ``max_num_seqs``; 0 if it does not start."""
+                    gpu_memory: int | None = None, settings: VllmSettings | None = None, engine: str = "vllm",
+                    tp: int = 1, pp: int = 1, weights: str = "auto", kv_dtype: str = "auto") -> int:
+    """The most requests of ``context`` tokens the engine holds at once; 0 if it does not start.
+
+    vLLM (``settings``): whole requests of the KV pool's blocks (``num_gpu_blocks // blocks per request``),
+    capped by ``max_num_seqs``. Other engines (``engine="sglang" | "trtllm" | "llama.cpp"`` with ``tp``, ``pp``,
+    ``weights``, ``kv_dtype``): whole requests of their pool, the scheduler admitting what it holds
+    (``plan/capacity.py``)."""
+    if engine != "vllm":
+        from .plan.capacity import held
+
+        _only_vllm_settings(settings, engine)
+        return held(_spec(model), _device(gpu, gpu_memory), engine, context, tp=tp, pp=pp, weights=weights, kv=kv_dtype)
     from ._record import replace
     from .engines.vllm import VllmSettings, capacity, plan
 
@@ -126,16 +136,30 @@ def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | No
     return min(most, p.max_num_seqs) if p.starts else 0
 
 
+def _only_vllm_settings(settings: object, engine: str) -> None:
+    if settings is not None:
+        raise InputError(f"settings are vLLM's; for {engine} give tp, pp, weights and kv_dtype")
+
+
 def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | None = None,
-                gpu_memory: int | None = None, settings: VllmSettings | None = None) -> int:
-    """The longest context at which ``concurrency`` requests fit in vLLM's KV pool at once (vLLM's own
-    binary search over lengths, up to the model's limit); 0 if not even one token each, or if the
-    scheduler's ``max_num_seqs`` never runs that many at once."""
+                gpu_memory: int | None = None, settings: VllmSettings | None = None, engine: str = "vllm",
+                tp: int = 1, pp: int = 1, weights: str = "auto", kv_dtype: str = "auto") -> int:
+    """The longest context at which ``concurrency`` requests fit at once, up to the model's limit; 0 if not
+    even one token each (or, for vLLM, if the scheduler's ``max_num_seqs`` never runs that many at once).
+
+    vLLM: its own binary search over lengths on one profiled pool. Other engines: the longest ``C`` whose
+    plan holds ``concurrency`` requests while ``C + 1``'s does not (``plan/capacity.py``)."""
+    if concurrency < 1:
+        raise InputError(f"concurrency must be at least 1, got {concurrency}")
+    if engine != "vllm":
+        from .plan.capacity import longest_context
+
+        _only_vllm_settings(settings, engine)
+        return longest_context(_spec(model), _device(gpu, gpu_memory), engine, concurrency, tp=tp, pp=pp,
+                               weights=weights, kv=kv_dtype)
     from ._record import replace
     from .engines.vllm import VllmSettings, capacity, plan
 
-    if concurrency < 1:
-        raise InputError(f"concurrency must be at least 1, got {concurrency}")
     spec = _spec(model)
     p = plan(spec, _device(gpu, gpu_memory), replace(settings or VllmSettings(), max_model_len=None))
     if (not p.starts and not p.num_gpu_blocks) or concurrency > p.max_num_seqs:
@@ -146,11 +170,13 @@ def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | No
 
 def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: str | GPU | None = None,
                 gpu_memory: int | None = None, max_gpus: int = 64, gpus_per_node: int = 8,
-                weights: tuple[str, ...] = ("auto",), kv_dtype: tuple[str, ...] = ("auto",)) -> PlanRow | None:
+                weights: tuple[str, ...] = ("auto",), kv_dtype: tuple[str, ...] = ("auto",),
+                engine: str = "vllm") -> PlanRow | None:
     """The deployment with the fewest GPUs of one type (then the most headroom) that serves ``concurrency``
-    requests of ``context`` tokens: layout, replicas and precision as ``kvbudget plan`` searches them."""
+    requests of ``context`` tokens: layout, replicas and precision as ``kvbudget plan`` searches them, with
+    ``engine``'s rules (vllm, sglang, trtllm, llama.cpp)."""
     from .plan.search import search
 
     rows = [d for d in search(_spec(model), concurrency, context, [_device(gpu, gpu_memory)], max_gpus=max_gpus,
-                              gpus_per_node=gpus_per_node, weights=weights, kv=kv_dtype) if d.serves]
+                              gpus_per_node=gpus_per_node, weights=weights, kv=kv_dtype, engine=engine) if d.serves]
     return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)

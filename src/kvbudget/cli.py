@@ -567,22 +567,39 @@ def _fit_other(args: argparse.Namespace) -> str:
             quantization=quant, max_seq_len=args.context)
         p = trtllm.plan(spec, gpu, settings)
     more: dict[str, object] = {"launch": _launch_doc(spec.name, settings, tp * pp)} if args.json else {}
-    if not p.starts:  # type: ignore[attr-defined]
-        return _render_other(args, p, [], more)
+    from .plan.capacity import longest_context
     from .plan.levers import replica_levers
     from .report import plan_report
 
     context = p.context_len if isinstance(p, sglang.SGLangPlan) else p.max_seq_len  # type: ignore[attr-defined]
     fraction = args.mem_fraction_static if args.engine == "sglang" else args.free_gpu_memory_fraction
+    know = {"tp": tp, "pp": pp, "weights": args.weights_dtype, "kv": args.kv_dtype, "fraction": fraction}
     try:
-        baseline, rows = replica_levers(spec, gpu, args.engine, context, tp=tp, pp=pp, weights=args.weights_dtype,
-                                        kv=args.kv_dtype, fraction=fraction)
-    except InputError:  # a setting the plan search does not take (TensorRT-LLM with a KV dtype): no levers
+        baseline, rows = replica_levers(spec, gpu, args.engine, context, **know)
+        longest = longest_context(spec, gpu, args.engine, args.batch, **know)
+    except InputError:  # a setting the plan search does not take: no levers
         return _render_other(args, p, [], more)
-    if args.json:  # the document gains one row per lever
-        more["levers"] = plan_report.levers_doc(spec.name, gpu.name, baseline, rows, engine=args.engine)["levers"]
+    held, batch = baseline.concurrency, args.batch
+    verdict = [f"Requests of {context:,} tokens held at once: {held:,}",
+               f"Longest context for {batch} requests at once:  {longest:,}",
+               f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch} x {context:,}-token requests"]
+    fewest = None
+    if held < batch:
+        from .plan.search import search
+
+        found = [d for d in search(spec, batch, context, [gpu], weights=(args.weights_dtype,), kv=(args.kv_dtype,),
+                                   engine=args.engine) if d.serves]
+        fewest = min(found, key=lambda d: (d.num_gpus, -d.headroom), default=None)
+        verdict.append(plan_report.fewest_text(fewest, gpu.name, batch, context, 64))
+    if args.json:  # the document gains the verdict and one row per lever
+        more.update({"requests_held": held, "longest_context_for_batch": longest, "batch": batch, "fits": held >= batch})
+        if held < batch:
+            more["fewest_gpus"] = plan_report.fewest_doc(spec.name, fewest)
+        if p.starts:  # type: ignore[attr-defined]
+            more["levers"] = plan_report.levers_doc(spec.name, gpu.name, baseline, rows, engine=args.engine)["levers"]
         return _render_other(args, p, [], more)
-    return _render_other(args, p, []) + "\n\n" + plan_report.levers_table(rows, context, args.units)
+    out = _render_other(args, p, []) + "\n\n" + "\n".join(verdict)
+    return out + ("\n\n" + plan_report.levers_table(rows, context, args.units) if p.starts else "")  # type: ignore[attr-defined]
 
 
 def _fit_transformers(args: argparse.Namespace) -> str:

@@ -7,8 +7,7 @@ the engine modules. Every constant below is printed with the plan as an ``Assump
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from .._bisect import largest
 from .._record import field, record, replace
 from ..hardware import GPU
 from ..kvcache import MAX_BATCH, MAX_CONTEXT, bytes_per_sequence, check_tp, kv_element_type, serving_dtype
@@ -117,23 +116,6 @@ def activation_bytes(spec: ModelSpec, tokens: int, seqs: int, tp: int, last_stag
     return hidden_states + logits
 
 
-def _largest(ok: Callable[[int], bool], hi: int) -> int:
-    """The largest x in [0, hi] with ok(x), for ok true up to some point and false after it
-    (0 when even ok(0) is false: nothing fits)."""
-    if ok(hi):
-        return hi
-    lo = 0
-    if not ok(lo):
-        return 0
-    while hi - lo > 1:  # ok(lo) and not ok(hi)
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def _stage_plan(
     spec: ModelSpec, dep: Deployment, stage: Stage, fmt: WeightFormat, dtype_name: str, context: int,
     total: int, overhead: int, assumptions: tuple[Assumption, ...],
@@ -159,9 +141,9 @@ def _stage_plan(
     per_seq = kv_for(1, context)
     need = dep.batch * per_seq
     # The largest batch and context are searched with the activations they would need themselves.
-    max_batch = None if not per_seq else _largest(
+    max_batch = None if not per_seq else largest(
         lambda b: kv_for(b, context) + act_for(b, context) <= avail, max(avail, 0) // per_seq)
-    max_ctx = _largest(lambda c: kv_for(dep.batch, c) + act_for(dep.batch, c) <= avail, limit)
+    max_ctx = largest(lambda c: kv_for(dep.batch, c) + act_for(dep.batch, c) <= avail, limit)
     return MemoryPlan(
         model=spec.name, params=spec.params, gpu=dep.gpu.name, num_gpus=tp * dep.pp, tp=tp, pp=dep.pp,
         stage=stage.index, stage_layers=(stage.first_layer, stage.num_layers), total_bytes=total,

@@ -345,6 +345,15 @@ def test_plan_text_shows_the_levers_of_the_best_row(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "For the best deployment (one replica) -- What each lever buys:" in out
     assert "--tensor-parallel-size 8" in out
+    # --json: the best row carries the same levers, each re-planned by vLLM from that row's settings
+    from kvbudget.plan.levers import levers
+
+    assert main(["plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "H100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    best = next(d for d in search(kvbudget.load_model(LLAMA70), 64, 8192, [find_gpu("H100")]) if d.serves)
+    _, rows = levers(kvbudget.load_model(LLAMA70), find_gpu("H100"), best.settings)  # type: ignore[arg-type]
+    assert [(r["lever"], r["max_concurrency"]) for r in doc["plans"][0]["levers"]] == [(r.name, r.concurrency) for r in rows]
+    assert all("levers" not in r for r in doc["plans"][1:])
 
 
 def test_review_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,6 +13,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
+    from .plan.levers import Lever
+
 PROG = "kvbudget"
 
 
@@ -697,14 +699,8 @@ def _plan(args: argparse.Namespace) -> str:
             if "no priced deployment" not in str(exc):
                 raise
             plot_warning = f"warning: {exc} (no plot written)"
-    if args.json:
-        from .report import json_doc
-
-        return json_doc.dumps(plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units,
-                                                   args.gpus_per_node))
-    out = plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
-                                args.gpus_per_node) + (f"\n{plot_warning}" if plot_warning else "")
     best = next((d for d in rows if d.serves), None)
+    lever_rows: list[Lever] = []
     if best is not None:  # what each lever would change for the chosen deployment
         from .plan.levers import levers, replica_levers
 
@@ -713,6 +709,16 @@ def _plan(args: argparse.Namespace) -> str:
         else:
             _, lever_rows = replica_levers(spec, find_gpu(best.gpu), best.engine, args.context, tp=best.tp, pp=best.pp,
                                            weights=best.weights_dtype, kv=best.kv_dtype, gpus_per_node=args.gpus_per_node)
+    if args.json:
+        from .report import json_doc
+
+        doc = plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units, args.gpus_per_node)
+        if best is not None:  # the best row carries its levers (one replica), as `levers --json` gives them
+            doc["plans"][0]["levers"] = plan_report.lever_docs(lever_rows)
+        return json_doc.dumps(doc)
+    out = plan_report.plan_text(spec.name, args.concurrency, args.context, rows, args.units, args.top, args.max_gpus,
+                                args.gpus_per_node) + (f"\n{plot_warning}" if plot_warning else "")
+    if best is not None:
         out += "\n\nFor the best deployment (one replica) -- " + plan_report.levers_table(lever_rows, args.context, args.units)
     return out
 

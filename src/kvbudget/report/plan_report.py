@@ -123,6 +123,10 @@ def _lever_doc(r: Lever) -> dict[str, Any]:
             "added_concurrency": r.added, "context": r.context, "starts": r.starts, "note": r.note or None}
 
 
+def lever_docs(rows: list[Lever]) -> list[dict[str, Any]]:
+    return [_lever_doc(r) for r in rows]
+
+
 def levers_doc(model: str, gpu: str, baseline: Lever, rows: list[Lever], thumb: RuleOfThumb | None = None,
                engine: str = "vllm") -> dict[str, Any]:
     doc: dict[str, Any] = {"model": model, "gpu": gpu, "engine": {"name": engine}, "baseline": _lever_doc(baseline),

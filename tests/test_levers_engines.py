@@ -114,12 +114,19 @@ def test_llamacpp_levers_are_the_largest_slot_counts_that_fit() -> None:
     # q8_0 stores 32 values in 34 bytes (vs 64 in f16): about 1.88x the slots, q4_0 (18 bytes) about 3.56x
     assert by["q8_0 KV cache"].concurrency > 1.8 * base.concurrency
     assert by["q4_0 KV cache"].concurrency > 3.4 * base.concurrency
-    # the flags realise the row: llama-server with them is the plan that fits
-    half = by["half the context"]
-    cmd = parse_llamacpp_command(["llama-server", "-m", "model.gguf", *half.flag.split()])
-    assert (cmd.settings.n_ctx, cmd.settings.n_parallel) == (half.concurrency * CTX // 2, half.concurrency)
-    cmd = parse_llamacpp_command(["llama-server", "-m", "model.gguf", "-c", str(CTX), *by["q8_0 KV cache"].flag.split()])
-    assert (cmd.settings.type_k, cmd.settings.type_v, cmd.settings.flash_attn) == ("q8_0", "q8_0", "on")
+    # the flags realise the row: the baseline's llama-server command with them set is a plan that fits with the
+    # row's slots of the row's context
+    argv0 = launch.argv_for("model.gguf", llamacpp.LlamaCppSettings(
+        n_ctx=base.concurrency * CTX, n_parallel=base.concurrency, kv_unified=True, fit=False))
+    for r in rows:
+        if r.name == "one more replica":
+            continue
+        cmd = parse_llamacpp_command(_with(argv0, r.flag))
+        got = cmd.settings
+        assert got.n_parallel == r.concurrency and got.n_ctx == r.concurrency * r.context, r.name
+        assert llamacpp.plan(spec, gpu, got).fits, r.name
+    assert by["half the context"].flag == f"-np {by['half the context'].concurrency}"  # -c stays: 30 x 8K = 60 x 4K
+    assert by["q8_0 KV cache"].flag.startswith(f"-c {by['q8_0 KV cache'].concurrency * CTX} -np ")
 
 
 def test_llamacpp_has_no_fraction_and_unknown_engines_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,7 +148,7 @@ def test_cli_levers_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--kv-cache-dtype fp8_e4m3" in text and "real: FP8 weights free 6.50 GiB (7.0 GB) on each GPU: SGLang fits +6" in text
     assert main(["levers", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "llama.cpp", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["engine"] == {"name": "llama.cpp"} and doc["levers"][0]["flag"] == "-ctk q8_0 -ctv q8_0 -fa on"
+    assert doc["engine"] == {"name": "llama.cpp"} and doc["levers"][0]["flag"] == "-c 458752 -np 56 -ctk q8_0 -ctv q8_0 -fa on"  # 56 slots of 8,192
     # fit --engine sglang carries the same rows
     assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--json"]) == 0
     fit = json.loads(capsys.readouterr().out)
@@ -197,3 +204,58 @@ def test_inverse_questions_under_every_engine(capsys: pytest.CaptureFixture[str]
     assert (doc["requests_held"], doc["longest_context_for_batch"], doc["fits"]) == (22, 6028, False)
     assert doc["fewest_gpus"]["tp"] == 2 and doc["fewest_gpus"]["launch"]["command"].startswith("python -m sglang")
 
+
+
+def test_fit_verdicts_keep_the_users_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    # SGLang with --max-num-seqs 4 (max_running_requests): the pool holds 50 x 8K on an H100 but the scheduler runs 4
+    argv = ["fit", LLAMA8, "--gpu", "H100", "--engine", "sglang", "--context", "8192", "--batch", "30"]
+    assert main([*argv, "--max-num-seqs", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "Requests of 8,192 tokens held at once: 4\n" in text and "Verdict: does not fit" in text
+    # the fewest GPUs line says how: the same H100 under SGLang's own scheduler cap, with its command
+    after = text.split("Fewest H100-SXM-80GB for 30 x 8,192-token requests: 1 (TP1), holding 50 at once:\n  ")[1]
+    assert after.splitlines()[0] == f"python -m sglang.launch_server --model-path {LLAMA8} --context-length 8192"
+    # a setting the search does not take is said, not dropped; a KV dtype SGLang does not have is refused
+    assert main(["fit", LLAMA8, "--gpu", "H100", "--engine", "trtllm", "--context", "8192", "--weights-dtype", "awq"]) == 0
+    assert "note: no longest context, levers or fewest GPUs: TensorRT-LLM is planned with the checkpoint's own weights" \
+        in capsys.readouterr().out
+    assert main(["fit", LLAMA8, "--gpu", "H100", "--engine", "sglang", "--kv-dtype", "int4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "SGLang's --kv-cache-dtype is one of" in err
+    # vLLM: the fewest-GPUs search keeps --gpu-memory-utilization (0.3 of an H100 cannot hold 30 x 8K of an 8B)
+    assert main(["fit", LLAMA8, "--gpu", "H100", "--context", "8192", "--batch", "30", "--gpu-memory-utilization", "0.3"]) == 0
+    text = capsys.readouterr().out
+    best = kvbudget.fewest_gpus(LLAMA8, concurrency=30, context=8192, gpu="H100")
+    assert best is not None and best.num_gpus == 1  # at the default 0.92 one H100 is enough ...
+    line = next(x for x in text.splitlines() if x.startswith("Fewest"))
+    assert not line.startswith("Fewest H100-SXM-80GB for 30 x 8,192-token requests: 1 ")  # ... not at 0.3
+    assert "--gpu-memory-utilization 0.3" in text.split(line)[1].splitlines()[1]
+
+
+def test_api_vllm_inverse_questions_take_the_layout() -> None:
+    from kvbudget.engines import vllm
+
+    spec = kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct")
+    h100 = find_gpu("H100")
+    s = vllm.VllmSettings(tensor_parallel_size=4, kv_cache_dtype="fp8", max_model_len=8192)
+    p = vllm.plan(spec, h100, s)
+    # whole requests of the pool: num_gpu_blocks // (8192 / 16), capped by max_num_seqs
+    expect = min(p.num_gpu_blocks // 512, p.max_num_seqs)
+    assert kvbudget.max_concurrency(spec, context=8192, gpu=h100, tp=4, kv_dtype="fp8") == expect
+    assert kvbudget.max_concurrency(spec, context=8192, gpu=h100, settings=vllm.VllmSettings(
+        tensor_parallel_size=4, kv_cache_dtype="fp8")) == expect
+    assert kvbudget.max_context(spec, concurrency=10, gpu=h100, tp=4, kv_dtype="fp8") > 0
+    with pytest.raises(InputError, match="inside settings"):
+        kvbudget.max_context(spec, concurrency=10, gpu=h100, tp=4, settings=vllm.VllmSettings())
+
+
+def test_llamacpp_takes_at_most_256_sequences(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = kvbudget.load_model(LLAMA8)
+    # llama-cparams.h: LLAMA_MAX_SEQ 256; llama_context refuses n_seq_max above it
+    with pytest.raises(InputError, match="n_seq_max must be <= 256"):
+        llamacpp.plan(spec, find_gpu("H100"), llamacpp.LlamaCppSettings(n_ctx=300 * 16, n_parallel=300))
+    assert main(["explain", "--gpu", "H100", "--", "llama-server", "-m", LLAMA8, "-c", "4800", "-np", "300"]) == 2
+    assert "n_seq_max must be <= 256" in capsys.readouterr().err
+    # tiny requests: the slots stop at 256 (the search is a bisection, not a walk)
+    base, rows = replica_levers(spec, find_gpu("H100"), "llama.cpp", 16)
+    assert base.concurrency == 256 and all(r.concurrency <= 256 * (2 if r.name == "one more replica" else 1) for r in rows)

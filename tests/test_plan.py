@@ -333,9 +333,37 @@ def test_trtllm_options_file_is_read_like_trtllm_serve(tmp_path: Path, capsys: p
     assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not valid YAML" in err
-    bad.write_text("kv_cache_config:\n  free_gpu_memory_fraction: lots\n")
+    for text, message in (
+        ("kv_cache_config:\n  free_gpu_memory_fraction: lots\n", "free_gpu_memory_fraction 'lots' is not a number"),
+        ("kv_cache_config:\n  free_gpu_memory_fraction: 1.5\n", "free_gpu_memory_fraction must be in (0, 1)"),
+        ("- max_batch_size: 8\n", "must hold a mapping of LLM API options"),
+        ("kv_cache_config: [fp8]\n", "kv_cache_config must be a mapping"),
+        ("kv_cache_config:\n", "kv_cache_config must be a mapping"),
+        ("max_batch_size: .inf\n", "max_batch_size must be a whole number of at least 1"),
+        ("max_batch_size: 1.7\n", "max_batch_size must be a whole number of at least 1"),
+        ("max_batch_size: 0\n", "max_batch_size must be a whole number of at least 1"),
+        ("max_seq_len: -1\n", "max_seq_len must be a whole number of at least 1"),
+        ("kv_cache_config:\n  max_tokens: -100\n", "max_tokens must be a whole number of at least 1"),
+        ("kv_cache_config:\n  dtype: 8\n", "dtype 8 is not a dtype name"),
+        ("kv_cache_config:\n  dtype: int4\n", "auto or fp8"),
+        ("kv_cache_config:\n  tokens_per_block: 48\n", "tokens_per_block must be a power of two"),
+        ("max_batch_size: true\n", "max_batch_size True is not a number"),
+    ):
+        bad.write_text(text)
+        assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--tp_size", "4",
+                     "--config", str(bad)]) == 2, text
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, (text, err)
+    bad.write_bytes(b"\xff\xfe\x00m\x00a\x00x")
     assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--config", str(bad)]) == 2
-    assert "free_gpu_memory_fraction 'lots' is not a float" in capsys.readouterr().err
+    assert "not UTF-8 text" in capsys.readouterr().err
+    # quoted numbers are numbers (YAML "64"), null is the engine's default
+    bad.write_text('max_batch_size: "64"\nkv_cache_config:\n  max_tokens: null\n')
+    assert parse_other_command(["trtllm-serve", LLAMA70, "--config", str(bad)]).trtllm.max_batch_size == 64  # type: ignore[union-attr]
+    # the engine's own limits hold for its flags too
+    assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--tp_size", "4",
+                 "--max_batch_size", "-5"]) == 2
+    assert "max_batch_size must be at least 1" in capsys.readouterr().err
     assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--config", str(tmp_path / "no")]) == 2
     assert "cannot read it" in capsys.readouterr().err
 

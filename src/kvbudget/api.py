@@ -129,11 +129,24 @@ def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | No
         _only_vllm_settings(settings, engine)
         return held(_spec(model), _device(gpu, gpu_memory), engine, context, tp=tp, pp=pp, weights=weights, kv=kv_dtype)
     from ._record import replace
-    from .engines.vllm import VllmSettings, capacity, plan
+    from .engines.vllm import capacity, plan
 
-    p = plan(_spec(model), _device(gpu, gpu_memory), replace(settings or VllmSettings(), max_model_len=context))
+    base = _vllm_settings(settings, tp, pp, weights, kv_dtype)
+    p = plan(_spec(model), _device(gpu, gpu_memory), replace(base, max_model_len=context))
     most, _ = capacity(p, 1)
     return min(most, p.max_num_seqs) if p.starts else 0
+
+
+def _vllm_settings(settings: VllmSettings | None, tp: int, pp: int, weights: str, kv_dtype: str) -> VllmSettings:
+    """vLLM's settings: ``settings`` as given, or built from ``tp``, ``pp``, ``weights`` and ``kv_dtype`` (not both)."""
+    from .engines.vllm import VllmSettings
+
+    if settings is None:
+        return VllmSettings(tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                            quantization=None if weights == "auto" else weights, kv_cache_dtype=kv_dtype)
+    if (tp, pp, weights, kv_dtype) != (1, 1, "auto", "auto"):
+        raise InputError("give tp, pp, weights and kv_dtype inside settings when you pass vLLM settings")
+    return settings
 
 
 def _only_vllm_settings(settings: object, engine: str) -> None:
@@ -158,10 +171,11 @@ def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | No
         return longest_context(_spec(model), _device(gpu, gpu_memory), engine, concurrency, tp=tp, pp=pp,
                                weights=weights, kv=kv_dtype)
     from ._record import replace
-    from .engines.vllm import VllmSettings, capacity, plan
+    from .engines.vllm import capacity, plan
 
     spec = _spec(model)
-    p = plan(spec, _device(gpu, gpu_memory), replace(settings or VllmSettings(), max_model_len=None))
+    base = _vllm_settings(settings, tp, pp, weights, kv_dtype)
+    p = plan(spec, _device(gpu, gpu_memory), replace(base, max_model_len=None))
     if (not p.starts and not p.num_gpu_blocks) or concurrency > p.max_num_seqs:
         return 0
     _, longest = capacity(replace(p, starts=True), concurrency)

@@ -342,10 +342,10 @@ def _fit_vllm(args: argparse.Namespace) -> str:
 
         context = p.max_model_len if p.max_model_len > 0 else (args.context or spec.max_context)
         rows = [d for d in search(spec, args.batch, context, [gpu], weights=(args.weights_dtype,), kv=(args.kv_dtype,),
-                                  version=args.vllm_version) if d.serves]
+                                  version=args.vllm_version, fraction=args.gpu_memory_utilization) if d.serves]
         fewest = min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
         more["fewest_gpus"] = plan_report.fewest_doc(spec.name, fewest)
-        tail = "" if args.json else "\n" + plan_report.fewest_text(fewest, gpu.name, args.batch, context, 64)
+        tail = "" if args.json else "\n" + plan_report.fewest_text(spec.name, fewest, gpu.name, args.batch, context)
     if not p.starts:
         return _render_vllm(args, p, fixes, batch=args.batch, launch_for=(spec.name, settings), more=more) + tail
     from ._record import replace
@@ -547,6 +547,9 @@ def _render_other(args: argparse.Namespace, p: object, warnings: list[str], more
     return text.engine_text(row, p.model, p.gpu, lines, notes + [f"warning: {w}" for w in warnings], args.units)  # type: ignore[attr-defined]
 
 
+_SGLANG_KV = ("auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
 def _fit_other(args: argparse.Namespace) -> str:
     from . import api
     from .engines import sglang, trtllm
@@ -558,7 +561,9 @@ def _fit_other(args: argparse.Namespace) -> str:
     quant = None if args.weights_dtype == "auto" else args.weights_dtype
     settings: object
     if args.engine == "sglang":
-        kv = "fp8_e4m3" if args.kv_dtype.startswith("fp8") else "auto"
+        if args.kv_dtype not in _SGLANG_KV:
+            raise InputError(f"SGLang's --kv-cache-dtype is one of {', '.join(_SGLANG_KV)}, not {args.kv_dtype!r}")
+        kv = "fp8_e5m2" if args.kv_dtype == "fp8_e5m2" else "fp8_e4m3" if args.kv_dtype.startswith("fp8") else "auto"
         settings = sglang.SGLangSettings(
             mem_fraction_static=args.mem_fraction_static, tp=tp, pp=pp, context_length=args.context, kv_cache_dtype=kv,
             max_running_requests=args.max_num_seqs, quantization=quant)
@@ -573,35 +578,46 @@ def _fit_other(args: argparse.Namespace) -> str:
     from .plan.levers import replica_levers
     from .report import plan_report
 
-    context = p.context_len if isinstance(p, sglang.SGLangPlan) else p.max_seq_len  # type: ignore[attr-defined]
+    if isinstance(p, sglang.SGLangPlan):  # the requests this configuration holds: its pool, its scheduler's cap
+        context, cap, pool = p.context_len, p.max_running_requests, p.max_total_num_tokens
+    else:
+        context, cap, pool = p.max_seq_len, settings.max_batch_size, p.max_tokens  # type: ignore[attr-defined,union-attr]
+    held = min(pool // context, cap) if p.starts else 0  # type: ignore[attr-defined]
     fraction = args.mem_fraction_static if args.engine == "sglang" else args.free_gpu_memory_fraction
     know = {"tp": tp, "pp": pp, "weights": args.weights_dtype, "kv": args.kv_dtype, "fraction": fraction}
+    batch = args.batch
+    notes: list[str] = []
     try:
+        longest = longest_context(spec, gpu, args.engine, batch, **know) if batch <= cap else 0
         baseline, rows = replica_levers(spec, gpu, args.engine, context, **know)
-        longest = longest_context(spec, gpu, args.engine, args.batch, **know)
-    except InputError:  # a setting the plan search does not take: no levers
-        return _render_other(args, p, [], more)
-    held, batch = baseline.concurrency, args.batch
-    verdict = [f"Requests of {context:,} tokens held at once: {held:,}",
-               f"Longest context for {batch} requests at once:  {longest:,}",
-               f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch} x {context:,}-token requests"]
+    except InputError as exc:  # a setting kvbudget's search does not take (TensorRT-LLM with AWQ weights ...)
+        longest, baseline, rows = -1, None, []
+        notes.append(f"no longest context, levers or fewest GPUs: {exc}")
+    verdict = [f"Requests of {context:,} tokens held at once: {held:,}"]
+    if longest >= 0:
+        verdict.append(f"Longest context for {batch} requests at once:  {longest:,}")
+    verdict.append(f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch} x {context:,}-token requests")
     fewest = None
-    if held < batch:
+    if held < batch and longest >= 0:
         from .plan.search import search
 
         found = [d for d in search(spec, batch, context, [gpu], weights=(args.weights_dtype,), kv=(args.kv_dtype,),
-                                   engine=args.engine) if d.serves]
+                                   engine=args.engine, fraction=fraction) if d.serves]
         fewest = min(found, key=lambda d: (d.num_gpus, -d.headroom), default=None)
-        verdict.append(plan_report.fewest_text(fewest, gpu.name, batch, context, 64))
+        verdict.append(plan_report.fewest_text(spec.name, fewest, gpu.name, batch, context, args.engine))
+    verdict += [f"note: {n}" for n in notes]
     if args.json:  # the document gains the verdict and one row per lever
-        more.update({"requests_held": held, "longest_context_for_batch": longest, "batch": batch, "fits": held >= batch})
-        if held < batch:
+        more.update({"requests_held": held, "longest_context_for_batch": longest if longest >= 0 else None,
+                     "batch": batch, "fits": held >= batch})
+        if held < batch and longest >= 0:
             more["fewest_gpus"] = plan_report.fewest_doc(spec.name, fewest)
-        if p.starts:  # type: ignore[attr-defined]
-            more["levers"] = plan_report.levers_doc(spec.name, gpu.name, baseline, rows, engine=args.engine)["levers"]
+        if p.starts and baseline is not None:  # type: ignore[attr-defined]
+            more["levers"] = plan_report.lever_docs(rows)
+        if notes:
+            more["notes_verdict"] = notes
         return _render_other(args, p, [], more)
     out = _render_other(args, p, []) + "\n\n" + "\n".join(verdict)
-    return out + ("\n\n" + plan_report.levers_table(rows, context, args.units) if p.starts else "")  # type: ignore[attr-defined]
+    return out + ("\n\n" + plan_report.levers_table(rows, context, args.units) if rows and p.starts else "")  # type: ignore[attr-defined]
 
 
 def _fit_transformers(args: argparse.Namespace) -> str:

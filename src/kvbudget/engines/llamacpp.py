@@ -119,6 +119,9 @@ def _mib(n: int) -> str:
     return f"{n / MiB:.2f}"
 
 
+MAX_SEQ = 256  # llama-cparams.h LLAMA_MAX_SEQ (64 in builds of 2024)
+
+
 def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     """llama.cpp's context for ``spec`` with settings ``s``; with ``gpu``, where it all goes."""
     type_k, type_v = _cache_type(s.type_k), _cache_type(s.type_v)
@@ -130,6 +133,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         notes.append("flash attention enabled: it is required for a quantized V cache")
     b = s.build
     parallel, unified = eras.server_slots(b, s.program, s.n_parallel, s.kv_unified)
+    if parallel > MAX_SEQ:  # llama-context.cpp refuses it at start-up
+        raise InputError(f"llama.cpp takes at most {MAX_SEQ} sequences (-np): n_seq_max must be <= {MAX_SEQ}, got {parallel}")
     train = spec.max_context
     if s.n_ctx < 0:
         raise InputError(f"-c must not be negative, got {s.n_ctx}")

@@ -109,33 +109,50 @@ def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
     sets, and the keys kvbudget does not model."""
     import yaml  # PyYAML, a dependency of huggingface_hub
 
+    where = f"--extra_llm_api_options {path}"
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
     except OSError as exc:
-        raise InputError(f"--extra_llm_api_options {path}: cannot read it ({exc.__class__.__name__})") from None
+        raise InputError(f"{where}: cannot read it ({exc.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where is not None else ""
-        raise InputError(f"--extra_llm_api_options {path}: not valid YAML{line}") from None
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{where}: not valid YAML{line}") from None
     if not isinstance(data, dict):
-        raise InputError(f"--extra_llm_api_options {path}: must hold a mapping of LLM API options")
+        raise InputError(f"{where}: must hold a mapping of LLM API options")
     out: dict[str, object] = {}
     ignored: list[str] = []
 
     def take(field: str, key: str, value: object) -> None:
-        kind = {"free_gpu_memory_fraction": float, "kv_cache_dtype": str}.get(field, int)
-        if value is None and field in ("max_tokens", "max_seq_len"):
+        if value is None and field in ("max_tokens", "max_seq_len", "tokens_per_block"):
+            return  # null: the engine's default
+        if field == "kv_cache_dtype":
+            if not isinstance(value, str):
+                raise InputError(f"{where}: {key} {value!r} is not a dtype name")
+            out[field] = value
             return
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise InputError(f"--extra_llm_api_options {path}: {key} {value!r} is not a {kind.__name__}")
+            raise InputError(f"{where}: {key} {value!r} is not a number")
         try:
-            out[field] = kind(value)
+            number = float(value)
         except ValueError:
-            raise InputError(f"--extra_llm_api_options {path}: {key} {value!r} is not a {kind.__name__}") from None
+            raise InputError(f"{where}: {key} {value!r} is not a number") from None
+        if field == "free_gpu_memory_fraction":
+            if not 0 < number < 1:
+                raise InputError(f"{where}: {key} must be in (0, 1), got {value!r}")
+            out[field] = number
+        elif number != number or number in (float("inf"), float("-inf")) or number != int(number) or number < 1:
+            raise InputError(f"{where}: {key} must be a whole number of at least 1, got {value!r}")
+        else:
+            out[field] = int(number)
 
     for key, value in data.items():
-        if key == "kv_cache_config" and isinstance(value, dict):
+        if key == "kv_cache_config":
+            if not isinstance(value, dict):
+                raise InputError(f"{where}: kv_cache_config must be a mapping (dtype: ..., free_gpu_memory_fraction: ...)")
             for sub, item in value.items():
                 if sub in _KV_OPTIONS:
                     take(_KV_OPTIONS[sub], f"kv_cache_config.{sub}", item)

@@ -93,6 +93,12 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     check_tp(spec, s.tp)
     if not 0 < s.free_gpu_memory_fraction < 1:
         raise InputError(f"free_gpu_memory_fraction must be in (0, 1), got {s.free_gpu_memory_fraction}")
+    for name in ("max_batch_size", "max_num_tokens", "max_beam_width", "max_seq_len", "max_tokens", "tokens_per_block"):
+        value = getattr(s, name)
+        if value is not None and value < 1:
+            raise InputError(f"TensorRT-LLM's {name} must be at least 1, got {value}")
+    if s.tokens_per_block is not None and s.tokens_per_block & (s.tokens_per_block - 1):
+        raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two, got {s.tokens_per_block}")
     notes: list[str] = []
     dtype = serving_dtype(spec)
     fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, dtype)

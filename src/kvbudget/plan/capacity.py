@@ -2,7 +2,7 @@
 requests of a context one deployment holds at once, and the longest context at which it holds N.
 
 Exact at the engine's granularity: a replica's capacity is whole requests of its pool (vLLM blocks,
-SGLang/TensorRT-LLM tokens, llama-server slots that fit), the scheduler admitting what the pool holds; the
+SGLang/TensorRT-LLM tokens, llama-server slots that fit, at most 256), capped by the scheduler's default; the
 longest context is searched over whole tokens, so the answer ``C`` holds N and ``C + 1`` does not.
 """
 
@@ -12,9 +12,8 @@ from .._bisect import largest
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import InputError
+from .levers import default_load
 from .search import REPLICAS
-
-_UNBOUNDED = 1 << 20  # no load: the scheduler's cap follows the pool
 
 
 def held(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1, weights: str = "auto",
@@ -24,7 +23,7 @@ def held(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, p
         raise InputError(f"kvbudget sizes the engines {', '.join(REPLICAS)}, not {engine!r}")
     if context < 1:
         raise InputError(f"context must be at least 1 token, got {context}")
-    r = REPLICAS[engine](spec, gpu, tp, pp, weights, kv, _UNBOUNDED, context, version, fraction)
+    r = REPLICAS[engine](spec, gpu, tp, pp, weights, kv, default_load(engine), context, version, fraction)
     return r.per if r.starts and not r.reason else 0
 
 

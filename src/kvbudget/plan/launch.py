@@ -82,6 +82,7 @@ def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
     flags: list[tuple[str, object]] = [
         ("--tp_size", s.tp if s.tp > 1 else None), ("--pp_size", s.pp if s.pp > 1 else None),
         ("--max_seq_len", s.max_seq_len),
+        # a trtllm-serve option since TensorRT-LLM PR #11487 (March 2026): auto | fp8 | nvfp4
         ("--kv_cache_dtype", s.kv_cache_dtype if s.kv_cache_dtype != defaults.kv_cache_dtype else None),
         ("--max_batch_size", s.max_batch_size if s.max_batch_size != defaults.max_batch_size else None),
         ("--max_num_tokens", s.max_num_tokens if s.max_num_tokens != defaults.max_num_tokens else None),

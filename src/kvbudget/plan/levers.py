@@ -125,7 +125,8 @@ def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings, gpus_per_node: in
     return baseline, out
 
 
-_CAPS = frozenset({"--max-num-seqs", "--max-running-requests", "--max_batch_size", "-c", "-np"})  # follow the pool
+# scheduler caps, which the adapters raise to what the pool holds (llama-server's -c and -np are its pool: kept)
+_CAPS = frozenset({"--max-num-seqs", "--max-running-requests", "--max_batch_size"})
 _FRACTION_STEP = {"vllm": 0.03, "sglang": 0.03, "trtllm": 0.05}
 _FRACTION_NAME = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static", "trtllm": "free_gpu_memory_fraction"}
 _UNQUANTIZED = ("bf16", "fp16", "fp32")
@@ -153,12 +154,20 @@ def flag_change(model: str, before: object, after: object) -> str:
     return " ".join(f"{k} {v}" if v is not None else k for k, v in b.items() if k not in _CAPS and a.get(k, "\0") != v)
 
 
+def default_load(engine: str) -> int:
+    """The load to plan a replica for so that it runs as the engine does by default: one request (the
+    scheduler keeps its own cap), or for llama-server as many slots as llama.cpp takes."""
+    from ..engines.llamacpp import MAX_SEQ
+
+    return MAX_SEQ if engine == "llama.cpp" else 1
+
+
 def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1,
                    weights: str = "auto", kv: str = "auto", fraction: float | None = None, version: str = "current",
                    gpus_per_node: int = 8) -> tuple[Lever, list[Lever]]:
     """What each lever buys under SGLang's, TensorRT-LLM's or llama-server's rules (any engine of
     ``plan.search.REPLICAS``): the replica as that engine sizes it, each lever re-planned the same way, with the
-    scheduler admitting what the pool holds. ``freed_bytes`` is the KV pool's change per GPU, or for llama.cpp
+    scheduler keeping its default cap. ``freed_bytes`` is the KV pool's change per GPU, or for llama.cpp
     (no pool: the cache is what ``-c`` asks for) the change of the memory its weights and buffers take."""
     from .search import REPLICAS, Replica
 
@@ -166,10 +175,8 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
         raise InputError(f"levers know the engines {', '.join(REPLICAS)}, not {engine!r}")
     if context < 1:
         raise InputError("levers need a context (--context)")
-    unbounded = 1 << 20  # no load: the scheduler's cap follows the pool
-
     def run(tp_: int, w: str, k: str, ctx: int, frac: float | None) -> Replica:
-        return REPLICAS[engine](spec, gpu, tp_, pp, w, k, unbounded, ctx, version, frac)
+        return REPLICAS[engine](spec, gpu, tp_, pp, w, k, default_load(engine), ctx, version, frac)
 
     r0 = run(tp, weights, kv, context, fraction)
     pooled = engine != "llama.cpp"
@@ -196,13 +203,11 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
         add("FP8 weights", n0, tp, "fp8", kv, context, fraction)
         add("4-bit weights (AWQ)", n0, tp, "awq", kv, context, fraction)
     for cache in (("q8_0", "q4_0") if engine == "llama.cpp" else ("fp8",)):
-        if not kv.startswith(cache[:3]) and kv not in ("q8_0", "q4_0"):
+        smaller = {"q8_0": ("auto", "f16", "bf16", "f32"), "q4_0": ("auto", "f16", "bf16", "f32", "q8_0")}
+        if kv in smaller.get(cache, ("auto", "bf16", "fp16", "f16", "float16", "bfloat16")):
             add(f"{cache.upper() if cache == 'fp8' else cache} KV cache", n0, tp, weights, cache, context, fraction)
     if context // 2 >= 1:
         add("half the context", n0, tp, weights, kv, context // 2, fraction)
-        if not pooled and out and out[-1].name == "half the context":  # llama-server: -c is the slots' cells together
-            half = out[-1]
-            out[-1] = replace(half, flag=f"-c {half.concurrency * half.context} -np {half.concurrency}")
     if tp * 2 <= gpus_per_node:
         add("one more TP step" if pooled else "twice the GPUs (-ts)", 2 * tp * pp, 2 * tp, weights, kv, context, fraction)
     out.append(lever("one more replica", r0, 2 * n0, times=2, flag="a second server behind the load balancer"))

@@ -10,6 +10,7 @@ capacity is exact at block granularity: the requests of ``context`` tokens its K
 
 from __future__ import annotations
 
+from .._bisect import largest
 from .._record import record, replace
 from ..engines import llamacpp, sglang, trtllm, vllm
 from ..hardware import GPU
@@ -161,19 +162,22 @@ def llamacpp_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, 
     def fits(n: int) -> bool:
         return llamacpp.plan(spec, gpu, settings(n)).fits
 
-    # the largest N that fits (searched past the load, to show the headroom): start from the straight line
-    # through N = 1 and 2 (each slot adds its cells to every GPU), then step to the exact answer
-    top = 4 * concurrency
-    one, two = (llamacpp.plan(spec, gpu, settings(n)) for n in (1, 2))
+    # the largest N that fits (searched past the load, to show the headroom, up to llama.cpp's sequence limit):
+    # the straight line through N = 1 and 2 (each slot adds its cells to every GPU) is mostly exact; where
+    # padding or buffers bend it, bisect on the side it missed
+    top = min(4 * concurrency, llamacpp.MAX_SEQ)
+    one, two = (llamacpp.plan(spec, gpu, settings(n)) for n in (1, min(2, top)))
     slope = max((b - a for a, b in zip(one.device_bytes, two.device_bytes, strict=True)), default=0)
     lo = 0
     if one.fits:
         room = gpu.memory_bytes - max(one.device_bytes, default=0)
-        lo = min(top, 1 + room // slope) if slope > 0 else top
-        while lo > 1 and not fits(lo):
-            lo -= max(1, lo // 64)
-        while lo < top and fits(lo + 1):
-            lo += 1
+        guess = min(top, 1 + room // slope) if slope > 0 else top
+        if not fits(guess):
+            lo = largest(fits, guess - 1)
+        elif guess == top or not fits(guess + 1):
+            lo = guess
+        else:
+            lo = largest(fits, top)
     p = llamacpp.plan(spec, gpu, settings(max(lo, 1)))
     s = settings(max(min(lo, concurrency), 1))  # launched with the slots the load needs
     kv_dev = max(p.kv_device_bytes, default=0)
@@ -186,10 +190,11 @@ REPLICAS = {"vllm": vllm_replica, "sglang": sglang_replica, "trtllm": trtllm_rep
 
 
 def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-             max_gpus: int, price: float | None, version: str = "current", engine: str = "vllm") -> Deployment:
+             max_gpus: int, price: float | None, version: str = "current", engine: str = "vllm",
+             fraction: float | None = None) -> Deployment:
     """One layout and precision on one GPU type: plan a replica, then the replicas the load needs."""
     try:
-        r = REPLICAS[engine](spec, gpu, tp, pp, weights, kv, concurrency, context, version)
+        r = REPLICAS[engine](spec, gpu, tp, pp, weights, kv, concurrency, context, version, fraction)
     except InputError as exc:  # TP not a divisor of the heads, a format the GPU cannot run, ...
         return Deployment(gpu=gpu.name, tp=tp, pp=pp, replicas=0, weights_dtype=weights, kv_dtype=kv, num_gpus=tp * pp,
                           per_replica=0, max_concurrency=0, price_per_hour=None if price is None else round(price * tp * pp, 4),
@@ -215,8 +220,11 @@ def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str,
 
 def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, max_gpus: int = 64,
            gpus_per_node: int = 8, weights: tuple[str, ...] = ("auto", "fp8"), kv: tuple[str, ...] = ("auto", "fp8"),
-           prices: dict[str, float] | None = None, version: str = "current", engine: str = "vllm") -> list[Deployment]:
-    """Every candidate, those that serve first (cheapest, then most headroom), then the excluded."""
+           prices: dict[str, float] | None = None, version: str = "current", engine: str = "vllm",
+           fraction: float | None = None) -> list[Deployment]:
+    """Every candidate, those that serve first (cheapest, then most headroom), then the excluded. ``fraction``:
+    the engine's memory fraction (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
+    free_gpu_memory_fraction) instead of its default."""
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
     if engine not in REPLICAS:
@@ -233,7 +241,8 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
                 continue
             for w in weights:
                 for k in kv:
-                    rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine))
+                    rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine,
+                                         fraction))
     return sorted(rows, key=_rank)
 
 

@@ -110,11 +110,15 @@ def fewest_doc(model: str, d: Deployment | None) -> dict[str, Any] | None:
             "max_concurrency": d.max_concurrency, "kv_cache_bytes": d.kv_cache_bytes, "launch": launch_doc(model, d)}
 
 
-def fewest_text(d: Deployment | None, gpu: str, batch: int, context: int, max_gpus: int) -> str:
+def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context: int, engine: str = "vllm") -> str:
     if d is None:
-        return f"Fewest {gpu} for {batch:,} x {context:,}-token requests: none within {max_gpus} GPUs"
+        within = "64 GPUs" if engine == "vllm" else "one node of 8 GPUs"
+        return f"Fewest {gpu} for {batch:,} x {context:,}-token requests: none within {within}"
+    from ..plan import launch
+
     return (f"Fewest {gpu} for {batch:,} x {context:,}-token requests: {d.num_gpus} ({_layout(d)}), holding "
-            f"{d.max_concurrency:,} at once")
+            f"{d.max_concurrency:,} at once" + ("" if d.replicas == 1 else f" over {d.replicas} servers")
+            + f":\n  {launch.command(launch.argv_for(model, d.settings))}")
 
 
 def _lever_doc(r: Lever) -> dict[str, Any]:

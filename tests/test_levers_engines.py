@@ -201,7 +201,7 @@ def test_inverse_questions_under_every_engine(capsys: pytest.CaptureFixture[str]
             "Fewest L40S-48GB for 30 x 8,192-token requests: 2 (TP2)") in text
     assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--batch", "30", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["requests_held"], doc["longest_context_for_batch"], doc["fits"]) == (22, 6028, False)
+    assert (doc["max_batch"], doc["max_context"], doc["fits"]) == (22, 6028, False)
     assert doc["fewest_gpus"]["tp"] == 2 and doc["fewest_gpus"]["launch"]["command"].startswith("python -m sglang")
 
 

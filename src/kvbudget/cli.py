@@ -607,7 +607,7 @@ def _fit_other(args: argparse.Namespace) -> str:
         verdict.append(plan_report.fewest_text(spec.name, fewest, gpu.name, batch, context, args.engine))
     verdict += [f"note: {n}" for n in notes]
     if args.json:  # the document gains the verdict and one row per lever
-        more.update({"requests_held": held, "longest_context_for_batch": longest if longest >= 0 else None,
+        more.update({"max_batch": held, "max_context": longest if longest >= 0 else None,
                      "batch": batch, "fits": held >= batch})
         if held < batch and longest >= 0:
             more["fewest_gpus"] = plan_report.fewest_doc(spec.name, fewest)

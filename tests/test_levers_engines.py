@@ -259,3 +259,16 @@ def test_llamacpp_takes_at_most_256_sequences(capsys: pytest.CaptureFixture[str]
     # tiny requests: the slots stop at 256 (the search is a bisection, not a walk)
     base, rows = replica_levers(spec, find_gpu("H100"), "llama.cpp", 16)
     assert base.concurrency == 256 and all(r.concurrency <= 256 * (2 if r.name == "one more replica" else 1) for r in rows)
+
+
+@pytest.mark.parametrize(("engine", "flag", "message"), [
+    ("sglang", "--free-gpu-memory-fraction", "its fraction is --mem-fraction-static"),
+    ("trtllm", "--gpu-memory-utilization", "its fraction is --free-gpu-memory-fraction"),
+    ("vllm", "--mem-fraction-static", "its fraction is --gpu-memory-utilization"),
+    ("llama.cpp", "--gpu-memory-utilization", "llama.cpp allocates what -c and the cache types ask for"),
+])
+def test_levers_refuse_another_engines_fraction(engine: str, flag: str, message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["levers", LLAMA8, "--gpu", "L4", "--context", "8192", "--engine", engine, flag, "0.8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err

@@ -749,6 +749,12 @@ def _levers(args: argparse.Namespace) -> str:
     spec = load_model(args.model)
     gpu = api._device(args.gpu, args.gpu_memory)
     engine = args.engine
+    own = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static", "trtllm": "free_gpu_memory_fraction"}
+    for field in own.values():
+        if getattr(args, field) is not None and own.get(engine) != field:
+            raise InputError(f"--{field.replace('_', '-')} is not a setting of {engine}"
+                             + (f" (its fraction is --{own[engine].replace('_', '-')})" if engine in own else
+                                " (llama.cpp allocates what -c and the cache types ask for)"))
     if engine == "vllm":
         base = VllmSettings(version=args.vllm_version, max_model_len=args.context, tensor_parallel_size=args.tp,
                             pipeline_parallel_size=args.pp,

@@ -168,7 +168,9 @@ def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engi
 
 
 def _signed(n: int, units: str) -> str:
-    return ("+" if n > 0 else "-" if n < 0 else "") + fmt_bytes(abs(n), units) + (" (" + f"{n / 1e9:+.1f} GB)" if n else "")
+    if round(n / 1e8) == 0:  # less than 0.05 GB: block rounding, not a change worth a sign
+        return fmt_bytes(0, units)
+    return ("+" if n > 0 else "-") + fmt_bytes(abs(n), units) + f" ({n / 1e9:+.1f} GB)"
 
 
 def levers_table(rows: list[Lever], context: int, units: str) -> str:
@@ -191,7 +193,7 @@ def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[
     same = [r for r in rows if r.context == context and r.starts]  # levers that keep the requests' length
     best = max(same, key=lambda r: (r.added / r.gpus, r.added), default=None)
     if best is not None and best.added > 0:
-        freed = f": {_signed(best.freed_bytes, units)} per GPU" if best.freed_bytes else ""
+        freed = f": {_signed(best.freed_bytes, units)} per GPU" if round(best.freed_bytes / 1e8) else ""
         out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token requests"]
     if thumb is not None:
         out += ["", *rule_of_thumb_text(thumb, next((r for r in rows if r.name == "FP8 weights"), None), context, engine)]

@@ -19,7 +19,7 @@ from kvbudget.engines.vllm import VllmSettings
 from kvbudget.hardware import find_gpu
 from kvbudget.plan import launch
 from kvbudget.plan.levers import replica_levers
-from kvbudget.plan.search import REPLICAS
+from kvbudget.plan.search import REPLICAS, search
 from kvbudget.units import InputError
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
@@ -272,3 +272,12 @@ def test_levers_refuse_another_engines_fraction(engine: str, flag: str, message:
     assert main(["levers", LLAMA8, "--gpu", "L4", "--context", "8192", "--engine", engine, flag, "0.8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
+
+
+def test_sglang_refuses_a_kv_dtype_it_does_not_have(capsys: pytest.CaptureFixture[str]) -> None:
+    # sglang server_args.py: --kv-cache-dtype choices auto, fp8_e5m2, fp8_e4m3, bf16/bfloat16 (no llama.cpp types)
+    assert main(["levers", "google/gemma-3-27b-it", "--gpu", "L4", "--engine", "sglang", "--context", "8192",
+                 "--kv-dtype", "q8_0"]) == 2
+    assert "SGLang's --kv-cache-dtype is one of auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16, not 'q8_0'" in capsys.readouterr().err
+    rows = search(kvbudget.load_model(LLAMA8), 8, 8192, [find_gpu("L4")], kv=("q8_0",), engine="sglang")
+    assert rows and all(not d.serves and "SGLang's --kv-cache-dtype" in d.reason for d in rows)

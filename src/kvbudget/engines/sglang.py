@@ -128,6 +128,9 @@ def _vision_encoder(spec: ModelSpec) -> tuple[int, int] | None:
     return None
 
 
+KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "")
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     check_tp(spec, s.tp)
     notes: list[str] = []
@@ -151,6 +154,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     if not 0 < frac < 1:
         raise InputError(f"--mem-fraction-static must be in (0, 1), got {frac}")
     model_dtype = serving_dtype(spec)
+    if s.kv_cache_dtype not in KV_DTYPES:  # server_args.py: the --kv-cache-dtype choices
+        raise InputError(f"SGLang's --kv-cache-dtype is one of {', '.join(KV_DTYPES[:-1])}, not {s.kv_cache_dtype!r}")
     kv_name = model_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
     kv = element_type({"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bfloat16": "bf16"}.get(kv_name, kv_name))
     from ..model.weights import WeightFormat, parse_weight_format

@@ -106,7 +106,7 @@ def sglang_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv
     """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
     ``max_running_requests``."""
     del version
-    kv_name = "auto" if kv == "auto" else "fp8_e5m2" if kv == "fp8_e5m2" else "fp8_e4m3" if kv.startswith("fp8") else kv
+    kv_name = "fp8_e4m3" if kv == "fp8" else kv  # kvbudget's fp8: SGLang's e4m3
     s = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
                               quantization=None if weights == "auto" else weights, mem_fraction_static=fraction)
     p = sglang.plan(spec, gpu, s)

@@ -185,12 +185,13 @@ def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | No
 def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: str | GPU | None = None,
                 gpu_memory: int | None = None, max_gpus: int = 64, gpus_per_node: int = 8,
                 weights: tuple[str, ...] = ("auto",), kv_dtype: tuple[str, ...] = ("auto",),
-                engine: str = "vllm") -> PlanRow | None:
+                engine: str = "vllm", fraction: float | None = None, version: str = "current") -> PlanRow | None:
     """The deployment with the fewest GPUs of one type (then the most headroom) that serves ``concurrency``
     requests of ``context`` tokens: layout, replicas and precision as ``kvbudget plan`` searches them, with
-    ``engine``'s rules (vllm, sglang, trtllm, llama.cpp)."""
+    ``engine``'s rules (vllm, sglang, trtllm, llama.cpp), its memory ``fraction`` and vLLM ``version``."""
     from .plan.search import search
 
     rows = [d for d in search(_spec(model), concurrency, context, [_device(gpu, gpu_memory)], max_gpus=max_gpus,
-                              gpus_per_node=gpus_per_node, weights=weights, kv=kv_dtype, engine=engine) if d.serves]
+                              gpus_per_node=gpus_per_node, weights=weights, kv=kv_dtype, engine=engine,
+                              fraction=fraction, version=version) if d.serves]
     return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)

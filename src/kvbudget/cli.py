@@ -338,12 +338,10 @@ def _fit_vllm(args: argparse.Namespace) -> str:
     more: dict[str, object] = {}
     tail = ""
     if not p.starts or p.max_concurrency < args.batch:  # the fewest GPUs of this type that hold the load
-        from .plan.search import search
-
         context = p.max_model_len if p.max_model_len > 0 else (args.context or spec.max_context)
-        rows = [d for d in search(spec, args.batch, context, [gpu], weights=(args.weights_dtype,), kv=(args.kv_dtype,),
-                                  version=args.vllm_version, fraction=args.gpu_memory_utilization) if d.serves]
-        fewest = min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
+        fewest = api.fewest_gpus(spec, concurrency=args.batch, context=context, gpu=gpu, weights=(args.weights_dtype,),
+                                 kv_dtype=(args.kv_dtype,), version=args.vllm_version,
+                                 fraction=args.gpu_memory_utilization)
         more["fewest_gpus"] = plan_report.fewest_doc(spec.name, fewest)
         tail = "" if args.json else "\n" + plan_report.fewest_text(spec.name, fewest, gpu.name, args.batch, context)
     if not p.starts:
@@ -594,11 +592,8 @@ def _fit_other(args: argparse.Namespace) -> str:
     verdict.append(f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch} x {context:,}-token requests")
     fewest = None
     if held < batch and longest >= 0:
-        from .plan.search import search
-
-        found = [d for d in search(spec, batch, context, [gpu], weights=(args.weights_dtype,), kv=(args.kv_dtype,),
-                                   engine=args.engine, fraction=fraction) if d.serves]
-        fewest = min(found, key=lambda d: (d.num_gpus, -d.headroom), default=None)
+        fewest = api.fewest_gpus(spec, concurrency=batch, context=context, gpu=gpu, weights=(args.weights_dtype,),
+                                 kv_dtype=(args.kv_dtype,), engine=args.engine, fraction=fraction)
         verdict.append(plan_report.fewest_text(spec.name, fewest, gpu.name, batch, context, args.engine))
     verdict += [f"note: {n}" for n in notes]
     if args.json:  # the document gains the verdict and one row per lever

@@ -175,11 +175,16 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
         raise InputError(f"levers know the engines {', '.join(REPLICAS)}, not {engine!r}")
     if context < 1:
         raise InputError("levers need a context (--context)")
+
     def run(tp_: int, w: str, k: str, ctx: int, frac: float | None) -> Replica:
         return REPLICAS[engine](spec, gpu, tp_, pp, w, k, default_load(engine), ctx, version, frac)
 
     r0 = run(tp, weights, kv, context, fraction)
     pooled = engine != "llama.cpp"
+
+    n0 = tp * pp
+    base = Lever("as configured", "", n0, r0.kv_cache_bytes, 0, r0.weights_bytes, r0.per if r0.starts else 0, 0,
+                 context, r0.starts, r0.reason)
 
     def lever(name: str, r: Replica, gpus: int, times: int = 1, flag: str | None = None, ctx: int = context) -> Lever:
         freed = r.kv_cache_bytes - r0.kv_cache_bytes if pooled else r0.weights_bytes - r.weights_bytes
@@ -187,9 +192,6 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
         return Lever(name, flag if flag is not None else flag_change(spec.name, r0.settings, r.settings), gpus,
                      r.kv_cache_bytes, freed, r.weights_bytes, per, per - base.concurrency, ctx, r.starts, r.reason)
 
-    n0 = tp * pp
-    base = Lever("as configured", "", n0, r0.kv_cache_bytes, 0, r0.weights_bytes, r0.per if r0.starts else 0, 0,
-                 context, r0.starts, r0.reason)
     out: list[Lever] = []
 
     def add(name: str, gpus: int, tp_: int, w: str, k: str, ctx: int, frac: float | None) -> None:

@@ -1,0 +1,185 @@
+"""Reading what the user gives, with bounds: files (regular files only, size-capped), JSON and
+YAML (depth, digits, NaN, aliases), and numbers (finite, whole, in range). Every failure is one
+``InputError`` line that names the input and the fix; nothing here echoes more than a short
+excerpt of what it read."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+
+from .units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+MiB_ = 1 << 20
+# Caps on what kvbudget reads: a config.json is a few KB, a safetensors index a few MB, a start-up
+# log rarely more than a few MB (the cap keeps memory bounded, not a guess at real sizes).
+MAX_CONFIG_BYTES = 16 * MiB_
+MAX_LOG_BYTES = 64 * MiB_
+MAX_OPTIONS_BYTES = 4 * MiB_
+MAX_JSON_DEPTH = 64
+MAX_YAML_ALIASES = 100
+
+
+def excerpt(value: object, limit: int = 60) -> str:
+    """``repr`` of a value, cut to ``limit`` characters, for error messages."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'thousands of'} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_file(path: str, what: str, max_bytes: int) -> int:
+    """The size of ``path`` if it is a regular file no larger than ``max_bytes``; otherwise InputError."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{what} {excerpt(path)}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{what} {excerpt(path)}: cannot read it ({exc.__class__.__name__})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what} {excerpt(path)}: is a folder, give a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what} {excerpt(path)}: not a regular file (a device, pipe or socket cannot be read)")
+    if st.st_size > max_bytes:
+        raise InputError(f"{what} {excerpt(path)}: {st.st_size:,} bytes, more than the {max_bytes:,} kvbudget reads"
+                         " (is it the right file?)")
+    return st.st_size
+
+
+def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
+    """The whole of a regular file of at most ``max_bytes`` bytes."""
+    check_file(path, what, max_bytes)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"{what} {excerpt(path)}: cannot read it ({exc.__class__.__name__})") from None
+    if len(data) > max_bytes:
+        raise InputError(f"{what} {excerpt(path)}: more than the {max_bytes:,} bytes kvbudget reads")
+    return data
+
+
+def read_text(path: str, what: str, max_bytes: int, errors: str = "strict") -> str:
+    """A UTF-8 text file (``errors="replace"`` for logs, where a stray byte is harmless)."""
+    data = read_bytes(path, what, max_bytes)
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {excerpt(path)}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _depth_ok(text: str, limit: int) -> bool:
+    """Bracket depth of JSON text at most ``limit`` (strings skipped), in one linear pass."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def load_json(text: str | bytes, where: str) -> Any:
+    """Parse JSON strictly: no NaN/Infinity, no integers of thousands of digits, bounded nesting."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    import json
+
+    if ("[[" in text or "{" in text) and not _depth_ok(text, MAX_JSON_DEPTH):
+        raise InputError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # NaN / Infinity, or an integer past Python's digit limit
+        msg = str(exc)
+        if "digits" in msg:
+            msg = "an integer with thousands of digits"
+        raise InputError(f"{where}: not valid JSON ({msg[:80]})") from None
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """``yaml.safe_load`` with at most MAX_YAML_ALIASES aliases (no alias bombs) and bounded nesting."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
+            return super().compose_node(parent, index)
+
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else f" ({str(exc)[:80]})"
+        raise InputError(f"{where}: not valid YAML{line}") from None
+    except RecursionError:
+        raise InputError(f"{where}: YAML nested too deeply") from None
+
+
+def whole(value: object, name: str, lo: int | None = None, hi: int | None = None, where: str = "") -> int:
+    """``value`` as a whole number in ``[lo, hi]`` (a float only when it is integral and finite;
+    never a bool or a string); InputError naming ``name`` otherwise."""
+    label = f"{where}: {name}" if where else name
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{label} must be a whole number, not {excerpt(value)}")
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value):
+            raise InputError(f"{label} must be a whole number, not {excerpt(value)}")
+        value = int(value)
+    if lo is not None and value < lo:
+        raise InputError(f"{label} is {excerpt(value)}: it must be at least {lo:,}")
+    if hi is not None and value > hi:
+        raise InputError(f"{label} is {excerpt(value)}: it must be at most {hi:,}")
+    return value
+
+
+def real(value: object, name: str, lo: float | None = None, hi: float | None = None, where: str = "",
+         lo_open: bool = False) -> float:
+    """``value`` as a finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    label = f"{where}: {name}" if where else name
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{label} must be a number, not {excerpt(value)}")
+    try:
+        out = float(value)
+    except OverflowError:
+        raise InputError(f"{label} is {excerpt(value)}: far out of range") from None
+    if not math.isfinite(out):
+        raise InputError(f"{label} must be a finite number, not {excerpt(value)}")
+    if lo is not None and (out < lo or (lo_open and out == lo)):
+        raise InputError(f"{label} is {out:g}: it must be {'above' if lo_open else 'at least'} {lo:g}")
+    if hi is not None and out > hi:
+        raise InputError(f"{label} is {out:g}: it must be at most {hi:g}")
+    return out

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,10 +32,14 @@ lint: $(TEST_STAMP)
 test: lint
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
+# Every benchmarks/bench_*.py, each printing medians of several runs against its target.
 bench: $(TEST_STAMP)
-	$(BIN)/python benchmarks/bench_startup.py
-	$(BIN)/python benchmarks/bench_safetensors.py
-	$(BIN)/python benchmarks/bench_plan.py
+	@set -e; for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b; done
+
+# Coverage-guided property fuzzing of every reader for a fixed budget (FUZZ_EXAMPLES per reader).
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(TEST_STAMP)
+	KVBUDGET_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest tests/fuzz -m fuzz -q -p no:randomly
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

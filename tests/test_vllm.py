@@ -148,7 +148,14 @@ def test_does_not_start_and_estimated_length() -> None:
     assert plan(kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct"), kvbudget.find_gpu("H100"), fits).starts
     over = replace(fits, max_model_len=est + 16)
     assert not plan(kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct"), kvbudget.find_gpu("H100"), over).starts
-    none = _plan("meta-llama/Llama-3.1-70B-Instruct", "L4")
+    # 70B in bf16 (about 131 GiB) on a 22 GiB L4: torch runs out of memory while loading, before any KV sizing
+    oom = _plan("meta-llama/Llama-3.1-70B-Instruct", "L4")
+    assert not oom.starts and oom.error and oom.error.startswith("CUDA out of memory while loading the model")
+    assert oom.log_lines == (f"torch.OutOfMemoryError: {oom.error}",)
+    assert oom.num_gpu_blocks == 0 and oom.kv_cache_tokens == 0
+    # 8B (14.99 GiB loaded) on a V100-16GB (15.77 GiB): it loads, but nothing is left of 0.92 x 15.77 GiB
+    none = _plan("meta-llama/Llama-3.1-8B-Instruct", "V100-16GB")
+    assert none.model_loading_bytes + none.non_torch_bytes < none.total_bytes < none.model_loading_bytes / 0.92
     assert not none.starts and none.error and none.error.startswith("No available memory")
 
 

@@ -94,20 +94,31 @@ _SIZE_UNITS = {
 }
 
 
+MAX_SIZE = 1 << 50  # 1 PiB: far beyond any GPU, host or model; a larger size is a typo
+
+
 def parse_size(text: str, allow_zero: bool = False) -> int:
-    """Parse ``48GiB``, ``80GB``, ``512MiB`` or a plain byte count into bytes."""
+    """Parse ``48GiB``, ``80GB`` or ``512MiB`` into bytes. A bare number is refused (``48`` would be
+    48 bytes, never what anyone means), except ``0`` where zero is allowed."""
     body = text.strip().lower().replace(" ", "")
     number = body.rstrip("kmgtib")
-    unit = body[len(number):] or "b"
+    unit = body[len(number):]
+    shown = text if len(text) <= 40 else text[:37] + "..."
     try:
-        value = float(number)
+        value = float(number) if len(number) <= 40 else -1.0
     except ValueError:
         value = -1.0
+    if not unit and value == 0 and allow_zero:
+        return 0
+    if not unit and value >= 0 and number and not number.startswith(("+", "-")):
+        raise InputError(f"memory size {shown!r} has no unit: write it like {number}GiB, {number}GB or {number}MiB")
     if unit not in _SIZE_UNITS or value < 0 or number.startswith(("+", "-")) or value != value or value == float("inf"):
-        raise InputError(f"cannot read memory size {text!r}: write it like 48GiB, 80GB or 512MiB")
+        raise InputError(f"cannot read memory size {shown!r}: write it like 48GiB, 80GB or 512MiB")
+    if value * _SIZE_UNITS[unit] > MAX_SIZE:
+        raise InputError(f"memory size {shown!r} is more than 1 PiB: write it like 48GiB, 80GB or 512MiB")
     nbytes = round(value * _SIZE_UNITS[unit])
     if nbytes < 0 or (nbytes == 0 and not allow_zero):
-        raise InputError(f"memory size {text!r} must be positive")
+        raise InputError(f"memory size {shown!r} must be positive")
     return nbytes
 
 

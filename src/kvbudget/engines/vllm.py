@@ -562,11 +562,19 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         blocks = [settings.num_gpu_blocks_override] * len(blocks)
     num_blocks = max(min(blocks), 0)
     error: str | None = None
+    load_oom = next((w for _, _, w, _, _, _ in per_stage if w + non_torch > total), None)
     estimated: int | None = None
     check = available - bpb  # one block is the null block (v1/core/block_pool.py)
     if rel.v0_blocks:
         check = available
-    if layout.groups and available <= 0:
+    if load_oom is not None:
+        # The weights do not fit in the device at all: torch raises OutOfMemoryError while the model
+        # loads (v1/worker/gpu_model_runner.py load_model), before any KV cache is sized.
+        error = (f"CUDA out of memory while loading the model: {_gib(load_oom)} GiB of weights per GPU + "
+                 f"{_gib(non_torch)} GiB CUDA context > {_gib(total)} GiB")
+        available = min(available, 0)
+        num_blocks = 0
+    elif layout.groups and available <= 0:
         error = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
                  "the engine.")
     elif layout.groups:
@@ -599,6 +607,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         kv_tokens = num_blocks * block_size
         concurrency = kv_tokens / max_len
     lines = _log_lines(rel, weights, available, num_blocks, kv_tokens, concurrency, max_len, error, total, util)
+    if load_oom is not None:
+        lines = (f"torch.OutOfMemoryError: {error}",)
     band = ("calibrated on 22 published logs (tests/data/vllm_logs): KV tokens median error 1.6%, "
             "worst 8.4% outside the explained outliers")
     provenance = (

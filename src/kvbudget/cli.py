@@ -378,7 +378,7 @@ def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list
             except InputError as exc:
                 manifest = None
                 doc.setdefault("warnings", []).append(f"no Kubernetes manifest: {exc}")
-            doc["launch"] = {"command": launch.command(argv), "kubernetes": manifest}
+            doc["launch"] = launch.launch_doc(model, argv, s.quantization, manifest)  # type: ignore[attr-defined]
         doc.update(more or {})
         return json_doc.dumps(doc)
     from .report import text
@@ -407,7 +407,7 @@ def _launch_doc(model: str, settings: object, gpus: int) -> dict[str, str | None
     from .plan import launch
 
     argv = launch.argv_for(model, settings)  # type: ignore[arg-type]
-    return {"command": launch.command(argv), "kubernetes": launch.kubernetes(model, argv, gpus)}
+    return launch.launch_doc(model, argv, getattr(settings, "quantization", None), launch.kubernetes(model, argv, gpus))
 
 
 def _render_llamacpp(args: argparse.Namespace, p: object, warnings: list[str], settings: object = None) -> str:

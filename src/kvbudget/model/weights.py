@@ -121,7 +121,7 @@ WEIGHT_FORMATS = ("bf16", "fp16", "fp32", "fp8", "int8", "gptq", "awq", "nf4", "
 _FORMAT_ALIASES = {
     "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "auto": "auto",
     "fp8_e4m3": "fp8", "int4": "awq", "4bit": "awq", "bnb": "nf4", "bitsandbytes": "nf4",
-    "w8a8": "int8", "mxfp4": "mxfp4", "fp4": "nvfp4",
+    "w8a8": "int8", "mxfp4": "mxfp4", "fp4": "nvfp4", "modelopt_fp4": "nvfp4", "compressed_tensors": "int8",
 }
 
 

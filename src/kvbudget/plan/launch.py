@@ -33,6 +33,25 @@ def served(model: str) -> str:
     return model[: -len("config.json")].rstrip("/") or "." if model.endswith("config.json") else model
 
 
+# kvbudget's weight formats as vLLM's --quantization methods (vLLM 0.33.0,
+# model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS); 16-bit formats are --dtype.
+VLLM_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes", "awq": "awq", "gptq": "gptq", "mxfp4": "mxfp4",
+                     "nvfp4": "modelopt_fp4", "int8": "compressed-tensors"}
+
+
+def vllm_quantization(quantization: str | None) -> str | None:
+    """The --quantization value that loads ``quantization`` (a kvbudget weight format or vLLM's own word)."""
+    if quantization in (None, "", "auto", "none"):
+        return None
+    from ..model.weights import parse_weight_format
+
+    try:
+        name = parse_weight_format(quantization).name
+    except InputError:
+        return quantization  # vLLM's own method name, passed through as given
+    return VLLM_QUANTIZATION.get(name)
+
+
 def vllm_argv(model: str, s: VllmSettings) -> list[str]:
     """``vllm serve MODEL`` with every memory-relevant setting that differs from vLLM's default."""
     argv = ["vllm", "serve", served(model)]
@@ -41,9 +60,9 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
         ("--pipeline-parallel-size", s.pipeline_parallel_size if s.pipeline_parallel_size > 1 else None),
         ("--max-model-len", s.max_model_len),
         ("--gpu-memory-utilization", s.gpu_memory_utilization),
-        # AWQ, GPTQ, NVFP4 ... come from a checkpoint in that format, which vLLM recognises by itself;
-        # fp8 (and bitsandbytes) it can apply to a 16-bit checkpoint when loading
-        ("--quantization", s.quantization if s.quantization in ("fp8", "bitsandbytes") else None),
+        # the weight format the plan was made with, always: fp8 (and bitsandbytes) vLLM applies to a 16-bit
+        # checkpoint when loading; AWQ, GPTQ, NVFP4 ... need a checkpoint in that format (checkpoint_note)
+        ("--quantization", vllm_quantization(s.quantization)),
         ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
         ("--dtype", None if s.dtype == "auto" else s.dtype),
         ("--max-num-seqs", s.max_num_seqs),
@@ -56,6 +75,38 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
     if s.enforce_eager:
         argv.append("--enforce-eager")
     return argv
+
+
+# Weight formats an engine applies to a 16-bit checkpoint while loading; every other one is read from a
+# checkpoint already quantized in that format (vLLM: model_executor/layers/quantization, get_quant_config).
+ON_THE_FLY = frozenset({"fp8", "bitsandbytes", "bf16", "fp16", "float16", "bfloat16", "fp32", "float32"})
+
+
+def checkpoint_note(model: str, quantization: str | None) -> str | None:
+    """Where the plan's weight format needs a checkpoint already quantized in that format: what to serve
+    (None when the engine quantizes a 16-bit checkpoint itself while loading)."""
+    if quantization in (None, "", "auto", "none"):
+        return None
+    from ..model.weights import parse_weight_format
+
+    try:
+        name = parse_weight_format(quantization).name
+    except InputError:
+        return None
+    if name in ON_THE_FLY or name == "nf4":
+        return None
+    fmt = name.upper()
+    article = "an" if fmt[0] in "AEFHILMNORSX" else "a"
+    return f"{fmt} weights need {article} {fmt} checkpoint of the model: serve one in place of {served(model)} unless it is one"
+
+
+def launch_doc(model: str, argv: list[str], quantization: str | None, manifest: str | None) -> dict[str, str | None]:
+    """The ``launch`` object of the JSON output: command, Kubernetes manifest, and the checkpoint note."""
+    doc: dict[str, str | None] = {"command": command(argv), "kubernetes": manifest}
+    note = checkpoint_note(model, quantization)
+    if note:
+        doc["note"] = note
+    return doc
 
 
 def sglang_argv(model: str, s: SGLangSettings) -> list[str]:

@@ -21,12 +21,12 @@ def _dtype(name: str) -> str:
     return "ckpt" if name == "auto" else name
 
 
-def launch_doc(model: str, d: Deployment, gpus_per_node: int = 8) -> dict[str, str]:
+def launch_doc(model: str, d: Deployment, gpus_per_node: int = 8) -> dict[str, str | None]:
     from ..plan import launch
 
     argv = launch.argv_for(model, d.settings)
-    return {"command": launch.command(argv),
-            "kubernetes": launch.manifest(model, argv, d.tp, d.pp, d.replicas, gpus_per_node)}
+    return launch.launch_doc(model, argv, getattr(d.settings, "quantization", None),
+                             launch.manifest(model, argv, d.tp, d.pp, d.replicas, gpus_per_node))
 
 
 def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str,
@@ -68,7 +68,8 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
         best = good[0]
         argv = launch.argv_for(model, best.settings)
         each = f" ({best.replicas} replicas of {best.tp * best.pp} GPU(s), each running)" if best.replicas > 1 else ""
-        out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}",
+        note = launch.checkpoint_note(model, getattr(best.settings, "quantization", None))
+        out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}", *([f"  ({note})"] if note else []),
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
         if best.engine == "llama.cpp":
             out.append("  (-m takes the model's GGUF file; its tensor types set the weights)")
@@ -116,9 +117,10 @@ def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context:
         return f"Fewest {gpu} for {batch:,} x {context:,}-token requests: none within {within}"
     from ..plan import launch
 
+    note = launch.checkpoint_note(model, getattr(d.settings, "quantization", None))
     return (f"Fewest {gpu} for {batch:,} x {context:,}-token requests: {d.num_gpus} ({_layout(d)}), holding "
             f"{d.max_concurrency:,} at once" + ("" if d.replicas == 1 else f" over {d.replicas} servers")
-            + f":\n  {launch.command(launch.argv_for(model, d.settings))}")
+            + f":\n  {launch.command(launch.argv_for(model, d.settings))}" + (f"\n  ({note})" if note else ""))
 
 
 def _lever_doc(r: Lever) -> dict[str, Any]:

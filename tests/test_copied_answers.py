@@ -65,3 +65,41 @@ def test_bare_number_memory_size_is_refused(capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "has no unit: write it like 48GiB" in err
     assert main(["fit", "llama-3.1-8b", "--engine", "textbook", "--gpu-memory", "48GiB", "--overhead", "0"]) == 0
+
+
+def test_compare_rows_that_do_not_start_hold_nothing_and_none_vanish(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, "compare", LLAMA70, "--gpu", "L40S", "--context", "32768", "--json")
+    assert doc["engines"] and all(not e["starts"] for e in doc["engines"])  # 131 GiB of bf16 weights on a 44 GiB card
+    assert all(e["kv_cache_tokens"] == 0 and e["max_concurrency"] == 0 and e["kv_budget_bytes"] >= 0 for e in doc["engines"])
+    two = _json(capsys, "compare", "llama-3.1-8b", "--gpu", "L4", "--context", "8192", "--tp", "2", "--json")
+    shown = {e["engine"] for e in two["engines"]} | {e["engine"] for e in two["not_compared"]}
+    assert shown == {"vllm", "sglang", "trtllm", "llama.cpp", "transformers"}
+    assert two["not_compared"] == [{"engine": "transformers", "reason": two["not_compared"][0]["reason"]}]
+    # llama.cpp over two GPUs splits its layers: each GPU holds about half the weights
+    one = _json(capsys, "compare", "llama-3.1-8b", "--gpu", "L4", "--context", "8192", "--json")
+    w1 = next(e["weights_bytes"] for e in one["engines"] if e["engine"] == "llama.cpp")
+    w2 = next(e["weights_bytes"] for e in two["engines"] if e["engine"] == "llama.cpp")
+    assert 0.4 * w1 < w2 < 0.6 * w1
+    assert main(["compare", "llama-3.1-8b", "--gpu", "L4", "--context", "8192", "--tp", "2"]) == 0
+    assert "Not compared: transformers:" in capsys.readouterr().out
+
+
+def test_engine_flags_are_refused_where_the_engine_does_not_read_them(capsys: pytest.CaptureFixture[str]) -> None:
+    cases = [
+        (["--engine", "llama.cpp", "--weights-dtype", "q4_k_m"], "--weights-dtype is not read under --engine llama.cpp"),
+        (["--engine", "llama.cpp", "--batch", "8"], "use --np"),
+        (["--np", "4"], "--np is not read under --engine vllm: use --max-num-seqs"),
+        (["--engine", "sglang", "--gpu-memory-utilization", "0.8"], "use --mem-fraction-static"),
+        (["--engine", "trtllm", "--block-size", "32"], "--block-size is not read under --engine trtllm"),
+        (["--weights-memory", "14GiB"], "--weights-memory is not read under --engine vllm"),
+        (["--engine", "transformers", "--tp", "2"], "--tp is not read under --engine transformers"),
+    ]
+    for extra, message in cases:
+        assert main(["fit", "llama-3.1-8b", "--gpu", "H100", *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+    # the same --num-gpus on fit, levers and compare
+    for command in (["fit", "llama-3.1-8b", "--gpu", "L4"], ["levers", "llama-3.1-8b", "--gpu", "L4", "--context", "8192"],
+                    ["compare", "llama-3.1-8b", "--gpu", "L4"]):
+        assert main([*command, "--num-gpus", "2", "--json"]) == 0, command
+        capsys.readouterr()

@@ -176,7 +176,9 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     hw.add_argument("--gpu", help="GPU name (H100, L4 ...)")
     hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog")
     p.add_argument("--context", type=_count, default=8192, help="tokens per request (default 8192)")
-    p.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree")
+    p.add_argument("--num-gpus", type=_count, help="GPUs in total (tensor parallel unless --tp/--pp say otherwise)")
+    p.add_argument("--tp", type=_count, help="tensor-parallel degree (default 1)")
+    p.add_argument("--pp", type=_count, help="pipeline-parallel degree (default 1)")
     p.add_argument("--kv-dtype", default="auto", help="auto or fp8")
 
 
@@ -203,8 +205,9 @@ def _levers_args(p: argparse.ArgumentParser) -> None:
     hw.add_argument("--gpu", help="GPU name (H100, L4 ...)")
     hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog")
     p.add_argument("--context", type=_count, required=True, help="tokens per request (--max-model-len)")
-    p.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree")
-    p.add_argument("--pp", type=_count, default=1, help="pipeline-parallel degree")
+    p.add_argument("--num-gpus", type=_count, help="GPUs in total (tensor parallel unless --tp/--pp say otherwise)")
+    p.add_argument("--tp", type=_count, help="tensor-parallel degree (default 1)")
+    p.add_argument("--pp", type=_count, help="pipeline-parallel degree (default 1)")
     p.add_argument("--weights-dtype", default="auto", help="the deployment's weight format (default: the checkpoint's)")
     p.add_argument("--kv-dtype", default="auto", help="the deployment's KV cache dtype")
     p.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp"), default="vllm",
@@ -234,6 +237,48 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 _ARGS[name](cmd)
             _common(cmd)
     return parser
+
+
+# fit's flags that only some engines read: a flag given under another engine is refused, never ignored.
+_ALL = ("vllm", "sglang", "trtllm", "llama.cpp", "transformers", "textbook")
+_FIT_FLAG_ENGINES: dict[str, tuple[str, ...]] = {
+    "vllm_version": ("vllm",), "gpu_memory_utilization": ("vllm",), "max_num_batched_tokens": ("vllm",),
+    "block_size": ("vllm",), "enforce_eager": ("vllm",), "dp": ("vllm",),
+    "max_num_seqs": ("vllm", "sglang"),
+    "mem_fraction_static": ("sglang",), "free_gpu_memory_fraction": ("trtllm",), "cache": ("transformers",),
+    "np": ("llama.cpp",), "ctk": ("llama.cpp",), "ctv": ("llama.cpp",), "ngl": ("llama.cpp",), "fa": ("llama.cpp",),
+    "ubatch": ("llama.cpp",), "swa_full": ("llama.cpp",), "kv_unified": ("llama.cpp",), "llamacpp_build": ("llama.cpp",),
+    "prefill_chunk": ("textbook",), "overhead": ("textbook",), "activation": ("textbook",),
+    "weights_memory": ("textbook",),
+    "tp": ("vllm", "sglang", "trtllm", "llama.cpp", "textbook"), "pp": ("vllm", "sglang", "trtllm", "textbook"),
+    "num_gpus": ("vllm", "sglang", "trtllm", "llama.cpp", "textbook"),
+    "batch": ("vllm", "sglang", "trtllm", "transformers", "textbook"),
+    "kv_dtype": ("vllm", "sglang", "trtllm", "textbook"),
+    "weights_dtype": ("vllm", "sglang", "trtllm", "transformers", "textbook"),
+}
+# what to give instead, where the engine has its own spelling of the setting
+_INSTEAD = {
+    ("llama.cpp", "batch"): "--np (llama-server's parallel sequences)",
+    ("llama.cpp", "kv_dtype"): "--ctk and --ctv (the K and V cache types)",
+    ("llama.cpp", "weights_dtype"): "a GGUF file as MODEL (its tensor types are the weights)",
+    ("llama.cpp", "pp"): "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)",
+    ("sglang", "gpu_memory_utilization"): "--mem-fraction-static", ("trtllm", "gpu_memory_utilization"): "--free-gpu-memory-fraction",
+    ("vllm", "mem_fraction_static"): "--gpu-memory-utilization", ("vllm", "free_gpu_memory_fraction"): "--gpu-memory-utilization",
+    ("trtllm", "max_num_seqs"): "a --config options file with max_batch_size",
+    ("vllm", "np"): "--max-num-seqs", ("sglang", "np"): "--max-num-seqs",
+    ("vllm", "overhead"): "--gpu-memory-utilization", ("vllm", "weights_memory"): "--engine textbook",
+}
+
+
+def _refuse_other_engines_flags(args: argparse.Namespace, defaults: dict[str, object]) -> None:
+    """One line for the first flag given that ``args.engine`` does not read (instead of ignoring it)."""
+    for dest, engines in _FIT_FLAG_ENGINES.items():
+        if args.engine in engines or getattr(args, dest, None) == defaults.get(dest):
+            continue
+        flag = "--" + dest.replace("_", "-")
+        instead = _INSTEAD.get((args.engine, dest))
+        raise InputError(f"{flag} is not read under --engine {args.engine}"
+                         + (f": use {instead}" if instead else f" (it is a setting of {', '.join(engines)})"))
 
 
 def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
@@ -396,6 +441,7 @@ def _fit_llamacpp(args: argparse.Namespace) -> str:
     settings = LlamaCppSettings(
         n_ctx=args.context or 0, n_parallel=args.np, kv_unified=unified, type_k=args.ctk, type_v=args.ctv,
         flash_attn=args.fa, n_ubatch=args.ubatch, swa_full=args.swa_full, n_gpu_layers=args.ngl,
+        devices=_parallelism(args)[0],  # --num-gpus / --tp: layers split over the GPUs (-sm layer, -ts even)
         **({"build": args.llamacpp_build} if args.llamacpp_build else {}),
     )
     p = plan(load_model(args.model), api._device(args.gpu, args.gpu_memory), settings)
@@ -736,6 +782,7 @@ def _levers(args: argparse.Namespace) -> str:
     from .plan.levers import levers, replica_levers, rule_of_thumb
     from .report import plan_report
 
+    args.tp, args.pp = _parallelism(args)
     spec = load_model(args.model)
     gpu = api._device(args.gpu, args.gpu_memory)
     engine = args.engine
@@ -775,17 +822,26 @@ def _compare(args: argparse.Namespace) -> str:
     from .engines.summary import compare
     from .model.resolve import load_model
 
-    rows = compare(load_model(args.model), api._device(args.gpu, args.gpu_memory), args.context, args.tp, args.kv_dtype)
+    tp, pp = _parallelism(args)
+    rows, omitted = compare(load_model(args.model), api._device(args.gpu, args.gpu_memory), args.context, tp,
+                            args.kv_dtype, pp)
     if args.json:
         from .report import json_doc
 
-        return json_doc.dumps({"model": args.model, "context": args.context, "engines": [
+        return json_doc.dumps({"model": args.model, "context": args.context, "tp": tp, "pp": pp, "engines": [
             {"engine": r.engine, "weights_bytes": r.weights_bytes, "kv_budget_bytes": r.kv_budget_bytes,
              "kv_cache_tokens": r.kv_tokens, "max_concurrency": round(r.max_concurrency, 3), "context": r.context,
-             "starts": r.starts, "budget_rule": r.budget_rule, "unit": r.unit} for r in rows]})
+             "starts": r.starts, "budget_rule": r.budget_rule, "unit": r.unit} for r in rows],
+            "not_compared": [{"engine": e, "reason": why} for e, why in omitted]})
     from .report import text
 
-    return text.compare_text(rows, args.model, args.context, args.units)
+    return text.compare_text(rows, args.model, args.context, args.units, omitted)
+
+
+def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, object]:
+    """Each option's default in ``command``'s parser."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {a.dest: a.default for a in sub.choices[command]._actions}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -795,9 +851,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first == "check" and "--" in argv:  # vLLM flags after -- belong to the logged run, not to kvbudget
         cut = argv.index("--")
         argv, tail = argv[:cut], argv[cut + 1:]
-    args = build_parser(first if first in _COMMANDS else None).parse_args(argv)
+    parser = build_parser(first if first in _COMMANDS else None)
+    args = parser.parse_args(argv)
     args.flags = tail
     try:
+        if args.command == "fit":
+            _refuse_other_engines_flags(args, _defaults(parser, "fit"))
         out = _run(args)
     except InputError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")

@@ -55,30 +55,46 @@ def llamacpp_row(p: LlamaCppPlan, context: int | None = None) -> EngineRow:
     tokens = p.cells * p.n_stream
     length = context or p.n_ctx_seq
     per_slot = p.cells // length if p.unified else (p.n_seq_max if p.n_ctx_seq >= length else 0)
+    weights, kv = p.weights_gpu_bytes, p.kv_gpu_bytes
+    if len(p.device_bytes) > 1:  # layers split over GPUs: the fullest GPU's share
+        k = max(range(len(p.device_bytes)), key=lambda d: p.device_bytes[d])
+        kv = p.kv_device_bytes[k]
+        weights = max(p.device_bytes[k] - kv - p.compute_bytes, 0)
     return EngineRow(
-        "llama.cpp", p.weights_gpu_bytes, p.kv_gpu_bytes, tokens, float(min(p.n_seq_max, per_slot)),
+        "llama.cpp", weights, kv, tokens, float(min(p.n_seq_max, per_slot)),
         length, p.fits, "exactly n_ctx cells (-c); llama-server auto-fits n_ctx to free memory minus 1 GiB, 4 slots",
         "cells (n_ctx padded to 256)",
     )
 
 
-def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str = "auto") -> tuple[EngineRow, ...]:
-    """The same model, GPU and context under each engine's defaults."""
+def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str = "auto",
+            pp: int = 1) -> tuple[tuple[EngineRow, ...], tuple[tuple[str, str], ...]]:
+    """The same model, GPU and context under each engine's defaults: the rows, and the engines left out
+    with the reason. An engine that does not start holds no tokens and no requests."""
+    from .._record import replace
     from . import llamacpp, sglang, trtllm, vllm
 
+    fp8 = kv_dtype.startswith("fp8")
     rows = [
         vllm_row(vllm.plan(spec, gpu, vllm.VllmSettings(max_model_len=context, tensor_parallel_size=tp,
-                                                        kv_cache_dtype=kv_dtype))),
-        sglang_row(sglang.plan(spec, gpu, sglang.SGLangSettings(context_length=context, tp=tp,
-                                                                kv_cache_dtype="fp8_e4m3" if kv_dtype.startswith("fp8") else "auto"))),
-        trtllm_row(trtllm.plan(spec, gpu, trtllm.TrtllmSettings(tp=tp, kv_cache_dtype=kv_dtype, max_seq_len=context))),
+                                                        pipeline_parallel_size=pp, kv_cache_dtype=kv_dtype))),
+        sglang_row(sglang.plan(spec, gpu, sglang.SGLangSettings(context_length=context, tp=tp, pp=pp,
+                                                                kv_cache_dtype="fp8_e4m3" if fp8 else "auto"))),
+        trtllm_row(trtllm.plan(spec, gpu, trtllm.TrtllmSettings(tp=tp, pp=pp, kv_cache_dtype=kv_dtype, max_seq_len=context))),
     ]
-    if tp == 1:
-        ctk = "q8_0" if kv_dtype.startswith("fp8") else "f16"
-        rows.append(llamacpp_row(llamacpp.plan(spec, gpu, llamacpp.LlamaCppSettings(
-            n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on")), context))
-        if not kv_dtype.startswith("fp8"):  # transformers has no fp8 cache
-            from . import transformers_engine
+    omitted: list[tuple[str, str]] = []
+    ctk = "q8_0" if fp8 else "f16"
+    # llama.cpp has no tensor parallelism: over several GPUs it splits the layers (-sm layer, -ts even)
+    rows.append(llamacpp_row(llamacpp.plan(spec, gpu, llamacpp.LlamaCppSettings(
+        n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on", devices=tp * pp)), context))
+    if fp8:
+        omitted.append(("transformers", "its KV caches hold the model's dtype; there is no fp8 cache"))
+    elif tp * pp > 1:
+        omitted.append(("transformers", "plain generate runs on one GPU here (kvbudget does not model device_map splits)"))
+    else:
+        from . import transformers_engine
 
-            rows.append(transformers_engine.row(transformers_engine.plan(spec, gpu, 1, context)))
-    return tuple(rows)
+        rows.append(transformers_engine.row(transformers_engine.plan(spec, gpu, 1, context)))
+    rows = [r if r.starts else replace(r, kv_tokens=0, max_concurrency=0.0, kv_budget_bytes=max(r.kv_budget_bytes, 0))
+            for r in rows]
+    return tuple(rows), tuple(omitted)

@@ -562,7 +562,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         blocks = [settings.num_gpu_blocks_override] * len(blocks)
     num_blocks = max(min(blocks), 0)
     error: str | None = None
-    load_oom = next((w for _, _, w, _, _, _ in per_stage if w + non_torch > total), None)
+    load_oom = None if settings.kv_cache_memory_bytes is not None else next(
+        (w for _, _, w, _, _, _ in per_stage if w + non_torch > total), None)
     estimated: int | None = None
     check = available - bpb  # one block is the null block (v1/core/block_pool.py)
     if rel.v0_blocks:

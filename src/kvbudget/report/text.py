@@ -259,13 +259,16 @@ def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: l
     return "\n".join(out)
 
 
-def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: str) -> str:
+def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: str,
+                 omitted: tuple[tuple[str, str], ...] = ()) -> str:
     out = [f"{model}, requests of {context:,} tokens, each engine with its defaults (per GPU):", ""]
     out.append(table(
         ["engine", "weights", "KV budget", "KV tokens", "requests at once", "starts"],
         [[r.engine, fmt_bytes(r.weights_bytes, units), fmt_bytes(r.kv_budget_bytes, units), f"{r.kv_tokens:,}",
-          f"{r.max_concurrency:.2f}" + ("" if r.context == context else f" at {r.context:,}"), "yes" if r.starts else "no"]
+          f"{r.max_concurrency:.2f}" + ("" if r.context == context else f" at {r.context:,}"),
+          "yes" if r.starts else "no (see its fit)"]
          for r in rows]))
     out += ["", "Why they differ:"]
     out += [f"  {r.engine}: budget = {r.budget_rule}; allocated in {r.unit}" for r in rows]
+    out += [f"Not compared: {engine}: {why}" for engine, why in omitted]
     return "\n".join(out)

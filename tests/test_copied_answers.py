@@ -103,3 +103,23 @@ def test_engine_flags_are_refused_where_the_engine_does_not_read_them(capsys: py
                     ["compare", "llama-3.1-8b", "--gpu", "L4"]):
         assert main([*command, "--num-gpus", "2", "--json"]) == 0, command
         capsys.readouterr()
+
+
+def test_plan_nodes_come_from_the_gpu_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.hardware import gpus
+
+    sizes = {g.name: g.gpus_per_node for g in gpus()}
+    # HGX boards of 8, one GPU per GH200 superchip node, 4 per GB200 compute tray, at most 4 consumer cards
+    assert sizes["H100-SXM-80GB"] == sizes["MI300X-192GB"] == sizes["L40S-48GB"] == 8
+    assert sizes["GH200-96GB"] == 1 and sizes["GB200-186GB"] == 4
+    assert sizes["RTX-3090-24GB"] == sizes["RTX-4090-24GB"] == 4
+    doc = _json(capsys, "plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "RTX3090,GH200,H100", "--json")
+    for row in doc["plans"]:
+        assert row["tp"] <= sizes[row["gpu"]] == row["gpus_per_node"], row
+        if row["pp"] > 1:  # PP across nodes only once TP fills a node
+            assert row["tp"] == sizes[row["gpu"]]
+    assert {r["tp"] for r in doc["plans"] if r["gpu"] == "H100-SXM-80GB"} == {1, 2, 4, 8}
+    # --gpus-per-node overrides the catalog for every GPU type
+    four = _json(capsys, "plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "H100", "--gpus-per-node", "4",
+                 "--json")
+    assert max(r["tp"] for r in four["plans"]) == 4

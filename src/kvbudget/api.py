@@ -183,7 +183,7 @@ def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | No
 
 
 def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: str | GPU | None = None,
-                gpu_memory: int | None = None, max_gpus: int = 64, gpus_per_node: int = 8,
+                gpu_memory: int | None = None, max_gpus: int = 64, gpus_per_node: int | None = None,
                 weights: tuple[str, ...] = ("auto",), kv_dtype: tuple[str, ...] = ("auto",),
                 engine: str = "vllm", fraction: float | None = None, version: str = "current") -> PlanRow | None:
     """The deployment with the fewest GPUs of one type (then the most headroom) that serves ``concurrency``

@@ -190,7 +190,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                    help="whose rules (vllm, sglang, trtllm: the PyTorch backend, llama.cpp: llama-server)")
     p.add_argument("--gpus", help="comma-separated GPU types to consider (default: every catalog GPU)")
     p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
-    p.add_argument("--gpus-per-node", type=_count, default=8, help="GPUs per node: TP stays within one (default 8)")
+    p.add_argument("--gpus-per-node", type=_count,
+                   help="GPUs per node for every GPU type: TP stays within one (default: the catalog's, e.g. 8 on an HGX "
+                   "board, 1 GH200, 4 consumer cards; `kvbudget gpus --json`)")
     p.add_argument("--weights-dtype", help="weight formats to try (default auto,fp8; trtllm: auto; auto = the checkpoint's)")
     p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; llama.cpp: auto,q8_0)")
     p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
@@ -764,7 +766,7 @@ def _plan(args: argparse.Namespace) -> str:
     if args.json:
         from .report import json_doc
 
-        doc = plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units, args.gpus_per_node)
+        doc = plan_report.plan_doc(spec.name, args.concurrency, args.context, rows, args.units)
         if best is not None:  # the best row carries its levers (one replica), as `levers --json` gives them
             doc["plans"][0]["levers"] = plan_report.lever_docs(lever_rows)
         return json_doc.dumps(doc)

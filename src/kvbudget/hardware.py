@@ -39,6 +39,7 @@ class GPU:
     price_source: str = ""
     custom: bool = False
     compute_capability: str = ""  # "8.0" (NVIDIA sm), "gfx942" (AMD), "" unknown
+    gpus_per_node: int = 8  # the most in one host / NVLink board: tensor parallelism stays within it
 
 
 def capability(gpu: GPU) -> float | None:
@@ -83,6 +84,7 @@ def _read(path: str) -> GPU:
         memory_source=d.get("cuda_total_source", ""),
         price_source=d.get("price_source") or "",
         compute_capability=str(d.get("compute_capability") or ""),
+        gpus_per_node=int(d.get("gpus_per_node", 8)),
     )
 
 

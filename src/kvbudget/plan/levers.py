@@ -74,8 +74,10 @@ def _concurrency(p: vllm.VllmPlan) -> int:
     return min(pool, p.max_num_seqs)
 
 
-def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings, gpus_per_node: int = 8) -> tuple[Lever, list[Lever]]:
-    """The baseline as a row, and one row per lever that applies."""
+def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings, gpus_per_node: int | None = None) -> tuple[Lever, list[Lever]]:
+    """The baseline as a row, and one row per lever that applies (TP steps within ``gpus_per_node``, by default
+    the node the GPU comes in)."""
+    gpus_per_node = gpus_per_node or gpu.gpus_per_node
     if base.max_model_len is None or base.max_model_len < 1:
         raise InputError("levers need a context (--context)")
     p0 = vllm.plan(spec, gpu, base)
@@ -164,11 +166,12 @@ def default_load(engine: str) -> int:
 
 def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1,
                    weights: str = "auto", kv: str = "auto", fraction: float | None = None, version: str = "current",
-                   gpus_per_node: int = 8) -> tuple[Lever, list[Lever]]:
+                   gpus_per_node: int | None = None) -> tuple[Lever, list[Lever]]:
     """What each lever buys under SGLang's, TensorRT-LLM's or llama-server's rules (any engine of
     ``plan.search.REPLICAS``): the replica as that engine sizes it, each lever re-planned the same way, with the
     scheduler keeping its default cap. ``freed_bytes`` is the KV pool's change per GPU, or for llama.cpp
     (no pool: the cache is what ``-c`` asks for) the change of the memory its weights and buffers take."""
+    gpus_per_node = gpus_per_node or gpu.gpus_per_node
     from .search import REPLICAS, Replica
 
     if engine not in REPLICAS:

@@ -42,6 +42,7 @@ class Deployment:
     max_num_seqs: int  # the scheduler's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests)
     settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings | llamacpp.LlamaCppSettings
     engine: str = "vllm"
+    gpus_per_node: int = 8  # the node this GPU comes in (catalog), or --gpus-per-node
 
 
 def layouts(spec: ModelSpec, max_gpus: int, gpus_per_node: int) -> list[tuple[int, int]]:
@@ -219,30 +220,32 @@ def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str,
 
 
 def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, max_gpus: int = 64,
-           gpus_per_node: int = 8, weights: tuple[str, ...] = ("auto", "fp8"), kv: tuple[str, ...] = ("auto", "fp8"),
+           gpus_per_node: int | None = None, weights: tuple[str, ...] = ("auto", "fp8"), kv: tuple[str, ...] = ("auto", "fp8"),
            prices: dict[str, float] | None = None, version: str = "current", engine: str = "vllm",
            fraction: float | None = None) -> list[Deployment]:
     """Every candidate, those that serve first (cheapest, then most headroom), then the excluded. ``fraction``:
     the engine's memory fraction (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
-    free_gpu_memory_fraction) instead of its default."""
+    free_gpu_memory_fraction) instead of its default. ``gpus_per_node``: the node size for every GPU type instead of
+    the catalog's (an HGX board of 8, one GH200 superchip, at most 4 consumer cards ...)."""
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
     if engine not in REPLICAS:
         raise InputError(f"plan knows the engines {', '.join(REPLICAS)}, not {engine!r}")
-    if max_gpus < 1 or gpus_per_node < 1:
+    if max_gpus < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
     rows = []
     for gpu in gpus:
         price = (prices or {}).get(gpu.name, gpu.price_per_hour)
-        for tp, pp in layouts(spec, max_gpus, gpus_per_node):
-            if engine != "vllm" and tp * pp > gpus_per_node:
+        node = gpus_per_node or gpu.gpus_per_node
+        for tp, pp in layouts(spec, max_gpus, node):
+            if engine != "vllm" and tp * pp > node:
                 continue  # kvbudget writes multi-node launch files for vLLM only: other engines stay within a node
             if engine == "llama.cpp" and pp > 1:
                 continue
             for w in weights:
                 for k in kv:
-                    rows.append(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine,
-                                         fraction))
+                    rows.append(replace(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version,
+                                                 engine, fraction), gpus_per_node=node))
     return sorted(rows, key=_rank)
 
 

@@ -21,16 +21,15 @@ def _dtype(name: str) -> str:
     return "ckpt" if name == "auto" else name
 
 
-def launch_doc(model: str, d: Deployment, gpus_per_node: int = 8) -> dict[str, str | None]:
+def launch_doc(model: str, d: Deployment) -> dict[str, str | None]:
     from ..plan import launch
 
     argv = launch.argv_for(model, d.settings)
     return launch.launch_doc(model, argv, getattr(d.settings, "quantization", None),
-                             launch.manifest(model, argv, d.tp, d.pp, d.replicas, gpus_per_node))
+                             launch.manifest(model, argv, d.tp, d.pp, d.replicas, d.gpus_per_node))
 
 
-def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str,
-             gpus_per_node: int = 8) -> dict[str, Any]:
+def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str) -> dict[str, Any]:
     del units
     plans = []
     for d in rows:
@@ -40,23 +39,24 @@ def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment],
             "max_concurrency": d.max_concurrency, "price_per_hour": d.price_per_hour, "starts": d.starts,
             "serves": d.serves, "reason": d.reason or None, "headroom": round(d.headroom, 4),
             "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes, "kv_cache_tokens": d.kv_cache_tokens,
+            "gpus_per_node": d.gpus_per_node,
         }
         if d.serves:
-            row["launch"] = launch_doc(model, d, gpus_per_node)
+            row["launch"] = launch_doc(model, d)
         plans.append(row)
     return {"model": model, "engine": {"name": rows[0].engine if rows else "vllm"}, "concurrency": concurrency, "context": context,
             "searched": len(rows), "serving": sum(d.serves for d in rows), "plans": plans}
 
 
 def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment], units: str, top: int,
-              max_gpus: int, gpus_per_node: int) -> str:
+              max_gpus: int, gpus_per_node: int | None) -> str:
     from ..plan import launch
     from .text import table
 
     good = [d for d in rows if d.serves]
     engine = _engine_label(rows[0].engine if rows else "")
     out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with {engine}'s rules "
-           f"(at most {max_gpus} GPUs, {gpus_per_node} per node)",
+           f"(at most {max_gpus} GPUs, " + (f"{gpus_per_node} per node)" if gpus_per_node else "nodes as each GPU comes)"),
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
     if good:
         out.append(table(

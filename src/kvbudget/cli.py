@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .units import InputError, parse_size
+from .units import InputError, parse_size, plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -636,8 +636,9 @@ def _fit_other(args: argparse.Namespace) -> str:
         notes.append(f"no longest context, levers or fewest GPUs: {exc}")
     verdict = [f"Requests of {context:,} tokens held at once: {held:,}"]
     if longest >= 0:
-        verdict.append(f"Longest context for {batch} requests at once:  {longest:,}")
-    verdict.append(f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch} x {context:,}-token requests")
+        verdict.append(f"Longest context for {plural(batch, 'request')} at once:  {longest:,}")
+    verdict.append(f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch:,} x {context:,}-token "
+                   + ("request" if batch == 1 else "requests"))
     fewest = None
     if held < batch and longest >= 0:
         fewest = api.fewest_gpus(spec, concurrency=batch, context=context, gpu=gpu, weights=(args.weights_dtype,),
@@ -665,9 +666,17 @@ def _fit_transformers(args: argparse.Namespace) -> str:
 
     spec = load_model(args.model)
     dtype = "auto" if args.weights_dtype == "auto" else args.weights_dtype
-    p = transformers_engine.plan(spec, api._device(args.gpu, args.gpu_memory), args.batch, args.context or spec.max_context,
-                                 dtype, args.cache)
-    return _render_other(args, p, [])
+    gpu = api._device(args.gpu, args.gpu_memory)
+    p = transformers_engine.plan(spec, gpu, args.batch, args.context or spec.max_context, dtype, args.cache)
+    if args.json:
+        return _render_other(args, p, [], {"batch": p.batch, "max_batch": p.max_batch, "fits": p.fits})
+    from .units import fmt_bytes
+
+    seqs = "sequence" if p.batch == 1 else "sequences"
+    verdict = (f"Verdict: {'fits' if p.fits else 'does not fit'}: {p.batch:,} x {p.context:,}-token {seqs} in one "
+               f"generate batch need {fmt_bytes(p.total_bytes, args.units)} of {fmt_bytes(gpu.memory_bytes, args.units)}; "
+               f"at most {plural(p.max_batch, 'sequence')} of {p.context:,} tokens")
+    return _render_other(args, p, []) + "\n\n" + verdict
 
 
 def _explain_other(args: argparse.Namespace, words: list[str]) -> str:

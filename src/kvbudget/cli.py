@@ -35,21 +35,53 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
+        sys.stderr.write(f"{PROG}: error: {_one_line(message)} (see `{self.prog} --help`)\n")
         raise SystemExit(2)
 
 
+MAX_COUNT = 10**12  # no token count, batch or GPU count comes near it; larger is a typo or an attack
+
+
 def _count(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        if text.lower().endswith("k") and text[:-1].isdigit():
-            value = int(text[:-1]) * 1024
-        else:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    """A positive whole number: ``8192``, ``8,192``, ``8_192`` or ``8k`` (= 8 x 1024)."""
+    body = text.strip()
+    scale = 1
+    if body[-1:] in ("k", "K"):
+        body, scale = body[:-1], 1024
+    import re
+
+    if len(body) > 20 or not re.fullmatch(r"\d{1,3}(,\d{3})+|\d+(_\d+)*", body):
+        shown = text if len(text) <= 24 else text[:21] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a whole number (write it like 8192, 8,192 or 8k)")
+    value = int(body.replace(",", "").replace("_", "")) * scale
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{text!r} is far larger than any deployment (at most {MAX_COUNT:,})")
     return value
+
+
+def _fraction(text: str) -> float:
+    """A memory fraction in (0, 1], as vLLM, SGLang and TensorRT-LLM take them."""
+    try:
+        value = float(text) if len(text) <= 20 else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:  # also refuses nan
+        shown = text if len(text) <= 24 else text[:21] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a fraction in (0, 1], e.g. 0.9")
+    return value
+
+
+def _layers(text: str) -> int:
+    """llama.cpp's -ngl: layers on the GPU, -1 (or any negative) for all."""
+    try:
+        value = int(text) if len(text) <= 12 else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text[:24]!r} is not a whole number of layers (-1: all)")
+    return max(value, -1)
 
 
 def _size(text: str) -> int:
@@ -116,8 +148,8 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--plot", metavar="FILE", help="also draw each GPU's memory partition (.png/.svg; vllm, textbook)")
     fit.add_argument("--cache", choices=("dynamic", "static"), default="dynamic",
                      help="transformers: DynamicCache (generate's default) or StaticCache")
-    fit.add_argument("--mem-fraction-static", type=float, help="SGLang's mem_fraction_static (default: by GPU memory)")
-    fit.add_argument("--free-gpu-memory-fraction", type=float, default=0.9, help="TensorRT-LLM's fraction (default 0.9)")
+    fit.add_argument("--mem-fraction-static", type=_fraction, help="SGLang's mem_fraction_static (default: by GPU memory)")
+    fit.add_argument("--free-gpu-memory-fraction", type=_fraction, default=0.9, help="TensorRT-LLM's fraction (default 0.9)")
     _vllm_args(fit)
     _llamacpp_args(fit)
 
@@ -127,7 +159,7 @@ def _llamacpp_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--np", type=_count, help="-np: parallel sequences (llama-server default: 4, unified)")
     g.add_argument("--ctk", default="f16", help="-ctk: K cache type (f16, q8_0, q4_0 ...)")
     g.add_argument("--ctv", default="f16", help="-ctv: V cache type")
-    g.add_argument("--ngl", type=int, default=-1, help="-ngl: layers on the GPU (default: all)")
+    g.add_argument("--ngl", type=_layers, default=-1, help="-ngl: layers on the GPU (default: all)")
     g.add_argument("--fa", choices=("on", "off", "auto"), default="auto", help="-fa: flash attention")
     g.add_argument("--ubatch", type=_count, default=512, help="-ub: physical batch size")
     g.add_argument("--swa-full", action="store_true", help="--swa-full: full-size cache for sliding-window layers")
@@ -142,7 +174,7 @@ def _build_arg(p: argparse._ActionsContainer) -> None:
 
 def _vllm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vllm-version", default="current", help="vLLM release whose accounting to use: 0.33.0, 0.10.1, 0.6.3, current, v1, v0")
-    p.add_argument("--gpu-memory-utilization", type=float, help="vLLM's budget fraction (default: the release's)")
+    p.add_argument("--gpu-memory-utilization", type=_fraction, help="vLLM's budget fraction (default: the release's)")
     p.add_argument("--max-num-seqs", type=_count, help="vLLM max_num_seqs (default: by GPU and release)")
     p.add_argument("--max-num-batched-tokens", type=_count, help="vLLM max_num_batched_tokens (default: by GPU and release)")
     p.add_argument("--block-size", type=_count, help="tokens per KV block (default 16, raised for hybrid models)")
@@ -214,9 +246,9 @@ def _levers_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-dtype", default="auto", help="the deployment's KV cache dtype")
     p.add_argument("--engine", choices=("vllm", "sglang", "trtllm", "llama.cpp"), default="vllm",
                    help="whose rules (vllm, sglang, trtllm: the PyTorch backend, llama.cpp: llama-server)")
-    p.add_argument("--gpu-memory-utilization", type=float, help="vLLM's budget fraction (default: the release's)")
-    p.add_argument("--mem-fraction-static", type=float, help="SGLang's mem_fraction_static (default: by GPU memory)")
-    p.add_argument("--free-gpu-memory-fraction", type=float, help="TensorRT-LLM's fraction (default 0.9)")
+    p.add_argument("--gpu-memory-utilization", type=_fraction, help="vLLM's budget fraction (default: the release's)")
+    p.add_argument("--mem-fraction-static", type=_fraction, help="SGLang's mem_fraction_static (default: by GPU memory)")
+    p.add_argument("--free-gpu-memory-fraction", type=_fraction, help="TensorRT-LLM's fraction (default 0.9)")
     p.add_argument("--vllm-version", default="current", help="vLLM release whose rules to use")
 
 
@@ -849,6 +881,13 @@ def _compare(args: argparse.Namespace) -> str:
     return text.compare_text(rows, args.model, args.context, args.units, omitted)
 
 
+def _one_line(message: str, limit: int = 300) -> str:
+    """An error as one line of at most ``limit`` characters: whatever input it quotes, the start and the end
+    (where the fix is named) stay."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else f"{text[: limit - 100]} ... {text[-95:]}"
+
+
 def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, object]:
     """Each option's default in ``command``'s parser."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -870,7 +909,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _refuse_other_engines_flags(args, _defaults(parser, "fit"))
         out = _run(args)
     except InputError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        sys.stderr.write(f"{PROG}: error: {_one_line(str(exc))}\n")
+        return 2
+    except RecursionError:  # a structure nested past Python's stack in some reader: still one line
+        sys.stderr.write(f"{PROG}: error: input nested too deeply to read\n")
         return 2
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0

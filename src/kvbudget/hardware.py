@@ -107,7 +107,7 @@ def find_gpu(name: str) -> GPU:
         return table[key]
     import difflib
 
-    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.6)
+    close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.6) if len(key) <= 64 else []
     names = list(dict.fromkeys(table[c].name for c in close))
     did = f"; did you mean {' or '.join(names)}?" if names else ""
     raise UnknownGPU(f"unknown GPU {name!r}{did} (see `kvbudget gpus`, or give --gpu-memory 48GiB)")

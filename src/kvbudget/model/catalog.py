@@ -92,6 +92,8 @@ def suggest(ref: str, n: int = 3) -> list[str]:
         for name in entry.names:
             names.setdefault(_key(name), entry.id)
             names.setdefault(_key(name).rsplit("/", 1)[-1], entry.id)
+    if len(ref) > 120:  # no model name is that long; difflib's cost grows with the product of the lengths
+        return []
     hits = difflib.get_close_matches(_key(ref), list(names), n=n * 3, cutoff=0.6)
     out: list[str] = []
     for hit in hits:

@@ -758,17 +758,22 @@ def _plan(args: argparse.Namespace) -> str:
     from .report import plan_report
 
     spec = load_model(args.model)
-    chosen = [find_gpu(g) for g in args.gpus.split(",") if g.strip()] if args.gpus else gpus()
+    names = list(dict.fromkeys(g.strip() for g in args.gpus.split(",") if g.strip())) if args.gpus is not None else None
+    if names is not None and len(names) > 64:
+        raise InputError(f"--gpus names {len(names):,} GPU types: give at most 64 (see `kvbudget gpus`)")
+    chosen = list({g.name: g for g in map(find_gpu, names)}.values()) if names is not None else gpus()
     if not chosen:
         raise InputError("--gpus names no GPU")
     prices = read_prices(args.prices) if args.prices else None
     # trtllm-serve takes pre-quantized checkpoints; llama.cpp runs a GGUF's own types and has q8_0, not fp8, caches
     default_w = "auto" if args.engine in ("trtllm", "llama.cpp") else "auto,fp8"
     default_kv = {"llama.cpp": "auto,q8_0"}.get(args.engine, "auto,fp8")
-    weights = tuple(w.strip() for w in (args.weights_dtype or default_w).split(",") if w.strip())
-    kv = tuple(k.strip() for k in (args.kv_dtype or default_kv).split(",") if k.strip())
+    weights = tuple(dict.fromkeys(w.strip() for w in (args.weights_dtype or default_w).split(",") if w.strip()))
+    kv = tuple(dict.fromkeys(k.strip() for k in (args.kv_dtype or default_kv).split(",") if k.strip()))
     if not weights or not kv:
         raise InputError("--weights-dtype and --kv-dtype need at least one value each")
+    if len(weights) > 12 or len(kv) > 12:
+        raise InputError("--weights-dtype and --kv-dtype take at most 12 values each")
     from .engines.vllm import _KV_DTYPES
     from .model.weights import parse_weight_format
 

@@ -252,7 +252,7 @@ def safetensors_files(folder: str) -> tuple[str, ...]:
             have = set(present)
             missing = [name for name in names if name not in have]
             raise SafetensorsError(
-                f"{index}: {len(missing)} of its {len(names)} shards are not in the folder (first: {missing[0]}): "
+                f"{index}: {len(missing)} of its {len(names)} shards are not in the folder (first: {excerpt(missing[0])}): "
                 f"finish the download, or pass the config.json alone"
             )
         return tuple(os.path.join(folder, name) for name in present)

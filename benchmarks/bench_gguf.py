@@ -15,17 +15,17 @@ Run with `.venv/bin/python benchmarks/bench_gguf.py`. Exits 1 when the target is
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 
 from kvbudget.model.gguf_reader import read_gguf_header
 from kvbudget.model.resolve import load_model
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_safetensors import median_seconds
 
 RUNS = int(os.environ.get("KVBUDGET_BENCH_RUNS", "20"))
 TARGET_S = 0.050
@@ -88,16 +88,6 @@ def write_llama3_8b(path: str) -> int:
         header = f.tell()
         f.truncate(-(-header // pad) * pad + data)  # sparse: the tensor data is never written
     return os.path.getsize(path)
-
-
-def median_seconds(fn: Callable[[], object]) -> float:
-    fn()  # warm the page cache and the imports
-    times = []
-    for _ in range(RUNS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> int:

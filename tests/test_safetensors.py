@@ -514,7 +514,7 @@ GOOD = {"w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}}
     (lambda p: p.write_bytes(b"\x01\x02\x03"), "3 bytes long: too short for a safetensors file"),
     (lambda p: write_raw(p, GOOD, 8, length=1 << 40), "over safetensors' 100 MB limit"),
     (lambda p: write_raw(p, GOOD, 0, length=5000), "runs past the end of the"),
-    (lambda p: write_raw(p, b"{not json", 0), "the header is not valid JSON"),
+    (lambda p: write_raw(p, b"{not json", 0), "the header: not valid JSON"),
     (lambda p: write_raw(p, b"\xff\xfe{}", 0), "not UTF-8"),
     (lambda p: write_raw(p, [1, 2], 0), "must be a JSON object, got list"),
     (lambda p: write_raw(p, {"w": {"shape": [2], "data_offsets": [0, 4]}}, 4), "tensor 'w' has no dtype"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..inputs import whole
 from .gguf_reader import GGUFHeader, GGUFTensor, read_gguf_header
 from .hf_config import ConfigError
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 # (set_swa_pattern(n); chunked attention for llama4, every 4th layer global).
 _SWA_PERIOD = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2, "llama4": 4, "gemma3n": 5}
 _LINEAR_ROLES = {"attention", "mlp", "experts", "shared_experts", "mamba"}
+# Ranges of metadata values (generous: kvbudget refuses only what no model has): widths, head counts, tokens.
+_DIM = 1 << 24
+_HEADS = 1 << 16
+_TOKENS = 1 << 31
 
 
 def _role(name: str) -> str:
@@ -69,46 +74,54 @@ def spec_from_gguf(path: str) -> ModelSpec:
 def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     md = h.metadata
     arch = md.get("general.architecture")
-    if not isinstance(arch, str):
-        raise ConfigError(f"{name}: GGUF has no general.architecture")
+    if not isinstance(arch, str) or not 0 < len(arch) <= 64:
+        raise ConfigError(f"{name}: GGUF has no general.architecture (a string): convert the model again with llama.cpp's convert_hf_to_gguf.py")
 
     def get(key: str, default: object = None) -> object:
         return md.get(f"{arch}.{key}", default)
 
-    def num(key: str, default: int | None = None) -> int:
-        v = get(key, default)
-        if isinstance(v, list):
-            v = max((int(x) for x in v), default=0)
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            if default is None:
-                raise ConfigError(f"{name}: GGUF metadata has no {arch}.{key}")
-            return default
-        return int(v)
+    where = f"{name} (GGUF metadata)"
 
-    n = num("block_count")
-    if not 0 < n <= 10_000:
-        raise ConfigError(f"{name}: {arch}.block_count = {n} is not a sane layer count")
-    hidden = num("embedding_length")
-    heads = num("attention.head_count", 0)
+    def whole_of(v: object, key: str, lo: int, hi: int) -> int:
+        return whole(v, f"{arch}.{key}", lo, hi, where=where)
+
+    def num(key: str, default: int | None = None, lo: int = 0, hi: int = _DIM) -> int:
+        """A whole number in [lo, hi]; of an array (one per layer), the largest."""
+        v = get(key, default)
+        if v is None:
+            raise ConfigError(f"{where}: no {arch}.{key}: convert the model again with llama.cpp's convert_hf_to_gguf.py")
+        if isinstance(v, list):
+            return max((whole_of(x, key, lo, hi) for x in v), default=lo)
+        return whole_of(v, key, lo, hi)
+
+    n = num("block_count", lo=1, hi=10_000)
+    hidden = num("embedding_length", lo=1)
+    heads = num("attention.head_count", 0, hi=_HEADS)
     kv_raw = get("attention.head_count_kv", heads)
-    kv_per_layer = [int(x) for x in kv_raw] if isinstance(kv_raw, list) else [int(kv_raw) if isinstance(kv_raw, (int, float)) else heads] * n
+    if isinstance(kv_raw, list):
+        kv_per_layer = [whole_of(x, "attention.head_count_kv", 0, _HEADS) for x in kv_raw]
+    else:
+        kv_per_layer = [whole_of(kv_raw, "attention.head_count_kv", 0, _HEADS)] * n
     if len(kv_per_layer) < n:
-        raise ConfigError(f"{name}: {arch}.attention.head_count_kv has {len(kv_per_layer)} entries for {n} layers")
+        raise ConfigError(f"{where}: {arch}.attention.head_count_kv has {len(kv_per_layer)} entries for {n} layers")
     head_k = num("attention.key_length", hidden // heads if heads else 0)
     head_v = num("attention.value_length", head_k)
-    window = num("attention.sliding_window", 0)
-    ctx_train = num("context_length", 2048)
+    if any(kv_per_layer) and not (head_k and head_v):
+        raise ConfigError(f"{where}: layers with KV heads but a head size of 0: give {arch}.attention.key_length "
+                          f"and value_length, or attention.head_count")
+    window = num("attention.sliding_window", 0, hi=_TOKENS)
+    ctx_train = num("context_length", 2048, lo=1, hi=_TOKENS)
     tokens = md.get("tokenizer.ggml.tokens")
     listed = md.get("tokenizer.ggml.tokens.length")
-    vocab = int(listed) if isinstance(listed, int) else len(tokens) if isinstance(tokens, list) else num("vocab_size", 0)
+    vocab = int(listed) if isinstance(listed, int) else len(tokens) if isinstance(tokens, list) else num("vocab_size", 0, hi=_TOKENS)
     pattern = get("attention.sliding_window_pattern")
     ssm_inner = num("ssm.inner_size", 0)
     # Layers that reuse an earlier layer's KV (Gemma 3n, Gemma 4: attention.shared_kv_layers) hold none:
     # llama.cpp's n_layer_kv_from_start = n_layer - shared_kv_layers (src/llama-model.cpp)
-    kv_from_start = n - num("attention.shared_kv_layers", 0)
+    kv_from_start = n - num("attention.shared_kv_layers", 0, hi=n)
     # MTP / nextn blocks get KV like any layer (the main cache loops over every block), except in the
     # architectures whose memory filter drops them (llama-model.cpp create_memory; hybrid filter)
-    nextn = num("nextn_predict_layers", 0) if arch in _NEXTN_FILTERED else 0
+    nextn = num("nextn_predict_layers", 0, hi=n) if arch in _NEXTN_FILTERED else 0
     layers: list[Layer] = []
     layer_of: list[int] = []
     notes: list[str] = []
@@ -117,10 +130,10 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     for il in range(n):
         kv = kv_per_layer[il] if il < kv_from_start and il < n - nextn else 0
         if ssm_inner and (kv == 0 or arch in ("mamba", "mamba2", "falcon-h1")):
-            conv = num("ssm.conv_kernel", 4)
-            d_state = num("ssm.state_size", 16)
-            groups = num("ssm.group_count", 0)
-            ssm_heads = num("ssm.time_step_rank", 0)
+            conv = num("ssm.conv_kernel", 4, lo=1, hi=1024)
+            d_state = num("ssm.state_size", 16, lo=1)
+            groups = num("ssm.group_count", 0, hi=_HEADS)
+            ssm_heads = num("ssm.time_step_rank", 0, hi=_HEADS)
             if groups:  # Mamba-2: conv over x, B, C; state heads x head_dim x d_state
                 head_dim = ssm_inner // max(ssm_heads, 1)
                 layers.append(RecurrentState("mamba2", conv, ssm_inner + 2 * groups * d_state, ssm_heads,
@@ -134,7 +147,7 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
             continue
         if num("attention.kv_lora_rank", 0):
             lora = num("attention.kv_lora_rank")
-            rope = num("rope.dimension_count", head_k - lora)
+            rope = num("rope.dimension_count", max(head_k - lora, 0))
             layers.append(MLA(lora, rope))
         elif window and _is_swa(arch, il, pattern):
             cls = ChunkedLocal if arch == "llama4" else SlidingWindow
@@ -162,16 +175,20 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     types = Counter(t.type_name for t in h.tensors if len(t.shape) >= 2)
     main = types.most_common(1)[0][0] if types else "F16"
     ftype = md.get("general.file_type")
+    if ftype is not None:
+        ftype = whole(ftype, "general.file_type", 0, 1 << 16, where=where)
     label = f"GGUF {main}" + (f" (file_type {ftype})" if ftype is not None else "")
-    n_experts = num("expert_count", 0)
-    ffn = num("expert_feed_forward_length", 0) * max(num("expert_used_count", 0), 1) if n_experts else num("feed_forward_length", 4 * hidden)
+    n_experts = num("expert_count", 0, hi=_HEADS)
+    used = num("expert_used_count", 0, hi=max(n_experts, 1))
+    ffn = num("expert_feed_forward_length", 0) * max(used, 1) if n_experts else num("feed_forward_length", 4 * hidden)
+    title = md.get("general.name")
     return ModelSpec(
-        name=str(md.get("general.name") or name), model_type=f"gguf:{arch}", layers=tuple(layers),
+        name=title if isinstance(title, str) and 0 < len(title) <= 200 else name, model_type=f"gguf:{arch}", layers=tuple(layers),
         layer_of=tuple(layer_of), inventory=make_inventory(tuple(head), [tuple(b) for b in blocks], tuple(tail)),
         dims=Dims(hidden, ffn, vocab, heads, head_k), native_dtype="fp16", max_context=ctx_train,
         weight_format=WeightFormat("stored", dense_dtype="fp16", label=label),
         sources=(("all", f"GGUF header of {name}"),), notes=tuple(notes),
-        num_experts=n_experts, experts_per_token=num("expert_used_count", 0),
+        num_experts=n_experts, experts_per_token=used,
     )
 
 

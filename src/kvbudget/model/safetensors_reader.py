@@ -20,12 +20,12 @@ headers over HTTP range requests; ``read_hub_safetensors`` turns its answer into
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import struct
 
 from .._record import record, replace
+from ..inputs import MAX_CONFIG_BYTES, check_file, excerpt, load_json, read_bytes
 from ..units import InputError
 from .params import ROLES, Tensor
 from .params import inventory as make_inventory
@@ -34,6 +34,7 @@ from .weights import WeightFormat
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Any, Final, NoReturn
 
     from huggingface_hub.utils._safetensors import SafetensorsRepoMetadata
 
@@ -58,9 +59,25 @@ class SafetensorsError(InputError):
     """A safetensors file or index that is truncated, malformed or hostile."""
 
 
+# One tensor as a header lists it, as a plain tuple (a DeepSeek-V3 checkpoint lists 92k of them):
+# (begin, end, name, dtype, shape) from a header, in data order; the summary keeps (name, dtype,
+# shape, nbytes) and adds the file, the name with its layer
+# number replaced by "#" (the key its role is cached by) and the layer number.
+if TYPE_CHECKING:
+    Listed = tuple[int, int, str, Any, Any]  # data offsets begin and end, name, dtype, shape (a list)
+    Stored = tuple[str, str, tuple[int, ...], int, str, str, int | None]
+NAME: Final = 0
+DTYPE: Final = 1
+SHAPE: Final = 2
+NBYTES: Final = 3
+FILE: Final = 4
+KEY: Final = 5
+LAYER: Final = 6
+
+
 @record
 class SafetensorsTensor:
-    """One tensor as a header lists it."""
+    """One tensor as a header lists it (``SafetensorsSummary.tensor``)."""
 
     name: str
     dtype: str
@@ -79,7 +96,7 @@ class SafetensorsSummary:
 
     source: str
     files: tuple[str, ...]
-    tensors: tuple[SafetensorsTensor, ...]
+    tensors: tuple[Stored, ...]  # in file order, then data order
     total_bytes: int
     by_dtype: tuple[tuple[str, int], ...]  # largest first
     by_role: tuple[tuple[str, int], ...]  # in kvbudget's role order, then "other"
@@ -89,6 +106,10 @@ class SafetensorsSummary:
     @property
     def tensor_count(self) -> int:
         return len(self.tensors)
+
+    def tensor(self, i: int) -> SafetensorsTensor:
+        t = self.tensors[i]
+        return SafetensorsTensor(t[NAME], t[DTYPE], t[SHAPE], t[NBYTES], t[FILE], _key_info(t[KEY], t[NAME])[0])
 
     def dtype_bytes(self) -> dict[str, int]:
         return dict(self.by_dtype)
@@ -100,78 +121,91 @@ class SafetensorsSummary:
 # --- reading headers -----------------------------------------------------------------------------
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _tensors(entries: Iterable[tuple[str, object]], where: str, file: str, data_size: int | None) -> list[SafetensorsTensor]:
+def _listed(entries: Iterable[tuple[str, object]], where: str, data_size: int | None) -> list[Listed]:
     """Validate a header's entries: dtype, shape and offsets of each, and that the tensors tile the
-    data without gaps or overlaps (and, for a local file, end where the file ends)."""
-    found: list[tuple[int, int, SafetensorsTensor]] = []
+    data without gaps or overlaps (and, for a local file, end where the file ends). One tight loop:
+    a shard of DeepSeek-V3 lists 600 tensors, the checkpoint 92k."""
+    found: list[Listed] = []
+    bits_of = DTYPE_BITS.get
     for name, entry in entries:
-        if name == "__metadata__":
-            if not isinstance(entry, dict):
+        if type(entry) is not dict:
+            if name == "__metadata__":
                 raise SafetensorsError(f"{where}: __metadata__ must be a JSON object")
+            raise SafetensorsError(f"{where}: tensor {excerpt(name)} must be an object with dtype, shape and data_offsets")
+        if name == "__metadata__":
             continue
-        if not isinstance(entry, dict):
-            raise SafetensorsError(f"{where}: tensor {name!r} must be an object with dtype, shape and data_offsets")
-        for key in ("dtype", "shape", "data_offsets"):
-            if key not in entry:
-                raise SafetensorsError(f"{where}: tensor {name!r} has no {key}")
-        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-            raise SafetensorsError(f"{where}: tensor {name!r} has unknown dtype {dtype!r} (safetensors dtypes: {', '.join(DTYPE_BITS)})")
-        if not isinstance(shape, list) or not all(_positive_int(d) for d in shape):
-            raise SafetensorsError(f"{where}: tensor {name!r} shape must be a list of whole numbers, got {shape!r}")
-        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_positive_int(x) for x in offsets):
-            raise SafetensorsError(f"{where}: tensor {name!r} data_offsets must be two whole numbers, got {offsets!r}")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        bits = bits_of(dtype) if type(dtype) is str else None
+        n = bits
+        if n is not None and type(shape) is list:
+            for d in shape:
+                if type(d) is not int or d < 0:
+                    n = None
+                    break
+                n *= d
+        if n is None or type(offsets) is not list or len(offsets) != 2:
+            _bad_entry(name, entry, where)
         begin, end = offsets
-        if end < begin:
-            raise SafetensorsError(f"{where}: tensor {name!r} data_offsets [{begin}, {end}] end before they begin")
-        elements = 1
-        for d in shape:
-            elements *= d
-        bits = elements * DTYPE_BITS[dtype]
-        if bits % 8:
-            raise SafetensorsError(f"{where}: tensor {name!r}: {elements:,} {dtype} elements are not a whole number of bytes")
-        if end - begin != bits // 8:
-            raise SafetensorsError(
-                f"{where}: tensor {name!r} data_offsets [{begin}, {end}] hold {end - begin:,} bytes, "
-                f"but {dtype} of shape {shape} takes {bits // 8:,}"
-            )
-        found.append((begin, end, SafetensorsTensor(name, dtype, tuple(shape), end - begin, file, tensor_role(name))))
-    found.sort(key=lambda x: (x[0], x[1]))
+        if type(begin) is not int or type(end) is not int or begin < 0 or end < begin or n & 7 or end - begin != n >> 3:
+            _bad_entry(name, entry, where)
+        found.append((begin, end, name, dtype, shape))
+    found.sort()
     at = 0
-    for begin, end, t in found:
+    for begin, end, name, _, _ in found:
         if begin != at:
             what = "overlaps the tensor before it" if begin < at else f"leaves a gap of {begin - at:,} bytes before it"
-            raise SafetensorsError(f"{where}: tensor {t.name!r} at data offset {begin:,} {what}")
+            raise SafetensorsError(f"{where}: tensor {excerpt(name)} at data offset {begin:,} {what}")
         at = end
     if data_size is not None and at != data_size:
         if at > data_size:
             raise SafetensorsError(f"{where}: truncated: its tensors end at data byte {at:,} but the file holds {data_size:,}")
         raise SafetensorsError(f"{where}: {data_size - at:,} bytes after the last tensor: not a well-formed safetensors file")
-    return [t for _, _, t in found]
+    return found
 
 
-def parse_header(raw: bytes, where: str, file: str = "", data_size: int | None = None) -> list[SafetensorsTensor]:
+def _bad_entry(name: str, entry: dict[str, object], where: str) -> NoReturn:
+    """Say what is wrong with one entry (the slow path of ``_listed``: only for a bad header)."""
+    tensor = f"tensor {excerpt(name)}"
+    for key in ("dtype", "shape", "data_offsets"):
+        if key not in entry:
+            raise SafetensorsError(f"{where}: {tensor} has no {key}")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise SafetensorsError(f"{where}: {tensor} has unknown dtype {excerpt(dtype)} (safetensors dtypes: {', '.join(DTYPE_BITS)})")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise SafetensorsError(f"{where}: {tensor} shape must be a list of whole numbers, got {excerpt(shape)}")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(x) is int and x >= 0 for x in offsets):
+        raise SafetensorsError(f"{where}: {tensor} data_offsets must be two whole numbers, got {excerpt(offsets)}")
+    begin, end = offsets
+    if end < begin:
+        raise SafetensorsError(f"{where}: {tensor} data_offsets [{begin:,}, {end:,}] end before they begin")
+    elements = 1
+    for d in shape:
+        elements *= d
+    bits = elements * DTYPE_BITS[dtype]
+    if bits % 8:
+        raise SafetensorsError(f"{where}: {tensor}: {excerpt(elements)} {dtype} elements are not a whole number of bytes")
+    raise SafetensorsError(
+        f"{where}: {tensor} data_offsets [{begin:,}, {end:,}] hold {end - begin:,} bytes, "
+        f"but {dtype} of shape {excerpt(shape)} takes {excerpt(bits // 8)}"
+    )
+
+
+def parse_header(raw: bytes, where: str, data_size: int | None = None) -> list[Listed]:
     """The tensors of a header's JSON bytes (``data_size``: bytes of data after it, when known)."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SafetensorsError(f"{where}: the header is not UTF-8 text: not a safetensors file") from None
-    except json.JSONDecodeError as exc:
-        raise SafetensorsError(f"{where}: the header is not valid JSON ({exc.msg} at byte {exc.pos + 8:,}): not a safetensors file") from None
-    except RecursionError:
-        raise SafetensorsError(f"{where}: the header's JSON is nested too deeply") from None
+        doc = load_json(raw, f"{where}: the header")
+    except InputError as exc:
+        raise SafetensorsError(f"{exc}: not a safetensors file") from None
     if not isinstance(doc, dict):
         raise SafetensorsError(f"{where}: the header must be a JSON object, got {type(doc).__name__}")
-    return _tensors(doc.items(), where, file or os.path.basename(where), data_size)
+    return _listed(doc.items(), where, data_size)
 
 
-def read_header(path: str) -> tuple[list[SafetensorsTensor], int]:
+def read_header(path: str) -> tuple[list[Listed], int]:
     """The tensors one ``.safetensors`` file lists, and how many bytes were read (8 + N): the
     header only, whatever the size of the file."""
+    check_file(path, "safetensors file", 1 << 62)
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
@@ -189,7 +223,7 @@ def read_header(path: str) -> tuple[list[SafetensorsTensor], int]:
         raw = f.read(n)
     if len(raw) != n:  # pragma: no cover - the file shrank while being read
         raise SafetensorsError(f"{path}: truncated while reading its header")
-    return parse_header(raw, path, os.path.basename(path), size - 8 - n), 8 + n
+    return parse_header(raw, path, size - 8 - n), 8 + n
 
 
 def safetensors_files(folder: str) -> tuple[str, ...]:
@@ -199,26 +233,26 @@ def safetensors_files(folder: str) -> tuple[str, ...]:
     index = os.path.join(folder, INDEX_FILE)
     if os.path.isfile(index):
         try:
-            with open(index, encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SafetensorsError(f"{index}: cannot read it ({exc.__class__.__name__})") from None
-        except json.JSONDecodeError as exc:
-            raise SafetensorsError(f"{index}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-        except RecursionError:
-            raise SafetensorsError(f"{index}: JSON nested too deeply") from None
+            doc = load_json(read_bytes(index, "safetensors index", MAX_CONFIG_BYTES), index)
+        except InputError as exc:
+            raise SafetensorsError(str(exc)) from None
         weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
-        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        try:
+            shards: set[object] = set(weight_map.values()) if isinstance(weight_map, dict) else {None}
+        except TypeError:  # a list or an object as a shard name
+            shards = {None}
+        names = sorted(v for v in shards if isinstance(v, str))
+        if len(names) < len(shards):
             raise SafetensorsError(f"{index}: has no weight_map object of tensor name -> shard file")
-        names = sorted(set(weight_map.values()))
         for name in names:
             if not name or os.path.basename(name) != name or name in (".", ".."):
-                raise SafetensorsError(f"{index}: shard {name!r} is not a file name in the model folder")
+                raise SafetensorsError(f"{index}: shard {excerpt(name)} is not a file name in the model folder")
         present = [name for name in names if os.path.isfile(os.path.join(folder, name))]
         if present and len(present) < len(names):
-            missing = [name for name in names if name not in present]
+            have = set(present)
+            missing = [name for name in names if name not in have]
             raise SafetensorsError(
-                f"{index}: {len(missing)} of its {len(names)} shards are not in the folder (first: {missing[0]}): "
+                f"{index}: {len(missing)} of its {len(names)} shards are not in the folder (first: {excerpt(missing[0])}): "
                 f"finish the download, or pass the config.json alone"
             )
         return tuple(os.path.join(folder, name) for name in present)
@@ -231,39 +265,53 @@ def safetensors_files(folder: str) -> tuple[str, ...]:
     return tuple(os.path.join(folder, e) for e in (own or files))
 
 
-def read_safetensors(path: str) -> SafetensorsSummary:
-    """Summarise a ``.safetensors`` file, or a model folder's shards, from their headers."""
-    if os.path.isdir(path):
+def read_safetensors(path: str, files: tuple[str, ...] = ()) -> SafetensorsSummary:
+    """Summarise a ``.safetensors`` file, or a model folder's shards (``files``, when they are
+    known already: ``safetensors_files(path)``), from their headers."""
+    if files:
+        pass
+    elif os.path.isdir(path):
         files = safetensors_files(path)
         if not files:
             raise SafetensorsError(f"{path}: no .safetensors files in this folder")
     else:
         files = (path,)
-    tensors: list[SafetensorsTensor] = []
+    listed: list[tuple[str, list[Listed]]] = []
     read = 0
     for file in files:
         found, n = read_header(file)
-        tensors += found
+        listed.append((os.path.basename(file), found))
         read += n
-    return summarize(path, tuple(os.path.basename(f) for f in files), tensors, read)
+    return summarize(path, listed, read)
 
 
-def summarize(source: str, files: tuple[str, ...], tensors: list[SafetensorsTensor], header_bytes: int = 0) -> SafetensorsSummary:
-    """Totals of a list of tensors; a name listed twice (in two shards) is an error."""
-    seen: dict[str, str] = {}
+def summarize(source: str, listed: list[tuple[str, list[Listed]]], header_bytes: int = 0) -> SafetensorsSummary:
+    """Totals of the tensors of each file; a name listed twice (in two shards) is an error. Each
+    tensor's role is looked up by its name with the layer number replaced (``_layer_key``), so a
+    role is worked out once per distinct tensor of a layer, not once per layer."""
+    seen: set[str] = set()
     dtypes: dict[str, int] = {}
-    roles = {role: 0 for role in (*ROLES, "other")}
+    roles = dict.fromkeys((*ROLES, "other"), 0)
     quant = 0
-    for t in tensors:
-        if t.name in seen:
-            raise SafetensorsError(f"{source}: tensor {t.name!r} is in both {seen[t.name]} and {t.file}")
-        seen[t.name] = t.file
-        dtypes[t.dtype] = dtypes.get(t.dtype, 0) + t.nbytes
-        roles[t.role] += t.nbytes
-        if _is_aux(_split_name(t.name)[1]):
-            quant += t.nbytes
+    out: list[Stored] = []
+    for file, found in listed:
+        names = [t[2] for t in found]
+        if not seen.isdisjoint(names):
+            name = next(n for n in names if n in seen)
+            first = next(f for f, ts in listed if any(t[2] == name for t in ts))
+            raise SafetensorsError(f"{source}: tensor {excerpt(name)} is in both {first} and {file}")
+        seen.update(names)
+        for begin, end, name, dtype, shape in found:
+            nbytes = end - begin
+            key, layer = _layer_key(name)
+            role, aux, _ = _key_info(key, name)
+            dtypes[dtype] = dtypes.get(dtype, 0) + nbytes
+            roles[role] += nbytes
+            if aux:
+                quant += nbytes
+            out.append((name, dtype, tuple(shape), nbytes, file, key, layer))
     return SafetensorsSummary(
-        source=source, files=files, tensors=tuple(tensors), total_bytes=sum(dtypes.values()),
+        source=source, files=tuple(f for f, _ in listed), tensors=tuple(out), total_bytes=sum(dtypes.values()),
         by_dtype=tuple(sorted(dtypes.items(), key=lambda kv: (-kv[1], kv[0]))),
         by_role=tuple((r, b) for r, b in roles.items() if b), quant_bytes=quant, header_bytes=header_bytes,
     )
@@ -275,14 +323,14 @@ def summarize(source: str, files: tuple[str, ...], tensors: list[SafetensorsTens
 def summary_from_hub(meta: SafetensorsRepoMetadata, source: str) -> SafetensorsSummary:
     """The summary of ``huggingface_hub``'s parsed headers (``get_safetensors_metadata``), checked as
     a local file's are (except where the data ends, which the Hub's answer does not say)."""
-    tensors: list[SafetensorsTensor] = []
+    listed: list[tuple[str, list[Listed]]] = []
     for file in sorted(meta.files_metadata):
         entries = [
             (name, {"dtype": info.dtype, "shape": list(info.shape), "data_offsets": list(info.data_offsets)})
             for name, info in meta.files_metadata[file].tensors.items()
         ]
-        tensors += _tensors(entries, f"{source}: {file}", file, None)
-    return summarize(source, tuple(sorted(meta.files_metadata)), tensors)
+        listed.append((file, _listed(entries, f"{source}: {file}", None)))
+    return summarize(source, listed)
 
 
 def read_hub_safetensors(repo_id: str, revision: str | None = None) -> SafetensorsSummary:
@@ -389,8 +437,39 @@ def tensor_role(name: str) -> str:
 
 def layer_index(name: str) -> int | None:
     """The decoder layer a tensor belongs to (``model.layers.12.``, ``transformer.h.3.`` ...)."""
+    return _layer_key(name)[1]
+
+
+_LAYER_WORDS = frozenset({"layers", "layer", "h", "blocks", "block"})
+
+
+def _layer_key(name: str) -> tuple[str, int | None]:
+    """(the name with its layer number replaced by ``#``, the layer number): what ``_LAYER`` finds,
+    by a split for the common ``model.layers.12.rest`` and by the expression otherwise. A number of
+    more than 9 digits is no layer number."""
+    parts = name.split(".", 3)
+    if len(parts) >= 3 and parts[1] in _LAYER_WORDS and parts[2].isdecimal():
+        if len(parts[2]) > 9:
+            return name, None
+        return f"{parts[0]}.{parts[1]}.#{'.' + parts[3] if len(parts) == 4 else ''}", int(parts[2])
     m = _LAYER.search(name)
-    return int(m.group(1)) if m else None
+    if m is None or len(m.group(1)) > 9:
+        return name, None
+    return f"{name[:m.start(1)]}#{name[m.end(1):]}", int(m.group(1))
+
+
+_KEY_INFO: dict[str, tuple[str, bool, bool]] = {}
+
+
+def _key_info(key: str, name: str) -> tuple[str, bool, bool]:
+    """(role, whether it quantizes a weight, whether engines skip it as a buffer) of a tensor, worked
+    out from its ``name`` once per ``key`` (the name less its layer number, which none of them reads)."""
+    info = _KEY_INFO.get(key)
+    if info is None:
+        if len(_KEY_INFO) > 1 << 16:
+            _KEY_INFO.clear()
+        info = _KEY_INFO[key] = (tensor_role(name), _is_aux(_split_name(name)[1]), any(b in name for b in _BUFFERS))
+    return info
 
 
 # --- tensors for the inventory ------------------------------------------------------------------------
@@ -489,8 +568,14 @@ def _block(tensors: list[SafetensorsTensor], bits: int, kv_heads: int) -> tuple[
 
 def is_quantized(summary: SafetensorsSummary) -> bool:
     """Whether the checkpoint stores packed, 8-bit or scaled weights (not plain 16/32-bit floats)."""
-    return summary.quant_bytes > 0 or any(t.dtype in ("I32", "U8", "I8", "F8_E4M3", "F8_E5M2", "F4") and len(t.shape) >= 2
+    return summary.quant_bytes > 0 or any(t[DTYPE] in ("I32", "U8", "I8", "F8_E4M3", "F8_E5M2", "F4") and len(t[SHAPE]) >= 2
                                           for t in summary.tensors)
+
+
+def _records(tensors: list[Stored], by_key: bool = False) -> list[SafetensorsTensor]:
+    """Records of stored tensors for ``_block``; ``by_key``: named by their key (one layer's tensors)."""
+    return [SafetensorsTensor(t[KEY] if by_key else t[NAME], t[DTYPE], t[SHAPE], t[NBYTES], t[FILE], _key_info(t[KEY], t[NAME])[0])
+            for t in tensors]
 
 
 def with_safetensors(spec: ModelSpec, summary: SafetensorsSummary) -> ModelSpec:
@@ -499,20 +584,22 @@ def with_safetensors(spec: ModelSpec, summary: SafetensorsSummary) -> ModelSpec:
     Layers past the config's count (multi-token-prediction heads, which engines skip unless asked
     for speculative decoding) are left out, with a note."""
     n = spec.num_layers
-    head: list[SafetensorsTensor] = []
-    tail: list[SafetensorsTensor] = []
-    blocks: list[list[SafetensorsTensor]] = [[] for _ in range(n)]
-    extra: list[SafetensorsTensor] = []
-    skipped: list[SafetensorsTensor] = []
+    head: list[Stored] = []
+    tail: list[Stored] = []
+    blocks: list[list[Stored]] = [[] for _ in range(n)]
+    extra: list[Stored] = []
+    skipped: list[Stored] = []
     tied = not any(x.role == "lm_head" for x in spec.inventory.tail)  # tie_word_embeddings: one copy is loaded
     for t in summary.tensors:
-        if not t.nbytes:
+        if not t[NBYTES]:
             continue
-        role = t.role
-        if any(b in t.name for b in _BUFFERS) or (tied and role == "lm_head"):
+        role, _, buffer = _key_info(t[KEY], t[NAME])
+        if buffer or (tied and role == "lm_head"):
             skipped.append(t)
             continue
-        il = None if role == "vision" else layer_index(t.name)
+        il = t[LAYER]
+        if role == "vision" and il is not None:
+            il, t = None, (*t[:KEY], t[NAME], None)
         if il is None:
             (head if role in ("embeddings", "vision") else tail).append(t)
         elif il < n:
@@ -531,20 +618,32 @@ def with_safetensors(spec: ModelSpec, summary: SafetensorsSummary) -> ModelSpec:
         )
     fmt = spec.weight_format
     bits = fmt.bits if fmt is not None and fmt.bits < 16 and 32 % fmt.bits == 0 else 4
-    head.sort(key=lambda t: t.role != "embeddings" or _split_name(t.name)[0].rsplit(".", 1)[-1] not in _TOKEN_EMBED)
+    head_records = _records(head)
+    head_records.sort(key=lambda t: t.role != "embeddings" or _split_name(t.name)[0].rsplit(".", 1)[-1] not in _TOKEN_EMBED)
 
     def kv_heads(i: int) -> int:
         return next((x.heads for x in spec.inventory.layers[i] if x.split == "kv"), 0)
 
-    inventory = make_inventory(_block(head, bits, 0), [_block(b, bits, kv_heads(i)) for i, b in enumerate(blocks)], _block(tail, bits, 0))
+    # Layers whose tensors are the same but for the layer number (the 58 MoE layers of DeepSeek-V3) give
+    # the same block: work it out once.
+    done: dict[tuple[object, ...], tuple[Tensor, ...]] = {}
+    layer_blocks = []
+    for i, b in enumerate(blocks):
+        heads = kv_heads(i)
+        sig = (heads, *((t[KEY], t[DTYPE], t[SHAPE], t[NBYTES]) for t in b))
+        found = done.get(sig)
+        if found is None:
+            found = done[sig] = _block(_records(b, by_key=True), bits, heads)
+        layer_blocks.append(found)
+    inventory = make_inventory(_block(head_records, bits, 0), layer_blocks, _block(_records(tail), bits, 0))
     if extra:
-        layers = sorted({layer_index(t.name) or 0 for t in extra})
+        layers = sorted({t[LAYER] or 0 for t in extra})
         which = ", ".join(map(str, layers)) if len(layers) <= 4 else f"{layers[0]}-{layers[-1]}"
         notes.append(f"safetensors layer{'s' if len(layers) > 1 else ''} {which} past num_hidden_layers "
-                     f"({sum(t.nbytes for t in extra):,} bytes, multi-token prediction) left out: engines load them only for speculative decoding")
+                     f"({sum(t[NBYTES] for t in extra):,} bytes, multi-token prediction) left out: engines load them only for speculative decoding")
     if skipped:
-        notes.append(f"{len(skipped)} safetensors tensor{'s' if len(skipped) > 1 else ''} ({sum(t.nbytes for t in skipped):,} bytes: "
-                     f"{skipped[0].name}{', ...' if len(skipped) > 1 else ''}) left out: engines do not load them "
+        notes.append(f"{len(skipped)} safetensors tensor{'s' if len(skipped) > 1 else ''} ({sum(t[NBYTES] for t in skipped):,} bytes: "
+                     f"{excerpt(skipped[0][NAME])[1:-1]}{', ...' if len(skipped) > 1 else ''}) left out: engines do not load them "
                      f"(buffers, or an lm_head tied to the embeddings)")
     config_params = spec.params
     new_params = inventory.total
@@ -567,7 +666,7 @@ def with_folder_weights(spec: ModelSpec, folder: str) -> ModelSpec:
     files = safetensors_files(folder)
     if not files:
         return spec
-    return with_safetensors(spec, read_safetensors(folder))
+    return with_safetensors(spec, read_safetensors(folder, files))
 
 
 def with_hub_weights(spec: ModelSpec, repo_id: str, revision: str | None = None) -> ModelSpec:

@@ -99,10 +99,11 @@ class LogText:
         return literal in self.text
 
 
-def figure(value: str, name: str, lo: float | None = None, hi: float = 1e6, decimal_comma: bool = False) -> float:
-    """A logged number (``1,234`` or, with ``decimal_comma``, ``1,5``), finite and in ``[lo, hi]``;
-    InputError naming the figure otherwise."""
-    return real(_number(value, name, decimal_comma), name, lo, hi, where="the log")
+def figure(value: str, name: str, lo: float | None = None, hi: float = 1e6, decimal_comma: bool = False,
+           lo_open: bool = False) -> float:
+    """A logged number (``1,234`` or, with ``decimal_comma``, ``1,5``), finite and in ``[lo, hi]``
+    (``(lo, hi]`` with ``lo_open``); InputError naming the figure otherwise."""
+    return real(_number(value, name, decimal_comma), name, lo, hi, where="the log", lo_open=lo_open)
 
 
 def count(value: str, name: str, lo: int = 0, hi: int = 10**13) -> int:

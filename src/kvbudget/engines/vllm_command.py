@@ -153,6 +153,8 @@ def _config_file(path: str) -> list[tuple[str, str | None]]:
     text = inputs.read_text(path, "--config", inputs.MAX_OPTIONS_BYTES)
     try:
         loaded = inputs.load_yaml(text, where)
+    except InputError:
+        raise
     except ValueError:  # an integer past Python's digit limit, built by the YAML constructor
         raise InputError(f"{where}: holds an integer with thousands of digits") from None
     if not isinstance(loaded, dict):

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..model.spec import ModelSpec
 
 # A figure as llama.cpp prints it (some locales print a decimal comma), bounded and whole.
-_F = r"(?<![0-9.,])([0-9]{1,18}(?:[.,][0-9]{1,18})?)(?![0-9]|[.,][0-9])"
+_F = r"(?<![0-9.,])([0-9]+(?:[.,][0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf))(?![0-9]|[.,][0-9])"
 _MIB = 1e9  # a figure in MiB beyond this (a petabyte) is not a real cache
 
 

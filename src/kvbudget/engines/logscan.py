@@ -18,9 +18,11 @@ from ..inputs import excerpt, real, whole
 BACK = 64  # characters before the literal a pattern may start at
 AHEAD = 512  # characters after it a pattern may reach
 
-# A number as logs print them, bounded (no quantifier runs away) and whole: never the tail or the
-# head of a longer run of digits.
-NUM = r"(?<![0-9.,])(-?[0-9][0-9,]{0,40}(?:\.[0-9]{1,40})?)(?![0-9]|\.[0-9])"
+# A number as logs print them (``1,234``, ``0.93``, ``1e30``), or the NaN and infinity a broken run
+# prints in its place (read, then refused by name): whole, never the tail or head of a longer run of
+# digits (the lookbehind rejects a start inside one at once, so a megabyte of digits costs one pass).
+NUM = (r"(?<![0-9.,])(-?(?:[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf(?:inity)?)))"
+       r"(?![0-9]|\.[0-9])")
 
 
 @lru_cache(maxsize=256)

@@ -60,20 +60,27 @@ _ARG_KEYS = (
     "max_num_batched_tokens", "dtype", "enable_prefix_caching", "enable_chunked_prefill", "num_gpu_blocks_override",
     "kv_cache_memory_bytes", "cpu_offload_gb",
 )
-# 'key': value (non-default args dicts) or key=value (engine config lines); a key is whole (not the
-# tail of mamba_block_size); one pass over the text, whatever its shape.
-_SETTING = re.compile(r"(?<![\w])['\"]?(" + "|".join(_ARG_KEYS) + r")['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})")
+# 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
+# literal (a key is whole: not the tail of mamba_block_size).
+_SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})") for key in _ARG_KEYS}
 _GIB = 1e6  # a figure in GiB beyond this (a million GiB) is not a GPU's
 
 
-def _settings(text: str) -> list[tuple[str, str]]:
+def _settings(log: LogText) -> list[tuple[str, str]]:
+    """The last value the log shows for each engine argument (None: the default, skipped)."""
+    text = log.text
     out: dict[str, str] = {}
-    for m in _SETTING.finditer(text):
-        key = "max_model_len" if m.group(1) == "max_seq_len" else m.group(1)
-        if m.group(2) != "None":
-            out[key] = m.group(2)
-        else:
-            out.pop(key, None)
+    for key, rx in _SETTING.items():
+        for start, stop, _ in log.lines(key, reverse=True):
+            found = None
+            for m in rx.finditer(text, start, stop):
+                before = text[m.start() - 1] if m.start() else " "
+                if not (before.isalnum() or before == "_"):
+                    found = m
+            if found is not None:
+                if found.group(1) != "None":
+                    out["max_model_len" if key == "max_seq_len" else key] = found.group(1)
+                break
     return list(out.items())
 
 
@@ -164,7 +171,7 @@ def parse_vllm_log(text: str) -> VllmLog:
          or log.last(" GiB for CUDAGraph memory", NUM + r" GiB for CUDAGraph memory"))
     if m:
         fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
-    settings = _settings(text)
+    settings = _settings(log)
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
                        r"[#$>\s]{0,8}((?:[A-Z_]{1,64}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:

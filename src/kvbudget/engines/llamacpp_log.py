@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..model.spec import ModelSpec
 
 # A figure as llama.cpp prints it (some locales print a decimal comma), bounded and whole.
-_F = r"(?<![0-9.,])([0-9]+(?:[.,][0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf))(?![0-9]|[.,][0-9])"
+_F = r"(?<![0-9.,])(-?(?:[0-9]+(?:[.,][0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf)))(?![0-9]|[.,][0-9])"
 _MIB = 1e9  # a figure in MiB beyond this (a petabyte) is not a real cache
 
 
@@ -78,7 +78,7 @@ def _meta(log: LogText) -> dict[str, str]:
     return out
 
 
-_CACHE = (r"size = {0,16}" + _F + r" MiB \( {0,16}([0-9]{1,12}) cells, {0,16}([0-9]{1,12}) layers(?:, {0,16}[0-9/ ]{1,40} seqs)?\),"
+_CACHE = (r"size = {0,16}" + _F + r" MiB \( {0,16}" + _F + r" cells, {0,16}" + _F + r" layers(?:, {0,16}[0-9/ ]{1,40} seqs)?\),"
           r" K \((\w{1,16})\): {0,16}" + _F + r" MiB, V \((\w{1,16})\): {0,16}" + _F + " MiB")
 _SELF = r"KV self size {0,16}= {0,16}" + _F + r" MiB, K \((\w{1,16})\): {0,16}" + _F + r" MiB, V \((\w{1,16})\): {0,16}" + _F + " MiB"
 _BUFFER = r"(?<!\S)(\S{1,64}) KV buffer size = {0,16}" + _F + " MiB"
@@ -102,6 +102,7 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
     if "\x00" in text:
         raise InputError("the log is binary, not text: give the text log llama.cpp printed")
     log = LogText(text.replace("\r", ""))
+    log.check_numbers()
     text = log.text
     caches: list[CacheLine] = []
     swa_next = False
@@ -163,7 +164,7 @@ def _self_cache(log: LogText, m: re.Match[str], pending: tuple[tuple[str, float]
 
 def _first_int(value: str, name: str = "KV width") -> list[int]:
     """The whole numbers a printed hyper-parameter holds (one, or one per layer), each checked."""
-    return [count(x, name, 0, 1 << 24) for x in re.findall(r"-?[0-9]+", value[:100_000])]
+    return [count(x, name, 0, 1 << 24) for x in re.findall(r"-?(?:[0-9][0-9.eE+]*|(?i:nan|inf))", value[:100_000])]
 
 
 @record

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from ..inputs import excerpt, real, whole
+from ..units import InputError
 
 BACK = 64  # characters before the literal a pattern may start at
 AHEAD = 512  # characters after it a pattern may reach
@@ -23,6 +24,10 @@ AHEAD = 512  # characters after it a pattern may reach
 # digits (the lookbehind rejects a start inside one at once, so a megabyte of digits costs one pass).
 NUM = (r"(?<![0-9.,])(-?(?:[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf(?:inity)?)))"
        r"(?![0-9]|\.[0-9])")
+
+
+MAX_DIGITS = 300
+_LONG = re.compile(r"(?<![0-9])[0-9]{" + str(MAX_DIGITS + 1) + "}")
 
 
 @lru_cache(maxsize=256)
@@ -97,6 +102,15 @@ class LogText:
                 return m
         return None
 
+    def check_numbers(self) -> None:
+        """Refuse a number of more than ``MAX_DIGITS`` digits anywhere: no engine prints one, and a
+        figure that long would run past the window it is read in (one pass: a run is entered once)."""
+        m = _LONG.search(self.text)
+        if m is not None:
+            line = self.text.count("\n", 0, m.start()) + 1
+            raise InputError(f"the log: line {line:,} holds a number of more than {MAX_DIGITS} digits,"
+                             " which no engine prints (is it the right file?)")
+
     def has(self, literal: str) -> bool:
         return literal in self.text
 
@@ -117,6 +131,4 @@ def _number(value: str, name: str, decimal_comma: bool) -> float:
     try:
         return float(value.replace(",", "." if decimal_comma else ""))
     except ValueError:
-        from ..units import InputError
-
         raise InputError(f"the log: {name} {excerpt(value)} is not a number") from None

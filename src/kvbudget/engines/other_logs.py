@@ -29,6 +29,7 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
     if "\x00" in text:
         raise InputError("the log is binary, not text: give the text log the engine printed")
     log = LogText(text.replace("\r", ""))
+    log.check_numbers()
     rows: list[Row] = []
     alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + _N
                      + r",)? K size: " + _N + r" GB, V size: " + _N + " GB")

@@ -102,6 +102,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     # Rejoin records a terminal or a paste wrapped: a line break followed by a continuation.
     text = re.sub(r"\n(?=[a-z0-9.,;:%)\]x ])", "", text.replace("\r", ""))
     log = LogText(text)
+    log.check_numbers()
     fields: dict[str, object] = {}
     m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")
          or log.first("LLM engine (v", r"LLM engine \(v([0-9][\w.+\-]{0,40})\)")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from .._record import record, replace
-from ..inputs import MAX_OPTIONS_BYTES, excerpt, load_yaml, read_text, real, whole
+from ..inputs import excerpt, real, whole
 from ..units import InputError
 from .sglang import SGLangSettings
 from .trtllm import TrtllmSettings
-from .vllm_command import split_command
+from .vllm_command import load_options, split_command
 
 _SGLANG = {  # flag -> (field, kind)
     "--model-path": ("model", "str"), "--model": ("model", "str"), "--tp": ("tp", "int"), "--tp-size": ("tp", "int"),
@@ -136,12 +136,7 @@ def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
     """TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options`` YAML): the settings it
     sets, and the keys kvbudget does not model."""
     where = f"--extra_llm_api_options {excerpt(path)}"
-    try:
-        data = load_yaml(read_text(path, "--extra_llm_api_options", MAX_OPTIONS_BYTES), where)
-    except InputError:
-        raise
-    except ValueError:  # an integer past Python's digit limit, built by the YAML constructor
-        raise InputError(f"{where}: holds an integer with thousands of digits") from None
+    data = load_options(path, "--extra_llm_api_options")
     if not isinstance(data, dict):
         raise InputError(f"{where}: must hold a mapping of LLM API options")
     out: dict[str, object] = {}

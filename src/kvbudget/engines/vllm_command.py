@@ -150,13 +150,7 @@ def _config_file(path: str) -> list[tuple[str, str | None]]:
     vLLM's FlexibleArgumentParser._pull_args_from_config reads it. Read with a size cap, no aliases
     bombs; nothing it names is opened here (a ``config:`` inside it is not followed)."""
     where = f"--config {excerpt(path)}"
-    text = inputs.read_text(path, "--config", inputs.MAX_OPTIONS_BYTES)
-    try:
-        loaded = inputs.load_yaml(text, where)
-    except InputError:
-        raise
-    except ValueError:  # an integer past Python's digit limit, built by the YAML constructor
-        raise InputError(f"{where}: holds an integer with thousands of digits") from None
+    loaded = load_options(path, "--config")
     if not isinstance(loaded, dict):
         raise InputError(f"{where}: must hold a mapping of engine arguments (max_model_len: 8192 ...)")
     out: list[tuple[str, str | None]] = []
@@ -168,9 +162,24 @@ def _config_file(path: str) -> list[tuple[str, str | None]]:
             raise InputError(f"{where}: {excerpt(str(key))} is {excerpt(item)}: far out of range")
         elif isinstance(item, (int, float, str)):
             out.append((flag, str(item)))
-        elif item is not None:
-            out.append((flag, excerpt(item)))
+        elif item is not None:  # a list or mapping: named, never printed (it may be an alias bomb)
+            out.append((flag, f"<a {type(item).__name__}>"))
     return out
+
+
+def load_options(path: str, flag: str) -> object:
+    """An engine's option file (YAML or JSON): read with the size cap and regular-file check, nesting
+    bounded before the YAML parser sees it, aliases capped (``inputs``)."""
+    where = f"{flag} {excerpt(path)}"
+    text = inputs.read_text(path, flag, inputs.MAX_OPTIONS_BYTES)
+    if not inputs._depth_ok(text, inputs.MAX_JSON_DEPTH):
+        raise InputError(f"{where}: nested more than {inputs.MAX_JSON_DEPTH} levels deep")
+    try:
+        return inputs.load_yaml(text, where)
+    except InputError:
+        raise
+    except ValueError:  # an integer past Python's digit limit, built by the YAML constructor
+        raise InputError(f"{where}: holds an integer with thousands of digits") from None
 
 
 def split_command(text: str) -> list[str]:

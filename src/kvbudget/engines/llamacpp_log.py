@@ -107,6 +107,7 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
     caches: list[CacheLine] = []
     swa_next = False
     pending: list[tuple[str, float]] = []
+    buffers: list[tuple[str, float]] = []
     last_line = -1
     for start, kind, stop, i in _events(log):
         line = text[start:stop] if stop - start <= 4096 else text[max(start, i - BACK):min(stop, i + AHEAD)]
@@ -122,6 +123,7 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
             buf = re.search(_BUFFER, line)
             if buf:
                 pending.append((buf.group(1), _num(buf.group(2), f"{buf.group(1)} KV buffer size (MiB)")))
+                buffers.append(pending[-1])
                 last_line = start
         elif kind == "cache":
             m = re.search(_CACHE, line)
@@ -137,7 +139,6 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
                 caches.append(_self_cache(log, m, tuple(pending)))
                 pending = []
                 last_line = start
-    buffers = [(m.group(1), _num(m.group(2), f"{m.group(1)} KV buffer size (MiB)")) for m in log.each("KV buffer size", _BUFFER)]
     if not caches and not buffers:
         raise InputError("no llama.cpp KV-cache figures found in the log (looked for 'llama_kv_cache ... size =', "
                          "'KV self size', 'KV buffer size')")
@@ -151,15 +152,25 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
 
 def _self_cache(log: LogText, m: re.Match[str], pending: tuple[tuple[str, float], ...]) -> CacheLine:
     """A pre-b5429 ``KV self size`` cache: its cells and layers from the ``kv_size`` line, else n_ctx
-    (also printed as the slots' ctx_size) and the printed n_layer."""
+    (also printed as the slots' ctx_size) and the printed n_layer (looked up once per log)."""
+    cells, layers = _self_shape(log)
+    return CacheLine(count(cells, "KV cache cells", 0, 1 << 40), count(layers, "KV cache layers", 0, 1 << 20), m.group(2), m.group(4),
+                     _num(m.group(3), "K size (MiB)"), _num(m.group(5), "V size (MiB)"), _num(m.group(1), "KV self size (MiB)"), False,
+                     pending)
+
+
+def _self_shape(log: LogText, _shapes: dict[int, tuple[str, str]] = {}) -> tuple[str, str]:  # noqa: B006
+    key = id(log.text)
+    if key in _shapes:
+        return _shapes[key]
+    _shapes.clear()  # one log at a time: nothing kept from a previous one
     init = log.first("kv_size = ", r"kv_size = ([0-9]{1,12}),[^\n]{0,400}?n_layer = ([0-9]{1,12})")
     n_ctx = log.first("n_ctx ", r"n_ctx {1,16}= ([0-9]{1,12})") or log.first("ctx_size = ", r"\bctx_size = ([0-9]{1,12})")
     layers_meta = log.first(("print_info:", "llm_load_print_meta:"), r"(?:print_info|llm_load_print_meta): n_layer {1,16}= ([0-9]{1,12})")
     cells = init.group(1) if init else n_ctx.group(1) if n_ctx else "0"
     layers = init.group(2) if init else layers_meta.group(1) if layers_meta else "0"
-    return CacheLine(count(cells, "KV cache cells", 0, 1 << 40), count(layers, "KV cache layers", 0, 1 << 20), m.group(2), m.group(4),
-                     _num(m.group(3), "K size (MiB)"), _num(m.group(5), "V size (MiB)"), _num(m.group(1), "KV self size (MiB)"), False,
-                     pending)
+    _shapes[key] = (cells, layers)
+    return cells, layers
 
 
 def _first_int(value: str, name: str = "KV width") -> list[int]:

@@ -53,6 +53,14 @@ class LogText:
         it, or with ``reverse`` the last), in order or from the end. Each literal is searched for
         once over the whole text, whatever the number of lines."""
         text = self.text
+        if isinstance(literals, str) and reverse:  # the common case, without the bookkeeping of several
+            i = text.rfind(literals)
+            while i >= 0:
+                start = text.rfind("\n", 0, i) + 1
+                stop = text.find("\n", i)
+                yield start, len(text) if stop < 0 else stop, i
+                i = text.rfind(literals, 0, start)
+            return
         lits = (literals,) if isinstance(literals, str) else literals
         if reverse:
             found = {lit: text.rfind(lit) for lit in lits}
@@ -75,12 +83,15 @@ class LogText:
     def last(self, literals: str | tuple[str, ...], pattern: str) -> re.Match[str] | None:
         """The last match of ``pattern`` near the last of ``literals`` in the last line where it matches."""
         rx = _rx(pattern)
+        text = self.text
         for start, stop, i in self.lines(literals, reverse=True):
-            m = None
-            for m in rx.finditer(self.text, max(start, i - BACK), min(stop, i + AHEAD)):  # noqa: B007
-                pass
-            if m is not None:
-                return m
+            end = min(stop, i + AHEAD)
+            m = rx.search(text, max(start, i - BACK), end)
+            while m is not None:  # the last in the window (one, in a real log)
+                later = rx.search(text, max(m.end(), m.start() + 1), end)
+                if later is None:
+                    return m
+                m = later
         return None
 
     def first(self, literals: str | tuple[str, ...], pattern: str) -> re.Match[str] | None:

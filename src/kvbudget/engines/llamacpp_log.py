@@ -108,6 +108,7 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
     swa_next = False
     pending: list[tuple[str, float]] = []
     buffers: list[tuple[str, float]] = []
+    shape: tuple[str, str] | None = None
     last_line = -1
     for start, kind, stop, i in _events(log):
         line = text[start:stop] if stop - start <= 4096 else text[max(start, i - BACK):min(stop, i + AHEAD)]
@@ -136,7 +137,8 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
         else:
             m = re.search(_SELF, line)
             if m:
-                caches.append(_self_cache(log, m, tuple(pending)))
+                shape = shape or _self_shape(log)  # looked up once per log, not once per line
+                caches.append(_self_cache(shape, m, tuple(pending)))
                 pending = []
                 last_line = start
     if not caches and not buffers:
@@ -150,26 +152,21 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
                        int(build.group(1)) if build else None, log.has("KV self size"))
 
 
-def _self_cache(log: LogText, m: re.Match[str], pending: tuple[tuple[str, float], ...]) -> CacheLine:
+def _self_cache(shape: tuple[str, str], m: re.Match[str], pending: tuple[tuple[str, float], ...]) -> CacheLine:
     """A pre-b5429 ``KV self size`` cache: its cells and layers from the ``kv_size`` line, else n_ctx
     (also printed as the slots' ctx_size) and the printed n_layer (looked up once per log)."""
-    cells, layers = _self_shape(log)
+    cells, layers = shape
     return CacheLine(count(cells, "KV cache cells", 0, 1 << 40), count(layers, "KV cache layers", 0, 1 << 20), m.group(2), m.group(4),
                      _num(m.group(3), "K size (MiB)"), _num(m.group(5), "V size (MiB)"), _num(m.group(1), "KV self size (MiB)"), False,
                      pending)
 
 
-def _self_shape(log: LogText, _shapes: dict[int, tuple[str, str]] = {}) -> tuple[str, str]:  # noqa: B006
-    key = id(log.text)
-    if key in _shapes:
-        return _shapes[key]
-    _shapes.clear()  # one log at a time: nothing kept from a previous one
+def _self_shape(log: LogText) -> tuple[str, str]:
     init = log.first("kv_size = ", r"kv_size = ([0-9]{1,12}),[^\n]{0,400}?n_layer = ([0-9]{1,12})")
     n_ctx = log.first("n_ctx ", r"n_ctx {1,16}= ([0-9]{1,12})") or log.first("ctx_size = ", r"\bctx_size = ([0-9]{1,12})")
     layers_meta = log.first(("print_info:", "llm_load_print_meta:"), r"(?:print_info|llm_load_print_meta): n_layer {1,16}= ([0-9]{1,12})")
     cells = init.group(1) if init else n_ctx.group(1) if n_ctx else "0"
     layers = init.group(2) if init else layers_meta.group(1) if layers_meta else "0"
-    _shapes[key] = (cells, layers)
     return cells, layers
 
 

@@ -230,3 +230,17 @@ def test_cli_explain_and_fit(capsys: pytest.CaptureFixture[str]) -> None:
     assert "K (f16): 2048.00 MiB" in capsys.readouterr().out
     assert main(["fit", LLAMA8, "--gpu", "L4", "--engine", "llama.cpp", "--context", "8192", "--np", "1", "--json"]) == 0
     assert '"kv_cache_tokens": 8192' in capsys.readouterr().out
+
+
+def test_command_values_in_llamacpps_own_ranges() -> None:
+    """common/arg.cpp: -c/-b/-ub 0 mean the default, llama-server's -np -1 is auto and 0 an error."""
+    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+    from kvbudget.units import InputError
+
+    s = parse_llamacpp_command("llama-server -m x.gguf -c 0 -b 0 -ub 0 -np -1").settings
+    assert (s.n_ctx, s.n_batch, s.n_ubatch, s.n_parallel) == (0, 2048, 2048, None)
+    for flags, message in [("-np 0", "at least 1 slot"), ("-c -5", "at least 0"), ("-ub -1", "at least 0"),
+                           ("-ts nan", "finite"), ("-ts -1,2", "at least 0"), ("-ts 0,0", "add up to 0"),
+                           ("-c 1e30", "not a whole number")]:
+        with pytest.raises(InputError, match=message):
+            parse_llamacpp_command("llama-server -m x.gguf " + flags)

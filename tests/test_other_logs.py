@@ -105,3 +105,31 @@ def test_trtllm_engine_buffers() -> None:
     # in memoryCounters.cpp); the batch and length are the build's defaults, as the research note infers them
     runtime, decoder = trtllm.engine_buffers(2048, 1, 32768, 151936)
     assert (round(runtime / 2**30, 2), round(decoder / 2**30, 2)) == (2.66, 5.76)
+
+
+def test_figures_a_run_cannot_print_are_refused_by_name() -> None:
+    """Zero, negative, NaN and absurd figures: one InputError naming the figure, never a division by
+    zero or a NaN row."""
+    from kvbudget.engines.llamacpp_log import parse_llamacpp_log
+    from kvbudget.engines.vllm_check import check_log
+    from kvbudget.engines.vllm_log import parse_vllm_log
+    from kvbudget.units import InputError
+
+    sglang = ("KV Cache is allocated. #tokens: 100, K size: 0.00 GB, V size: 0.00 GB\nLoad weight begin. avail mem=20.00 GB\n"
+              "Load weight end. avail mem=10.00 GB, mem usage=10.00 GB.\nmem_fraction_static=0.8\n")
+    for text, message in [(sglang, "K size is 0 GB"), (sglang.replace("0.8", "nan"), "mem_fraction_static must be a finite"),
+                          ("Allocated 1.00 GiB for max tokens in paged KV cache (100).\n"
+                           "available KV cache memory when calculating max tokens: 1.00 GiB, kv size is 0\n", "kv size per token"),
+                          ("Allocated -1.00 GiB for max tokens in paged KV cache (100).\n", "KV pool")]:
+        with pytest.raises(InputError, match=message):
+            check_other_log(text)
+    with pytest.raises(InputError, match="GPU KV cache size"):
+        parse_vllm_log("GPU KV cache size: -5 tokens\n")
+    with pytest.raises(InputError, match="maximum concurrency must be a finite"):
+        parse_vllm_log("Maximum concurrency for 4096 tokens per request: nanx\n")
+    with pytest.raises(InputError, match="more than 300 digits"):
+        parse_vllm_log("# GPU blocks: " + "9" * 400 + "\n")
+    with pytest.raises(InputError, match="block_size is -16"):
+        check_log("GPU KV cache size: 100 tokens\nconfig: block_size=-16, model='llama-3.1-8b'\n", gpu="H100")
+    with pytest.raises(InputError, match="KV cache layers"):
+        parse_llamacpp_log("llama_kv_cache: size = 1.00 MiB ( 16 cells, -2 layers, 1/1 seqs), K (f16): 0.50 MiB, V (f16): 0.50 MiB\n")

@@ -233,7 +233,7 @@ def test_launch_command_details(tmp_path: Path) -> None:
     assert s2.tensor_parallel_size == 2 and s2.max_model_len == 8192 and s2.enforce_eager  # the command line wins
     assert human_int("25.6k", "x") == 25600 and human_int("1K", "x") == 1024
     for bad, message in [("ls -la", "not a vLLM launch command"), ("vllm serve", "names no model"),
-                         ("vllm serve m --max-model-len", "needs a value"), ("vllm serve m -tp x", "not a number")]:
+                         ("vllm serve m --max-model-len", "needs a value"), ("vllm serve m -tp x", "not a whole number")]:
         with pytest.raises(InputError, match=message):
             parse_vllm_command(bad)
 
@@ -285,3 +285,17 @@ def test_environment_variables_and_unmodelled_flags() -> None:
     assert p.model_loading_bytes == _plan(max_model_len=8192).model_loading_bytes - 4 * GiB
     with pytest.raises(InputError, match="greater than the derived max_model_len"):
         _plan(max_model_len=200000)
+
+
+def test_launch_command_values_in_vllms_own_ranges() -> None:
+    """vLLM 0.33's argument checks (config Field ranges) and its underscore spellings of flags."""
+    s = parse_vllm_command("vllm serve m --tensor_parallel_size 2 --gpu_memory_utilization=0.8 --max_num_seqs 7").settings
+    assert (s.tensor_parallel_size, s.gpu_memory_utilization, s.max_num_seqs) == (2, 0.8, 7)
+    for flags, message in [("--block-size -16", "at least 1"), ("--max-num-seqs 0", "at least 1"),
+                           ("--cpu-offload-gb -5", "at least 0"), ("--gpu-memory-utilization nan", "finite"),
+                           ("--gpu-memory-utilization 1.5", "at most 1"), ("--gpu-memory-utilization 0", "above 0"),
+                           ("--max-model-len 0", "at least 1 token"), ("--max-model-len " + "9" * 5000, "not a whole number"),
+                           ("--max-model-len 1.5K", "no decimals with a binary suffix"), ("--model 'x", "close its quotes")]:
+        with pytest.raises(InputError, match=message):
+            parse_vllm_command("vllm serve m " + flags)
+    assert parse_vllm_command("vllm serve m --max-model-len auto").settings.max_model_len == -1

@@ -527,6 +527,7 @@ def _explain(args: argparse.Namespace) -> str:
         words = words[1:]
     if not words:
         raise InputError("give the launch command after --, e.g. kvbudget explain --gpu H100 -- vllm serve MODEL")
+    _no_own_flags_after_dashes(words)
     program = next((w for w in words if "=" not in w or w.startswith("-")), "")
     if os.path.basename(program) in _LLAMACPP_PROGRAMS:
         return _explain_llamacpp(args, words)
@@ -540,18 +541,27 @@ def _explain(args: argparse.Namespace) -> str:
     return _render_vllm(args, p, fixes, extra)
 
 
+def _no_own_flags_after_dashes(words: list[str]) -> None:
+    """kvbudget's own output flags given after ``--`` would be read as the engine's: say so."""
+    for word in words:
+        name = word.partition("=")[0]
+        if name in ("--json", "--units"):
+            raise InputError(f"{name} is kvbudget's flag, not the engine's: put it before the -- "
+                             f"(e.g. kvbudget explain {name}{' GB' if name == '--units' else ''} --gpu H100 -- vllm serve MODEL)")
+
+
 def _check(args: argparse.Namespace) -> str:
+    from . import inputs
     from .engines.vllm_check import check_log
 
-    if args.log == "-":
-        text = sys.stdin.read()
+    if args.log == "-":  # standard input, bounded like a file
+        text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
+        if len(text) > inputs.MAX_LOG_BYTES:
+            raise InputError(f"standard input: more than the {inputs.MAX_LOG_BYTES:,} characters kvbudget reads of a log")
     else:
-        try:
-            with open(args.log, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError as exc:
-            raise InputError(f"{args.log}: cannot read it ({exc.__class__.__name__})") from None
+        text = inputs.read_text(args.log, "log", inputs.MAX_LOG_BYTES, errors="replace")
     flags = list(args.flags)
+    _no_own_flags_after_dashes(flags)
     if "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text:
         return _check_llamacpp(args, text)
     if "KV Cache is allocated" in text or "[TensorRT-LLM]" in text or "[TRT-LLM]" in text:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-import shlex
+import re
 
 from .._record import record, replace
+from ..inputs import excerpt, real, whole
 from ..units import InputError
 from .llamacpp import LlamaCppSettings
+from .vllm_command import split_command
 
 # llama.cpp flags that matter for memory (common/arg.cpp), and what they set.
 _VALUE_FLAGS = {
@@ -40,15 +42,53 @@ class LlamaCppCommand:
 
 
 def _int(text: str, flag: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"{flag} {text!r} is not a whole number") from None
+    t = text.strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,30}", t):
+        raise InputError(f"{flag} {excerpt(text)} is not a whole number")
+    return int(t)
+
+
+# What each numeric flag accepts (common/arg.cpp, tools/server): -c 0 = the model's training context,
+# -b/-ub 0 = the default (n_ubatch 0 = n_batch), -ngl -1 = every layer (also "all"/"auto"), llama-server's
+# -np -1 = auto and 0 an error ("invalid value for n_parallel"); a negative size is never one.
+_RANGES = {"n_ctx": (0, (1 << 32) - 1), "n_batch": (0, 1 << 31), "n_ubatch": (0, 1 << 31),
+           "n_parallel": (-1, 1 << 16), "n_gpu_layers": (-1, 1 << 20)}
+
+
+def _count(field: str, flag: str, value: str, settings: LlamaCppSettings) -> LlamaCppSettings:
+    if field == "n_gpu_layers" and value.strip().lower() in ("all", "auto"):
+        return replace(settings, n_gpu_layers=-1)
+    lo, hi = _RANGES[field]
+    n = whole(_int(value, flag), flag, lo, hi)
+    if field == "n_parallel":
+        if n == 0:
+            raise InputError(f"{flag} is 0: give at least 1 slot, or -1 for llama-server's auto")
+        return replace(settings, n_parallel=None if n == -1 else n)
+    if field == "n_batch" and n == 0:
+        return replace(settings, n_batch=LlamaCppSettings().n_batch)
+    return replace(settings, **{field: n})
+
+
+def _shares(flag: str, value: str) -> tuple[float, ...]:
+    """-ts 10,6 (or 10/6): each GPU's share of the layers: finite, not negative, adding up to more than 0."""
+    parts = [x for x in value.replace("/", ",").split(",") if x.strip()]
+    if not parts or len(parts) > 256 or len(value) > 4096:
+        raise InputError(f"{flag} {excerpt(value)}: give one share per GPU, such as 3,1")
+    shares = []
+    for x in parts:
+        try:
+            share = float(x) if len(x) <= 40 else float("nan")
+        except ValueError:
+            raise InputError(f"{flag} {excerpt(value)}: give shares such as 3,1") from None
+        shares.append(real(share, f"{flag} share", 0, 1e12))
+    if sum(shares) <= 0:
+        raise InputError(f"{flag} {excerpt(value)}: the shares add up to 0; give shares such as 3,1")
+    return tuple(shares)
 
 
 def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
     """Read ``llama-server -m model.gguf -c 32768 -np 4 -ctk q8_0 ...`` (or llama-cli)."""
-    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    tokens = split_command(argv) if isinstance(argv, str) else list(argv)
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
         tokens.pop(0)
     if not tokens:
@@ -83,14 +123,10 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
                 settings = replace(settings, **{field: value.lower()})
             elif field == "fit":
                 settings = replace(settings, fit=value.lower() in ("on", "1", "true", "yes"))
-            elif field == "tensor_split":  # -ts 10,6 (or 10/6): each GPU's share of the layers
-                try:
-                    shares = tuple(float(x) for x in value.replace("/", ",").split(",") if x.strip())
-                except ValueError:
-                    raise InputError(f"{flag} {value!r}: give shares such as 3,1") from None
-                settings = replace(settings, tensor_split=shares)
+            elif field == "tensor_split":
+                settings = replace(settings, tensor_split=_shares(flag, value))
             else:
-                settings = replace(settings, **{field: _int(value, flag)})
+                settings = _count(field, flag, value, settings)
         elif flag in _SWITCHES:
             field, on = _SWITCHES[flag]
             settings = replace(settings, **{field: on})
@@ -105,4 +141,6 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
             warnings.append(f"ignored extra word {tok!r}")
     if not model:
         raise InputError("the command names no model: give -m PATH.gguf")
+    if settings.n_ubatch == 0:  # -ub 0: the batch size
+        settings = replace(settings, n_ubatch=settings.n_batch)
     return LlamaCppCommand(model, settings, tuple(warnings))

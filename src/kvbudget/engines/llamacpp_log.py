@@ -11,20 +11,24 @@ K (t): k MiB, V (t): v MiB`` and ``llama_kv_cache: CUDA0 KV buffer size = X MiB`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from .._record import field, record, replace
 from ..units import InputError, MiB
 from .llamacpp import row_bytes
+from .logscan import AHEAD, BACK, LogText, count, figure
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..model.spec import ModelSpec
 
-_F = r"([0-9]+(?:[.,][0-9]+)?)"  # some locales print a decimal comma
+# A figure as llama.cpp prints it (some locales print a decimal comma), bounded and whole.
+_F = r"(?<![0-9.,])(-?(?:[0-9]+(?:[.,][0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf)))(?![0-9]|[.,][0-9])"
+_MIB = 1e9  # a figure in MiB beyond this (a petabyte) is not a real cache
 
 
-def _num(text: str) -> float:
-    return float(text.replace(",", "."))
+def _num(text: str, name: str = "KV figure (MiB)") -> float:
+    return figure(text, name, 0, _MIB, decimal_comma=True)
 
 
 @record
@@ -52,66 +56,123 @@ class LlamaCppLog:
     flat: bool = False  # the pre-b5429 format ("KV self size"), when K and V were 1-D tensors
 
 
-def _meta(text: str) -> dict[str, str]:
+_META_KEYS = frozenset((
+    "n_layer", "n_head", "n_head_kv", "n_embd", "n_embd_head_k", "n_embd_head_v", "n_embd_k_gqa", "n_embd_v_gqa",
+    "n_swa", "n_ctx_train", "arch", "n_ctx", "n_ctx_per_seq", "n_ctx_seq", "n_seq_max", "n_batch", "n_ubatch",
+    "flash_attn", "kv_unified", "n_expert", "n_rot", "n_vocab", "ssm_d_inner", "ssm_d_state", "ssm_d_conv"))
+_META_PREFIXES = ("print_info:", "llm_load_print_meta:", "llama_context:", "llama_new_context_with_model:",
+                  "llama_init_from_model:")
+_META = (r"(?:print_info|llm_load_print_meta|llama_context|llama_new_context_with_model|llama_init_from_model):"
+         r"[ \t]{1,16}(\w{1,32})[ \t]{1,16}=[ \t]{1,16}([^\n]{1,200})")
+_GGUF_KV = r"- kv[ \t]{1,8}[0-9]{1,6}:[ \t]{1,8}([\w.]{1,128})[ \t]{1,8}\S{1,64}[ \t]{1,8}=[ \t]{1,8}([^\n]{1,200})"
+
+
+def _meta(log: LogText) -> dict[str, str]:
+    """The hyper-parameters the log prints (the first of each), then its GGUF key/value dump."""
     out: dict[str, str] = {}
-    keys = ("n_layer", "n_head", "n_head_kv", "n_embd", "n_embd_head_k", "n_embd_head_v", "n_embd_k_gqa", "n_embd_v_gqa",
-            "n_swa", "n_ctx_train", "arch", "n_ctx", "n_ctx_per_seq", "n_ctx_seq", "n_seq_max", "n_batch", "n_ubatch",
-            "flash_attn", "kv_unified", "n_expert", "n_rot", "n_vocab", "ssm_d_inner", "ssm_d_state", "ssm_d_conv")
-    for key in keys:
-        m = re.search(rf"(?:print_info|llm_load_print_meta|llama_context|llama_new_context_with_model|llama_init_from_model):"
-                      rf"\s+{key}\s+=\s+([^\n]+)", text)
-        if m:
-            out[key] = m.group(1).strip()
-    for m in re.finditer(r"- kv\s+\d+:\s+([\w.]+)\s+\S+\s+=\s+([^\n]+)", text):
+    for m in log.each(_META_PREFIXES, _META):
+        if m.group(1) in _META_KEYS:
+            out.setdefault(m.group(1), m.group(2).strip())
+    for m in log.each("- kv", _GGUF_KV):
         out.setdefault("gguf:" + m.group(1), m.group(2).strip())
     return out
 
 
+_CACHE = (r"size = {0,16}" + _F + r" MiB \( {0,16}" + _F + r" cells, {0,16}" + _F + r" layers(?:, {0,16}[0-9/ ]{1,40} seqs)?\),"
+          r" K \((\w{1,16})\): {0,16}" + _F + r" MiB, V \((\w{1,16})\): {0,16}" + _F + " MiB")
+_SELF = r"KV self size {0,16}= {0,16}" + _F + r" MiB, K \((\w{1,16})\): {0,16}" + _F + r" MiB, V \((\w{1,16})\): {0,16}" + _F + " MiB"
+_BUFFER = r"(?<!\S)(\S{1,64}) KV buffer size = {0,16}" + _F + " MiB"
+
+
+def _lines_of(log: LogText, kind: str, literal: str) -> Iterator[tuple[int, str, int, int]]:
+    return ((start, kind, stop, i) for start, stop, i in log.lines(literal))
+
+
+def _events(log: LogText) -> Iterator[tuple[int, str, int, int]]:
+    """(line start, kind, line end, position) of every line that changes what a cache holds, in order."""
+    import heapq
+
+    kinds = (("swa", "SWA KV cache"), ("buffer", "KV buffer size"), ("cache", " cells,"), ("self", "KV self size"))
+    return heapq.merge(*(_lines_of(log, kind, lit) for kind, lit in kinds))
+
+
 def parse_llamacpp_log(text: str) -> LlamaCppLog:
-    """The KV caches and buffers a llama.cpp log reports, and the hyper-parameters it prints."""
-    text = text.replace("\r", "")
+    """The KV caches and buffers a llama.cpp log reports, and the hyper-parameters it prints; each
+    figure found by a literal and read in a bounded window of its line (linear time), and checked."""
+    if "\x00" in text:
+        raise InputError("the log is binary, not text: give the text log llama.cpp printed")
+    log = LogText(text.replace("\r", ""))
+    log.check_numbers()
+    text = log.text
     caches: list[CacheLine] = []
     swa_next = False
     pending: list[tuple[str, float]] = []
-    for line in text.splitlines():
-        if "creating     SWA KV cache" in line or "creating SWA KV cache" in line:
-            swa_next = True
-        elif "creating non-SWA KV cache" in line:
-            swa_next = False
-        buf = re.search(r"(\S+) KV buffer size = *" + _F + " MiB", line)
-        if buf:
-            pending.append((buf.group(1), _num(buf.group(2))))
+    buffers: list[tuple[str, float]] = []
+    shape: tuple[str, str] | None = None
+    last_line = -1
+    for start, kind, stop, i in _events(log):
+        line = text[start:stop] if stop - start <= 4096 else text[max(start, i - BACK):min(stop, i + AHEAD)]
+        if kind == "swa":
+            if "creating     SWA KV cache" in line or "creating SWA KV cache" in line:
+                swa_next = True
+            elif "creating non-SWA KV cache" in line:
+                swa_next = False
             continue
-        m = re.search(r"size = *" + _F + r" MiB \( *(\d+) cells, *(\d+) layers(?:, *[\d/ ]+ seqs)?\), K \((\w+)\): *" + _F
-                      + r" MiB, V \((\w+)\): *" + _F + " MiB", line)
-        if m:
-            caches.append(CacheLine(int(m.group(2)), int(m.group(3)), m.group(4), m.group(6), _num(m.group(5)),
-                                    _num(m.group(7)), _num(m.group(1)), swa_next, tuple(pending)))
-            pending = []
+        if start == last_line:  # a line is one record: the first kind that reads it
             continue
-        m = re.search(r"KV self size *= *" + _F + r" MiB, K \((\w+)\): *" + _F + r" MiB, V \((\w+)\): *" + _F + " MiB", line)
-        if m:
-            init = re.search(r"kv_size = (\d+),.*?n_layer = (\d+)", text)
-            # without the kv_size line, the cache held n_ctx cells (also printed as the slots' ctx_size)
-            n_ctx = re.search(r"n_ctx += (\d+)", text) or re.search(r"\bctx_size = (\d+)", text)
-            layers_meta = re.search(r"(?:print_info|llm_load_print_meta): n_layer += (\d+)", text)
-            cells = int(init.group(1)) if init else int(n_ctx.group(1)) if n_ctx else 0
-            layers = int(init.group(2)) if init else int(layers_meta.group(1)) if layers_meta else 0
-            caches.append(CacheLine(cells, layers, m.group(2), m.group(4), _num(m.group(3)), _num(m.group(5)),
-                                    _num(m.group(1)), False, tuple(pending)))
-            pending = []
-    buffers = [(m.group(1), _num(m.group(2))) for m in re.finditer(r"(\S+) KV buffer size = *" + _F + " MiB", text)]
+        if kind == "buffer":
+            buf = re.search(_BUFFER, line)
+            if buf:
+                pending.append((buf.group(1), _num(buf.group(2), f"{buf.group(1)} KV buffer size (MiB)")))
+                buffers.append(pending[-1])
+                last_line = start
+        elif kind == "cache":
+            m = re.search(_CACHE, line)
+            if m:
+                caches.append(CacheLine(count(m.group(2), "KV cache cells", 0, 1 << 40), count(m.group(3), "KV cache layers", 0, 1 << 20),
+                                        m.group(4), m.group(6), _num(m.group(5), "K size (MiB)"), _num(m.group(7), "V size (MiB)"),
+                                        _num(m.group(1), "KV cache size (MiB)"), swa_next, tuple(pending)))
+                pending = []
+                last_line = start
+        else:
+            m = re.search(_SELF, line)
+            if m:
+                shape = shape or _self_shape(log)  # looked up once per log, not once per line
+                caches.append(_self_cache(shape, m, tuple(pending)))
+                pending = []
+                last_line = start
     if not caches and not buffers:
         raise InputError("no llama.cpp KV-cache figures found in the log (looked for 'llama_kv_cache ... size =', "
                          "'KV self size', 'KV buffer size')")
-    seqs = re.search(r"cells, *\d+ layers, *\d+/(\d+) seqs", text)
-    build = re.search(r"\bbuild(?::| =) (\d+) \(", text) or re.search(r"\bversion: (\d+) \(", text)
-    return LlamaCppLog(tuple(caches), tuple(buffers), tuple(_meta(text).items()), int(seqs.group(1)) if seqs else 1,
-                       int(build.group(1)) if build else None, "KV self size" in text)
+    seqs = log.first(" cells,", r"cells, {0,16}[0-9]{1,12} layers, {0,16}[0-9]{1,12}/([0-9]{1,12}) seqs")
+    build = (log.first(("build:", "build ="), r"\bbuild(?::| =) ([0-9]{1,9}) \(")
+             or log.first("version: ", r"\bversion: ([0-9]{1,9}) \("))
+    return LlamaCppLog(tuple(caches), tuple(buffers), tuple(_meta(log).items()),
+                       count(seqs.group(1), "KV cache seqs", 1, 1 << 16) if seqs else 1,
+                       int(build.group(1)) if build else None, log.has("KV self size"))
 
 
-def _first_int(value: str) -> list[int]:
-    return [int(x) for x in re.findall(r"-?\d+", value)]
+def _self_cache(shape: tuple[str, str], m: re.Match[str], pending: tuple[tuple[str, float], ...]) -> CacheLine:
+    """A pre-b5429 ``KV self size`` cache: its cells and layers from the ``kv_size`` line, else n_ctx
+    (also printed as the slots' ctx_size) and the printed n_layer (looked up once per log)."""
+    cells, layers = shape
+    return CacheLine(count(cells, "KV cache cells", 0, 1 << 40), count(layers, "KV cache layers", 0, 1 << 20), m.group(2), m.group(4),
+                     _num(m.group(3), "K size (MiB)"), _num(m.group(5), "V size (MiB)"), _num(m.group(1), "KV self size (MiB)"), False,
+                     pending)
+
+
+def _self_shape(log: LogText) -> tuple[str, str]:
+    init = log.first("kv_size = ", r"kv_size = ([0-9]{1,12}),[^\n]{0,400}?n_layer = ([0-9]{1,12})")
+    n_ctx = log.first("n_ctx ", r"n_ctx {1,16}= ([0-9]{1,12})") or log.first("ctx_size = ", r"\bctx_size = ([0-9]{1,12})")
+    layers_meta = log.first(("print_info:", "llm_load_print_meta:"), r"(?:print_info|llm_load_print_meta): n_layer {1,16}= ([0-9]{1,12})")
+    cells = init.group(1) if init else n_ctx.group(1) if n_ctx else "0"
+    layers = init.group(2) if init else layers_meta.group(1) if layers_meta else "0"
+    return cells, layers
+
+
+def _first_int(value: str, name: str = "KV width") -> list[int]:
+    """The whole numbers a printed hyper-parameter holds (one, or one per layer), each checked."""
+    return [count(x, name, 0, 1 << 24) for x in re.findall(r"-?(?:[0-9][0-9.eE+]*|(?i:nan|inf))", value[:100_000])]
 
 
 @record

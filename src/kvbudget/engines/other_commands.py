@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import shlex
+import re
 
 from .._record import record, replace
+from ..inputs import excerpt, real, whole
 from ..units import InputError
 from .sglang import SGLangSettings
 from .trtllm import TrtllmSettings
+from .vllm_command import load_options, split_command
 
 _SGLANG = {  # flag -> (field, kind)
     "--model-path": ("model", "str"), "--model": ("model", "str"), "--tp": ("tp", "int"), "--tp-size": ("tp", "int"),
@@ -42,16 +44,42 @@ class OtherCommand:
     warnings: tuple[str, ...] = ()
 
 
-def _value(kind: str, text: str, flag: str) -> object:
-    try:
-        return int(text) if kind == "int" else float(text) if kind == "float" else text
-    except ValueError:
-        raise InputError(f"{flag} {text!r} is not a number") from None
+# Ranges of the numeric flags, as the engines take them (SGLang python/sglang/srt/server_args.py: sizes
+# of at least 1, chunked_prefill_size -1 to disable it, fractions in (0, 1); TensorRT-LLM
+# tensorrt_llm/llmapi/llm_args.py: counts of at least 1, free_gpu_memory_fraction in (0, 1)).
+_INT_RANGES = {"tp": (1, 1 << 16), "pp": (1, 1 << 16), "dp": (1, 1 << 16), "page_size": (1, 1 << 20),
+               "chunked_prefill_size": (-1, 1 << 40)}
+_FRACTIONS = ("mem_fraction_static", "free_gpu_memory_fraction", "swa_full_tokens_ratio")
+
+
+def _value(kind: str, text: str, flag: str, field: str = "") -> object:
+    """A flag's value, checked against the engine's range for it."""
+    t = text.strip()
+    if kind == "int":
+        if not re.fullmatch(r"[+-]?[0-9]{1,30}", t):
+            raise InputError(f"{flag} {excerpt(text)} is not a whole number")
+        lo, hi = _INT_RANGES.get(field, (1, 1 << 40))
+        n = whole(int(t), flag, lo, hi)
+        if field == "chunked_prefill_size" and n == 0:
+            raise InputError(f"{flag} is 0: give a size of at least 1 token, or -1 to turn chunked prefill off")
+        return n
+    if kind == "float":
+        try:
+            number = float(t) if len(t) <= 40 else float("nan")
+        except ValueError:
+            raise InputError(f"{flag} {excerpt(text)} is not a number") from None
+        value = real(number, flag, 0, 1, lo_open=True)
+        if value >= 1 and field != "swa_full_tokens_ratio":
+            raise InputError(f"{flag} is {value:g}: it must be below 1 (a fraction of the GPU's memory)")
+        return value
+    if not t or len(t) > 4096:
+        raise InputError(f"{flag} {excerpt(text)}: give a value")
+    return t
 
 
 def parse_other_command(argv: list[str] | str) -> OtherCommand:
     """Read an SGLang or TensorRT-LLM launch command."""
-    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    tokens = split_command(argv) if isinstance(argv, str) else list(argv)
     if "sglang.launch_server" in tokens:
         engine, args, table = "sglang", tokens[tokens.index("sglang.launch_server") + 1:], _SGLANG
     elif tokens and tokens[0].endswith("trtllm-serve"):
@@ -78,7 +106,7 @@ def parse_other_command(argv: list[str] | str) -> OtherCommand:
             elif field == "backend":
                 fields["backend"] = "engine" if inline in ("trt", "tensorrt") else "pytorch"
             else:
-                fields[field] = _value(kind, inline, flag)
+                fields[field] = _value(kind, inline, flag, field)
         elif engine == "sglang" and flag in _SGLANG_SWITCHES:
             fields[_SGLANG_SWITCHES[flag]] = True
         elif not flag.startswith("-") and engine == "trtllm" and not model:
@@ -107,20 +135,8 @@ _KV_OPTIONS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_toke
 def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
     """TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options`` YAML): the settings it
     sets, and the keys kvbudget does not model."""
-    import yaml  # PyYAML, a dependency of huggingface_hub
-
-    where = f"--extra_llm_api_options {path}"
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as exc:
-        raise InputError(f"{where}: cannot read it ({exc.__class__.__name__})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{where}: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{where}: not valid YAML{line}") from None
+    where = f"--extra_llm_api_options {excerpt(path)}"
+    data = load_options(path, "--extra_llm_api_options")
     if not isinstance(data, dict):
         raise InputError(f"{where}: must hold a mapping of LLM API options")
     out: dict[str, object] = {}
@@ -131,21 +147,21 @@ def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
             return  # null: the engine's default
         if field == "kv_cache_dtype":
             if not isinstance(value, str):
-                raise InputError(f"{where}: {key} {value!r} is not a dtype name")
+                raise InputError(f"{where}: {key} {excerpt(value)} is not a dtype name")
             out[field] = value
             return
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise InputError(f"{where}: {key} {value!r} is not a number")
+            raise InputError(f"{where}: {key} {excerpt(value)} is not a number")
         try:
-            number = float(value)
-        except ValueError:
-            raise InputError(f"{where}: {key} {value!r} is not a number") from None
+            number = float(value) if not isinstance(value, str) or len(value) <= 40 else float("nan")
+        except (ValueError, OverflowError):
+            raise InputError(f"{where}: {key} {excerpt(value)} is not a number") from None
         if field == "free_gpu_memory_fraction":
             if not 0 < number < 1:
-                raise InputError(f"{where}: {key} must be in (0, 1), got {value!r}")
+                raise InputError(f"{where}: {key} must be in (0, 1), got {excerpt(value)}")
             out[field] = number
-        elif number != number or number in (float("inf"), float("-inf")) or number != int(number) or number < 1:
-            raise InputError(f"{where}: {key} must be a whole number of at least 1, got {value!r}")
+        elif number != number or not 1 <= number <= 1 << 40 or number != int(number):
+            raise InputError(f"{where}: {key} must be a whole number of at least 1 (and at most 2^40), got {excerpt(value)}")
         else:
             out[field] = int(number)
 

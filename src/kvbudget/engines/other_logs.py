@@ -15,51 +15,57 @@ from __future__ import annotations
 import re
 
 from ..units import GiB, InputError
+from .logscan import NUM, LogText, count, figure
 
-_N = r"([0-9][0-9,]*(?:\.[0-9]+)?)"
-
-
-def _f(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
-def _last(pattern: str, text: str) -> re.Match[str] | None:
-    found = list(re.finditer(pattern, text))
-    return found[-1] if found else None
-
-
+_N = NUM
 Row = tuple[str, float, float, bool]
+_GB = 1e6  # a figure in GB beyond this is not a GPU's
 
 
 def check_other_log(text: str, model: str | None = None) -> list[Row]:
-    """(figure, reported, recomputed, matches) for every figure the log lets us recompute."""
+    """(figure, reported, recomputed, matches) for every figure the log lets us recompute. Each
+    figure is found by a literal and read in a bounded window of its line (``logscan``: linear time),
+    and checked: a log with 0 blocks per token, a NaN or a negative pool is refused, naming it."""
+    if "\x00" in text:
+        raise InputError("the log is binary, not text: give the text log the engine printed")
+    log = LogText(text.replace("\r", ""))
+    log.check_numbers()
     rows: list[Row] = []
-    alloc = _last(r"KV Cache is allocated\.(?: dtype: [\w.]+,)?(?: #tokens: " + _N + r",)? K size: " + _N + r" GB, V size: "
-                  + _N + " GB", text)
-    total = _last(r"max_total_num_tokens=" + _N, text)  # releases before #tokens was in the line print it here
+    alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + _N
+                     + r",)? K size: " + _N + r" GB, V size: " + _N + " GB")
+    total = log.last("max_total_num_tokens=", r"max_total_num_tokens=" + _N)  # releases before #tokens in the line
     if alloc and (alloc.group(1) or total):
-        tokens = int(_f(alloc.group(1) or total.group(1)))  # type: ignore[union-attr]
-        k_gb = _f(alloc.group(2))
-        begin = _last(r"Load weight begin\. avail mem=" + _N + " GB", text)
-        end = _last(r"Load weight end\..*?avail mem=" + _N + " GB", text)
-        usage = _last(r"Load weight end\..*?mem usage=" + _N + " GB", text)
+        tokens = count(alloc.group(1) or total.group(1), "SGLang #tokens")  # type: ignore[union-attr]
+        k_gb = figure(alloc.group(2), "SGLang K size (GB)", 0, _GB)
+        v_gb = figure(alloc.group(3), "SGLang V size (GB)", 0, _GB)
+        begin = log.last("Load weight begin. avail mem=", r"Load weight begin\. avail mem=" + _N + " GB")
+        end = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?avail mem=" + _N + " GB")
+        usage = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?mem usage=" + _N + " GB")
         pre_err = 0.005
         if end and usage and not begin:  # free before loading = free after + what loading took
             begin, pre_err = end, 0.01
-        frac = _last(r"mem_fraction_static=" + _N, text) or _last(r"--mem-fraction-static[ =]" + _N, text)
-        page = _last(r"page_size=" + _N, text)
-        p = int(_f(page.group(1))) if page else 1
+        frac = (log.last("mem_fraction_static=", r"mem_fraction_static=" + _N)
+                or log.last("--mem-fraction-static", r"--mem-fraction-static[ =]" + _N))
+        page = log.last("page_size=", r"page_size=" + _N)
+        p = count(page.group(1), "SGLang page_size", 1, 1 << 20) if page else 1
         per_token_k = k_gb * GiB / (tokens + p)  # implied K bytes per token, from the log itself
         if model:
-            per_token_k = _model_k_bytes(model, text, per_token_k)
+            per_token_k = _model_k_bytes(model, log, per_token_k)
         if begin and end and frac:
-            pre, after, f = _f(begin.group(1)), _f(end.group(1)), _f(frac.group(1))
+            pre = figure(begin.group(1), "SGLang avail mem before loading (GB)", 0, _GB)
+            after = figure(end.group(1), "SGLang avail mem after loading (GB)", 0, _GB)
+            f = figure(frac.group(1), "SGLang mem_fraction_static", 0, 1, lo_open=True)
             if begin is end and usage:
-                pre = after + _f(usage.group(1))
+                pre = after + figure(usage.group(1), "SGLang mem usage (GB)", 0, _GB)
             cell = 2 * per_token_k
+            if cell <= 0:
+                raise InputError("the log: SGLang K size is 0 GB, so a token's KV bytes cannot be recomputed"
+                                 " (give --model)")
             # a hybrid model's Mamba state pool comes out of the same budget first
-            mamba = _last(r"Mamba Cache is allocated\..*?conv_state size: " + _N + r" ?GB, ssm_state size: " + _N + " ?GB", text)
-            states = _f(mamba.group(1)) + _f(mamba.group(2)) if mamba else 0.0
+            mamba = log.last("Mamba Cache is allocated.", r"Mamba Cache is allocated\.[^\n]{0,400}?conv_state size: "
+                             + _N + r" ?GB, ssm_state size: " + _N + " ?GB")
+            states = (figure(mamba.group(1), "SGLang conv_state size (GB)", 0, _GB)
+                      + figure(mamba.group(2), "SGLang ssm_state size (GB)", 0, _GB)) if mamba else 0.0
             st_err = 0.01 if mamba else 0.0
             lo = int(((after - 0.005) - (pre + pre_err) * (1 - f) - states - st_err) * GiB // cell)
             hi = int(((after + 0.005) - (pre - pre_err) * (1 - f) - states + st_err) * GiB // cell)
@@ -67,23 +73,33 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
         if model:  # K buffer = (tokens + one padding page) x K bytes of a token, in GB of 2^30
             k_want = round((tokens + p) * per_token_k / GiB, 2)
             rows.append(("SGLang K size (GB) from #tokens", k_gb, k_want, k_gb == k_want))
-        rows.append(("SGLang K size = V size (GB)", _f(alloc.group(3)), k_gb, _f(alloc.group(3)) == k_gb))
-    pool = _last(r"Allocated " + _N + r" GiB for max tokens in paged KV cache \(" + _N + r"\)", text)
+        rows.append(("SGLang K size = V size (GB)", v_gb, k_gb, v_gb == k_gb))
+    pool = log.last("GiB for max tokens in paged KV cache (",
+                    r"Allocated " + _N + r" GiB for max tokens in paged KV cache \(" + _N + r"\)")
     if pool:
-        x, t = _f(pool.group(1)), int(_f(pool.group(2)))
-        blocks = _last(r"Number of blocks in KV cache primary pool: " + _N, text)
-        tpb = _last(r"Number of tokens per block: " + _N, text)
+        x = figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, _GB)
+        t = count(pool.group(2), "TRT-LLM max tokens in paged KV cache")
+        blocks = log.last("Number of blocks in KV cache primary pool: ", r"Number of blocks in KV cache primary pool: " + _N)
+        tpb = log.last("Number of tokens per block: ", r"Number of tokens per block: " + _N)
         if blocks and tpb:
-            n, b = int(_f(blocks.group(1))), int(_f(tpb.group(1)))
+            n = count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool")
+            b = count(tpb.group(1), "TRT-LLM tokens per block", 1, 1 << 20)
             rows.append(("TRT-LLM tokens = blocks x tokens per block", t, n * b, t == n * b))
-        avail = _last(r"available: " + _N + " GiB", text)
-        frac = _last(r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]+" + _N, text)
+        avail = log.last("available: ", r"available: " + _N + " GiB")
+        frac = log.last(("free_gpu_memory_fraction", "freeGpuMemoryFraction", "kv_cache_free_gpu_mem_fraction"),
+                        r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]{1,8}"
+                        + _N)
         if avail and frac:
-            want = _f(avail.group(1)) * _f(frac.group(1))
-            rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * _f(frac.group(1))))
-        per = _last(r"available KV cache memory when calculating max tokens: " + _N + r" GiB.*?kv size(?: per token)? is " + _N, text)
+            a_gib = figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, _GB)
+            fr = figure(frac.group(1), "TRT-LLM free_gpu_memory_fraction", 0, 1, lo_open=True)
+            want = a_gib * fr
+            rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * fr))
+        per = log.last("available KV cache memory when calculating max tokens: ",
+                       r"available KV cache memory when calculating max tokens: " + _N
+                       + r" GiB[^\n]{0,400}?kv size(?: per token)? is " + _N)
         if per:
-            a, s = _f(per.group(1)), _f(per.group(2))
+            a = figure(per.group(1), "TRT-LLM available KV cache memory (GiB)", 0, _GB)
+            s = figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True)
             most = int((a + 0.005) * GiB // s)
             rows.append(("TRT-LLM tokens <= available / kv size per token", t, most, t <= most))
     if not rows:
@@ -92,7 +108,7 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
     return rows
 
 
-def _model_k_bytes(ref: str, text: str, implied: float) -> float:
+def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
     the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies."""
     from ..model.layers import MLA, FullAttention, SlidingWindow
@@ -100,9 +116,11 @@ def _model_k_bytes(ref: str, text: str, implied: float) -> float:
     from ..units import element_type
 
     spec = load_model(ref)
-    tp_match = _last(r"tp_size=" + _N, text) or _last(r"--tp(?:-size)?[ =]" + _N, text)
-    ranks = [int(x) for x in re.findall(r"\bTP(\d+)\b", text)]  # log lines are tagged TP0 .. TP(n-1)
-    tp = int(_f(tp_match.group(1))) if tp_match else max(ranks) + 1 if ranks else 1
+    tp_match = log.last("tp_size=", r"tp_size=" + _N) or log.last("--tp", r"--tp(?:-size)?[ =]" + _N)
+    # log lines are tagged TP0 .. TP(n-1)
+    ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)
+             if m.start() == 0 or not (log.text[m.start() - 1].isalnum() or log.text[m.start() - 1] == "_")]
+    tp = count(tp_match.group(1), "SGLang tp_size", 1, 1 << 16) if tp_match else max(ranks) + 1 if ranks else 1
     attn = [x for x in spec.layers if isinstance(x, FullAttention) and not isinstance(x, MLA)]
     full = [x for x in attn if not isinstance(x, SlidingWindow)]
     # K bytes with and without sliding-window layers (releases before SWA pools gave them full-length

@@ -11,7 +11,7 @@ from ..model.resolve import load_model
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError
 from .vllm import VllmPlan, VllmSettings, plan
-from .vllm_command import human_int, parse_vllm_command
+from .vllm_command import _INT_FIELDS, _apply, parse_vllm_command
 from .vllm_log import VllmLog, parse_vllm_log
 
 
@@ -140,26 +140,17 @@ def check_log(
 
 
 def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
-    """A setting as a log's engine-config line prints it."""
+    """A setting as a log's engine-config line prints it, in the range vLLM accepts (a log that shows
+    ``block_size=-16`` is not one vLLM printed: one error naming it, not a plan of negative memory)."""
     v = value.strip()
-    try:
-        if key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size",
-                   "max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks_override"):
-            return replace(s, **{key: human_int(v, key)})
-        if key == "max_model_len":
-            return replace(s, max_model_len=human_int(v, key))
-        if key == "gpu_memory_utilization":
-            return replace(s, gpu_memory_utilization=float(v))
-        if key == "kv_cache_dtype":
-            return replace(s, kv_cache_dtype=v)
-        if key == "enforce_eager":
-            return replace(s, enforce_eager=v.lower() == "true")
-        if key == "enable_prefix_caching":
-            return replace(s, enable_prefix_caching=v.lower() == "true")
-        if key == "quantization" and v.lower() not in ("none", "auto"):
-            return replace(s, quantization=v)
-        if key == "dtype" and v.lower() != "auto":
-            return replace(s, dtype=v)
-    except (ValueError, InputError):
-        return s
+    if key in _INT_FIELDS or key in ("max_model_len", "gpu_memory_utilization"):
+        return _apply(s, key, f"the log's engine argument {key}", v)
+    if key == "kv_cache_dtype":
+        return replace(s, kv_cache_dtype=v)
+    if key in ("enforce_eager", "enable_prefix_caching"):
+        return replace(s, **{key: v.lower() == "true"})
+    if key == "quantization" and v.lower() not in ("none", "auto"):
+        return replace(s, quantization=v)
+    if key == "dtype" and v.lower() != "auto":
+        return replace(s, dtype=v.removeprefix("torch."))
     return s

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 
+from .. import inputs
 from .._record import record, replace
+from ..inputs import excerpt, real, whole
 from ..units import InputError
 from .vllm import VllmSettings
 
@@ -39,26 +42,35 @@ def _flags() -> tuple[dict[str, tuple[str, bool]], dict[str, bool]]:
     return flags, {k: bool(v) for k, v in data["historical"].items()}
 
 
+_HUMAN = re.compile(r"([0-9]{1,18}(?:\.[0-9]{1,18})?)([kKmMgGtT])")
+
+
 def human_int(text: str, flag: str) -> int:
-    """vLLM's human-readable integers: 1k = 1,000 and 1K = 1,024 (utils/argparse_utils.py)."""
+    """vLLM's human-readable integers: 1k = 1,000, 25.6k = 25,600 and 1K = 1,024 (no decimals with a
+    binary suffix), or a plain integer (vllm/utils/argparse_utils.py ``human_readable_int``, 0.33.0)."""
     t = text.strip()
-    dec = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-    binary = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    try:
-        if t and t[-1] in dec:
-            return int(float(t[:-1]) * dec[t[-1]])
-        if t and t[-1] in binary:
-            return int(t[:-1]) * binary[t[-1]]
+    m = _HUMAN.fullmatch(t)
+    if m:
+        number, suffix = m.groups()
+        if suffix.islower():
+            return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
+        if "." not in number:
+            return int(number) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[suffix]
+        raise InputError(f"{flag} {excerpt(text)}: vLLM allows no decimals with a binary suffix like {suffix}"
+                         f" (did you mean {number}{suffix.lower()}?)")
+    if re.fullmatch(r"[+-]?[0-9]{1,30}", t):
         return int(t)
-    except ValueError:
-        raise InputError(f"{flag} {text!r} is not a number (vLLM accepts e.g. 8192, 32k, 4G)") from None
+    raise InputError(f"{flag} {excerpt(text)} is not a whole number (vLLM accepts e.g. 8192, 32k, 4K)")
 
 
 def _float(text: str, flag: str) -> float:
+    t = text.strip()
+    if len(t) > 40:
+        raise InputError(f"{flag} {excerpt(text)} is not a number")
     try:
-        return float(text)
+        return float(t)
     except ValueError:
-        raise InputError(f"{flag} {text!r} is not a number") from None
+        raise InputError(f"{flag} {excerpt(text)} is not a number") from None
 
 
 def _bool(value: str | None) -> bool:
@@ -68,6 +80,13 @@ def _bool(value: str | None) -> bool:
 # Engine arguments that set a VllmSettings field of the same name, by the kind of value they take.
 _INT_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size", "max_num_seqs",
                "max_num_batched_tokens", "kv_cache_memory_bytes", "num_gpu_blocks_override")
+# Their ranges, as vLLM 0.33.0 declares them (vllm/config/parallel.py, cache.py, scheduler.py: Field(ge=1),
+# block_size Field(gt=0)); the upper bounds are beyond any machine (they keep sizes from overflowing).
+_INT_RANGES = {
+    "tensor_parallel_size": (1, 1 << 16), "pipeline_parallel_size": (1, 1 << 16), "data_parallel_size": (1, 1 << 16),
+    "block_size": (1, 1 << 20), "max_num_seqs": (1, 1 << 32), "max_num_batched_tokens": (1, 1 << 40),
+    "kv_cache_memory_bytes": (0, 1 << 60), "num_gpu_blocks_override": (1, 1 << 48),
+}
 _TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode")
 # Boolean switches: the field, and the flag prefix that turns it on (--enable-x / --disable-x / --x / --no-x).
 _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", "enable_chunked_prefill": "--enable",
@@ -75,20 +94,28 @@ _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", 
 
 
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None) -> VllmSettings:
-    """Set what engine argument ``dest`` (given as ``flag value``) means for the memory plan."""
+    """Set what engine argument ``dest`` (given as ``flag value``) means for the memory plan, checked
+    against the range vLLM itself enforces."""
     v = value or ""
     if dest in _INT_FIELDS:
-        return replace(settings, **{dest: human_int(v, flag)})
+        lo, hi = _INT_RANGES[dest]
+        return replace(settings, **{dest: whole(human_int(v, flag), flag, lo, hi)})
     if dest in _TEXT_FIELDS:
-        return replace(settings, **{dest: v})
+        v = v.strip()
+        if not v or len(v) > 64:
+            raise InputError(f"{flag} {excerpt(v)}: give a name such as auto, bfloat16 or fp8")
+        return replace(settings, **{dest: v.removeprefix("torch.") if dest == "dtype" else v})
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
-    if dest == "max_model_len":
-        return replace(settings, max_model_len=-1 if v.strip().lower() in ("auto", "-1") else human_int(v, flag))
-    if dest in ("gpu_memory_utilization", "device_memory_utilization"):
-        return replace(settings, gpu_memory_utilization=_float(v, flag))
-    if dest == "cpu_offload_gb":
-        return replace(settings, cpu_offload_bytes=round(_float(v, flag) * (1 << 30)))
+    if dest == "max_model_len":  # Field(ge=-1), -1 or auto: fit to memory; a request of 0 tokens is no length
+        n = -1 if v.strip().lower() in ("auto", "-1") else human_int(v, flag)
+        if n != -1 and n < 1:
+            raise InputError(f"{flag} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")
+        return replace(settings, max_model_len=whole(n, flag, -1, 1 << 40))
+    if dest in ("gpu_memory_utilization", "device_memory_utilization"):  # CacheConfig Field(gt=0, le=1)
+        return replace(settings, gpu_memory_utilization=real(_float(v, flag), flag, 0, 1, lo_open=True))
+    if dest == "cpu_offload_gb":  # UVAOffloadConfig Field(ge=0), GiB
+        return replace(settings, cpu_offload_bytes=round(real(_float(v, flag), flag, 0, 1 << 30) * (1 << 30)))
     return settings
 
 
@@ -119,41 +146,63 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
 
 
 def _config_file(path: str) -> list[tuple[str, str | None]]:
-    """``--config`` file entries as (flag, value): JSON, or YAML ``key: value`` lines."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise InputError(f"--config {path}: cannot read it ({exc.__class__.__name__})") from None
-    items: dict[str, object]
-    try:
-        loaded = json.loads(text)
-        if not isinstance(loaded, dict):
-            raise InputError(f"--config {path}: must hold a mapping of engine arguments")
-        items = loaded
-    except json.JSONDecodeError:
-        items = {}
-        for n, line in enumerate(text.splitlines(), 1):
-            line = line.split("#", 1)[0].rstrip()
-            if not line.strip():
-                continue
-            key, sep, value = line.partition(":")
-            if not sep or line.startswith((" ", "\t", "-")):
-                raise InputError(f"--config {path}: line {n} is not a `key: value` line") from None
-            items[key.strip()] = value.strip().strip("'\"")
+    """``--config`` file entries as (flag, value): a YAML (or JSON) mapping of engine arguments, as
+    vLLM's FlexibleArgumentParser._pull_args_from_config reads it. Read with a size cap, no aliases
+    bombs; nothing it names is opened here (a ``config:`` inside it is not followed)."""
+    where = f"--config {excerpt(path)}"
+    loaded = load_options(path, "--config")
+    if not isinstance(loaded, dict):
+        raise InputError(f"{where}: must hold a mapping of engine arguments (max_model_len: 8192 ...)")
     out: list[tuple[str, str | None]] = []
-    for key, item in items.items():
-        flag = "--" + str(key).replace("_", "-")
+    for key, item in loaded.items():
+        flag = "--" + str(key)[:100].replace("_", "-")
         if isinstance(item, bool):
             out.append((flag if item else "--no-" + flag[2:], None))
-        else:
+        elif isinstance(item, int) and abs(item) >= 10**30:
+            raise InputError(f"{where}: {excerpt(str(key))} is {excerpt(item)}: far out of range")
+        elif isinstance(item, (int, float, str)):
             out.append((flag, str(item)))
+        elif item is not None:  # a list or mapping: named, never printed (it may be an alias bomb)
+            out.append((flag, f"<a {type(item).__name__}>"))
     return out
+
+
+def load_options(path: str, flag: str) -> object:
+    """An engine's option file (YAML or JSON): read with the size cap and regular-file check, nesting
+    bounded before the YAML parser sees it, aliases capped (``inputs``)."""
+    where = f"{flag} {excerpt(path)}"
+    text = inputs.read_text(path, flag, inputs.MAX_OPTIONS_BYTES)
+    if not inputs._depth_ok(text, inputs.MAX_JSON_DEPTH):
+        raise InputError(f"{where}: nested more than {inputs.MAX_JSON_DEPTH} levels deep")
+    try:
+        return inputs.load_yaml(text, where)
+    except InputError:
+        raise
+    except ValueError:  # an integer past Python's digit limit, built by the YAML constructor
+        raise InputError(f"{where}: holds an integer with thousands of digits") from None
+
+
+def split_command(text: str) -> list[str]:
+    """A pasted command as a shell splits it; one line of error for an unbalanced quote."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise InputError(f"the launch command cannot be split into words ({exc}): close its quotes") from None
+
+
+def dashed(token: str) -> str:
+    """``--tensor_parallel_size=2`` as vLLM reads it: underscores in a long flag's name (up to its first
+    ``.``) become dashes (vllm/utils/argparse_utils.py, FlexibleArgumentParser.parse_args, 0.33.0)."""
+    if not token.startswith("--"):
+        return token
+    name, eq, value = token.partition("=")
+    head, dot, tail = name[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
 def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
-    tokens = shlex.split(argv) if isinstance(argv, str) else list(argv)
+    tokens = split_command(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
     env: list[tuple[str, str]] = []
     env_warnings: list[str] = []
@@ -190,7 +239,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             else:
                 warnings.append(f"ignored extra word {tok!r}")
             continue
-        name, eq, inline = tok.partition("=")
+        name, eq, inline = dashed(tok).partition("=")
         if name not in flags and name.startswith("--no-") and "--" + name[5:] in flags:
             flags[name] = (flags["--" + name[5:]][0], False)  # BooleanOptionalAction's --no-X of older releases
         if name not in flags and name not in historical:

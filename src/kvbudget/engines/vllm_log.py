@@ -15,8 +15,7 @@ import re
 
 from .._record import record
 from ..units import InputError
-
-_NUM = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
+from .logscan import NUM, LogText, count, figure
 
 
 @record
@@ -55,111 +54,131 @@ class VllmLog:
                                            self.max_concurrency, self.error))
 
 
-def _n(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
-def _first(pattern: str, text: str, flags: int = 0) -> re.Match[str] | None:
-    return re.search(pattern, text, flags)
-
-
-def _last(pattern: str, text: str) -> re.Match[str] | None:
-    matches = list(re.finditer(pattern, text))
-    return matches[-1] if matches else None
-
-
 _ARG_KEYS = (
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len", "max_seq_len",
     "gpu_memory_utilization", "kv_cache_dtype", "enforce_eager", "quantization", "block_size", "max_num_seqs",
     "max_num_batched_tokens", "dtype", "enable_prefix_caching", "enable_chunked_prefill", "num_gpu_blocks_override",
     "kv_cache_memory_bytes", "cpu_offload_gb",
 )
+# 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
+# literal (a key is whole: not the tail of mamba_block_size).
+_SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})") for key in _ARG_KEYS}
+_GIB = 1e6  # a figure in GiB beyond this (a million GiB) is not a GPU's
 
 
-def _settings(text: str) -> list[tuple[str, str]]:
+def _settings(log: LogText) -> list[tuple[str, str]]:
+    """The last value the log shows for each engine argument (None: the default, skipped)."""
+    text = log.text
     out: dict[str, str] = {}
-    for key in _ARG_KEYS:
-        # 'key': value (non-default args dicts) or key=value (engine config lines)
-        m = _last(rf"['\"]?{key}['\"]?\s*[:=]\s*['\"]?([A-Za-z0-9_.\-]+)", text)
-        if m and m.group(1) != "None":
-            out["max_model_len" if key == "max_seq_len" else key] = m.group(1)
+    for key, rx in _SETTING.items():
+        for start, stop, _ in log.lines(key, reverse=True):
+            found = None
+            for m in rx.finditer(text, start, stop):
+                before = text[m.start() - 1] if m.start() else " "
+                if not (before.isalnum() or before == "_"):
+                    found = m
+            if found is not None:
+                if found.group(1) != "None":
+                    out["max_model_len" if key == "max_seq_len" else key] = found.group(1)
+                break
     return list(out.items())
 
 
+_ERRORS = (
+    ("To serve at least one request", r"(To serve at least one request with the model\S{0,200} max seq len[^\n]{0,400})"),
+    ("No available memory for the cache blocks", r"(No available memory for the cache blocks[^\n]{0,400})"),
+    ("is larger than the maximum number of tokens",
+     r"(The model's max seq len \([0-9]{1,20}\) is larger than the maximum number of tokens[^\n]{0,400})"),
+    ("Cannot auto-fit max_model_len", r"(Cannot auto-fit max_model_len[^\n]{0,400})"),
+    ("EngineCore failed to start", r"(EngineCore failed to start[^\n]{0,400})"),
+    ("OutOfMemoryError", r"((?:torch\.)?(?:cuda\.)?OutOfMemoryError[^\n]{0,400})"),
+)
+
+
 def parse_vllm_log(text: str) -> VllmLog:
-    """Read a vLLM start-up log (or an excerpt of one)."""
+    """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``)."""
     if "\x00" in text:
-        raise InputError("the log is binary, not text")
+        raise InputError("the log is binary, not text: give the text log vLLM printed")
     # Rejoin records a terminal or a paste wrapped: a line break followed by a continuation.
     text = re.sub(r"\n(?=[a-z0-9.,;:%)\]x ])", "", text.replace("\r", ""))
+    log = LogText(text)
+    log.check_numbers()
     fields: dict[str, object] = {}
-    m = (_first(r"vLLM API server version ([0-9][\w.+\-]*)", text) or _first(r"LLM engine \(v([0-9][\w.+\-]*)\)", text)
-         or _first(r"vLLM version:? v?([0-9][\w.+\-]*)", text) or _first(r"\bversion ([0-9]+\.[0-9]+\.[0-9][\w.+\-]*)", text))
+    m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")
+         or log.first("LLM engine (v", r"LLM engine \(v([0-9][\w.+\-]{0,40})\)")
+         or log.first("vLLM version", r"vLLM version:? v?([0-9][\w.+\-]{0,40})")
+         or log.first("version ", r"\bversion ([0-9]{1,4}\.[0-9]{1,4}\.[0-9][\w.+\-]{0,40})"))
     if m:
         fields["version"] = m.group(1)
-    m = (_first(r"model=['\"]([^'\"]+)['\"]", text) or _first(r"['\"]model['\"]\s*:\s*['\"]([^'\"]+)['\"]", text)
-         or _first(r"Starting to load model ([^\s.]+(?:\.[^\s.]+)*)\.{0,3}", text))
+    m = (log.first("model=", r"model=['\"]([^'\"\n]{1,400})['\"]")
+         or log.first(("'model'", '"model"'), r"['\"]model['\"][ \t]{0,8}:[ \t]{0,8}['\"]([^'\"\n]{1,400})['\"]")
+         or log.first("Starting to load model ", r"Starting to load model ([^\s.]{1,200}(?:\.[^\s.]{1,200}){0,8})"))
     if m:
         fields["model"] = m.group(1)
-    m = _first(r"(NVIDIA [A-Z0-9][\w\- ]*?(?:GB|HBM3e?|PCIe|SXM\d?|Ti|Laptop GPU)?)(?=[,'\")\n]| with| \()", text)
+    m = log.first("NVIDIA ", r"(NVIDIA [A-Z0-9][\w\- ]{0,60}?(?:GB|HBM3e?|PCIe|SXM\d?|Ti|Laptop GPU)?)(?=[,'\")]| with| \(|$)")
     if m:
         fields["gpu_name"] = m.group(1).strip()
-    m = (_first(r"total_gpu_memory\s*\(?=?\s*" + _NUM + r"\s*GiB", text)
-         or _first(r"Free memory on device[^(]*\(" + _NUM + r"/" + _NUM + r" GiB\)", text))
+    m = (log.first("total_gpu_memory", r"total_gpu_memory[ \t]{0,8}\(?=?[ \t]{0,8}" + NUM + r"[ \t]{0,8}GiB")
+         or log.first("Free memory on device", r"Free memory on device[^(\n]{0,200}\(" + NUM + r"/" + NUM + r" GiB\)"))
     if m:
-        fields["total_gib"] = _n(m.group(m.lastindex or 1))
-    m = _last(r"(?:Model loading took|Loading model weights took|model weights take)\s+" + _NUM + r" ?G", text)
+        fields["total_gib"] = figure(m.group(m.lastindex or 1), "total GPU memory (GiB)", 0, _GIB)
+        if fields["total_gib"] == 0:
+            raise InputError("the log: total GPU memory is 0 GiB: is it a real vLLM log? (give --gpu or --gpu-memory)")
+    loading = ("Model loading took", "Loading model weights took", "model weights take")
+    m = log.last(loading, r"(?:Model loading took|Loading model weights took|model weights take)[ \t]{1,8}" + NUM + r" ?G")
     if m:
-        fields["model_loading_gib"] = _n(m.group(1))
-    m = (_last(r"Available KV cache memory: " + _NUM + r" GiB", text)
-         or _last(r"reserved for KV Cache is " + _NUM + r" ?GiB", text) or _last(r"kv_cache_size=" + _NUM + r" ?GiB", text)
-         or _last(r"available_kv_cache_memory\s+" + _NUM + r" ?GiB", text)
-         or _last(r"larger than the available KV cache memory \(" + _NUM + r" GiB\)", text))
+        fields["model_loading_gib"] = figure(m.group(1), "model loading (GiB)", 0, _GIB)
+    m = (log.last("Available KV cache memory: ", r"Available KV cache memory: " + NUM + r" GiB")
+         or log.last("reserved for KV Cache is ", r"reserved for KV Cache is " + NUM + r" ?GiB")
+         or log.last("kv_cache_size=", r"kv_cache_size=" + NUM + r" ?GiB")
+         or log.last("available_kv_cache_memory", r"available_kv_cache_memory[ \t]{1,8}" + NUM + r" ?GiB")
+         or log.last("larger than the available KV cache memory (", r"larger than the available KV cache memory \(" + NUM + r" GiB\)"))
+    if m:  # negative when the weights and activations left nothing (vLLM prints it so)
+        fields["available_kv_gib"] = figure(m.group(1), "available KV cache memory (GiB)", -_GIB, _GIB)
+    m = log.last("KV cache size: ", r"KV cache size: " + NUM + r" tokens")
     if m:
-        fields["available_kv_gib"] = _n(m.group(1))
-    m = _last(r"KV cache size: " + _NUM + r" tokens", text)
+        fields["kv_cache_tokens"] = count(m.group(1), "GPU KV cache size (tokens)")
+    m = log.last(" blocks: ", r"#? ?(?:GPU|gpu|cuda|CUDA) blocks: " + NUM)
     if m:
-        fields["kv_cache_tokens"] = int(_n(m.group(1)))
-    m = _last(r"#? ?(?:GPU|gpu|cuda|CUDA) blocks: " + _NUM, text)
+        fields["num_gpu_blocks"] = count(m.group(1), "# GPU blocks")
+    m = log.last("Maximum concurrency for ", r"Maximum concurrency for " + NUM + r" tokens per request: " + NUM + r" ?x")
     if m:
-        fields["num_gpu_blocks"] = int(_n(m.group(1)))
-    m = _last(r"Maximum concurrency for " + _NUM + r" tokens per request: " + _NUM + r" ?x", text)
+        fields["concurrency_len"] = count(m.group(1), "maximum concurrency's tokens per request", 1)
+        fields["max_concurrency"] = figure(m.group(2), "maximum concurrency", 0, 1e12)
+    m = log.last("estimated maximum model length is ", r"estimated maximum model length is " + NUM)
     if m:
-        fields["concurrency_len"] = int(_n(m.group(1)))
-        fields["max_concurrency"] = _n(m.group(2))
-    m = _last(r"estimated maximum model length is " + _NUM, text)
+        fields["estimated_max_model_len"] = count(m.group(1), "estimated maximum model length")
+    m = log.last("GiB KV cache is needed", r"\(" + NUM + r" ?GiB KV cache is needed")
     if m:
-        fields["estimated_max_model_len"] = int(_n(m.group(1)))
-    m = _last(r"\(" + _NUM + r" ?GiB KV cache is needed", text)
-    if m:
-        fields["needed_kv_gib"] = _n(m.group(1))
-    m = (_last(r"(To serve at least one request with the model\S* max seq len[^\n]*)", text)
-         or _last(r"(No available memory for the cache blocks[^\n]*)", text)
-         or _last(r"(The model's max seq len \([0-9]+\) is larger than the maximum number of tokens[^\n]*)", text)
-         or _last(r"(Cannot auto-fit max_model_len[^\n]*)", text)
-         or _last(r"(EngineCore failed to start[^\n]*)", text)
-         or _last(r"((?:torch\.)?(?:cuda\.)?OutOfMemoryError[^\n]*)", text))
-    if m:
-        fields["error"] = m.group(1).strip()[:400]
-    m = _last(r"maximum number of tokens that can be stored in KV cache \(" + _NUM + r"\)", text)
+        fields["needed_kv_gib"] = figure(m.group(1), "KV cache needed (GiB)", 0, _GIB)
+    for literal, pattern in _ERRORS:
+        m = log.last(literal, pattern)
+        if m:
+            fields["error"] = m.group(1).strip()[:400]
+            break
+    m = log.last("maximum number of tokens that can be stored in KV cache (",
+                 r"maximum number of tokens that can be stored in KV cache \(" + NUM + r"\)")
     if m and "kv_cache_tokens" not in fields:
-        fields["kv_cache_tokens"] = int(_n(m.group(1)))
-    m = _last(r"non_torch_memory(?: takes |=|\s+)" + _NUM, text) or _last(_NUM + r" GiB for non-torch memory", text)
+        fields["kv_cache_tokens"] = count(m.group(1), "tokens that can be stored in KV cache")
+    m = (log.last("non_torch_memory", r"non_torch_memory(?: takes |=|[ \t]{1,8})" + NUM)
+         or log.last(" GiB for non-torch memory", NUM + r" GiB for non-torch memory"))
     if m:
-        fields["non_torch_gib"] = _n(m.group(1))
-    m = _last(r"activation peak memory(?: takes|\s)\s*" + _NUM, text) or _last(_NUM + r" GiB for peak activation", text)
+        fields["non_torch_gib"] = figure(m.group(1), "non-torch memory (GiB)", -_GIB, _GIB)
+    m = (log.last("activation peak memory", r"activation peak memory(?: takes|[ \t])[ \t]{0,8}" + NUM)
+         or log.last(" GiB for peak activation", NUM + r" GiB for peak activation"))
     if m:
-        fields["activation_gib"] = _n(m.group(1))
-    m = _last(r"Graph capturing finished in [0-9.]+ secs?, took " + _NUM + r" GiB", text) or _last(
-        _NUM + r" GiB for CUDAGraph memory", text)
+        fields["activation_gib"] = figure(m.group(1), "activation peak memory (GiB)", -_GIB, _GIB)
+    m = (log.last("Graph capturing finished in ", r"Graph capturing finished in [0-9.]{1,20} secs?, took " + NUM + r" GiB")
+         or log.last(" GiB for CUDAGraph memory", NUM + r" GiB for CUDAGraph memory"))
     if m:
-        fields["cuda_graph_gib"] = _n(m.group(1))
-    settings = _settings(text)
-    m = _first(r"^[#$>\s]*((?:[A-Z_]+=\S+ )*(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)", text, re.M)
+        fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
+    settings = _settings(log)
+    m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
+                       r"[#$>\s]{0,8}((?:[A-Z_]{1,64}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:
         fields["command"] = m.group(1).strip()
-    log = VllmLog(settings=tuple(settings), **fields)  # type: ignore[arg-type]
-    if not log.has_figures and log.model_loading_gib is None:
+    parsed = VllmLog(settings=tuple(settings), **fields)  # type: ignore[arg-type]
+    if not parsed.has_figures and parsed.model_loading_gib is None:
         raise InputError("no vLLM start-up figures found in the log (looked for 'Available KV cache memory', "
                          "'GPU KV cache size', '# GPU blocks', 'Maximum concurrency' and vLLM's start-up errors)")
-    return log
+    return parsed

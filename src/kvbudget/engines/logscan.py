@@ -1,0 +1,145 @@
+"""Finding figures in a start-up log in time linear in its size.
+
+A log is searched by a literal first (``str.find``/``rfind``, which skip text in C), and a regular
+expression runs only on a bounded window of the line that holds it: ``BACK`` characters before the
+literal (for a number printed ahead of it) and ``AHEAD`` after. Each line is looked at once per
+figure, so no input (a megabyte of digits on one line, a million blank lines, a prefix repeated
+without end) makes the work grow faster than the text. Every pattern is matched within one line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+from ..inputs import excerpt, real, whole
+from ..units import InputError
+
+BACK = 64  # characters before the literal a pattern may start at
+AHEAD = 512  # characters after it a pattern may reach
+
+# A number as logs print them (``1,234``, ``0.93``, ``1e30``), or the NaN and infinity a broken run
+# prints in its place (read, then refused by name): whole, never the tail or head of a longer run of
+# digits (the lookbehind rejects a start inside one at once, so a megabyte of digits costs one pass).
+NUM = (r"(?<![0-9.,])(-?(?:[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf(?:inity)?)))"
+       r"(?![0-9]|\.[0-9])")
+
+
+MAX_DIGITS = 300
+_LONG = re.compile(r"(?<![0-9])[0-9]{" + str(MAX_DIGITS + 1) + "}")
+
+
+@lru_cache(maxsize=256)
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+class LogText:
+    """A log's text, searched line window by line window."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _line(self, i: int) -> tuple[int, int]:
+        start = self.text.rfind("\n", 0, i) + 1
+        stop = self.text.find("\n", i)
+        return start, len(self.text) if stop < 0 else stop
+
+    def lines(self, literals: str | tuple[str, ...], reverse: bool = False) -> Iterator[tuple[int, int, int]]:
+        """(start, stop, at) of each line holding one of ``literals`` (``at``: the first occurrence in
+        it, or with ``reverse`` the last), in order or from the end. Each literal is searched for
+        once over the whole text, whatever the number of lines."""
+        text = self.text
+        if isinstance(literals, str) and reverse:  # the common case, without the bookkeeping of several
+            i = text.rfind(literals)
+            while i >= 0:
+                start = text.rfind("\n", 0, i) + 1
+                stop = text.find("\n", i)
+                yield start, len(text) if stop < 0 else stop, i
+                i = text.rfind(literals, 0, start)
+            return
+        lits = (literals,) if isinstance(literals, str) else literals
+        if reverse:
+            found = {lit: text.rfind(lit) for lit in lits}
+            while (i := max(found.values())) >= 0:
+                start, stop = self._line(i)
+                yield start, stop, i
+                for lit, at in found.items():
+                    if at >= start:
+                        found[lit] = text.rfind(lit, 0, start)
+        else:
+            found = {lit: text.find(lit) for lit in lits}
+            while hits := [at for at in found.values() if at >= 0]:
+                i = min(hits)
+                start, stop = self._line(i)
+                yield start, stop, i
+                for lit, at in found.items():
+                    if 0 <= at <= stop:
+                        found[lit] = text.find(lit, stop)
+
+    def last(self, literals: str | tuple[str, ...], pattern: str) -> re.Match[str] | None:
+        """The last match of ``pattern`` near the last of ``literals`` in the last line where it matches."""
+        rx = _rx(pattern)
+        text = self.text
+        for start, stop, i in self.lines(literals, reverse=True):
+            end = min(stop, i + AHEAD)
+            m = rx.search(text, max(start, i - BACK), end)
+            while m is not None:  # the last in the window (one, in a real log)
+                later = rx.search(text, max(m.end(), m.start() + 1), end)
+                if later is None:
+                    return m
+                m = later
+        return None
+
+    def first(self, literals: str | tuple[str, ...], pattern: str) -> re.Match[str] | None:
+        """The first match of ``pattern`` near the first of ``literals`` in the first line where it matches."""
+        return next(self.each(literals, pattern), None)
+
+    def each(self, literals: str | tuple[str, ...], pattern: str) -> Iterator[re.Match[str]]:
+        """The matches of ``pattern`` near the first of ``literals`` in each line, in order."""
+        rx = _rx(pattern)
+        for start, stop, i in self.lines(literals):
+            yield from rx.finditer(self.text, max(start, i - BACK), min(stop, i + AHEAD))
+
+    def line_match(self, literals: str | tuple[str, ...], pattern: str) -> re.Match[str] | None:
+        """``pattern`` matched from the start of the first line holding one of ``literals`` where it matches."""
+        rx = _rx(pattern)
+        for start, stop, _ in self.lines(literals):
+            m = rx.match(self.text, start, min(stop, start + AHEAD))
+            if m is not None:
+                return m
+        return None
+
+    def check_numbers(self) -> None:
+        """Refuse a number of more than ``MAX_DIGITS`` digits anywhere: no engine prints one, and a
+        figure that long would run past the window it is read in (one pass: a run is entered once)."""
+        m = _LONG.search(self.text)
+        if m is not None:
+            line = self.text.count("\n", 0, m.start()) + 1
+            raise InputError(f"the log: line {line:,} holds a number of more than {MAX_DIGITS} digits,"
+                             " which no engine prints (is it the right file?)")
+
+    def has(self, literal: str) -> bool:
+        return literal in self.text
+
+
+def figure(value: str, name: str, lo: float | None = None, hi: float = 1e6, decimal_comma: bool = False,
+           lo_open: bool = False) -> float:
+    """A logged number (``1,234`` or, with ``decimal_comma``, ``1,5``), finite and in ``[lo, hi]``
+    (``(lo, hi]`` with ``lo_open``); InputError naming the figure otherwise."""
+    return real(_number(value, name, decimal_comma), name, lo, hi, where="the log", lo_open=lo_open)
+
+
+def count(value: str, name: str, lo: int = 0, hi: int = 10**13) -> int:
+    """A logged whole number in ``[lo, hi]``."""
+    return whole(_number(value, name, False), name, lo, hi, where="the log")
+
+
+def _number(value: str, name: str, decimal_comma: bool) -> float:
+    try:
+        return float(value.replace(",", "." if decimal_comma else ""))
+    except ValueError:
+        raise InputError(f"the log: {name} {excerpt(value)} is not a number") from None

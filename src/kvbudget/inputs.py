@@ -155,6 +155,8 @@ def load_yaml(text: str, where: str) -> Any:
                     raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
             return super().compose_node(parent, index)
 
+    if not _depth_ok(text, MAX_JSON_DEPTH):  # before the parser recurses (slowly) into it
+        raise InputError(f"{where}: nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
@@ -163,6 +165,8 @@ def load_yaml(text: str, where: str) -> Any:
         raise InputError(f"{where}: not valid YAML{line}") from None
     except RecursionError:
         raise InputError(f"{where}: YAML nested too deeply") from None
+    except ValueError:  # an integer past Python's digit limit, built by the YAML constructor
+        raise InputError(f"{where}: holds an integer with thousands of digits") from None
 
 
 def whole(value: object, name: str, lo: int | None = None, hi: int | None = None, where: str = "") -> int:

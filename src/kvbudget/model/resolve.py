@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 from .._record import replace
+from ..inputs import MAX_CONFIG_BYTES, excerpt, load_json, read_text
+from ..units import InputError
 from . import catalog
 from .catalog import UnknownModel
 from .hf_config import ConfigError, spec_from_config
@@ -18,24 +19,21 @@ if TYPE_CHECKING:
 
 def read_config_file(path: str) -> dict[str, Any]:
     """Parse a config.json (or the one in a folder), turning every failure into a ConfigError
-    that names the file."""
+    that names the file: a regular file of at most MAX_CONFIG_BYTES, strict JSON (no NaN, no
+    integers of thousands of digits, bounded nesting) holding an object."""
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
+        if not os.path.exists(path):
+            raise ConfigError(f"{excerpt(path)}: no such file (a model folder must hold a config.json)")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file (a model folder must hold a config.json)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: JSON nested too deeply") from None
+        text = read_text(path, "config", MAX_CONFIG_BYTES)
+        data = load_json(text, excerpt(path))
+    except ConfigError:
+        raise
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: config.json must hold a JSON object")
+        raise ConfigError(f"{excerpt(path)}: config.json must hold a JSON object, not {type(data).__name__}")
     return data
 
 

@@ -146,10 +146,13 @@ class _Cfg:
             if value is None:
                 continue
             try:
-                return whole(value, f"field {key!r}", lo=1 if positive else 0, hi=_LIMITS.get(key, _MAX_FIELD),
-                             where=self.where)
+                number = whole(value, f"integer field {key!r}", hi=_LIMITS.get(key, _MAX_FIELD), where=self.where)
             except InputError as exc:
                 raise ConfigError(f"{exc}: fix the config.json") from None
+            if number < (1 if positive else 0):
+                raise ConfigError(f"{self.where}: field {key!r} must be {'positive' if positive else 'zero or more'},"
+                                  f" got {number:,}: fix the config.json")
+            return number
         if default is None:
             raise ConfigError(f"{self.where}: missing field {' / '.join(repr(k) for k in keys)}")
         return default

@@ -41,9 +41,9 @@ def read_prices(path: str) -> dict[str, float]:
                 value = float(value) if len(value) <= 40 else value
             except ValueError:
                 raise InputError(f"{where}: {label} is not a number: {excerpt(value)} (give $/hour, e.g. 2.49)") from None
-        price = real(value, label, lo=0, hi=MAX_PRICE, where=where)
-        if price >= MAX_PRICE:
-            raise InputError(f"{where}: {label} must be below {MAX_PRICE:g} $/hour, got {price:g}")
+        price = real(value, label, where=where)
+        if not 0 <= price < MAX_PRICE:
+            raise InputError(f"{where}: {label} must be between 0 and {MAX_PRICE:g} $/hour, got {price:g}")
         try:
             gpu = find_gpu(name).name
         except InputError as exc:

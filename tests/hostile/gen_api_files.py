@@ -5,6 +5,7 @@ parallelism beyond the model for every engine."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from corpus import add, argv, write
@@ -63,3 +64,20 @@ add("prices-dev-zero", lambda _root: [*PLAN, "--prices", "/dev/zero"])
 for engine in ("vllm", "sglang", "trtllm", "textbook"):
     for flag, value in (("--pp", "1000000"), ("--pp", "17"), ("--tp", "1000000"), ("--tp", "3")):
         argv(f"parallel-{engine}{flag}-{value}", ["fit", "llama-3.2-1b", "--gpu", "H100", "--engine", engine, flag, value])
+
+
+# Found by `make fuzz` (tests/fuzz): a vLLM --config file that is not UTF-8 escaped as UnicodeDecodeError.
+def _vllm_config(data: bytes) -> Callable[[Path], list[str]]:
+    def build(root: Path) -> list[str]:
+        path = write(root, "options.yaml", data)
+        return ["explain", "--gpu", "H100", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--config", path]
+
+    return build
+
+
+add("options-vllm-config-not-utf8", _vllm_config(b"\x80"))
+add("options-vllm-config-latin1", _vllm_config("max-model-len: 4096 # caf\xe9\n".encode("latin-1")))
+# Found by `make fuzz`: vLLM's --cpu-offload-gb nan / inf escaped as ValueError / OverflowError.
+for n, value in enumerate(["nan", "inf", "-inf", "1e400"]):
+    argv(f"options-vllm-cpu-offload-{n}", ["explain", "--gpu", "H100", "--", "vllm", "serve",
+                                           "meta-llama/Llama-3.1-8B-Instruct", "--cpu-offload-gb", value])

@@ -16,7 +16,7 @@ MAX_PRICE = 1000.0  # $/hour for one GPU: no cloud list price comes near
 def read_prices(path: str) -> dict[str, float]:
     """``{catalog GPU name: $/hour}`` from a prices file (a regular file of at most MAX_OPTIONS_BYTES)."""
     text = read_text(path, "prices file", MAX_OPTIONS_BYTES)
-    where = excerpt(path, 160)
+    where = path if len(path) <= 160 else "..." + path[-157:]  # the end names the file
     entries: list[tuple[str, object]]
     if text.lstrip().startswith("{"):
         data = load_json(text, where)

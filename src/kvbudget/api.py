@@ -1,11 +1,26 @@
-"""The public Python API: the same answers the CLI prints, as frozen dataclasses."""
+"""The public Python API: the same answers the CLI prints, as frozen dataclasses.
+
+Every argument is checked where it enters, as the CLI checks its flags: a wrong type (a string for
+a count, None, a list, a bool), NaN, infinity, a negative or absurd number raises
+``kvbudget.InputError`` with the CLI's message, never AttributeError/TypeError or a NaN answer.
+
+Which rules answer: ``fit`` is the textbook partition (weights + KV + activations + overhead, the
+same for every engine) unless ``engine="vllm"``, which gives the plan ``kvbudget fit`` prints (vLLM's
+own profiling and block rules); its result says which (``TextbookPlan.engine`` / ``VllmPlan.release``).
+``vllm_plan``, ``max_concurrency``, ``max_context`` and ``fewest_gpus`` follow the engine they are given
+(vLLM by default), as the CLI does.
+"""
 
 from __future__ import annotations
 
+from ._record import fields, record
 from .engines.textbook import DEFAULT_PREFILL_CHUNK, Deployment, MemoryPlan
 from .engines.textbook import fit as _fit
-from .hardware import GPU, custom_gpu, find_gpu
-from .model.resolve import load_model
+from .hardware import GPU, custom_gpu
+from .hardware import find_gpu as _find_gpu
+from .inputs import excerpt, real, whole
+from .kvcache import MAX_BATCH, MAX_CONTEXT, check_positive
+from .model.resolve import load_model as _load_model
 from .model.spec import ModelSpec
 from .units import InputError
 
@@ -16,11 +31,68 @@ if TYPE_CHECKING:
     from .kvreport import KVReport
     from .plan.search import Deployment as PlanRow
 
-__all__ = ["fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency", "max_context"]
+__all__ = ["InputError", "TextbookPlan", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency",
+           "max_context", "vllm_plan"]
+
+MAX_PARALLEL = 1024  # tp, pp: the CLI's limit (kvcache.check_tp)
+MAX_BYTES = 1 << 50  # a memory figure beyond any one GPU (1 PiB)
+MAX_NAME = 4096  # characters in a model reference, a GPU name, a dtype
 
 
-def _spec(model: str | ModelSpec) -> ModelSpec:
-    return model if isinstance(model, ModelSpec) else load_model(model)
+@record
+class TextbookPlan(MemoryPlan):
+    """``kvbudget.fit``'s answer: the textbook partition (weights + KV cache + activation workspace +
+    runtime overhead, one rule for every engine). It is not what vLLM will do; ``kvbudget fit`` on the
+    command line (and ``kvbudget.fit(..., engine="vllm")`` / ``kvbudget.vllm_plan``) follows vLLM's rules."""
+
+    engine: str = "textbook"
+
+
+# --- argument checks: the CLI's rules and messages for values that come from Python ------------------
+
+
+def _count(name: str, value: object, limit: int, lo: int = 1) -> int:
+    """A whole number in [lo, limit] (not a bool, a string, None, NaN or a fraction)."""
+    number = whole(value, name)
+    if lo == 1:
+        check_positive(name, number, limit)
+        return number
+    return whole(number, name, lo=lo, hi=limit)
+
+
+def _maybe_count(name: str, value: object, limit: int, lo: int = 1) -> int | None:
+    return None if value is None else _count(name, value, limit, lo)
+
+
+def _name(what: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a string, not {excerpt(value)}")
+    if len(value) > MAX_NAME:
+        raise InputError(f"{what} is {len(value):,} characters long: not a name kvbudget knows")
+    return value
+
+
+def _names(what: str, value: object) -> tuple[str, ...]:
+    """A string or a tuple/list of strings, as a tuple (a bare string is one name, not its letters)."""
+    if isinstance(value, str):
+        return (_name(what, value),)
+    if not isinstance(value, (tuple, list)) or not value or len(value) > 64:
+        raise InputError(f"{what} must be a name or a short list of names, not {excerpt(value)}")
+    return tuple(_name(what, v) for v in value)
+
+
+def _spec(model: object) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else _load_model(_name("model", model))
+
+
+def load_model(ref: str) -> ModelSpec:
+    """Resolve a model reference: a catalog name, a config.json path or folder, a GGUF file, or a Hub id."""
+    return _load_model(_name("model", ref))
+
+
+def find_gpu(name: str) -> GPU:
+    """Look a GPU up by the names people write (``H100``, ``a100 80gb``, ``RTX3090``)."""
+    return _find_gpu(_name("gpu", name))
 
 
 def kv(
@@ -35,7 +107,9 @@ def kv(
     model's max context) and for ``batch`` sequences, per GPU under ``tp``-way tensor parallelism."""
     from .kvreport import kv_report
 
-    return kv_report(_spec(model), context=context, batch=batch, kv_dtype=kv_dtype, tp=tp)
+    return kv_report(_spec(model), context=_maybe_count("--context", context, MAX_CONTEXT),
+                     batch=_count("--batch", batch, MAX_BATCH), kv_dtype=_name("--kv-dtype", kv_dtype),
+                     tp=_count("--tp", tp, MAX_PARALLEL))
 
 
 def fit(
@@ -53,33 +127,46 @@ def fit(
     overhead_bytes: int | None = None,
     activation_bytes: int | None = None,
     weights_bytes: int | None = None,
-) -> MemoryPlan:
-    """Per-GPU memory partition (weights, KV cache, activation workspace, runtime overhead),
-    the largest batch at ``context`` and the longest context at ``batch``, with a verdict.
+    engine: str = "textbook",
+) -> TextbookPlan:
+    """The textbook per-GPU memory partition (weights, KV cache, activation workspace, runtime
+    overhead), the largest batch at ``context`` and the longest context at ``batch``, with a verdict.
+
+    This is NOT what ``kvbudget fit`` prints: the CLI follows vLLM's own rules (profiling, blocks,
+    CUDA graphs); for that, call ``vllm_plan`` (or ``max_concurrency`` / ``max_context``). The
+    result is a ``TextbookPlan`` whose ``engine`` field says ``"textbook"``; ``engine`` takes no
+    other value here.
 
     ``overhead_bytes``, ``activation_bytes`` and ``weights_bytes`` replace kvbudget's own
     estimates of those parts (per GPU) when given."""
+    if _name("engine", engine) != "textbook":
+        raise InputError(f"fit gives the textbook partition (engine='textbook'), not engine={excerpt(engine)}:"
+                         " for vLLM's rules call kvbudget.vllm_plan, max_concurrency or max_context")
     device = _device(gpu, gpu_memory)
-    for name, value in (("overhead", overhead_bytes), ("activation", activation_bytes), ("weights-memory", weights_bytes)):
-        if value is not None and value < 0:
-            raise InputError(f"--{name} must not be negative")
+    for name, value in (("--overhead", overhead_bytes), ("--activation", activation_bytes),
+                        ("--weights-memory", weights_bytes)):
+        _maybe_count(name, value, MAX_BYTES, lo=0)
     dep = Deployment(
-        gpu=device, tp=tp, pp=pp, weights=weights_dtype, kv_dtype=kv_dtype, context=context, batch=batch,
-        prefill_chunk=prefill_chunk, overhead_bytes=overhead_bytes, activation_bytes=activation_bytes,
-        weights_bytes=weights_bytes,
+        gpu=device, tp=_count("--tp", tp, MAX_PARALLEL), pp=_count("--pp", pp, MAX_PARALLEL),
+        weights=_name("--weights-dtype", weights_dtype), kv_dtype=_name("--kv-dtype", kv_dtype),
+        context=_maybe_count("--context", context, MAX_CONTEXT), batch=_count("--batch", batch, MAX_BATCH),
+        prefill_chunk=_count("--prefill-chunk", prefill_chunk, MAX_CONTEXT), overhead_bytes=overhead_bytes,
+        activation_bytes=activation_bytes, weights_bytes=weights_bytes,
     )
-    return _fit(_spec(model), dep)
+    plan = _fit(_spec(model), dep)
+    return TextbookPlan(**{n: getattr(plan, n) for n in fields(plan)}, engine="textbook")
 
 
-def _device(gpu: str | GPU | None, gpu_memory: int | None) -> GPU:
+def _device(gpu: object, gpu_memory: object) -> GPU:
     if gpu_memory is not None:
-        if gpu_memory <= 0:
-            raise InputError(f"GPU memory must be positive, got {gpu_memory}")
-        return custom_gpu(gpu_memory)
+        size = whole(gpu_memory, "gpu_memory (bytes)")
+        if size <= 0:
+            raise InputError(f"GPU memory must be positive, got {size}")
+        return custom_gpu(_count("gpu_memory (bytes)", size, MAX_BYTES))
     if isinstance(gpu, GPU):
         return gpu
     if gpu is not None:
-        return find_gpu(gpu)
+        return _find_gpu(_name("gpu", gpu))
     raise InputError("give a GPU (--gpu H100) or its memory (--gpu-memory 48GiB)")
 
 
@@ -91,7 +178,15 @@ def vllm_plan(
     (engine arguments; ``VllmSettings()`` is ``vllm serve`` with its defaults)."""
     from .engines.vllm import VllmSettings, plan
 
-    return plan(_spec(model), _device(gpu, gpu_memory), settings or VllmSettings())
+    return plan(_spec(model), _device(gpu, gpu_memory), _settings(settings) or VllmSettings())
+
+
+def _settings(settings: object) -> VllmSettings | None:
+    from .engines.vllm import VllmSettings
+
+    if settings is not None and not isinstance(settings, VllmSettings):
+        raise InputError(f"settings must be kvbudget.engines.vllm.VllmSettings(...), not {excerpt(settings)}")
+    return settings
 
 
 def explain(
@@ -103,7 +198,9 @@ def explain(
     from .engines.vllm_command import parse_vllm_command
     from .plan.vllm_fixes import suggestions
 
-    base = VllmSettings(version=version) if version else VllmSettings()
+    if not isinstance(command, str) and not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
+        raise InputError(f"command must be the launch command as a string or a list of strings, not {excerpt(command)}")
+    base = VllmSettings(version=_name("version", version)) if version is not None else VllmSettings()
     cmd = parse_vllm_command(command, base)
     spec = _spec(cmd.model)
     device = _device(gpu, gpu_memory)
@@ -123,6 +220,8 @@ def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | No
     capped by ``max_num_seqs``. Other engines (``engine="sglang" | "trtllm" | "llama.cpp"`` with ``tp``, ``pp``,
     ``weights``, ``kv_dtype``): whole requests of their pool, the scheduler admitting what it holds
     (``plan/capacity.py``)."""
+    context = _count("--context", context, MAX_CONTEXT)
+    engine, tp, pp, weights, kv_dtype, settings = _engine_args(engine, tp, pp, weights, kv_dtype, settings)
     if engine != "vllm":
         from .plan.capacity import held
 
@@ -135,6 +234,12 @@ def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | No
     p = plan(_spec(model), _device(gpu, gpu_memory), replace(base, max_model_len=context))
     most, _ = capacity(p, 1)
     return min(most, p.max_num_seqs) if p.starts else 0
+
+
+def _engine_args(engine: object, tp: object, pp: object, weights: object, kv_dtype: object,
+                 settings: object) -> tuple[str, int, int, str, str, VllmSettings | None]:
+    return (_name("engine", engine), _count("--tp", tp, MAX_PARALLEL), _count("--pp", pp, MAX_PARALLEL),
+            _name("--weights-dtype", weights), _name("--kv-dtype", kv_dtype), _settings(settings))
 
 
 def _vllm_settings(settings: VllmSettings | None, tp: int, pp: int, weights: str, kv_dtype: str) -> VllmSettings:
@@ -162,8 +267,8 @@ def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | No
 
     vLLM: its own binary search over lengths on one profiled pool. Other engines: the longest ``C`` whose
     plan holds ``concurrency`` requests while ``C + 1``'s does not (``plan/capacity.py``)."""
-    if concurrency < 1:
-        raise InputError(f"concurrency must be at least 1, got {concurrency}")
+    concurrency = _count("--concurrency", concurrency, MAX_BATCH)
+    engine, tp, pp, weights, kv_dtype, settings = _engine_args(engine, tp, pp, weights, kv_dtype, settings)
     if engine != "vllm":
         from .plan.capacity import longest_context
 
@@ -191,7 +296,14 @@ def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: 
     ``engine``'s rules (vllm, sglang, trtllm, llama.cpp), its memory ``fraction`` and vLLM ``version``."""
     from .plan.search import search
 
+    concurrency = _count("--concurrency", concurrency, MAX_BATCH)
+    context = _count("--context", context, MAX_CONTEXT)
+    max_gpus = _count("--max-gpus", max_gpus, MAX_PARALLEL)
+    gpus_per_node = _count("--gpus-per-node", gpus_per_node, MAX_PARALLEL)
+    if fraction is not None:
+        fraction = real(fraction, "fraction", lo=0, hi=1, lo_open=True)
     rows = [d for d in search(_spec(model), concurrency, context, [_device(gpu, gpu_memory)], max_gpus=max_gpus,
-                              gpus_per_node=gpus_per_node, weights=weights, kv=kv_dtype, engine=engine,
-                              fraction=fraction, version=version) if d.serves]
+                              gpus_per_node=gpus_per_node, weights=_names("--weights-dtype", weights),
+                              kv=_names("--kv-dtype", kv_dtype), engine=_name("engine", engine),
+                              fraction=fraction, version=_name("version", version)) if d.serves]
     return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)

@@ -96,6 +96,10 @@ def gpus() -> list[GPU]:
 
 def find_gpu(name: str) -> GPU:
     """Look a GPU up by the names people write (``H100``, ``a100 80gb``, ``RTX3090``)."""
+    if not isinstance(name, str):
+        raise UnknownGPU(f"a GPU name is a string such as 'H100', not {type(name).__name__}")
+    if len(name) > 100:  # no GPU name is that long; difflib on it would take seconds
+        raise UnknownGPU(f"unknown GPU {name[:40]!r}... ({len(name):,} characters; see `kvbudget gpus`, or give --gpu-memory 48GiB)")
     key = _norm(name)
     if not key:
         raise UnknownGPU("empty GPU name: see `kvbudget gpus`, or give --gpu-memory 48GiB")

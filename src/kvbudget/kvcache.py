@@ -51,7 +51,7 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
     check_positive("--tp", tp, 1024)
     heads = spec.dims.num_attention_heads
     if heads % tp:
-        divisors = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+        divisors = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0]
         raise InputError(
             f"--tp {tp} does not divide the {heads} attention heads of {spec.name}: use one of {divisors}"
         )

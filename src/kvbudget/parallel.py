@@ -7,12 +7,17 @@ from .model.layers import Layer
 from .model.params import ROLES, Tensor
 from .model.spec import ModelSpec
 from .model.weights import WeightFormat
+from .units import InputError
 
 
 def pp_partition(num_layers: int, pp: int) -> tuple[int, ...]:
     """Decoder layers per pipeline stage, as vLLM splits them (``distributed/utils.py:
     get_pp_indices``): an even share each, and the remainder one layer apiece to the stages
-    before the last, counting back from the second-to-last."""
+    before the last, counting back from the second-to-last. vLLM refuses more stages than layers
+    (a stage with no layer); so does kvbudget, before building a list of ``pp`` stages."""
+    if isinstance(pp, bool) or not isinstance(pp, int) or not 1 <= pp <= max(num_layers, 1):
+        raise InputError(f"--pp {pp!r} must be between 1 and the model's {num_layers} layers"
+                         " (each pipeline stage holds at least one layer)")
     per = [num_layers // pp] * pp
     for i in range(2, num_layers % pp + 2):
         per[-i] += 1

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 
 from .._record import record, replace
+from ..inputs import excerpt, real, whole
 from ..units import InputError
 from . import params as P
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
@@ -123,7 +124,6 @@ _UNREADABLE_PREFIXES = ("mamba_", "ssm_", "linear_", "n_shared_experts", "index_
 _KV_ALIASES = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")
 
 
-_INF = float("inf")
 _MAX_FIELD = 1 << 31  # no real model dimension, vocabulary or context comes near 2^31
 _LIMITS = {"num_hidden_layers": 10_000, "n_layer": 10_000, "num_layers": 10_000, "n_layers": 10_000}
 
@@ -139,26 +139,34 @@ class _Cfg:
         return self.raw.get(key) is not None
 
     def int(self, *keys: str, default: int | None = None, positive: bool = True) -> int:
+        """The first of ``keys`` present, as a whole number >= 1 (>= 0 when not ``positive``) and
+        no larger than any real model has; a missing key gives ``default`` or a ConfigError."""
         for key in keys:
             value = self.raw.get(key)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (_INF, -_INF):
-                raise ConfigError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
-            if int(value) != value:
-                raise ConfigError(f"{self.where}: field {key!r} must be an integer, got {value!r}")
-            if positive and value <= 0:
-                raise ConfigError(f"{self.where}: field {key!r} must be positive, got {value!r}")
-            if abs(value) > _LIMITS.get(key, _MAX_FIELD):
-                raise ConfigError(f"{self.where}: field {key!r} = {value!r} is beyond any real model")
-            return int(value)
+            try:
+                number = whole(value, f"integer field {key!r}", hi=_LIMITS.get(key, _MAX_FIELD), where=self.where)
+            except InputError as exc:
+                raise ConfigError(f"{exc}: fix the config.json") from None
+            if number < (1 if positive else 0):
+                raise ConfigError(f"{self.where}: field {key!r} must be {'positive' if positive else 'zero or more'},"
+                                  f" got {number:,}: fix the config.json")
+            return number
         if default is None:
             raise ConfigError(f"{self.where}: missing field {' / '.join(repr(k) for k in keys)}")
         return default
 
     def bool(self, key: str, default: bool) -> bool:
+        """A JSON boolean (0 and 1 read as Python reads them). transformers keeps a string as it is,
+        and a non-empty string such as "false" is true to every engine's ``if config.x``: refused."""
         value = self.raw.get(key)
-        return default if value is None else bool(value)
+        if value is None:
+            return default
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            return bool(value)
+        raise ConfigError(f"{self.where}: field {key!r} must be true or false (a JSON boolean, not a string),"
+                          f" not {excerpt(value)}: fix the config.json")
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.raw.get(key)
@@ -175,15 +183,27 @@ def text_config(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     model_type = raw.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise ConfigError("config.json has no 'model_type': is this a Hugging Face model config?")
+    _check_model_type(model_type)
     inner = raw.get("text_config")
+    if inner is not None and not isinstance(inner, Mapping):
+        raise ConfigError(f"config.json: field 'text_config' must be an object, not {excerpt(inner)}")
     if isinstance(inner, Mapping):
+        if inner.get("model_type") is not None and not isinstance(inner.get("model_type"), str):
+            raise ConfigError(f"config.json: text_config 'model_type' must be a string, not {excerpt(inner['model_type'])}")
         merged = dict(inner)
         for key in ("torch_dtype", "dtype", "quantization_config", "tie_word_embeddings"):
             if key in raw and key not in merged:
                 merged[key] = raw[key]
         model_type = str(merged.get("model_type") or _TEXT_TYPES.get(model_type, model_type))
+        _check_model_type(model_type)
         return merged, _TEXT_TYPES.get(model_type, model_type)
     return dict(raw), _TEXT_TYPES.get(model_type, model_type)
+
+
+def _check_model_type(model_type: str) -> None:
+    if len(model_type) > 64 or not model_type.isprintable():
+        raise ConfigError(f"config.json: 'model_type' {excerpt(model_type)} is not a model type"
+                          " (a short name such as 'llama'): is this a Hugging Face model config?")
 
 
 def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> ModelSpec:
@@ -262,15 +282,19 @@ def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
 def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
     """One of full / sliding / chunked / mla / mamba / gdn / hybrid per decoder layer."""
     explicit = c.get("layer_types")
+    if explicit is not None and not isinstance(explicit, list):
+        raise ConfigError(f"{c.where}: field 'layer_types' must be a list of layer kinds, not {excerpt(explicit)}")
     if isinstance(explicit, list) and layout not in ("mla",):
-        if len(explicit) < n:
-            raise ConfigError(f"{c.where}: 'layer_types' has {len(explicit)} entries for {n} layers")
+        # transformers' layer_type_validation: one entry per hidden layer, no more, no fewer
+        if len(explicit) != n:
+            raise ConfigError(f"{c.where}: 'layer_types' has {len(explicit):,} entries for {n} layers"
+                              " (num_hidden_layers): one per layer")
         kinds = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding",
                  "chunked_attention": "chunked", "linear_attention": "gdn", "mamba": "mamba"}
         out = []
         for t in explicit[:n]:
             if not isinstance(t, str) or t not in kinds:
-                raise ConfigError(f"{c.where}: unknown entry {t!r} in 'layer_types'")
+                raise ConfigError(f"{c.where}: unknown entry {excerpt(t)} in 'layer_types' (known: {', '.join(kinds)})")
             out.append(kinds[t])
         return out
     if layout == "mla":
@@ -306,8 +330,9 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
         if not isinstance(no_rope, list) or not no_rope:
             interval = c.int("no_rope_layer_interval", "nope_layer_interval", default=4)
             no_rope = [int((i + 1) % interval != 0) for i in range(n)]
-        if len(no_rope) < n:
-            raise ConfigError(f"{c.where}: 'no_rope_layers' has {len(no_rope)} entries for {n} layers")
+        if len(no_rope) < n or not all(v in (0, 1) and not isinstance(v, float) for v in no_rope[:n]):
+            raise ConfigError(f"{c.where}: 'no_rope_layers' must hold a 0 or 1 for each of the {n} layers,"
+                              f" got {excerpt(no_rope)}")
         return ["chunked" if no_rope[i] else "full" for i in range(n)]
     return ["full"] * n
 
@@ -315,7 +340,7 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
 def _int_list(c: _Cfg, key: str) -> list[int]:
     value = c.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise ConfigError(f"{c.where}: field {key!r} must be a list of layer numbers, got {value!r}")
+        raise ConfigError(f"{c.where}: field {key!r} must be a list of layer numbers, got {excerpt(value)}")
     return value
 
 
@@ -371,10 +396,17 @@ def _max_len(c: _Cfg, model_type: str, notes: list[str]) -> tuple[int, int]:
     length = c.int("model_max_length") if c.has("model_max_length") else min(found)
     rope = c.get("rope_scaling") or c.get("rope_parameters")
     rope_type = ""
+    if rope is not None and not isinstance(rope, Mapping):
+        raise ConfigError(f"{c.where}: field 'rope_scaling' must be an object, not {excerpt(rope)}")
     if isinstance(rope, Mapping):
         rope_type = str(rope.get("rope_type") or rope.get("type") or "default")
         factor = rope.get("factor")
-        if rope_type not in _ROPE_PRESCALED and "gemma3" not in model_type and isinstance(factor, (int, float)) and factor > 0:
+        if factor is not None:  # transformers' rope validation: a float factor >= 1
+            try:
+                factor = real(factor, "rope_scaling 'factor'", lo=0, lo_open=True, hi=1e6, where=c.where)
+            except InputError as exc:
+                raise ConfigError(f"{exc}: fix the config.json") from None
+        if rope_type not in _ROPE_PRESCALED and "gemma3" not in model_type and factor is not None:
             scaled = int(length * factor)
             notes.append(f"RoPE scaling {rope_type} x{factor:g}: max length {length:,} -> {scaled:,}, as vLLM derives it")
             length = scaled
@@ -391,9 +423,9 @@ def _dtype(c: _Cfg, notes: list[str]) -> str:
     if raw is None:
         notes.append("config has no torch_dtype: assumed float32 checkpoint")
         return "fp32"
-    key = str(raw).replace("torch.", "")
+    key = raw.replace("torch.", "") if isinstance(raw, str) else ""
     if key not in _DTYPES:
-        raise ConfigError(f"{c.where}: unknown torch_dtype {raw!r}")
+        raise ConfigError(f"{c.where}: unknown torch_dtype {excerpt(raw)} (known: {', '.join(_DTYPES)})")
     return _DTYPES[key]
 
 
@@ -511,7 +543,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             fmt = None
             notes.append(f"quantization_config not understood ({exc}); weights need --weights-dtype")
     elif qc is not None:
-        raise ConfigError(f"{c.where}: field 'quantization_config' must be an object, got {qc!r}")
+        raise ConfigError(f"{c.where}: field 'quantization_config' must be an object, got {excerpt(qc)}")
 
     act_inter = inter
     if moe is not None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
+import re
+import sys
 
 from .._record import replace
+from ..inputs import MAX_CONFIG_BYTES, load_json, read_bytes
+from ..units import InputError
 from . import catalog
 from .catalog import UnknownModel
 from .hf_config import ConfigError, spec_from_config
@@ -16,27 +19,41 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+def _where(path: str) -> str:
+    """A path for an error line: whole when short, else its end (the file name is what tells)."""
+    return path if len(path) <= 160 else "..." + path[-157:]
+
+
+# A NaN / Infinity that json.dumps writes and strict JSON refuses, with the key it stands for.
+_CONSTANT = re.compile(r'"([^"\\]{1,100})"\s*:\s*(-?Infinity|NaN)\b')
+
+
 def read_config_file(path: str) -> dict[str, Any]:
     """Parse a config.json (or the one in a folder), turning every failure into a ConfigError
-    that names the file."""
+    that names the file: a regular file of at most MAX_CONFIG_BYTES, strict JSON (no NaN, no
+    integers of thousands of digits, bounded nesting) holding an object."""
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
+    where = _where(path)
+    if not os.path.lexists(path):
+        raise ConfigError(f"{where}: no such file (a model folder must hold a config.json)")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file (a model folder must hold a config.json)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
+        data = read_bytes(path, "config", MAX_CONFIG_BYTES)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: JSON nested too deeply") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: config.json must hold a JSON object")
-    return data
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: cannot read it as a config.json (not UTF-8 text, byte {exc.start})") from None
+    try:
+        parsed = load_json(text, where)
+    except InputError as exc:
+        named = _CONSTANT.search(text) if "JSON allows" in str(exc) else None
+        field = f": field {named.group(1)!r} is {named.group(2)}, give a number" if named else ""
+        raise ConfigError(f"{exc}{field}") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"{where}: config.json must hold a JSON object, not {type(parsed).__name__}")
+    return parsed
 
 
 def _looks_like_path(ref: str) -> bool:
@@ -48,22 +65,67 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+HUB_TIMEOUT_S = 10.0  # seconds for the one request for config.json (HF_HUB_ETAG_TIMEOUT overrides)
+
+
+def _hub_timeout() -> float:
+    try:
+        value = float(os.environ.get("HF_HUB_ETAG_TIMEOUT", ""))
+    except ValueError:
+        return HUB_TIMEOUT_S
+    return value if 0 < value <= 600 else HUB_TIMEOUT_S
+
+
 def _from_hub(ref: str) -> dict[str, Any]:
-    local_hint = f"download its config.json and pass the file or its folder, e.g. kvbudget kv ./{ref.split('/')[-1]}/config.json"
-    if hub_offline():
-        raise UnknownModel(f"model {ref!r} is not in the catalog and HF_HUB_OFFLINE is set: {local_hint}")
+    """A repo's config.json: from the Hugging Face cache when it is there, else one GET with a short
+    timeout and no retries (``hf_hub_download`` retries a failed connection for about 25 s before it
+    gives up). Every failure is one UnknownModel line naming the ways round it."""
+    name = ref.split("/")[-1]
+    ways = (f"pass a local copy (kvbudget kv ./{name}/config.json or its folder), use a catalog model"
+            " (kvbudget models), or set HF_HUB_OFFLINE=1 to skip the Hub")
     try:
-        from huggingface_hub import hf_hub_download
+        import huggingface_hub as hub
+        from huggingface_hub.utils._headers import build_hf_headers
+        from huggingface_hub.utils._http import get_session
     except ImportError:  # pragma: no cover - it is a dependency
-        raise UnknownModel(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {local_hint}") from None
+        raise UnknownModel(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {ways}") from None
+    try:  # a copy already downloaded: no network
+        cached = hub.try_to_load_from_cache(ref, "config.json")
+    except Exception:  # an id the cache cannot hold (the Hub would refuse it too)
+        cached = None
+    if isinstance(cached, str):
+        return read_config_file(cached)
+    if hub_offline():
+        raise UnknownModel(f"model {ref!r} is not in the catalog nor the Hugging Face cache, and HF_HUB_OFFLINE is set:"
+                           f" {ways.replace(', or set HF_HUB_OFFLINE=1 to skip the Hub', '')}, or unset HF_HUB_OFFLINE")
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or None
+    url = hub.hf_hub_url(ref, "config.json", endpoint=endpoint)
+    print("fetching config.json from the Hub…", file=sys.stderr, flush=True)
     try:
-        path = hf_hub_download(ref, "config.json")
-    except Exception as exc:  # any hub failure (offline, gated, missing) becomes one clear line
-        raise UnknownModel(
-            f"model {ref!r} is not in the catalog and its config.json could not be fetched from the Hub "
-            f"({exc.__class__.__name__}): {local_hint}"
-        ) from None
-    return read_config_file(path)
+        with get_session().stream("GET", url, headers=build_hf_headers(), timeout=_hub_timeout()) as response:
+            status = response.status_code
+            body = bytearray()
+            if status == 200:
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_CONFIG_BYTES:
+                        raise ConfigError(f"{ref}: the Hub's config.json is more than {MAX_CONFIG_BYTES:,} bytes")
+    except ConfigError:
+        raise
+    except Exception as exc:  # connection refused, DNS, timeout, TLS, proxy: one line, no retry
+        raise UnknownModel(f"model {ref!r} is not in the catalog and the Hub could not be reached"
+                           f" ({exc.__class__.__name__}): {ways}") from None
+    if status in (401, 403):
+        raise UnknownModel(f"model {ref!r}: the Hub has no public repo of that name (HTTP {status}: missing, private or"
+                           f" gated; for a gated one accept its licence and log in, or set HF_TOKEN): {ways}")
+    if status == 404:
+        raise UnknownModel(f"model {ref!r}: not on the Hub (HTTP 404: no such repo, or no config.json in it): {ways}")
+    if status != 200:
+        raise UnknownModel(f"model {ref!r}: the Hub answered HTTP {status} for its config.json: {ways}")
+    data = load_json(bytes(body), f"{ref} config.json from the Hub")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{ref}: its config.json on the Hub does not hold a JSON object")
+    return data
 
 
 def load_model(ref: str) -> ModelSpec:

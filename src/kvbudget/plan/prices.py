@@ -6,24 +6,22 @@ resolved like ``--gpu``. Bad input is one error line naming the file and the ent
 
 from __future__ import annotations
 
-import json
-
 from ..hardware import find_gpu
+from ..inputs import MAX_OPTIONS_BYTES, excerpt, load_json, read_text, real
 from ..units import InputError
+
+MAX_PRICE = 1000.0  # $/hour for one GPU: no cloud list price comes near
 
 
 def read_prices(path: str) -> dict[str, float]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the prices file ({exc.__class__.__name__})") from None
+    """``{catalog GPU name: $/hour}`` from a prices file (a regular file of at most MAX_OPTIONS_BYTES)."""
+    text = read_text(path, "prices file", MAX_OPTIONS_BYTES)
+    where = path if len(path) <= 160 else "..." + path[-157:]  # the end names the file
     entries: list[tuple[str, object]]
     if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        data = load_json(text, where)
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: a JSON prices file holds one object, {{\"H100\": 2.49, ...}}")
         entries = [(str(k), v) for k, v in data.items()]
     else:
         entries = []
@@ -33,21 +31,24 @@ def read_prices(path: str) -> dict[str, float]:
                 continue
             gpu, sep, cost = line.partition(",")
             if not sep:
-                raise InputError(f"{path}:{n}: expected 'gpu,price', got {line!r}")
+                raise InputError(f"{where}:{n}: expected 'gpu,price', got {excerpt(line)}")
             entries.append((gpu.strip(), cost.strip()))
     out: dict[str, float] = {}
     for name, value in entries:
+        label = f"price of {excerpt(name, 40)}"
+        if isinstance(value, str):
+            try:
+                value = float(value) if len(value) <= 40 else value
+            except ValueError:
+                raise InputError(f"{where}: {label} is not a number: {excerpt(value)} (give $/hour, e.g. 2.49)") from None
+        price = real(value, label, where=where)
+        if not 0 <= price < MAX_PRICE:
+            raise InputError(f"{where}: {label} must be between 0 and {MAX_PRICE:g} $/hour, got {price:g}")
         try:
-            price = float(str(value)) if not isinstance(value, bool) else float("nan")
-        except (TypeError, ValueError):
-            raise InputError(f"{path}: price of {name!r} is not a number: {value!r}") from None
-        if not 0 <= price < 1000:  # also NaN
-            raise InputError(f"{path}: price of {name!r} must be between 0 and 1000 $/hour, got {price}")
-        try:
-            gpu = find_gpu(str(name)).name
+            gpu = find_gpu(name).name
         except InputError as exc:
-            raise InputError(f"{path}: {exc}") from None
+            raise InputError(f"{where}: {exc}") from None
         if gpu in out:
-            raise InputError(f"{path}: {name!r} names {gpu}, which the file already prices")
+            raise InputError(f"{where}: {excerpt(name, 40)} names {gpu}, which the file already prices")
         out[gpu] = price
     return out

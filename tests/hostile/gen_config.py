@@ -1,0 +1,186 @@
+"""config.json files with values never meant: each field kvbudget reads x bad values (negative, zero,
+2^63, 1e30, a string "false", a list, an object, a 5000-digit integer, a fraction, null), through
+``kvbudget kv ./config.json`` and ``kvbudget fit ./folder --gpu H100``; and files that are not a config
+at all (deep, binary, huge, a FIFO, a device)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from corpus import add, write
+
+from kvbudget.model import catalog
+
+_BIG = "9" * 5000
+# The value, and its JSON text ("__BIG__" stands for an integer past Python's 4,300-digit limit).
+BAD: dict[str, Any] = {
+    "neg": -1, "zero": 0, "2p63": 2**63, "1e30": 1e30, "strfalse": "false", "list": [], "obj": {}, "big": "__BIG__",
+    "half": 1.5, "null": None,
+}
+
+
+def _text(config: dict[str, Any]) -> str:
+    return json.dumps(config).replace('"__BIG__"', _BIG)
+
+
+def _config(model: str) -> dict[str, Any]:
+    entry = catalog.find(model)
+    assert entry is not None, model
+    return dict(entry.config)
+
+
+def _set(config: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    out = dict(config)
+    if isinstance(out.get("text_config"), dict):
+        out["text_config"] = {**out["text_config"], key: value}
+    else:
+        out[key] = value
+    return out
+
+
+def config_case(case_id: str, config: dict[str, Any] | str, command: str = "kv", expect: int = 2) -> None:
+    """``kv FILE`` or ``fit FOLDER --gpu H100`` over one config.json."""
+    text = config if isinstance(config, str) else _text(config)
+
+    def build(root: Path) -> list[str]:
+        if command == "kv":
+            return ["kv", write(root, "config.json", text)]
+        write(root, "model/config.json", text)
+        return ["fit", str(root / "model"), "--gpu", "H100"]
+
+    add(case_id, build, expect)
+
+
+# Fields that must be whole numbers > 0 (null or absent: the field is missing, or a default applies).
+# (model, fields, bad values whose null means "use the default", exit 0)
+COUNTS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    ("llama-3.1-8b", ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+                      "intermediate_size", "max_position_embeddings"),
+     ("num_key_value_heads", "intermediate_size", "max_position_embeddings")),  # MHA, 4 x hidden, 2048 as vLLM
+    ("mixtral-8x7b", ("num_local_experts", "num_experts_per_tok"), ("num_experts_per_tok",)),
+    ("deepseek-v2-lite", ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "moe_intermediate_size"),
+     ("moe_intermediate_size",)),
+    ("qwen3-next-80b-a3b", ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                            "full_attention_interval"), ("full_attention_interval",)),
+    ("falcon-h1-0.5b", ("mamba_n_heads", "mamba_d_head", "mamba_d_state"), ("mamba_d_state",)),
+    ("jamba-v0.1", ("attn_layer_period", "mamba_d_conv", "expert_layer_period"),
+     ("attn_layer_period", "mamba_d_conv", "expert_layer_period")),
+    ("gemma-3-4b", ("sliding_window_pattern", "head_dim"), ("sliding_window_pattern", "head_dim")),
+    ("mistral-7b-v0.1", ("sliding_window",), ("sliding_window",)),
+]
+# A 0 in these means "none" to the engines (no window, no dense layers first, no LoRA on q).
+ZERO_OK = {"sliding_window": ("mistral-7b-v0.1",), "head_dim": ("gemma-3-4b",)}  # head_dim 0: hidden / heads
+for model, fields, null_ok in COUNTS:
+    base = _config(model)
+    for field in fields:
+        for tag, value in BAD.items():
+            expect = 0 if (tag == "null" and field in null_ok) or (tag == "zero" and model in ZERO_OK.get(field, ())) else 2
+            config_case(f"config-{model}-{field}-{tag}", _set(base, field, value), expect=expect)
+
+# Booleans: transformers keeps a string as a string, and a non-empty string is true in Python.
+BOOLS = [("llama-3.1-8b", "tie_word_embeddings"), ("llama-3.1-8b", "attention_bias"), ("llama-3.1-8b", "mlp_bias"),
+         ("qwen2.5-7b", "use_sliding_window"), ("falcon-7b", "multi_query"), ("falcon-7b", "new_decoder_architecture"),
+         ("falcon-7b", "parallel_attn"), ("falcon-h1-0.5b", "mamba_conv_bias"), ("jamba-v0.1", "mamba_proj_bias"),
+         ("command-r", "use_qk_norm"), ("qwen3-next-80b-a3b", "attn_output_gate")]
+for model, field in BOOLS:
+    base = _config(model)
+    for tag, value in (("strfalse", "false"), ("strtrue", "true"), ("zero", 0), ("one", 1), ("two", 2), ("list", []),
+                       ("obj", {})):
+        # 0 and 1 are what Python's ``if config.x`` reads as false and true: accepted
+        config_case(f"config-bool-{model}-{field}-{tag}", _set(base, field, value), expect=0 if tag in ("zero", "one") else 2)
+
+# The same, through a model folder and fit (every part of the plan, not only the KV cache).
+LLAMA = _config("llama-3.1-8b")
+for field in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+              "intermediate_size", "max_position_embeddings", "tie_word_embeddings"):
+    for tag in ("neg", "2p63", "1e30", "strfalse", "big", "half"):
+        config_case(f"config-fit-{field}-{tag}", _set(LLAMA, field, BAD[tag]), command="fit")
+
+# Shapes that do not agree with each other.
+SHAPES: dict[str, dict[str, Any]] = {
+    "heads-not-dividing-hidden": {"num_attention_heads": 33, "head_dim": None},
+    "kv-heads-above-heads": {"num_key_value_heads": 64},
+    "kv-heads-not-dividing": {"num_key_value_heads": 7},
+    "head-dim-negative": {"head_dim": -128},
+    "head-dim-huge": {"head_dim": 2**40},
+    "layers-million": {"num_hidden_layers": 1_000_000},
+    "heads-2p63": {"num_attention_heads": 2**63, "num_key_value_heads": 2**63},
+    "layer-types-short": {"layer_types": ["full_attention"] * 3},
+    "layer-types-long": {"layer_types": ["full_attention"] * 40},
+    "layer-types-string": {"layer_types": "full_attention"},
+    "layer-types-unknown": {"layer_types": ["full_attention"] * 31 + ["cross_attention"]},
+    "layer-types-sliding-no-window": {"layer_types": ["sliding_attention"] * 32},
+    "sliding-window-negative": {"sliding_window": -4096},
+    "sliding-window-string": {"sliding_window": "4096"},
+    "rope-factor-huge": {"rope_scaling": {"rope_type": "linear", "factor": 1e30}},
+    "rope-factor-negative": {"rope_scaling": {"rope_type": "dynamic", "factor": -2}},
+    "rope-factor-string": {"rope_scaling": {"rope_type": "linear", "factor": "2"}},
+    "rope-scaling-list": {"rope_scaling": [1, 2]},
+    "torch-dtype-int": {"torch_dtype": 5},
+    "torch-dtype-unknown": {"torch_dtype": "int4"},
+    "torch-dtype-list": {"torch_dtype": ["bfloat16"]},
+    "quant-string": {"quantization_config": "awq"},
+    "quant-list": {"quantization_config": ["awq"]},
+    "model-type-int": {"model_type": 7},
+    "model-type-list": {"model_type": ["llama"]},
+    "model-type-empty": {"model_type": ""},
+    "model-type-huge": {"model_type": "x" * 100_000},
+    "max-len-2p40": {"max_position_embeddings": 2**40},
+    "model-max-length-huge": {"model_max_length": 10**30},
+    "text-config-list": {"text_config": [1]},
+}
+for tag, changes in SHAPES.items():
+    config = {**LLAMA, **changes}
+    config_case(f"config-shape-{tag}", {k: v for k, v in config.items() if v is not None})
+    config_case(f"config-shape-fit-{tag}", {k: v for k, v in config.items() if v is not None}, command="fit")
+
+# Files that are not a config.json.
+RAW: dict[str, str | bytes] = {
+    "empty": "", "list": "[1, 2]", "string": '"llama"', "number": "7", "null": "null",
+    "nan": _text(LLAMA).replace('"rms_norm_eps": 1e-05', '"rms_norm_eps": NaN'),
+    "infinity": _text(LLAMA).replace('"rope_theta": 500000.0', '"rope_theta": Infinity'),
+    "deep": "[" * 100_000 + "]" * 100_000, "deep-object": '{"a":' * 50_000 + "1" + "}" * 50_000,
+    "binary": bytes(range(256)) * 64, "latin1": '{"model_type": "caf\xe9"}'.encode("latin-1"),
+    "truncated": _text(LLAMA)[:200], "bom": b"\xef\xbb\xbf" + _text(LLAMA).encode(), "utf16": "{}".encode("utf-16"),
+    "big-top-int": _BIG, "trailing": _text(LLAMA) + " ]", "no-model-type": json.dumps({"hidden_size": 4096}),
+}
+for tag, data in RAW.items():
+
+    def build(root: Path, data: str | bytes = data) -> list[str]:
+        return ["kv", write(root, "config.json", data)]
+
+    add(f"config-file-{tag}", build)
+
+
+def _huge(root: Path) -> list[str]:
+    path = write(root, "config.json", "")
+    os.truncate(path, 64 * 2**20)  # sparse: no disk, more than kvbudget reads
+    return ["kv", path]
+
+
+def _fifo(root: Path) -> list[str]:
+    path = root / "model" / "config.json"
+    path.parent.mkdir()
+    os.mkfifo(path)  # nobody writes: opening it would block for ever
+    return ["fit", str(path.parent), "--gpu", "H100"]
+
+
+def _folder_without_config(root: Path) -> list[str]:
+    (root / "model").mkdir()
+    return ["kv", str(root / "model")]
+
+
+def _config_is_a_folder(root: Path) -> list[str]:
+    (root / "model" / "config.json").mkdir(parents=True)
+    return ["kv", str(root / "model")]
+
+
+add("config-file-huge", _huge)
+add("config-file-fifo", _fifo)
+add("config-file-missing-in-folder", _folder_without_config)
+add("config-file-is-a-folder", _config_is_a_folder)
+add("config-file-dev-zero", lambda _root: ["kv", "/dev/zero"])
+add("config-file-dev-null", lambda _root: ["kv", "/dev/null"])

@@ -1,0 +1,138 @@
+"""Every public function x every parameter x bad values: ``kvbudget.InputError`` with the CLI's
+message (naming the parameter), never AttributeError, TypeError, a traceback or a NaN answer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import kvbudget
+from kvbudget.engines.vllm import VllmSettings
+
+MODEL = "llama-3.1-8b"
+SPEC = kvbudget.load_model(MODEL)
+NAN, INF = float("nan"), float("inf")
+# Bad values for a count (context, batch, tp ...): each must be refused.
+BAD_COUNTS: list[Any] = [-1, 0, NAN, INF, -INF, 1.5, "8", None, [], [8], {}, True, False, 2**63, 10**30, 1e30]
+BAD_OPTIONAL_COUNTS = [v for v in BAD_COUNTS if v is not None]  # None means "the default" there
+BAD_NAMES: list[Any] = [None, 7, 1.5, NAN, [], {}, True, b"H100", "x" * 100_000]
+BAD_OPTIONAL_NAMES = [v for v in BAD_NAMES if v is not None]
+
+BASE: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "kv": (kvbudget.kv, {"model": SPEC, "context": 4096}),
+    "fit": (kvbudget.fit, {"model": SPEC, "gpu": "H100", "context": 4096}),
+    "vllm_plan": (kvbudget.vllm_plan, {"model": SPEC, "gpu": "H100"}),
+    "max_concurrency": (kvbudget.max_concurrency, {"model": SPEC, "gpu": "H100", "context": 4096}),
+    "max_concurrency_sglang": (kvbudget.max_concurrency, {"model": SPEC, "gpu": "H100", "context": 4096,
+                                                         "engine": "sglang"}),
+    "max_context": (kvbudget.max_context, {"model": SPEC, "gpu": "H100", "concurrency": 4}),
+    "fewest_gpus": (kvbudget.fewest_gpus, {"model": SPEC, "gpu": "H100", "concurrency": 4, "context": 4096,
+                                           "max_gpus": 2}),
+    "explain": (kvbudget.explain, {"command": "vllm serve meta-llama/Llama-3.1-8B-Instruct", "gpu": "H100"}),
+}
+# (function, parameter, bad values)
+COUNT_PARAMS = [
+    ("kv", "context", BAD_OPTIONAL_COUNTS), ("kv", "batch", BAD_COUNTS), ("kv", "tp", BAD_COUNTS),
+    ("fit", "context", BAD_OPTIONAL_COUNTS), ("fit", "batch", BAD_COUNTS), ("fit", "tp", BAD_COUNTS),
+    ("fit", "pp", BAD_COUNTS), ("fit", "prefill_chunk", BAD_COUNTS), ("fit", "gpu_memory", BAD_OPTIONAL_COUNTS),
+    ("fit", "overhead_bytes", [v for v in BAD_OPTIONAL_COUNTS if v != 0]),
+    ("fit", "activation_bytes", [v for v in BAD_OPTIONAL_COUNTS if v != 0]),
+    ("fit", "weights_bytes", [v for v in BAD_OPTIONAL_COUNTS if v != 0]),
+    ("vllm_plan", "gpu_memory", BAD_OPTIONAL_COUNTS),
+    ("max_concurrency", "context", BAD_COUNTS), ("max_concurrency", "tp", BAD_COUNTS), ("max_concurrency", "pp", BAD_COUNTS),
+    ("max_concurrency", "gpu_memory", BAD_OPTIONAL_COUNTS),
+    ("max_concurrency_sglang", "context", BAD_COUNTS), ("max_concurrency_sglang", "tp", BAD_COUNTS),
+    ("max_concurrency_sglang", "pp", BAD_COUNTS),
+    ("max_context", "concurrency", BAD_COUNTS), ("max_context", "tp", BAD_COUNTS), ("max_context", "pp", BAD_COUNTS),
+    ("fewest_gpus", "concurrency", BAD_COUNTS), ("fewest_gpus", "context", BAD_COUNTS),
+    ("fewest_gpus", "max_gpus", BAD_COUNTS), ("fewest_gpus", "gpus_per_node", BAD_COUNTS),
+    ("fewest_gpus", "gpu_memory", BAD_OPTIONAL_COUNTS),
+]
+NAME_PARAMS = [
+    ("kv", "model", BAD_NAMES), ("kv", "kv_dtype", BAD_NAMES),
+    ("fit", "model", BAD_NAMES), ("fit", "gpu", BAD_OPTIONAL_NAMES), ("fit", "weights_dtype", BAD_NAMES),
+    ("fit", "kv_dtype", BAD_NAMES), ("fit", "engine", [*BAD_NAMES, "vllm"]),
+    ("vllm_plan", "model", BAD_NAMES), ("vllm_plan", "gpu", BAD_OPTIONAL_NAMES),
+    ("max_concurrency", "model", BAD_NAMES), ("max_concurrency", "gpu", BAD_OPTIONAL_NAMES),
+    ("max_concurrency", "engine", [*BAD_NAMES, "tgi"]), ("max_concurrency", "weights", BAD_NAMES),
+    ("max_concurrency", "kv_dtype", BAD_NAMES),
+    ("max_context", "model", BAD_NAMES), ("max_context", "engine", BAD_NAMES), ("max_context", "weights", BAD_NAMES),
+    ("fewest_gpus", "model", BAD_NAMES), ("fewest_gpus", "gpu", BAD_OPTIONAL_NAMES), ("fewest_gpus", "engine", BAD_NAMES),
+    ("fewest_gpus", "version", BAD_NAMES), ("fewest_gpus", "weights", [*BAD_NAMES, (), ("auto", 5)]),
+    ("fewest_gpus", "kv_dtype", [*BAD_NAMES, ()]),
+    ("explain", "command", [None, 7, NAN, {}, [1, 2], b"vllm serve x"]), ("explain", "gpu", BAD_OPTIONAL_NAMES),
+    ("explain", "version", BAD_OPTIONAL_NAMES),
+]
+OTHER_PARAMS = [
+    ("fewest_gpus", "fraction", [NAN, INF, -0.1, 0, 1.5, "0.9", [], True]),
+    ("vllm_plan", "settings", ["tp=2", {"tensor_parallel_size": 2}, 7, []]),
+    ("max_concurrency", "settings", ["tp=2", {"tensor_parallel_size": 2}, 7]),
+]
+CASES = [(f, p, v) for f, p, values in COUNT_PARAMS + NAME_PARAMS + OTHER_PARAMS for v in values]
+
+
+def _id(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 20 else text[:17] + "..."
+
+
+@pytest.mark.parametrize(("func", "param", "value"), CASES, ids=[f"{f}-{p}-{_id(v)}" for f, p, v in CASES])
+def test_bad_argument_is_input_error(func: str, param: str, value: Any) -> None:
+    call, base = BASE[func]
+    kwargs = {**base, param: value}
+    if param == "gpu_memory":
+        kwargs.pop("gpu", None)
+    with pytest.raises(kvbudget.InputError) as info:
+        call(**kwargs)
+    message = str(info.value)
+    assert "\n" not in message and len(message) <= 400, message[:500]
+
+
+@pytest.mark.parametrize("func", sorted(BASE))
+def test_good_arguments_answer(func: str) -> None:
+    """The same calls with good values answer: the refusals above come from the bad value alone."""
+    call, base = BASE[func]
+    assert call(**base) is not None or func == "fewest_gpus"
+
+
+def test_messages_name_the_parameter_as_the_cli_does() -> None:
+    with pytest.raises(kvbudget.InputError, match="--context must be a positive integer"):
+        kvbudget.kv(SPEC, context=-5)
+    with pytest.raises(kvbudget.InputError, match="--batch must be a whole number"):
+        kvbudget.fit(SPEC, gpu="H100", batch=NAN)
+    with pytest.raises(kvbudget.InputError, match="--tp must be a whole number, not True"):
+        kvbudget.kv(SPEC, tp=True)
+    with pytest.raises(kvbudget.InputError, match="unknown GPU"):
+        kvbudget.fit(SPEC, gpu="H9000")
+
+
+def test_input_error_is_the_cli_one() -> None:
+    from kvbudget.units import InputError
+
+    assert kvbudget.InputError is InputError and issubclass(InputError, ValueError)
+
+
+def test_integral_floats_are_counts() -> None:
+    """2.0 is a whole number (JSON and YAML give them): the same answer as 2."""
+    assert kvbudget.kv(SPEC, context=4096.0, batch=2.0).total_bytes == kvbudget.kv(SPEC, context=4096, batch=2).total_bytes
+
+
+def test_fit_says_it_is_the_textbook() -> None:
+    plan = kvbudget.fit(SPEC, gpu="H100", context=4096)
+    assert isinstance(plan, kvbudget.TextbookPlan) and plan.engine == "textbook"
+    assert repr(plan).startswith("TextbookPlan(") and "engine='textbook'" in repr(plan)
+    assert "textbook" in (kvbudget.fit.__doc__ or "") and "vllm_plan" in (kvbudget.fit.__doc__ or "")
+    with pytest.raises(kvbudget.InputError, match="vllm_plan"):
+        kvbudget.fit(SPEC, gpu="H100", engine="vllm")
+
+
+def test_answers_are_finite_numbers() -> None:
+    """No NaN or negative number in an answer built from good arguments."""
+    plan = kvbudget.fit(SPEC, gpu="H100", context=4096, batch=8)
+    for name in ("total_bytes", "weights_bytes", "kv_cache_bytes", "activation_bytes", "overhead_bytes", "max_context"):
+        value = getattr(plan, name)
+        assert isinstance(value, int) and value >= 0 and not math.isnan(value)
+    assert kvbudget.max_concurrency(SPEC, gpu="H100", context=4096, settings=VllmSettings()) > 0

@@ -1,0 +1,142 @@
+"""A Hub id outside the catalog: one try, a short timeout, one error line. Against real sockets on
+loopback (a closed port, and a tiny HTTP server answering 404, 401 or a config.json), never the
+real Hub. Time is bounded by an alarm, not asserted."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from kvbudget.cli import main
+from kvbudget.model import catalog
+
+REPO = "acme-research/not-a-real-model-xyz"
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(_signum: int, _frame: object) -> None:
+    raise _Hang()
+
+
+@pytest.fixture
+def online(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """HF_HUB_OFFLINE unset (conftest sets it), and a 60 s alarm against any retry loop."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # read once at import, under conftest's offline switch
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port  # closed now: a connection is refused
+
+
+def _server(status: int, body: bytes = b"") -> tuple[ThreadingHTTPServer, list[str]]:
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            code = status if self.path.endswith("/config.json") else 404
+            data = body if code == 200 else b'{"error": "Repository Not Found"}'
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("X-Repo-Commit", "0" * 40)
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_HEAD = do_GET
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[str]]:
+    try:
+        code = main(args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err.splitlines()
+
+
+def test_offline_hub_id_is_one_line_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["kv", REPO], capsys)
+    assert code == 2 and out == ""
+    assert len(err) == 1 and "HF_HUB_OFFLINE" in err[0] and "config.json" in err[0] and "kvbudget models" in err[0]
+    assert "fetching" not in err[0]
+
+
+def test_unreachable_hub_is_one_try_and_one_line(online: None, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    code, out, err = _run(["kv", REPO], capsys)
+    assert code == 2 and out == ""
+    assert err[0] == "fetching config.json from the Hub…"
+    assert len(err) == 2 and err[1].startswith("kvbudget: error: ") and "could not be reached" in err[1]
+    assert "HF_HUB_OFFLINE" in err[1] and "./not-a-real-model-xyz/config.json" in err[1]
+
+
+@pytest.mark.parametrize(("status", "words"), [(404, "HTTP 404"), (401, "HF_TOKEN"), (403, "gated"), (500, "HTTP 500")])
+def test_hub_refusals_are_one_line(status: int, words: str, online: None, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    server, seen = _server(status)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, out, err = _run(["kv", REPO], capsys)
+    finally:
+        server.shutdown()
+    assert code == 2 and out == ""
+    assert err[0] == "fetching config.json from the Hub…" and len(err) == 2, err
+    assert words in err[1] and "HF_HUB_OFFLINE" in err[1]
+    assert seen == [f"/{REPO}/resolve/main/config.json"]  # one request, no retry
+
+
+def test_hub_config_is_read_strictly(online: None, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    server, _ = _server(200, b'{"model_type": "llama", "hidden_size": NaN}')
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, _, err = _run(["kv", REPO], capsys)
+    finally:
+        server.shutdown()
+    assert code == 2 and len(err) == 2 and "not valid JSON" in err[1]
+
+
+def test_hub_config_is_planned(online: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    entry = catalog.find("llama-3.1-8b")
+    assert entry is not None
+    server, seen = _server(200, json.dumps(entry.config).encode())
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, out, err = _run(["kv", REPO, "--json"], capsys)
+    finally:
+        server.shutdown()
+    assert code == 0, err
+    assert err[0] == "fetching config.json from the Hub…"
+    assert json.loads(out)["model"] == REPO and json.loads(out)["kv_bytes_per_token"] == 131072
+    assert seen[0] == f"/{REPO}/resolve/main/config.json"

@@ -48,7 +48,7 @@ COUNT_PARAMS = [
     ("max_concurrency_sglang", "pp", BAD_COUNTS),
     ("max_context", "concurrency", BAD_COUNTS), ("max_context", "tp", BAD_COUNTS), ("max_context", "pp", BAD_COUNTS),
     ("fewest_gpus", "concurrency", BAD_COUNTS), ("fewest_gpus", "context", BAD_COUNTS),
-    ("fewest_gpus", "max_gpus", BAD_COUNTS), ("fewest_gpus", "gpus_per_node", BAD_COUNTS),
+    ("fewest_gpus", "max_gpus", BAD_COUNTS), ("fewest_gpus", "gpus_per_node", BAD_OPTIONAL_COUNTS),
     ("fewest_gpus", "gpu_memory", BAD_OPTIONAL_COUNTS),
 ]
 NAME_PARAMS = [

@@ -299,7 +299,7 @@ def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: 
     concurrency = _count("--concurrency", concurrency, MAX_BATCH)
     context = _count("--context", context, MAX_CONTEXT)
     max_gpus = _count("--max-gpus", max_gpus, MAX_PARALLEL)
-    gpus_per_node = _count("--gpus-per-node", gpus_per_node, MAX_PARALLEL)
+    gpus_per_node = None if gpus_per_node is None else _count("--gpus-per-node", gpus_per_node, MAX_PARALLEL)
     if fraction is not None:
         fraction = real(fraction, "fraction", lo=0, hi=1, lo_open=True)
     rows = [d for d in search(_spec(model), concurrency, context, [_device(gpu, gpu_memory)], max_gpus=max_gpus,

@@ -69,6 +69,7 @@ def _size0(text: str) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document (schema in the README)")
     p.add_argument("--units", choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9")
+    p.add_argument("--wide", action="store_true", help="print full-width tables and lines (default: fit 120 columns)")
 
 
 _COMMANDS = {
@@ -759,7 +760,7 @@ def _levers(args: argparse.Namespace) -> str:
     beyond = (f"warning: {args.context:,} tokens exceed {spec.name}'s {spec.max_context:,}: vLLM accepts it only with "
               "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" if engine == "vllm" and args.context > spec.max_context else "")
     thumb = None
-    if any(r.name == "FP8 weights" for r in rows):  # the seed's back-of-envelope reading beside vLLM's count
+    if any(r.name == "FP8 weights" for r in rows):  # the back-of-envelope reading beside vLLM's count
         whole = api.kv(spec, context=args.context, kv_dtype=args.kv_dtype).bytes_per_sequence
         thumb = rule_of_thumb(spec, args.tp * args.pp, whole)
     if args.json:
@@ -804,5 +805,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0
+    if not (args.json or args.wide):
+        from .report.text import fit_width
+
+        out = fit_width(out)
     sys.stdout.write(out + "\n")
     return 0

@@ -152,11 +152,14 @@ def _engine_label(engine: str) -> str:
 
 
 def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engine: str = "vllm") -> list[str]:
-    """The back-of-envelope reading of FP8 weights (seed 000's) beside the real bytes and vLLM's count."""
+    """The back-of-envelope reading of FP8 weights (nominal weight bytes saved / KV per sequence) beside the real
+    bytes and the engine's count."""
     gb, gib = thumb.freed_bytes / 1e9, thumb.sequence_bytes / GiB
-    out = [f"rule of thumb (seed 000): {_size(thumb.nominal_params)} params x {thumb.saved_per_param} byte saved / "
-           f"{thumb.gpus} GPU{'s' if thumb.gpus > 1 else ''} = {gb:.1f} GB per GPU; {gb:.1f} / {gib:.3g} GiB per "
-           f"{context:,}-token sequence = {thumb.count:+,} requests (GB over GiB, as the seed divides them: "
+    s = "" if thumb.saved_per_param == 1 else "s"
+    out = [f"back-of-envelope (nominal weight bytes saved / KV per sequence): {_size(thumb.nominal_params)} params x "
+           f"{thumb.saved_per_param} byte{s} saved / {thumb.gpus} GPU{'s' if thumb.gpus > 1 else ''} = {gb:.1f} GB per "
+           f"GPU; {gb:.1f} / {gib:.3g} GiB per {context:,}-token sequence = {thumb.count:+,} "
+           f"request{'' if abs(thumb.count) == 1 else 's'} (GB over GiB, as such estimates mix them: "
            f"{thumb.count_one_unit:+,} in one unit)"]
     if fp8 is not None and fp8.freed_bytes > 0:
         naive = fp8.freed_bytes // thumb.sequence_bytes
@@ -167,10 +170,11 @@ def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engi
     return out
 
 
-def _signed(n: int, units: str) -> str:
+def _signed(n: int, units: str, gb: bool = True) -> str:
+    """A signed size in ``units``, with its decimal GB beside a GiB figure when ``gb`` (the tables leave it out)."""
     if round(n / 1e8) == 0:  # less than 0.05 GB: block rounding, not a change worth a sign
         return fmt_bytes(0, units)
-    return ("+" if n > 0 else "-") + fmt_bytes(abs(n), units) + f" ({n / 1e9:+.1f} GB)"
+    return ("+" if n > 0 else "-") + fmt_bytes(abs(n), units) + (f" ({n / 1e9:+.1f} GB)" if gb and units == "GiB" else "")
 
 
 def levers_table(rows: list[Lever], context: int, units: str) -> str:
@@ -178,7 +182,7 @@ def levers_table(rows: list[Lever], context: int, units: str) -> str:
 
     return "What each lever buys:\n" + table(
         ["lever", "flag", "GPUs", "KV per GPU", "frees per GPU", "requests", "added"],
-        [[r.name, r.flag, str(r.gpus), fmt_bytes(max(r.kv_cache_bytes, 0), units), _signed(r.freed_bytes, units),
+        [[r.name, r.flag, str(r.gpus), fmt_bytes(max(r.kv_cache_bytes, 0), units), _signed(r.freed_bytes, units, gb=False),
           f"{r.concurrency:,}" + (f" at {r.context:,}" if r.context != context else "") + ("" if r.starts else " (fails)"),
           f"{r.added:+,}"] for r in rows],
         right=[False, False, True, True, True, True, True])

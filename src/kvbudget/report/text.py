@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from ..units import fmt_bytes, fmt_small
 from .verdict import verdict_text
@@ -269,3 +270,135 @@ def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: s
     out += ["", "Why they differ:"]
     out += [f"  {r.engine}: budget = {r.budget_rule}; allocated in {r.unit}" for r in rows]
     return "\n".join(out)
+
+
+# --- 120 columns -------------------------------------------------------------------------------------------------
+
+WIDTH = 120
+_LAUNCHERS = ("vllm serve ", "python -m ", "python3 -m ", "llama-server ", "llama-cli ", "trtllm-serve ", "docker run ",
+              "kvbudget ", "ollama ")
+
+
+def fit_width(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line at most ``width`` columns where it can be: a table too wide has its widest text
+    column wrapped onto continuation rows; a shell command is continued with `` \\`` (still copyable); any other
+    line is wrapped at spaces under a hanging indent. A single word longer than the width stays whole."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        spans = _rule_spans(lines[i + 1]) if i + 1 < len(lines) and lines[i].strip() else None
+        if spans:
+            j = i + 2
+            while j < len(lines) and _in_table(lines[j], spans):
+                j += 1
+            block = lines[i:j]
+            out += _fit_table(block, spans, width) if max(map(len, block)) > width else block
+            i = j
+            continue
+        out += _fit_line(lines[i], width)
+        i += 1
+    return "\n".join(out)
+
+
+def _rule_spans(line: str) -> list[tuple[int, int]] | None:
+    """The columns of a table's ``---  ---`` rule (two or more), as (start, end) offsets."""
+    if not line.startswith("-") or set(line) - {"-", " "} or "   " in line:
+        return None
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for part in line.split("  "):
+        if not part or set(part) != {"-"}:
+            return None
+        spans.append((start, start + len(part)))
+        start += len(part) + 2
+    return spans if len(spans) >= 2 else None
+
+
+def _in_table(line: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``line`` is a row of the table: not blank, and blank in every gap between columns."""
+    return bool(line.strip()) and all(not line[e:s].strip() for (_, e), (s, _) in pairwise(spans))
+
+
+def _words(text: str, width: int) -> list[str]:
+    """``text`` greedily wrapped at spaces into pieces of at most ``width`` (a longer word stays whole; a list's
+    comma at the end of a piece that would overflow is dropped, the line break separating the items)."""
+    pieces: list[str] = []
+    for word in text.split(" "):
+        if pieces and len(pieces[-1]) + 1 + len(word) <= width:
+            pieces[-1] += " " + word
+        else:
+            pieces.append(word)
+    return [p[:-1] if len(p) > width and p.endswith(",") and n < len(pieces) - 1 else p for n, p in enumerate(pieces)] or [""]
+
+
+def _fit_table(block: list[str], spans: list[tuple[int, int]], width: int) -> list[str]:
+    bounds = [*spans[:-1], (spans[-1][0], max(map(len, block)))]
+    cells = [[line[s:e].strip() for s, e in bounds] for line in block[:1] + block[2:]]
+    left = [all(not line[s:e] or line[s] != " " for line in block[:1] + block[2:]) for s, e in bounds]
+    widths = [max(len(row[k]) for row in cells) for k in range(len(bounds))]
+    wrapped = [[[c] for c in row] for row in cells]
+    tried: set[int] = set()
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        free = [k for k in range(len(widths)) if left[k] and k not in tried and any(" " in r[k] for r in cells)]
+        if not free:
+            break
+        # flags and commands are copied: a column of them is wrapped last
+        k = max(free, key=lambda c: (not any(r[c].startswith("-") for r in cells), widths[c]))
+        tried.add(k)
+        target = max(8, widths[k] - (sum(widths) + 2 * (len(widths) - 1) - width))
+        for n, row in enumerate(cells):
+            wrapped[n][k] = _words(row[k], target)
+        widths[k] = max(len(p) for r in wrapped for p in r[k])
+
+    def line(parts: list[str]) -> str:
+        return "  ".join(p.ljust(w) if lf else p.rjust(w) for p, w, lf in zip(parts, widths, left, strict=False)).rstrip()
+
+    out: list[str] = []
+    for n, parts in enumerate(wrapped):
+        depth = max(len(c) for c in parts)
+        out += [line([c[d] if d < len(c) else "" for c in parts]) for d in range(depth)]
+        if n == 0:
+            out.append(line(["-" * w for w in widths]))
+    return out
+
+
+def _fit_line(line: str, width: int) -> list[str]:
+    if len(line) <= width:
+        return [line]
+    body = line.lstrip(" ")
+    indent = len(line) - len(body)
+    if body.startswith(_LAUNCHERS) or (body.split(" ", 1)[0].count("=") == 1 and " vllm " in body):
+        return _fit_command(body, indent, width)
+    hang = " " * (indent + (4 if body.startswith("- ") else 2))
+    out = [" " * indent]
+    for word in body.split(" "):
+        if out[-1].strip() and len(out[-1]) + 1 + len(word) > width:
+            out.append(hang + word)
+        else:
+            out[-1] += (" " if out[-1].strip() else "") + word
+    return out
+
+
+def _fit_command(body: str, indent: int, width: int) -> list[str]:
+    """A shell command continued with `` \\`` at spaces outside quotes, each line within ``width``."""
+    words: list[str] = []
+    quote = ""
+    current = ""
+    for ch in body:
+        if ch == " " and not quote:
+            words.append(current)
+            current = ""
+            continue
+        if ch in "'\"" and (not quote or quote == ch):
+            quote = "" if quote else ch
+        current += ch
+    words.append(current)
+    out = [" " * indent]
+    for word in words:
+        if out[-1].strip() and len(out[-1]) + 1 + len(word) > width - 2:
+            out[-1] += " \\"
+            out.append(" " * (indent + 4) + word)
+        else:
+            out[-1] += ("" if not out[-1].strip() else " ") + word
+    return out

@@ -89,3 +89,30 @@ def test_prose_wraps_under_a_hanging_indent() -> None:
     assert all(len(x) <= 60 for x in lines) and all(x.startswith("      word") for x in lines[1:])
     assert " ".join(" ".join(lines).split()) == " ".join(line.split())
     assert fit_width("x" * 200, 60) == "x" * 200  # one word longer than the width stays whole
+
+
+@pytest.mark.parametrize("command", [
+    "fit llama-3.1-70b --gpu H100 --context 8192 --batch 1",
+    "fit llama-3.1-8b --gpu H100 --context 8192 --batch 1",
+    "fit llama-3.1-8b --gpu H100 --context 8192 --batch 1 --engine textbook",
+    "fit llama-3.1-8b --gpu L4 --context 8192 --batch 1 --engine llama.cpp --np 1",
+    "fit llama-3.1-8b --gpu H100 --context 8192 --batch 1 --engine transformers",
+    "plan llama-3.1-8b --concurrency 1 --context 8192 --gpus H100",
+])
+def test_a_count_of_one_is_singular(command: str) -> None:
+    rc, out = run(command)
+    assert rc == 0
+    text = " ".join(out.split())  # a wrapped line reads as one
+    for bad in (" 1 requests", " 1 sequences", " 1 GPUs", " 1 tokens", "(s)", "+1 requests", "1 x 8,192-token requests"):
+        assert bad not in text, (command, bad)
+
+
+def test_requests_at_once_are_whole_and_vllms_concurrency_keeps_its_decimals() -> None:
+    _, out = run("compare llama-3.1-8b --gpu H100 --context 32768")
+    rows = out.split("\n")[4:9]
+    assert [r.split()[0] for r in rows] == ["vllm", "sglang", "trtllm", "llama.cpp", "transformers"]
+    assert all(r.split()[-2].isdigit() for r in rows)  # "requests at once": 14, not 14.04
+    _, fit = run("fit llama-3.1-8b --gpu H100 --context 32768")
+    assert "Maximum concurrency for 32,768 tokens per request: 14.04x" in fit  # vLLM prints it so
+    _, sglang = run("explain --gpu H100 -- python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct")
+    assert "requests of 131,072 tokens at once: 3\n" in sglang

@@ -514,6 +514,6 @@ def test_fit_that_does_not_hold_the_load_names_the_fewest_gpus(capsys: pytest.Ca
         f"vllm serve {LLAMA70} --tensor-parallel-size 8 --max-model-len 32768")
     # one that does not start at all (70B bf16 on one H100) gets the same line; one that fits does not
     assert main(["fit", LLAMA70, "--gpu", "H100", "--context", "8192"]) == 0
-    assert "Fewest H100-SXM-80GB for 1 x 8,192-token requests: 2 (TP2)" in capsys.readouterr().out
+    assert "Fewest H100-SXM-80GB for 1 x 8,192-token request: 2 (TP2)" in capsys.readouterr().out
     assert main(["fit", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--context", "8192", "--json"]) == 0
     assert "fewest_gpus" not in json.loads(capsys.readouterr().out)

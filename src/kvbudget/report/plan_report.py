@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..units import GiB, fmt_bytes
+from .words import plural
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
 
     good = [d for d in rows if d.serves]
     engine = _engine_label(rows[0].engine if rows else "")
-    out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with {engine}'s rules "
+    out = [f"{model}: {plural(concurrency, 'request')} of {context:,} tokens at once, with {engine}'s rules "
            f"(at most {max_gpus} GPUs, {gpus_per_node} per node)",
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
     if good:
@@ -67,7 +68,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
             right=[True, False, True, False, False, False, True, True, True, True]))
         best = good[0]
         argv = launch.argv_for(model, best.settings)
-        each = f" ({best.replicas} replicas of {best.tp * best.pp} GPU(s), each running)" if best.replicas > 1 else ""
+        each = f" ({best.replicas} replicas of {plural(best.tp * best.pp, 'GPU')}, each running)" if best.replicas > 1 else ""
         out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}",
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
         if best.engine == "llama.cpp":
@@ -110,13 +111,17 @@ def fewest_doc(model: str, d: Deployment | None) -> dict[str, Any] | None:
             "max_concurrency": d.max_concurrency, "kv_cache_bytes": d.kv_cache_bytes, "launch": launch_doc(model, d)}
 
 
+def _requests(n: int) -> str:
+    return "request" if abs(n) == 1 else "requests"
+
+
 def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context: int, engine: str = "vllm") -> str:
     if d is None:
         within = "64 GPUs" if engine == "vllm" else "one node of 8 GPUs"
-        return f"Fewest {gpu} for {batch:,} x {context:,}-token requests: none within {within}"
+        return f"Fewest {gpu} for {batch:,} x {context:,}-token {_requests(batch)}: none within {within}"
     from ..plan import launch
 
-    return (f"Fewest {gpu} for {batch:,} x {context:,}-token requests: {d.num_gpus} ({_layout(d)}), holding "
+    return (f"Fewest {gpu} for {batch:,} x {context:,}-token {_requests(batch)}: {d.num_gpus} ({_layout(d)}), holding "
             f"{d.max_concurrency:,} at once" + ("" if d.replicas == 1 else f" over {d.replicas} servers")
             + f":\n  {launch.command(launch.argv_for(model, d.settings))}")
 
@@ -192,13 +197,13 @@ def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[
                 thumb: RuleOfThumb | None = None, engine: str = "vllm") -> str:
     out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, {_engine_label(engine)}'s rules:",
            f"as configured: {fmt_bytes(baseline.kv_cache_bytes, units)} of KV cache per GPU, "
-           f"{baseline.concurrency:,} requests at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
+           f"{plural(baseline.concurrency, 'request')} at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
     out.append(levers_table(rows, context, units))
     same = [r for r in rows if r.context == context and r.starts]  # levers that keep the requests' length
     best = max(same, key=lambda r: (r.added / r.gpus, r.added), default=None)
     if best is not None and best.added > 0:
         freed = f": {_signed(best.freed_bytes, units)} per GPU" if round(best.freed_bytes / 1e8) else ""
-        out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token requests"]
+        out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token {_requests(best.added)}"]
     if thumb is not None:
         out += ["", *rule_of_thumb_text(thumb, next((r for r in rows if r.name == "FP8 weights"), None), context, engine)]
     return "\n".join(out)

@@ -7,6 +7,7 @@ from itertools import pairwise
 
 from ..units import fmt_bytes, fmt_small
 from .verdict import verdict_text
+from .words import plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -167,8 +168,9 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         out += [
             "",
             f"Requests of {p.max_model_len:,} tokens held at once: {most:,}",
-            f"Longest context for {batch} requests at once:  {longest:,}",
-            f"Verdict: {'fits' if ok else 'does not fit'}: {batch} x {p.max_model_len:,}-token requests "
+            f"Longest context for {plural(batch, 'request')} at once:  {longest:,}",
+            f"Verdict: {'fits' if ok else 'does not fit'}: {batch:,} x {p.max_model_len:,}-token "
+            + ("request " if batch == 1 else "requests ")
             + (f"fit in the pool ({p.max_concurrency:.2f}x)" if ok else f"need more than the pool's {p.max_concurrency:.2f}x"),
         ]
     elif batch is not None:
@@ -222,7 +224,7 @@ def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None
     """llama.cpp's context: cells, streams, the KV caches to the byte, and where memory goes."""
     out = [
         f"{p.model} with llama.cpp on {p.gpu}; weights {p.weights_format}",
-        f"n_ctx {p.n_ctx:,} ({p.n_seq_max} sequence(s), {'unified' if p.unified else f'{p.n_stream} streams'}), "
+        f"n_ctx {p.n_ctx:,} ({plural(p.n_seq_max, 'sequence')}, {'unified' if p.unified else f'{p.n_stream} streams'}), "
         f"n_ctx_seq {p.n_ctx_seq:,}, KV cache {p.type_k}/{p.type_v}",
         "",
         table(["part", units], [
@@ -252,7 +254,7 @@ def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: l
         table(["part", units], [["weights per GPU", fmt_bytes(row.weights_bytes, units)],
                                 ["KV cache budget per GPU", fmt_bytes(row.kv_budget_bytes, units)]]),
         f"budget rule: {row.budget_rule}; unit: {row.unit}",
-        f"KV tokens: {row.kv_tokens:,}; requests of {row.context:,} tokens at once: {row.max_concurrency:.2f}",
+        f"KV tokens: {row.kv_tokens:,}; requests of {row.context:,} tokens at once: {_whole(row.max_concurrency):,}",
     ]
     if lines:
         out += ["", f"{row.engine} will log:" if row.starts else f"{row.engine} will fail:", *(f"  {line}" for line in lines)]
@@ -260,12 +262,17 @@ def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: l
     return "\n".join(out)
 
 
+def _whole(concurrency: float) -> int:
+    """Requests held at once: the whole ones of a pool's concurrency (the engine's own "x" figure keeps decimals)."""
+    return max(int(concurrency), 0)
+
+
 def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: str) -> str:
     out = [f"{model}, requests of {context:,} tokens, each engine with its defaults (per GPU):", ""]
     out.append(table(
         ["engine", "weights", "KV budget", "KV tokens", "requests at once", "starts"],
         [[r.engine, fmt_bytes(r.weights_bytes, units), fmt_bytes(r.kv_budget_bytes, units), f"{r.kv_tokens:,}",
-          f"{r.max_concurrency:.2f}" + ("" if r.context == context else f" at {r.context:,}"), "yes" if r.starts else "no"]
+          f"{_whole(r.max_concurrency):,}" + ("" if r.context == context else f" at {r.context:,}"), "yes" if r.starts else "no"]
          for r in rows]))
     out += ["", "Why they differ:"]
     out += [f"  {r.engine}: budget = {r.budget_rule}; allocated in {r.unit}" for r in rows]

@@ -4,7 +4,7 @@ Every test runs offline: HF_HUB_OFFLINE=1 is set for all of them (``_offline`` b
 connections are refused in-process, so a test that would reach the Hugging Face Hub fails
 instead of downloading.
 
-Hand-checked reference (seed document ../shared/seeds/003_*.txt, "KV Cache Memory Calculation"):
+Hand-checked reference (the worked example "KV Cache Memory Calculation", quoted in tests/test_seeds.py):
 Llama-3 8B has 32 layers, 8 KV heads, head_dim 4096 / 32 = 128, 2 bytes per element (bf16/fp16), so
 
     per token      = 2 (K and V) x 32 x 8 x 128 x 2 = 131,072 bytes  ("128 KB/token")
@@ -375,8 +375,8 @@ def test_console_script() -> None:
 def test_llama_kv_per_token_and_8k_sequence(cli) -> None:
     doc = cli("kv", LLAMA, "--context", "8192", "--json").json()
     assert doc["model"] == LLAMA
-    assert doc["kv_bytes_per_token"] == 131072 == LLAMA_KV_PER_TOKEN  # seed 003: "128 KB/token"
-    assert doc["kv_bytes_per_sequence"] == 1073741824 == LLAMA_KV_8K  # seed 003: "1 GB" for 8192 tokens
+    assert doc["kv_bytes_per_token"] == 131072 == LLAMA_KV_PER_TOKEN  # worked example: "128 KB/token"
+    assert doc["kv_bytes_per_sequence"] == 1073741824 == LLAMA_KV_8K  # worked example: "1 GB" for 8192 tokens
     assert doc["kv_bytes_total"] == LLAMA_KV_8K
     assert doc["kv_dtype"] == "bf16"
     assert doc["layers"] == [
@@ -458,7 +458,7 @@ def test_local_config_file_and_folder_match_catalog(cli, tmp_path: Path) -> None
 
 def test_batch_multiplies(cli) -> None:
     doc = cli("kv", LLAMA_ALIAS, "--context", "4096", "--batch", "16", "--json").json()
-    # seed 003: 128 KB/token x 4096 tokens = 512 MB per request
+    # worked example: 128 KB/token x 4096 tokens = 512 MB per request
     assert doc["kv_bytes_per_sequence"] == LLAMA_KV_PER_TOKEN * 4096 == 512 * 2**20
     assert doc["kv_bytes_total"] == 16 * 512 * 2**20
 
@@ -538,7 +538,7 @@ def test_kv_table_matches_formula_for_llama(cli) -> None:
     t = doc["table"]
     for b, row in zip(t["batches"], t["bytes"], strict=True):
         for c, v in zip(t["contexts"], row, strict=True):
-            assert v == b * c * LLAMA_KV_PER_TOKEN  # seed 003: 2 x B x S x L x H_kv x D_h x P
+            assert v == b * c * LLAMA_KV_PER_TOKEN  # worked example: 2 x B x S x L x H_kv x D_h x P
 
 
 def test_context_beyond_model_limit_warns(cli) -> None:
@@ -623,7 +623,7 @@ def test_fit_json_schema_and_consistency(cli, case: str) -> None:
 def test_fit_llama_h100_numbers(cli) -> None:
     doc = cli("fit", "--engine", "textbook", LLAMA, "--gpu", "H100", "--context", "8192", "--json").json()
     check_fit_doc(doc)
-    assert doc["kv_per_sequence_bytes"] == LLAMA_KV_8K  # seed 003: "1 GB" per 8192-token request
+    assert doc["kv_per_sequence_bytes"] == LLAMA_KV_8K  # worked example: "1 GB" per 8192-token request
     assert doc["fits"] is True
     assert doc["max_batch"] >= 1
     kv_doc = cli("kv", LLAMA, "--context", "8192", "--json").json()
@@ -658,7 +658,7 @@ def test_fit_gpu_memory_and_overrides(cli) -> None:
     assert mem["activation_bytes"] == 2 * GIB
     assert mem["weights_bytes"] == 15 * GIB
     assert mem["kv_cache_bytes"] == (48 - 4 - 2 - 15) * GIB
-    # 27 GiB of KV at 1 GiB per 8192-token sequence (seed 003: "1 GB")
+    # 27 GiB of KV at 1 GiB per 8192-token sequence (worked example: "1 GB")
     assert doc["max_batch"] == 27
 
 
@@ -700,7 +700,7 @@ def test_kv_text_default_units_gib(cli) -> None:
     r = cli("kv", LLAMA_ALIAS, "--context", "8192")
     assert r.code == 0
     assert r.err == ""
-    assert "1.00 GiB" in r.out  # seed 003: 8192 tokens -> "1 GB" (1 GiB = 1024 MB)
+    assert "1.00 GiB" in r.out  # worked example: 8192 tokens -> "1 GB" (1 GiB = 1024 MB)
     assert "Total KV cache (GiB)" in r.out
     assert "131,072" in r.out
     assert not _GB_FIGURE.search(r.out)

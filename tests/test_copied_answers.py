@@ -55,7 +55,7 @@ def test_weights_larger_than_the_gpu_stop_while_loading(capsys: pytest.CaptureFi
     assert "torch.OutOfMemoryError: CUDA out of memory while loading the model: 27.54 GiB of weights per GPU" in out
     assert "gpu_memory_utilization" not in out.split("vLLM will stop with:")[1].split("Verdict")[0]
     # and what would fit: two GPUs, with the command
-    assert "Fewest RTX-4090-24GB for 1 x 4,096-token requests: 2 (TP2)" in out
+    assert "Fewest RTX-4090-24GB for 1 x 4,096-token request: 2 (TP2)" in out
 
 
 def test_bare_number_memory_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,8 +129,7 @@ def test_transformers_has_a_verdict_and_counts_agree_in_number(capsys: pytest.Ca
     # Llama-3.1-8B on an L4: 4 sequences of 8,192 tokens (1 GiB of cache each) fit beside 14.96 GiB of weights, 5 do not
     assert main(["fit", "llama-3.1-8b", "--gpu", "L4", "--engine", "transformers", "--context", "8192", "--batch", "5"]) == 0
     out = capsys.readouterr().out
-    assert "Verdict: does not fit: 5 x 8,192-token sequences in one generate batch" in out
-    assert "at most 4 sequences of 8,192 tokens" in out
+    assert "Verdict: does not fit: 5 x 8,192-token sequences in one batch: 23.58 GiB of 22.03 GiB; at most 4 at once" in out
     doc = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "L4", "--engine", "transformers", "--context", "8192", "--batch", "4",
                 "--json")
     assert (doc["fits"], doc["max_batch"], doc["batch"]) == (True, 4, 4)

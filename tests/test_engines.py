@@ -1,7 +1,7 @@
 """SGLang and TensorRT-LLM policies, their commands and logs, and `compare`.
 
-Sources: ../shared/research/engines.md §2 (SGLang 0.5.23: arg_groups/memory_hook.py,
-mem_cache/kv_cache_configurator.py, model_executor/pool_configurator.py) and §4 (TensorRT-LLM
+Sources: SGLang 0.5.23 (the wheel on PyPI: arg_groups/memory_hook.py,
+mem_cache/kv_cache_configurator.py, model_executor/pool_configurator.py) and TensorRT-LLM (github.com/NVIDIA/TensorRT-LLM
 _torch/pyexecutor/_util.py, resource_manager.py, kvCacheManager.cpp).
 """
 
@@ -26,7 +26,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def test_sglang_default_fraction_matches_the_worked_table() -> None:
-    # engines.md §2.2: H100-80G TP1 reserved 512 + 12288 + 128 + (512 + 464) = 13,904 MiB -> 0.830;
+    # SGLang 0.5.23 handle_gpu_memory_settings, worked by hand: H100-80G TP1 reserved 512 + 12288 + 128 + (512 + 464) = 13,904 MiB -> 0.830;
     # H200 -> 0.903; H100 TP4 reserved 14,800 MiB -> 0.819.
     spec = kvbudget.load_model(LLAMA8)
     h100 = sglang.plan(spec, kvbudget.find_gpu("H100"), sglang.SGLangSettings())

@@ -1,5 +1,5 @@
 """llama.cpp: GGUF headers read with the real `gguf` package's writer, KV caches to the byte,
-commands and logs. Rules: ../shared/research/engines.md §3 (llama.cpp sources, file and function)."""
+commands and logs. Rules: llama.cpp's sources (github.com/ggml-org/llama.cpp), file and function in src/kvbudget/engines/llamacpp.py."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_truncated_and_hostile_gguf(tmp_path: Path) -> None:
 
 
 def test_worked_example_llama31_8b() -> None:
-    # engines.md §3.5 (a): Llama-3.1-8B, -c 32768 -np 1: K = 32 x 1024 x 2 x 32768 = 2048 MiB, V the same;
+    # worked by hand from src/llama-kv-cache.cpp: Llama-3.1-8B, -c 32768 -np 1: K = 32 x 1024 x 2 x 32768 = 2048 MiB, V the same;
     # with -ctk q8_0 -ctv q8_0 a 1024-wide row is 1088 bytes, so K = V = 1088 MiB.
     spec = kvbudget.load_model(LLAMA8)
     p = plan(spec, kvbudget.find_gpu("H100"), LlamaCppSettings(n_ctx=32768, n_parallel=1))

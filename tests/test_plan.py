@@ -119,10 +119,10 @@ def test_cli_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert len(gpus()) >= 30
 
 
-def test_levers_and_the_seed_decision_frame(capsys: pytest.CaptureFixture[str]) -> None:
+def test_levers_and_the_fp8_back_of_envelope(capsys: pytest.CaptureFixture[str]) -> None:
     from kvbudget.plan.levers import levers
 
-    # seed 000's decision frame: Llama-2-70B at --tensor-parallel-size 2, 8K requests: "Quantizing the weights to
+    # a common back-of-envelope: Llama-2-70B at --tensor-parallel-size 2, 8K requests: "Quantizing the weights to
     # FP8 frees 35GB of VRAM for a 70B model. That 35GB can support an additional 14 concurrent 8K sequences."
     spec = kvbudget.load_model("meta-llama/Llama-2-70b-hf")
     h100 = find_gpu("H100")
@@ -131,10 +131,10 @@ def test_levers_and_the_seed_decision_frame(capsys: pytest.CaptureFixture[str]) 
     by = {r.name: r for r in rows}
     fp8 = by["FP8 weights"]
     # vLLM's KV budget moves one for one with the weights: every linear weight to 1 byte plus one fp32 scale per
-    # tensor, per GPU at TP=2 (the seed test's hand count): 34.2 GB, the seed's "35GB" (70e9 x 1 byte / 2 GPUs)
+    # tensor, per GPU at TP=2 (test_seeds.py's hand count): 34.2 GB, the estimate's "35GB" (70e9 x 1 byte / 2 GPUs)
     assert fp8.freed_bytes == 68_451_041_280 // 2 - 80 * 7 * 4 == baseline.weights_bytes - fp8.weights_bytes
     assert round(fp8.freed_bytes / 1e9, 1) == 34.2
-    # the seed's 14 is 35 GiB over a whole 8K sequence's 2.5 GiB; at TP=2 each GPU holds half of every sequence,
+    # the estimate's 14 is 35 GiB over a whole 8K sequence's 2.5 GiB; at TP=2 each GPU holds half of every sequence,
     # so vLLM's block arithmetic fits 26 more (5 -> 31): 2 x 34.2 GB / 2.68 GB per sequence, less block rounding
     per_sequence = kvbudget.kv(spec, context=8192).bytes_per_sequence
     assert (35 * GiB) // per_sequence == 14
@@ -145,13 +145,14 @@ def test_levers_and_the_seed_decision_frame(capsys: pytest.CaptureFixture[str]) 
     # an FP8 KV cache halves the bytes of a block: twice the requests in the same memory (5 -> 11 at block rounding)
     assert by["FP8 KV cache"].freed_bytes == 0 and by["FP8 KV cache"].concurrency == p0.num_gpu_blocks * 2 // 512
     assert by["one more replica"].concurrency == 2 * baseline.concurrency and by["one more replica"].gpus == 4
-    # the output gives the seed's own arithmetic -- the 70B of the name x 1 byte saved / 2 GPUs = 35.0 GB per GPU,
+    # the output gives the back-of-envelope arithmetic -- the 70B of the name x 1 byte saved / 2 GPUs = 35.0 GB per GPU,
     # divided by the 2.5 (GiB) of one whole 8K sequence = +14 -- and beside it the real figures: 31.87 GiB freed per
     # GPU // 2.5 GiB = 12 whole sequences, and vLLM's pool (each GPU holds half of every sequence) +26
-    assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192"]) == 0
+    assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192", "--wide"]) == 0
     text = capsys.readouterr().out
-    assert ("rule of thumb (seed 000): 70B params x 1 byte saved / 2 GPUs = 35.0 GB per GPU; 35.0 / 2.5 GiB per "
-            "8,192-token sequence = +14 requests (GB over GiB, as the seed divides them: +13 in one unit)") in text
+    assert ("back-of-envelope (nominal weight bytes saved / KV per sequence): 70B params x 1 byte saved / 2 GPUs = "
+            "35.0 GB per GPU; 35.0 / 2.5 GiB per 8,192-token sequence = +14 requests (GB over GiB, as such estimates "
+            "mix them: +13 in one unit)") in text
     assert ("real: FP8 weights free 31.87 GiB (34.2 GB) on each GPU; counted against a whole sequence that is +12, "
             "but each GPU holds 1/2 of every sequence: vLLM fits +26") in text
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text  # Llama-2's 4,096-token limit, as vLLM enforces it
@@ -481,7 +482,7 @@ def test_llamacpp_plans() -> None:
 def test_rule_of_thumb_reads_the_size_from_the_name() -> None:
     from kvbudget.plan.levers import nominal_params, rule_of_thumb
 
-    # the size people quote is the one in the name (seed 000: "a 70B model"), not the checkpoint's 68.98B
+    # the size people quote is the one in the name ("a 70B model"), not the checkpoint's 68.98B
     assert nominal_params("meta-llama/Llama-2-70b-chat-hf", 68_976_648_192) == 70_000_000_000
     assert nominal_params("Qwen/Qwen3-0.6B", 1) == 600_000_000
     assert nominal_params("Qwen/Qwen3-30B-A3B", 1) == 30_000_000_000
@@ -513,6 +514,6 @@ def test_fit_that_does_not_hold_the_load_names_the_fewest_gpus(capsys: pytest.Ca
         f"vllm serve {LLAMA70} --tensor-parallel-size 8 --max-model-len 32768")
     # one that does not start at all (70B bf16 on one H100) gets the same line; one that fits does not
     assert main(["fit", LLAMA70, "--gpu", "H100", "--context", "8192"]) == 0
-    assert "Fewest H100-SXM-80GB for 1 x 8,192-token requests: 2 (TP2)" in capsys.readouterr().out
+    assert "Fewest H100-SXM-80GB for 1 x 8,192-token request: 2 (TP2)" in capsys.readouterr().out
     assert main(["fit", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--context", "8192", "--json"]) == 0
     assert "fewest_gpus" not in json.loads(capsys.readouterr().out)

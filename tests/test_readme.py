@@ -44,3 +44,34 @@ def test_python_api_example_values() -> None:
             assert eval(statement, namespace) == expected, statement
             checked += 1
     assert checked == 5
+
+
+def test_quick_start_has_three_commands_and_the_output_is_explained() -> None:
+    text = README.read_text(encoding="utf-8")
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert quick.count("$ kvbudget ") == 3  # each re-run by test_command_examples_match_what_kvbudget_prints
+    reading = text.split("## How to read the output", 1)[1].split("\n## ", 1)[0]
+    for term in ("56.15x", "headroom", "ckpt", "exact", "modelled", "calibrated"):
+        assert f"{term}`" in reading, term
+    assert "56.15x" in quick and "headroom" in quick and "ckpt" in quick  # the terms explained are in the examples
+
+
+def test_linked_docs_exist() -> None:
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    links = set(re.findall(r"\]\((docs/[^)]+)\)", text))
+    assert {"docs/json-schema.md", "docs/validation.md", "docs/internals.md"} <= links
+    assert all((README.parent / link).is_file() for link in links)
+
+
+def test_no_word_from_outside_the_project() -> None:
+    import re
+
+    # the research notes and seed documents live outside this repository: cite engine sources or public URLs instead
+    outside = re.compile("shared/(research|seeds)|engines" + r"\.md|seed 0[0-9]{2}|the seed" + "'s")
+    root = README.parent
+    files = [README, *root.glob("docs/*.md"), *root.glob("src/**/*.py"), *root.glob("tests/**/*.py")]
+    hits = [f"{p.relative_to(root)}:{n}" for p in files
+            for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1) if outside.search(line)]
+    assert not hits, hits

@@ -1,7 +1,7 @@
 """The vLLM policy: budget, pages, groups, blocks, concurrency, failures, release lines, commands.
 
-Sources: vLLM 0.33.0's Python package (paths relative to ``vllm/``) as summarised in
-../shared/research/engines.md §1, and public logs (tests/data/vllm_logs/).
+Sources: vLLM 0.33.0's Python package (the wheel on PyPI; paths relative to ``vllm/``, named in
+src/kvbudget/engines/vllm.py), and public logs (tests/data/vllm_logs/).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _plan(model: str = LLAMA8, gpu: str = "H100", **settings: object) -> kvbudge
 
 
 def test_public_log_llama31_8b_current_line() -> None:
-    # engines.md §1.14, a public log of Llama-3.1-8B-Instruct on a GPU reporting 79.25 GiB with vLLM's
+    # a public log of Llama-3.1-8B-Instruct on a GPU reporting 79.25 GiB with vLLM's
     # defaults (utilization 0.92, max_model_len 131072): "Available KV cache memory: 56.21 GiB",
     # "GPU KV cache size: 460,496 tokens, Maximum concurrency for 131,072 tokens per request: 3.51x".
     # (This log also calibrated the current line's constants: the test pins them.)

@@ -15,7 +15,7 @@ from kvbudget.units import GiB, InputError
 
 def test_16_bit_is_two_bytes_per_parameter() -> None:
     # Llama-3.1-8B: 8,030,261,248 parameters (HF "8.03B"). vLLM logs "Model loading took 14.99 GiB"
-    # for this model (../shared/research/engines.md §1.14): 16,060,522,496 B = 14.96 GiB of weights
+    # for this model (a published vLLM start-up log): 16,060,522,496 B = 14.96 GiB of weights
     # plus buffers.
     spec = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
     assert stages(spec, spec.weight_format)[0].weights_bytes == 2 * 8_030_261_248

@@ -7,7 +7,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .units import InputError, parse_size, plural
+from .report.words import plural
+from .units import InputError, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def _size0(text: str) -> int:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document (schema in the README)")
     p.add_argument("--units", choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9")
+    p.add_argument("--wide", action="store_true", help="print full-width tables and lines (default: fit 120 columns)")
 
 
 _COMMANDS = {
@@ -715,9 +717,9 @@ def _fit_transformers(args: argparse.Namespace) -> str:
     from .units import fmt_bytes
 
     seqs = "sequence" if p.batch == 1 else "sequences"
-    verdict = (f"Verdict: {'fits' if p.fits else 'does not fit'}: {p.batch:,} x {p.context:,}-token {seqs} in one "
-               f"generate batch need {fmt_bytes(p.total_bytes, args.units)} of {fmt_bytes(gpu.memory_bytes, args.units)}; "
-               f"at most {plural(p.max_batch, 'sequence')} of {p.context:,} tokens")
+    verdict = (f"Verdict: {'fits' if p.fits else 'does not fit'}: {p.batch:,} x {p.context:,}-token {seqs} in one batch: "
+               f"{fmt_bytes(p.total_bytes, args.units)} of {fmt_bytes(gpu.memory_bytes, args.units)}; "
+               f"at most {p.max_batch:,} at once")
     return _render_other(args, p, []) + "\n\n" + verdict
 
 
@@ -864,7 +866,7 @@ def _levers(args: argparse.Namespace) -> str:
     beyond = (f"warning: {args.context:,} tokens exceed {spec.name}'s {spec.max_context:,}: vLLM accepts it only with "
               "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" if engine == "vllm" and args.context > spec.max_context else "")
     thumb = None
-    if any(r.name == "FP8 weights" for r in rows):  # the seed's back-of-envelope reading beside vLLM's count
+    if any(r.name == "FP8 weights" for r in rows):  # the back-of-envelope reading beside vLLM's count
         whole = api.kv(spec, context=args.context, kv_dtype=args.kv_dtype).bytes_per_sequence
         thumb = rule_of_thumb(spec, args.tp * args.pp, whole)
     if args.json:
@@ -931,5 +933,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # pragma: no cover - e.g. piped into head
         return 0
+    if not (args.json or args.wide):
+        from .report.text import fit_width
+
+        out = fit_width(out)
     sys.stdout.write(out + "\n")
     return 0

@@ -122,11 +122,6 @@ def parse_size(text: str, allow_zero: bool = False) -> int:
     return nbytes
 
 
-def plural(n: int, word: str) -> str:
-    """``1 request``, ``2 requests``, ``1,024 sequences``: a whole count with its noun."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
 def fmt_bytes(n: int | float, units: str = "GiB", digits: int = 2) -> str:
     """Format a byte count in the given unit, always labelled."""
     scale = UNIT_SCALE[units]

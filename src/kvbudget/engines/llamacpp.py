@@ -1,6 +1,6 @@
 """llama.cpp's KV cache (and Ollama's, which runs it), to the byte.
 
-Rules from llama.cpp's sources (``../shared/research/engines.md`` §3 with file and function):
+Rules from llama.cpp's sources (https://github.com/ggml-org/llama.cpp, 2026-09-28, file and function):
 ``src/llama-context.cpp`` (n_ctx padded to 256; streams and n_ctx_seq), ``src/llama-kv-cache.cpp``
 (one K and one V tensor per layer with KV, ne = [n_embd_k_gqa, kv_size, n_stream]; no V for MLA),
 ``src/llama-kv-cache-iswa.cpp`` (the sliding-window cache's size), ``src/llama-memory-recurrent.cpp``

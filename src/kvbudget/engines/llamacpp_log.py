@@ -1,6 +1,7 @@
 """Read llama.cpp start-up logs of every era, and check their KV figures to the byte.
 
-Formats (engines.md §3.4): current ``llama_kv_cache: size = X MiB ( N cells, L layers, a/b seqs),
+Formats (llama.cpp ``src/llama-kv-cache.cpp`` and ``src/llama-context.cpp``, ggml-org/llama.cpp 2026-09;
+older ones from the 2025-02 sources and published logs): current ``llama_kv_cache: size = X MiB ( N cells, L layers, a/b seqs),
 K (t): k MiB, V (t): v MiB`` and ``llama_kv_cache: CUDA0 KV buffer size = X MiB``; mid-2025
 ``llama_kv_cache_unified:`` (with ``_iswa`` for sliding-window models); early 2025 and before
 ``llama_kv_cache_init: kv_size = N, ..., type_k = 'f16', type_v = 'f16', n_layer = L`` and

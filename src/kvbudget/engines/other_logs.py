@@ -1,9 +1,9 @@
 """Check SGLang and TensorRT-LLM start-up logs against the engines' own arithmetic.
 
-SGLang (engines.md §2.1, 2.6): ``Load weight begin. avail mem=P GB`` (free before loading),
+SGLang 0.5.23 (``mem_cache/kv_cache_configurator.py``, ``model_executor/model_runner.py``): ``Load weight begin. avail mem=P GB`` (free before loading),
 ``Load weight end. ... avail mem=A GB``, ``mem_fraction_static=f`` in ``server_args``: the pool is
 ``floor((A - P x (1 - f)) x 2^30 / cell)`` tokens, and ``K size`` is (tokens + page) x the K bytes of a
-token. TensorRT-LLM (§4): ``available: A GiB`` (engine path) or ``available KV cache memory when
+token. TensorRT-LLM (``_torch/pyexecutor/_util.py``, ``kvCacheManager.cpp``): ``available: A GiB`` (engine path) or ``available KV cache memory when
 calculating max tokens: A GiB ... kv size [per token] is S`` (PyTorch backend), ``Number of blocks in
 KV cache primary pool: N``, ``Allocated X GiB for max tokens in paged KV cache (T)``. Every logged
 figure is rounded to 0.01 GB, so a recomputed figure counts as matching when it lies within what that

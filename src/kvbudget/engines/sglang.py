@@ -1,6 +1,6 @@
 """SGLang's KV pool, per rank, as SGLang sizes it.
 
-From SGLang's sources (``../shared/research/engines.md`` §2, verified in the sglang 0.5.23 wheel):
+From SGLang's sources (the sglang 0.5.23 wheel on PyPI, paths under ``sglang/``):
 ``srt/arg_groups/memory_hook.py: handle_gpu_memory_settings`` (the default mem_fraction_static from
 the nvidia-smi memory, chunked_prefill_size and CUDA-graph batch sizes; ``reserve_for_graph_mb``),
 ``mem_cache/kv_cache_configurator.py`` (rest = free after weights - pre-load free x (1 - fraction)),

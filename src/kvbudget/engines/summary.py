@@ -39,7 +39,7 @@ def sglang_row(p: SGLangPlan) -> EngineRow:
     return EngineRow(
         "sglang", p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_concurrency, p.context_len,
         p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:g}) x free memory before loading",
-        f"pages of {p.page_size} token(s)",
+        f"pages of {p.page_size:,} token" + ("" if p.page_size == 1 else "s"),
     )
 
 

@@ -18,15 +18,16 @@ from ..parallel import Stage, stages
 from ..units import GiB, InputError, element_type
 
 # CUDA context and driver-side allocations that the process holds outside PyTorch's allocator.
-# Source: ../shared/research/engines.md §2.7 (SGLang worked example: 79.19 GiB total minus
-# "≈0.6 for CUDA context and NCCL" on an H100) — taken as 0.5 GiB context + NCCL below.
+# Source: SGLang's free memory before loading, after the CUDA context and NCCL are up: 78.81 of 79.19 GiB
+# on an H100 at TP=1 (tests/data/sglang_logs/v0.4.1docs_h100_llama3.1-8b_default.log), more at TP>1 (137.29 of
+# 139.8 GiB per H200 at TP=8, v0.5.4dev_h200x8_llama3.3-70b_tp8_piecewise.log) — taken as 0.5 GiB.
 CUDA_CONTEXT_BYTES = GiB // 2
 # Non-torch memory measured by llm-d on H100 with vLLM 0.11: 0.13 GiB at TP=1, 0.6 GiB at TP>=2
-# (NCCL buffers). Source: ../shared/research/peers.md, llm-d capacity planner notes.
+# (NCCL buffers). Source: llm-d planner, https://github.com/llm-d-incubation/llm-d-planner (capacity_planner.py).
 NON_TORCH_TP1_BYTES = round(0.13 * GiB)
 NON_TORCH_TP_BYTES = round(0.6 * GiB)
 # Tokens in one forward step while prefilling: vLLM's max_num_batched_tokens for the OpenAI
-# server on >=70 GiB GPUs (engines.md §1.2, EngineArgs.get_batch_defaults).
+# server on >=70 GiB GPUs (vLLM 0.33.0, vllm/engine/arg_utils.py, EngineArgs.get_batch_defaults).
 DEFAULT_PREFILL_CHUNK = 8192
 
 
@@ -190,7 +191,7 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
             "activation workspace",
             f"{tokens:,}-token step x (3 x hidden + 2 x intermediate/TP) x {serving_dtype(spec)} "
             f"+ {min(dep.batch, tokens):,} x vocab fp32 logits",
-            f"prefill chunk {dep.prefill_chunk:,} tokens (vLLM max_num_batched_tokens default, engines.md §1.2)",
+            f"prefill chunk {dep.prefill_chunk:,} tokens (vLLM's max_num_batched_tokens default, vllm/engine/arg_utils.py)",
         ))
     else:
         assumptions.append(Assumption("activation workspace", "given", "--activation", dep.activation_bytes))
@@ -199,9 +200,9 @@ def fit(spec: ModelSpec, dep: Deployment) -> MemoryPlan:
         overhead = CUDA_CONTEXT_BYTES + non_torch
         assumptions += [
             Assumption("CUDA context", "per process, outside PyTorch's allocator",
-                       "engines.md §2.7: ≈0.6 GiB for CUDA context and NCCL on an H100", CUDA_CONTEXT_BYTES),
+                       "SGLang logs 0.4-2.5 GiB below the total before loading (CUDA context, NCCL)", CUDA_CONTEXT_BYTES),
             Assumption("non-torch memory", "cuBLAS workspaces" + (", NCCL buffers" if tp * pp > 1 else ""),
-                       f"llm-d measurement, vLLM on H100 at TP{'>=2' if tp * pp > 1 else '=1'} (peers.md)", non_torch),
+                       f"llm-d planner's measurement, vLLM on H100 at TP{'>=2' if tp * pp > 1 else '=1'}", non_torch),
         ]
     else:
         overhead = dep.overhead_bytes

@@ -1,6 +1,6 @@
 """TensorRT-LLM's paged KV cache: a fraction of the memory left after the profiled peak.
 
-From TensorRT-LLM's sources (``../shared/research/engines.md`` §4): PyTorch backend
+From TensorRT-LLM's sources (https://github.com/NVIDIA/TensorRT-LLM, main in 2026): PyTorch backend
 ``tensorrt_llm/_torch/pyexecutor/_util.py: KvCacheCreator`` (available = (total - peak + temporary
 KV) x free_gpu_memory_fraction, 0.9 by default; tokens_per_block 32), per-token size
 ``resource_manager.py: KVCacheManager.get_cache_size_per_token`` (2 x head_dim x KV heads // TP x

@@ -1,7 +1,7 @@
 """vLLM's memory accounting, per rank, as vLLM itself does it.
 
 Read from vLLM 0.33.0's Python sources (paths relative to the ``vllm`` package) and written in
-our own words; ``../shared/research/engines.md`` §1 is the longer description. The figures this
+our own words; the file and function behind each rule are named where it is applied. The figures this
 module produces are the ones vLLM logs at start-up: ``Available KV cache memory``, ``GPU KV cache
 size: N tokens``, ``Maximum concurrency for L tokens per request: C x`` (and ``# GPU blocks`` on
 the V0 line), or the error it stops with.
@@ -49,7 +49,8 @@ RELEASES: dict[str, Release] = {
     # v1/core/kv_cache_utils.py update_kv_cache_capacity logs one combined line.
     "current": Release("current", "vLLM >= 0.21 (V1, CUDA-graph memory profiled)", 0.92, True, 2, False, True),
     # Before 0.21: utilization 0.90, graphs not subtracted (users left headroom), sliding windows
-    # reserve one batch of in-flight tokens (engines.md §1.3, §1.9 "older versions").
+    # reserve one batch of in-flight tokens (utils/memory_profiling of the 0.6-0.20 sources; sliding-window
+    # max_memory_usage_bytes of that time: min(W - 1 + max_num_batched_tokens, L)).
     "v1": Release("v1", "vLLM 0.8-0.20 (V1 engine)", 0.90, False, 1, False, False),
     # V0 engine (<= 0.7, and 0.8-0.10 with VLLM_USE_V1=0): num_gpu_blocks = available //
     # (block_size x layers x 2 x heads x head_dim x bytes); logs "# GPU blocks: N".
@@ -325,7 +326,7 @@ def capture_sizes(max_num_seqs: int, max_num_tokens: int, gpu: GPU) -> tuple[int
 # 0.03-0.35 GiB at TP=1), plus custom all-reduce and NCCL buffers at TP>1 (0.44 GiB at TP=2 in
 # v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default).
 NON_TORCH_TP1_BYTES = {
-    "current": int(0.27 * GiB),  # engines.md §1.14: consumed 15.26 GiB = 14.99 GiB loaded + 0.27 GiB
+    "current": int(0.27 * GiB),  # published 0.2x log, Llama-3.1-8B, 80 GB: consumed 15.26 GiB = 14.99 loaded + 0.27
     "v1": int(0.05 * GiB),  # v0.10.2dev_a100_qwen3-0.6b (0.54 GiB above the weights in all)
     "v0": int(0.2 * GiB),  # 0.35 GiB in v0.6.4_rtx3090_llama3.1-8b, 0.03-0.05 in the 0.7-0.8 V0 logs
 }
@@ -346,9 +347,10 @@ class ActivationModel:
 
 ACTIVATION = {
     # V1 with torch.compile fuses the MLP: 1 x hidden + 1 x intermediate per token; the sampler
-    # holds ~2 logits tensors at once in the current line (engines.md §1.14: Llama-3.1-8B,
-    # activation peak + CUDA-graph estimate 1.44 GiB with 1024 x 128256 fp32 logits).
-    "current": ActivationModel(1.0, 1.0, 2.0, "engines.md §1.14 (Llama-3.1-8B on an 80 GB GPU)"),
+    # holds ~2 logits tensors at once in the current line (a published start-up log of Llama-3.1-8B-Instruct
+    # on an 80 GB GPU at utilization 0.92: activation peak + CUDA-graph estimate 1.44 GiB with 1024 x 128256
+    # fp32 logits; "Available KV cache memory: 56.21 GiB", "GPU KV cache size: 460,496 tokens").
+    "current": ActivationModel(1.0, 1.0, 2.0, "a published vLLM log of Llama-3.1-8B on an 80 GB GPU"),
     # 0.8-0.20: same forward; the sampler of that time held ~3.4 logits tensors (gpt-oss-120b TP2
     # log: 0.69 GiB peak activation for 256 x 201088 logits; Qwen3-0.6B A100 log).
     "v1": ActivationModel(1.0, 1.0, 3.4, "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b"),
@@ -356,7 +358,7 @@ ACTIVATION = {
     # 2.07 GiB for 20000 tokens and 2.99 GiB for 29000, i.e. 110.7 KB per token).
     "v0": ActivationModel(3.0, 3.0, 1.0, "v0.6.4_rtx3090_llama3.1-8b (two runs)"),
 }
-GRAPH_BYTES_PER_LAYER = int(0.11 * MiB)  # CUDA-graph memory per capture size and decoder layer (engines.md §1.14)
+GRAPH_BYTES_PER_LAYER = int(0.11 * MiB)  # CUDA-graph memory per capture size and decoder layer (same log)
 
 
 def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
@@ -602,7 +604,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     concurrency = num_blocks / per_req if per_req else 0.0
     kv_tokens = int(concurrency * max_len)
     if rel.key == "v1" and layout.groups:
-        # 0.8-0.20 printed num_blocks // num_groups x block_size (engines.md §1.9, older V1)
+        # 0.8-0.20 printed num_blocks // num_groups x block_size (v1/core/kv_cache_utils.py of those releases)
         kv_tokens = num_blocks // len(layout.groups) * block_size
     if rel.v0_blocks:
         kv_tokens = num_blocks * block_size

@@ -1,6 +1,7 @@
 """Read a vLLM start-up log of any release line: the settings it shows and the figures it reports.
 
-Formats (engines.md §1.5): V0 ``# GPU blocks: N`` (later ``# cuda blocks``); 0.6-0.8 ``Memory
+Formats (vLLM 0.33.0 ``vllm/v1/worker/gpu_worker.py`` and ``vllm/v1/core/kv_cache_utils.py``; older
+lines from the published logs in tests/data/vllm_logs/): V0 ``# GPU blocks: N`` (later ``# cuda blocks``); 0.6-0.8 ``Memory
 profiling takes ... model weights take W GiB; non_torch_memory takes N GiB; PyTorch activation peak
 memory takes A GiB; the rest of the memory reserved for KV Cache is K GiB`` and
 ``Memory profiling results: ... kv_cache_size=K GiB``; V1 ``Available KV cache memory: X GiB`` with

@@ -33,15 +33,15 @@ class Lever:
 
 @record
 class RuleOfThumb:
-    """The seed's back-of-envelope reading of FP8 weights (seed 000's decision frame): the nominal size times the
-    byte each parameter saves, split over the GPUs, divided by one whole sequence's KV cache."""
+    """The back-of-envelope reading of FP8 weights (nominal weight bytes saved / KV per sequence): the nominal size
+    times the byte each parameter saves, split over the GPUs, divided by one whole sequence's KV cache."""
 
     nominal_params: int  # the size in the model's name ("70b"), else its parameter count
     saved_per_param: int  # bytes: the checkpoint's bytes per parameter minus FP8's one
     gpus: int
     freed_bytes: int  # per GPU
     sequence_bytes: int  # one whole sequence's KV cache at the context, on one GPU
-    count: int  # freed GB over the sequence's GiB, the two numbers divided as they are printed (the seed's 35 / 2.5)
+    count: int  # freed GB over the sequence's GiB, divided as printed (70B at TP=2: 35 / 2.5)
     count_one_unit: int  # freed bytes // sequence bytes
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..units import GiB, fmt_bytes
+from .words import plural
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,8 +56,8 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
 
     good = [d for d in rows if d.serves]
     engine = _engine_label(rows[0].engine if rows else "")
-    out = [f"{model}: {concurrency:,} requests of {context:,} tokens at once, with {engine}'s rules "
-           f"(at most {max_gpus} GPUs, " + (f"{gpus_per_node} per node)" if gpus_per_node else "nodes as each GPU comes)"),
+    out = [f"{model}: {plural(concurrency, 'request')} of {context:,} tokens at once, with {engine}'s rules "
+           f"(at most {max_gpus} GPUs, " + (f"{gpus_per_node} per node)" if gpus_per_node else "node sizes from the GPU catalog)"),
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
     if good:
         out.append(table(
@@ -67,7 +68,7 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
             right=[True, False, True, False, False, False, True, True, True, True]))
         best = good[0]
         argv = launch.argv_for(model, best.settings)
-        each = f" ({best.replicas} replicas of {best.tp * best.pp} GPU(s), each running)" if best.replicas > 1 else ""
+        each = f" ({best.replicas} replicas of {plural(best.tp * best.pp, 'GPU')}, each running)" if best.replicas > 1 else ""
         note = launch.checkpoint_note(model, getattr(best.settings, "quantization", None))
         out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}", *([f"  ({note})"] if note else []),
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
@@ -111,14 +112,18 @@ def fewest_doc(model: str, d: Deployment | None) -> dict[str, Any] | None:
             "max_concurrency": d.max_concurrency, "kv_cache_bytes": d.kv_cache_bytes, "launch": launch_doc(model, d)}
 
 
+def _requests(n: int) -> str:
+    return "request" if abs(n) == 1 else "requests"
+
+
 def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context: int, engine: str = "vllm") -> str:
     if d is None:
-        within = "64 GPUs" if engine == "vllm" else "one node of 8 GPUs"
-        return f"Fewest {gpu} for {batch:,} x {context:,}-token requests: none within {within}"
+        within = "64 GPUs" if engine == "vllm" else "one node"
+        return f"Fewest {gpu} for {batch:,} x {context:,}-token {_requests(batch)}: none within {within}"
     from ..plan import launch
 
     note = launch.checkpoint_note(model, getattr(d.settings, "quantization", None))
-    return (f"Fewest {gpu} for {batch:,} x {context:,}-token requests: {d.num_gpus} ({_layout(d)}), holding "
+    return (f"Fewest {gpu} for {batch:,} x {context:,}-token {_requests(batch)}: {d.num_gpus} ({_layout(d)}), holding "
             f"{d.max_concurrency:,} at once" + ("" if d.replicas == 1 else f" over {d.replicas} servers")
             + f":\n  {launch.command(launch.argv_for(model, d.settings))}" + (f"\n  ({note})" if note else ""))
 
@@ -154,11 +159,14 @@ def _engine_label(engine: str) -> str:
 
 
 def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engine: str = "vllm") -> list[str]:
-    """The back-of-envelope reading of FP8 weights (seed 000's) beside the real bytes and vLLM's count."""
+    """The back-of-envelope reading of FP8 weights (nominal weight bytes saved / KV per sequence) beside the real
+    bytes and the engine's count."""
     gb, gib = thumb.freed_bytes / 1e9, thumb.sequence_bytes / GiB
-    out = [f"rule of thumb (seed 000): {_size(thumb.nominal_params)} params x {thumb.saved_per_param} byte saved / "
-           f"{thumb.gpus} GPU{'s' if thumb.gpus > 1 else ''} = {gb:.1f} GB per GPU; {gb:.1f} / {gib:.3g} GiB per "
-           f"{context:,}-token sequence = {thumb.count:+,} requests (GB over GiB, as the seed divides them: "
+    s = "" if thumb.saved_per_param == 1 else "s"
+    out = [f"back-of-envelope (nominal weight bytes saved / KV per sequence): {_size(thumb.nominal_params)} params x "
+           f"{thumb.saved_per_param} byte{s} saved / {thumb.gpus} GPU{'s' if thumb.gpus > 1 else ''} = {gb:.1f} GB per "
+           f"GPU; {gb:.1f} / {gib:.3g} GiB per {context:,}-token sequence = {thumb.count:+,} "
+           f"request{'' if abs(thumb.count) == 1 else 's'} (GB over GiB, as such estimates mix them: "
            f"{thumb.count_one_unit:+,} in one unit)"]
     if fp8 is not None and fp8.freed_bytes > 0:
         naive = fp8.freed_bytes // thumb.sequence_bytes
@@ -169,10 +177,11 @@ def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engi
     return out
 
 
-def _signed(n: int, units: str) -> str:
+def _signed(n: int, units: str, gb: bool = True) -> str:
+    """A signed size in ``units``, with its decimal GB beside a GiB figure when ``gb`` (the tables leave it out)."""
     if round(n / 1e8) == 0:  # less than 0.05 GB: block rounding, not a change worth a sign
         return fmt_bytes(0, units)
-    return ("+" if n > 0 else "-") + fmt_bytes(abs(n), units) + f" ({n / 1e9:+.1f} GB)"
+    return ("+" if n > 0 else "-") + fmt_bytes(abs(n), units) + (f" ({n / 1e9:+.1f} GB)" if gb and units == "GiB" else "")
 
 
 def levers_table(rows: list[Lever], context: int, units: str) -> str:
@@ -180,7 +189,7 @@ def levers_table(rows: list[Lever], context: int, units: str) -> str:
 
     return "What each lever buys:\n" + table(
         ["lever", "flag", "GPUs", "KV per GPU", "frees per GPU", "requests", "added"],
-        [[r.name, r.flag, str(r.gpus), fmt_bytes(max(r.kv_cache_bytes, 0), units), _signed(r.freed_bytes, units),
+        [[r.name, r.flag, str(r.gpus), fmt_bytes(max(r.kv_cache_bytes, 0), units), _signed(r.freed_bytes, units, gb=False),
           f"{r.concurrency:,}" + (f" at {r.context:,}" if r.context != context else "") + ("" if r.starts else " (fails)"),
           f"{r.added:+,}"] for r in rows],
         right=[False, False, True, True, True, True, True])
@@ -190,13 +199,13 @@ def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[
                 thumb: RuleOfThumb | None = None, engine: str = "vllm") -> str:
     out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, {_engine_label(engine)}'s rules:",
            f"as configured: {fmt_bytes(baseline.kv_cache_bytes, units)} of KV cache per GPU, "
-           f"{baseline.concurrency:,} requests at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
+           f"{plural(baseline.concurrency, 'request')} at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
     out.append(levers_table(rows, context, units))
     same = [r for r in rows if r.context == context and r.starts]  # levers that keep the requests' length
     best = max(same, key=lambda r: (r.added / r.gpus, r.added), default=None)
     if best is not None and best.added > 0:
         freed = f": {_signed(best.freed_bytes, units)} per GPU" if round(best.freed_bytes / 1e8) else ""
-        out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token requests"]
+        out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token {_requests(best.added)}"]
     if thumb is not None:
         out += ["", *rule_of_thumb_text(thumb, next((r for r in rows if r.name == "FP8 weights"), None), context, engine)]
     return "\n".join(out)

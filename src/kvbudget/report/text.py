@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 from ..units import fmt_bytes, fmt_small
 from .verdict import verdict_text
+from .words import plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -166,8 +168,9 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         out += [
             "",
             f"Requests of {p.max_model_len:,} tokens held at once: {most:,}",
-            f"Longest context for {batch} requests at once:  {longest:,}",
-            f"Verdict: {'fits' if ok else 'does not fit'}: {batch} x {p.max_model_len:,}-token requests "
+            f"Longest context for {plural(batch, 'request')} at once:  {longest:,}",
+            f"Verdict: {'fits' if ok else 'does not fit'}: {batch:,} x {p.max_model_len:,}-token "
+            + ("request " if batch == 1 else "requests ")
             + (f"fit in the pool ({p.max_concurrency:.2f}x)" if ok else f"need more than the pool's {p.max_concurrency:.2f}x"),
         ]
     elif batch is not None:
@@ -221,7 +224,7 @@ def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None
     """llama.cpp's context: cells, streams, the KV caches to the byte, and where memory goes."""
     out = [
         f"{p.model} with llama.cpp on {p.gpu}; weights {p.weights_format}",
-        f"n_ctx {p.n_ctx:,} ({p.n_seq_max} sequence(s), {'unified' if p.unified else f'{p.n_stream} streams'}), "
+        f"n_ctx {p.n_ctx:,} ({plural(p.n_seq_max, 'sequence')}, {'unified' if p.unified else f'{p.n_stream} streams'}), "
         f"n_ctx_seq {p.n_ctx_seq:,}, KV cache {p.type_k}/{p.type_v}",
         "",
         table(["part", units], [
@@ -251,12 +254,17 @@ def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: l
         table(["part", units], [["weights per GPU", fmt_bytes(row.weights_bytes, units)],
                                 ["KV cache budget per GPU", fmt_bytes(row.kv_budget_bytes, units)]]),
         f"budget rule: {row.budget_rule}; unit: {row.unit}",
-        f"KV tokens: {row.kv_tokens:,}; requests of {row.context:,} tokens at once: {row.max_concurrency:.2f}",
+        f"KV tokens: {row.kv_tokens:,}; requests of {row.context:,} tokens at once: {_whole(row.max_concurrency):,}",
     ]
     if lines:
         out += ["", f"{row.engine} will log:" if row.starts else f"{row.engine} will fail:", *(f"  {line}" for line in lines)]
     out += [n if n.startswith("warning:") else f"note: {n}" for n in notes]
     return "\n".join(out)
+
+
+def _whole(concurrency: float) -> int:
+    """Requests held at once: the whole ones of a pool's concurrency (the engine's own "x" figure keeps decimals)."""
+    return max(int(concurrency), 0)
 
 
 def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: str,
@@ -265,10 +273,142 @@ def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: s
     out.append(table(
         ["engine", "weights", "KV budget", "KV tokens", "requests at once", "starts"],
         [[r.engine, fmt_bytes(r.weights_bytes, units), fmt_bytes(r.kv_budget_bytes, units), f"{r.kv_tokens:,}",
-          f"{r.max_concurrency:.2f}" + ("" if r.context == context else f" at {r.context:,}"),
+          f"{_whole(r.max_concurrency):,}" + ("" if r.context == context else f" at {r.context:,}"),
           "yes" if r.starts else "no (see its fit)"]
          for r in rows]))
     out += ["", "Why they differ:"]
     out += [f"  {r.engine}: budget = {r.budget_rule}; allocated in {r.unit}" for r in rows]
     out += [f"Not compared: {engine}: {why}" for engine, why in omitted]
     return "\n".join(out)
+
+
+# --- 120 columns -------------------------------------------------------------------------------------------------
+
+WIDTH = 120
+_LAUNCHERS = ("vllm serve ", "python -m ", "python3 -m ", "llama-server ", "llama-cli ", "trtllm-serve ", "docker run ",
+              "kvbudget ", "ollama ")
+
+
+def fit_width(text: str, width: int = WIDTH) -> str:
+    """``text`` with every line at most ``width`` columns where it can be: a table too wide has its widest text
+    column wrapped onto continuation rows; a shell command is continued with `` \\`` (still copyable); any other
+    line is wrapped at spaces under a hanging indent. A single word longer than the width stays whole."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        spans = _rule_spans(lines[i + 1]) if i + 1 < len(lines) and lines[i].strip() else None
+        if spans:
+            j = i + 2
+            while j < len(lines) and _in_table(lines[j], spans):
+                j += 1
+            block = lines[i:j]
+            out += _fit_table(block, spans, width) if max(map(len, block)) > width else block
+            i = j
+            continue
+        out += _fit_line(lines[i], width)
+        i += 1
+    return "\n".join(out)
+
+
+def _rule_spans(line: str) -> list[tuple[int, int]] | None:
+    """The columns of a table's ``---  ---`` rule (two or more), as (start, end) offsets."""
+    if not line.startswith("-") or set(line) - {"-", " "} or "   " in line:
+        return None
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for part in line.split("  "):
+        if not part or set(part) != {"-"}:
+            return None
+        spans.append((start, start + len(part)))
+        start += len(part) + 2
+    return spans if len(spans) >= 2 else None
+
+
+def _in_table(line: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``line`` is a row of the table: not blank, and blank in every gap between columns."""
+    return bool(line.strip()) and all(not line[e:s].strip() for (_, e), (s, _) in pairwise(spans))
+
+
+def _words(text: str, width: int) -> list[str]:
+    """``text`` greedily wrapped at spaces into pieces of at most ``width`` (a longer word stays whole; a list's
+    comma at the end of a piece that would overflow is dropped, the line break separating the items)."""
+    pieces: list[str] = []
+    for word in text.split(" "):
+        if pieces and len(pieces[-1]) + 1 + len(word) <= width:
+            pieces[-1] += " " + word
+        else:
+            pieces.append(word)
+    return [p[:-1] if len(p) > width and p.endswith(",") and n < len(pieces) - 1 else p for n, p in enumerate(pieces)] or [""]
+
+
+def _fit_table(block: list[str], spans: list[tuple[int, int]], width: int) -> list[str]:
+    bounds = [*spans[:-1], (spans[-1][0], max(map(len, block)))]
+    cells = [[line[s:e].strip() for s, e in bounds] for line in block[:1] + block[2:]]
+    left = [all(not line[s:e] or line[s] != " " for line in block[:1] + block[2:]) for s, e in bounds]
+    widths = [max(len(row[k]) for row in cells) for k in range(len(bounds))]
+    wrapped = [[[c] for c in row] for row in cells]
+    tried: set[int] = set()
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        free = [k for k in range(len(widths)) if left[k] and k not in tried and any(" " in r[k] for r in cells)]
+        if not free:
+            break
+        # flags and commands are copied: a column of them is wrapped last
+        k = max(free, key=lambda c: (not any(r[c].startswith("-") for r in cells), widths[c]))
+        tried.add(k)
+        target = max(8, widths[k] - (sum(widths) + 2 * (len(widths) - 1) - width))
+        for n, row in enumerate(cells):
+            wrapped[n][k] = _words(row[k], target)
+        widths[k] = max(len(p) for r in wrapped for p in r[k])
+
+    def line(parts: list[str]) -> str:
+        return "  ".join(p.ljust(w) if lf else p.rjust(w) for p, w, lf in zip(parts, widths, left, strict=False)).rstrip()
+
+    out: list[str] = []
+    for n, parts in enumerate(wrapped):
+        depth = max(len(c) for c in parts)
+        out += [line([c[d] if d < len(c) else "" for c in parts]) for d in range(depth)]
+        if n == 0:
+            out.append(line(["-" * w for w in widths]))
+    return out
+
+
+def _fit_line(line: str, width: int) -> list[str]:
+    if len(line) <= width:
+        return [line]
+    body = line.lstrip(" ")
+    indent = len(line) - len(body)
+    if body.startswith(_LAUNCHERS) or (body.split(" ", 1)[0].count("=") == 1 and " vllm " in body):
+        return _fit_command(body, indent, width)
+    hang = " " * (indent + (4 if body.startswith("- ") else 2))
+    out = [" " * indent]
+    for word in body.split(" "):
+        if out[-1].strip() and len(out[-1]) + 1 + len(word) > width:
+            out.append(hang + word)
+        else:
+            out[-1] += (" " if out[-1].strip() else "") + word
+    return out
+
+
+def _fit_command(body: str, indent: int, width: int) -> list[str]:
+    """A shell command continued with `` \\`` at spaces outside quotes, each line within ``width``."""
+    words: list[str] = []
+    quote = ""
+    current = ""
+    for ch in body:
+        if ch == " " and not quote:
+            words.append(current)
+            current = ""
+            continue
+        if ch in "'\"" and (not quote or quote == ch):
+            quote = "" if quote else ch
+        current += ch
+    words.append(current)
+    out = [" " * indent]
+    for word in words:
+        if out[-1].strip() and len(out[-1]) + 1 + len(word) > width - 2:
+            out[-1] += " \\"
+            out.append(" " * (indent + 4) + word)
+        else:
+            out[-1] += ("" if not out[-1].strip() else " ") + word
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..units import fmt_bytes
+from .words import plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
 def verdict_text(p: MemoryPlan, units: str = "GiB") -> str:
     """One sentence: does it fit, and if not, what does."""
     where = f" (pipeline stage {p.stage}, the fullest)" if p.pp > 1 else ""
+    load = f"{p.batch:,} x {p.context:,}-token " + ("sequence needs" if p.batch == 1 else "sequences need")
 
     def b(n: int) -> str:
         return fmt_bytes(n, units)
@@ -27,16 +29,16 @@ def verdict_text(p: MemoryPlan, units: str = "GiB") -> str:
     if p.verdict == "no_token":
         return (
             f"does not fit: {b(p.kv_cache_bytes)} is left for the KV cache{where}, not enough for one token of "
-            f"{p.batch} sequences; use more GPUs (--tp/--pp), --kv-dtype fp8 or smaller weights"
+            f"{plural(p.batch, 'sequence')}; use more GPUs (--tp/--pp), --kv-dtype fp8 or smaller weights"
         )
     if p.verdict == "fits":
         return (
-            f"fits: {p.batch} x {p.context:,}-token sequences need {b(p.kv_needed_bytes)} of the "
-            f"{b(p.kv_cache_bytes)} left for the KV cache; up to {p.max_batch:,} sequences at this context"
+            f"fits: {load} {b(p.kv_needed_bytes)} of the "
+            f"{b(p.kv_cache_bytes)} left for the KV cache; up to {plural(p.max_batch or 0, 'sequence')} at this context"
         )
-    most = f"at most {p.max_batch:,} sequences" if p.max_batch else "not one sequence"
+    most = f"at most {plural(p.max_batch, 'sequence')}" if p.max_batch else "not one sequence"
     return (
-        f"does not fit: {p.batch} x {p.context:,}-token sequences need {b(p.kv_needed_bytes)} of KV cache, "
+        f"does not fit: {load} {b(p.kv_needed_bytes)} of KV cache, "
         f"{b(p.kv_cache_bytes)} is left{where}; {most} at {p.context:,} tokens, "
-        f"or {p.max_context:,} tokens at batch {p.batch}"
+        f"or {plural(p.max_context, 'token')} at batch {p.batch:,}"
     )

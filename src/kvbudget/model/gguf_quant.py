@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .spec import ModelSpec
+    from .weights import WeightFormat
 
 
 @record
@@ -95,6 +96,11 @@ _FALLBACK = {  # tensor_type_fallback: a 256-block type whose row is not whole b
     "iq3_xxs": "iq4_nl", "iq3_s": "iq4_nl", "iq4_xs": "iq4_nl",
     "q2_K": "q4_0", "q3_K": "q4_0", "q4_K": "q5_0", "q5_K": "q5_1", "q6_K": "q8_0",
 }
+
+
+def other_engine(text: str) -> InputError:
+    """The error for a GGUF file type given to an engine that does not read GGUF."""
+    return InputError(f"{text.strip()[:40]} is a llama.cpp GGUF type: use --engine llama.cpp, or give the .gguf file")
 
 
 def is_preset(text: str) -> bool:
@@ -255,20 +261,10 @@ def _rule(t: QTensor, ftype: str, new: str, m: QuantModel, tied: bool, has_imatr
         if n_exp == 8:
             new = "q8_0"
         return new
-    if cat == "attn_k":
-        if n_exp == 8:
-            return "q8_0"
-        if ftype == "IQ3_XS":
-            return "iq3_xxs"
-        if ftype == "IQ3_XXS":
-            return "iq2_s"
-        return new
-    if cat == "attn_q":
-        if ftype == "IQ3_XS":
-            return "iq3_xxs"
-        if ftype == "IQ3_XXS":
-            return "iq2_s"
-        return new
+    if cat in ("attn_k", "attn_q"):
+        if cat == "attn_k" and n_exp == 8:
+            return "q8_0"  # as attn_v: the 8-expert model spends ~128 MB on it
+        return {"IQ3_XS": "iq3_xxs", "IQ3_XXS": "iq2_s"}.get(ftype, new)
     if cat == "ffn_down":
         i, n = layer("ffn_down")
         counters["ffn_down"] += 1
@@ -501,6 +497,14 @@ def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GG
             layers[section] += nb
     return GGUFWeights(ftype=ftype, tensors=tuple(tensors), types=types, head_bytes=head, layer_bytes=tuple(layers),
                        tail_bytes=tail, elements=elements)
+
+
+def weight_format(text: str) -> WeightFormat:
+    """The weight format of a llama.cpp file type (``q4_k_m``, ``Q8_0``, ``bf16`` ...)."""
+    from .weights import WeightFormat
+
+    ftype = parse_ftype(text)
+    return WeightFormat("gguf", label=f"GGUF {ftype}", ftype=ftype, dense_dtype="bf16")
 
 
 def file_name(model: str, ftype: str) -> str:

@@ -86,7 +86,7 @@ def test_compare_rows_that_do_not_start_hold_nothing_and_none_vanish(capsys: pyt
 
 def test_engine_flags_are_refused_where_the_engine_does_not_read_them(capsys: pytest.CaptureFixture[str]) -> None:
     cases = [
-        (["--engine", "llama.cpp", "--weights-dtype", "q4_k_m"], "--weights-dtype is not read under --engine llama.cpp"),
+        (["--weights-dtype", "q4_k_m"], "q4_k_m is a llama.cpp GGUF type: use --engine llama.cpp"),
         (["--engine", "llama.cpp", "--batch", "8"], "use --np"),
         (["--np", "4"], "--np is not read under --engine vllm: use --max-num-seqs"),
         (["--engine", "sglang", "--gpu-memory-utilization", "0.8"], "use --mem-fraction-static"),

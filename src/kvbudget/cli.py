@@ -290,13 +290,12 @@ _FIT_FLAG_ENGINES: dict[str, tuple[str, ...]] = {
     "num_gpus": ("vllm", "sglang", "trtllm", "llama.cpp", "textbook"),
     "batch": ("vllm", "sglang", "trtllm", "transformers", "textbook"),
     "kv_dtype": ("vllm", "sglang", "trtllm", "textbook"),
-    "weights_dtype": ("vllm", "sglang", "trtllm", "transformers", "textbook"),
+    "weights_dtype": ("vllm", "sglang", "trtllm", "llama.cpp", "transformers", "textbook"),
 }
 # what to give instead, where the engine has its own spelling of the setting
 _INSTEAD = {
     ("llama.cpp", "batch"): "--np (llama-server's parallel sequences)",
     ("llama.cpp", "kv_dtype"): "--ctk and --ctv (the K and V cache types)",
-    ("llama.cpp", "weights_dtype"): "a GGUF file as MODEL (its tensor types are the weights)",
     ("llama.cpp", "pp"): "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)",
     ("sglang", "gpu_memory_utilization"): "--mem-fraction-static", ("trtllm", "gpu_memory_utilization"): "--free-gpu-memory-fraction",
     ("vllm", "mem_fraction_static"): "--gpu-memory-utilization", ("vllm", "free_gpu_memory_fraction"): "--gpu-memory-utilization",
@@ -315,6 +314,12 @@ def _refuse_other_engines_flags(args: argparse.Namespace, defaults: dict[str, ob
         instead = _INSTEAD.get((args.engine, dest))
         raise InputError(f"{flag} is not read under --engine {args.engine}"
                          + (f": use {instead}" if instead else f" (it is a setting of {', '.join(engines)})"))
+    weights = getattr(args, "weights_dtype", None)
+    if args.engine != "llama.cpp" and isinstance(weights, str):
+        from .model.gguf_quant import is_preset, other_engine
+
+        if is_preset(weights):  # Q4_K_M, IQ4_XS ...: only llama.cpp reads them
+            raise other_engine(weights)
 
 
 def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
@@ -480,7 +485,16 @@ def _fit_llamacpp(args: argparse.Namespace) -> str:
         devices=_parallelism(args)[0],  # --num-gpus / --tp: layers split over the GPUs (-sm layer, -ts even)
         **({"build": args.llamacpp_build} if args.llamacpp_build else {}),
     )
-    p = plan(load_model(args.model), api._device(args.gpu, args.gpu_memory), settings)
+    spec = load_model(args.model)
+    if args.weights_dtype != "auto":  # a llama-quantize file type (Q4_K_M, Q8_0, ...) made from the model
+        from ._record import replace
+        from .model import gguf_quant
+
+        if spec.weight_format is not None and spec.weight_format.name == "stored":
+            raise InputError(f"{args.model} is a GGUF file: its tensor types are the weights "
+                             "(drop --weights-dtype, or give the original model to plan what llama-quantize makes)")
+        spec = replace(spec, weight_format=gguf_quant.weight_format(args.weights_dtype))
+    p = plan(spec, api._device(args.gpu, args.gpu_memory), settings)
     return _render_llamacpp(args, p, [], settings)
 
 
@@ -498,7 +512,10 @@ def _render_llamacpp(args: argparse.Namespace, p: object, warnings: list[str], s
 
         doc = json_doc.llamacpp_doc(p, warnings)  # type: ignore[arg-type]
         if settings is not None:
-            doc["launch"] = _launch_doc(p.model, settings, 1)  # type: ignore[attr-defined]
+            served = p.served_file or p.model  # type: ignore[attr-defined]  # a GGUF type: the file llama-quantize writes
+            doc["launch"] = _launch_doc(served, settings, 1)
+            if p.served_file:  # type: ignore[attr-defined]
+                doc["launch"]["note"] = next(n for n in p.notes if "llama-quantize" in n)  # type: ignore[attr-defined]
         return json_doc.dumps(doc)
     from .report import text
 

@@ -99,6 +99,7 @@ class LlamaCppPlan:
     weights_format: str
     device_bytes: tuple[int, ...] = ()  # weights + KV + compute buffer on each GPU
     kv_device_bytes: tuple[int, ...] = ()  # each GPU's "KV buffer size"
+    served_file: str = ""  # a llama-quantize file type: the .gguf it writes, which llama-server -m serves
 
 
 def _kv_dims(layer: Layer) -> tuple[int, int]:
@@ -220,11 +221,22 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     gpu_w = cpu_w = 0
     w_dev = [0] * devices
     inv = spec.inventory
-    head = sum(fmt.tensor_bytes(t) for t in inv.head)
-    tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
-    priced: dict[int, int] = {}  # equal layers share one block tuple (params.inventory): price each once
-    per_layer = [priced[id(block)] if id(block) in priced else priced.setdefault(id(block), sum(fmt.tensor_bytes(t) for t in block))
-                 for block in inv.layers]
+    load_lines: tuple[str, ...] = ()
+    out_file = ""
+    if fmt.name == "gguf":  # a llama-quantize file type: each tensor's type depends on its place (gguf_quant)
+        from ..model import gguf_quant
+
+        gw = gguf_quant.gguf_weights(spec, fmt.ftype)
+        head, tail, per_layer, load_lines = gw.head_bytes, gw.tail_bytes, list(gw.layer_bytes), gw.log_lines()
+        out_file = gguf_quant.file_name(spec.name, fmt.ftype)
+        notes.append(f"weights as llama-quantize writes them: llama-quantize {gguf_quant.file_name(spec.name, 'BF16')} "
+                     f"{out_file} {fmt.ftype}; serve it with llama-server -m {out_file}")
+    else:
+        head = sum(fmt.tensor_bytes(t) for t in inv.head)
+        tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
+        priced: dict[int, int] = {}  # equal layers share one block tuple (params.inventory): price each once
+        per_layer = [priced[id(block)] if id(block) in priced else priced.setdefault(id(block), sum(fmt.tensor_bytes(t) for t in block))
+                     for block in inv.layers]
     for il, layer_bytes in enumerate(per_layer):
         if gpu is not None and device_of[il] >= 0:
             gpu_w += layer_bytes
@@ -272,8 +284,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     per_device = tuple(w_dev[d] + c[f"kv_dev{d}"] + compute for d in range(devices)) if gpu is not None else ()
     total_gpu = max(per_device) if per_device else 0
     fits = gpu is None or total_gpu <= gpu.memory_bytes
-    lines = _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl, n_layer, gpu_w, cpu_w,
-                       output, compute, s)
+    lines = load_lines + _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl, n_layer, gpu_w,
+                                    cpu_w, output, compute, s)
     if c["n_ctx_seq"] < train and not auto_ctx:
         notes.append(f"n_ctx_seq ({c['n_ctx_seq']}) < n_ctx_train ({train}) -- the full capacity of the model will not be utilized")
     return LlamaCppPlan(
@@ -285,7 +297,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         output_bytes=output, compute_bytes=compute, offloaded=min(ngl, n_layer + 1), n_layer=n_layer,
         total_gpu_bytes=total_gpu, fits=fits, fit_note=fit_note, log_lines=lines, notes=tuple(notes),
         device_bytes=per_device, kv_device_bytes=tuple(c[f"kv_dev{d}"] for d in range(devices)) if gpu is not None else (),
-        weights_format=fmt.describe(),
+        weights_format=fmt.describe(), served_file=out_file,
     )
 
 

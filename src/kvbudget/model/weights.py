@@ -51,6 +51,7 @@ class WeightFormat:
     expert_padding: tuple[int, int] = (0, 0)  # an engine pads expert matrices: (hidden, intermediate) multiples
     label: str = ""  # how to describe it, where the name alone does not say (e.g. "GGUF Q4_K")
     exact: bool = False  # tensors' ``stored`` bytes are this format's bytes, read from the checkpoint
+    ftype: str = ""  # name "gguf": the llama.cpp file type (Q4_K_M, ...), priced tensor by tensor (gguf_quant)
 
     @property
     def quantized(self) -> bool:
@@ -99,6 +100,8 @@ class WeightFormat:
             return _cdiv(n, 2) + rows * _cdiv(cols, 32)
         if name == "nvfp4":  # 16 fp4 values share one fp8 scale; fp32 global + input scales
             return _cdiv(n, 2) + rows * _cdiv(cols, 16) + 8
+        if name == "gguf":  # its types depend on each tensor's place in the model: gguf_quant.gguf_weights
+            raise InputError(f"{self.describe()} is a llama.cpp file type: plan it with --engine llama.cpp")
         raise InputError(f"unknown weight format {name!r}")  # pragma: no cover - guarded by parse
 
     def tensor_bytes(self, t: Tensor, tp: int = 1) -> int:
@@ -130,6 +133,10 @@ def parse_weight_format(text: str, dense_dtype: str = "bf16") -> WeightFormat:
     key = text.strip().lower().replace("-", "_")
     key = _FORMAT_ALIASES.get(key, key)
     if key not in WEIGHT_FORMATS:
+        from .gguf_quant import is_preset, other_engine
+
+        if is_preset(text):
+            raise other_engine(text)
         raise InputError(f"unknown weights dtype {text!r}: use one of {', '.join(WEIGHT_FORMATS)}")
     if key in ("bf16", "fp16", "fp32"):
         return WeightFormat(key, dense_dtype=key)

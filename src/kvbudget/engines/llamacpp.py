@@ -229,8 +229,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         gw = gguf_quant.gguf_weights(spec, fmt.ftype)
         head, tail, per_layer, load_lines = gw.head_bytes, gw.tail_bytes, list(gw.layer_bytes), gw.log_lines()
         out_file = gguf_quant.file_name(spec.name, fmt.ftype)
-        notes.append(f"weights as llama-quantize writes them: llama-quantize {gguf_quant.file_name(spec.name, 'BF16')} "
-                     f"{out_file} {fmt.ftype}; serve it with llama-server -m {out_file}")
+        notes.append(f"weights as llama-quantize writes them (serve the result with llama-server -m {out_file}):")
+        notes.append(f"llama-quantize {gguf_quant.file_name(spec.name, 'BF16')} {out_file} {fmt.ftype}")
     else:
         head = sum(fmt.tensor_bytes(t) for t in inv.head)
         tail = sum(fmt.tensor_bytes(t) for t in inv.tail)

@@ -563,7 +563,10 @@ def check_fit_doc(doc: dict[str, Any]) -> None:
     assert mem["total_bytes"] > 0
     for key in ("weights_bytes", "activation_bytes", "overhead_bytes"):
         assert mem[key] >= 0
-    assert sum(mem[k] for k in MEMORY_PARTS) == mem["total_bytes"]
+    # the parts add up to the GPU; where weights, activations and overhead exceed it, the KV cache is 0 and the
+    # excess is short_bytes
+    assert mem["kv_cache_bytes"] >= 0 and doc["short_bytes"] >= 0 and not (mem["kv_cache_bytes"] and doc["short_bytes"])
+    assert sum(mem[k] for k in MEMORY_PARTS) - doc["short_bytes"] == mem["total_bytes"]
     assert _is_int(doc["kv_per_sequence_bytes"])
     assert _is_int(doc["kv_needed_bytes"])
     assert doc["kv_needed_bytes"] == doc["batch"] * doc["kv_per_sequence_bytes"]
@@ -584,8 +587,7 @@ def check_fit_doc(doc: dict[str, Any]) -> None:
     assert doc["max_context"] >= 0
 
     per_seq = doc["kv_per_sequence_bytes"]
-    kv = mem["kv_cache_bytes"]
-    if kv >= 0:
+    if not doc["short_bytes"]:
         assert _is_int(doc["max_batch"])
         mb = doc["max_batch"]
         # KV for max_batch sequences fits beside their own activations (test_fit checks the round trip)

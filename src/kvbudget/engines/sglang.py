@@ -15,7 +15,7 @@ from ..hardware import GPU
 from ..kvcache import check_tp, serving_dtype
 from ..model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
 from ..model.spec import ModelSpec
-from ..parallel import stages
+from ..parallel import pp_partition, stages
 from ..units import GiB, InputError, MiB, element_type
 from .vllm import rotary_cache_bytes
 
@@ -133,6 +133,7 @@ KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "")
 
 def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     check_tp(spec, s.tp)
+    pp_partition(spec.num_layers, s.pp)  # more stages than layers is refused before anything is sized
     notes: list[str] = []
     gpu_mib = gpu.nvidia_smi_mib or (round(gpu.memory_bytes / MiB) if not gpu.custom else None)
     chunk, max_bs = _tiers(gpu_mib, s.tp)
@@ -152,7 +153,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         frac = frac * factor
         notes.append(f"default mem_fraction_static scaled by {factor:.4f} for the vision encoder")
     if not 0 < frac < 1:
-        raise InputError(f"--mem-fraction-static must be in (0, 1), got {frac}")
+        if s.mem_fraction_static is not None:
+            raise InputError(f"--mem-fraction-static must be in (0, 1), got {frac}")
+        raise InputError(f"SGLang's default mem_fraction_static works out to {frac:.3f} on {gpu.name} at TP={s.tp} PP={s.pp} "
+                         "(server_args.py reserves more than the GPU has): give --mem-fraction-static")
     model_dtype = serving_dtype(spec)
     if s.kv_cache_dtype not in KV_DTYPES:  # server_args.py: the --kv-cache-dtype choices
         raise InputError(f"SGLang's --kv-cache-dtype is one of {', '.join(KV_DTYPES[:-1])}, not {s.kv_cache_dtype!r}")

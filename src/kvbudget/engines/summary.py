@@ -29,7 +29,7 @@ class EngineRow:
 
 def vllm_row(p: VllmPlan) -> EngineRow:
     return EngineRow(
-        "vllm", p.weights_bytes, p.available_kv_cache_bytes, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
+        "vllm", p.weights_bytes, max(p.available_kv_cache_bytes, 0) if p.starts else 0, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
         p.starts, f"{p.utilization:g} x total memory, minus the profiled weights, activations and CUDA graphs",
         f"blocks of {p.block_size} tokens",
     )
@@ -45,7 +45,7 @@ def sglang_row(p: SGLangPlan) -> EngineRow:
 
 def trtllm_row(p: TrtllmPlan) -> EngineRow:
     return EngineRow(
-        "trtllm", p.weights_bytes, p.available_bytes, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
+        "trtllm", p.weights_bytes, max(p.available_bytes, 0) if p.starts else 0, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
         "0.9 x the memory left after the profiled peak", f"blocks of {p.tokens_per_block} tokens",
     )
 

@@ -66,10 +66,11 @@ def fit_doc(p: MemoryPlan, units: str = "GiB") -> dict[str, Any]:
         "memory": {
             "total_bytes": p.total_bytes,
             "weights_bytes": p.weights_bytes,
-            "kv_cache_bytes": p.kv_cache_bytes,
+            "kv_cache_bytes": max(p.kv_cache_bytes, 0),  # nothing is left when the rest exceeds the GPU
             "activation_bytes": p.activation_bytes,
             "overhead_bytes": p.overhead_bytes,
         },
+        "short_bytes": max(-p.kv_cache_bytes, 0),  # by how much weights, activations and overhead exceed the GPU
         "weights_by_role": dict(p.weights_by_role),
         "replicated_by_role": dict(p.replicated_by_role),
         "weights_format": p.weights_format,
@@ -83,7 +84,7 @@ def fit_doc(p: MemoryPlan, units: str = "GiB") -> dict[str, Any]:
         # the keys every engine's document carries: tokens of the context the KV space holds, requests of the
         # context at once, and whether the weights load at all
         "kv_cache_tokens": (p.max_batch or 0) * p.context,
-        "max_concurrency": round(p.kv_cache_bytes / p.kv_per_sequence_bytes, 4) if p.kv_per_sequence_bytes else None,
+        "max_concurrency": round(max(p.kv_cache_bytes, 0) / p.kv_per_sequence_bytes, 4) if p.kv_per_sequence_bytes else None,
         "starts": p.verdict != "weights_exceed",
         "max_context": p.max_context,
         "max_context_is_model_limit": p.max_context_capped,
@@ -157,7 +158,9 @@ def vllm_doc(
             "non_torch_bytes": p.non_torch_bytes,
             "activation_bytes": p.activation_bytes,
             "cudagraph_bytes": p.cudagraph_bytes,
-            "kv_cache_bytes": p.available_kv_cache_bytes,
+            # the KV cache vLLM allocates: none when it does not start (available_kv_cache_bytes below is
+            # vLLM's own signed figure, as it logs it)
+            "kv_cache_bytes": max(p.available_kv_cache_bytes, 0) if p.starts else 0,
             "overhead_bytes": p.non_torch_bytes + p.cudagraph_bytes,
         },
         "batch": batch,

@@ -64,7 +64,8 @@ def kv_text(r: KVReport, units: str) -> str:
 
 def fit_text(p: MemoryPlan, units: str) -> str:
     par = f"TP={p.tp} PP={p.pp}" + (f", fullest stage {p.stage} (layers {p.stage_layers[0]}..{p.stage_layers[0] + p.stage_layers[1] - 1})" if p.pp > 1 else "")
-    kv_left = fmt_bytes(p.kv_cache_bytes, units) if p.kv_cache_bytes >= 0 else f"-{fmt_bytes(-p.kv_cache_bytes, units)}"
+    # weights, activations and overhead beyond the GPU: nothing is left, and the table says by how much it is short
+    kv_left = fmt_bytes(p.kv_cache_bytes, units) if p.kv_cache_bytes >= 0 else f"none, {fmt_bytes(-p.kv_cache_bytes, units)} short"
 
     def pct(n: int) -> str:
         return f"{100 * n / p.total_bytes:5.1f}%"
@@ -73,7 +74,7 @@ def fit_text(p: MemoryPlan, units: str) -> str:
         ["weights", fmt_bytes(p.weights_bytes, units), pct(p.weights_bytes)],
         ["activation workspace", fmt_bytes(p.activation_bytes, units), pct(p.activation_bytes)],
         ["runtime overhead", fmt_bytes(p.overhead_bytes, units), pct(p.overhead_bytes)],
-        ["KV cache (what is left)", kv_left, pct(p.kv_cache_bytes)],
+        ["KV cache (what is left)", kv_left, pct(max(p.kv_cache_bytes, 0))],
         ["total", fmt_bytes(p.total_bytes, units), pct(p.total_bytes)],
     ]
     out = [

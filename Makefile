@@ -29,8 +29,10 @@ lint: $(TEST_STAMP)
 	$(BIN)/mypy
 
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.
+# The fuzzers also run here, briefly (25 examples each), so that they cannot rot between `make fuzz` runs.
 test: lint
-	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; [ $$rc -eq 0 ] || exit $$rc
+	KVBUDGET_FUZZ_EXAMPLES=25 $(BIN)/python -m pytest tests/fuzz -m fuzz
 
 # Every benchmarks/bench_*.py, each printing medians of several runs against its target.
 bench: $(TEST_STAMP)

@@ -149,7 +149,7 @@ def test_safetensors_header(header: dict[str, Any], data_size: int, lie: bool) -
     from kvbudget.model.safetensors_reader import parse_header, read_safetensors
 
     raw = json.dumps(header).encode()
-    _returns_or_input_error(lambda: parse_header(raw, "fuzz", "model.safetensors", data_size))
+    _returns_or_input_error(lambda: parse_header(raw, "fuzz", data_size))
     length = len(raw) if not lie else data_size
     _in_file(struct.pack("<Q", max(0, min(length, 2**64 - 1))) + raw, "model.safetensors", read_safetensors)
 

@@ -48,7 +48,7 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         parsed = load_json(text, where)
     except InputError as exc:
-        named = _CONSTANT.search(text) if "JSON allows" in str(exc) else None
+        named = _CONSTANT.search(text) if "unexpected character" in str(exc) else None
         field = f": field {named.group(1)!r} is {named.group(2)}, give a number" if named else ""
         raise ConfigError(f"{exc}{field}") from None
     if not isinstance(parsed, dict):

@@ -1,0 +1,88 @@
+"""inputs.py: bounded reads, strict JSON and YAML, number checks — each failure an InputError naming the input."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kvbudget import inputs
+from kvbudget.units import InputError
+
+
+def test_files_are_regular_and_capped(tmp_path: Path) -> None:
+    small = tmp_path / "a.json"
+    small.write_text('{"a": 1}')
+    assert inputs.read_text(str(small), "config", 100) == '{"a": 1}'
+    with pytest.raises(InputError, match="more than the 4 kvbudget reads"):
+        inputs.read_text(str(small), "config", 4)
+    with pytest.raises(InputError, match="no such file"):
+        inputs.read_text(str(tmp_path / "missing"), "config", 100)
+    with pytest.raises(InputError, match="is a folder"):
+        inputs.read_text(str(tmp_path), "config", 100)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # reading it would block forever: refused before it is opened
+    with pytest.raises(InputError, match="not a regular file"):
+        inputs.read_text(str(fifo), "log", 100)
+    with pytest.raises(InputError, match="not a regular file"):
+        inputs.read_bytes("/dev/zero", "log", 100)
+    (tmp_path / "latin1").write_bytes(b"caf\xe9")
+    with pytest.raises(InputError, match="not UTF-8 text"):
+        inputs.read_text(str(tmp_path / "latin1"), "options", 100)
+    assert inputs.read_text(str(tmp_path / "latin1"), "log", 100, errors="replace") == "caf\ufffd"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"a": NaN}', "not valid JSON"), ('{"a": Infinity}', "not valid JSON"), ('{"a": -Infinity}', "not valid JSON"),
+    ("[" * 2000 + "]" * 2000, "nested more than 1,024 levels"), (b'{"a": "\xff"}', "not UTF-8"),
+    ('{"a": 1', "not valid JSON"), ("", "not valid JSON"),
+])
+def test_json_is_strict(text: str | bytes, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        inputs.load_json(text, "x.json")
+
+
+def test_json_matches_the_standard_library_on_valid_documents() -> None:
+    doc = {"a": [1, 2.5, None, True, "é"], "b": {"c": -3, "d": 2**63 - 1}, "e": ""}
+    text = json.dumps(doc)
+    assert inputs.load_json(text, "x") == json.loads(text) == inputs.load_json(text.encode(), "x")
+    # an integer past 64 bits comes back as a float (no count accepts it); past a double's range it is refused
+    big = inputs.load_json('{"heads": ' + "9" * 30 + "}", "x")["heads"]
+    assert isinstance(big, float)
+    with pytest.raises(InputError, match="not valid JSON"):
+        inputs.load_json('{"heads": ' + "9" * 5000 + "}", "x")
+    with pytest.raises(InputError, match="at most"):
+        inputs.whole(big, "num_attention_heads", 1, 1 << 20)
+
+
+def test_yaml_aliases_depth_and_digits_are_bounded() -> None:
+    # each level repeats the one before 4 times: 4^40 items once expanded, 160 aliases as written
+    bomb = "a0: &a0 [x, x]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]\n" for i in range(1, 41))
+    with pytest.raises(InputError, match="aliases"):
+        inputs.load_yaml(bomb, "options.yaml")
+    with pytest.raises(InputError, match="nested more than"):
+        inputs.load_yaml("[" * 500 + "]" * 500, "options.yaml")
+    with pytest.raises(InputError, match="thousands of digits"):
+        inputs.load_yaml("n: " + "9" * 5000, "options.yaml")
+    with pytest.raises(InputError, match="not valid YAML"):
+        inputs.load_yaml("a: !!python/object/apply:os.system ['true']", "options.yaml")
+    assert inputs.load_yaml("a: 1\nb: [1, 2]\n", "options.yaml") == {"a": 1, "b": [1, 2]}
+
+
+@pytest.mark.parametrize("value", [True, "8", None, [8], 1.5, float("nan"), float("inf"), -1, 10**30])
+def test_whole_numbers(value: object) -> None:
+    with pytest.raises(InputError, match="num_heads"):
+        inputs.whole(value, "num_heads", 0, 1 << 20)
+
+
+def test_whole_and_real_accept_what_they_should() -> None:
+    assert inputs.whole(8.0, "n", 1, 10) == 8 and inputs.whole(8, "n") == 8
+    assert inputs.real(0.9, "fraction", 0, 1, lo_open=True) == 0.9
+    with pytest.raises(InputError, match="above 0"):
+        inputs.real(0, "fraction", 0, 1, lo_open=True)
+    with pytest.raises(InputError, match="finite"):
+        inputs.real(float("nan"), "fraction", 0, 1)
+    assert inputs.excerpt("x" * 1000).endswith("...") and len(inputs.excerpt("x" * 1000)) == 60
+    assert "digits" in inputs.excerpt(10**40)

@@ -30,6 +30,7 @@ PEAK_TARGET = 200 * 2**20
 
 def run(case_id: str, root: Path, measure_memory: bool) -> tuple[float, int]:
     case = CASES[case_id]
+    root.mkdir(parents=True, exist_ok=True)
     args = case.build(root)
     old_stdin = sys.stdin
     if case.stdin is not None:

@@ -128,6 +128,25 @@ def _from_hub(ref: str) -> dict[str, Any]:
     return data
 
 
+def _planned_gguf(path: str) -> ModelSpec | None:
+    """A GGUF file that is not here but is named as kvbudget names what llama-quantize makes of a catalog
+    model (``Llama-3.1-8B-Instruct-Q4_K_M.gguf``, in the launch commands it prints): that model with that
+    file type, so that a printed command reads back to the same plan. None for any other name."""
+    stem = os.path.basename(path)[: -len(".gguf")]
+    base, _, ftype = stem.rpartition("-")
+    entry = catalog.find(base) if base else None
+    if entry is None:
+        return None
+    from .gguf_quant import is_preset, weight_format
+
+    if not is_preset(ftype):
+        return None
+    spec = spec_from_config(entry.config, name=entry.id)
+    note = (f"{os.path.basename(path)} is not here: planned as llama-quantize makes it from {entry.id} "
+            f"({ftype.upper()}, tensor by tensor)")
+    return replace(spec, weight_format=weight_format(ftype), notes=(*spec.notes, note))
+
+
 def load_model(ref: str) -> ModelSpec:
     """Resolve a model reference: a GGUF file (its header only), a path to a config.json or a folder
     holding one (with its ``*.safetensors``, the weights are their headers' exact bytes), a catalog id
@@ -137,6 +156,9 @@ def load_model(ref: str) -> ModelSpec:
         raise UnknownModel("empty model name: give a catalog name (see `kvbudget models`) or a config.json path")
     path = os.path.expanduser(ref)
     if path.lower().endswith(".gguf"):
+        planned = None if os.path.lexists(path) else _planned_gguf(path)
+        if planned is not None:
+            return planned
         from .gguf_spec import spec_from_gguf
 
         return spec_from_gguf(path)

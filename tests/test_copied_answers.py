@@ -137,3 +137,16 @@ def test_transformers_has_a_verdict_and_counts_agree_in_number(capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "Longest context for 1 request at once:" in out and "1 x 8,192-token request\n" in out
     assert "1 requests" not in out
+
+
+def test_llamacpp_gguf_preset_launch_reads_back_to_the_same_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "RTX4090", "--engine", "llama.cpp", "--weights-dtype", "q4_k_m",
+                "--context", "16384", "--np", "2", "--json")
+    command = doc["launch"]["command"]
+    assert command.startswith("llama-server -m Llama-3.1-8B-Instruct-Q4_K_M.gguf")
+    back = _explained(capsys, command, "RTX4090")
+    assert back["memory"] == doc["memory"]
+    assert back["memory"]["weights_bytes"] == 4_617_396_224  # the CUDA0 model buffer a real Q4_K_M load prints
+    # a name that is not a catalog model's quantized file is a missing file, as before
+    assert main(["explain", "--gpu", "RTX4090", "--", "llama-server", "-m", "Nope-Q4_K_M.gguf"]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -5,6 +5,7 @@ One JSON file per GPU under ``hardware_data/``, each figure with its source.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -88,10 +89,16 @@ def _read(path: str) -> GPU:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _all() -> tuple[GPU, ...]:
+    """The GPU catalog files, read once per process (they ship with the package and do not change)."""
+    paths = (os.path.join(DATA_DIR, n) for n in os.listdir(DATA_DIR) if n.endswith(".json"))
+    return tuple(sorted((_read(p) for p in paths), key=lambda g: (g.vendor, g.memory_bytes, g.name)))
+
+
 def gpus() -> list[GPU]:
     """Every catalog GPU, by vendor then memory."""
-    paths = (os.path.join(DATA_DIR, n) for n in os.listdir(DATA_DIR) if n.endswith(".json"))
-    return sorted((_read(p) for p in paths), key=lambda g: (g.vendor, g.memory_bytes, g.name))
+    return list(_all())
 
 
 def find_gpu(name: str) -> GPU:

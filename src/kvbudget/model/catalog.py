@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -54,10 +55,16 @@ def _read(path: str) -> CatalogEntry:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _all() -> tuple[CatalogEntry, ...]:
+    """The catalog files, read once per process (they ship with the package and do not change)."""
+    paths = (os.path.join(CATALOG_DIR, n) for n in os.listdir(CATALOG_DIR) if n.endswith(".json"))
+    return tuple(sorted((_read(p) for p in paths), key=lambda e: e.id.lower()))
+
+
 def entries() -> list[CatalogEntry]:
     """Every catalog entry, sorted by id."""
-    paths = (os.path.join(CATALOG_DIR, n) for n in os.listdir(CATALOG_DIR) if n.endswith(".json"))
-    return sorted((_read(p) for p in paths), key=lambda e: e.id.lower())
+    return list(_all())
 
 
 def _matches(entry: CatalogEntry, key: str) -> bool:

@@ -20,21 +20,23 @@ class Case:
     build: Builder  # writes files under the folder it is given, returns the argv for kvbudget
     expect: int = 2
     stdin: bytes | None = None
+    expect_in: str = ""  # a piece of the error line the case is about (case-insensitive), so that it cannot pass
+    #                      on some other error
 
 
 CASES: dict[str, Case] = {}
 
 
-def add(case_id: str, build: Builder, expect: int = 2, stdin: bytes | None = None) -> None:
+def add(case_id: str, build: Builder, expect: int = 2, stdin: bytes | None = None, expect_in: str = "") -> None:
     if case_id in CASES:
         raise ValueError(f"duplicate hostile case id {case_id}")
-    CASES[case_id] = Case(case_id, build, expect, stdin)
+    CASES[case_id] = Case(case_id, build, expect, stdin, expect_in)
 
 
-def argv(case_id: str, args: Iterable[str], expect: int = 2) -> None:
+def argv(case_id: str, args: Iterable[str], expect: int = 2, expect_in: str = "") -> None:
     """A case that needs no files."""
     fixed = list(args)
-    add(case_id, lambda _root: list(fixed), expect)
+    add(case_id, lambda _root: list(fixed), expect, expect_in=expect_in)
 
 
 def write(root: Path, name: str, data: str | bytes) -> str:

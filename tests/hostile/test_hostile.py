@@ -70,6 +70,7 @@ def test_hostile_input(case_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert len(lines) == 1 and lines[0].startswith("kvbudget: error: "), err[:1000]
     assert len(lines[0]) <= MAX_LINE, lines[0][:500]
     assert "Traceback" not in err
+    assert CASES[case_id].expect_in.lower() in lines[0].lower(), (CASES[case_id].expect_in, lines[0])
 
 
 def test_corpus_is_large() -> None:

@@ -27,25 +27,34 @@ class EngineRow:
     unit: str  # the allocation unit
 
 
+def row(engine: str, weights: int, kv_budget: int, kv_tokens: int, concurrency: float, context: int, starts: bool,
+        rule: str, unit: str) -> EngineRow:
+    """A row as the user reads it: an engine that does not start holds no KV cache, no token and no request
+    (its own signed figures stay in its plan), and a budget is never negative."""
+    if not starts:
+        kv_budget, kv_tokens, concurrency = 0, 0, 0.0
+    return EngineRow(engine, weights, max(kv_budget, 0), kv_tokens, concurrency, context, starts, rule, unit)
+
+
 def vllm_row(p: VllmPlan) -> EngineRow:
-    return EngineRow(
-        "vllm", p.weights_bytes, max(p.available_kv_cache_bytes, 0) if p.starts else 0, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
+    return row(
+        "vllm", p.weights_bytes, p.available_kv_cache_bytes, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
         p.starts, f"{p.utilization:g} x total memory, minus the profiled weights, activations and CUDA graphs",
         f"blocks of {p.block_size} tokens",
     )
 
 
 def sglang_row(p: SGLangPlan) -> EngineRow:
-    return EngineRow(
-        "sglang", p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_concurrency, p.context_len,
+    return row(
+        "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
         p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:g}) x free memory before loading",
         f"pages of {p.page_size:,} token" + ("" if p.page_size == 1 else "s"),
     )
 
 
 def trtllm_row(p: TrtllmPlan) -> EngineRow:
-    return EngineRow(
-        "trtllm", p.weights_bytes, max(p.available_bytes, 0) if p.starts else 0, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
+    return row(
+        "trtllm", p.weights_bytes, p.available_bytes, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
         "0.9 x the memory left after the profiled peak", f"blocks of {p.tokens_per_block} tokens",
     )
 
@@ -60,7 +69,7 @@ def llamacpp_row(p: LlamaCppPlan, context: int | None = None) -> EngineRow:
         k = max(range(len(p.device_bytes)), key=lambda d: p.device_bytes[d])
         kv = p.kv_device_bytes[k]
         weights = max(p.device_bytes[k] - kv - p.compute_bytes, 0)
-    return EngineRow(
+    return row(
         "llama.cpp", weights, kv, tokens, float(min(p.n_seq_max, per_slot)),
         length, p.fits, "exactly n_ctx cells (-c); llama-server auto-fits n_ctx to free memory minus 1 GiB, 4 slots",
         "cells (n_ctx padded to 256)",
@@ -71,7 +80,6 @@ def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str 
             pp: int = 1) -> tuple[tuple[EngineRow, ...], tuple[tuple[str, str], ...]]:
     """The same model, GPU and context under each engine's defaults: the rows, and the engines left out
     with the reason. An engine that does not start holds no tokens and no requests."""
-    from .._record import replace
     from . import llamacpp, sglang, trtllm, vllm
 
     fp8 = kv_dtype.startswith("fp8")
@@ -95,6 +103,4 @@ def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str 
         from . import transformers_engine
 
         rows.append(transformers_engine.row(transformers_engine.plan(spec, gpu, 1, context)))
-    rows = [r if r.starts else replace(r, kv_tokens=0, max_concurrency=0.0, kv_budget_bytes=max(r.kv_budget_bytes, 0))
-            for r in rows]
     return tuple(rows), tuple(omitted)

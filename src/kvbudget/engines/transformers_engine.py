@@ -16,6 +16,7 @@ from ..model.weights import WeightFormat
 from ..units import GiB, InputError, element_type
 from . import transformers_cache
 from .summary import EngineRow
+from .summary import row as summary_row
 from .textbook import CUDA_CONTEXT_BYTES, activation_bytes
 
 
@@ -78,6 +79,6 @@ def row(p: TransformersPlan) -> EngineRow:
     rule = ("grows by one token per sequence per step (DynamicCache)" if p.kind == "dynamic"
             else "allocated for max_cache_len up front (StaticCache)")
     # the cache of as many sequences as fit (no budget rule: memory is taken until it runs out)
-    return EngineRow("transformers", p.weights_bytes, p.max_batch * p.cache_per_sequence_bytes, p.max_batch * p.context,
+    return summary_row("transformers", p.weights_bytes, p.max_batch * p.cache_per_sequence_bytes, p.max_batch * p.context,
                      float(p.max_batch), p.context, p.starts, rule + "; no budget: sequences until memory runs out, "
                      "each with its unchunked prefill", "one K and one V tensor per layer")

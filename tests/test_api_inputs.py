@@ -99,7 +99,7 @@ def test_good_arguments_answer(func: str) -> None:
 
 
 def test_messages_name_the_parameter_as_the_cli_does() -> None:
-    with pytest.raises(kvbudget.InputError, match="--context must be a positive integer"):
+    with pytest.raises(kvbudget.InputError, match="--context is -5: it must be at least 1"):
         kvbudget.kv(SPEC, context=-5)
     with pytest.raises(kvbudget.InputError, match="--batch must be a whole number"):
         kvbudget.fit(SPEC, gpu="H100", batch=NAN)

@@ -141,7 +141,7 @@ def test_custom_gpu_memory() -> None:
         ({"gpu": "H100", "context": 0}, "--context"),
         ({"gpu": "H100", "batch": -1}, "--batch"),
         ({"gpu": "H100", "prefill_chunk": 0}, "--prefill-chunk"),
-        ({"gpu_memory": -5}, "GPU memory must be positive"),
+        ({"gpu_memory": -5}, "gpu_memory \\(bytes\\) is -5: it must be at least 1"),
         ({}, "give a GPU"),
         ({"gpu": "H100", "overhead_bytes": -1}, "--overhead"),
     ],

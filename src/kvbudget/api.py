@@ -19,10 +19,10 @@ from .engines.textbook import fit as _fit
 from .hardware import GPU, custom_gpu
 from .hardware import find_gpu as _find_gpu
 from .inputs import excerpt, real, whole
-from .kvcache import MAX_BATCH, MAX_CONTEXT, check_positive
+from .kvcache import MAX_BATCH, MAX_CONTEXT, MAX_PARALLEL
 from .model.resolve import load_model as _load_model
 from .model.spec import ModelSpec
-from .units import InputError
+from .units import MAX_SIZE, InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["InputError", "TextbookPlan", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency",
            "max_context", "vllm_plan"]
 
-MAX_PARALLEL = 1024  # tp, pp: the CLI's limit (kvcache.check_tp)
-MAX_BYTES = 1 << 50  # a memory figure beyond any one GPU (1 PiB)
 MAX_NAME = 4096  # characters in a model reference, a GPU name, a dtype
 
 
@@ -53,11 +51,7 @@ class TextbookPlan(MemoryPlan):
 
 def _count(name: str, value: object, limit: int, lo: int = 1) -> int:
     """A whole number in [lo, limit] (not a bool, a string, None, NaN or a fraction)."""
-    number = whole(value, name)
-    if lo == 1:
-        check_positive(name, number, limit)
-        return number
-    return whole(number, name, lo=lo, hi=limit)
+    return whole(value, name, lo=lo, hi=limit)
 
 
 def _maybe_count(name: str, value: object, limit: int, lo: int = 1) -> int | None:
@@ -145,7 +139,7 @@ def fit(
     device = _device(gpu, gpu_memory)
     for name, value in (("--overhead", overhead_bytes), ("--activation", activation_bytes),
                         ("--weights-memory", weights_bytes)):
-        _maybe_count(name, value, MAX_BYTES, lo=0)
+        _maybe_count(name, value, MAX_SIZE, lo=0)
     dep = Deployment(
         gpu=device, tp=_count("--tp", tp, MAX_PARALLEL), pp=_count("--pp", pp, MAX_PARALLEL),
         weights=_name("--weights-dtype", weights_dtype), kv_dtype=_name("--kv-dtype", kv_dtype),
@@ -159,10 +153,7 @@ def fit(
 
 def _device(gpu: object, gpu_memory: object) -> GPU:
     if gpu_memory is not None:
-        size = whole(gpu_memory, "gpu_memory (bytes)")
-        if size <= 0:
-            raise InputError(f"GPU memory must be positive, got {size}")
-        return custom_gpu(_count("gpu_memory (bytes)", size, MAX_BYTES))
+        return custom_gpu(_count("gpu_memory (bytes)", gpu_memory, MAX_SIZE))
     if isinstance(gpu, GPU):
         return gpu
     if gpu is not None:

@@ -100,7 +100,7 @@ def _size0(text: str) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print one JSON document (schema in the README)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (schema in docs/json-schema.md)")
     p.add_argument("--units", choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9")
     p.add_argument("--wide", action="store_true", help="print full-width tables and lines (default: fit 120 columns)")
 
@@ -546,7 +546,7 @@ def _explain(args: argparse.Namespace) -> str:
         words = words[1:]
     if not words:
         raise InputError("give the launch command after --, e.g. kvbudget explain --gpu H100 -- vllm serve MODEL")
-    _no_own_flags_after_dashes(words)
+    _no_own_flags_after_dashes(words, "explain --gpu H100 -- " + " ".join(words[:3]))
     program = next((w for w in words if "=" not in w or w.startswith("-")), "")
     if os.path.basename(program) in _LLAMACPP_PROGRAMS:
         return _explain_llamacpp(args, words)
@@ -560,19 +560,23 @@ def _explain(args: argparse.Namespace) -> str:
     return _render_vllm(args, p, fixes, extra)
 
 
-def _no_own_flags_after_dashes(words: list[str]) -> None:
-    """kvbudget's own output flags given after ``--`` would be read as the engine's: say so."""
+def _no_own_flags_after_dashes(words: list[str], example: str) -> None:
+    """kvbudget's own output flags given after ``--`` would be read as the engine's: say so, with ``example``
+    (the user's command up to its ``--``) rewritten the right way round."""
     for word in words:
         name = word.partition("=")[0]
         if name in ("--json", "--units"):
+            command, _, rest = example.partition(" ")
+            own = f"{name}{' GB' if name == '--units' else ''}"
             raise InputError(f"{name} is kvbudget's flag, not the engine's: put it before the -- "
-                             f"(e.g. kvbudget explain {name}{' GB' if name == '--units' else ''} --gpu H100 -- vllm serve MODEL)")
+                             f"(e.g. kvbudget {command} {own} {rest} ...)")
 
 
 def _check(args: argparse.Namespace) -> str:
     from . import inputs
     from .engines.vllm_check import check_log
 
+    _no_own_flags_after_dashes(list(args.flags), f"check {args.log} --")
     if args.log == "-":  # standard input, bounded like a file
         text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
         if len(text) > inputs.MAX_LOG_BYTES:
@@ -580,7 +584,6 @@ def _check(args: argparse.Namespace) -> str:
     else:
         text = inputs.read_text(args.log, "log", inputs.MAX_LOG_BYTES, errors="replace")
     flags = list(args.flags)
-    _no_own_flags_after_dashes(flags)
     if "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text:
         return _check_llamacpp(args, text)
     if "KV Cache is allocated" in text or "[TensorRT-LLM]" in text or "[TRT-LLM]" in text:

@@ -36,19 +36,20 @@ def bytes_per_sequence(layers: Sequence[Layer], seq_len: int, dtype: ElementType
 
 
 def check_positive(name: str, value: int, limit: int) -> None:
-    if value <= 0:
-        raise InputError(f"{name} must be a positive integer, got {value}")
-    if value > limit:
-        raise InputError(f"{name} {value:,} is beyond any real deployment (limit {limit:,})")
+    """A whole number from 1 to ``limit`` (the limit: beyond any real deployment)."""
+    from .inputs import whole
+
+    whole(value, name, 1, limit)
 
 
 MAX_CONTEXT = 1 << 27  # 134M tokens
 MAX_BATCH = 1 << 20
+MAX_PARALLEL = 1024  # TP or PP degree, GPUs in a deployment
 
 
 def check_tp(spec: ModelSpec, tp: int) -> None:
     """TP must split the attention heads evenly, and split or replicate the KV heads."""
-    check_positive("--tp", tp, 1024)
+    check_positive("--tp", tp, MAX_PARALLEL)
     heads = spec.dims.num_attention_heads
     if heads % tp:
         divisors = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0]

@@ -108,8 +108,10 @@ def parse_size(text: str, allow_zero: bool = False) -> int:
         value = float(number) if len(number) <= 40 else -1.0
     except ValueError:
         value = -1.0
-    if not unit and value == 0 and allow_zero:
-        return 0
+    if not unit and value == 0:
+        if allow_zero:
+            return 0
+        raise InputError(f"memory size {shown!r} must be positive, e.g. 48GiB")
     if not unit and value >= 0 and number and not number.startswith(("+", "-")):
         raise InputError(f"memory size {shown!r} has no unit: write it like {number}GiB, {number}GB or {number}MiB")
     if unit not in _SIZE_UNITS or value < 0 or number.startswith(("+", "-")) or value != value or value == float("inf"):

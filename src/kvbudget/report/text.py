@@ -49,8 +49,8 @@ def kv_text(r: KVReport, units: str) -> str:
         ),
         "",
         f"KV per token:    {fmt_small(r.bytes_per_token)}",
-        f"KV per sequence: {fmt_bytes(r.bytes_per_sequence, units)} at {r.context:,} tokens",
-        f"KV total:        {fmt_bytes(r.total_bytes, units)} for {r.batch} x {r.context:,} tokens",
+        f"KV per sequence: {fmt_bytes(r.bytes_per_sequence, units)} at {plural(r.context, 'token')}",
+        f"KV total:        {fmt_bytes(r.total_bytes, units)} for {r.batch:,} x {plural(r.context, 'token')}",
         "",
         f"Total KV cache ({units}) by batch size x context length:",
         table(["batch"] + [_tokens(c) for c in r.contexts],
@@ -172,7 +172,8 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
             f"Longest context for {plural(batch, 'request')} at once:  {longest:,}",
             f"Verdict: {'fits' if ok else 'does not fit'}: {batch:,} x {p.max_model_len:,}-token "
             + ("request " if batch == 1 else "requests ")
-            + (f"fit in the pool ({p.max_concurrency:.2f}x)" if ok else f"need more than the pool's {p.max_concurrency:.2f}x"),
+            + (f"fit{'s' if batch == 1 else ''} in the pool ({p.max_concurrency:.2f}x)" if ok
+               else f"need{'s' if batch == 1 else ''} more than the pool's {p.max_concurrency:.2f}x"),
         ]
     elif batch is not None:
         out += ["", "Verdict: does not fit: vLLM will not start (see above)"]

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from .report.words import plural
-from .units import InputError, parse_size
+from .units import InputError, excerpt, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -52,8 +52,7 @@ def _count(text: str) -> int:
     import re
 
     if len(body) > 20 or not re.fullmatch(r"\d{1,3}(,\d{3})+|\d+(_\d+)*", body):
-        shown = text if len(text) <= 24 else text[:21] + "..."
-        raise argparse.ArgumentTypeError(f"{shown!r} is not a whole number (write it like 8192, 8,192 or 8k)")
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number (write it like 8192, 8,192 or 8k)")
     value = int(body.replace(",", "").replace("_", "")) * scale
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
@@ -69,8 +68,7 @@ def _fraction(text: str) -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value <= 1:  # also refuses nan
-        shown = text if len(text) <= 24 else text[:21] + "..."
-        raise argparse.ArgumentTypeError(f"{shown!r} is not a fraction in (0, 1], e.g. 0.9")
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a fraction in (0, 1], e.g. 0.9")
     return value
 
 
@@ -81,7 +79,7 @@ def _layers(text: str) -> int:
     except ValueError:
         value = None
     if value is None:
-        raise argparse.ArgumentTypeError(f"{text[:24]!r} is not a whole number of layers (-1: all)")
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number of layers (-1: all)")
     return max(value, -1)
 
 
@@ -276,7 +274,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 # fit's flags that only some engines read: a flag given under another engine is refused, never ignored.
-_ALL = ("vllm", "sglang", "trtllm", "llama.cpp", "transformers", "textbook")
 _FIT_FLAG_ENGINES: dict[str, tuple[str, ...]] = {
     "vllm_version": ("vllm",), "gpu_memory_utilization": ("vllm",), "max_num_batched_tokens": ("vllm",),
     "block_size": ("vllm",), "enforce_eager": ("vllm",), "dp": ("vllm",),

@@ -10,6 +10,7 @@ import os
 import stat
 
 from .units import InputError
+from .units import excerpt as excerpt  # re-exported: the readers quote input with it
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -23,14 +24,6 @@ MAX_LOG_BYTES = 64 * MiB_
 MAX_OPTIONS_BYTES = 4 * MiB_
 MAX_JSON_DEPTH = 64
 MAX_YAML_ALIASES = 100
-
-
-def excerpt(value: object, limit: int = 60) -> str:
-    """``repr`` of a value, cut to ``limit`` characters, for error messages."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
-        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'thousands of'} digits"
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_file(path: str, what: str, max_bytes: int) -> int:

@@ -77,6 +77,14 @@ _ALIASES = {
 }
 
 
+def excerpt(value: object, limit: int = 60) -> str:
+    """``repr`` of a value, cut to ``limit`` characters, for error messages."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'thousands of'} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def element_type(name: str) -> ElementType:
     """Look up an element type by any of its usual spellings (``bfloat16``, ``fp8``, ``q8_0`` ...)."""
     key = name.strip().lower().replace("-", "_")
@@ -103,7 +111,7 @@ def parse_size(text: str, allow_zero: bool = False) -> int:
     body = text.strip().lower().replace(" ", "")
     number = body.rstrip("kmgtib")
     unit = body[len(number):]
-    shown = text if len(text) <= 40 else text[:37] + "..."
+    shown = excerpt(text, 42)
     try:
         value = float(number) if len(number) <= 40 else -1.0
     except ValueError:
@@ -111,16 +119,16 @@ def parse_size(text: str, allow_zero: bool = False) -> int:
     if not unit and value == 0:
         if allow_zero:
             return 0
-        raise InputError(f"memory size {shown!r} must be positive, e.g. 48GiB")
+        raise InputError(f"memory size {shown} must be positive, e.g. 48GiB")
     if not unit and value >= 0 and number and not number.startswith(("+", "-")):
-        raise InputError(f"memory size {shown!r} has no unit: write it like {number}GiB, {number}GB or {number}MiB")
+        raise InputError(f"memory size {shown} has no unit: write it like {number}GiB, {number}GB or {number}MiB")
     if unit not in _SIZE_UNITS or value < 0 or number.startswith(("+", "-")) or value != value or value == float("inf"):
-        raise InputError(f"cannot read memory size {shown!r}: write it like 48GiB, 80GB or 512MiB")
+        raise InputError(f"cannot read memory size {shown}: write it like 48GiB, 80GB or 512MiB")
     if value * _SIZE_UNITS[unit] > MAX_SIZE:
-        raise InputError(f"memory size {shown!r} is more than 1 PiB: write it like 48GiB, 80GB or 512MiB")
+        raise InputError(f"memory size {shown} is more than 1 PiB: write it like 48GiB, 80GB or 512MiB")
     nbytes = round(value * _SIZE_UNITS[unit])
     if nbytes < 0 or (nbytes == 0 and not allow_zero):
-        raise InputError(f"memory size {shown!r} must be positive")
+        raise InputError(f"memory size {shown} must be positive")
     return nbytes
 
 

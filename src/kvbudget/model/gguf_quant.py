@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .._record import record
-from ..units import GiB, InputError, MiB
+from ..units import GiB, InputError, MiB, excerpt
 from .layers import MLA, FullAttention
 from .params import Tensor
 
@@ -115,8 +115,7 @@ def parse_ftype(text: str) -> str:
     key = text.strip().upper().replace("-", "_")
     key = _ALIASES.get(key, key)
     if key not in FTYPES:
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise InputError(f"unknown llama.cpp file type {shown!r}: use one of {', '.join(FTYPES)}")
+        raise InputError(f"unknown llama.cpp file type {excerpt(text, 42)}: use one of {', '.join(FTYPES)}")
     return key
 
 

@@ -7,8 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .report.words import plural
-from .units import InputError, excerpt, parse_size
+from .units import InputError, excerpt, noun, parse_size, plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -699,7 +698,7 @@ def _fit_other(args: argparse.Namespace) -> str:
     if longest >= 0:
         verdict.append(f"Longest context for {plural(batch, 'request')} at once:  {longest:,}")
     verdict.append(f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch:,} x {context:,}-token "
-                   + ("request" if batch == 1 else "requests"))
+                   + noun(batch, "request"))
     fewest = None
     if held < batch and longest >= 0:
         fewest = api.fewest_gpus(spec, concurrency=batch, context=context, gpu=gpu, weights=(args.weights_dtype,),
@@ -733,8 +732,7 @@ def _fit_transformers(args: argparse.Namespace) -> str:
         return _render_other(args, p, [], {"batch": p.batch, "max_batch": p.max_batch, "fits": p.fits})
     from .units import fmt_bytes
 
-    seqs = "sequence" if p.batch == 1 else "sequences"
-    verdict = (f"Verdict: {'fits' if p.fits else 'does not fit'}: {p.batch:,} x {p.context:,}-token {seqs} in one batch: "
+    verdict = (f"Verdict: {'fits' if p.fits else 'does not fit'}: {p.batch:,} x {p.context:,}-token {noun(p.batch, 'sequence')} in one batch: "
                f"{fmt_bytes(p.total_bytes, args.units)} of {fmt_bytes(gpu.memory_bytes, args.units)}; "
                f"at most {p.max_batch:,} at once")
     return _render_other(args, p, []) + "\n\n" + verdict

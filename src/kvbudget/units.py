@@ -132,6 +132,24 @@ def parse_size(text: str, allow_zero: bool = False) -> int:
     return nbytes
 
 
+# Counts in words: "1 request", "2 requests".
+
+
+def noun(n: int, word: str) -> str:
+    """``word`` as it goes with ``n``: ``request`` for 1 (or -1), ``requests`` otherwise."""
+    return word if abs(n) == 1 else word + "s"
+
+
+def verb(n: int, word: str) -> str:
+    """A present-tense verb agreeing with ``n`` things: ``fits`` for 1, ``fit`` otherwise (``need``/``needs``)."""
+    return word + "s" if abs(n) == 1 else word
+
+
+def plural(n: int, word: str, sign: bool = False) -> str:
+    """``n`` with thousands separators (a sign when ``sign``) and ``word``, plural unless ``n`` is 1 or -1."""
+    return (f"{n:+,}" if sign else f"{n:,}") + " " + noun(n, word)
+
+
 def fmt_bytes(n: int | float, units: str = "GiB", digits: int = 2) -> str:
     """Format a byte count in the given unit, always labelled."""
     scale = UNIT_SCALE[units]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .._record import record
 from ..hardware import GPU
 from ..model.spec import ModelSpec
+from ..units import plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def sglang_row(p: SGLangPlan) -> EngineRow:
     return row(
         "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
         p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:g}) x free memory before loading",
-        f"pages of {p.page_size:,} token" + ("" if p.page_size == 1 else "s"),
+        f"pages of {plural(p.page_size, 'token')}",
     )
 
 

@@ -13,7 +13,7 @@ from .._record import record
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..model.weights import WeightFormat
-from ..units import GiB, InputError, element_type
+from ..units import GiB, InputError, element_type, plural
 from . import transformers_cache
 from .summary import EngineRow
 from .summary import row as summary_row
@@ -59,7 +59,7 @@ def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto
     max_batch = max(free // per_seq, 0) if per_seq else 0
     fits = total <= gpu.memory_bytes
     notes = [
-        f"the cache of the {batch:,} requested sequence{'' if batch == 1 else 's'} of {context:,} tokens: {cache.total:,} B = "
+        f"the cache of the {plural(batch, 'requested sequence')} of {context:,} tokens: {cache.total:,} B = "
         f"{cache.total / GiB:.2f} GiB ({kind})",
         f"total {total / GiB:.2f} GiB of {gpu.memory_bytes / GiB:.2f} GiB: weights + cache + prefill activations + CUDA "
         f"context ({'fits' if fits else 'does not fit'})",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..units import GiB, fmt_bytes
-from .words import plural
+from ..units import GiB, fmt_bytes, noun, plural
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,18 +111,16 @@ def fewest_doc(model: str, d: Deployment | None) -> dict[str, Any] | None:
             "max_concurrency": d.max_concurrency, "kv_cache_bytes": d.kv_cache_bytes, "launch": launch_doc(model, d)}
 
 
-def _requests(n: int) -> str:
-    return "request" if abs(n) == 1 else "requests"
 
 
 def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context: int, engine: str = "vllm") -> str:
     if d is None:
         within = "64 GPUs" if engine == "vllm" else "one node"
-        return f"Fewest {gpu} for {batch:,} x {context:,}-token {_requests(batch)}: none within {within}"
+        return f"Fewest {gpu} for {batch:,} x {context:,}-token {noun(batch, 'request')}: none within {within}"
     from ..plan import launch
 
     note = launch.checkpoint_note(model, getattr(d.settings, "quantization", None))
-    return (f"Fewest {gpu} for {batch:,} x {context:,}-token {_requests(batch)}: {d.num_gpus} ({_layout(d)}), holding "
+    return (f"Fewest {gpu} for {batch:,} x {context:,}-token {noun(batch, 'request')}: {d.num_gpus} ({_layout(d)}), holding "
             f"{d.max_concurrency:,} at once" + ("" if d.replicas == 1 else f" over {d.replicas} servers")
             + f":\n  {launch.command(launch.argv_for(model, d.settings))}" + (f"\n  ({note})" if note else ""))
 
@@ -166,7 +163,7 @@ def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engi
     out = [f"back-of-envelope (nominal weight bytes saved / KV per sequence): {_size(thumb.nominal_params)} params x "
            f"{thumb.saved_per_param} byte{s} saved / {thumb.gpus} GPU{'s' if thumb.gpus > 1 else ''} = {gb:.1f} GB per "
            f"GPU; {gb:.1f} / {gib:.3g} GiB per {context:,}-token sequence = {thumb.count:+,} "
-           f"request{'' if abs(thumb.count) == 1 else 's'} (GB over GiB, as such estimates mix them: "
+           f"{noun(thumb.count, 'request')} (GB over GiB, as such estimates mix them: "
            f"{thumb.count_one_unit:+,} in one unit)"]
     if fp8 is not None and fp8.freed_bytes > 0:
         naive = fp8.freed_bytes // thumb.sequence_bytes
@@ -205,7 +202,7 @@ def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[
     best = max(same, key=lambda r: (r.added / r.gpus, r.added), default=None)
     if best is not None and best.added > 0:
         freed = f": {_signed(best.freed_bytes, units)} per GPU" if round(best.freed_bytes / 1e8) else ""
-        out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token {_requests(best.added)}"]
+        out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token {noun(best.added, 'request')}"]
     if thumb is not None:
         out += ["", *rule_of_thumb_text(thumb, next((r for r in rows if r.name == "FP8 weights"), None), context, engine)]
     return "\n".join(out)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from ..units import fmt_bytes, fmt_small
+from ..units import fmt_bytes, fmt_small, noun, plural, verb
 from .verdict import verdict_text
-from .words import plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -171,9 +170,9 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
             f"Requests of {p.max_model_len:,} tokens held at once: {most:,}",
             f"Longest context for {plural(batch, 'request')} at once:  {longest:,}",
             f"Verdict: {'fits' if ok else 'does not fit'}: {batch:,} x {p.max_model_len:,}-token "
-            + ("request " if batch == 1 else "requests ")
-            + (f"fit{'s' if batch == 1 else ''} in the pool ({p.max_concurrency:.2f}x)" if ok
-               else f"need{'s' if batch == 1 else ''} more than the pool's {p.max_concurrency:.2f}x"),
+            + f"{noun(batch, 'request')} "
+            + (f"{verb(batch, 'fit')} in the pool ({p.max_concurrency:.2f}x)" if ok
+               else f"{verb(batch, 'need')} more than the pool's {p.max_concurrency:.2f}x"),
         ]
     elif batch is not None:
         out += ["", "Verdict: does not fit: vLLM will not start (see above)"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..units import fmt_bytes
-from .words import plural
+from ..units import fmt_bytes, noun, plural, verb
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -13,7 +12,7 @@ if TYPE_CHECKING:
 def verdict_text(p: MemoryPlan, units: str = "GiB") -> str:
     """One sentence: does it fit, and if not, what does."""
     where = f" (pipeline stage {p.stage}, the fullest)" if p.pp > 1 else ""
-    load = f"{p.batch:,} x {p.context:,}-token " + ("sequence needs" if p.batch == 1 else "sequences need")
+    load = f"{p.batch:,} x {p.context:,}-token " + f"{noun(p.batch, 'sequence')} {verb(p.batch, 'need')}"
 
     def b(n: int) -> str:
         return fmt_bytes(n, units)

@@ -263,3 +263,20 @@ def test_api_refusals() -> None:
     with pytest.raises(InputError, match=r"plan it with --engine llama\.cpp"):
         weight_format("Q4_K_M").matrix_bytes(4096, 4096)
     assert parse_ftype("q4_k") == "Q4_K_M" and parse_ftype("iq4-xs") == "IQ4_XS"
+
+
+def test_tied_output_is_a_second_copy_on_the_gpu_and_the_vision_tower_is_not_in_the_file(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """gemma-3-27b-it (tied embeddings, a vision tower) as a Q4_K_M GGUF on an L40S: the real llama.cpp b5452 log
+    (tests/data/llamacpp_logs/b5452_l40s_gemma3-27b_np16_iswa.log) prints CUDA0 15773.70 MiB and CPU_Mapped
+    1102.50 MiB. The CPU buffer is the Q6_K token embedding alone (the vision tower is the separate mmproj file);
+    the GPU buffer holds the layers plus that embedding again, as the tied output layer."""
+    log = (Path(__file__).parent / "data" / "llamacpp_logs" / "b5452_l40s_gemma3-27b_np16_iswa.log").read_text()
+    assert main(["explain", "--gpu", "L40S", "--llamacpp-build", "5452", "--", "llama-server", "-m",
+                 "gemma-3-27b-it-Q4_K_M.gguf", "-c", "49152", "--parallel", "16", "-fa"]) == 0
+    out = capsys.readouterr().out
+    for buffer in ("CUDA0 model buffer size", "CPU_Mapped model buffer size"):
+        real = float(re.search(rf"{buffer} = +([\d.]+) MiB", log).group(1))  # type: ignore[union-attr]
+        predicted = float(re.search(rf"{buffer} = +([\d.]+) MiB", out).group(1))  # type: ignore[union-attr]
+        # within 0.3 MiB: the checkpoint's vocabulary rows beyond the config's 262,144 (a few KiB each)
+        assert abs(predicted - real) < 0.3, (buffer, predicted, real)

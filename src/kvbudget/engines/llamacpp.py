@@ -123,6 +123,20 @@ def _mib(n: int) -> str:
 MAX_SEQ = 256  # llama-cparams.h LLAMA_MAX_SEQ (64 in builds of 2024)
 
 
+def _out_of_memory(lines: list[str], weights: int, kv: int, compute: int, total: int) -> list[str]:
+    """The log up to the first buffer the GPU cannot hold, then the allocation failure llama.cpp prints there
+    (ggml-cuda.cu, ggml_backend_cuda_buffer_type_alloc_buffer): the model buffer, else the KV cache, else the
+    compute buffer. Nothing after it is printed: the load stops."""
+    used = 0
+    for size, marker in ((weights, "model buffer size"), (kv, "llama_kv_cache"), (compute, "compute buffer size")):
+        if used + size > total:
+            at = next((i for i, line in enumerate(lines) if marker in line), len(lines))
+            return [*lines[:at], f"ggml_backend_cuda_buffer_type_alloc_buffer: allocating {size / MiB:.2f} MiB on "
+                                 "device 0: cudaMalloc failed: out of memory"]
+        used += size
+    return lines
+
+
 def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     """llama.cpp's context for ``spec`` with settings ``s``; with ``gpu``, where it all goes."""
     type_k, type_v = _cache_type(s.type_k), _cache_type(s.type_v)
@@ -228,12 +242,14 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
 
         gw = gguf_quant.gguf_weights(spec, fmt.ftype)
         head, tail, per_layer, load_lines = gw.head_bytes, gw.tail_bytes, list(gw.layer_bytes), gw.log_lines()
+        embd = gw.token_embd_bytes
         out_file = gguf_quant.file_name(spec.name, fmt.ftype)
         notes.append(f"weights as llama-quantize writes them (serve the result with llama-server -m {out_file}):")
         notes.append(f"llama-quantize {gguf_quant.file_name(spec.name, 'BF16')} {out_file} {fmt.ftype}")
     else:
         head = sum(fmt.tensor_bytes(t) for t in inv.head)
         tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
+        embd = next((fmt.tensor_bytes(t) for t in inv.head if t.role == "embeddings" and t.split == "vocab"), 0)
         priced: dict[int, int] = {}  # equal layers share one block tuple (params.inventory): price each once
         per_layer = [priced[id(block)] if id(block) in priced else priced.setdefault(id(block), sum(fmt.tensor_bytes(t) for t in block))
                      for block in inv.layers]
@@ -245,6 +261,10 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
             cpu_w += layer_bytes
     cpu_w += head  # the token embedding stays on the CPU (LLM_TENSOR_LAYER_INPUT)
     if gpu is not None and ngl > n_layer:
+        # A tied output layer is the token embedding loaded a second time, into the output layer's buffer
+        # (llama-model.cpp: create_tensor(LLM_TENSOR_TOKEN_EMBD, ..., TENSOR_DUPLICATED) when output.weight
+        # is absent)
+        tail += embd if not any(t.role == "lm_head" for t in inv.tail) else 0
         gpu_w += tail
         w_dev[-1] += tail  # the output layer goes with the last device
     else:
@@ -286,6 +306,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     fits = gpu is None or total_gpu <= gpu.memory_bytes
     lines = load_lines + _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl, n_layer, gpu_w,
                                     cpu_w, output, compute, s)
+    if not fits and per_device:
+        lines = _out_of_memory(lines, w_dev[0], c["kv_dev0"], compute, gpu.memory_bytes if gpu else 0)
     if c["n_ctx_seq"] < train and not auto_ctx:
         notes.append(f"n_ctx_seq ({c['n_ctx_seq']}) < n_ctx_train ({train}) -- the full capacity of the model will not be utilized")
     return LlamaCppPlan(

@@ -356,11 +356,10 @@ def _block(il: int, block: tuple[Tensor, ...], arch: str, mla_heads: int, dense:
             # biases, norms, routers (ffn_gate_inp): float32, never quantized
             out += _f32(f"{p}ffn_gate_inp.weight" if t.role == "router" else f"{p}{t.role}_norm.weight", il, t)
             continue
-        if not t.linear or t.role == "vision":
-            # conv kernels, A_log, position tables: float32 as converted; the vision tower is the
-            # separate mmproj file, kept in 16-bit
-            keep = dense if t.role == "vision" else "f32"
-            out.append((QTensor(f"{p}{t.role}_table.weight", "other", il, t.cols, t.rows, keep=keep), t.count))
+        if t.role == "vision":  # the vision tower goes to the separate mmproj file
+            continue
+        if not t.linear:  # conv kernels, A_log, position tables: float32 as converted
+            out.append((QTensor(f"{p}{t.role}_table.weight", "other", il, t.cols, t.rows, keep="f32"), t.count))
             continue
         name, cat = f"{p}{t.role}.weight", "other"
         if t.role == "attention" and kv and t.split in ("col", "kv") and arch in _FUSED_QKV:
@@ -420,6 +419,7 @@ class GGUFWeights:
     layer_bytes: tuple[int, ...]
     tail_bytes: int  # output norm and output
     elements: int
+    token_embd_bytes: int = 0  # the token embedding alone: a tied output layer is a second copy of it
 
     @property
     def total(self) -> int:
@@ -456,9 +456,9 @@ def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GG
     entries: list[tuple[QTensor, int, int]] = []  # tensor, how many, where (-1 head, n tail, else its layer)
     vocab_seen = False
     for t in inv.head:
-        if t.role == "vision":  # the vision tower is the separate mmproj file, kept in 16-bit
-            entries.append((QTensor("mmproj.weight", "other", -1, t.cols, t.rows, keep=dense), t.count, -1))
-        elif t.role == "embeddings" and t.split == "vocab" and t.cols > 1 and not vocab_seen:
+        if t.role == "vision":  # the vision tower goes to the separate mmproj file (convert_hf_to_gguf.py --mmproj)
+            continue
+        if t.role == "embeddings" and t.split == "vocab" and t.cols > 1 and not vocab_seen:
             vocab_seen = True
             entries.append((QTensor("token_embd.weight", "token_embd", -1, t.cols, t.rows), t.count, -1))
         elif t.cols == 1 or t.rows == 1 or not t.linear:
@@ -470,8 +470,8 @@ def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GG
             entries.append((q, count, il))
     for t in inv.tail:
         if t.role == "vision":
-            entries.append((QTensor("mmproj.weight", "other", -1, t.cols, t.rows, keep=dense), t.count, n))
-        elif t.role == "lm_head" and t.cols > 1 and t.rows > 1:
+            continue
+        if t.role == "lm_head" and t.cols > 1 and t.rows > 1:
             entries.append((QTensor("output.weight", "output", -1, t.cols, t.rows), t.count, n))
         elif t.cols == 1 or t.rows == 1 or t.role == "norms":
             entries.append((QTensor("output_norm.weight", "other", -1, t.cols, t.rows, keep="f32"), t.count, n))
@@ -484,10 +484,12 @@ def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GG
         where += [section] * count
     types = choose_types(tensors, ftype, quant_model(spec), imatrix)
     layers = [0] * n
-    head = tail = elements = 0
+    head = tail = elements = embd = 0
     for q, ty, section in zip(tensors, types, where, strict=True):
         nb = GGML_TYPES[ty].nbytes(q.ne0, q.rows)
         elements += q.ne0 * q.rows
+        if q.category == "token_embd":
+            embd += nb
         if section < 0:
             head += nb
         elif section >= n:
@@ -495,7 +497,7 @@ def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GG
         else:
             layers[section] += nb
     return GGUFWeights(ftype=ftype, tensors=tuple(tensors), types=types, head_bytes=head, layer_bytes=tuple(layers),
-                       tail_bytes=tail, elements=elements)
+                       tail_bytes=tail, elements=elements, token_embd_bytes=embd)
 
 
 def weight_format(text: str) -> WeightFormat:

@@ -225,17 +225,20 @@ def llamacpp_doc(p: LlamaCppPlan, warnings: list[str] | None = None) -> dict[str
             "total_bytes": p.total_gpu_bytes,
             "weights_bytes": p.weights_gpu_bytes,
             "weights_cpu_bytes": p.weights_cpu_bytes,
-            "kv_cache_bytes": p.kv_gpu_bytes,
+            # what llama.cpp allocates: nothing when the load runs out of memory first (kv.total_bytes: what
+            # the context asks for)
+            "kv_cache_bytes": p.kv_gpu_bytes if p.fits else 0,
             "compute_bytes": p.compute_bytes,
             "output_bytes": p.output_bytes,
         },
+        "fits": p.fits,
         "n_ctx": p.n_ctx,
         "n_ctx_seq": p.n_ctx_seq,
         "n_seq_max": p.n_seq_max,
         "n_stream": p.n_stream,
         "kv_unified": p.unified,
-        "kv_cache_tokens": p.cells * p.n_stream,
-        "max_concurrency": p.n_seq_max,
+        "kv_cache_tokens": p.cells * p.n_stream if p.fits else 0,
+        "max_concurrency": p.n_seq_max if p.fits else 0,
         "kv": {
             "type_k": p.type_k, "type_v": p.type_v, "cells": p.cells, "layers": p.kv_layers,
             "k_bytes": p.k_bytes, "v_bytes": p.v_bytes, "swa_cells": p.swa_cells, "swa_layers": p.swa_layers,

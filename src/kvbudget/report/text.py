@@ -236,7 +236,7 @@ def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None
             ["weights in host memory", fmt_bytes(p.weights_cpu_bytes, units)],
         ]),
         "",
-        "llama.cpp will log:",
+        "llama.cpp will log:" if p.fits else "llama.cpp will fail:",
         *(f"  {line}" for line in p.log_lines),
     ]
     if p.fit_note:

@@ -123,7 +123,7 @@ def _mib(n: int) -> str:
 MAX_SEQ = 256  # llama-cparams.h LLAMA_MAX_SEQ (64 in builds of 2024)
 
 
-def _out_of_memory(lines: list[str], weights: int, kv: int, compute: int, total: int) -> list[str]:
+def _out_of_memory(lines: tuple[str, ...], weights: int, kv: int, compute: int, total: int) -> tuple[str, ...]:
     """The log up to the first buffer the GPU cannot hold, then the allocation failure llama.cpp prints there
     (ggml-cuda.cu, ggml_backend_cuda_buffer_type_alloc_buffer): the model buffer, else the KV cache, else the
     compute buffer. Nothing after it is printed: the load stops."""
@@ -131,8 +131,8 @@ def _out_of_memory(lines: list[str], weights: int, kv: int, compute: int, total:
     for size, marker in ((weights, "model buffer size"), (kv, "llama_kv_cache"), (compute, "compute buffer size")):
         if used + size > total:
             at = next((i for i, line in enumerate(lines) if marker in line), len(lines))
-            return [*lines[:at], f"ggml_backend_cuda_buffer_type_alloc_buffer: allocating {size / MiB:.2f} MiB on "
-                                 "device 0: cudaMalloc failed: out of memory"]
+            return (*lines[:at], f"ggml_backend_cuda_buffer_type_alloc_buffer: allocating {size / MiB:.2f} MiB on "
+                                 "device 0: cudaMalloc failed: out of memory")
         used += size
     return lines
 

@@ -134,8 +134,10 @@ def figure(value: str, name: str, lo: float | None = None, hi: float = 1e6, deci
 
 
 def count(value: str, name: str, lo: int = 0, hi: int = 10**13) -> int:
-    """A logged whole number in ``[lo, hi]``."""
-    return whole(_number(value, name, False), name, lo, hi, where="the log")
+    """A logged whole number in ``[lo, hi]`` (digits read exactly, so a refusal quotes their count)."""
+    digits = value.replace(",", "")
+    exact = int(digits) if digits.lstrip("-").isdecimal() and digits.isascii() else None
+    return whole(_number(value, name, False) if exact is None else exact, name, lo, hi, where="the log")
 
 
 def _number(value: str, name: str, decimal_comma: bool) -> float:

@@ -64,6 +64,7 @@ _ARG_KEYS = (
 # 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
 # literal (a key is whole: not the tail of mamba_block_size).
 _SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})") for key in _ARG_KEYS}
+_GPU_BLOCKS = ("GPU blocks: ", "gpu blocks: ", "cuda blocks: ", "CUDA blocks: ")  # V0's "# GPU blocks: N, # CPU blocks: M"
 _GIB = 1e6  # a figure in GiB beyond this (a million GiB) is not a GPU's
 
 
@@ -139,7 +140,9 @@ def parse_vllm_log(text: str) -> VllmLog:
     m = log.last("KV cache size: ", r"KV cache size: " + NUM + r" tokens")
     if m:
         fields["kv_cache_tokens"] = count(m.group(1), "GPU KV cache size (tokens)")
-    m = log.last(" blocks: ", r"#? ?(?:GPU|gpu|cuda|CUDA) blocks: " + NUM)
+    # each spelling a literal of its own: a search for " blocks: " lands on the "# CPU blocks" of the same
+    # line and misses a GPU figure that starts more than BACK characters before it
+    m = log.last(_GPU_BLOCKS, r"(?:GPU|gpu|cuda|CUDA) blocks: " + NUM)
     if m:
         fields["num_gpu_blocks"] = count(m.group(1), "# GPU blocks")
     m = log.last("Maximum concurrency for ", r"Maximum concurrency for " + NUM + r" tokens per request: " + NUM + r" ?x")

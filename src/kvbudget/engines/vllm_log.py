@@ -16,7 +16,7 @@ import re
 
 from .._record import record
 from ..units import InputError
-from .logscan import NUM, LogText, count, figure
+from .logscan import NUM, LogText, count, figure, open_log
 
 
 @record
@@ -99,12 +99,7 @@ _ERRORS = (
 
 def parse_vllm_log(text: str) -> VllmLog:
     """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``)."""
-    if "\x00" in text:
-        raise InputError("the log is binary, not text: give the text log vLLM printed")
-    # Rejoin records a terminal or a paste wrapped: a line break followed by a continuation.
-    text = re.sub(r"\n(?=[a-z0-9.,;:%)\]x ])", "", text.replace("\r", ""))
-    log = LogText(text)
-    log.check_numbers()
+    log = open_log(text, "vLLM", join_wrapped=True)
     fields: dict[str, object] = {}
     m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")
          or log.first("LLM engine (v", r"LLM engine \(v([0-9][\w.+\-]{0,40})\)")

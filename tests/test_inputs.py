@@ -120,3 +120,18 @@ def test_parse_whole_and_real_read_what_they_should() -> None:
     assert inputs.parse_real("0", "f", 0, 1) == 0.0
     with pytest.raises(InputError, match=r"options\.yaml: max_seq_len is -4"):
         inputs.parse_whole("-4", "max_seq_len", 1, where="options.yaml")
+
+
+def test_split_command_and_load_options(tmp_path: Path) -> None:
+    """The helpers every engine's command reader shares: a shell's words, and a capped option file."""
+    assert inputs.split_command("vllm serve 'my model' --tp 2") == ["vllm", "serve", "my model", "--tp", "2"]
+    for text in ("vllm serve 'x", 'vllm serve "x', "vllm serve x\\"):
+        with pytest.raises(InputError, match="cannot be split into words .*: close its quotes"):
+            inputs.split_command(text)
+    options = tmp_path / "a-long-folder-name-that-pushes-the-file-name-out-of-an-excerpt" / "o.yaml"
+    options.parent.mkdir()
+    options.write_text("max_batch_size: [8\n")
+    with pytest.raises(InputError, match=r"^--config '\.\.\..*/o\.yaml': not valid YAML"):  # the file's name kept
+        inputs.load_options(str(options), "--config")
+    options.write_text("max_batch_size: 8\n")
+    assert inputs.load_options(str(options), "--config") == {"max_batch_size": 8}

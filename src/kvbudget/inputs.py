@@ -239,3 +239,19 @@ def excerpt_path(path: str, limit: int = 60) -> str:
     """``repr`` of a path cut from the left to ``limit`` characters, so the file's name stays in the message."""
     text = repr(path)
     return text if len(text) <= limit else "'..." + text[len(text) - limit + 4:]
+
+
+def load_options(path: str, flag: str) -> object:
+    """An engine's option file (YAML or JSON) given by ``flag``: read with the size cap and regular-file
+    check, nesting bounded before the YAML parser sees it, aliases capped."""
+    return load_yaml(read_text(path, flag, MAX_OPTIONS_BYTES), f"{flag} {excerpt_path(path)}")
+
+
+def split_command(text: str) -> list[str]:
+    """A pasted launch command as a POSIX shell splits it; one line of error for an unbalanced quote."""
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise InputError(f"the launch command cannot be split into words ({exc}): close its quotes") from None

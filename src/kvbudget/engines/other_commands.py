@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from .._record import record, replace
-from ..inputs import excerpt, excerpt_path, parse_real, parse_whole, real, whole
+from ..inputs import excerpt, excerpt_path, load_options, parse_real, parse_whole, real, split_command, whole
 from ..units import InputError
 from .sglang import SGLangSettings
 from .trtllm import TrtllmSettings
-from .vllm_command import load_options, split_command
 
 _SGLANG = {  # flag -> (field, kind)
     "--model-path": ("model", "str"), "--model": ("model", "str"), "--tp": ("tp", "int"), "--tp-size": ("tp", "int"),

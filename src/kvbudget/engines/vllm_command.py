@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 
 from .. import inputs
 from .._record import record, replace
@@ -139,7 +138,7 @@ def _config_file(path: str) -> list[tuple[str, str | None, str]]:
     engine arguments, as vLLM's FlexibleArgumentParser._pull_args_from_config reads it. Read with a size
     cap, no aliases bombs; nothing it names is opened here (a ``config:`` inside it is not followed)."""
     where = f"--config {inputs.excerpt_path(path)}"
-    loaded = load_options(path, "--config")
+    loaded = inputs.load_options(path, "--config")
     if not isinstance(loaded, dict):
         raise InputError(f"{where}: must hold a mapping of engine arguments (max_model_len: 8192 ...)")
     out: list[tuple[str, str | None, str]] = []
@@ -156,21 +155,6 @@ def _config_file(path: str) -> list[tuple[str, str | None, str]]:
     return out
 
 
-def load_options(path: str, flag: str) -> object:
-    """An engine's option file (YAML or JSON): read with the size cap and regular-file check, nesting
-    bounded before the YAML parser sees it, aliases capped (``inputs``)."""
-    where = f"{flag} {inputs.excerpt_path(path)}"
-    return inputs.load_yaml(inputs.read_text(path, flag, inputs.MAX_OPTIONS_BYTES), where)
-
-
-def split_command(text: str) -> list[str]:
-    """A pasted command as a shell splits it; one line of error for an unbalanced quote."""
-    try:
-        return shlex.split(text)
-    except ValueError as exc:
-        raise InputError(f"the launch command cannot be split into words ({exc}): close its quotes") from None
-
-
 def dashed(token: str) -> str:
     """``--tensor_parallel_size=2`` as vLLM reads it: underscores in a long flag's name (up to its first
     ``.``) become dashes (vllm/utils/argparse_utils.py, FlexibleArgumentParser.parse_args, 0.33.0)."""
@@ -183,7 +167,7 @@ def dashed(token: str) -> str:
 
 def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
-    tokens = split_command(argv) if isinstance(argv, str) else list(argv)
+    tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
     env: list[tuple[str, str]] = []
     env_warnings: list[str] = []

@@ -126,7 +126,7 @@ def test_split_command_and_load_options(tmp_path: Path) -> None:
     """The helpers every engine's command reader shares: a shell's words, and a capped option file."""
     assert inputs.split_command("vllm serve 'my model' --tp 2") == ["vllm", "serve", "my model", "--tp", "2"]
     for text in ("vllm serve 'x", 'vllm serve "x', "vllm serve x\\"):
-        with pytest.raises(InputError, match="cannot be split into words .*: close its quotes"):
+        with pytest.raises(InputError, match=r"cannot be split into words .*: close its quotes"):
             inputs.split_command(text)
     options = tmp_path / "a-long-folder-name-that-pushes-the-file-name-out-of-an-excerpt" / "o.yaml"
     options.parent.mkdir()

@@ -86,3 +86,52 @@ def test_whole_and_real_accept_what_they_should() -> None:
         inputs.real(float("nan"), "fraction", 0, 1)
     assert inputs.excerpt("x" * 1000).endswith("...") and len(inputs.excerpt("x" * 1000)) == 60
     assert "digits" in inputs.excerpt(10**40)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "--tp is empty: give a whole number"), ("  ", "--tp is empty"),
+    ("9" * 5000, r"--tp '9{20}\.\.\. is not a number kvbudget reads \(more than 40 digits\)"),
+    ("1" + "0" * 39, "--tp is an integer of 40 digits: it must be at most 65,536"),
+    ("nan", "--tp 'nan' is not a whole number"), ("1e3", "--tp '1e3' is not a whole number"),
+    ("1.0", "--tp '1.0' is not a whole number"), ("lots", "--tp 'lots' is not a whole number"),
+    ("-3", "--tp is -3: it must be at least 1"), ("0", "--tp is 0: it must be at least 1"),
+    ("\u0661", "is not a whole number"),  # an Arabic-Indic digit: int() reads it, no engine does
+])
+def test_parse_whole_refuses_by_name(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        inputs.parse_whole(text, "--tp", 1, 1 << 16)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "--frac is empty: give a number"), ("9" * 41, r"more than 40 digits"), ("0." + "1" * 40, "more than 40 characters"),
+    ("nan", "--frac must be a finite number, not nan"), ("-inf", "--frac must be a finite number, not -inf"),
+    ("1e400", "--frac is '1e400': far out of range"), ("0x10", "--frac '0x10' is not a number"),
+    ("0", "--frac is 0: it must be above 0"), ("1.5", "--frac is 1.5: it must be at most 1"),
+])
+def test_parse_real_refuses_by_name(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        inputs.parse_real(text, "--frac", 0, 1, lo_open=True)
+
+
+def test_parse_whole_and_real_read_what_they_should() -> None:
+    assert inputs.parse_whole(" +8 ", "n", 1, 10) == 8 and inputs.parse_whole("-1", "n", -1) == -1
+    assert inputs.parse_whole("1" + "0" * 39, "n") == 10**39  # 40 characters: read, then checked by range
+    assert inputs.parse_real("0.9", "f", 0, 1, lo_open=True) == 0.9 and inputs.parse_real("1e-3", "f") == 0.001
+    assert inputs.parse_real("0", "f", 0, 1) == 0.0
+    with pytest.raises(InputError, match=r"options\.yaml: max_seq_len is -4"):
+        inputs.parse_whole("-4", "max_seq_len", 1, where="options.yaml")
+
+
+def test_split_command_and_load_options(tmp_path: Path) -> None:
+    """The helpers every engine's command reader shares: a shell's words, and a capped option file."""
+    assert inputs.split_command("vllm serve 'my model' --tp 2") == ["vllm", "serve", "my model", "--tp", "2"]
+    for text in ("vllm serve 'x", 'vllm serve "x', "vllm serve x\\"):
+        with pytest.raises(InputError, match=r"cannot be split into words .*: close its quotes"):
+            inputs.split_command(text)
+    options = tmp_path / "a-long-folder-name-that-pushes-the-file-name-out-of-an-excerpt" / "o.yaml"
+    options.parent.mkdir()
+    options.write_text("max_batch_size: [8\n")
+    with pytest.raises(InputError, match=r"^--config '\.\.\..*/o\.yaml': not valid YAML"):  # the file's name kept
+        inputs.load_options(str(options), "--config")
+    options.write_text("max_batch_size: 8\n")
+    assert inputs.load_options(str(options), "--config") == {"max_batch_size": 8}

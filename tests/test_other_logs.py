@@ -133,3 +133,24 @@ def test_figures_a_run_cannot_print_are_refused_by_name() -> None:
         check_log("GPU KV cache size: 100 tokens\nconfig: block_size=-16, model='llama-3.1-8b'\n", gpu="H100")
     with pytest.raises(InputError, match="KV cache layers"):
         parse_llamacpp_log("llama_kv_cache: size = 1.00 MiB ( 16 cells, -2 layers, 1/1 seqs), K (f16): 0.50 MiB, V (f16): 0.50 MiB\n")
+
+
+def test_every_engines_log_is_opened_the_same_way() -> None:
+    """One opener (logscan.open_log) for the three readers: a NUL byte is refused naming the engine,
+    carriage returns are dropped, an over-long number is refused; llama.cpp's decimal comma is read."""
+    from kvbudget.engines.llamacpp_log import parse_llamacpp_log
+    from kvbudget.engines.vllm_log import parse_vllm_log
+    from kvbudget.units import InputError
+
+    llama = "llama_kv_cache: size = 512,00 MiB (  4096 cells,  32 layers,  1/1 seqs), K (f16): 256,00 MiB, V (f16): 256,00 MiB\r\n"
+    sglang = "KV Cache is allocated. #tokens: 100, K size: 1.00 GB, V size: 1.00 GB\r\n"
+    for parse, text, engine in [(parse_vllm_log, "GPU KV cache size: 100 tokens\r\n", "vLLM"),
+                                (parse_llamacpp_log, llama, "llama.cpp"), (check_other_log, sglang, "the engine")]:
+        parse(text)
+        with pytest.raises(InputError, match=f"binary, not text: give the text log {engine} printed"):
+            parse(text + "\x00")
+        with pytest.raises(InputError, match="more than 300 digits"):
+            parse(text + "7" * 301 + "\n")
+    cache = parse_llamacpp_log(llama).caches[0]
+    assert (cache.total_mib, cache.k_mib, cache.cells) == (512.0, 256.0, 4096)
+    assert parse_vllm_log("GPU KV cache size: 100 tokens\r\n").kv_cache_tokens == 100

@@ -336,19 +336,20 @@ def test_trtllm_options_file_is_read_like_trtllm_serve(tmp_path: Path, capsys: p
     assert err.count("\n") == 1 and "not valid YAML" in err
     for text, message in (
         ("kv_cache_config:\n  free_gpu_memory_fraction: lots\n", "free_gpu_memory_fraction 'lots' is not a number"),
-        ("kv_cache_config:\n  free_gpu_memory_fraction: 1.5\n", "free_gpu_memory_fraction must be in (0, 1)"),
+        ("kv_cache_config:\n  free_gpu_memory_fraction: 1.5\n", "free_gpu_memory_fraction is 1.5: it must be at most 1"),
+        ("kv_cache_config:\n  free_gpu_memory_fraction: 1\n", "free_gpu_memory_fraction is 1: it must be below 1"),
         ("- max_batch_size: 8\n", "must hold a mapping of LLM API options"),
         ("kv_cache_config: [fp8]\n", "kv_cache_config must be a mapping"),
         ("kv_cache_config:\n", "kv_cache_config must be a mapping"),
-        ("max_batch_size: .inf\n", "max_batch_size must be a whole number of at least 1"),
-        ("max_batch_size: 1.7\n", "max_batch_size must be a whole number of at least 1"),
-        ("max_batch_size: 0\n", "max_batch_size must be a whole number of at least 1"),
-        ("max_seq_len: -1\n", "max_seq_len must be a whole number of at least 1"),
-        ("kv_cache_config:\n  max_tokens: -100\n", "max_tokens must be a whole number of at least 1"),
+        ("max_batch_size: .inf\n", "max_batch_size must be a whole number, not inf"),
+        ("max_batch_size: 1.7\n", "max_batch_size must be a whole number, not 1.7"),
+        ("max_batch_size: 0\n", "max_batch_size is 0: it must be at least 1"),
+        ("max_seq_len: -1\n", "max_seq_len is -1: it must be at least 1"),
+        ("kv_cache_config:\n  max_tokens: -100\n", "kv_cache_config.max_tokens is -100: it must be at least 1"),
         ("kv_cache_config:\n  dtype: 8\n", "dtype 8 is not a dtype name"),
         ("kv_cache_config:\n  dtype: int4\n", "auto or fp8"),
         ("kv_cache_config:\n  tokens_per_block: 48\n", "tokens_per_block must be a power of two"),
-        ("max_batch_size: true\n", "max_batch_size True is not a number"),
+        ("max_batch_size: true\n", "max_batch_size must be a whole number, not True"),
     ):
         bad.write_text(text)
         assert main(["explain", "--gpu", "A100-80GB", "--", "trtllm-serve", LLAMA70, "--tp_size", "4",
@@ -517,3 +518,16 @@ def test_fit_that_does_not_hold_the_load_names_the_fewest_gpus(capsys: pytest.Ca
     assert "Fewest H100-SXM-80GB for 1 x 8,192-token request: 2 (TP2)" in capsys.readouterr().out
     assert main(["fit", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--context", "8192", "--json"]) == 0
     assert "fewest_gpus" not in json.loads(capsys.readouterr().out)
+
+
+def test_llm_api_options_read_numbers_written_as_text(tmp_path: Path) -> None:
+    """A number quoted in the options file is read as the number it spells, and checked the same way."""
+    from kvbudget.engines.other_commands import parse_other_command
+
+    options = tmp_path / "o.yaml"
+    options.write_text("max_batch_size: '8'\nkv_cache_config:\n  free_gpu_memory_fraction: '0.5'\n")
+    s = parse_other_command(["trtllm-serve", "m", "--config", str(options)]).trtllm
+    assert s is not None and (s.max_batch_size, s.free_gpu_memory_fraction) == (8, 0.5)
+    options.write_text("max_batch_size: '-8'\n")
+    with pytest.raises(InputError, match=r"o\.yaml': max_batch_size is -8: it must be at least 1"):
+        parse_other_command(["trtllm-serve", "m", "--config", str(options)])

@@ -294,8 +294,26 @@ def test_launch_command_values_in_vllms_own_ranges() -> None:
     for flags, message in [("--block-size -16", "at least 1"), ("--max-num-seqs 0", "at least 1"),
                            ("--cpu-offload-gb -5", "at least 0"), ("--gpu-memory-utilization nan", "finite"),
                            ("--gpu-memory-utilization 1.5", "at most 1"), ("--gpu-memory-utilization 0", "above 0"),
-                           ("--max-model-len 0", "at least 1 token"), ("--max-model-len " + "9" * 5000, "not a whole number"),
+                           ("--max-model-len 0", "at least 1 token"), ("--max-model-len " + "9" * 5000, "not a number kvbudget reads \\(more than 40 digits\\)"),
                            ("--max-model-len 1.5K", "no decimals with a binary suffix"), ("--model 'x", "close its quotes")]:
         with pytest.raises(InputError, match=message):
             parse_vllm_command("vllm serve m " + flags)
     assert parse_vllm_command("vllm serve m --max-model-len auto").settings.max_model_len == -1
+
+
+def test_config_file_values_are_refused_naming_the_file_and_key(tmp_path: Path) -> None:
+    """A bad value read from ``--config`` names the file and the key as written there, not a flag the
+    user never typed."""
+    config = tmp_path / "c.yaml"
+    for text, message in [("max_num_seqs: -4\n", "c.yaml': max_num_seqs is -4: it must be at least 1"),
+                          ("gpu_memory_utilization: .nan\n", "c.yaml': gpu_memory_utilization must be a finite number"),
+                          ("max_model_len: 1.5K\n", "c.yaml': max_model_len '1.5K': vLLM allows no decimals"),
+                          ("block_size: [16]\n", "c.yaml': block_size '<a list>' is not a whole number"),
+                          ("max_num_batched_tokens: " + "9" * 100 + "\n", "c.yaml': max_num_batched_tokens '9"),
+                          ("dtype: ''\n", "c.yaml': dtype '': give a name")]:
+        config.write_text(text)
+        with pytest.raises(InputError, match=message):
+            parse_vllm_command(f"vllm serve m --config {config}")
+    config.write_text("max_num_seqs: 8\n")
+    with pytest.raises(InputError, match=r"^--max-num-seqs is -4"):  # the command line names its flag
+        parse_vllm_command(f"vllm serve m --config {config} --max-num-seqs -4")

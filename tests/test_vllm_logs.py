@@ -160,3 +160,18 @@ def corpus_report() -> str:
         lines.append(f"{name}: {tag}; " + (f"{primary[0]} {primary[1]:+.2f}%" if primary else "no positive figure")
                      + (f"; arithmetic {', '.join(arith)}" if arith else ""))
     return "\n".join(lines)
+
+
+@pytest.mark.parametrize("spelling", ["# GPU blocks", "GPU blocks", "# gpu blocks", "# cuda blocks", "# CUDA blocks"])
+def test_gpu_blocks_are_read_whatever_their_length(spelling: str) -> None:
+    """V0 prints ``# GPU blocks: N, # CPU blocks: M`` on one line: the GPU figure is read by its own
+    literal, however long, never lost behind the CPU one (a figure of 50 digits is refused by name)."""
+    from kvbudget.units import InputError
+
+    assert parse_vllm_log(f"INFO {spelling}: 1952, # CPU blocks: 2048\n").num_gpu_blocks == 1952
+    with pytest.raises(InputError, match="# GPU blocks is an integer of 50 digits"):
+        parse_vllm_log(f"INFO {spelling}: {'9' * 50}, # CPU blocks: 2048\n")
+    with pytest.raises(InputError, match="# GPU blocks is -7"):
+        parse_vllm_log(f"INFO {spelling}: -7, # CPU blocks: 2048\n")
+    with pytest.raises(InputError, match="no vLLM start-up figures"):  # the CPU figure alone is not the GPU's
+        parse_vllm_log("INFO # CPU blocks: 2048\n")

@@ -186,3 +186,65 @@ def real(value: object, name: str, lo: float | None = None, hi: float | None = N
     if hi is not None and out > hi:
         raise InputError(f"{label} is {out:g}: it must be at most {hi:g}")
     return out
+
+
+MAX_NUMBER_CHARS = 40  # longer than any number a flag or option takes (2^64 has 20 digits, 1e-300 six characters)
+
+
+def _number_text(text: str, name: str, where: str, kind: str) -> tuple[str, str]:
+    """The stripped text of a number and the label for messages; InputError when empty or too long to be one."""
+    label = f"{where}: {name}" if where else name
+    t = text.strip()
+    if not t:
+        raise InputError(f"{label} is empty: give {kind}")
+    if len(t) > MAX_NUMBER_CHARS:
+        what = "digits" if t.lstrip("+-").isdecimal() else "characters"
+        raise InputError(f"{label} {excerpt(t, 24)} is not a number kvbudget reads (more than {MAX_NUMBER_CHARS} {what})")
+    return t, label
+
+
+def parse_whole(text: str, name: str, lo: int | None = None, hi: int | None = None, where: str = "",
+                forms: str = "") -> int:
+    """A whole number written as text (a flag's value): optional sign and decimal digits, at most
+    MAX_NUMBER_CHARS long, in ``[lo, hi]``; one InputError naming ``name`` and quoting an excerpt otherwise
+    (``forms``: the other spellings the engine takes, said when the text is none of them)."""
+    t, label = _number_text(text, name, where, "a whole number")
+    digits = t[1:] if t[0] in "+-" else t
+    if not (digits.isdecimal() and digits.isascii()):
+        raise InputError(f"{label} {excerpt(t)} is not a whole number" + (f" ({forms})" if forms else ""))
+    return whole(int(t), name, lo, hi, where)
+
+
+def parse_real(text: str, name: str, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+               where: str = "") -> float:
+    """A number written as text (``0.9``, ``1e-3``), finite, in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
+    t, label = _number_text(text, name, where, "a number")
+    try:
+        value = float(t)
+    except ValueError:
+        raise InputError(f"{label} {excerpt(t)} is not a number") from None
+    if math.isinf(value) and "inf" not in t.lower():  # 1e400: a finite number, far past any float
+        raise InputError(f"{label} is {excerpt(t)}: far out of range")
+    return real(value, name, lo, hi, where, lo_open)
+
+
+def excerpt_path(path: str, limit: int = 60) -> str:
+    """``repr`` of a path cut from the left to ``limit`` characters, so the file's name stays in the message."""
+    text = repr(path)
+    return text if len(text) <= limit else "'..." + text[len(text) - limit + 4:]
+
+
+def load_options(path: str, flag: str) -> object:
+    """An engine's option file (YAML or JSON) given by ``flag``: read with the size cap and regular-file
+    check, nesting bounded before the YAML parser sees it, aliases capped."""
+    return load_yaml(read_text(path, flag, MAX_OPTIONS_BYTES), f"{flag} {excerpt_path(path)}")
+
+
+def split_command(text: str) -> list[str]:
+    """A pasted launch command as a POSIX shell splits it; one line of error for an unbalanced quote."""
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise InputError(f"the launch command cannot be split into words ({exc}): close its quotes") from None

@@ -15,83 +15,112 @@ SGLANG = ["python", "-m", "sglang.launch_server", "--model-path", "llama-3.1-8b"
 TRT = ["trtllm-serve", "llama-3.1-8b"]
 BAD = {"neg": "-3", "nan": "nan", "inf": "inf", "e30": "1e30", "big": "9" * 5000, "text": "lots", "empty": ""}
 
-VLLM_FLAGS = {  # flag: the bad values beyond BAD (0 where vLLM refuses it)
-    "--tensor-parallel-size": ["0"], "--pipeline-parallel-size": ["0"], "--data-parallel-size": ["0"],
-    "--block-size": ["0", "-16"], "--max-num-seqs": ["0"], "--max-num-batched-tokens": ["0"],
-    "--max-model-len": ["0", "-2", "1.5K"], "--gpu-memory-utilization": ["0", "1.5", "-0.1"],
-    "--cpu-offload-gb": ["-5"], "--num-gpu-blocks-override": ["0"], "--kv-cache-memory-bytes": ["-1"],
-    "--tensor_parallel_size": ["0"], "--gpu_memory_utilization": ["1.01"],
-}
-for flag, extra in VLLM_FLAGS.items():
-    for key, value in [*BAD.items(), *((f"x{n}", v) for n, v in enumerate(extra))]:
-        if flag in ("--gpu-memory-utilization", "--gpu_memory_utilization", "--cpu-offload-gb") and key == "e30":
-            continue  # 1e30 is a float these take: refused by range below, not by form
-        argv(f"cmd-vllm{flag}-{key}", [*GPU, *VLLM, flag, value])
-        argv(f"cmd-vllm{flag}-eq-{key}", [*GPU, *VLLM, f"{flag}={value}"]) if key in ("neg", "nan") else None
-argv("cmd-vllm-gmu-e30", [*GPU, *VLLM, "--gpu-memory-utilization", "1e30"])
-argv("cmd-vllm-offload-e30", [*GPU, *VLLM, "--cpu-offload-gb", "1e30"])
 
-SGLANG_FLAGS = {"--tp": ["0"], "--pp": ["0"], "--dp": ["0"], "--context-length": ["0", "-5"], "--page-size": ["0"],
-                "--max-running-requests": ["0"], "--max-total-tokens": ["0"], "--chunked-prefill-size": ["0", "-2"],
-                "--mem-fraction-static": ["0", "1", "1.5"], "--cuda-graph-max-bs": ["0"]}
-for flag, extra in SGLANG_FLAGS.items():
-    for key, value in [*BAD.items(), *((f"x{n}", v) for n, v in enumerate(extra))]:
-        argv(f"cmd-sglang{flag}-{key}", [*GPU, *SGLANG, flag, value])
+def _expected(label: str, key: str, value: str, real: bool) -> str:
+    """The piece of the error line a bad value of a flag gives: the flag, and what is wrong with the value."""
+    if key == "empty":
+        return f"{label} is empty"
+    if key == "big":
+        return f"{label} '{'9' * 20}... is not a number kvbudget reads (more than 40 digits)"
+    if key in ("nan", "inf"):
+        return f"{label} must be a finite number, not {value}" if real else f"{label} '{value}' is not a whole number"
+    if key == "text":
+        return f"{label} 'lots' is not a {'number' if real else 'whole number'}"
+    if key == "e30" and not real:
+        return f"{label} '1e30' is not a whole number"
+    if value.endswith("K"):  # vLLM's binary suffixes take no decimals
+        return f"{label} '{value}': vLLM allows no decimals"
+    return f"{label} is {float(value):g}" if real else f"{label} is {value}"
 
-TRT_FLAGS = {"--tp_size": ["0"], "--pp_size": ["0"], "--max_batch_size": ["0"], "--max_num_tokens": ["0"],
-             "--max_seq_len": ["0"], "--kv_cache_free_gpu_memory_fraction": ["0", "1", "1.5"]}
-for flag, extra in TRT_FLAGS.items():
-    for key, value in [*BAD.items(), *((f"x{n}", v) for n, v in enumerate(extra))]:
-        argv(f"cmd-trt{flag}-{key}", [*GPU, *TRT, flag, value])
 
-LLAMA = ["llama-server", "-m"]
-LLAMA_FLAGS = {"-c": ["-1"], "-b": ["-1"], "-ub": ["-1"], "-np": ["0", "-2"], "-ngl": ["-2"]}
-for flag, extra in LLAMA_FLAGS.items():
-    for key, value in [*BAD.items(), *((f"x{n}", v) for n, v in enumerate(extra))]:
-        add(f"cmd-llamacpp{flag}-{key}", lambda root, flag=flag, value=value: [*GPU, *LLAMA, "llama-3.1-8b", flag, value])
-for n, shares in enumerate(["nan", "-1", "1,-1", "0,0", "inf,1", "1e400", "a,b", ",", "1," * 300]):
-    argv(f"cmd-llamacpp-ts-{n}", [*GPU, *LLAMA, "llama-3.1-8b", "-ts", shares])
+def _flag_cases(engine: str, words: list[str], flags: dict[str, list[str]], reals: tuple[str, ...], eq: bool = False) -> None:
+    """Each bad value (BAD, then the flag's own: 0 where the engine refuses it, the value past its upper end)
+    of each numeric flag; the error names the flag as the engine spells it (vLLM: dashes for underscores)."""
+    for flag, extra in flags.items():
+        label = "--" + flag[2:].replace("_", "-") if engine == "vllm" else flag
+        for key, value in [*BAD.items(), *((f"x{n}", v) for n, v in enumerate(extra))]:
+            expect_in = _expected(label, key, value, flag in reals)
+            argv(f"cmd-{engine}{flag}-{key}", [*GPU, *words, flag, value], expect_in=expect_in)
+            if eq and key in ("neg", "nan"):
+                argv(f"cmd-{engine}{flag}-eq-{key}", [*GPU, *words, f"{flag}={value}"], expect_in=expect_in)
+
+
+VLLM_REALS = ("--gpu-memory-utilization", "--gpu_memory_utilization", "--cpu-offload-gb")
+_flag_cases("vllm", VLLM, {
+    "--tensor-parallel-size": ["0"], "--pipeline-parallel-size": ["0"], "--data-parallel-size": ["0"], "--block-size": ["0"],
+    "--max-num-seqs": ["0"], "--max-num-batched-tokens": ["0"], "--max-model-len": ["0", "1.5K"],
+    "--gpu-memory-utilization": ["0", "1.5"], "--cpu-offload-gb": [], "--num-gpu-blocks-override": ["0"],
+    "--kv-cache-memory-bytes": [], "--tensor_parallel_size": ["0"], "--gpu_memory_utilization": ["1.01"],
+}, VLLM_REALS, eq=True)
+_flag_cases("sglang", SGLANG, {
+    "--tp": ["0"], "--pp": ["0"], "--dp": ["0"], "--context-length": ["0"], "--page-size": ["0"],
+    "--max-running-requests": ["0"], "--max-total-tokens": ["0"], "--chunked-prefill-size": ["0"],
+    "--mem-fraction-static": ["0", "1", "1.5"], "--cuda-graph-max-bs": ["0"],
+}, ("--mem-fraction-static",))
+_flag_cases("trt", TRT, {
+    "--tp_size": ["0"], "--pp_size": ["0"], "--max_batch_size": ["0"], "--max_num_tokens": ["0"], "--max_seq_len": ["0"],
+    "--kv_cache_free_gpu_memory_fraction": ["0", "1", "1.5"],
+}, ("--kv_cache_free_gpu_memory_fraction",))
+LLAMA = ["llama-server", "-m", "llama-3.1-8b"]
+_flag_cases("llamacpp", LLAMA, {"-c": [], "-b": [], "-ub": [], "-np": ["0"], "-ngl": []}, ())
+for n, (shares, expect_in) in enumerate([
+        ("nan", "-ts share must be a finite number, not nan"), ("-1", "-ts share is -1"), ("1,-1", "-ts share is -1"),
+        ("0,0", "the shares add up to 0"), ("inf,1", "-ts share must be a finite number, not inf"),
+        ("1e400", "-ts share is '1e400': far out of range"), ("a,b", "-ts share 'a' is not a number"),
+        (",", "-ts ',': give one share per GPU"), ("1," * 300, "give one share per GPU")]):
+    argv(f"cmd-llamacpp-ts-{n}", [*GPU, *LLAMA, "-ts", shares], expect_in=expect_in)
 # llama.cpp's 0 means "the default" for -c, -b and -ub: accepted
 for flag in ("-c", "-b", "-ub"):
-    argv(f"cmd-llamacpp{flag}-zero-is-default", [*GPU, *LLAMA, "llama-3.1-8b", flag, "0"], expect=0)
-argv("cmd-llamacpp-np-auto", [*GPU, *LLAMA, "llama-3.1-8b", "-np", "-1"], expect=0)
+    argv(f"cmd-llamacpp{flag}-zero-is-default", [*GPU, *LLAMA, flag, "0"], expect=0)
+argv("cmd-llamacpp-np-auto", [*GPU, *LLAMA, "-np", "-1"], expect=0)
 
 # vLLM reads --tensor_parallel_size as --tensor-parallel-size: honoured, not ignored
 argv("cmd-vllm-underscore-honoured", [*GPU, *VLLM, "--tensor_parallel_size", "2", "--gpu_memory_utilization=0.8"], expect=0)
 
-# commands a shell could not split, kvbudget's own flags after --
-for n, words in enumerate([["vllm serve 'llama-3.1-8b"], ['vllm serve "llama-3.1-8b'], ["llama-server -m 'x.gguf"],
-                           ["python -m sglang.launch_server --model-path 'x"]]):
-    argv(f"cmd-unbalanced-{n}", ["explain", "--gpu", "H100", "--", "bash", "-c", *words])
-argv("cmd-json-after-dashes", [*GPU, *VLLM, "--json"])
-argv("cmd-json-after-dashes-llamacpp", [*GPU, *LLAMA, "x.gguf", "--json"])
-argv("cmd-units-after-dashes", [*GPU, *VLLM, "--units=GB"])
-argv("cmd-check-json-after-dashes", ["check", "x.log", "--", "--json"])
+# kvbudget's own flags after -- (a command with unbalanced quotes: gen_logs' logs-vllm-command-unbalanced-*)
+OWN = "is kvbudget's flag, not the engine's"
+argv("cmd-json-after-dashes", [*GPU, *VLLM, "--json"], expect_in="--json " + OWN)
+argv("cmd-json-after-dashes-llamacpp", [*GPU, "llama-server", "-m", "x.gguf", "--json"], expect_in="--json " + OWN)
+argv("cmd-units-after-dashes", [*GPU, *VLLM, "--units=GB"], expect_in="--units " + OWN)
+add("cmd-check-json-after-dashes",  # a log that exists, so that the check of the words after -- is what refuses it
+    lambda root: ["check", write(root, "x.log", "INFO GPU KV cache size: 100 tokens\n"), "--", "--json"],
+    expect_in="--json " + OWN)
 
 
-def _options(case_id: str, flag_words: list[str], data: str | bytes) -> None:
-    add(case_id, lambda root: [*GPU, *flag_words, write(root, "opts.yaml", data)])
+def _options(case_id: str, flag_words: list[str], data: str | bytes, expect_in: str) -> None:
+    add(case_id, lambda root: [*GPU, *flag_words, write(root, "opts.yaml", data)], expect_in=expect_in)
 
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 12)}]\n"
                                                               for p, c in zip("abcdefghi", "bcdefghij", strict=True))
 SMALL_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n"
                                                           for p, c in zip("abcdefg", "bcdefgh", strict=True)) + "max_num_seqs: *h\n"
-OPTION_FILES = {"bomb": BOMB, "utf16": "max_batch_size: 8\n".encode("utf-16"), "latin1": "max_seq_len: 8\n# \xe9\n".encode("latin-1"),
-                "deep": "a: " + "[" * 5000 + "]" * 5000 + "\n", "list": "- 1\n- 2\n", "nan": "max_batch_size: .nan\n",
-                "big": "max_batch_size: " + "9" * 5000 + "\n", "neg": "max_seq_len: -4\n",
-                "frac": "kv_cache_config:\n  free_gpu_memory_fraction: .inf\n", "binary": bytes(range(256))}
-for key, data in OPTION_FILES.items():
-    _options(f"cmd-trt-options-{key}", [*TRT, "--extra_llm_api_options"], data)
-    _options(f"cmd-vllm-config-{key}", [*VLLM, "--config"], data if key not in ("list", "neg", "frac", "nan") else
-             {"list": "- 1\n", "neg": "max_num_seqs: -4\n", "frac": "gpu_memory_utilization: .nan\n",
-              "nan": "max_num_seqs: .nan\n"}[key])
-_options("cmd-vllm-config-small-bomb-in-a-flag", [*VLLM, "--config"], SMALL_BOMB)
-add("cmd-vllm-config-fifo", lambda root: [*GPU, *VLLM, "--config", _fifo(root)])
-add("cmd-vllm-config-dev-zero", lambda root: [*GPU, *VLLM, "--config", "/dev/zero"])
-add("cmd-trt-options-dev-zero", lambda root: [*GPU, *TRT, "--config", "/dev/zero"])
-add("cmd-vllm-config-folder", lambda root: [*GPU, *VLLM, "--config", str(root)])
-add("cmd-vllm-config-over-cap", lambda root: [*GPU, *VLLM, "--config", _sparse(root)])
+# (what the file holds, the error's words) for a file both engines read the same way
+OPTION_FILES = {"bomb": (BOMB, "more than 100 aliases"), "utf16": ("max_batch_size: 8\n".encode("utf-16"), "not UTF-8 text"),
+                "latin1": ("max_seq_len: 8\n# \xe9\n".encode("latin-1"), "not UTF-8 text"),
+                "deep": ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 64 levels deep"),
+                "big": ("max_batch_size: " + "9" * 5000 + "\n", "holds an integer with thousands of digits"),
+                "binary": (bytes(range(256)), "not UTF-8 text")}
+TRT_FILES = {**OPTION_FILES, "list": ("- 1\n- 2\n", "must hold a mapping of LLM API options"),
+             "nan": ("max_batch_size: .nan\n", "opts.yaml': max_batch_size must be a whole number, not nan"),
+             "neg": ("max_seq_len: -4\n", "opts.yaml': max_seq_len is -4"),
+             "frac": ("kv_cache_config:\n  free_gpu_memory_fraction: .inf\n",
+                      "opts.yaml': kv_cache_config.free_gpu_memory_fraction must be a finite number, not inf")}
+VLLM_FILES = {**OPTION_FILES, "list": ("- 1\n", "must hold a mapping of engine arguments"),
+              "nan": ("max_num_seqs: .nan\n", "opts.yaml': max_num_seqs 'nan' is not a whole number"),
+              "neg": ("max_num_seqs: -4\n", "opts.yaml': max_num_seqs is -4"),
+              "frac": ("gpu_memory_utilization: .nan\n", "opts.yaml': gpu_memory_utilization must be a finite number, not nan"),
+              "small-bomb-in-a-flag": (SMALL_BOMB, "opts.yaml': max_num_seqs '<a list>' is not a whole number")}
+for key, (data, expect_in) in TRT_FILES.items():
+    _options(f"cmd-trt-options-{key}", [*TRT, "--extra_llm_api_options"], data, expect_in)
+for key, (data, expect_in) in VLLM_FILES.items():
+    _options(f"cmd-vllm-config-{key}", [*VLLM, "--config"], data, expect_in)
+REGULAR = "not a regular file"
+add("cmd-vllm-config-fifo", lambda root: [*GPU, *VLLM, "--config", _fifo(root)], expect_in=REGULAR)
+add("cmd-vllm-config-dev-zero", lambda root: [*GPU, *VLLM, "--config", "/dev/zero"], expect_in=REGULAR)
+add("cmd-trt-options-dev-zero", lambda root: [*GPU, *TRT, "--config", "/dev/zero"], expect_in=REGULAR)
+add("cmd-vllm-config-folder", lambda root: [*GPU, *VLLM, "--config", str(root)], expect_in="is a folder")
+add("cmd-vllm-config-over-cap", lambda root: [*GPU, *VLLM, "--config", _sparse(root)], expect_in="more than the 4,194,304 kvbudget reads")
 
 
 def _fifo(root: Path) -> str:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 
 from .._record import record, replace
-from ..inputs import excerpt, real, whole
+from ..inputs import excerpt, parse_real, parse_whole, split_command
 from ..units import InputError
 from .llamacpp import LlamaCppSettings
-from .vllm_command import split_command
 
 # llama.cpp flags that matter for memory (common/arg.cpp), and what they set.
 _VALUE_FLAGS = {
@@ -41,13 +39,6 @@ class LlamaCppCommand:
     warnings: tuple[str, ...] = ()
 
 
-def _int(text: str, flag: str) -> int:
-    t = text.strip()
-    if not re.fullmatch(r"[+-]?[0-9]{1,30}", t):
-        raise InputError(f"{flag} {excerpt(text)} is not a whole number")
-    return int(t)
-
-
 # What each numeric flag accepts (common/arg.cpp, tools/server): -c 0 = the model's training context,
 # -b/-ub 0 = the default (n_ubatch 0 = n_batch), -ngl -1 = every layer (also "all"/"auto"), llama-server's
 # -np -1 = auto and 0 an error ("invalid value for n_parallel"); a negative size is never one.
@@ -59,7 +50,7 @@ def _count(field: str, flag: str, value: str, settings: LlamaCppSettings) -> Lla
     if field == "n_gpu_layers" and value.strip().lower() in ("all", "auto"):
         return replace(settings, n_gpu_layers=-1)
     lo, hi = _RANGES[field]
-    n = whole(_int(value, flag), flag, lo, hi)
+    n = parse_whole(value, flag, lo, hi)
     if field == "n_parallel":
         if n == 0:
             raise InputError(f"{flag} is 0: give at least 1 slot, or -1 for llama-server's auto")
@@ -74,13 +65,7 @@ def _shares(flag: str, value: str) -> tuple[float, ...]:
     parts = [x for x in value.replace("/", ",").split(",") if x.strip()]
     if not parts or len(parts) > 256 or len(value) > 4096:
         raise InputError(f"{flag} {excerpt(value)}: give one share per GPU, such as 3,1")
-    shares = []
-    for x in parts:
-        try:
-            share = float(x) if len(x) <= 40 else float("nan")
-        except ValueError:
-            raise InputError(f"{flag} {excerpt(value)}: give shares such as 3,1") from None
-        shares.append(real(share, f"{flag} share", 0, 1e12))
+    shares = [parse_real(x, f"{flag} share", 0, 1e12) for x in parts]
     if sum(shares) <= 0:
         raise InputError(f"{flag} {excerpt(value)}: the shares add up to 0; give shares such as 3,1")
     return tuple(shares)

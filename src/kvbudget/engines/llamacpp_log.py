@@ -17,14 +17,12 @@ from collections.abc import Iterator
 from .._record import field, record, replace
 from ..units import InputError, MiB
 from .llamacpp import row_bytes
-from .logscan import AHEAD, BACK, LogText, count, figure
+from .logscan import AHEAD, BACK, NUM_DECIMAL_COMMA, LogText, count, figure, open_log
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..model.spec import ModelSpec
 
-# A figure as llama.cpp prints it (some locales print a decimal comma), bounded and whole.
-_F = r"(?<![0-9.,])(-?(?:[0-9]+(?:[.,][0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf)))(?![0-9]|[.,][0-9])"
 _MIB = 1e9  # a figure in MiB beyond this (a petabyte) is not a real cache
 
 
@@ -79,10 +77,13 @@ def _meta(log: LogText) -> dict[str, str]:
     return out
 
 
-_CACHE = (r"size = {0,16}" + _F + r" MiB \( {0,16}" + _F + r" cells, {0,16}" + _F + r" layers(?:, {0,16}[0-9/ ]{1,40} seqs)?\),"
-          r" K \((\w{1,16})\): {0,16}" + _F + r" MiB, V \((\w{1,16})\): {0,16}" + _F + " MiB")
-_SELF = r"KV self size {0,16}= {0,16}" + _F + r" MiB, K \((\w{1,16})\): {0,16}" + _F + r" MiB, V \((\w{1,16})\): {0,16}" + _F + " MiB"
-_BUFFER = r"(?<!\S)(\S{1,64}) KV buffer size = {0,16}" + _F + " MiB"
+# Figures as llama.cpp prints them: some locales print a decimal comma (logscan.NUM_DECIMAL_COMMA).
+_CACHE = (r"size = {0,16}" + NUM_DECIMAL_COMMA + r" MiB \( {0,16}" + NUM_DECIMAL_COMMA + r" cells, {0,16}" + NUM_DECIMAL_COMMA
+          + r" layers(?:, {0,16}[0-9/ ]{1,40} seqs)?\), K \((\w{1,16})\): {0,16}" + NUM_DECIMAL_COMMA
+          + r" MiB, V \((\w{1,16})\): {0,16}" + NUM_DECIMAL_COMMA + " MiB")
+_SELF = (r"KV self size {0,16}= {0,16}" + NUM_DECIMAL_COMMA + r" MiB, K \((\w{1,16})\): {0,16}" + NUM_DECIMAL_COMMA
+         + r" MiB, V \((\w{1,16})\): {0,16}" + NUM_DECIMAL_COMMA + " MiB")
+_BUFFER = r"(?<!\S)(\S{1,64}) KV buffer size = {0,16}" + NUM_DECIMAL_COMMA + " MiB"
 
 
 def _lines_of(log: LogText, kind: str, literal: str) -> Iterator[tuple[int, str, int, int]]:
@@ -100,10 +101,7 @@ def _events(log: LogText) -> Iterator[tuple[int, str, int, int]]:
 def parse_llamacpp_log(text: str) -> LlamaCppLog:
     """The KV caches and buffers a llama.cpp log reports, and the hyper-parameters it prints; each
     figure found by a literal and read in a bounded window of its line (linear time), and checked."""
-    if "\x00" in text:
-        raise InputError("the log is binary, not text: give the text log llama.cpp printed")
-    log = LogText(text.replace("\r", ""))
-    log.check_numbers()
+    log = open_log(text, "llama.cpp")
     text = log.text
     caches: list[CacheLine] = []
     swa_next = False

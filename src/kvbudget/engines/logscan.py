@@ -22,12 +22,31 @@ AHEAD = 512  # characters after it a pattern may reach
 # A number as logs print them (``1,234``, ``0.93``, ``1e30``), or the NaN and infinity a broken run
 # prints in its place (read, then refused by name): whole, never the tail or head of a longer run of
 # digits (the lookbehind rejects a start inside one at once, so a megabyte of digits costs one pass).
-NUM = (r"(?<![0-9.,])(-?(?:[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|(?i:nan|inf(?:inity)?)))"
-       r"(?![0-9]|\.[0-9])")
+_NOT_A_NUMBER = r"(?i:nan|inf(?:inity)?)"
+NUM = r"(?<![0-9.,])(-?(?:[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|" + _NOT_A_NUMBER + r"))(?![0-9]|\.[0-9])"
+# The same where a locale may print a decimal comma (llama.cpp: ``1,50 MiB``): one separator, ``.`` or ``,``,
+# and no thousands separators (read with ``figure(..., decimal_comma=True)``).
+NUM_DECIMAL_COMMA = (r"(?<![0-9.,])(-?(?:[0-9]+(?:[.,][0-9]+)?(?:[eE][+-]?[0-9]+)?|" + _NOT_A_NUMBER
+                     + r"))(?![0-9]|[.,][0-9])")
 
 
 MAX_DIGITS = 300
 _LONG = re.compile(r"(?<![0-9])[0-9]{" + str(MAX_DIGITS + 1) + "}")
+
+
+# A record a terminal or a paste wrapped: a line break followed by what can only continue the line before.
+_WRAPPED = re.compile(r"\n(?=[a-z0-9.,;:%)\]x ])")
+
+
+def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:
+    """A start-up log made ready to search: refused if binary (a NUL byte), carriage returns dropped,
+    wrapped records rejoined (``join_wrapped``), and no number longer than any engine prints."""
+    if "\x00" in text:
+        raise InputError(f"the log is binary, not text: give the text log {engine} printed")
+    text = text.replace("\r", "")
+    log = LogText(_WRAPPED.sub("", text) if join_wrapped else text)
+    log.check_numbers()
+    return log
 
 
 @lru_cache(maxsize=256)
@@ -134,8 +153,10 @@ def figure(value: str, name: str, lo: float | None = None, hi: float = 1e6, deci
 
 
 def count(value: str, name: str, lo: int = 0, hi: int = 10**13) -> int:
-    """A logged whole number in ``[lo, hi]``."""
-    return whole(_number(value, name, False), name, lo, hi, where="the log")
+    """A logged whole number in ``[lo, hi]`` (digits read exactly, so a refusal quotes their count)."""
+    digits = value.replace(",", "")
+    exact = int(digits) if digits.lstrip("-").isdecimal() and digits.isascii() else None
+    return whole(_number(value, name, False) if exact is None else exact, name, lo, hi, where="the log")
 
 
 def _number(value: str, name: str, decimal_comma: bool) -> float:

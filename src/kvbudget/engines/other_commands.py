@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from .._record import record, replace
-from ..inputs import excerpt, real, whole
+from ..inputs import excerpt, excerpt_path, load_options, parse_real, parse_whole, real, split_command, whole
 from ..units import InputError
 from .sglang import SGLangSettings
 from .trtllm import TrtllmSettings
-from .vllm_command import load_options, split_command
 
 _SGLANG = {  # flag -> (field, kind)
     "--model-path": ("model", "str"), "--model": ("model", "str"), "--tp": ("tp", "int"), "--tp-size": ("tp", "int"),
@@ -54,27 +51,25 @@ _FRACTIONS = ("mem_fraction_static", "free_gpu_memory_fraction", "swa_full_token
 
 def _value(kind: str, text: str, flag: str, field: str = "") -> object:
     """A flag's value, checked against the engine's range for it."""
-    t = text.strip()
     if kind == "int":
-        if not re.fullmatch(r"[+-]?[0-9]{1,30}", t):
-            raise InputError(f"{flag} {excerpt(text)} is not a whole number")
         lo, hi = _INT_RANGES.get(field, (1, 1 << 40))
-        n = whole(int(t), flag, lo, hi)
+        n = parse_whole(text, flag, lo, hi)
         if field == "chunked_prefill_size" and n == 0:
             raise InputError(f"{flag} is 0: give a size of at least 1 token, or -1 to turn chunked prefill off")
         return n
     if kind == "float":
-        try:
-            number = float(t) if len(t) <= 40 else float("nan")
-        except ValueError:
-            raise InputError(f"{flag} {excerpt(text)} is not a number") from None
-        value = real(number, flag, 0, 1, lo_open=True)
-        if value >= 1 and field != "swa_full_tokens_ratio":
-            raise InputError(f"{flag} is {value:g}: it must be below 1 (a fraction of the GPU's memory)")
-        return value
+        return _fraction(parse_real(text, flag, 0, 1, lo_open=True), flag, field != "swa_full_tokens_ratio")
+    t = text.strip()
     if not t or len(t) > 4096:
         raise InputError(f"{flag} {excerpt(text)}: give a value")
     return t
+
+
+def _fraction(value: float, label: str, below_one: bool = True) -> float:
+    """A fraction of the GPU's memory in (0, 1): 1 leaves nothing for activations."""
+    if below_one and value >= 1:
+        raise InputError(f"{label} is {value:g}: it must be below 1 (a fraction of the GPU's memory)")
+    return value
 
 
 def parse_other_command(argv: list[str] | str) -> OtherCommand:
@@ -135,7 +130,7 @@ _KV_OPTIONS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_toke
 def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
     """TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options`` YAML): the settings it
     sets, and the keys kvbudget does not model."""
-    where = f"--extra_llm_api_options {excerpt(path)}"
+    where = f"--extra_llm_api_options {excerpt_path(path)}"
     data = load_options(path, "--extra_llm_api_options")
     if not isinstance(data, dict):
         raise InputError(f"{where}: must hold a mapping of LLM API options")
@@ -149,21 +144,13 @@ def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
             if not isinstance(value, str):
                 raise InputError(f"{where}: {key} {excerpt(value)} is not a dtype name")
             out[field] = value
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise InputError(f"{where}: {key} {excerpt(value)} is not a number")
-        try:
-            number = float(value) if not isinstance(value, str) or len(value) <= 40 else float("nan")
-        except (ValueError, OverflowError):
-            raise InputError(f"{where}: {key} {excerpt(value)} is not a number") from None
-        if field == "free_gpu_memory_fraction":
-            if not 0 < number < 1:
-                raise InputError(f"{where}: {key} must be in (0, 1), got {excerpt(value)}")
-            out[field] = number
-        elif number != number or not 1 <= number <= 1 << 40 or number != int(number):
-            raise InputError(f"{where}: {key} must be a whole number of at least 1 (and at most 2^40), got {excerpt(value)}")
+        elif field == "free_gpu_memory_fraction":
+            fraction = (parse_real(value, key, 0, 1, lo_open=True, where=where) if isinstance(value, str)
+                        else real(value, key, 0, 1, where=where, lo_open=True))
+            out[field] = _fraction(fraction, f"{where}: {key}")
         else:
-            out[field] = int(number)
+            out[field] = (parse_whole(value, key, 1, 1 << 40, where=where) if isinstance(value, str)
+                          else whole(value, key, 1, 1 << 40, where=where))
 
     for key, value in data.items():
         if key == "kv_cache_config":

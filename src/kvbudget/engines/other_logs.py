@@ -15,9 +15,8 @@ from __future__ import annotations
 import re
 
 from ..units import GiB, InputError
-from .logscan import NUM, LogText, count, figure
+from .logscan import NUM, LogText, count, figure, open_log
 
-_N = NUM
 Row = tuple[str, float, float, bool]
 _GB = 1e6  # a figure in GB beyond this is not a GPU's
 
@@ -26,27 +25,24 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
     """(figure, reported, recomputed, matches) for every figure the log lets us recompute. Each
     figure is found by a literal and read in a bounded window of its line (``logscan``: linear time),
     and checked: a log with 0 blocks per token, a NaN or a negative pool is refused, naming it."""
-    if "\x00" in text:
-        raise InputError("the log is binary, not text: give the text log the engine printed")
-    log = LogText(text.replace("\r", ""))
-    log.check_numbers()
+    log = open_log(text, "the engine")
     rows: list[Row] = []
-    alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + _N
-                     + r",)? K size: " + _N + r" GB, V size: " + _N + " GB")
-    total = log.last("max_total_num_tokens=", r"max_total_num_tokens=" + _N)  # releases before #tokens in the line
+    alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + NUM
+                     + r",)? K size: " + NUM + r" GB, V size: " + NUM + " GB")
+    total = log.last("max_total_num_tokens=", r"max_total_num_tokens=" + NUM)  # releases before #tokens in the line
     if alloc and (alloc.group(1) or total):
         tokens = count(alloc.group(1) or total.group(1), "SGLang #tokens")  # type: ignore[union-attr]
         k_gb = figure(alloc.group(2), "SGLang K size (GB)", 0, _GB)
         v_gb = figure(alloc.group(3), "SGLang V size (GB)", 0, _GB)
-        begin = log.last("Load weight begin. avail mem=", r"Load weight begin\. avail mem=" + _N + " GB")
-        end = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?avail mem=" + _N + " GB")
-        usage = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?mem usage=" + _N + " GB")
+        begin = log.last("Load weight begin. avail mem=", r"Load weight begin\. avail mem=" + NUM + " GB")
+        end = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?avail mem=" + NUM + " GB")
+        usage = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?mem usage=" + NUM + " GB")
         pre_err = 0.005
         if end and usage and not begin:  # free before loading = free after + what loading took
             begin, pre_err = end, 0.01
-        frac = (log.last("mem_fraction_static=", r"mem_fraction_static=" + _N)
-                or log.last("--mem-fraction-static", r"--mem-fraction-static[ =]" + _N))
-        page = log.last("page_size=", r"page_size=" + _N)
+        frac = (log.last("mem_fraction_static=", r"mem_fraction_static=" + NUM)
+                or log.last("--mem-fraction-static", r"--mem-fraction-static[ =]" + NUM))
+        page = log.last("page_size=", r"page_size=" + NUM)
         p = count(page.group(1), "SGLang page_size", 1, 1 << 20) if page else 1
         per_token_k = k_gb * GiB / (tokens + p)  # implied K bytes per token, from the log itself
         if model:
@@ -63,7 +59,7 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
                                  " (give --model)")
             # a hybrid model's Mamba state pool comes out of the same budget first
             mamba = log.last("Mamba Cache is allocated.", r"Mamba Cache is allocated\.[^\n]{0,400}?conv_state size: "
-                             + _N + r" ?GB, ssm_state size: " + _N + " ?GB")
+                             + NUM + r" ?GB, ssm_state size: " + NUM + " ?GB")
             states = (figure(mamba.group(1), "SGLang conv_state size (GB)", 0, _GB)
                       + figure(mamba.group(2), "SGLang ssm_state size (GB)", 0, _GB)) if mamba else 0.0
             st_err = 0.01 if mamba else 0.0
@@ -75,28 +71,28 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
             rows.append(("SGLang K size (GB) from #tokens", k_gb, k_want, k_gb == k_want))
         rows.append(("SGLang K size = V size (GB)", v_gb, k_gb, v_gb == k_gb))
     pool = log.last("GiB for max tokens in paged KV cache (",
-                    r"Allocated " + _N + r" GiB for max tokens in paged KV cache \(" + _N + r"\)")
+                    r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
     if pool:
         x = figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, _GB)
         t = count(pool.group(2), "TRT-LLM max tokens in paged KV cache")
-        blocks = log.last("Number of blocks in KV cache primary pool: ", r"Number of blocks in KV cache primary pool: " + _N)
-        tpb = log.last("Number of tokens per block: ", r"Number of tokens per block: " + _N)
+        blocks = log.last("Number of blocks in KV cache primary pool: ", r"Number of blocks in KV cache primary pool: " + NUM)
+        tpb = log.last("Number of tokens per block: ", r"Number of tokens per block: " + NUM)
         if blocks and tpb:
             n = count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool")
             b = count(tpb.group(1), "TRT-LLM tokens per block", 1, 1 << 20)
             rows.append(("TRT-LLM tokens = blocks x tokens per block", t, n * b, t == n * b))
-        avail = log.last("available: ", r"available: " + _N + " GiB")
+        avail = log.last("available: ", r"available: " + NUM + " GiB")
         frac = log.last(("free_gpu_memory_fraction", "freeGpuMemoryFraction", "kv_cache_free_gpu_mem_fraction"),
                         r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]{1,8}"
-                        + _N)
+                        + NUM)
         if avail and frac:
             a_gib = figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, _GB)
             fr = figure(frac.group(1), "TRT-LLM free_gpu_memory_fraction", 0, 1, lo_open=True)
             want = a_gib * fr
             rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * fr))
         per = log.last("available KV cache memory when calculating max tokens: ",
-                       r"available KV cache memory when calculating max tokens: " + _N
-                       + r" GiB[^\n]{0,400}?kv size(?: per token)? is " + _N)
+                       r"available KV cache memory when calculating max tokens: " + NUM
+                       + r" GiB[^\n]{0,400}?kv size(?: per token)? is " + NUM)
         if per:
             a = figure(per.group(1), "TRT-LLM available KV cache memory (GiB)", 0, _GB)
             s = figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True)
@@ -116,7 +112,7 @@ def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     from ..units import element_type
 
     spec = load_model(ref)
-    tp_match = log.last("tp_size=", r"tp_size=" + _N) or log.last("--tp", r"--tp(?:-size)?[ =]" + _N)
+    tp_match = log.last("tp_size=", r"tp_size=" + NUM) or log.last("--tp", r"--tp(?:-size)?[ =]" + NUM)
     # log lines are tagged TP0 .. TP(n-1)
     ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)
              if m.start() == 0 or not (log.text[m.start() - 1].isalnum() or log.text[m.start() - 1] == "_")]

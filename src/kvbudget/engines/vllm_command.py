@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 
 from .. import inputs
 from .._record import record, replace
-from ..inputs import excerpt, real, whole
+from ..inputs import excerpt, parse_real, parse_whole, whole
 from ..units import InputError
 from .vllm import VllmSettings
 
@@ -58,19 +57,7 @@ def human_int(text: str, flag: str) -> int:
             return int(number) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[suffix]
         raise InputError(f"{flag} {excerpt(text)}: vLLM allows no decimals with a binary suffix like {suffix}"
                          f" (did you mean {number}{suffix.lower()}?)")
-    if re.fullmatch(r"[+-]?[0-9]{1,30}", t):
-        return int(t)
-    raise InputError(f"{flag} {excerpt(text)} is not a whole number (vLLM accepts e.g. 8192, 32k, 4K)")
-
-
-def _float(text: str, flag: str) -> float:
-    t = text.strip()
-    if len(t) > 40:
-        raise InputError(f"{flag} {excerpt(text)} is not a number")
-    try:
-        return float(t)
-    except ValueError:
-        raise InputError(f"{flag} {excerpt(text)} is not a number") from None
+    return parse_whole(t, flag, forms="vLLM accepts e.g. 8192, 32k, 4K")
 
 
 def _bool(value: str | None) -> bool:
@@ -93,29 +80,30 @@ _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", 
              "disable_hybrid_kv_cache_manager": "--disable"}
 
 
-def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None) -> VllmSettings:
+def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
     """Set what engine argument ``dest`` (given as ``flag value``) means for the memory plan, checked
-    against the range vLLM itself enforces."""
+    against the range vLLM itself enforces; errors name ``label`` (the flag, or the file and key it came from)."""
     v = value or ""
+    label = label or flag
     if dest in _INT_FIELDS:
         lo, hi = _INT_RANGES[dest]
-        return replace(settings, **{dest: whole(human_int(v, flag), flag, lo, hi)})
+        return replace(settings, **{dest: whole(human_int(v, label), label, lo, hi)})
     if dest in _TEXT_FIELDS:
         v = v.strip()
         if not v or len(v) > 64:
-            raise InputError(f"{flag} {excerpt(v)}: give a name such as auto, bfloat16 or fp8")
+            raise InputError(f"{label} {excerpt(v)}: give a name such as auto, bfloat16 or fp8")
         return replace(settings, **{dest: v.removeprefix("torch.") if dest == "dtype" else v})
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
     if dest == "max_model_len":  # Field(ge=-1), -1 or auto: fit to memory; a request of 0 tokens is no length
-        n = -1 if v.strip().lower() in ("auto", "-1") else human_int(v, flag)
+        n = -1 if v.strip().lower() in ("auto", "-1") else human_int(v, label)
         if n != -1 and n < 1:
-            raise InputError(f"{flag} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")
-        return replace(settings, max_model_len=whole(n, flag, -1, 1 << 40))
+            raise InputError(f"{label} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")
+        return replace(settings, max_model_len=whole(n, label, -1, 1 << 40))
     if dest in ("gpu_memory_utilization", "device_memory_utilization"):  # CacheConfig Field(gt=0, le=1)
-        return replace(settings, gpu_memory_utilization=real(_float(v, flag), flag, 0, 1, lo_open=True))
+        return replace(settings, gpu_memory_utilization=parse_real(v, label, 0, 1, lo_open=True))
     if dest == "cpu_offload_gb":  # UVAOffloadConfig Field(ge=0), GiB
-        return replace(settings, cpu_offload_bytes=round(real(_float(v, flag), flag, 0, 1 << 30) * (1 << 30)))
+        return replace(settings, cpu_offload_bytes=round(parse_real(v, label, 0, 1 << 30) * (1 << 30)))
     return settings
 
 
@@ -145,41 +133,26 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
                      "`python -m vllm.entrypoints.openai.api_server --model MODEL ...`")
 
 
-def _config_file(path: str) -> list[tuple[str, str | None]]:
-    """``--config`` file entries as (flag, value): a YAML (or JSON) mapping of engine arguments, as
-    vLLM's FlexibleArgumentParser._pull_args_from_config reads it. Read with a size cap, no aliases
-    bombs; nothing it names is opened here (a ``config:`` inside it is not followed)."""
-    where = f"--config {excerpt(path)}"
-    loaded = load_options(path, "--config")
+def _config_file(path: str) -> list[tuple[str, str | None, str]]:
+    """``--config`` file entries as (flag, value, label naming the file and key): a YAML (or JSON) mapping of
+    engine arguments, as vLLM's FlexibleArgumentParser._pull_args_from_config reads it. Read with a size
+    cap, no aliases bombs; nothing it names is opened here (a ``config:`` inside it is not followed)."""
+    where = f"--config {inputs.excerpt_path(path)}"
+    loaded = inputs.load_options(path, "--config")
     if not isinstance(loaded, dict):
         raise InputError(f"{where}: must hold a mapping of engine arguments (max_model_len: 8192 ...)")
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[str, str | None, str]] = []
     for key, item in loaded.items():
-        flag = "--" + str(key)[:100].replace("_", "-")
+        name = str(key)[:100]
+        flag = "--" + name.replace("_", "-")
+        label = f"{where}: {name}"
         if isinstance(item, bool):
-            out.append((flag if item else "--no-" + flag[2:], None))
-        elif isinstance(item, int) and abs(item) >= 10**30:
-            raise InputError(f"{where}: {excerpt(str(key))} is {excerpt(item)}: far out of range")
+            out.append((flag if item else "--no-" + flag[2:], None, label))
         elif isinstance(item, (int, float, str)):
-            out.append((flag, str(item)))
+            out.append((flag, str(item), label))  # a long integer is refused by its length (parse_whole)
         elif item is not None:  # a list or mapping: named, never printed (it may be an alias bomb)
-            out.append((flag, f"<a {type(item).__name__}>"))
+            out.append((flag, f"<a {type(item).__name__}>", label))
     return out
-
-
-def load_options(path: str, flag: str) -> object:
-    """An engine's option file (YAML or JSON): read with the size cap and regular-file check, nesting
-    bounded before the YAML parser sees it, aliases capped (``inputs``)."""
-    where = f"{flag} {excerpt(path)}"
-    return inputs.load_yaml(inputs.read_text(path, flag, inputs.MAX_OPTIONS_BYTES), where)
-
-
-def split_command(text: str) -> list[str]:
-    """A pasted command as a shell splits it; one line of error for an unbalanced quote."""
-    try:
-        return shlex.split(text)
-    except ValueError as exc:
-        raise InputError(f"the launch command cannot be split into words ({exc}): close its quotes") from None
 
 
 def dashed(token: str) -> str:
@@ -194,7 +167,7 @@ def dashed(token: str) -> str:
 
 def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
-    tokens = split_command(argv) if isinstance(argv, str) else list(argv)
+    tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
     env: list[tuple[str, str]] = []
     env_warnings: list[str] = []
@@ -220,7 +193,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
     model: str | None = None
     warnings: list[str] = list(env_warnings)
-    pending: list[tuple[str, str | None]] = []
+    pending: list[tuple[str, str | None, str]] = []
     i = 0
     while i < len(args):
         tok = args[i]
@@ -250,11 +223,11 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             if not eq and i < len(args) and not args[i].startswith("-"):
                 i += 1  # its value, most likely
             continue
-        pending.append((name, arg))
-    for name, arg in list(pending):
+        pending.append((name, arg, name))
+    for name, arg, _ in list(pending):
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
-    for name, arg in pending:
+    for name, arg, label in pending:
         if name not in flags:
             continue
         dest = flags[name][0]
@@ -263,7 +236,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if dest == "model" and arg:
             model = arg
         else:
-            settings = _apply(settings, dest, name, arg)
+            settings = _apply(settings, dest, name, arg, label)
     if not model:
         raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
     if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:

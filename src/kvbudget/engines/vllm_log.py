@@ -16,7 +16,7 @@ import re
 
 from .._record import record
 from ..units import InputError
-from .logscan import NUM, LogText, count, figure
+from .logscan import NUM, LogText, count, figure, open_log
 
 
 @record
@@ -64,6 +64,7 @@ _ARG_KEYS = (
 # 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
 # literal (a key is whole: not the tail of mamba_block_size).
 _SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})") for key in _ARG_KEYS}
+_GPU_BLOCKS = ("GPU blocks: ", "gpu blocks: ", "cuda blocks: ", "CUDA blocks: ")  # V0's "# GPU blocks: N, # CPU blocks: M"
 _GIB = 1e6  # a figure in GiB beyond this (a million GiB) is not a GPU's
 
 
@@ -98,12 +99,7 @@ _ERRORS = (
 
 def parse_vllm_log(text: str) -> VllmLog:
     """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``)."""
-    if "\x00" in text:
-        raise InputError("the log is binary, not text: give the text log vLLM printed")
-    # Rejoin records a terminal or a paste wrapped: a line break followed by a continuation.
-    text = re.sub(r"\n(?=[a-z0-9.,;:%)\]x ])", "", text.replace("\r", ""))
-    log = LogText(text)
-    log.check_numbers()
+    log = open_log(text, "vLLM", join_wrapped=True)
     fields: dict[str, object] = {}
     m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")
          or log.first("LLM engine (v", r"LLM engine \(v([0-9][\w.+\-]{0,40})\)")
@@ -139,7 +135,9 @@ def parse_vllm_log(text: str) -> VllmLog:
     m = log.last("KV cache size: ", r"KV cache size: " + NUM + r" tokens")
     if m:
         fields["kv_cache_tokens"] = count(m.group(1), "GPU KV cache size (tokens)")
-    m = log.last(" blocks: ", r"#? ?(?:GPU|gpu|cuda|CUDA) blocks: " + NUM)
+    # each spelling a literal of its own: a search for " blocks: " lands on the "# CPU blocks" of the same
+    # line and misses a GPU figure that starts more than BACK characters before it
+    m = log.last(_GPU_BLOCKS, r"(?:GPU|gpu|cuda|CUDA) blocks: " + NUM)
     if m:
         fields["num_gpu_blocks"] = count(m.group(1), "# GPU blocks")
     m = log.last("Maximum concurrency for ", r"Maximum concurrency for " + NUM + r" tokens per request: " + NUM + r" ?x")

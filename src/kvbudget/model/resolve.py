@@ -26,6 +26,22 @@ def _where(path: str) -> str:
 
 # A NaN / Infinity that json.dumps writes and strict JSON refuses, with the key it stands for.
 _CONSTANT = re.compile(r'"([^"\\]{1,100})"\s*:\s*(-?Infinity|NaN)\b')
+# An integer past a double's range (orjson: "number is infinity"), with the key it stands for if any.
+_HUGE_INT = re.compile(r'(?:"([^"\\]{1,100})"\s*:\s*)?-?(\d{300,})')
+
+
+def _named(text: str, error: str) -> str:
+    """What a strict-JSON refusal was about, when json.dumps-style text says: ": field 'x' is NaN"."""
+    if "unexpected character" in error:
+        constant = _CONSTANT.search(text)
+        if constant:
+            return f": field {constant.group(1)!r} is {constant.group(2)}, give a number"
+    elif "number is infinity" in error:
+        huge = _HUGE_INT.search(text)
+        if huge:
+            field = f"field {huge.group(1)!r} is " if huge.group(1) else ""
+            return f": {field}an integer of {len(huge.group(2)):,} digits, give a number"
+    return ""
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -48,11 +64,10 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         parsed = load_json(text, where)
     except InputError as exc:
-        named = _CONSTANT.search(text) if "unexpected character" in str(exc) else None
-        field = f": field {named.group(1)!r} is {named.group(2)}, give a number" if named else ""
-        raise ConfigError(f"{exc}{field}") from None
+        raise ConfigError(f"{exc}{_named(text, str(exc))}") from None
     if not isinstance(parsed, dict):
-        raise ConfigError(f"{where}: config.json must hold a JSON object, not {type(parsed).__name__}")
+        kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(parsed), "a number")
+        raise ConfigError(f"{where}: config.json must hold a JSON object, not {kind}")
     return parsed
 
 

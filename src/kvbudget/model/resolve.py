@@ -24,14 +24,15 @@ def _where(path: str) -> str:
     return path if len(path) <= 160 else "..." + path[-157:]
 
 
-# A NaN / Infinity that json.dumps writes and strict JSON refuses, with the key it stands for.
-_CONSTANT = re.compile(r'"([^"\\]{1,100})"\s*:\s*(-?Infinity|NaN)\b')
+# A NaN / Infinity that json.dumps writes and strict JSON refuses, with the key it stands for (or whose list holds it).
+_CONSTANT = re.compile(r'"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*?)?(-?Infinity|NaN)\b')  # a value, or in a list
 # An integer past a double's range (orjson: "number is infinity"), with the key it stands for if any.
-_HUGE_INT = re.compile(r'(?:"([^"\\]{1,100})"\s*:\s*)?-?(\d{300,})')
+_HUGE_INT = re.compile(r'(?:"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*?)?)?-?(\d{300,})')
 
 
-def _named(text: str, error: str) -> str:
-    """What a strict-JSON refusal was about, when json.dumps-style text says: ": field 'x' is NaN"."""
+def json_culprit(data: str | bytes, error: str) -> str:
+    """What a strict-JSON refusal (``load_json``'s ``error``) was about, when the text says: ": field 'x' is NaN"."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     if "unexpected character" in error:
         constant = _CONSTANT.search(text)
         if constant:
@@ -64,7 +65,7 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         parsed = load_json(text, where)
     except InputError as exc:
-        raise ConfigError(f"{exc}{_named(text, str(exc))}") from None
+        raise ConfigError(f"{exc}{json_culprit(text, str(exc))}") from None
     if not isinstance(parsed, dict):
         kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(parsed), "a number")
         raise ConfigError(f"{where}: config.json must hold a JSON object, not {kind}")

@@ -33,7 +33,7 @@ _HUGE_INT = re.compile(r'(?:"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*?)?)?-?(\d{30
 def json_culprit(data: str | bytes, error: str) -> str:
     """What a strict-JSON refusal (``load_json``'s ``error``) was about, when the text says: ": field 'x' is NaN"."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-    if "unexpected character" in error:
+    if "unexpected character" in error or "no digit after sign" in error:  # NaN, Infinity; -Infinity
         constant = _CONSTANT.search(text)
         if constant:
             return f": field {constant.group(1)!r} is {constant.group(2)}, give a number"

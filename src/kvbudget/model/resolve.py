@@ -26,8 +26,10 @@ def _where(path: str) -> str:
 
 # A NaN / Infinity that json.dumps writes and strict JSON refuses, with the key it stands for (or whose list holds it).
 _CONSTANT = re.compile(r'"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*?)?(-?Infinity|NaN)\b')  # a value, or in a list
-# An integer past a double's range (orjson: "number is infinity"), with the key it stands for if any.
-_HUGE_INT = re.compile(r'(?:"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*?)?)?-?(\d{300,})')
+# An integer past a double's range (orjson: "number is infinity"): a run of digits tried from its start only
+# (linear time), then the key just before it, if any.
+_HUGE_INT = re.compile(r"(?<!\d)\d{300,}")
+_KEY_BEFORE = re.compile(r'"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*|-)?$')
 
 
 def json_culprit(data: str | bytes, error: str) -> str:
@@ -40,8 +42,9 @@ def json_culprit(data: str | bytes, error: str) -> str:
     elif "number is infinity" in error:
         huge = _HUGE_INT.search(text)
         if huge:
-            field = f"field {huge.group(1)!r} is " if huge.group(1) else ""
-            return f": {field}an integer of {len(huge.group(2)):,} digits, give a number"
+            key = _KEY_BEFORE.search(text, max(0, huge.start() - 400), huge.start())
+            field = f"field {key.group(1)!r} is " if key else ""
+            return f": {field}an integer of {len(huge.group()):,} digits, give a number"
     return ""
 
 

@@ -127,7 +127,7 @@ def test_truncated_and_hostile_gguf(tmp_path: Path) -> None:
         read_gguf_header(str(tmp_path / "big.gguf"))
     long_key = b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (1).to_bytes(8, "little") + (1 << 40).to_bytes(8, "little") + bytes(32)
     (tmp_path / "key.gguf").write_bytes(long_key)
-    with pytest.raises(GGUFError, match="truncated or damaged GGUF: a string of 1,099,511,627,776 bytes"):
+    with pytest.raises(GGUFError, match="truncated or damaged GGUF: a key of 1,099,511,627,776 bytes"):
         read_gguf_header(str(tmp_path / "key.gguf"))
 
 

@@ -12,28 +12,43 @@ from corpus import add, argv, write
 
 PLAN = ["plan", "llama-3.2-1b", "--concurrency", "4", "--context", "4096", "--gpus", "H100,L4", "--max-gpus", "2"]
 
-PRICES: dict[str, str | bytes] = {
-    "json-nan": '{"H100": NaN}', "json-inf": '{"H100": Infinity}', "json-neg-inf": '{"H100": -Infinity}',
-    "json-negative": '{"H100": -2.5}', "json-huge": '{"H100": 1e30}', "json-1000": '{"H100": 1000}',
-    "json-bigint": '{"H100": ' + "9" * 5000 + "}", "json-bool": '{"H100": true}', "json-null": '{"H100": null}',
-    "json-list-price": '{"H100": [2.5]}', "json-obj-price": '{"H100": {"usd": 2.5}}',
-    "json-str-nan": '{"H100": "nan"}', "json-str-inf": '{"H100": "inf"}', "json-str-word": '{"H100": "cheap"}',
-    "json-str-long": '{"H100": "' + "1" * 10_000 + '"}',
-    "json-unknown-gpu": '{"H9000": 2.5}', "json-empty-gpu": '{"": 2.5}', "json-long-gpu": '{"' + "H" * 100_000 + '": 2.5}',
-    "json-twice": '{"H100": 2.5, "h100-sxm": 2.6}', "json-truncated": '{"H100": 2.',
-    "json-deep": "{" + '"a":{' * 10_000 + "}" * 10_001, "json-list": '[{"H100": 2.5}]',
-    "csv-nan": "H100,nan\n", "csv-inf": "H100,inf\n", "csv-negative": "H100,-1\n", "csv-huge": "H100,1e30\n",
-    "csv-word": "H100,cheap\n", "csv-empty-price": "H100,\n", "csv-no-comma": "H100 2.5\n",
-    "csv-unknown-gpu": "H9000,2.5\n", "csv-twice": "H100,2.5\nH100,2.6\n", "csv-long-line": "H100," + "9" * 100_000 + "\n",
-    "csv-many-bad-lines": "H100 2.5\n" * 100_000,
-    "binary": bytes(range(256)) * 16, "latin1": "H100,2.5 \xa3\n".encode("latin-1"), "nul": b"H100,2.5\x00\n",
+H100 = "price of 'H100'"  # an entry whose price is bad: the error names the entry
+BETWEEN, NOT_NUMBER = "must be between 0 and 1000 $/hour", "must be a number"
+PRICES: dict[str, tuple[str | bytes, str]] = {  # the file, and what the error says about it
+    "json-nan": ('{"H100": NaN}', "'H100' is NaN"), "json-inf": ('{"H100": Infinity}', "'H100' is Infinity"),
+    "json-neg-inf": ('{"H100": -Infinity}', "'H100' is -Infinity"),
+    "json-negative": ('{"H100": -2.5}', f"{H100} {BETWEEN}, got -2.5"), "json-huge": ('{"H100": 1e30}', f"{H100} {BETWEEN}, got 1e+30"),
+    "json-1000": ('{"H100": 1000}', f"{H100} {BETWEEN}, got 1000"),
+    "json-bigint": ('{"H100": ' + "9" * 5000 + "}", "'H100' is an integer of 5,000 digits"),
+    "json-bool": ('{"H100": true}', f"{H100} {NOT_NUMBER}"), "json-null": ('{"H100": null}', f"{H100} {NOT_NUMBER}"),
+    "json-list-price": ('{"H100": [2.5]}', f"{H100} {NOT_NUMBER}"), "json-obj-price": ('{"H100": {"usd": 2.5}}', f"{H100} {NOT_NUMBER}"),
+    "json-str-nan": ('{"H100": "nan"}', f"{H100} must be a finite number"),
+    "json-str-inf": ('{"H100": "inf"}', f"{H100} must be a finite number"),
+    "json-str-word": ('{"H100": "cheap"}', f"{H100} is not a number: 'cheap'"),
+    "json-str-long": ('{"H100": "' + "1" * 10_000 + '"}', f"{H100} {NOT_NUMBER}, not '1111"),
+    "json-unknown-gpu": ('{"H9000": 2.5}', "unknown GPU 'H9000'"), "json-empty-gpu": ('{"": 2.5}', "empty GPU name"),
+    "json-long-gpu": ('{"' + "H" * 100_000 + '": 2.5}', "(100,000 characters"),
+    "json-twice": ('{"H100": 2.5, "h100-sxm": 2.6}', "'h100-sxm' names H100-SXM-80GB, which the file already prices"),
+    "json-truncated": ('{"H100": 2.', "unexpected end of data"),
+    "json-deep": ("{" + '"a":{' * 10_000 + "}" * 10_001, "nested more than"),
+    "json-list": ('[{"H100": 2.5}]', "a JSON prices file holds one object"),
+    "csv-nan": ("H100,nan\n", f"{H100} must be a finite number"), "csv-inf": ("H100,inf\n", f"{H100} must be a finite number"),
+    "csv-negative": ("H100,-1\n", f"{H100} {BETWEEN}, got -1"), "csv-huge": ("H100,1e30\n", f"{H100} {BETWEEN}, got 1e+30"),
+    "csv-word": ("H100,cheap\n", f"{H100} is not a number: 'cheap'"), "csv-empty-price": ("H100,\n", f"{H100} is not a number: ''"),
+    "csv-no-comma": ("H100 2.5\n", ":1: expected 'gpu,price', got 'H100 2.5'"),
+    "csv-unknown-gpu": ("H9000,2.5\n", "unknown GPU 'H9000'"),
+    "csv-twice": ("H100,2.5\nH100,2.6\n", "'H100' names H100-SXM-80GB, which the file already prices"),
+    "csv-long-line": ("H100," + "9" * 100_000 + "\n", f"{H100} {NOT_NUMBER}, not '9999"),
+    "csv-many-bad-lines": ("H100 2.5\n" * 100_000, ":1: expected 'gpu,price'"),  # the first bad line, once
+    "binary": (bytes(range(256)) * 16, "not UTF-8"), "latin1": ("H100,2.5 \xa3\n".encode("latin-1"), "not UTF-8"),
+    "nul": (b"H100,2.5\x00\n", f"{H100} is not a number: '2.5\\x00'"),
 }
-for tag, data in PRICES.items():
+for tag, (data, about) in PRICES.items():
 
     def build(root: Path, data: str | bytes = data) -> list[str]:
         return [*PLAN, "--prices", write(root, "prices.txt", data)]
 
-    add(f"prices-{tag}", build)
+    add(f"prices-{tag}", build, expect_in=about)
 
 
 def _huge(root: Path) -> list[str]:
@@ -53,17 +68,23 @@ def _folder(root: Path) -> list[str]:
     return [*PLAN, "--prices", str(root / "prices")]
 
 
-add("prices-huge", _huge)
-add("prices-fifo", _fifo)
-add("prices-folder", _folder)
-add("prices-missing", lambda root: [*PLAN, "--prices", str(root / "nowhere.json")])
-add("prices-dev-zero", lambda _root: [*PLAN, "--prices", "/dev/zero"])
+add("prices-huge", _huge, expect_in="more than the 4,194,304 kvbudget reads")
+add("prices-fifo", _fifo, expect_in="not a regular file")
+add("prices-folder", _folder, expect_in="is a folder")
+add("prices-missing", lambda root: [*PLAN, "--prices", str(root / "nowhere.json")], expect_in="no such file")
+add("prices-dev-zero", lambda _root: [*PLAN, "--prices", "/dev/zero"], expect_in="not a regular file")
 
 # More pipeline stages than layers, or absurd tensor parallelism, under every engine: refused before a
-# list of a million stages is built.
+# list of a million stages is built. Llama-3.2-1B has 16 layers and 32 attention heads; each engine checks the
+# stages against the layers first, except the textbook, which checks any layout against 1,024 GPUs first.
+REASON = {("--pp", "1000000"): "the model's 16 layers", ("--pp", "17"): "the model's 16 layers",
+          ("--tp", "1000000"): "beyond any real deployment", ("--tp", "3"): "does not divide the 32 attention heads"}
 for engine in ("vllm", "sglang", "trtllm", "textbook"):
-    for flag, value in (("--pp", "1000000"), ("--pp", "17"), ("--tp", "1000000"), ("--tp", "3")):
-        argv(f"parallel-{engine}{flag}-{value}", ["fit", "llama-3.2-1b", "--gpu", "H100", "--engine", engine, flag, value])
+    for (flag, value), reason in REASON.items():
+        if engine == "textbook" and value == "1000000":
+            reason = "beyond any real deployment"
+        argv(f"parallel-{engine}{flag}-{value}", ["fit", "llama-3.2-1b", "--gpu", "H100", "--engine", engine, flag, value],
+             expect_in=reason)
 
 
 # Found by `make fuzz` (tests/fuzz): a vLLM --config file that is not UTF-8 escaped as UnicodeDecodeError.
@@ -75,9 +96,11 @@ def _vllm_config(data: bytes) -> Callable[[Path], list[str]]:
     return build
 
 
-add("options-vllm-config-not-utf8", _vllm_config(b"\x80"))
-add("options-vllm-config-latin1", _vllm_config("max-model-len: 4096 # caf\xe9\n".encode("latin-1")))
+add("options-vllm-config-not-utf8", _vllm_config(b"\x80"), expect_in="not UTF-8 text")
+add("options-vllm-config-latin1", _vllm_config("max-model-len: 4096 # caf\xe9\n".encode("latin-1")),
+    expect_in="not UTF-8 text")
 # Found by `make fuzz`: vLLM's --cpu-offload-gb nan / inf escaped as ValueError / OverflowError.
 for n, value in enumerate(["nan", "inf", "-inf", "1e400"]):
     argv(f"options-vllm-cpu-offload-{n}", ["explain", "--gpu", "H100", "--", "vllm", "serve",
-                                           "meta-llama/Llama-3.1-8B-Instruct", "--cpu-offload-gb", value])
+                                           "meta-llama/Llama-3.1-8B-Instruct", "--cpu-offload-gb", value],
+         expect_in="--cpu-offload-gb must be a finite number")

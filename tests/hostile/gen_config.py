@@ -1,5 +1,5 @@
 """config.json files with values never meant: each field kvbudget reads x bad values (negative, zero,
-2^63, 1e30, a string "false", a list, an object, a 5000-digit integer, a fraction, null), through
+2^63, 1e30, a string "false", a list, an object, a fraction, null; a 5000-digit integer once), through
 ``kvbudget kv ./config.json`` and ``kvbudget fit ./folder --gpu H100``; and files that are not a config
 at all (deep, binary, huge, a FIFO, a device)."""
 
@@ -20,6 +20,7 @@ BAD: dict[str, Any] = {
     "neg": -1, "zero": 0, "2p63": 2**63, "1e30": 1e30, "strfalse": "false", "list": [], "obj": {}, "big": "__BIG__",
     "half": 1.5, "null": None,
 }
+PER_FIELD = [tag for tag in BAD if tag != "big"]  # a 5000-digit integer stops at the JSON parser, whatever the field
 
 
 def _text(config: dict[str, Any]) -> str:
@@ -41,8 +42,8 @@ def _set(config: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def config_case(case_id: str, config: dict[str, Any] | str, command: str = "kv", expect: int = 2) -> None:
-    """``kv FILE`` or ``fit FOLDER --gpu H100`` over one config.json."""
+def config_case(case_id: str, config: dict[str, Any] | str, expect_in: str, command: str = "kv", expect: int = 2) -> None:
+    """``kv FILE`` or ``fit FOLDER --gpu H100`` over one config.json; the error names ``expect_in``."""
     text = config if isinstance(config, str) else _text(config)
 
     def build(root: Path) -> list[str]:
@@ -51,7 +52,7 @@ def config_case(case_id: str, config: dict[str, Any] | str, command: str = "kv",
         write(root, "model/config.json", text)
         return ["fit", str(root / "model"), "--gpu", "H100"]
 
-    add(case_id, build, expect)
+    add(case_id, build, expect, expect_in=expect_in)
 
 
 # Fields that must be whole numbers > 0 (null or absent: the field is missing, or a default applies).
@@ -76,9 +77,12 @@ ZERO_OK = {"sliding_window": ("mistral-7b-v0.1",), "head_dim": ("gemma-3-4b",)} 
 for model, fields, null_ok in COUNTS:
     base = _config(model)
     for field in fields:
-        for tag, value in BAD.items():
+        for tag in PER_FIELD:
             expect = 0 if (tag == "null" and field in null_ok) or (tag == "zero" and model in ZERO_OK.get(field, ())) else 2
-            config_case(f"config-{model}-{field}-{tag}", _set(base, field, value), expect=expect)
+            config_case(f"config-{model}-{field}-{tag}", _set(base, field, BAD[tag]), field, expect=expect)
+# One integer past Python's 4,300-digit limit: refused while parsing, naming the field it stands for.
+config_case("config-big-int", _set(_config("llama-3.1-8b"), "num_attention_heads", BAD["big"]), "num_attention_heads")
+config_case("config-fit-big-int", _set(_config("llama-3.1-8b"), "hidden_size", BAD["big"]), "hidden_size", command="fit")
 
 # Booleans: transformers keeps a string as a string, and a non-empty string is true in Python.
 BOOLS = [("llama-3.1-8b", "tie_word_embeddings"), ("llama-3.1-8b", "attention_bias"), ("llama-3.1-8b", "mlp_bias"),
@@ -90,16 +94,18 @@ for model, field in BOOLS:
     for tag, value in (("strfalse", "false"), ("strtrue", "true"), ("zero", 0), ("one", 1), ("two", 2), ("list", []),
                        ("obj", {})):
         # 0 and 1 are what Python's ``if config.x`` reads as false and true: accepted
-        config_case(f"config-bool-{model}-{field}-{tag}", _set(base, field, value), expect=0 if tag in ("zero", "one") else 2)
+        config_case(f"config-bool-{model}-{field}-{tag}", _set(base, field, value), field,
+                    expect=0 if tag in ("zero", "one") else 2)
 
 # The same, through a model folder and fit (every part of the plan, not only the KV cache).
 LLAMA = _config("llama-3.1-8b")
 for field in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
               "intermediate_size", "max_position_embeddings", "tie_word_embeddings"):
-    for tag in ("neg", "2p63", "1e30", "strfalse", "big", "half"):
-        config_case(f"config-fit-{field}-{tag}", _set(LLAMA, field, BAD[tag]), command="fit")
+    for tag in ("neg", "2p63", "1e30", "strfalse", "half"):
+        config_case(f"config-fit-{field}-{tag}", _set(LLAMA, field, BAD[tag]), field, command="fit")
 
-# Shapes that do not agree with each other.
+# Shapes that do not agree with each other. The error names the first field changed, unless ABOUT says
+# which field the shape is about.
 SHAPES: dict[str, dict[str, Any]] = {
     "heads-not-dividing-hidden": {"num_attention_heads": 33, "head_dim": None},
     "kv-heads-above-heads": {"num_key_value_heads": 64},
@@ -132,27 +138,32 @@ SHAPES: dict[str, dict[str, Any]] = {
     "model-max-length-huge": {"model_max_length": 10**30},
     "text-config-list": {"text_config": [1]},
 }
+ABOUT = {"layer-types-sliding-no-window": "sliding_window"}  # sliding layers, and no window for them
 for tag, changes in SHAPES.items():
     config = {**LLAMA, **changes}
-    config_case(f"config-shape-{tag}", {k: v for k, v in config.items() if v is not None})
-    config_case(f"config-shape-fit-{tag}", {k: v for k, v in config.items() if v is not None}, command="fit")
+    about = ABOUT.get(tag, next(iter(changes)))
+    config_case(f"config-shape-{tag}", {k: v for k, v in config.items() if v is not None}, about)
+    config_case(f"config-shape-fit-{tag}", {k: v for k, v in config.items() if v is not None}, about, command="fit")
 
-# Files that are not a config.json.
-RAW: dict[str, str | bytes] = {
-    "empty": "", "list": "[1, 2]", "string": '"llama"', "number": "7", "null": "null",
-    "nan": _text(LLAMA).replace('"rms_norm_eps": 1e-05', '"rms_norm_eps": NaN'),
-    "infinity": _text(LLAMA).replace('"rope_theta": 500000.0', '"rope_theta": Infinity'),
-    "deep": "[" * 100_000 + "]" * 100_000, "deep-object": '{"a":' * 50_000 + "1" + "}" * 50_000,
-    "binary": bytes(range(256)) * 64, "latin1": '{"model_type": "caf\xe9"}'.encode("latin-1"),
-    "truncated": _text(LLAMA)[:200], "bom": b"\xef\xbb\xbf" + _text(LLAMA).encode(), "utf16": "{}".encode("utf-16"),
-    "big-top-int": _BIG, "trailing": _text(LLAMA) + " ]", "no-model-type": json.dumps({"hidden_size": 4096}),
+# Files that are not a config.json: (the file, what the error says about it).
+NOT_OBJECT, NOT_JSON, NOT_UTF8 = "must hold a JSON object", "not valid JSON", "not UTF-8"
+RAW: dict[str, tuple[str | bytes, str]] = {
+    "empty": ("", "empty document"), "list": ("[1, 2]", NOT_OBJECT), "string": ('"llama"', NOT_OBJECT),
+    "number": ("7", NOT_OBJECT), "null": ("null", NOT_OBJECT),
+    "nan": (_text(LLAMA).replace('"rms_norm_eps": 1e-05', '"rms_norm_eps": NaN'), "'rms_norm_eps' is NaN"),
+    "infinity": (_text(LLAMA).replace('"rope_theta": 500000.0', '"rope_theta": Infinity'), "'rope_theta' is Infinity"),
+    "deep": ("[" * 100_000 + "]" * 100_000, "nested"), "deep-object": ('{"a":' * 50_000 + "1" + "}" * 50_000, "nested"),
+    "binary": (bytes(range(256)) * 64, NOT_UTF8), "latin1": ('{"model_type": "caf\xe9"}'.encode("latin-1"), NOT_UTF8),
+    "truncated": (_text(LLAMA)[:200], "unexpected end"), "bom": (b"\xef\xbb\xbf" + _text(LLAMA).encode(), NOT_UTF8),
+    "utf16": ("{}".encode("utf-16"), NOT_UTF8), "big-top-int": (_BIG, "5,000 digits"),
+    "trailing": (_text(LLAMA) + " ]", "after document"), "no-model-type": (json.dumps({"hidden_size": 4096}), "model_type"),
 }
-for tag, data in RAW.items():
+for tag, (data, about) in RAW.items():
 
     def build(root: Path, data: str | bytes = data) -> list[str]:
         return ["kv", write(root, "config.json", data)]
 
-    add(f"config-file-{tag}", build)
+    add(f"config-file-{tag}", build, expect_in=about)
 
 
 def _huge(root: Path) -> list[str]:
@@ -178,9 +189,9 @@ def _config_is_a_folder(root: Path) -> list[str]:
     return ["kv", str(root / "model")]
 
 
-add("config-file-huge", _huge)
-add("config-file-fifo", _fifo)
-add("config-file-missing-in-folder", _folder_without_config)
-add("config-file-is-a-folder", _config_is_a_folder)
-add("config-file-dev-zero", lambda _root: ["kv", "/dev/zero"])
-add("config-file-dev-null", lambda _root: ["kv", "/dev/null"])
+add("config-file-huge", _huge, expect_in="more than the 16,777,216")
+add("config-file-fifo", _fifo, expect_in="not a regular file")
+add("config-file-missing-in-folder", _folder_without_config, expect_in="must hold a config.json")
+add("config-file-is-a-folder", _config_is_a_folder, expect_in="is a folder")
+add("config-file-dev-zero", lambda _root: ["kv", "/dev/zero"], expect_in="not a regular file")
+add("config-file-dev-null", lambda _root: ["kv", "/dev/null"], expect_in="not a regular file")

@@ -132,17 +132,17 @@ class _Stream:
         self.pos += 8
         return int(v)
 
-    def raw_string(self, limit: int = MAX_STRING) -> bytes:
+    def raw_string(self, limit: int = MAX_STRING, what: str = "a string") -> bytes:
         n = self.u64()
         if n > limit:
-            raise self.fail(f"a string of {n:,} bytes (at most {limit:,})")
+            raise self.fail(f"{what} of {n:,} bytes (at most {limit:,})")
         self.need(n)
         data = self.buf[self.pos:self.pos + n]
         self.pos += n
         return data
 
     def text(self, what: str, limit: int = MAX_STRING) -> str:
-        raw = self.raw_string(limit)
+        raw = self.raw_string(limit, what)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -275,7 +275,7 @@ def _value(s: _Stream, kind: int, key: str, keep_arrays: int) -> object:
             return _Long(n)
         if item_fmt:
             return s.items(item_fmt, n)
-        return [s.raw_string().decode("utf-8", errors="replace") for _ in range(n)]
+        return [s.raw_string(what=f"an item of {excerpt(key)}").decode("utf-8", errors="replace") for _ in range(n)]
     if fmt == "":
         return s.text(f"the value of {excerpt(key)}")
     (v,) = s.items(fmt, 1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..inputs import whole
+from ..inputs import excerpt, whole
 from .gguf_reader import GGUFHeader, GGUFTensor, read_gguf_header
 from .hf_config import ConfigError
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
@@ -74,8 +74,12 @@ def spec_from_gguf(path: str) -> ModelSpec:
 def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     md = h.metadata
     arch = md.get("general.architecture")
+    again = "convert the model again with llama.cpp's convert_hf_to_gguf.py"
+    if arch is None:
+        raise ConfigError(f"{name}: GGUF has no general.architecture: {again}")
     if not isinstance(arch, str) or not 0 < len(arch) <= 64:
-        raise ConfigError(f"{name}: GGUF has no general.architecture (a string): convert the model again with llama.cpp's convert_hf_to_gguf.py")
+        raise ConfigError(f"{name}: GGUF general.architecture {excerpt(arch)} is not an architecture name "
+                          f"(a string of 1 to 64 characters such as 'llama'): {again}")
 
     def get(key: str, default: object = None) -> object:
         return md.get(f"{arch}.{key}", default)
@@ -89,7 +93,7 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
         """A whole number in [lo, hi]; of an array (one per layer), the largest."""
         v = get(key, default)
         if v is None:
-            raise ConfigError(f"{where}: no {arch}.{key}: convert the model again with llama.cpp's convert_hf_to_gguf.py")
+            raise ConfigError(f"{where}: no {arch}.{key}: {again}")
         if isinstance(v, list):
             return max((whole_of(x, key, lo, hi) for x in v), default=lo)
         return whole_of(v, key, lo, hi)
@@ -107,8 +111,9 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     head_k = num("attention.key_length", hidden // heads if heads else 0)
     head_v = num("attention.value_length", head_k)
     if any(kv_per_layer) and not (head_k and head_v):
-        raise ConfigError(f"{where}: layers with KV heads but a head size of 0: give {arch}.attention.key_length "
-                          f"and value_length, or attention.head_count")
+        key = f"{arch}.attention.{'value_length' if head_k else 'key_length'}"
+        given = f"{key} is 0" if key in md else f"no {key}, and embedding_length / head_count gives 0"
+        raise ConfigError(f"{where}: {given}, but the layers have KV heads: give their head size")
     window = num("attention.sliding_window", 0, hi=_TOKENS)
     ctx_train = num("context_length", 2048, lo=1, hi=_TOKENS)
     tokens = md.get("tokenizer.ggml.tokens")

@@ -181,8 +181,10 @@ def text_config(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     if not isinstance(raw, Mapping):
         raise ConfigError("config.json must hold a JSON object")
     model_type = raw.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
+    if model_type is None or model_type == "":
         raise ConfigError("config.json has no 'model_type': is this a Hugging Face model config?")
+    if not isinstance(model_type, str):
+        raise ConfigError(f"config.json: 'model_type' must be a string (a short name such as 'llama'), not {excerpt(model_type)}")
     _check_model_type(model_type)
     inner = raw.get("text_config")
     if inner is not None and not isinstance(inner, Mapping):

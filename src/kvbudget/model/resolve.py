@@ -24,8 +24,28 @@ def _where(path: str) -> str:
     return path if len(path) <= 160 else "..." + path[-157:]
 
 
-# A NaN / Infinity that json.dumps writes and strict JSON refuses, with the key it stands for.
-_CONSTANT = re.compile(r'"([^"\\]{1,100})"\s*:\s*(-?Infinity|NaN)\b')
+# A NaN / Infinity that json.dumps writes and strict JSON refuses, with the key it stands for (or whose list holds it).
+_CONSTANT = re.compile(r'"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*?)?(-?Infinity|NaN)\b')  # a value, or in a list
+# An integer past a double's range (orjson: "number is infinity"): a run of digits tried from its start only
+# (linear time), then the key just before it, if any.
+_HUGE_INT = re.compile(r"(?<!\d)\d{300,}")
+_KEY_BEFORE = re.compile(r'"([^"\\]{1,100})"\s*:\s*(?:\[[^\][{}"]*|-)?$')
+
+
+def json_culprit(data: str | bytes, error: str) -> str:
+    """What a strict-JSON refusal (``load_json``'s ``error``) was about, when the text says: ": field 'x' is NaN"."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    if "unexpected character" in error or "no digit after sign" in error:  # NaN, Infinity; -Infinity
+        constant = _CONSTANT.search(text)
+        if constant:
+            return f": field {constant.group(1)!r} is {constant.group(2)}, give a number"
+    elif "number is infinity" in error:
+        huge = _HUGE_INT.search(text)
+        if huge:
+            key = _KEY_BEFORE.search(text, max(0, huge.start() - 400), huge.start())
+            field = f"field {key.group(1)!r} is " if key else ""
+            return f": {field}an integer of {len(huge.group()):,} digits, give a number"
+    return ""
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -48,11 +68,10 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         parsed = load_json(text, where)
     except InputError as exc:
-        named = _CONSTANT.search(text) if "unexpected character" in str(exc) else None
-        field = f": field {named.group(1)!r} is {named.group(2)}, give a number" if named else ""
-        raise ConfigError(f"{exc}{field}") from None
+        raise ConfigError(f"{exc}{json_culprit(text, str(exc))}") from None
     if not isinstance(parsed, dict):
-        raise ConfigError(f"{where}: config.json must hold a JSON object, not {type(parsed).__name__}")
+        kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(parsed), "a number")
+        raise ConfigError(f"{where}: config.json must hold a JSON object, not {kind}")
     return parsed
 
 

@@ -154,7 +154,7 @@ def _listed(entries: Iterable[tuple[str, object]], where: str, data_size: int | 
     for begin, end, name, _, _ in found:
         if begin != at:
             what = "overlaps the tensor before it" if begin < at else f"leaves a gap of {begin - at:,} bytes before it"
-            raise SafetensorsError(f"{where}: tensor {excerpt(name)} at data offset {begin:,} {what}")
+            raise SafetensorsError(f"{where}: tensor {excerpt(name)} at data offset {begin:,} (data_offsets [{begin:,}, {end:,}]) {what}")
         at = end
     if data_size is not None and at != data_size:
         if at > data_size:
@@ -173,9 +173,9 @@ def _bad_entry(name: str, entry: dict[str, object], where: str) -> NoReturn:
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
         raise SafetensorsError(f"{where}: {tensor} has unknown dtype {excerpt(dtype)} (safetensors dtypes: {', '.join(DTYPE_BITS)})")
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise SafetensorsError(f"{where}: {tensor} shape must be a list of whole numbers, got {excerpt(shape)}")
+        raise SafetensorsError(f"{where}: {tensor} shape must be a list of whole numbers (0 or more), got {excerpt(shape)}")
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(x) is int and x >= 0 for x in offsets):
-        raise SafetensorsError(f"{where}: {tensor} data_offsets must be two whole numbers, got {excerpt(offsets)}")
+        raise SafetensorsError(f"{where}: {tensor} data_offsets must be two whole numbers (0 or more), got {excerpt(offsets)}")
     begin, end = offsets
     if end < begin:
         raise SafetensorsError(f"{where}: {tensor} data_offsets [{begin:,}, {end:,}] end before they begin")
@@ -196,7 +196,9 @@ def parse_header(raw: bytes, where: str, data_size: int | None = None) -> list[L
     try:
         doc = load_json(raw, f"{where}: the header")
     except InputError as exc:
-        raise SafetensorsError(f"{exc}: not a safetensors file") from None
+        from .resolve import json_culprit
+
+        raise SafetensorsError(f"{exc}{json_culprit(raw, str(exc))}: not a safetensors file") from None
     if not isinstance(doc, dict):
         raise SafetensorsError(f"{where}: the header must be a JSON object, got {type(doc).__name__}")
     return _listed(doc.items(), where, data_size)
@@ -233,17 +235,23 @@ def safetensors_files(folder: str) -> tuple[str, ...]:
     index = os.path.join(folder, INDEX_FILE)
     if os.path.isfile(index):
         try:
-            doc = load_json(read_bytes(index, "safetensors index", MAX_CONFIG_BYTES), index)
+            raw = read_bytes(index, "safetensors index", MAX_CONFIG_BYTES)
         except InputError as exc:
             raise SafetensorsError(str(exc)) from None
-        weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
         try:
-            shards: set[object] = set(weight_map.values()) if isinstance(weight_map, dict) else {None}
-        except TypeError:  # a list or an object as a shard name
-            shards = {None}
-        names = sorted(v for v in shards if isinstance(v, str))
-        if len(names) < len(shards):
+            doc = load_json(raw, index)
+        except InputError as exc:
+            from .resolve import json_culprit
+
+            raise SafetensorsError(f"{exc}{json_culprit(raw, str(exc))}") from None
+        weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(weight_map, dict):
             raise SafetensorsError(f"{index}: has no weight_map object of tensor name -> shard file")
+        odd = next((item for item in weight_map.items() if not isinstance(item[1], str)), None)
+        if odd is not None:
+            raise SafetensorsError(f"{index}: weight_map gives tensor {excerpt(odd[0])} the shard {excerpt(odd[1])}, "
+                                   "not a file name")
+        names = sorted(set(weight_map.values()))
         for name in names:
             if not name or os.path.basename(name) != name or name in (".", ".."):
                 raise SafetensorsError(f"{index}: shard {excerpt(name)} is not a file name in the model folder")
@@ -251,6 +259,9 @@ def safetensors_files(folder: str) -> tuple[str, ...]:
         if present and len(present) < len(names):
             have = set(present)
             missing = [name for name in names if name not in have]
+            odd_file = next((name for name in missing if os.path.lexists(os.path.join(folder, name))), None)
+            if odd_file is not None:  # a folder, FIFO or device: never opened
+                raise SafetensorsError(f"{index}: shard {excerpt(odd_file)} is not a regular file (a folder, device, pipe or socket)")
             raise SafetensorsError(
                 f"{index}: {len(missing)} of its {len(names)} shards are not in the folder (first: {excerpt(missing[0])}): "
                 f"finish the download, or pass the config.json alone"

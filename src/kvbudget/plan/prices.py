@@ -18,8 +18,13 @@ def read_prices(path: str) -> dict[str, float]:
     text = read_text(path, "prices file", MAX_OPTIONS_BYTES)
     where = path if len(path) <= 160 else "..." + path[-157:]  # the end names the file
     entries: list[tuple[str, object]]
-    if text.lstrip().startswith("{"):
-        data = load_json(text, where)
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = load_json(text, where)
+        except InputError as exc:
+            from ..model.resolve import json_culprit
+
+            raise InputError(f"{exc}{json_culprit(text, str(exc))}") from None
         if not isinstance(data, dict):
             raise InputError(f"{where}: a JSON prices file holds one object, {{\"H100\": 2.49, ...}}")
         entries = [(str(k), v) for k, v in data.items()]

@@ -78,11 +78,11 @@ add("prices-dev-zero", lambda _root: [*PLAN, "--prices", "/dev/zero"], expect_in
 # list of a million stages is built. Llama-3.2-1B has 16 layers and 32 attention heads; each engine checks the
 # stages against the layers first, except the textbook, which checks any layout against 1,024 GPUs first.
 REASON = {("--pp", "1000000"): "the model's 16 layers", ("--pp", "17"): "the model's 16 layers",
-          ("--tp", "1000000"): "beyond any real deployment", ("--tp", "3"): "does not divide the 32 attention heads"}
+          ("--tp", "1000000"): "--tp is 1000000: it must be at most 1,024", ("--tp", "3"): "does not divide the 32 attention heads"}
 for engine in ("vllm", "sglang", "trtllm", "textbook"):
     for (flag, value), reason in REASON.items():
         if engine == "textbook" and value == "1000000":
-            reason = "beyond any real deployment"
+            reason = f"{flag} is 1000000: it must be at most 1,024"
         argv(f"parallel-{engine}{flag}-{value}", ["fit", "llama-3.2-1b", "--gpu", "H100", "--engine", engine, flag, value],
              expect_in=reason)
 
@@ -100,7 +100,8 @@ add("options-vllm-config-not-utf8", _vllm_config(b"\x80"), expect_in="not UTF-8 
 add("options-vllm-config-latin1", _vllm_config("max-model-len: 4096 # caf\xe9\n".encode("latin-1")),
     expect_in="not UTF-8 text")
 # Found by `make fuzz`: vLLM's --cpu-offload-gb nan / inf escaped as ValueError / OverflowError.
-for n, value in enumerate(["nan", "inf", "-inf", "1e400"]):
+for n, (value, why) in enumerate([("nan", "must be a finite number"), ("inf", "must be a finite number"),
+                                  ("-inf", "must be a finite number"), ("1e400", "far out of range")]):
     argv(f"options-vllm-cpu-offload-{n}", ["explain", "--gpu", "H100", "--", "vllm", "serve",
                                            "meta-llama/Llama-3.1-8B-Instruct", "--cpu-offload-gb", value],
-         expect_in="--cpu-offload-gb must be a finite number")
+         expect_in=f"--cpu-offload-gb {why}" if why.startswith("must") else why)

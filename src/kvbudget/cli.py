@@ -50,6 +50,8 @@ def _count(text: str) -> int:
         body, scale = body[:-1], 1024
     import re
 
+    if re.fullmatch(r"\s*-\s*\d[\d,_]*\s*", text) or body in ("0", "-0"):
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} must be positive")
     if len(body) > 20 or not re.fullmatch(r"\d{1,3}(,\d{3})+|\d+(_\d+)*", body):
         raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number (write it like 8192, 8,192 or 8k)")
     value = int(body.replace(",", "").replace("_", "")) * scale
@@ -540,6 +542,10 @@ def _explain(args: argparse.Namespace) -> str:
     words = list(args.launch)
     if words and words[0] == "--":
         words = words[1:]
+    if len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
+        from .inputs import split_command
+
+        words = split_command(words[0])
     if not words:
         raise InputError("give the launch command after --, e.g. kvbudget explain --gpu H100 -- vllm serve MODEL")
     _no_own_flags_after_dashes(words, "explain --gpu H100 -- " + " ".join(words[:3]))

@@ -31,15 +31,15 @@ def check_file(path: str, what: str, max_bytes: int) -> int:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise InputError(f"{what} {excerpt(path)}: no such file") from None
+        raise InputError(f"{what} {excerpt_path(path)}: no such file") from None
     except (OSError, ValueError) as exc:
-        raise InputError(f"{what} {excerpt(path)}: cannot read it ({exc.__class__.__name__})") from None
+        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({exc.__class__.__name__})") from None
     if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{what} {excerpt(path)}: is a folder, give a file")
+        raise InputError(f"{what} {excerpt_path(path)}: is a folder, give a file")
     if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{what} {excerpt(path)}: not a regular file (a device, pipe or socket cannot be read)")
+        raise InputError(f"{what} {excerpt_path(path)}: not a regular file (a device, pipe or socket cannot be read)")
     if st.st_size > max_bytes:
-        raise InputError(f"{what} {excerpt(path)}: {st.st_size:,} bytes, more than the {max_bytes:,} kvbudget reads"
+        raise InputError(f"{what} {excerpt_path(path)}: {st.st_size:,} bytes, more than the {max_bytes:,} kvbudget reads"
                          " (is it the right file?)")
     return st.st_size
 
@@ -51,9 +51,9 @@ def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
     except OSError as exc:
-        raise InputError(f"{what} {excerpt(path)}: cannot read it ({exc.__class__.__name__})") from None
+        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({exc.__class__.__name__})") from None
     if len(data) > max_bytes:
-        raise InputError(f"{what} {excerpt(path)}: more than the {max_bytes:,} bytes kvbudget reads")
+        raise InputError(f"{what} {excerpt_path(path)}: more than the {max_bytes:,} bytes kvbudget reads")
     return data
 
 
@@ -63,7 +63,7 @@ def read_text(path: str, what: str, max_bytes: int, errors: str = "strict") -> s
     try:
         return data.decode("utf-8", errors=errors)
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {excerpt(path)}: not UTF-8 text (byte {exc.start})") from None
+        raise InputError(f"{what} {excerpt_path(path)}: not UTF-8 text (byte {exc.start})") from None
 
 
 # Everything but quotes, brackets and backslashes, deleted by str.translate (C speed on ASCII text).

@@ -75,3 +75,12 @@ for n, (extra, about) in enumerate(LAYOUTS):
     argv(f"flags-fit-layout-{n}", ["fit", MODEL, "--gpu", "H100", *extra], expect_in=about)
     argv(f"flags-levers-layout-{n}", ["levers", MODEL, "--gpu", "H100", "--context", "4096", *extra], expect_in=about)
     argv(f"flags-compare-layout-{n}", ["compare", MODEL, "--gpu", "H100", *extra], expect_in=about)
+
+# a launch command pasted as one quoted string is split as a shell would; unbalanced quotes are one line
+for n, command in enumerate(["vllm serve 'x", 'vllm serve "meta-llama/Llama-3.1-8B-Instruct', "llama-server -m 'a.gguf",
+                             "python -m sglang.launch_server --model-path \"x"]):
+    argv(f"flags-explain-quoted-unbalanced-{n}", ["explain", "--gpu", "H100", "--", command], expect_in="close its quotes")
+argv("flags-explain-quoted-ok", ["explain", "--gpu", "H100", "--", "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2"],
+     expect=0)
+for n, value in enumerate(["-1", "-8192", "0", "-0"]):
+    argv(f"flags-count-not-positive-{n}", ["fit", MODEL, "--gpu", "H100", "--context", value], expect_in="must be positive")

@@ -220,12 +220,17 @@ def test_launch_command_forms(command: str) -> None:
 
 def test_launch_command_details(tmp_path: Path) -> None:
     cmd = parse_vllm_command("vllm serve m --kv-cache-memory=20G --enforce-eager --no-enable-prefix-caching "
-                             "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --max-model-len auto --frobnicate 3")
+                             "--gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --max-model-len auto")
     s = cmd.settings
     assert s.kv_cache_memory_bytes == 20 * GiB  # argparse prefix of --kv-cache-memory-bytes; G = 2^30
     assert s.enforce_eager and s.gpu_memory_utilization == 0.85 and s.kv_cache_dtype == "fp8"
     assert s.max_model_len == -1
-    assert cmd.warnings == ("unknown vLLM flag --frobnicate (not in vLLM 0.33): ignored",)
+    assert cmd.warnings == ()
+    # vLLM's parser stops at a flag it does not know: the server does not start (a near miss is named)
+    with pytest.raises(InputError, match=r"unrecognized arguments: --frobnicate` \(not a flag of vLLM 0.33\)"):
+        parse_vllm_command("vllm serve m --frobnicate 3")
+    with pytest.raises(InputError, match=r"unrecognized arguments: --tp` \(did you mean -tp\?\)"):
+        parse_vllm_command("vllm serve m --tp 2")
     assert parse_vllm_command("VLLM_USE_V1=0 vllm serve m").settings.version == "v0"
     config = tmp_path / "c.yaml"
     config.write_text("tensor_parallel_size: 2\nmax_model_len: 4096\nenforce_eager: true\n")

@@ -219,10 +219,13 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             arg = args[i]
             i += 1
         if name not in flags and name not in historical:
-            warnings.append(f"unknown vLLM flag {name} (not in vLLM 0.33): ignored")
-            if not eq and i < len(args) and not args[i].startswith("-"):
-                i += 1  # its value, most likely
-            continue
+            # vLLM's argparse stops at an argument it does not know: the server does not start
+            import difflib
+
+            close = difflib.get_close_matches(name, list(flags), n=2, cutoff=0.75) if len(name) <= 80 else []
+            hint = f" (did you mean {' or '.join(close)}?)" if close else " (not a flag of vLLM 0.33)"
+            raise InputError(f"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: {excerpt(name, 60)[1:-1]}`"
+                             f"{hint}")
         pending.append((name, arg, name))
     for name, arg, _ in list(pending):
         if name in flags and flags[name][0] == "config" and arg:

@@ -150,3 +150,17 @@ def test_llamacpp_gguf_preset_launch_reads_back_to_the_same_plan(capsys: pytest.
     # a name that is not a catalog model's quantized file is a missing file, as before
     assert main(["explain", "--gpu", "RTX4090", "--", "llama-server", "-m", "Nope-Q4_K_M.gguf"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_data_parallel_engines_share_the_load(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama-3.1-8B at 8K on an H100: 56 requests per vLLM engine (56.15x); 100 requests over 2 DP engines is
+    # 50 each, which fits, on 2 GPUs; on one engine it does not
+    assert main(["fit", "llama-3.1-8b", "--gpu", "H100", "--dp", "2", "--context", "8192", "--batch", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "on 2 x H100-SXM-80GB" in out and "56 per engine, 112 over 2 DP engines" in out
+    assert "Verdict: fits: 100 x 8,192-token requests over 2 DP engines (50 each) fit in each engine's pool" in out
+    assert "Fewest" not in out
+    doc = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "H100", "--dp", "2", "--context", "8192", "--batch", "100", "--json")
+    assert (doc["fits"], doc["max_batch"]) == (True, 112)
+    one = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "H100", "--context", "8192", "--batch", "100", "--json")
+    assert (one["fits"], one["max_batch"]) == (False, 56)

@@ -421,7 +421,7 @@ def _fit_vllm(args: argparse.Namespace) -> str:
 
     more: dict[str, object] = {}
     tail = ""
-    if not p.starts or p.max_concurrency < args.batch:  # the fewest GPUs of this type that hold the load
+    if not p.starts or p.max_concurrency < -(-args.batch // args.dp):  # the fewest GPUs of this type that hold it
         context = p.max_model_len if p.max_model_len > 0 else (args.context or spec.max_context)
         fewest = api.fewest_gpus(spec, concurrency=args.batch, context=context, gpu=gpu, weights=(args.weights_dtype,),
                                  kv_dtype=(args.kv_dtype,), version=args.vllm_version,

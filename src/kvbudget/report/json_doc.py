@@ -140,7 +140,8 @@ def vllm_doc(
     ``fit`` keys of the textbook engine are there too, in vLLM's terms."""
     from ..engines.vllm import capacity
 
-    most, longest = capacity(p, batch)
+    each = -(-batch // p.dp)  # data-parallel engines share the load
+    most, longest = capacity(p, each)
     doc: dict[str, Any] = {
         "model": p.model,
         "params": p.params,
@@ -164,9 +165,9 @@ def vllm_doc(
             "overhead_bytes": p.non_torch_bytes + p.cudagraph_bytes,
         },
         "batch": batch,
-        "max_batch": most,
+        "max_batch": most * p.dp,
         "max_context": longest,
-        "fits": p.starts and p.max_concurrency >= batch,
+        "fits": p.starts and p.max_concurrency >= each,
         "available_kv_cache_bytes": p.available_kv_cache_bytes,
         "kv_cache_dtype": p.kv_cache_dtype,
         "block_size": p.block_size,

@@ -133,7 +133,7 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
     """The vLLM plan: the per-rank budget, the KV pool, and the lines vLLM will log."""
     from ..engines.vllm import capacity
 
-    par = f"TP={p.tp} PP={p.pp}" + (f" DP={p.dp} (figures per DP engine)" if p.dp > 1 else "")
+    par = f"TP={p.tp} PP={p.pp}" + (f" DP={p.dp} (memory per engine)" if p.dp > 1 else "")
     tags = dict(p.provenance)
 
     def tag(name: str) -> str:
@@ -149,7 +149,7 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         ["= available KV cache memory", fmt_bytes(p.available_kv_cache_bytes, units), tag("available_kv_cache_bytes")],
     ]
     out = [
-        f"{p.model} ({p.params / 1e9:.2f}B params) on {p.tp * p.pp} x {p.gpu}, {par}; {p.version_line}",
+        f"{p.model} ({p.params / 1e9:.2f}B params) on {p.tp * p.pp * p.dp} x {p.gpu}, {par}; {p.version_line}",
         f"weights {p.weights_format}, KV cache {p.kv_cache_dtype}, block size {p.block_size}, max_model_len {p.max_model_len:,}, "
         f"max_num_seqs {p.max_num_seqs}, max_num_batched_tokens {p.max_num_batched_tokens:,}",
         "",
@@ -163,16 +163,20 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         *(f"  {line}" for line in p.log_lines),
     ]
     if batch is not None and p.starts:
-        most, longest = capacity(p, batch)
-        ok = p.max_concurrency >= batch
+        each = -(-batch // p.dp)  # data-parallel engines share the load: each holds its part in its own pool
+        most, longest = capacity(p, each)
+        ok = p.max_concurrency >= each
+        over = f" over {p.dp} DP engines ({each:,} each)" if p.dp > 1 else ""
+        pool = "each engine's pool" if p.dp > 1 else "the pool"
         out += [
             "",
-            f"Requests of {p.max_model_len:,} tokens held at once: {most:,}",
-            f"Longest context for {plural(batch, 'request')} at once:  {longest:,}",
+            f"Requests of {p.max_model_len:,} tokens held at once: {most:,}"
+            + (f" per engine, {most * p.dp:,} over {p.dp} DP engines" if p.dp > 1 else ""),
+            f"Longest context for {plural(each, 'request')} at once{' per engine' if p.dp > 1 else ''}:  {longest:,}",
             f"Verdict: {'fits' if ok else 'does not fit'}: {batch:,} x {p.max_model_len:,}-token "
-            + f"{noun(batch, 'request')} "
-            + (f"{verb(batch, 'fit')} in the pool ({p.max_concurrency:.2f}x)" if ok
-               else f"{verb(batch, 'need')} more than the pool's {p.max_concurrency:.2f}x"),
+            + f"{noun(batch, 'request')}{over} "
+            + (f"{verb(batch, 'fit')} in {pool} ({p.max_concurrency:.2f}x)" if ok
+               else f"{verb(batch, 'need')} more than {pool} ({p.max_concurrency:.2f}x)"),
         ]
     elif batch is not None:
         out += ["", "Verdict: does not fit: vLLM will not start (see above)"]

@@ -63,8 +63,17 @@ def test_sglang_mla_is_not_split_and_hybrid_pools() -> None:
 
 
 def test_sglang_no_room_for_kv() -> None:
+    # 70B in bf16 (131 GiB) on an 80 GB H100: torch runs out of memory while the weights load
     p = sglang.plan(kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct"), kvbudget.find_gpu("H100"), sglang.SGLangSettings())
-    assert not p.starts and p.error and "no GPU memory for the KV cache" in p.error
+    assert not p.starts and p.error == "CUDA out of memory while loading the weights"
+    assert not any(line.startswith("Load weight end") for line in p.log_lines)
+    # Qwen3-32B (61 GiB) on an A100-80GB at a fraction of 0.7: it loads, then the pool's own check stops it
+    # (sglang 0.5.23, srt/model_executor/pool_configurator.py)
+    q = sglang.plan(kvbudget.load_model("Qwen/Qwen3-32B"), kvbudget.find_gpu("A100-80GB"),
+                    sglang.SGLangSettings(mem_fraction_static=0.7))
+    assert not q.starts and q.error == ("Not enough memory. Please try to increase --mem-fraction-static. "
+                                        "Current value: mem_fraction_static=0.7")
+    assert q.log_lines[-1] == f"RuntimeError: {q.error}"
 
 
 def test_trtllm_pytorch_and_engine_paths() -> None:

@@ -194,9 +194,12 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         notes.append(f"Mamba state pool of {mamba_size} slots ({per_req:,} B each) taken from the KV budget")
     cell = per_full + s.swa_full_tokens_ratio * per_swa
     error = None
-    if rest <= 0 or cell <= 0:
+    load_oom = weights > pre  # more weights than the GPU has free: torch fails while they load
+    if load_oom or rest <= 0 or cell <= 0:
         tokens = 0
-        error = (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={frac}"
+        # sglang 0.5.23, srt/model_executor/pool_configurator.py (__post_init__): the pool's check
+        error = ("CUDA out of memory while loading the weights" if load_oom else
+                 f"Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static={frac}"
                  if rest <= 0 else "attention-free model")
     else:
         tokens = int(rest // cell) // page * page
@@ -212,10 +215,12 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     reqs = min(s.max_running_requests // max(s.dp if s.enable_dp_attention else 1, 1), tokens // 2) \
         if s.max_running_requests else min(est, tokens // 2)
     starts = error is None and tokens > 0
-    lines = [
-        f"Load weight begin. avail mem={pre / GiB:.2f} GB",
-        f"Load weight end. avail mem={after / GiB:.2f} GB, mem usage={weights / GiB:.2f} GB.",
-    ]
+    lines = [f"Load weight begin. avail mem={pre / GiB:.2f} GB"]
+    if load_oom:
+        lines.append(f"torch.OutOfMemoryError: CUDA out of memory while loading the weights "
+                     f"({weights / GiB:.2f} GB of weights, {pre / GiB:.2f} GB free)")
+    else:
+        lines.append(f"Load weight end. avail mem={after / GiB:.2f} GB, mem usage={weights / GiB:.2f} GB.")
     if starts:
         dtype = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8_e4m3": "torch.float8_e4m3fn",
                  "fp8_e5m2": "torch.float8_e5m2"}.get(kv.name, kv.name)
@@ -226,7 +231,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
             lines.append(f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {k_size / GiB:.2f} GB")
         lines.append(f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, max_prefill_tokens=16384, "
                      f"max_running_requests={reqs}, context_len={context}")
-    elif error:
+    elif error and not load_oom:
         lines.append(f"RuntimeError: {error}")
     return SGLangPlan(
         model=spec.name, gpu=gpu.name, version=s.version, tp=s.tp, mem_fraction_static=frac, reserved_mib=reserved,

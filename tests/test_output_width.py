@@ -116,4 +116,4 @@ def test_requests_at_once_are_whole_and_vllms_concurrency_keeps_its_decimals() -
     _, fit = run("fit llama-3.1-8b --gpu H100 --context 32768")
     assert "Maximum concurrency for 32,768 tokens per request: 14.04x" in fit  # vLLM prints it so
     _, sglang = run("explain --gpu H100 -- python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct")
-    assert "requests of 131,072 tokens at once: 3\n" in sglang
+    assert "the pool holds 3 requests of 131,072 tokens\n" in sglang

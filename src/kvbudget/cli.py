@@ -700,7 +700,9 @@ def _fit_other(args: argparse.Namespace) -> str:
     except InputError as exc:  # a setting kvbudget's search does not take (TensorRT-LLM with AWQ weights ...)
         longest, baseline, rows = -1, None, []
         notes.append(f"no longest context, levers or fewest GPUs: {exc}")
-    verdict = [f"Requests of {context:,} tokens held at once: {held:,}"]
+    pool_held = pool // context if p.starts else 0  # type: ignore[attr-defined]
+    capped = f" (the scheduler's cap of {cap:,}; the pool holds {pool_held:,})" if held < pool_held else ""
+    verdict = [f"Requests of {context:,} tokens held at once: {held:,}{capped}"]
     if longest >= 0:
         verdict.append(f"Longest context for {plural(batch, 'request')} at once:  {longest:,}")
     verdict.append(f"Verdict: {'fits' if held >= batch else 'does not fit'}: {batch:,} x {context:,}-token "

@@ -259,7 +259,7 @@ def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: l
         table(["part", units], [["weights per GPU", fmt_bytes(row.weights_bytes, units)],
                                 ["KV cache budget per GPU", fmt_bytes(row.kv_budget_bytes, units)]]),
         f"budget rule: {row.budget_rule}; unit: {row.unit}",
-        f"KV tokens: {row.kv_tokens:,}; requests of {row.context:,} tokens at once: {_whole(row.max_concurrency):,}",
+        f"KV tokens: {row.kv_tokens:,}; the pool holds {plural(_whole(row.max_concurrency), 'request')} of {row.context:,} tokens",
     ]
     if lines:
         out += ["", f"{row.engine} will log:" if row.starts else f"{row.engine} will fail:", *(f"  {line}" for line in lines)]

@@ -211,7 +211,7 @@ def test_fit_verdicts_keep_the_users_settings(capsys: pytest.CaptureFixture[str]
     argv = ["fit", LLAMA8, "--gpu", "H100", "--engine", "sglang", "--context", "8192", "--batch", "30"]
     assert main([*argv, "--max-num-seqs", "4"]) == 0
     text = capsys.readouterr().out
-    assert "Requests of 8,192 tokens held at once: 4\n" in text and "Verdict: does not fit" in text
+    assert "Requests of 8,192 tokens held at once: 4 (the scheduler's cap of 4; the pool holds 50)\n" in text and "Verdict: does not fit" in text
     # the fewest GPUs line says how: the same H100 under SGLang's own scheduler cap, with its command
     after = text.split("Fewest H100-SXM-80GB for 30 x 8,192-token requests: 1 (TP1), holding 50 at once:\n  ")[1]
     assert after.splitlines()[0] == f"python -m sglang.launch_server --model-path {LLAMA8} --context-length 8192"

@@ -392,9 +392,12 @@ def test_alias_and_id_agree(cli) -> None:
 
 
 def test_context_suffix_k(cli) -> None:
-    doc = cli("kv", LLAMA_ALIAS, "--context", "8k", "--json").json()
+    # as vLLM reads --max-model-len (vllm/utils/argparse_utils.py human_readable_int): K binary, k decimal
+    doc = cli("kv", LLAMA_ALIAS, "--context", "8K", "--json").json()
     assert doc["context"] == 8192
     assert doc["kv_bytes_per_sequence"] == LLAMA_KV_8K
+    assert cli("kv", LLAMA_ALIAS, "--context", "8k", "--json").json()["context"] == 8000
+    assert cli("kv", LLAMA_ALIAS, "--context", "25.6k", "--json").json()["context"] == 25600
 
 
 def test_default_context_is_model_max(cli) -> None:

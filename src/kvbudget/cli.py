@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .units import InputError, excerpt, noun, parse_size, plural
+from .units import InputError, excerpt, human_readable_int, noun, parse_size, plural
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -43,18 +43,21 @@ MAX_COUNT = 10**12  # no token count, batch or GPU count comes near it; larger i
 
 
 def _count(text: str) -> int:
-    """A positive whole number: ``8192``, ``8,192``, ``8_192`` or ``8k`` (= 8 x 1024)."""
+    """A positive whole number: ``8192``, ``8,192``, ``8_192``, or with vLLM's suffixes ``8k`` (8,000) and
+    ``8K`` (8,192), as vLLM reads ``--max-model-len``."""
     body = text.strip()
-    scale = 1
-    if body[-1:] in ("k", "K"):
-        body, scale = body[:-1], 1024
     import re
 
     if re.fullmatch(r"\s*-\s*\d[\d,_]*\s*", text) or body in ("0", "-0"):
         raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} must be positive")
-    if len(body) > 20 or not re.fullmatch(r"\d{1,3}(,\d{3})+|\d+(_\d+)*", body):
-        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number (write it like 8192, 8,192 or 8k)")
-    value = int(body.replace(",", "").replace("_", "")) * scale
+    human = human_readable_int(body)
+    if human is not None:
+        value = human
+    elif len(body) > 20 or not re.fullmatch(r"\d{1,3}(,\d{3})+|\d+(_\d+)*", body):
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number (write it like 8192, 8,192, 8K "
+                                         "= 8,192 or 8k = 8,000, as vLLM reads them)")
+    else:
+        value = int(body.replace(",", "").replace("_", ""))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     if value > MAX_COUNT:

@@ -150,6 +150,24 @@ def plural(n: int, word: str, sign: bool = False) -> str:
     return (f"{n:+,}" if sign else f"{n:,}") + " " + noun(n, word)
 
 
+def human_readable_int(text: str) -> int | None:
+    """vLLM's human-readable integers (vllm/utils/argparse_utils.py ``human_readable_int``, 0.33.0): a lowercase
+    suffix is decimal (``32k`` = 32,000, ``25.6k`` = 25,600), an uppercase one binary (``32K`` = 32,768, whole
+    numbers only); None when ``text`` has no such suffix or is not of that form."""
+    t = text.strip()
+    if len(t) < 2 or len(t) > 40 or t[-1] not in "kKmMgGtT":
+        return None
+    number, suffix = t[:-1], t[-1]
+    if suffix.islower():
+        whole, _, frac = number.partition(".")
+        if not whole.isdigit() or (frac and not frac.isdigit()):
+            return None
+        return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
+    if not number.isdigit():
+        return None
+    return int(number) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[suffix]
+
+
 def fmt_bytes(n: int | float, units: str = "GiB", digits: int = 2) -> str:
     """Format a byte count in the given unit, always labelled."""
     scale = UNIT_SCALE[units]

@@ -17,7 +17,7 @@ import re
 from .. import inputs
 from .._record import record, replace
 from ..inputs import excerpt, parse_real, parse_whole, whole
-from ..units import InputError
+from ..units import InputError, human_readable_int
 from .vllm import VllmSettings
 
 _FLAGS_FILE = os.path.join(os.path.dirname(__file__), "vllm_flags.json")
@@ -48,13 +48,12 @@ def human_int(text: str, flag: str) -> int:
     """vLLM's human-readable integers: 1k = 1,000, 25.6k = 25,600 and 1K = 1,024 (no decimals with a
     binary suffix), or a plain integer (vllm/utils/argparse_utils.py ``human_readable_int``, 0.33.0)."""
     t = text.strip()
+    value = human_readable_int(t)
+    if value is not None:
+        return value
     m = _HUMAN.fullmatch(t)
-    if m:
+    if m:  # a binary suffix with decimals
         number, suffix = m.groups()
-        if suffix.islower():
-            return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
-        if "." not in number:
-            return int(number) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[suffix]
         raise InputError(f"{flag} {excerpt(text)}: vLLM allows no decimals with a binary suffix like {suffix}"
                          f" (did you mean {number}{suffix.lower()}?)")
     return parse_whole(t, flag, forms="vLLM accepts e.g. 8192, 32k, 4K")

@@ -164,3 +164,12 @@ def test_data_parallel_engines_share_the_load(capsys: pytest.CaptureFixture[str]
     assert (doc["fits"], doc["max_batch"]) == (True, 112)
     one = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "H100", "--context", "8192", "--batch", "100", "--json")
     assert (one["fits"], one["max_batch"]) == (False, 56)
+
+
+def test_llama_server_hf_reads_as_the_catalog_models_quantized_file(capsys: pytest.CaptureFixture[str]) -> None:
+    # llama-server -hf REPO:QUANT downloads that GGUF; for a model the catalog knows it is planned like -m FILE
+    hf = _explained(capsys, "llama-server -hf bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Q4_K_M -c 16384", "RTX4090")
+    m = _explained(capsys, "llama-server -m Llama-3.1-8B-Instruct-Q4_K_M.gguf -c 16384", "RTX4090")
+    assert hf["memory"] == m["memory"] and hf["memory"]["weights_bytes"] == 4_617_396_224
+    assert main(["explain", "--gpu", "RTX4090", "--", "llama-server", "-hf", "someone/Unknown-GGUF"]) == 2
+    assert "download the GGUF and give -m PATH" in capsys.readouterr().err

@@ -532,7 +532,15 @@ def _explain_llamacpp(args: argparse.Namespace, words: list[str]) -> str:
 
     cmd = parse_llamacpp_command(words)
     settings = replace(cmd.settings, build=args.llamacpp_build) if args.llamacpp_build else cmd.settings
-    p = plan(load_model(cmd.model), api._device(args.gpu, args.gpu_memory), settings)
+    try:
+        spec = load_model(cmd.model)
+    except InputError:
+        hf = next((w.split()[1].rstrip(":") for w in cmd.warnings if w.startswith("-hf ")), None)
+        if hf is None:
+            raise
+        raise InputError(f"-hf {hf}: not a model kvbudget's catalog knows, so its file cannot be planned: download the "
+                         "GGUF and give -m PATH (kvbudget reads its header)") from None
+    p = plan(spec, api._device(args.gpu, args.gpu_memory), settings)
     return _render_llamacpp(args, p, list(cmd.warnings))
 
 

@@ -82,7 +82,7 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
     if prog not in ("llama-server", "llama-cli", "server", "main", "llama-run", "llama-bench"):
         raise InputError(f"not a llama.cpp command: {tokens[0]!r} (expected llama-server or llama-cli)")
     settings = LlamaCppSettings(program="server" if prog in ("llama-server", "server") else "cli")
-    model = ""
+    model = hf = ""
     warnings: list[str] = []
     i = 1
     while i < len(tokens):
@@ -102,8 +102,8 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
             field = _VALUE_FLAGS[flag]
             if field == "model":
                 model = value
-            elif field == "hf":
-                warnings.append(f"{flag} {value}: kvbudget needs the GGUF file itself; give -m PATH")
+            elif field == "hf":  # llama-server downloads REPO's QUANT file (Q4_K_M when none is named; arg.cpp)
+                hf = value
             elif field in ("type_k", "type_v", "flash_attn"):
                 settings = replace(settings, **{field: value.lower()})
             elif field == "fit":
@@ -124,8 +124,15 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
                 warnings.append(f"flag {flag} is not one kvbudget knows: ignored")
         else:
             warnings.append(f"ignored extra word {tok!r}")
+    if not model and hf:
+        # read as that model's quantized file: kvbudget plans it from the catalog when it knows the model
+        repo, _, quant = hf.partition(":")
+        base = repo.rstrip("/").rsplit("/", 1)[-1]
+        base = base[:-5] if base.lower().endswith("-gguf") else base
+        model = f"{base}-{(quant or 'Q4_K_M').upper()}.gguf"
+        warnings.append(f"-hf {hf}: planned as {model} (the file llama-server downloads); give -m PATH for the file itself")
     if not model:
-        raise InputError("the command names no model: give -m PATH.gguf")
+        raise InputError("the command names no model: give -m PATH.gguf (or -hf REPO:QUANT)")
     if settings.n_ubatch == 0:  # -ub 0: the batch size
         settings = replace(settings, n_ubatch=settings.n_batch)
     return LlamaCppCommand(model, settings, tuple(warnings))

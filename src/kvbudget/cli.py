@@ -328,6 +328,7 @@ def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
     if n is None:
         return tp or 1, pp or 1
     if tp is None and pp is None:
+        args.tp_from_num_gpus = n  # an error about this TP names --num-gpus, the flag the user gave
         return n, 1
     given = " x ".join(f"--{name} {v}" for name, v in (("tp", tp), ("pp", pp)) if v)
     if n % ((tp or 1) * (pp or 1)):
@@ -960,7 +961,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             _refuse_other_engines_flags(args, _defaults(parser, "fit"))
         out = _run(args)
     except InputError as exc:
-        sys.stderr.write(f"{PROG}: error: {_one_line(str(exc))}\n")
+        message = str(exc)
+        n = getattr(args, "tp_from_num_gpus", None)
+        if n is not None and message.startswith(f"--tp {n} "):
+            message = (f"--num-gpus {n} (tensor parallel over all {n}) " + message[len(f"--tp {n} "):]
+                       + f" (or split the layers: --num-gpus {n} --pp {n})")
+        sys.stderr.write(f"{PROG}: error: {_one_line(message)}\n")
         return 2
     except RecursionError:  # a structure nested past Python's stack in some reader: still one line
         sys.stderr.write(f"{PROG}: error: input nested too deeply to read\n")

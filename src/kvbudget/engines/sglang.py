@@ -240,7 +240,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         swa_tokens=swa_tokens, mamba_cache_size=mamba_size, k_size_bytes=k_size, v_size_bytes=v_size,
         max_running_requests=max(reqs, 0), context_len=context,
         max_concurrency=tokens / context if context else 0.0, starts=starts, error=error, log_lines=tuple(lines),
-        notes=tuple(notes) + ((f"default mem_fraction_static {frac} = (nvidia-smi {gpu_mib} MiB - reserved "
+        notes=tuple(notes) + ((f"default mem_fraction_static {frac:.4g} = (nvidia-smi {gpu_mib} MiB - reserved "
                                f"{reserved:.0f} MiB) / {gpu_mib} MiB",) if reserved else ()),
     )
 

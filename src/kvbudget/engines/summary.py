@@ -48,7 +48,7 @@ def vllm_row(p: VllmPlan) -> EngineRow:
 def sglang_row(p: SGLangPlan) -> EngineRow:
     return row(
         "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
-        p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:g}) x free memory before loading",
+        p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:.4g}) x free memory before loading",
         f"pages of {plural(p.page_size, 'token')}",
     )
 

@@ -101,7 +101,10 @@ def suggest(ref: str, n: int = 3) -> list[str]:
             names.setdefault(_key(name).rsplit("/", 1)[-1], entry.id)
     if len(ref) > 120:  # no model name is that long; difflib's cost grows with the product of the lengths
         return []
-    hits = difflib.get_close_matches(_key(ref), list(names), n=n * 3, cutoff=0.6)
+    key = _key(ref)
+    # names that begin with what was typed first ("qwen3-30b" -> Qwen3-30B-A3B), then the close ones
+    starts = sorted(name for name in names if key and name.rsplit("/", 1)[-1].startswith(key.rsplit("/", 1)[-1]))
+    hits = starts + difflib.get_close_matches(key, list(names), n=n * 3, cutoff=0.6)
     out: list[str] = []
     for hit in hits:
         if names[hit] not in out:

@@ -99,7 +99,7 @@ def _why(reason: str) -> str:
         return "too many GPUs for the load"
     if "does not divide" in reason:
         return "TP does not divide the heads"
-    head = reason.split(":")[0]
+    head = reason.split(";")[0].split(":")[0]  # the rule, without the GPU it was broken on
     return head if len(head) <= 70 else head[:70].rsplit(" ", 1)[0] + " ..."
 
 

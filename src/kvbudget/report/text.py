@@ -122,7 +122,7 @@ def gpus_text(items: list[GPU], units: str) -> str:
 
     rows = [
         [g.name, g.vendor, fmt_bytes(g.memory_bytes, units), opt(g.bandwidth_bytes_per_s and g.bandwidth_bytes_per_s / 1e12, "{:.2f} TB/s"),
-         opt(g.bf16_tflops, "{:g}"), opt(g.fp8_tflops, "{:g}"), "yes" if g.fp8 else "no", opt(g.price_per_hour, "${:.2f}")]
+         opt(g.bf16_tflops, "{:g}"), opt(g.fp8_tflops, "{:g}"), "yes" if g.fp8 else "no", opt(g.price_per_hour, "${:.4g}")]
         for g in items
     ]
     return table(["GPU", "vendor", "memory (as reported)", "bandwidth", "bf16 TFLOP/s", "fp8 TFLOP/s", "fp8", "$/hour"],

@@ -237,7 +237,7 @@ def test_launch_command_details(tmp_path: Path) -> None:
     s2 = parse_vllm_command(f"vllm serve m --config {config} --max-model-len 8192").settings
     assert s2.tensor_parallel_size == 2 and s2.max_model_len == 8192 and s2.enforce_eager  # the command line wins
     assert human_int("25.6k", "x") == 25600 and human_int("1K", "x") == 1024
-    for bad, message in [("ls -la", "not a vLLM launch command"), ("vllm serve", "names no model"),
+    for bad, message in [("ls -la", "not a launch command kvbudget reads"), ("vllm serve", "names no model"),
                          ("vllm serve m --max-model-len", "needs a value"), ("vllm serve m -tp x", "not a whole number")]:
         with pytest.raises(InputError, match=message):
             parse_vllm_command(bad)

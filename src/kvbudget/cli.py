@@ -110,7 +110,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 _COMMANDS = {
     "kv": "KV-cache bytes per token, per sequence, and over batch x context",
     "fit": "will it fit: per-GPU memory partition, largest batch, longest context",
-    "explain": "what a pasted `vllm serve ...` command will do and print at start-up",
+    "explain": "what a pasted launch command (vLLM, SGLang, TensorRT-LLM, llama.cpp) will do and print at start-up",
     "check": "compare an engine's start-up log with kvbudget's prediction, figure by figure",
     "compare": "one model on one GPU under vLLM, SGLang, TensorRT-LLM and llama.cpp, side by side",
     "plan": "the cheapest deployments (GPU type x count x layout x precision) that serve a load",
@@ -138,7 +138,8 @@ def _fit_args(fit: argparse.ArgumentParser) -> None:
     fit.add_argument("--tp", type=_count, help="tensor-parallel degree")
     fit.add_argument("--pp", type=_count, help="pipeline-parallel degree")
     fit.add_argument("--weights-dtype", default="auto",
-                     help="auto (checkpoint), bf16, fp16, fp32, fp8, int8, awq, gptq, nf4, mxfp4, nvfp4")
+                     help="auto (checkpoint), bf16, fp16, fp32, fp8, int8, awq, gptq, nf4, mxfp4, nvfp4; "
+                     "llama.cpp: a llama-quantize type (Q4_K_M, Q5_K_M, Q8_0, IQ4_XS ...)")
     fit.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp8, ...")
     fit.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
     fit.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
@@ -193,7 +194,8 @@ def _explain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-gpus", type=_count, help="GPUs on the machine (checked against the command's parallel sizes)")
     p.add_argument("--vllm-version", default=None, help="vLLM release: 0.33.0, 0.10.1, 0.6.3, current, v1, v0")
     _build_arg(p)
-    p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="after --: the vllm serve / api_server command line")
+    p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="after --: the launch command (vllm serve, python -m sglang.launch_server, "
+                   "trtllm-serve, llama-server), as words or one quoted string")
 
 
 def _check_args(p: argparse.ArgumentParser) -> None:

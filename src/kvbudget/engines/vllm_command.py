@@ -128,8 +128,9 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
             return tokens[i + 1:], "serve"
     if tokens and tokens[0].startswith("-"):
         return tokens, "serve"
-    raise InputError("not a vLLM launch command: expected `vllm serve MODEL ...` or "
-                     "`python -m vllm.entrypoints.openai.api_server --model MODEL ...`")
+    raise InputError("not a launch command kvbudget reads: give `vllm serve MODEL ...` (or python -m "
+                     "vllm.entrypoints.openai.api_server), `python -m sglang.launch_server ...`, `trtllm-serve MODEL ...` "
+                     "or `llama-server -m FILE.gguf ...`")
 
 
 def _config_file(path: str) -> list[tuple[str, str | None, str]]:

@@ -653,15 +653,15 @@ def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
 
 
 def _render_other(args: argparse.Namespace, p: object, warnings: list[str], more: dict[str, object] | None = None) -> str:
+    from .engines import sglang, trtllm
     from .engines.sglang import SGLangPlan
-    from .engines.summary import sglang_row, trtllm_row
     from .engines.transformers_engine import TransformersPlan
     from .engines.transformers_engine import row as transformers_row
 
     if isinstance(p, TransformersPlan):
         row = transformers_row(p)
     else:
-        row = sglang_row(p) if isinstance(p, SGLangPlan) else trtllm_row(p)  # type: ignore[arg-type]
+        row = sglang.summary(p) if isinstance(p, SGLangPlan) else trtllm.summary(p)  # type: ignore[arg-type]
     lines = list(getattr(p, "log_lines", ()))
     notes = list(p.notes)  # type: ignore[attr-defined]
     if args.json:

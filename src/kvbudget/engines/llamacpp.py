@@ -19,6 +19,10 @@ from ..units import GiB, InputError, MiB, element_type
 from . import llamacpp_eras as eras
 from .llamacpp_eras import pad
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .base import EnginePlan, Setup
+
 # -ctk / -ctv types (common/arg.cpp kv_cache_types) and ggml's block layout of each.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FIT_MARGIN = GiB  # common/fit.cpp: fit_params_target, 1 GiB per device
@@ -354,3 +358,39 @@ def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int
     if on_gpu:
         lines.append(f"sched_reserve: {'CUDA0':>10} compute buffer size = {compute / MiB:8.2f} MiB (estimate)")
     return tuple(lines)
+
+
+# --- the engine interface (engines/base.py) ---------------------------------------------------------------
+
+
+def summary(p: LlamaCppPlan, context: int | None = None) -> EnginePlan:
+    """The figures every engine has, from a llama.cpp plan. Requests at once: the slots (-np), as far as
+    the cells hold ``context`` tokens each; over several GPUs, the fullest GPU's share."""
+    from .base import engine_plan
+
+    tokens = p.cells * p.n_stream
+    length = context or p.n_ctx_seq
+    per_slot = p.cells // length if p.unified else (p.n_seq_max if p.n_ctx_seq >= length else 0)
+    weights, kv = p.weights_gpu_bytes, p.kv_gpu_bytes
+    if len(p.device_bytes) > 1:  # layers split over GPUs: the fullest GPU's share
+        k = max(range(len(p.device_bytes)), key=lambda d: p.device_bytes[d])
+        kv = p.kv_device_bytes[k]
+        weights = max(p.device_bytes[k] - kv - p.compute_bytes, 0)
+    return engine_plan(
+        "llama.cpp", weights, kv, tokens, float(min(p.n_seq_max, per_slot)), length, p.fits,
+        "exactly n_ctx cells (-c); llama-server auto-fits n_ctx to free memory minus 1 GiB, 4 slots",
+        "cells (n_ctx padded to 256)", None if p.fits else "out of memory", p.log_lines,
+    )
+
+
+class _LlamaCpp:
+    name, label = "llama.cpp", "llama.cpp"
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        ctk = "q8_0" if setup.kv_dtype.startswith("fp8") else "f16"  # its 8-bit cache
+        # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
+        return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
+                                                        devices=setup.tp * setup.pp)), setup.context)
+
+
+ENGINE = _LlamaCpp()

@@ -19,6 +19,10 @@ from ..parallel import pp_partition, stages
 from ..units import GiB, InputError, MiB, element_type
 from .vllm import rotary_cache_bytes
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .base import EnginePlan, Setup
+
 # Free memory the CUDA context, NCCL and cuBLAS take before SGLang measures "pre_model_load_memory"
 # (calibrated on tests/data/sglang_logs: "Load weight begin. avail mem" vs the device total).
 CONTEXT_BYTES = int(0.55 * GiB)
@@ -244,3 +248,29 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
                                f"{reserved:.0f} MiB) / {gpu_mib} MiB",) if reserved else ()),
     )
 
+
+# --- the engine interface (engines/base.py) ---------------------------------------------------------------
+
+
+def summary(p: SGLangPlan) -> EnginePlan:
+    """The figures every engine has, from an SGLang plan."""
+    from ..units import plural
+    from .base import engine_plan
+
+    return engine_plan(
+        "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
+        p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:.4g}) x free memory before loading",
+        f"pages of {plural(p.page_size, 'token')}", p.error, p.log_lines,
+    )
+
+
+class _SGLang:
+    name, label = "sglang", "SGLang"
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        kv = "fp8_e4m3" if setup.kv_dtype.startswith("fp8") else "auto"  # kvbudget's fp8: SGLang's e4m3
+        return summary(plan(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
+                                                      kv_cache_dtype=kv)))
+
+
+ENGINE = _SGLang()

@@ -15,9 +15,11 @@ from ..model.spec import ModelSpec
 from ..model.weights import WeightFormat
 from ..units import GiB, InputError, element_type, plural
 from . import transformers_cache
-from .summary import EngineRow
-from .summary import row as summary_row
 from .textbook import CUDA_CONTEXT_BYTES, activation_bytes
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .base import EnginePlan, Setup
 
 
 @record
@@ -75,10 +77,32 @@ def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto
     )
 
 
-def row(p: TransformersPlan) -> EngineRow:
+def row(p: TransformersPlan) -> EnginePlan:
+    """The figures every engine has, from a transformers plan."""
+    from .base import engine_plan
+
     rule = ("grows by one token per sequence per step (DynamicCache)" if p.kind == "dynamic"
             else "allocated for max_cache_len up front (StaticCache)")
     # the cache of as many sequences as fit (no budget rule: memory is taken until it runs out)
-    return summary_row("transformers", p.weights_bytes, p.max_batch * p.cache_per_sequence_bytes, p.max_batch * p.context,
+    return engine_plan("transformers", p.weights_bytes, p.max_batch * p.cache_per_sequence_bytes, p.max_batch * p.context,
                      float(p.max_batch), p.context, p.starts, rule + "; no budget: sequences until memory runs out, "
                      "each with its unchunked prefill", "one K and one V tensor per layer")
+
+
+# --- the engine interface (engines/base.py) ---------------------------------------------------------------
+
+
+class _Transformers:
+    name, label = "transformers", "transformers"
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        from .base import Unsupported
+
+        if setup.kv_dtype.startswith("fp8"):
+            raise Unsupported("its KV caches hold the model's dtype; there is no fp8 cache")
+        if setup.tp * setup.pp > 1:
+            raise Unsupported("plain generate runs on one GPU here (kvbudget does not model device_map splits)")
+        return row(plan(spec, gpu, 1, setup.context))
+
+
+ENGINE = _Transformers()

@@ -19,6 +19,10 @@ from ..model.weights import WeightFormat, parse_weight_format
 from ..parallel import stages
 from ..units import GiB, InputError, element_type
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .base import EnginePlan, Setup
+
 # Calibrated on tests/data/trtllm_logs (the peak of the profiling run above the weights: activations
 # of max_num_tokens tokens and non-torch memory), per rank.
 NON_TORCH_BYTES = int(0.6 * GiB)
@@ -165,3 +169,28 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         max_concurrency=blocks * tpb / max_seq if max_seq else 0.0, starts=error is None, error=error,
         log_lines=tuple(lines), notes=tuple(notes),
     )
+
+
+# --- the engine interface (engines/base.py) ---------------------------------------------------------------
+
+
+def summary(p: TrtllmPlan) -> EnginePlan:
+    """The figures every engine has, from a TensorRT-LLM plan."""
+    from .base import engine_plan
+
+    return engine_plan(
+        "trtllm", p.weights_bytes, p.available_bytes, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
+        "0.9 x the memory left after the profiled peak", f"blocks of {p.tokens_per_block} tokens",
+        None if p.starts else "does not start", p.log_lines,
+    )
+
+
+class _Trtllm:
+    name, label = "trtllm", "TensorRT-LLM"
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        return summary(plan(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=setup.kv_dtype,
+                                                      max_seq_len=setup.context)))
+
+
+ENGINE = _Trtllm()

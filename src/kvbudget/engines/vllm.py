@@ -27,6 +27,10 @@ from ..model.weights import WeightFormat, parse_weight_format
 from ..parallel import stages
 from ..units import GiB, InputError, MiB, element_type
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .base import EnginePlan, Setup
+
 # --- release lines -----------------------------------------------------------------------------
 
 
@@ -690,3 +694,28 @@ def _log_lines(rel: Release, loading: int, available: int, blocks: int, tokens: 
     if error:
         lines.append(f"ValueError: {error}")
     return tuple(lines)
+
+
+# --- the engine interface (engines/base.py) ---------------------------------------------------------------
+
+
+def summary(p: VllmPlan) -> EnginePlan:
+    """The figures every engine has, from a vLLM plan."""
+    from .base import engine_plan
+
+    return engine_plan(
+        "vllm", p.weights_bytes, p.available_kv_cache_bytes, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
+        p.starts, f"{p.utilization:g} x total memory, minus the profiled weights, activations and CUDA graphs",
+        f"blocks of {p.block_size} tokens", p.error, p.log_lines,
+    )
+
+
+class _Vllm:
+    name, label = "vllm", "vLLM"
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        return summary(plan(spec, gpu, VllmSettings(max_model_len=setup.context, tensor_parallel_size=setup.tp,
+                                                    pipeline_parallel_size=setup.pp, kv_cache_dtype=setup.kv_dtype)))
+
+
+ENGINE = _Vllm()

@@ -10,8 +10,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..engines.base import EnginePlan
     from ..engines.llamacpp import LlamaCppPlan
-    from ..engines.summary import EngineRow
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
     from ..engines.vllm_check import CheckResult, Row
@@ -256,7 +256,7 @@ def llamacpp_doc(p: LlamaCppPlan, warnings: list[str] | None = None) -> dict[str
     }
 
 
-def engine_doc(row: EngineRow, plan: object, lines: list[str], notes: list[str], warnings: list[str]) -> dict[str, Any]:
+def engine_doc(row: EnginePlan, plan: object, lines: list[str], notes: list[str], warnings: list[str]) -> dict[str, Any]:
     """SGLang and TensorRT-LLM: the common keys, then the engine's own figures."""
     from .._record import asdict
 

@@ -10,8 +10,8 @@ from .verdict import verdict_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from ..engines.base import EnginePlan
     from ..engines.llamacpp import LlamaCppPlan
-    from ..engines.summary import EngineRow
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
     from ..engines.vllm_check import CheckResult, Row
@@ -251,7 +251,7 @@ def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None
     return "\n".join(out)
 
 
-def engine_text(row: EngineRow, model: str, gpu: str, lines: list[str], notes: list[str], units: str) -> str:
+def engine_text(row: EnginePlan, model: str, gpu: str, lines: list[str], notes: list[str], units: str) -> str:
     """SGLang and TensorRT-LLM plans: the budget, the pool and the lines the engine will print."""
     out = [
         f"{model} with {row.engine} on {gpu}",
@@ -272,7 +272,7 @@ def _whole(concurrency: float) -> int:
     return max(int(concurrency), 0)
 
 
-def compare_text(rows: tuple[EngineRow, ...], model: str, context: int, units: str,
+def compare_text(rows: tuple[EnginePlan, ...], model: str, context: int, units: str,
                  omitted: tuple[tuple[str, str], ...] = ()) -> str:
     out = [f"{model}, requests of {context:,} tokens, each engine with its defaults (per GPU):", ""]
     out.append(table(

@@ -1,0 +1,109 @@
+"""The engine interface: what every engine answers the same way, and the registry that lists them.
+
+An engine is an object with a ``name``, a ``label`` and ``plan(spec, gpu, setup) -> EnginePlan``: the model on
+one GPU type under the engine's own rules, for a common ``Setup`` (context, tensor and pipeline parallelism, KV
+dtype). The ``EnginePlan`` carries the figures every engine has — weights and KV pool per GPU, the tokens the
+pool holds, the requests of the context it holds, whether the engine starts and the error it stops with, the
+lines it prints — plus the engine's own plan for its reports. Questions asked of every engine (``compare``
+today) are written once against this interface; an engine kvbudget does not ship is one object handed to a
+``Registry`` (``tests/test_engine_interface.py`` adds a toy engine that way).
+"""
+
+from __future__ import annotations
+
+from .._record import record
+from ..units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import Protocol
+
+    from ..hardware import GPU
+    from ..model.spec import ModelSpec
+
+    class Engine(Protocol):
+        name: str  # "vllm": how the CLI and the JSON name it
+        label: str  # "vLLM": how a sentence names it
+
+        def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan: ...
+
+
+class Unsupported(InputError):
+    """An engine cannot serve this setup at all (not: it runs out of memory, which is a plan that does not
+    start): e.g. a KV dtype it has no cache for. Questions over several engines list it with the reason."""
+
+
+@record
+class Setup:
+    """What a question asks of every engine alike: tokens per request and the parallel layout."""
+
+    context: int
+    tp: int = 1
+    pp: int = 1
+    kv_dtype: str = "auto"  # auto (the model's dtype) or fp8
+
+
+@record
+class EnginePlan:
+    """The figures every engine's plan has, per GPU of the binding rank, in bytes and tokens.
+
+    An engine that does not start holds no KV cache, no token and no request; ``error`` is what it stops
+    with and ``printed`` the lines it prints up to there."""
+
+    engine: str
+    weights_bytes: int
+    kv_budget_bytes: int  # the KV pool the engine allocates
+    kv_tokens: int  # tokens the pool holds (one engine instance)
+    max_concurrency: float  # requests of ``context`` tokens the pool holds at once
+    context: int
+    starts: bool
+    budget_rule: str  # how the engine decides the pool's size, in words
+    unit: str  # what the pool is allocated in
+    error: str | None = None
+    printed: tuple[str, ...] = ()
+
+
+def engine_plan(engine: str, weights: int, kv_budget: int, kv_tokens: int, concurrency: float, context: int,
+                starts: bool, rule: str, unit: str, error: str | None = None,
+                printed: tuple[str, ...] = ()) -> EnginePlan:
+    """An EnginePlan as the user reads it: an engine that does not start holds nothing (its own signed
+    figures stay in its plan), and a budget is never negative."""
+    if not starts:
+        kv_budget, kv_tokens, concurrency = 0, 0, 0.0
+    return EnginePlan(engine, weights, max(kv_budget, 0), kv_tokens, concurrency, context, starts, rule, unit, error,
+                      printed)
+
+
+class Registry:
+    """The engines a question asks, in order. ``default_registry()`` holds the ones kvbudget ships."""
+
+    def __init__(self, engines: Iterable[Engine]) -> None:
+        self._engines: dict[str, Engine] = {}
+        for engine in engines:
+            if engine.name in self._engines:
+                raise ValueError(f"two engines are named {engine.name!r}")
+            self._engines[engine.name] = engine
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._engines)
+
+    def get(self, name: str) -> Engine:
+        try:
+            return self._engines[name]
+        except KeyError:
+            raise InputError(f"unknown engine {name!r}: use one of {', '.join(self._engines)}") from None
+
+    def __iter__(self) -> Iterator[Engine]:
+        return iter(self._engines.values())
+
+    def with_engine(self, engine: Engine) -> Registry:
+        """This registry and one engine more (a new registry: nothing global changes)."""
+        return Registry([*self._engines.values(), engine])
+
+
+def default_registry() -> Registry:
+    """vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers, each from its own module."""
+    from . import llamacpp, sglang, transformers_engine, trtllm, vllm
+
+    return Registry([vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, llamacpp.ENGINE, transformers_engine.ENGINE])

@@ -173,3 +173,17 @@ def test_llama_server_hf_reads_as_the_catalog_models_quantized_file(capsys: pyte
     assert hf["memory"] == m["memory"] and hf["memory"]["weights_bytes"] == 4_617_396_224
     assert main(["explain", "--gpu", "RTX4090", "--", "llama-server", "-hf", "someone/Unknown-GGUF"]) == 2
     assert "download the GGUF and give -m PATH" in capsys.readouterr().err
+
+
+def test_llamacpp_that_does_not_fit_says_what_would(capsys: pytest.CaptureFixture[str]) -> None:
+    # gemma-3-27b-it in bf16 (47.68 GiB of weights) does not load on one L40S (44.52 GiB)
+    argv = ["fit", "gemma-3-27b", "--gpu", "L40S", "--context", "8192", "--engine", "llama.cpp"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "llama.cpp will fail:" in out and "cudaMalloc failed: out of memory" in out
+    assert "note: a Q4_K_M file (--weights-dtype q4_k_m) fits" in out
+    assert "Fewest L40S-48GB for 4 x 8,192-token requests: 2 (2 GPUs), holding 4 at once" in out
+    doc = _json(capsys, *argv, "--json")
+    assert not doc["fits"] and doc["memory"]["kv_cache_bytes"] == 0 and doc["fewest_gpus"]["num_gpus"] == 2
+    back = _explained(capsys, doc["fewest_gpus"]["launch"]["command"], "L40S")
+    assert back["fits"] and back["n_seq_max"] == 4

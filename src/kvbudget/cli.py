@@ -498,8 +498,32 @@ def _fit_llamacpp(args: argparse.Namespace) -> str:
             raise InputError(f"{args.model} is a GGUF file: its tensor types are the weights "
                              "(drop --weights-dtype, or give the original model to plan what llama-quantize makes)")
         spec = replace(spec, weight_format=gguf_quant.weight_format(args.weights_dtype))
-    p = plan(spec, api._device(args.gpu, args.gpu_memory), settings)
-    return _render_llamacpp(args, p, [], settings)
+    gpu = api._device(args.gpu, args.gpu_memory)
+    p = plan(spec, gpu, settings)
+    if p.fits:
+        return _render_llamacpp(args, p, [], settings)
+    # what would fit: the fewest GPUs of this type (layers split, -ts), and the 4-bit file of a 16-bit model
+    from .report import plan_report
+
+    fewest = api.fewest_gpus(spec, concurrency=p.n_seq_max, context=p.n_ctx_seq, gpu=gpu, engine="llama.cpp")
+    fewest_line = plan_report.fewest_text(spec.name, fewest, gpu.name, p.n_seq_max, p.n_ctx_seq, "llama.cpp")
+    fewest_doc = plan_report.fewest_doc(spec.name, fewest)
+    hint = ""
+    if spec.weight_format is not None and spec.weight_format.name in ("bf16", "fp16", "fp32"):
+        from ._record import replace
+        from .model import gguf_quant
+
+        q4 = plan(replace(spec, weight_format=gguf_quant.weight_format("Q4_K_M")), gpu, settings)
+        hint = (f"a Q4_K_M file (--weights-dtype q4_k_m) {'fits' if q4.fits else 'does not fit either'}: "
+                f"{q4.total_gpu_bytes / 2**30:.2f} GiB on the GPU")
+    if args.json:
+        from .report import json_doc
+
+        doc = json_doc.llamacpp_doc(p, [hint] if hint else [])
+        doc["launch"] = _launch_doc(p.model, settings, 1)
+        doc["fewest_gpus"] = fewest_doc
+        return json_doc.dumps(doc)
+    return "\n".join([_render_llamacpp(args, p, [], settings), *([f"note: {hint}"] if hint else []), fewest_line])
 
 
 def _launch_doc(model: str, settings: object, gpus: int) -> dict[str, str | None]:

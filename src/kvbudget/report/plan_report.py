@@ -120,8 +120,11 @@ def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context:
     from ..plan import launch
 
     note = launch.checkpoint_note(model, getattr(d.settings, "quantization", None))
-    return (f"Fewest {gpu} for {batch:,} x {context:,}-token {noun(batch, 'request')}: {d.num_gpus} ({_layout(d)}), holding "
-            f"{d.max_concurrency:,} at once" + ("" if d.replicas == 1 else f" over {d.replicas} servers")
+    slots = getattr(d.settings, "n_parallel", None)  # llama-server runs the slots it is launched with (-np)
+    held = (f"holding {slots * d.replicas:,} at once (room for {d.max_concurrency:,} slots)"
+            if slots is not None and slots * d.replicas < d.max_concurrency else f"holding {d.max_concurrency:,} at once")
+    return (f"Fewest {gpu} for {batch:,} x {context:,}-token {noun(batch, 'request')}: {d.num_gpus} ({_layout(d)}), "
+            + held + ("" if d.replicas == 1 else f" over {d.replicas} servers")
             + f":\n  {launch.command(launch.argv_for(model, d.settings))}" + (f"\n  ({note})" if note else ""))
 
 

@@ -187,3 +187,13 @@ def test_llamacpp_that_does_not_fit_says_what_would(capsys: pytest.CaptureFixtur
     assert not doc["fits"] and doc["memory"]["kv_cache_bytes"] == 0 and doc["fewest_gpus"]["num_gpus"] == 2
     back = _explained(capsys, doc["fewest_gpus"]["launch"]["command"], "L40S")
     assert back["fits"] and back["n_seq_max"] == 4
+
+
+def test_a_gpu_name_several_cards_share_says_which_one_was_read(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", "llama-3.1-8b", "--gpu", "A100", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["gpu"] == "A100-SXM4-40GB"
+    assert captured.err == "note: --gpu A100 is read as A100-SXM4-40GB; give A100-PCIe-80GB or A100-SXM4-80GB if yours is one\n"
+    for name in ("H100", "L4", "A100-80GB"):  # no variant with another memory size (L40S is not an L4)
+        assert main(["fit", "llama-3.1-8b", "--gpu", name, "--json"]) == 0
+        assert capsys.readouterr().err == ""

@@ -959,6 +959,21 @@ def _compare(args: argparse.Namespace) -> str:
     return text.compare_text(rows, args.model, args.context, args.units, omitted)
 
 
+def _note_gpu_variant(name: str | None) -> None:
+    """A GPU name that several catalog GPUs share is read as one of them: say which, on stderr."""
+    if not name or len(name) > 100:
+        return
+    from .hardware import find_gpu, other_variants
+
+    try:
+        chosen = find_gpu(name)
+    except InputError:
+        return  # the command itself says it, in its own words
+    others = other_variants(name, chosen)
+    if others:
+        sys.stderr.write(f"note: --gpu {name} is read as {chosen.name}; give {' or '.join(others)} if yours is one\n")
+
+
 def _one_line(message: str, limit: int = 300) -> str:
     """An error as one line of at most ``limit`` characters: whatever input it quotes, the start and the end
     (where the fix is named) stay."""
@@ -1004,4 +1019,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         out = fit_width(out)
     sys.stdout.write(out + "\n")
+    _note_gpu_variant(getattr(args, "gpu", None))  # after the answer: an error stays one line
     return 0

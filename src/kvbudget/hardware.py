@@ -101,6 +101,22 @@ def gpus() -> list[GPU]:
     return list(_all())
 
 
+def other_variants(name: str, chosen: GPU) -> tuple[str, ...]:
+    """Catalog GPUs besides ``chosen`` that ``name`` could also mean (``A100`` is read as the 40 GB SXM4 card;
+    the 80 GB and PCIe ones are variants too), for a note that says which one was taken."""
+    key = name.strip().lower()
+    if not key or _norm(key) == _norm(chosen.name):
+        return ()
+
+    def family(other: str) -> bool:  # "A100-SXM4-80GB" is an A100; "L40S-48GB" is not an L4
+        other = other.lower()
+        return other.startswith(key) and (len(other) == len(key) or not other[len(key)].isalnum())
+
+    # only variants whose memory differs enough to change an answer (A100: 40 or 80 GB; not H100 SXM vs PCIe)
+    return tuple(g.name for g in gpus() if g.name != chosen.name and family(g.name)
+                 and abs(g.memory_bytes - chosen.memory_bytes) > chosen.memory_bytes // 4)
+
+
 def find_gpu(name: str) -> GPU:
     """Look a GPU up by the names people write (``H100``, ``a100 80gb``, ``RTX3090``)."""
     if not isinstance(name, str):

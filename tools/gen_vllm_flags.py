@@ -46,8 +46,9 @@ def flags_of(parser: argparse.ArgumentParser) -> Flags:
     return dict(sorted(found.items()))
 
 
-def render(flags: Flags, source: str, historical_source: str, historical: dict[str, bool]) -> str:
-    """The JSON text of vllm_flags.json, byte for byte as committed (indent 0, no final newline)."""
+def render(source: str, flags: Flags, historical_source: str, historical: dict[str, bool]) -> str:
+    """The JSON text of vllm_flags.json, byte for byte as committed (indent 0, no final newline);
+    the arguments come in the file's order, as ``parse`` returns them."""
     data: dict[str, Any] = {
         "_source": source,
         "flags": {option: [dest, value] for option, (dest, value) in sorted(flags.items())},
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     old_text = opts.json.read_text(encoding="utf-8")
     old_source, old_flags, historical_source, historical = parse(old_text)
     new_source = SOURCE.format(version=vllm.__version__, function=function)
-    new_text = render(new_flags, new_source, historical_source, historical)
+    new_text = render(new_source, new_flags, historical_source, historical)
 
     changes = differences(old_flags, new_flags)
     for line in changes:

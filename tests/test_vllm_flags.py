@@ -1,0 +1,161 @@
+"""engines/vllm_flags.json, the flags of `vllm serve`, and tools/gen_vllm_flags.py that writes it.
+
+The file is generated from vLLM's own parser (see docs/internals.md); CI has no vLLM, so these tests
+check what can be checked without it: the file's shape as kvbudget reads it, the flags the memory plan
+reads, and the tool's pure writer and reader against a small real argparse parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kvbudget.engines import vllm_command
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS_JSON = ROOT / "src" / "kvbudget" / "engines" / "vllm_flags.json"
+TOOL = ROOT / "tools" / "gen_vllm_flags.py"
+
+
+@pytest.fixture(scope="module")
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_vllm_flags", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # imports no vLLM: that happens in main() only
+    return module
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(FLAGS_JSON.read_text(encoding="utf-8"))
+    return loaded
+
+
+def test_shape(data: dict[str, object]) -> None:
+    assert list(data) == ["_source", "flags", "_historical_source", "historical"]
+    flags, historical = data["flags"], data["historical"]
+    assert isinstance(flags, dict) and isinstance(historical, dict)
+    assert list(flags) == sorted(flags)
+    for option, entry in flags.items():
+        assert re.fullmatch(r"--?[a-z0-9][a-z0-9-]*", option), option
+        assert isinstance(entry, list) and len(entry) == 2, option
+        dest, takes_value = entry
+        assert isinstance(dest, str) and dest.isidentifier(), option
+        assert isinstance(takes_value, bool), option
+    for option, takes_value in historical.items():
+        assert option.startswith("--") and isinstance(takes_value, bool), option
+
+
+def test_source_names_the_release_and_function(data: dict[str, object], tool: ModuleType) -> None:
+    source = data["_source"]
+    assert isinstance(source, str)
+    m = re.search(r"in vLLM ([0-9]+\.[0-9]+\.[0-9]+\S*) \(", source)
+    assert m, source
+    function = "vllm/entrypoints/common/cli_args.py make_arg_parser"
+    assert source == tool.SOURCE.format(version=m.group(1), function=function)
+
+
+@pytest.mark.parametrize(("option", "dest", "takes_value"), [
+    ("--gpu-memory-utilization", "gpu_memory_utilization", True),
+    ("--max-model-len", "max_model_len", True),
+    ("--tensor-parallel-size", "tensor_parallel_size", True),
+    ("-tp", "tensor_parallel_size", True),
+    ("--pipeline-parallel-size", "pipeline_parallel_size", True),
+    ("-pp", "pipeline_parallel_size", True),
+    ("--data-parallel-size", "data_parallel_size", True),
+    ("--kv-cache-dtype", "kv_cache_dtype", True),
+    ("--block-size", "block_size", True),
+    ("--max-num-seqs", "max_num_seqs", True),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", True),
+    ("--kv-cache-memory-bytes", "kv_cache_memory_bytes", True),
+    ("--num-gpu-blocks-override", "num_gpu_blocks_override", True),
+    ("--dtype", "dtype", True),
+    ("--quantization", "quantization", True),
+    ("-q", "quantization", True),
+    ("--enforce-eager", "enforce_eager", False),
+    ("--enable-prefix-caching", "enable_prefix_caching", False),
+    ("--disable-prefix-caching", "enable_prefix_caching", False),
+    ("--model", "model", True),
+    ("--config", "config", True),
+])
+def test_memory_flags_present(data: dict[str, object], option: str, dest: str, takes_value: bool) -> None:
+    flags = data["flags"]
+    assert isinstance(flags, dict)
+    assert flags[option] == [dest, takes_value]
+
+
+def test_every_engine_argument_kvbudget_reads_has_a_flag() -> None:
+    flags, _ = vllm_command._flags()
+    dests = {dest for dest, _ in flags.values()}
+    read = {*vllm_command._INT_FIELDS, *vllm_command._TEXT_FIELDS, *vllm_command._SWITCHES, *vllm_command._UNMODELLED,
+            "max_model_len", "gpu_memory_utilization", "cpu_offload_gb", "model", "config"}
+    assert read <= dests, sorted(read - dests)
+
+
+def test_the_writer_reproduces_the_committed_file(tool: ModuleType) -> None:
+    text = FLAGS_JSON.read_text(encoding="utf-8")
+    assert tool.render(*tool.parse(text)) == text
+
+
+def _small_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vllm serve")
+    parser.add_argument("model_tag", nargs="?")  # positional: no option string
+    parser.add_argument("--max-model-len", type=int)
+    parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--headless", action="store_true")
+    parser.add_argument("--hf-token", nargs="?", const=True)
+    parser.add_argument("--api-key", nargs="+")
+    parser.add_argument("--middleware", action="append", default=[])
+    parser.add_argument("--version", action="version", version="0")
+    group = parser.add_argument_group("CacheConfig")
+    group.add_argument("--gpu-memory-utilization", "--device-memory-utilization", dest="gpu_memory_utilization",
+                       type=float)
+    return parser
+
+
+def test_flags_of_a_real_parser(tool: ModuleType) -> None:
+    flags = tool.flags_of(_small_parser())
+    assert flags == {
+        "--api-key": ("api_key", True),
+        "--device-memory-utilization": ("gpu_memory_utilization", True),
+        "--enforce-eager": ("enforce_eager", False),
+        "--gpu-memory-utilization": ("gpu_memory_utilization", True),
+        "--headless": ("headless", False),
+        "--hf-token": ("hf_token", True),
+        "--max-model-len": ("max_model_len", True),
+        "--middleware": ("middleware", True),
+        "--no-enforce-eager": ("enforce_eager", False),
+        "--tensor-parallel-size": ("tensor_parallel_size", True),
+        "-tp": ("tensor_parallel_size", True),
+    }  # no -h/--help, no --version, no positional
+    assert list(flags) == sorted(flags)
+
+
+def test_round_trip_through_kvbudgets_reader(tool: ModuleType, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = tool.flags_of(_small_parser())
+    historical = {"--swap-space": True, "--use-v2-block-manager": False}
+    source = tool.SOURCE.format(version="9.9.9", function="vllm/entrypoints/common/cli_args.py make_arg_parser")
+    text = tool.render(source, flags, "older releases", historical)
+    assert tool.parse(text) == (source, flags, "older releases", historical)
+    assert tool.render(*tool.parse(text)) == text
+    path = tmp_path / "vllm_flags.json"
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(vllm_command, "_FLAGS_FILE", str(path))
+    assert vllm_command._flags() == (flags, historical)
+
+
+def test_differences(tool: ModuleType) -> None:
+    old = {"--a": ("a", True), "--b": ("b", False), "--c": ("c", True)}
+    new = {"--a": ("a", True), "--b": ("b", True), "--d": ("d", False)}
+    assert tool.differences(old, new) == ["+ --d ['d', False]", "- --c ['c', True]",
+                                          "~ --b ['b', False] -> ['b', True]"]
+    assert tool.differences(old, old) == []

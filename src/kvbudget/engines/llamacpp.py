@@ -142,7 +142,7 @@ def _out_of_memory(lines: tuple[str, ...], weights: int, kv: int, compute: int, 
 
 # What follows depends on the model (and the build's rules), never on the GPU or the context: memoized (bounded,
 # typed, immutable results), so a plan search over GPU types and slot counts works each out once per model.
-@lru_cache(maxsize=64, typed=True)
+@lru_cache(maxsize=16, typed=True)
 def _cache_layers(spec: ModelSpec, mla_v: bool) -> tuple[tuple[int, int, int, int, bool, int], ...]:
     """Each layer that keeps something, in order: (decoder layer, f32 state bytes of one cell (recurrent; else 0),
     n_embd_k_gqa, n_embd_v_gqa, sliding, window or chunk). ``mla_v``: the build gives MLA a V tensor."""
@@ -162,7 +162,7 @@ def _cache_layers(spec: ModelSpec, mla_v: bool) -> tuple[tuple[int, int, int, in
     return tuple(out)
 
 
-@lru_cache(maxsize=64, typed=True)
+@lru_cache(maxsize=16, typed=True)
 def _has_state(spec: ModelSpec) -> bool:
     return any(isinstance(x, RecurrentState) for x in spec.layers)
 
@@ -182,7 +182,7 @@ class _Weights:
     out_file: str = ""  # a llama-quantize file type: the .gguf it writes
 
 
-@lru_cache(maxsize=32, typed=True)
+@lru_cache(maxsize=16, typed=True)
 def _weights(spec: ModelSpec) -> _Weights:
     """The bytes of each part of ``spec``'s weights in its own format (``spec.weight_format``, known)."""
     fmt = spec.weight_format
@@ -255,8 +255,6 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
             extra = eras.cuda_pad_elems(ne0, type_name not in ("f32", "f16", "bf16"))
             allocated[key] = pad(nbytes + (row_bytes(type_name, extra) if extra else 0), CUDA_ALIGN)
         return allocated[key]
-
-    layers = _cache_layers(spec, eras.mla_has_v(b))
 
     def context(n: int) -> dict[str, int]:
         total, n_seq = eras.stream_cells(b, n, parallel, unified, padding)
@@ -337,6 +335,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     output = eras.output_rows(b, parallel, s.n_batch) * vocab * 4  # llama_context output buffer: n_vocab floats per row
     compute = s.n_ubatch * (vocab + 4 * hidden) * 4 if gpu is not None else 0  # estimate: logits + activations
 
+    layers = _cache_layers(spec, eras.mla_has_v(b))  # what ``context`` walks
     c = context(n_ctx)
     fit_note = ""
     if gpu is not None and fit:

@@ -180,7 +180,7 @@ def _kind_of(layer: Layer, hybrid_manager: bool) -> str:
 # The KV layout and the per-stage block bytes depend on the model, the KV dtype and the parallelism, never on
 # the GPU: they are memoized (bounded, typed, immutable results), so a plan search computes each once per
 # (dtype, TP, PP) instead of once per GPU type, and ``held``/``longest_context`` once per bisection.
-@lru_cache(maxsize=256, typed=True)
+@lru_cache(maxsize=64, typed=True)
 def kv_layout(
     spec: ModelSpec, kv_dtype: str, model_dtype: str, tp: int, block_size: int, hybrid_manager: bool,
     align_mamba: bool,
@@ -277,7 +277,7 @@ def bytes_per_block(layout: KVLayout, pages: dict[int, int], layers: set[int] | 
     return max((sum(pages[i] for i in g.layers if layers is None or i in layers) for g in layout.groups), default=0)
 
 
-@lru_cache(maxsize=256, typed=True)
+@lru_cache(maxsize=128, typed=True)
 def stage_block_bytes(spec: ModelSpec, layout: KVLayout, kv_dtype: str, model_dtype: str, tp: int,
                       pp: int) -> tuple[int, ...]:
     """Each pipeline stage's bytes per block: the largest group over the cache layers of that stage's decoder
@@ -302,7 +302,7 @@ class ModelFacts:
     hybrid_mamba: bool
 
 
-@lru_cache(maxsize=32, typed=True)
+@lru_cache(maxsize=16, typed=True)
 def model_facts(spec: ModelSpec) -> ModelFacts:
     """The GPU-independent facts of ``spec`` (memoized: the parameter total sums every tensor)."""
     return ModelFacts(
@@ -400,7 +400,7 @@ ACTIVATION = {
 GRAPH_BYTES_PER_LAYER = int(0.11 * MiB)  # CUDA-graph memory per capture size and decoder layer (same log)
 
 
-@lru_cache(maxsize=64, typed=True)
+@lru_cache(maxsize=16, typed=True)
 def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
     """vLLM's rotary embedding cos/sin cache: max positions x rotary dim in the model dtype
     (model_executor/layers/rotary_embedding: cos_sin_cache); counted in 'Model loading took'."""

@@ -1,6 +1,12 @@
-"""`kvbudget plan`'s full search must take at most 1 s: every catalog GPU (>= 30 types) x 1-64 GPUs in every
-layout (TP 1-8 within a node, PP 2-8 across nodes, replicas) x weights (checkpoint, fp8) x KV cache (checkpoint,
-fp8), with vLLM's rules, for one model. Run by `make bench`."""
+"""`kvbudget plan`'s full search: every catalog GPU (>= 30 types) x 1-64 GPUs in every layout (TP 1-8 within a
+node, PP 2-8 across nodes, replicas) x weights (checkpoint, fp8) x KV cache (checkpoint, fp8), with vLLM's rules,
+for one model; and `plan --engine llama.cpp` (TP 1-8 within a node x f16 / q8_0 cache). Run by `make bench`.
+
+Work that does not depend on the GPU (per-rank weights, the KV layout per dtype and TP, the parameter total) is
+memoized by pure functions (``functools.lru_cache``), so every timed search here starts cold: the memo caches are
+emptied and the model is loaded afresh (a new ModelSpec, its hash not yet computed) before each run, as in a new
+``kvbudget plan`` process. Targets (median of the cold runs): Llama-3.1-70B <= 0.3 s, DeepSeek-V3 <= 0.5 s, any
+other model and llama.cpp <= 1 s."""
 
 from __future__ import annotations
 
@@ -13,34 +19,59 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from kvbudget.hardware import gpus
 from kvbudget.model.resolve import load_model
-from kvbudget.plan.search import search
+from kvbudget.plan.search import Deployment, search
 
-TARGET_S = 1.0
-MODELS = ("meta-llama/Llama-3.1-70B-Instruct", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-30B-A3B")
+RUNS = 5
+DEFAULT_TARGET_S = 1.0
+TARGETS_S = {"meta-llama/Llama-3.1-70B-Instruct": 0.3, "deepseek-ai/DeepSeek-V3": 0.5, "Qwen/Qwen3-30B-A3B": 1.0}
+LLAMACPP_TARGET_S = 1.0
+
+
+def _cold() -> None:
+    """Empty every memo cache of kvbudget's pure functions (``functools.lru_cache``), as a new process has them."""
+    for name, module in list(sys.modules.items()):
+        if name == "kvbudget" or name.startswith("kvbudget."):
+            for value in list(vars(module).values()):
+                clear = getattr(value, "cache_clear", None)
+                if callable(clear) and hasattr(value, "__wrapped__"):
+                    clear()
+
+
+def _median_cold(name: str, engine: str = "vllm", weights: tuple[str, ...] = ("auto", "fp8"),
+                 kv: tuple[str, ...] = ("auto", "fp8")) -> tuple[float, list[Deployment]]:
+    times = []
+    rows: list[Deployment] = []
+    for _ in range(RUNS):
+        _cold()
+        catalog = gpus()
+        spec = load_model(name)
+        t0 = time.perf_counter()
+        rows = search(spec, 64, 8192, catalog, max_gpus=64, engine=engine, weights=weights, kv=kv)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), rows
 
 
 def main() -> int:
-    worst = 0.0
-    catalog = gpus()
+    failed = []
+    n_types = len(gpus())
     for name in MODELS:
-        spec = load_model(name)
-        times = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            rows = search(spec, 64, 8192, catalog, max_gpus=64)
-            times.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        lc = search(spec, 64, 8192, catalog, max_gpus=64, engine="llama.cpp", weights=("auto",), kv=("auto", "q8_0"))
-        worst = max(worst, time.perf_counter() - t0)
-        print(f"plan --engine llama.cpp {name}: {len(lc)} deployments in {(time.perf_counter() - t0) * 1000:.0f} ms")
-        t = statistics.median(times)
-        worst = max(worst, t)
-        print(f"plan {name}: {len(rows)} deployments over {len(catalog)} GPU types in {t * 1000:.0f} ms "
-              f"({sum(r.serves for r in rows)} serve 64 x 8K)")
-    verdict = "PASS" if worst <= TARGET_S else "FAIL"
-    print(f"{verdict}: worst {worst:.2f} s, target <= {TARGET_S:.0f} s")
-    return 0 if verdict == "PASS" else 1
+        t, rows = _median_cold(name)
+        target = TARGETS_S.get(name, DEFAULT_TARGET_S)
+        serve = sum(r.serves for r in rows)
+        print(f"plan {name}: {len(rows)} deployments over {n_types} GPU types, median {t * 1000:.0f} ms of {RUNS} "
+              f"cold runs (target <= {target * 1000:.0f} ms; {serve} serve 64 x 8K)")
+        if t > target:
+            failed.append(f"plan {name} {t:.2f} s > {target} s")
+        lt, lc = _median_cold(name, engine="llama.cpp", weights=("auto",), kv=("auto", "q8_0"))
+        print(f"plan --engine llama.cpp {name}: {len(lc)} deployments, median {lt * 1000:.0f} ms of {RUNS} cold runs "
+              f"(target <= {LLAMACPP_TARGET_S * 1000:.0f} ms)")
+        if lt > LLAMACPP_TARGET_S:
+            failed.append(f"plan --engine llama.cpp {name} {lt:.2f} s > {LLAMACPP_TARGET_S} s")
+    print("FAIL: " + "; ".join(failed) if failed else "PASS: every search within its target")
+    return 1 if failed else 0
 
+
+MODELS = tuple(TARGETS_S)
 
 if __name__ == "__main__":
     sys.exit(main())

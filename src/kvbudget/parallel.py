@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ._record import record
 from .model.layers import Layer
 from .model.params import ROLES, Tensor
@@ -43,10 +45,16 @@ def replicated(t: Tensor, tp: int) -> bool:
     return tp > 1 and (t.split == "none" or (t.split == "kv" and t.heads < tp))
 
 
+# Memoized: a pure function of frozen, hashable inputs whose answer is the same on every GPU type, and which
+# ``plan`` search, ``held``/``longest_context`` bisections and reports ask for again and again (one search
+# plans ~1,000 deployments from ~30 (format, tp, pp)). The cache is bounded (the last 128 answers), typed (``1``
+# and ``True`` are different keys, as the checks below treat them) and holds only immutable values, so it changes
+# no result; ``stages.cache_clear()`` empties it.
+@lru_cache(maxsize=128, typed=True)
 def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tuple[Stage, ...]:
     """Every pipeline stage of one TP rank. Embeddings sit on the first stage (and on others as
     ``spec.pp_embedding`` says), the final norm and lm_head on the last (vLLM's PPMissingLayer
-    elsewhere)."""
+    elsewhere). Memoized (bounded): the same inputs return the same tuple."""
     inv = spec.inventory
     memo: dict[tuple[Tensor, ...], tuple[dict[str, int], dict[str, int]]] = {}  # layers repeat: price each once
 

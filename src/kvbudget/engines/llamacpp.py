@@ -11,6 +11,8 @@ margin). Older releases padded n_ctx to 32 without flash attention (2025-02 snap
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .._record import record
 from ..hardware import GPU
 from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
@@ -37,6 +39,7 @@ def _cache_type(name: str) -> str:
     return key
 
 
+@lru_cache(maxsize=1024, typed=True)  # pure and asked per layer of every plan: a few (type, width) pairs per model
 def row_bytes(type_name: str, n: int) -> int:
     """ggml_row_size: bytes of a row of ``n`` elements."""
     t = element_type({"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(type_name, type_name))
@@ -141,6 +144,69 @@ def _out_of_memory(lines: tuple[str, ...], weights: int, kv: int, compute: int, 
     return lines
 
 
+# What follows depends on the model (and the build's rules), never on the GPU or the context: memoized (bounded,
+# typed, immutable results), so a plan search over GPU types and slot counts works each out once per model.
+@lru_cache(maxsize=16, typed=True)
+def _cache_layers(spec: ModelSpec, mla_v: bool) -> tuple[tuple[int, int, int, int, bool, int], ...]:
+    """Each layer that keeps something, in order: (decoder layer, f32 state bytes of one cell (recurrent; else 0),
+    n_embd_k_gqa, n_embd_v_gqa, sliding, window or chunk). ``mla_v``: the build gives MLA a V tensor."""
+    out = []
+    for layer, il in zip(spec.layers, spec.layer_of, strict=True):
+        if isinstance(layer, RecurrentState):
+            out.append((il, _recurrent_row(layer) * 4, 0, 0, False, 0))
+            continue
+        dk, dv = _kv_dims(layer)
+        if not dk:
+            continue
+        if isinstance(layer, MLA) and mla_v:
+            dv = layer.kv_lora_rank
+        sliding = isinstance(layer, (SlidingWindow, ChunkedLocal))
+        w = (layer.window if isinstance(layer, SlidingWindow) else layer.chunk) if sliding else 0  # type: ignore[union-attr]
+        out.append((il, 0, dk, dv, sliding, w))
+    return tuple(out)
+
+
+@lru_cache(maxsize=16, typed=True)
+def _has_state(spec: ModelSpec) -> bool:
+    return any(isinstance(x, RecurrentState) for x in spec.layers)
+
+
+@lru_cache(maxsize=256, typed=True)
+def _split_layers(n_layer: int, ngl: int, shares: tuple[float, ...]) -> tuple[int, ...]:
+    return tuple(eras.split_layers(n_layer, ngl, list(shares)))
+
+
+@record
+class _Weights:
+    head: int
+    tail: int
+    embd: int  # the token embedding (a tied output layer loads it again)
+    per_layer: tuple[int, ...]
+    load_lines: tuple[str, ...] = ()
+    out_file: str = ""  # a llama-quantize file type: the .gguf it writes
+
+
+@lru_cache(maxsize=16, typed=True)
+def _weights(spec: ModelSpec) -> _Weights:
+    """The bytes of each part of ``spec``'s weights in its own format (``spec.weight_format``, known)."""
+    fmt = spec.weight_format
+    assert fmt is not None
+    inv = spec.inventory
+    if fmt.name == "gguf":  # a llama-quantize file type: each tensor's type depends on its place (gguf_quant)
+        from ..model import gguf_quant
+
+        gw = gguf_quant.gguf_weights(spec, fmt.ftype)
+        return _Weights(gw.head_bytes, gw.tail_bytes, gw.token_embd_bytes, tuple(gw.layer_bytes), gw.log_lines(),
+                        gguf_quant.file_name(spec.name, fmt.ftype))
+    head = sum(fmt.tensor_bytes(t) for t in inv.head)
+    tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
+    embd = next((fmt.tensor_bytes(t) for t in inv.head if t.role == "embeddings" and t.split == "vocab"), 0)
+    priced: dict[int, int] = {}  # equal layers share one block tuple (params.inventory): price each once
+    per_layer = [priced[id(block)] if id(block) in priced else priced.setdefault(id(block), sum(fmt.tensor_bytes(t) for t in block))
+                 for block in inv.layers]
+    return _Weights(head, tail, embd, tuple(per_layer))
+
+
 def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     """llama.cpp's context for ``spec`` with settings ``s``; with ``gpu``, where it all goes."""
     type_k, type_v = _cache_type(s.type_k), _cache_type(s.type_v)
@@ -167,13 +233,13 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     n_layer = spec.num_layers
     ngl = n_layer + 1 if s.n_gpu_layers < 0 else s.n_gpu_layers
     gpu_start = max(n_layer + 1 - ngl, 0)  # llama-model.cpp: layers i >= i_gpu_start go to the GPU
-    hybrid = any(isinstance(x, RecurrentState) for x in spec.layers)
+    hybrid = _has_state(spec)
     if s.devices < 1:
         raise InputError(f"devices must be at least 1, got {s.devices}")
     devices = (len(s.tensor_split) or s.devices) if gpu is not None else 1
     device_of = [-1] * n_layer  # -1: the CPU; else the GPU each layer (and its KV) lives on
     try:
-        counts = eras.split_layers(n_layer, ngl, list(s.tensor_split) or [1.0] * devices) if gpu is not None else [0]
+        counts = _split_layers(n_layer, ngl, tuple(s.tensor_split) or (1.0,) * devices) if gpu is not None else (0,)
     except ValueError as exc:
         raise InputError(f"-ts: {exc}") from None
     il = gpu_start
@@ -183,11 +249,16 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
                 device_of[il] = d
                 il += 1
 
+    allocated: dict[tuple[str, int, int], int] = {}  # this plan's: layers of one shape allocate alike
+
     def tensor_gpu_bytes(type_name: str, width: int, cells: int) -> int:
-        nbytes = row_bytes(type_name, width) * cells * n_stream
-        ne0 = width * cells if eras.flat_tensors(b) else width
-        extra = eras.cuda_pad_elems(ne0, type_name not in ("f32", "f16", "bf16"))
-        return pad(nbytes + (row_bytes(type_name, extra) if extra else 0), CUDA_ALIGN)
+        key = (type_name, width, cells)
+        if key not in allocated:
+            nbytes = row_bytes(type_name, width) * cells * n_stream
+            ne0 = width * cells if eras.flat_tensors(b) else width
+            extra = eras.cuda_pad_elems(ne0, type_name not in ("f32", "f16", "bf16"))
+            allocated[key] = pad(nbytes + (row_bytes(type_name, extra) if extra else 0), CUDA_ALIGN)
+        return allocated[key]
 
     def context(n: int) -> dict[str, int]:
         total, n_seq = eras.stream_cells(b, n, parallel, unified, padding)
@@ -197,35 +268,37 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         k = v = sk = sv = rec = gpu_kv = 0
         kv_dev = [0] * devices
         kv_layers = swa_layers = 0
-        for layer, il in zip(spec.layers, spec.layer_of, strict=True):
+        full_size = eras.hybrid_cells(b, total, n_seq, unified) if hybrid else n_seq
+        swa_size: dict[int, int] = {}
+        priced: dict[tuple[int, int, int], tuple[int, int]] = {}
+        placed: dict[tuple[int, int, int], int] = {}
+        for il, state, dk, dv, sliding, w in layers:
             on_gpu = gpu is not None and device_of[il] >= 0
-            if isinstance(layer, RecurrentState):
-                rb = _recurrent_row(layer) * 4 * max(1, parallel)
+            if state:
+                rb = state * max(1, parallel)
                 rec += rb
                 if on_gpu:
                     gpu_kv += rb
                     kv_dev[device_of[il]] += rb
                 continue
-            dk, dv = _kv_dims(layer)
-            if not dk:
-                continue
-            if isinstance(layer, MLA) and eras.mla_has_v(b):
-                dv = layer.kv_lora_rank
-            sliding = isinstance(layer, (SlidingWindow, ChunkedLocal))
             if sliding:
-                w = layer.window if isinstance(layer, SlidingWindow) else layer.chunk  # type: ignore[union-attr]
-                size = eras.swa_cells(b, n_seq, w, parallel, unified, batch, ubatch, padding, s.swa_full)
-                out["swa"] = size
+                if w not in swa_size:
+                    swa_size[w] = eras.swa_cells(b, n_seq, w, parallel, unified, batch, ubatch, padding, s.swa_full)
+                size = out["swa"] = swa_size[w]
             else:
-                size = eras.hybrid_cells(b, total, n_seq, unified) if hybrid else n_seq
-                out["cells"] = size
-            kb, vb = row_bytes(type_k, dk) * size * n_stream, (row_bytes(type_v, dv) * size * n_stream if dv else 0)
+                size = out["cells"] = full_size
+            key = (dk, dv, size)
+            if key not in priced:  # layers of one shape take the same bytes
+                priced[key] = row_bytes(type_k, dk) * size * n_stream, row_bytes(type_v, dv) * size * n_stream if dv else 0
+            kb, vb = priced[key]
             if sliding:
                 sk, sv, swa_layers = sk + kb, sv + vb, swa_layers + 1
             else:
                 k, v, kv_layers = k + kb, v + vb, kv_layers + 1
             if on_gpu:
-                nb = tensor_gpu_bytes(type_k, dk, size) + (tensor_gpu_bytes(type_v, dv, size) if dv else 0)
+                if key not in placed:
+                    placed[key] = tensor_gpu_bytes(type_k, dk, size) + (tensor_gpu_bytes(type_v, dv, size) if dv else 0)
+                nb = placed[key]
                 gpu_kv += nb
                 kv_dev[device_of[il]] += nb
         out.update(k=k, v=v, sk=sk, sv=sv, rec=rec, gpu_kv=gpu_kv, kv_layers=kv_layers, swa_layers=swa_layers)
@@ -239,24 +312,13 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     gpu_w = cpu_w = 0
     w_dev = [0] * devices
     inv = spec.inventory
-    load_lines: tuple[str, ...] = ()
-    out_file = ""
-    if fmt.name == "gguf":  # a llama-quantize file type: each tensor's type depends on its place (gguf_quant)
+    wb = _weights(spec)
+    head, tail, embd, per_layer, load_lines, out_file = wb.head, wb.tail, wb.embd, wb.per_layer, wb.load_lines, wb.out_file
+    if fmt.name == "gguf":
         from ..model import gguf_quant
 
-        gw = gguf_quant.gguf_weights(spec, fmt.ftype)
-        head, tail, per_layer, load_lines = gw.head_bytes, gw.tail_bytes, list(gw.layer_bytes), gw.log_lines()
-        embd = gw.token_embd_bytes
-        out_file = gguf_quant.file_name(spec.name, fmt.ftype)
         notes.append(f"weights as llama-quantize writes them (serve the result with llama-server -m {out_file}):")
         notes.append(f"llama-quantize {gguf_quant.file_name(spec.name, 'BF16')} {out_file} {fmt.ftype}")
-    else:
-        head = sum(fmt.tensor_bytes(t) for t in inv.head)
-        tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
-        embd = next((fmt.tensor_bytes(t) for t in inv.head if t.role == "embeddings" and t.split == "vocab"), 0)
-        priced: dict[int, int] = {}  # equal layers share one block tuple (params.inventory): price each once
-        per_layer = [priced[id(block)] if id(block) in priced else priced.setdefault(id(block), sum(fmt.tensor_bytes(t) for t in block))
-                     for block in inv.layers]
     for il, layer_bytes in enumerate(per_layer):
         if gpu is not None and device_of[il] >= 0:
             gpu_w += layer_bytes
@@ -277,6 +339,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     output = eras.output_rows(b, parallel, s.n_batch) * vocab * 4  # llama_context output buffer: n_vocab floats per row
     compute = s.n_ubatch * (vocab + 4 * hidden) * 4 if gpu is not None else 0  # estimate: logits + activations
 
+    layers = _cache_layers(spec, eras.mla_has_v(b))  # what ``context`` walks
     c = context(n_ctx)
     fit_note = ""
     if gpu is not None and fit:

@@ -10,6 +10,8 @@ the nvidia-smi memory, chunked_prefill_size and CUDA-graph batch sizes; ``reserv
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from .._record import record
 from ..hardware import GPU
 from ..kvcache import check_tp, serving_dtype
@@ -124,8 +126,9 @@ def default_fraction(spec: ModelSpec, gpu_mib: int | None, s: SGLangSettings, ch
     return round((gpu_mib - reserved) / gpu_mib, 3), reserved
 
 
+@lru_cache(maxsize=16, typed=True)  # a scan of every tensor, the same on every GPU type a search plans
 def _vision_encoder(spec: ModelSpec) -> tuple[int, int] | None:
-    """(layers, hidden size) of the model's ViT, from its fused QKV weights, or None."""
+    """(layers, hidden size) of the model's ViT, from its fused QKV weights, or None. Memoized (bounded)."""
     for t in spec.inventory.tensors():
         if t.role == "vision" and t.linear and t.rows == 3 * t.cols:
             return t.count, t.cols

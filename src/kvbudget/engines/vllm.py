@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 from .._record import record, replace
 from ..hardware import GPU
@@ -24,7 +25,7 @@ from ..kvcache import check_tp, serving_dtype
 from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from ..model.spec import ModelSpec
 from ..model.weights import WeightFormat, parse_weight_format
-from ..parallel import stages
+from ..parallel import pp_partition, stages
 from ..units import GiB, InputError, MiB, element_type
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -180,11 +181,15 @@ def _kind_of(layer: Layer, hybrid_manager: bool) -> str:
     return layer.kind
 
 
+# The KV layout and the per-stage block bytes depend on the model, the KV dtype and the parallelism, never on
+# the GPU: they are memoized (bounded, typed, immutable results), so a plan search computes each once per
+# (dtype, TP, PP) instead of once per GPU type, and ``held``/``longest_context`` once per bisection.
+@lru_cache(maxsize=64, typed=True)
 def kv_layout(
     spec: ModelSpec, kv_dtype: str, model_dtype: str, tp: int, block_size: int, hybrid_manager: bool,
     align_mamba: bool,
 ) -> KVLayout:
-    """vLLM's KV-cache groups for the whole model (get_kv_cache_groups), with its page sizes."""
+    """vLLM's KV-cache groups for the whole model (get_kv_cache_groups), with its page sizes. Memoized."""
     notes: list[str] = []
     cache = [(i, layer) for i, layer in enumerate(spec.layers) if layer.kind != "no_cache"]
     if not cache:
@@ -276,6 +281,40 @@ def bytes_per_block(layout: KVLayout, pages: dict[int, int], layers: set[int] | 
     return max((sum(pages[i] for i in g.layers if layers is None or i in layers) for g in layout.groups), default=0)
 
 
+@lru_cache(maxsize=128, typed=True)
+def stage_block_bytes(spec: ModelSpec, layout: KVLayout, kv_dtype: str, model_dtype: str, tp: int,
+                      pp: int) -> tuple[int, ...]:
+    """Each pipeline stage's bytes per block: the largest group over the cache layers of that stage's decoder
+    layers. Memoized, as ``kv_layout``."""
+    pages = layer_pages(spec, layout, kv_dtype, model_dtype, tp)
+    out = []
+    first = 0
+    for count in pp_partition(spec.num_layers, pp):
+        here = {i for i in range(len(spec.layers)) if first <= spec.layer_of[i] < first + count}
+        out.append(bytes_per_block(layout, pages, here))
+        first += count
+    return tuple(out)
+
+
+@record
+class ModelFacts:
+    """What every plan of one model reads and no GPU changes: the parameter total, whether it has chunked
+    local attention, whether it mixes Mamba states with attention."""
+
+    params: int
+    chunked: bool
+    hybrid_mamba: bool
+
+
+@lru_cache(maxsize=16, typed=True)
+def model_facts(spec: ModelSpec) -> ModelFacts:
+    """The GPU-independent facts of ``spec`` (memoized: the parameter total sums every tensor)."""
+    return ModelFacts(
+        params=spec.params, chunked=any(isinstance(x, ChunkedLocal) for x in spec.layers),
+        hybrid_mamba=any(isinstance(x, RecurrentState) for x in spec.layers)
+        and any(isinstance(x, (FullAttention, MLA)) for x in spec.layers))
+
+
 # --- batch defaults, capture sizes, max_model_len ------------------------------------------------
 
 
@@ -365,6 +404,7 @@ ACTIVATION = {
 GRAPH_BYTES_PER_LAYER = int(0.11 * MiB)  # CUDA-graph memory per capture size and decoder layer (same log)
 
 
+@lru_cache(maxsize=16, typed=True)
 def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
     """vLLM's rotary embedding cos/sin cache: max positions x rotary dim in the model dtype
     (model_executor/layers/rotary_embedding: cos_sin_cache); counted in 'Model loading took'."""
@@ -519,20 +559,20 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     reqs = min(tokens, seqs)
     fmt = _vllm_loading(_weights(spec, settings), notes)
     check_capability(fmt, gpu)
-    chunked = any(isinstance(x, ChunkedLocal) for x in spec.layers)
+    facts = model_facts(spec)
+    chunked = facts.chunked
     hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
     if chunked and not hybrid_manager:
         notes.append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
                      "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
     block_size = settings.block_size or 16
-    hybrid_mamba = any(isinstance(x, RecurrentState) for x in spec.layers) and any(
-        isinstance(x, (FullAttention, MLA)) for x in spec.layers)
+    hybrid_mamba = facts.hybrid_mamba
     prefix = settings.enable_prefix_caching if settings.enable_prefix_caching is not None else True
     align = hybrid_mamba and prefix and rel.key == "current"
     layout = kv_layout(spec, kv_dtype, model_dtype, tp, block_size, hybrid_manager, align)
     notes += layout.notes
     block_size = layout.block_size
-    pages = layer_pages(spec, layout, kv_dtype, model_dtype, tp)
+    block_bytes = stage_block_bytes(spec, layout, kv_dtype, model_dtype, tp, pp)
     in_flight = rel.in_flight_batches * tokens if pp == 1 else pp * tokens
     mamba_blocks = 2 if align else 1
 
@@ -547,9 +587,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     stage_list = stages(spec, fmt, tp, pp)
     non_torch = NON_TORCH_TP_BYTES if tp * pp > 1 else NON_TORCH_TP1_BYTES[rel.key]
     per_stage = []
-    for st in stage_list:
-        layers_here = {i for i, _ in enumerate(spec.layers) if st.first_layer <= spec.layer_of[i] < st.first_layer + st.num_layers}
-        bpb = bytes_per_block(layout, pages, layers_here)
+    for st, bpb in zip(stage_list, block_bytes, strict=True):
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
         act = activation_peak(spec, tokens, reqs, tp, model_dtype, st.index == pp - 1, ACTIVATION[rel.key])
         graphs = cudagraph_bytes(sizes, st.num_layers)
@@ -629,7 +667,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
     )
     return VllmPlan(
-        model=spec.name, params=spec.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
+        model=spec.name, params=facts.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
         tp=tp, pp=pp, dp=dp, total_bytes=total, utilization=util, requested_bytes=requested,
         weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
         activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,

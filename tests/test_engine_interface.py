@@ -19,6 +19,7 @@ class Toy:
     """Half the GPU for the KV cache, whatever the model weighs; bf16 only; one GPU only."""
 
     name, label = "toy", "Toy"
+    multi_node, pipeline = False, False
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         if setup.kv_dtype != "auto":

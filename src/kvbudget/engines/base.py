@@ -21,10 +21,16 @@ if TYPE_CHECKING:
 
     from ..hardware import GPU
     from ..model.spec import ModelSpec
+    from .llamacpp import LlamaCppSettings
+    from .sglang import SGLangSettings
+    from .trtllm import TrtllmSettings
+    from .vllm import VllmSettings
 
     class Engine(Protocol):
         name: str  # "vllm": how the CLI and the JSON name it
         label: str  # "vLLM": how a sentence names it
+        multi_node: bool  # kvbudget writes launch files for a replica across nodes
+        pipeline: bool  # it runs pipeline-parallel stages
 
         def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan: ...
 
@@ -73,6 +79,23 @@ def engine_plan(engine: str, weights: int, kv_budget: int, kv_tokens: int, concu
         kv_budget, kv_tokens, concurrency = 0, 0, 0.0
     return EnginePlan(engine, weights, max(kv_budget, 0), kv_tokens, concurrency, context, starts, rule, unit, error,
                       printed)
+
+
+@record
+class Replica:
+    """One serving replica as an engine sizes it for a load (``plan``'s search and the inverse questions):
+    the requests of the context its pool holds and its scheduler admits, whether it starts (or why not), and
+    the settings, with the scheduler's cap raised to the load, that realise it."""
+
+    per: int
+    reason: str
+    starts: bool
+    weights_bytes: int
+    kv_cache_bytes: int
+    kv_cache_tokens: int
+    cap: int
+    settings: VllmSettings | SGLangSettings | TrtllmSettings | LlamaCppSettings
+    fraction: float = 0.0  # the engine's memory fraction as it applied it (0: llama.cpp has none)
 
 
 class Registry:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .._bisect import largest
 from .._record import record
 from ..hardware import GPU
 from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError, MiB, element_type
 from . import llamacpp_eras as eras
+from .base import Replica
 from .llamacpp_eras import pad
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -446,14 +448,62 @@ def summary(p: LlamaCppPlan, context: int | None = None) -> EnginePlan:
     )
 
 
+def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                     version: str, fraction: float | None = None) -> Replica:
+    """llama.cpp (llama-server): no tensor parallelism — ``tp`` GPUs split the layers (``-ts``, even) —; N
+    requests of ``context`` tokens need ``-np N`` unified slots over ``-c N x context`` cells, so a replica
+    holds the largest N whose cache, weights and compute buffer fit every GPU."""
+    del version
+    if fraction is not None:
+        raise InputError("llama.cpp has no memory fraction: it allocates what -c and the cache types ask for")
+    if pp > 1:
+        raise InputError("llama.cpp splits layers over the GPUs of one server (-ts), it has no pipeline stages")
+    if weights != "auto":
+        raise InputError("llama.cpp runs a GGUF's own tensor types: give the .gguf file as the model to plan a quantized one")
+    cache = {"auto": "f16", "fp8": "q8_0", "fp8_e4m3": "q8_0"}.get(kv, kv)
+
+    def settings(n: int) -> LlamaCppSettings:
+        return LlamaCppSettings(n_ctx=n * context, n_parallel=n, kv_unified=True, type_k=cache, type_v=cache,
+                                         flash_attn="on" if cache != "f16" else "auto", fit=False, devices=tp)
+
+    def fits(n: int) -> bool:
+        return plan(spec, gpu, settings(n)).fits
+
+    # the largest N that fits (searched past the load, to show the headroom, up to llama.cpp's sequence limit):
+    # the straight line through N = 1 and 2 (each slot adds its cells to every GPU) is mostly exact; where
+    # padding or buffers bend it, bisect on the side it missed
+    top = min(4 * concurrency, MAX_SEQ)
+    one, two = (plan(spec, gpu, settings(n)) for n in (1, min(2, top)))
+    slope = max((b - a for a, b in zip(one.device_bytes, two.device_bytes, strict=True)), default=0)
+    lo = 0
+    if one.fits:
+        room = gpu.memory_bytes - max(one.device_bytes, default=0)
+        guess = min(top, 1 + room // slope) if slope > 0 else top
+        if not fits(guess):
+            lo = largest(fits, guess - 1)
+        elif guess == top or not fits(guess + 1):
+            lo = guess
+        else:
+            lo = largest(fits, top)
+    p = plan(spec, gpu, settings(max(lo, 1)))
+    s = settings(max(min(lo, concurrency), 1))  # launched with the slots the load needs
+    kv_dev = max(p.kv_device_bytes, default=0)
+    reason = "" if lo else (f"weights and one {context:,}-token slot need {max(p.device_bytes, default=0) / GiB:.2f} GiB "
+                            f"on a {gpu.name}")
+    return Replica(lo, reason, lo > 0, max(p.device_bytes, default=0) - kv_dev - p.compute_bytes, kv_dev, p.n_ctx, lo, s)
+
+
 class _LlamaCpp:
     name, label = "llama.cpp", "llama.cpp"
+    multi_node, pipeline = False, False  # layers split within one server (-ts)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         ctk = "q8_0" if setup.kv_dtype.startswith("fp8") else "f16"  # its 8-bit cache
         # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
         return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
                                                         devices=setup.tp * setup.pp)), setup.context)
+
+    replica = staticmethod(replica)
 
 
 ENGINE = _LlamaCpp()

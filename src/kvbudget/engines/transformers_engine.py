@@ -94,6 +94,7 @@ def row(p: TransformersPlan) -> EnginePlan:
 
 class _Transformers:
     name, label = "transformers", "transformers"
+    multi_node, pipeline = False, False
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .base import Unsupported

@@ -10,7 +10,7 @@ path ``kvCacheManager.cpp`` (free memory after the engine and its buffers x frac
 
 from __future__ import annotations
 
-from .._record import record
+from .._record import record, replace
 from ..hardware import GPU
 from ..kvcache import check_tp, serving_dtype
 from ..model.layers import MLA, FullAttention
@@ -18,6 +18,7 @@ from ..model.spec import ModelSpec
 from ..model.weights import WeightFormat, parse_weight_format
 from ..parallel import stages
 from ..units import GiB, InputError, element_type
+from .base import Replica
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -185,12 +186,36 @@ def summary(p: TrtllmPlan) -> EnginePlan:
     )
 
 
+def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                   version: str, fraction: float | None = None) -> Replica:
+    """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
+    (``max_tokens // context``), capped by ``max_batch_size``."""
+    del version
+    if weights != "auto":  # trtllm-serve takes a pre-quantized checkpoint
+        raise InputError("TensorRT-LLM is planned with the checkpoint's own weights (use --weights-dtype auto, or "
+                         "pass a pre-quantized checkpoint)")
+    s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if kv.startswith("fp8") else kv)
+    if fraction is not None:
+        s = replace(s, free_gpu_memory_fraction=fraction)
+    p = plan(spec, gpu, s)
+    pool = p.max_tokens // context
+    if p.starts and pool > s.max_batch_size and s.max_batch_size < concurrency:
+        s = replace(s, max_batch_size=min(pool, concurrency))
+        p = plan(spec, gpu, s)
+        pool = p.max_tokens // context
+    return Replica(min(pool, s.max_batch_size), "" if p.starts else p.error or "does not start", p.starts,
+                   p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s, s.free_gpu_memory_fraction)
+
+
 class _Trtllm:
     name, label = "trtllm", "TensorRT-LLM"
+    multi_node, pipeline = False, True
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         return summary(plan(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=setup.kv_dtype,
                                                       max_seq_len=setup.context)))
+
+    replica = staticmethod(replica)
 
 
 ENGINE = _Trtllm()

@@ -27,6 +27,7 @@ from ..model.spec import ModelSpec
 from ..model.weights import WeightFormat, parse_weight_format
 from ..parallel import pp_partition, stages
 from ..units import GiB, InputError, MiB, element_type
+from .base import Replica
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -748,12 +749,41 @@ def summary(p: VllmPlan) -> EnginePlan:
     )
 
 
+def _short(p: VllmPlan, gpu: GPU) -> str:
+    if p.error and "KV cache" in p.error and p.available_kv_cache_bytes > 0:
+        need = p.blocks_per_request * p.bytes_per_block - p.available_kv_cache_bytes
+        return f"KV cache short by {need / GiB:.2f} GiB for one request on {gpu.name}"
+    if p.available_kv_cache_bytes <= 0:
+        return f"weights ({p.weights_bytes / GiB:.2f} GiB per GPU) leave no room for the KV cache on {gpu.name}"
+    return p.error or "does not start"
+
+
+def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+                 version: str, fraction: float | None = None) -> Replica:
+    """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
+    s = VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                          quantization=None if weights == "auto" else weights, kv_cache_dtype=kv,
+                          gpu_memory_utilization=fraction)
+    p = plan(spec, gpu, s)
+    pool = capacity(p, 1)[0] if p.starts else 0
+    if p.starts and pool > p.max_num_seqs and p.max_num_seqs < concurrency:  # let the scheduler use the pool
+        s = replace(s, max_num_seqs=min(pool, concurrency))
+        p = plan(spec, gpu, s)
+        pool = capacity(p, 1)[0] if p.starts else 0
+    reason = "" if p.starts else _short(p, gpu)
+    return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
+                   p.kv_cache_tokens, p.max_num_seqs, s, p.utilization)
+
+
 class _Vllm:
     name, label = "vllm", "vLLM"
+    multi_node, pipeline = True, True  # launch files across nodes; pipeline stages
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         return summary(plan(spec, gpu, VllmSettings(max_model_len=setup.context, tensor_parallel_size=setup.tp,
                                                     pipeline_parallel_size=setup.pp, kv_cache_dtype=setup.kv_dtype)))
+
+    replica = staticmethod(replica)
 
 
 ENGINE = _Vllm()

@@ -172,7 +172,8 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
     scheduler keeping its default cap. ``freed_bytes`` is the KV pool's change per GPU, or for llama.cpp
     (no pool: the cache is what ``-c`` asks for) the change of the memory its weights and buffers take."""
     gpus_per_node = gpus_per_node or gpu.gpus_per_node
-    from .search import REPLICAS, Replica
+    from ..engines.base import Replica
+    from .search import REPLICAS
 
     if engine not in REPLICAS:
         raise InputError(f"levers know the engines {', '.join(REPLICAS)}, not {engine!r}")

@@ -10,12 +10,14 @@ capacity is exact at block granularity: the requests of ``context`` tokens its K
 
 from __future__ import annotations
 
-from .._bisect import largest
+from collections.abc import Callable
+
 from .._record import record, replace
 from ..engines import llamacpp, sglang, trtllm, vllm
+from ..engines.base import Replica, default_registry
 from ..hardware import GPU
 from ..model.spec import ModelSpec
-from ..units import GiB, InputError
+from ..units import InputError
 
 
 @record
@@ -60,134 +62,14 @@ def layouts(spec: ModelSpec, max_gpus: int, gpus_per_node: int) -> list[tuple[in
     return out
 
 
-@record
-class Replica:
-    """One replica as an engine sizes it: whether it starts, the requests of the context its pool holds
-    and its scheduler admits, and the settings (scheduler cap raised to the load) that realise it."""
-
-    per: int
-    reason: str
-    starts: bool
-    weights_bytes: int
-    kv_cache_bytes: int
-    kv_cache_tokens: int
-    cap: int
-    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings | llamacpp.LlamaCppSettings
-    fraction: float = 0.0  # the engine's memory fraction as it applied it (0: llama.cpp has none)
 
 
-def _short(p: vllm.VllmPlan, gpu: GPU) -> str:
-    if p.error and "KV cache" in p.error and p.available_kv_cache_bytes > 0:
-        need = p.blocks_per_request * p.bytes_per_block - p.available_kv_cache_bytes
-        return f"KV cache short by {need / GiB:.2f} GiB for one request on {gpu.name}"
-    if p.available_kv_cache_bytes <= 0:
-        return f"weights ({p.weights_bytes / GiB:.2f} GiB per GPU) leave no room for the KV cache on {gpu.name}"
-    return p.error or "does not start"
+def _servers() -> dict[str, Callable[..., Replica]]:
+    """The engines that size a serving replica (every registered engine with ``replica``), by name."""
+    return {e.name: e.replica for e in default_registry() if hasattr(e, "replica")}
 
 
-def vllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                 version: str, fraction: float | None = None) -> Replica:
-    """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
-    s = vllm.VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                          quantization=None if weights == "auto" else weights, kv_cache_dtype=kv,
-                          gpu_memory_utilization=fraction)
-    p = vllm.plan(spec, gpu, s)
-    pool = vllm.capacity(p, 1)[0] if p.starts else 0
-    if p.starts and pool > p.max_num_seqs and p.max_num_seqs < concurrency:  # let the scheduler use the pool
-        s = replace(s, max_num_seqs=min(pool, concurrency))
-        p = vllm.plan(spec, gpu, s)
-        pool = vllm.capacity(p, 1)[0] if p.starts else 0
-    reason = "" if p.starts else _short(p, gpu)
-    return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
-                   p.kv_cache_tokens, p.max_num_seqs, s, p.utilization)
-
-
-def sglang_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                   version: str, fraction: float | None = None) -> Replica:
-    """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
-    ``max_running_requests``."""
-    del version
-    kv_name = "fp8_e4m3" if kv == "fp8" else kv  # kvbudget's fp8: SGLang's e4m3
-    s = sglang.SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
-                              quantization=None if weights == "auto" else weights, mem_fraction_static=fraction)
-    p = sglang.plan(spec, gpu, s)
-    pool = p.max_total_num_tokens // context
-    if p.starts and pool > p.max_running_requests and p.max_running_requests < concurrency:
-        s = replace(s, max_running_requests=min(pool, concurrency))
-        p = sglang.plan(spec, gpu, s)
-        pool = p.max_total_num_tokens // context
-    return Replica(min(pool, p.max_running_requests), "" if p.starts else p.error or "does not start", p.starts,
-                   p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_running_requests, s,
-                   p.mem_fraction_static)
-
-
-def trtllm_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                   version: str, fraction: float | None = None) -> Replica:
-    """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
-    (``max_tokens // context``), capped by ``max_batch_size``."""
-    del version
-    if weights != "auto":  # trtllm-serve takes a pre-quantized checkpoint
-        raise InputError("TensorRT-LLM is planned with the checkpoint's own weights (use --weights-dtype auto, or "
-                         "pass a pre-quantized checkpoint)")
-    s = trtllm.TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if kv.startswith("fp8") else kv)
-    if fraction is not None:
-        s = replace(s, free_gpu_memory_fraction=fraction)
-    p = trtllm.plan(spec, gpu, s)
-    pool = p.max_tokens // context
-    if p.starts and pool > s.max_batch_size and s.max_batch_size < concurrency:
-        s = replace(s, max_batch_size=min(pool, concurrency))
-        p = trtllm.plan(spec, gpu, s)
-        pool = p.max_tokens // context
-    return Replica(min(pool, s.max_batch_size), "" if p.starts else p.error or "does not start", p.starts,
-                   p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s, s.free_gpu_memory_fraction)
-
-
-def llamacpp_replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                     version: str, fraction: float | None = None) -> Replica:
-    """llama.cpp (llama-server): no tensor parallelism — ``tp`` GPUs split the layers (``-ts``, even) —; N
-    requests of ``context`` tokens need ``-np N`` unified slots over ``-c N x context`` cells, so a replica
-    holds the largest N whose cache, weights and compute buffer fit every GPU."""
-    del version
-    if fraction is not None:
-        raise InputError("llama.cpp has no memory fraction: it allocates what -c and the cache types ask for")
-    if pp > 1:
-        raise InputError("llama.cpp splits layers over the GPUs of one server (-ts), it has no pipeline stages")
-    if weights != "auto":
-        raise InputError("llama.cpp runs a GGUF's own tensor types: give the .gguf file as the model to plan a quantized one")
-    cache = {"auto": "f16", "fp8": "q8_0", "fp8_e4m3": "q8_0"}.get(kv, kv)
-
-    def settings(n: int) -> llamacpp.LlamaCppSettings:
-        return llamacpp.LlamaCppSettings(n_ctx=n * context, n_parallel=n, kv_unified=True, type_k=cache, type_v=cache,
-                                         flash_attn="on" if cache != "f16" else "auto", fit=False, devices=tp)
-
-    def fits(n: int) -> bool:
-        return llamacpp.plan(spec, gpu, settings(n)).fits
-
-    # the largest N that fits (searched past the load, to show the headroom, up to llama.cpp's sequence limit):
-    # the straight line through N = 1 and 2 (each slot adds its cells to every GPU) is mostly exact; where
-    # padding or buffers bend it, bisect on the side it missed
-    top = min(4 * concurrency, llamacpp.MAX_SEQ)
-    one, two = (llamacpp.plan(spec, gpu, settings(n)) for n in (1, min(2, top)))
-    slope = max((b - a for a, b in zip(one.device_bytes, two.device_bytes, strict=True)), default=0)
-    lo = 0
-    if one.fits:
-        room = gpu.memory_bytes - max(one.device_bytes, default=0)
-        guess = min(top, 1 + room // slope) if slope > 0 else top
-        if not fits(guess):
-            lo = largest(fits, guess - 1)
-        elif guess == top or not fits(guess + 1):
-            lo = guess
-        else:
-            lo = largest(fits, top)
-    p = llamacpp.plan(spec, gpu, settings(max(lo, 1)))
-    s = settings(max(min(lo, concurrency), 1))  # launched with the slots the load needs
-    kv_dev = max(p.kv_device_bytes, default=0)
-    reason = "" if lo else (f"weights and one {context:,}-token slot need {max(p.device_bytes, default=0) / GiB:.2f} GiB "
-                            f"on a {gpu.name}")
-    return Replica(lo, reason, lo > 0, max(p.device_bytes, default=0) - kv_dev - p.compute_bytes, kv_dev, p.n_ctx, lo, s)
-
-
-REPLICAS = {"vllm": vllm_replica, "sglang": sglang_replica, "trtllm": trtllm_replica, "llama.cpp": llamacpp_replica}
+REPLICAS = _servers()
 
 
 def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
@@ -233,14 +115,15 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
         raise InputError(f"plan knows the engines {', '.join(REPLICAS)}, not {engine!r}")
     if max_gpus < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
+    server = default_registry().get(engine)
     rows = []
     for gpu in gpus:
         price = (prices or {}).get(gpu.name, gpu.price_per_hour)
         node = gpus_per_node or gpu.gpus_per_node
         for tp, pp in layouts(spec, max_gpus, node):
-            if engine != "vllm" and tp * pp > node:
-                continue  # kvbudget writes multi-node launch files for vLLM only: other engines stay within a node
-            if engine == "llama.cpp" and pp > 1:
+            if not server.multi_node and tp * pp > node:  # kvbudget writes multi-node launch files for it or not
+                continue
+            if not server.pipeline and pp > 1:  # llama.cpp splits layers within one server, it has no stages
                 continue
             for w in weights:
                 for k in kv:

@@ -19,7 +19,8 @@ class Toy:
     """Half the GPU for the KV cache, whatever the model weighs; bf16 only; one GPU only."""
 
     name, label = "toy", "Toy"
-    multi_node, pipeline = False, False
+    multi_node, pipeline, tensor_parallel, pooled, lever_load, launch_hint = False, False, False, True, 1, ""
+    kv_levers: tuple[str, ...] = ()
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         if setup.kv_dtype != "auto":

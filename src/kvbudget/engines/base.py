@@ -31,6 +31,11 @@ if TYPE_CHECKING:
         label: str  # "vLLM": how a sentence names it
         multi_node: bool  # kvbudget writes launch files for a replica across nodes
         pipeline: bool  # it runs pipeline-parallel stages
+        tensor_parallel: bool  # several GPUs split the heads (else: they split the layers)
+        pooled: bool  # a KV pool sized from free memory (else: the cache is what the context asks for)
+        kv_levers: tuple[str, ...]  # the smaller KV caches a lever tries
+        lever_load: int  # requests a replica is planned for when it runs as the engine does by default
+        launch_hint: str  # what a user must know about its launch command ("" when nothing)
 
         def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan: ...
 

@@ -496,6 +496,11 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
 class _LlamaCpp:
     name, label = "llama.cpp", "llama.cpp"
     multi_node, pipeline = False, False  # layers split within one server (-ts)
+    # no KV pool (the cache is what -c asks for); 8- and 4-bit caches; levers planned with as many slots as
+    # llama-server takes; GPUs split the layers, not the heads
+    pooled, lever_load, tensor_parallel = False, MAX_SEQ, False
+    kv_levers: tuple[str, ...] = ("q8_0", "q4_0")
+    launch_hint = "-m takes the model's GGUF file; its tensor types set the weights"
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         ctk = "q8_0" if setup.kv_dtype.startswith("fp8") else "f16"  # its 8-bit cache

@@ -290,6 +290,8 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
 class _SGLang:
     name, label = "sglang", "SGLang"
     multi_node, pipeline = False, True
+    pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
+    kv_levers: tuple[str, ...] = ("fp8",)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         kv = "fp8_e4m3" if setup.kv_dtype.startswith("fp8") else "auto"  # kvbudget's fp8: SGLang's e4m3

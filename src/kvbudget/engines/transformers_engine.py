@@ -95,6 +95,8 @@ def row(p: TransformersPlan) -> EnginePlan:
 class _Transformers:
     name, label = "transformers", "transformers"
     multi_node, pipeline = False, False
+    pooled, lever_load, tensor_parallel, launch_hint = False, 1, False, ""
+    kv_levers: tuple[str, ...] = ()
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .base import Unsupported

@@ -210,6 +210,8 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
 class _Trtllm:
     name, label = "trtllm", "TensorRT-LLM"
     multi_node, pipeline = False, True
+    pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
+    kv_levers: tuple[str, ...] = ("fp8",)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         return summary(plan(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=setup.kv_dtype,

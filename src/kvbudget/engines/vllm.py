@@ -778,6 +778,8 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
 class _Vllm:
     name, label = "vllm", "vLLM"
     multi_node, pipeline = True, True  # launch files across nodes; pipeline stages
+    pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
+    kv_levers: tuple[str, ...] = ("fp8",)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         return summary(plan(spec, gpu, VllmSettings(max_model_len=setup.context, tensor_parallel_size=setup.tp,

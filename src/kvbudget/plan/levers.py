@@ -159,9 +159,9 @@ def flag_change(model: str, before: object, after: object) -> str:
 def default_load(engine: str) -> int:
     """The load to plan a replica for so that it runs as the engine does by default: one request (the
     scheduler keeps its own cap), or for llama-server as many slots as llama.cpp takes."""
-    from ..engines.llamacpp import MAX_SEQ
+    from ..engines.base import default_registry
 
-    return MAX_SEQ if engine == "llama.cpp" else 1
+    return default_registry().get(engine).lever_load
 
 
 def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1,
@@ -184,7 +184,10 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
         return REPLICAS[engine](spec, gpu, tp_, pp, w, k, default_load(engine), ctx, version, frac)
 
     r0 = run(tp, weights, kv, context, fraction)
-    pooled = engine != "llama.cpp"
+    from ..engines.base import default_registry
+
+    server = default_registry().get(engine)
+    pooled = server.pooled
 
     n0 = tp * pp
     base = Lever("as configured", "", n0, r0.kv_cache_bytes, 0, r0.weights_bytes, r0.per if r0.starts else 0, 0,
@@ -208,7 +211,7 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
     if weights in ("auto", *_UNQUANTIZED) and fmt is not None and fmt.name in _UNQUANTIZED:
         add("FP8 weights", n0, tp, "fp8", kv, context, fraction)
         add("4-bit weights (AWQ)", n0, tp, "awq", kv, context, fraction)
-    for cache in (("q8_0", "q4_0") if engine == "llama.cpp" else ("fp8",)):
+    for cache in server.kv_levers:
         smaller = {"q8_0": ("auto", "f16", "bf16", "f32"), "q4_0": ("auto", "f16", "bf16", "f32", "q8_0")}
         if kv in smaller.get(cache, ("auto", "bf16", "fp16", "f16", "float16", "bfloat16")):
             add(f"{cache.upper() if cache == 'fp8' else cache} KV cache", n0, tp, weights, cache, context, fraction)

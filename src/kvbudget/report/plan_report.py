@@ -13,7 +13,10 @@ if TYPE_CHECKING:
 
 
 def _layout(d: Deployment) -> str:
-    out = (f"{d.tp} GPU" + ("s" if d.tp > 1 else "") if d.engine == "llama.cpp" else f"TP{d.tp}") + (f" PP{d.pp}" if d.pp > 1 else "")
+    from ..engines.base import default_registry
+
+    split_heads = default_registry().get(d.engine).tensor_parallel
+    out = (f"TP{d.tp}" if split_heads else plural(d.tp, "GPU")) + (f" PP{d.pp}" if d.pp > 1 else "")
     return out + (f" x{d.replicas}" if d.replicas > 1 else "")
 
 
@@ -71,8 +74,11 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
         note = launch.checkpoint_note(model, getattr(best.settings, "quantization", None))
         out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}", *([f"  ({note})"] if note else []),
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
-        if best.engine == "llama.cpp":
-            out.append("  (-m takes the model's GGUF file; its tensor types set the weights)")
+        from ..engines.base import default_registry
+
+        hint = default_registry().get(best.engine).launch_hint
+        if hint:
+            out.append(f"  ({hint})")
         if any(d.weights_dtype not in ("auto", "fp8") for d in good[:top]):
             out.append("  (rows with awq, gptq, nf4, mxfp4 or nvfp4 weights need a checkpoint already in that format)")
     else:
@@ -115,7 +121,9 @@ def fewest_doc(model: str, d: Deployment | None) -> dict[str, Any] | None:
 
 def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context: int, engine: str = "vllm") -> str:
     if d is None:
-        within = "64 GPUs" if engine == "vllm" else "one node"
+        from ..engines.base import default_registry
+
+        within = "64 GPUs" if default_registry().get(engine).multi_node else "one node"
         return f"Fewest {gpu} for {batch:,} x {context:,}-token {noun(batch, 'request')}: none within {within}"
     from ..plan import launch
 

@@ -66,3 +66,16 @@ def test_an_engine_that_does_not_start_holds_nothing() -> None:
     assert vllm.error and vllm.error.startswith("CUDA out of memory while loading")
     assert vllm.printed == (f"torch.OutOfMemoryError: {vllm.error}",)
     assert 131 * GiB < vllm.weights_bytes
+
+
+def test_the_api_asks_any_engine_and_gets_the_row_compare_shows() -> None:
+    spec, h100 = kvbudget.load_model("llama-3.1-8b"), find_gpu("H100")
+    rows, _ = compare(spec, h100, 8192)
+    for row in rows:
+        assert kvbudget.engine_plan(spec, gpu="H100", engine=row.engine, context=8192) == row
+    with pytest.raises(InputError, match="unknown engine 'tgi'"):
+        kvbudget.engine_plan(spec, gpu="H100", engine="tgi")
+    with pytest.raises(InputError, match="--context"):
+        kvbudget.engine_plan(spec, gpu="H100", context=float("nan"))  # type: ignore[arg-type]
+    with pytest.raises(Unsupported, match="no fp8 cache"):
+        kvbudget.engine_plan(spec, gpu="H100", engine="transformers", kv_dtype="fp8")

@@ -14,6 +14,7 @@ own profiling and block rules); its result says which (``TextbookPlan.engine`` /
 from __future__ import annotations
 
 from ._record import fields, record
+from .engines.base import EnginePlan
 from .engines.textbook import DEFAULT_PREFILL_CHUNK, Deployment, MemoryPlan
 from .engines.textbook import fit as _fit
 from .hardware import GPU, custom_gpu
@@ -135,7 +136,7 @@ def fit(
     estimates of those parts (per GPU) when given."""
     if _name("engine", engine) != "textbook":
         raise InputError(f"fit gives the textbook partition (engine='textbook'), not engine={excerpt(engine)}:"
-                         " for vLLM's rules call kvbudget.vllm_plan, max_concurrency or max_context")
+                         " for an engine's own rules call kvbudget.engine_plan(..., engine=...) or kvbudget.vllm_plan")
     device = _device(gpu, gpu_memory)
     for name, value in (("--overhead", overhead_bytes), ("--activation", activation_bytes),
                         ("--weights-memory", weights_bytes)):
@@ -149,6 +150,23 @@ def fit(
     )
     plan = _fit(_spec(model), dep)
     return TextbookPlan(**{n: getattr(plan, n) for n in fields(plan)}, engine="textbook")
+
+
+def engine_plan(model: str | ModelSpec, *, gpu: str | GPU | None = None, gpu_memory: int | None = None,
+                engine: str = "vllm", context: int | None = None, tp: int = 1, pp: int = 1,
+                kv_dtype: str = "auto") -> EnginePlan:
+    """One engine's plan under its own defaults (``engine``: vllm, sglang, trtllm, llama.cpp, transformers),
+    in the figures every engine has: weights and KV pool per GPU, the tokens it holds, the requests of
+    ``context`` tokens at once, whether it starts (and ``error``), and the lines it prints (``printed``).
+    The same object ``kvbudget compare`` shows one row of. ``context`` defaults to the model's."""
+    from .engines.base import Setup, default_registry
+
+    spec = _spec(model)
+    server = default_registry().get(_name("engine", engine))
+    setup = Setup(context=_maybe_count("--context", context, MAX_CONTEXT) or spec.max_context,
+                  tp=_count("--tp", tp, MAX_PARALLEL), pp=_count("--pp", pp, MAX_PARALLEL),
+                  kv_dtype=_name("--kv-dtype", kv_dtype))
+    return server.plan(spec, _device(gpu, gpu_memory), setup)
 
 
 def _device(gpu: object, gpu_memory: object) -> GPU:

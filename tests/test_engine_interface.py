@@ -21,6 +21,8 @@ class Toy:
     name, label = "toy", "Toy"
     multi_node, pipeline, tensor_parallel, pooled, lever_load, launch_hint = False, False, False, True, 1, ""
     kv_levers: tuple[str, ...] = ()
+    fit_flags = frozenset({"batch"})
+    fit_instead: tuple[tuple[str, str], ...] = ()
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         if setup.kv_dtype != "auto":

@@ -279,44 +279,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# fit's flags that only some engines read: a flag given under another engine is refused, never ignored.
-_FIT_FLAG_ENGINES: dict[str, tuple[str, ...]] = {
-    "vllm_version": ("vllm",), "gpu_memory_utilization": ("vllm",), "max_num_batched_tokens": ("vllm",),
-    "block_size": ("vllm",), "enforce_eager": ("vllm",), "dp": ("vllm",),
-    "max_num_seqs": ("vllm", "sglang"),
-    "mem_fraction_static": ("sglang",), "free_gpu_memory_fraction": ("trtllm",), "cache": ("transformers",),
-    "np": ("llama.cpp",), "ctk": ("llama.cpp",), "ctv": ("llama.cpp",), "ngl": ("llama.cpp",), "fa": ("llama.cpp",),
-    "ubatch": ("llama.cpp",), "swa_full": ("llama.cpp",), "kv_unified": ("llama.cpp",), "llamacpp_build": ("llama.cpp",),
-    "prefill_chunk": ("textbook",), "overhead": ("textbook",), "activation": ("textbook",),
-    "weights_memory": ("textbook",),
-    "tp": ("vllm", "sglang", "trtllm", "llama.cpp", "textbook"), "pp": ("vllm", "sglang", "trtllm", "textbook"),
-    "num_gpus": ("vllm", "sglang", "trtllm", "llama.cpp", "textbook"),
-    "batch": ("vllm", "sglang", "trtllm", "transformers", "textbook"),
-    "kv_dtype": ("vllm", "sglang", "trtllm", "textbook"),
-    "weights_dtype": ("vllm", "sglang", "trtllm", "llama.cpp", "transformers", "textbook"),
-}
-# what to give instead, where the engine has its own spelling of the setting
-_INSTEAD = {
-    ("llama.cpp", "batch"): "--np (llama-server's parallel sequences)",
-    ("llama.cpp", "kv_dtype"): "--ctk and --ctv (the K and V cache types)",
-    ("llama.cpp", "pp"): "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)",
-    ("sglang", "gpu_memory_utilization"): "--mem-fraction-static", ("trtllm", "gpu_memory_utilization"): "--free-gpu-memory-fraction",
-    ("vllm", "mem_fraction_static"): "--gpu-memory-utilization", ("vllm", "free_gpu_memory_fraction"): "--gpu-memory-utilization",
-    ("trtllm", "max_num_seqs"): "a --config options file with max_batch_size",
-    ("vllm", "np"): "--max-num-seqs", ("sglang", "np"): "--max-num-seqs",
-    ("vllm", "overhead"): "--gpu-memory-utilization", ("vllm", "weights_memory"): "--engine textbook",
-}
-
-
 def _refuse_other_engines_flags(args: argparse.Namespace, defaults: dict[str, object]) -> None:
-    """One line for the first flag given that ``args.engine`` does not read (instead of ignoring it)."""
-    for dest, engines in _FIT_FLAG_ENGINES.items():
-        if args.engine in engines or getattr(args, dest, None) == defaults.get(dest):
+    """One line for the first flag given that ``args.engine`` does not read (instead of ignoring it): each
+    engine says which of fit's options it reads (``fit_flags``) and what to give instead of another's."""
+    from .engines.base import default_registry
+    from .engines.textbook import FIT_FLAGS
+
+    reads = {e.name: (e.fit_flags, dict(e.fit_instead)) for e in default_registry()}
+    reads["textbook"] = (FIT_FLAGS, {})
+    mine, instead = reads[args.engine]
+    for dest in sorted(set().union(*(flags for flags, _ in reads.values())) - mine):
+        if getattr(args, dest, None) == defaults.get(dest):
             continue
         flag = "--" + dest.replace("_", "-")
-        instead = _INSTEAD.get((args.engine, dest))
+        owners = ", ".join(name for name, (flags, _) in reads.items() if dest in flags)
         raise InputError(f"{flag} is not read under --engine {args.engine}"
-                         + (f": use {instead}" if instead else f" (it is a setting of {', '.join(engines)})"))
+                         + (f": use {instead[dest]}" if dest in instead else f" (it is a setting of {owners})"))
     weights = getattr(args, "weights_dtype", None)
     if args.engine != "llama.cpp" and isinstance(weights, str):
         from .model.gguf_quant import is_preset, other_engine

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
         kv_levers: tuple[str, ...]  # the smaller KV caches a lever tries
         lever_load: int  # requests a replica is planned for when it runs as the engine does by default
         launch_hint: str  # what a user must know about its launch command ("" when nothing)
+        fit_flags: frozenset[str]  # the `kvbudget fit` options it reads (argparse dests)
+        fit_instead: tuple[tuple[str, str], ...]  # for another engine's option: what to give instead
 
         def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan: ...
 

@@ -500,6 +500,10 @@ class _LlamaCpp:
     # llama-server takes; GPUs split the layers, not the heads
     pooled, lever_load, tensor_parallel = False, MAX_SEQ, False
     kv_levers: tuple[str, ...] = ("q8_0", "q4_0")
+    fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "llamacpp_build", "tp",
+                           "num_gpus", "weights_dtype"})
+    fit_instead = tuple({"batch": "--np (llama-server's parallel sequences)", "kv_dtype": "--ctk and --ctv (the K and V cache types)",
+                   "pp": "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)"}.items())
     launch_hint = "-m takes the model's GGUF file; its tensor types set the weights"
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:

@@ -292,6 +292,8 @@ class _SGLang:
     multi_node, pipeline = False, True
     pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
     kv_levers: tuple[str, ...] = ("fp8",)
+    fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+    fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         kv = "fp8_e4m3" if setup.kv_dtype.startswith("fp8") else "auto"  # kvbudget's fp8: SGLang's e4m3

@@ -59,6 +59,11 @@ class Deployment:
     weights_bytes: int | None = None  # measured weights per GPU, instead of computing them
 
 
+# The `kvbudget fit --engine textbook` options it reads (their dests).
+FIT_FLAGS = frozenset({"prefill_chunk", "overhead", "activation", "weights_memory", "tp", "pp", "num_gpus", "batch",
+                       "kv_dtype", "weights_dtype"})
+
+
 @record
 class MemoryPlan:
     """Per-GPU partition of one deployment (the fullest pipeline stage), and what it allows."""

@@ -97,6 +97,8 @@ class _Transformers:
     multi_node, pipeline = False, False
     pooled, lever_load, tensor_parallel, launch_hint = False, 1, False, ""
     kv_levers: tuple[str, ...] = ()
+    fit_flags = frozenset({"cache", "batch", "weights_dtype"})
+    fit_instead: tuple[tuple[str, str], ...] = ()
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .base import Unsupported

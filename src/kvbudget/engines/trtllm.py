@@ -212,6 +212,9 @@ class _Trtllm:
     multi_node, pipeline = False, True
     pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
     kv_levers: tuple[str, ...] = ("fp8",)
+    fit_flags = frozenset({"free_gpu_memory_fraction", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+    fit_instead = tuple({"gpu_memory_utilization": "--free-gpu-memory-fraction",
+                   "max_num_seqs": "a --config options file with max_batch_size"}.items())
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         return summary(plan(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=setup.kv_dtype,

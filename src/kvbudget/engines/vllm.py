@@ -780,6 +780,11 @@ class _Vllm:
     multi_node, pipeline = True, True  # launch files across nodes; pipeline stages
     pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
     kv_levers: tuple[str, ...] = ("fp8",)
+    # the `kvbudget fit` options it reads (their dests), and what to give instead of another engine's
+    fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size",
+                           "enforce_eager", "dp", "max_num_seqs", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+    fit_instead = tuple({"mem_fraction_static": "--gpu-memory-utilization", "free_gpu_memory_fraction": "--gpu-memory-utilization",
+                   "np": "--max-num-seqs", "overhead": "--gpu-memory-utilization", "weights_memory": "--engine textbook"}.items())
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         return summary(plan(spec, gpu, VllmSettings(max_model_len=setup.context, tensor_parallel_size=setup.tp,

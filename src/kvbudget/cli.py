@@ -103,7 +103,8 @@ def _size0(text: str) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document (schema in docs/json-schema.md)")
-    p.add_argument("--units", choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9")
+    p.add_argument("--units", type=lambda text: {"gib": "GiB", "gb": "GB"}.get(text.strip().lower(), text),
+                   choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9 (any case)")
     p.add_argument("--wide", action="store_true", help="print full-width tables and lines (default: fit 120 columns)")
 
 

@@ -84,3 +84,5 @@ argv("flags-explain-quoted-ok", ["explain", "--gpu", "H100", "--", "vllm serve m
      expect=0)
 for n, value in enumerate(["-1", "-8192", "0", "-0"]):
     argv(f"flags-count-not-positive-{n}", ["fit", MODEL, "--gpu", "H100", "--context", value], expect_in="must be positive")
+argv("flags-units-lowercase", ["kv", MODEL, "--units", "gb", "--context", "1024"], expect=0)
+argv("flags-units-unknown", ["kv", MODEL, "--units", "MB"], expect_in="--units")

@@ -182,11 +182,13 @@ def test_llamacpp_that_does_not_fit_says_what_would(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "llama.cpp will fail:" in out and "cudaMalloc failed: out of memory" in out
     assert "note: a Q4_K_M file (--weights-dtype q4_k_m) fits" in out
-    assert "Fewest L40S-48GB for 4 x 8,192-token requests: 2 (2 GPUs), holding 4 at once" in out
+    # llama-server's 4 default slots share the 8,192 cells of its unified cache: 4 requests of 2,048 tokens
+    assert "Fewest L40S-48GB for 4 x 2,048-token requests: 2 (2 GPUs), holding 4 at once" in out
     doc = _json(capsys, *argv, "--json")
     assert not doc["fits"] and doc["memory"]["kv_cache_bytes"] == 0 and doc["fewest_gpus"]["num_gpus"] == 2
+    assert doc["suggestion"].startswith("a Q4_K_M file (--weights-dtype q4_k_m) fits")
     back = _explained(capsys, doc["fewest_gpus"]["launch"]["command"], "L40S")
-    assert back["fits"] and back["n_seq_max"] == 4
+    assert back["fits"] and back["n_seq_max"] == 4 and back["n_ctx"] == 8192
 
 
 def test_a_gpu_name_several_cards_share_says_which_one_was_read(capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,3 +81,14 @@ def test_the_api_asks_any_engine_and_gets_the_row_compare_shows() -> None:
         kvbudget.engine_plan(spec, gpu="H100", context=float("nan"))  # type: ignore[arg-type]
     with pytest.raises(Unsupported, match="no fp8 cache"):
         kvbudget.engine_plan(spec, gpu="H100", engine="transformers", kv_dtype="fp8")
+
+
+def test_every_engine_is_asked_a_kv_dtype_it_has_and_keeps_its_own_error() -> None:
+    spec = kvbudget.load_model("llama-3.1-8b")
+    for engine, kv in (("llama.cpp", "q4_0"), ("sglang", "bogus"), ("vllm", "nvfp4")):
+        with pytest.raises(InputError, match="is not one every engine has: use auto or fp8"):
+            kvbudget.engine_plan(spec, gpu="H100", engine=engine, kv_dtype=kv)
+    assert kvbudget.engine_plan(spec, gpu="H100", engine="sglang", kv_dtype="FP8").starts
+    # TensorRT-LLM's own reason, not a generic one: 70B in bf16 on one H100
+    trt = kvbudget.engine_plan("llama-3.1-70b", gpu="H100", engine="trtllm", context=8192)
+    assert not trt.starts and trt.error == "no GPU memory left for the KV cache after the weights and the profiled peak"

@@ -159,14 +159,13 @@ def engine_plan(model: str | ModelSpec, *, gpu: str | GPU | None = None, gpu_mem
     in the figures every engine has: weights and KV pool per GPU, the tokens it holds, the requests of
     ``context`` tokens at once, whether it starts (and ``error``), and the lines it prints (``printed``).
     The same object ``kvbudget compare`` shows one row of. ``context`` defaults to the model's."""
-    from .engines.base import Setup, default_registry
+    from .engines.base import default_registry, setup
 
     spec = _spec(model)
     server = default_registry().get(_name("engine", engine))
-    setup = Setup(context=_maybe_count("--context", context, MAX_CONTEXT) or spec.max_context,
-                  tp=_count("--tp", tp, MAX_PARALLEL), pp=_count("--pp", pp, MAX_PARALLEL),
-                  kv_dtype=_name("--kv-dtype", kv_dtype))
-    return server.plan(spec, _device(gpu, gpu_memory), setup)
+    asked = setup(_maybe_count("--context", context, MAX_CONTEXT) or spec.max_context, _count("--tp", tp, MAX_PARALLEL),
+                  _count("--pp", pp, MAX_PARALLEL), _name("--kv-dtype", kv_dtype))
+    return server.plan(spec, _device(gpu, gpu_memory), asked)
 
 
 def _device(gpu: object, gpu_memory: object) -> GPU:

@@ -280,9 +280,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# fit's options every engine reads (the rest, each engine names in its fit_flags)
+_EVERY_ENGINE = frozenset({"model", "gpu", "gpu_memory", "context", "engine", "json", "units", "wide", "help", "plot"})
+
+
 def _refuse_other_engines_flags(args: argparse.Namespace, defaults: dict[str, object]) -> None:
     """One line for the first flag given that ``args.engine`` does not read (instead of ignoring it): each
     engine says which of fit's options it reads (``fit_flags``) and what to give instead of another's."""
+    if not {d for d, v in defaults.items() if getattr(args, d, v) != v} - _EVERY_ENGINE:
+        return  # only options every engine reads: nothing to refuse, and no engine module to import
     from .engines.base import default_registry
     from .engines.textbook import FIT_FLAGS
 
@@ -484,8 +490,10 @@ def _fit_llamacpp(args: argparse.Namespace) -> str:
     # what would fit: the fewest GPUs of this type (layers split, -ts), and the 4-bit file of a 16-bit model
     from .report import plan_report
 
-    fewest = api.fewest_gpus(spec, concurrency=p.n_seq_max, context=p.n_ctx_seq, gpu=gpu, engine="llama.cpp")
-    fewest_line = plan_report.fewest_text(spec.name, fewest, gpu.name, p.n_seq_max, p.n_ctx_seq, "llama.cpp")
+    # the load the failing command asked for: its slots, each with its share of a unified cache's cells
+    each = max(p.n_ctx // p.n_seq_max, 1) if p.unified else p.n_ctx_seq
+    fewest = api.fewest_gpus(spec, concurrency=p.n_seq_max, context=each, gpu=gpu, engine="llama.cpp")
+    fewest_line = plan_report.fewest_text(spec.name, fewest, gpu.name, p.n_seq_max, each, "llama.cpp")
     fewest_doc = plan_report.fewest_doc(spec.name, fewest)
     hint = ""
     if spec.weight_format is not None and spec.weight_format.name in ("bf16", "fp16", "fp32"):
@@ -498,8 +506,10 @@ def _fit_llamacpp(args: argparse.Namespace) -> str:
     if args.json:
         from .report import json_doc
 
-        doc = json_doc.llamacpp_doc(p, [hint] if hint else [])
+        doc = json_doc.llamacpp_doc(p, [])
         doc["launch"] = _launch_doc(p.model, settings, 1)
+        if hint:
+            doc["suggestion"] = hint
         doc["fewest_gpus"] = fewest_doc
         return json_doc.dumps(doc)
     return "\n".join([_render_llamacpp(args, p, [], settings), *([f"note: {hint}"] if hint else []), fewest_line])

@@ -57,6 +57,18 @@ class Setup:
     kv_dtype: str = "auto"  # auto (the model's dtype) or fp8
 
 
+SETUP_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # what every engine can be asked: its default or an 8-bit cache
+
+
+def setup(context: int, tp: int = 1, pp: int = 1, kv_dtype: str = "auto") -> Setup:
+    """A Setup whose KV dtype every engine understands (its own engine options name other caches)."""
+    kv = kv_dtype.strip().lower()
+    if kv not in SETUP_KV_DTYPES:
+        raise InputError(f"--kv-dtype {kv_dtype!r} is not one every engine has: use auto or fp8 (an engine's own "
+                         "caches, such as llama.cpp's q4_0, are its options: fit --engine llama.cpp --ctk/--ctv)")
+    return Setup(context=context, tp=tp, pp=pp, kv_dtype=kv)
+
+
 @record
 class EnginePlan:
     """The figures every engine's plan has, per GPU of the binding rank, in bytes and tokens.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..hardware import GPU
 from ..model.spec import ModelSpec
-from .base import EnginePlan, Registry, Setup, Unsupported, default_registry
+from .base import EnginePlan, Registry, Unsupported, default_registry
+from .base import setup as make_setup
 
 
 def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str = "auto", pp: int = 1,
@@ -12,7 +13,7 @@ def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str 
     """The same model, GPU, context and layout under each engine's defaults: the plans, and the engines
     left out with the reason (a setup an engine cannot serve at all). An engine that does not start is a
     plan holding nothing, with its error."""
-    setup = Setup(context=context, tp=tp, pp=pp, kv_dtype=kv_dtype)
+    setup = make_setup(context, tp, pp, kv_dtype)
     rows: list[EnginePlan] = []
     omitted: list[tuple[str, str]] = []
     for engine in registry or default_registry():

@@ -182,7 +182,7 @@ def summary(p: TrtllmPlan) -> EnginePlan:
     return engine_plan(
         "trtllm", p.weights_bytes, p.available_bytes, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
         "0.9 x the memory left after the profiled peak", f"blocks of {p.tokens_per_block} tokens",
-        None if p.starts else "does not start", p.log_lines,
+        p.error, p.log_lines,
     )
 
 

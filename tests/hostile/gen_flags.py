@@ -41,7 +41,8 @@ argv("flags-plan-gpus-empty", [*PLAN, "--gpus", ""], expect_in="--gpus names no 
 argv("flags-plan-gpus-commas", [*PLAN, "--gpus", ",,,"], expect_in="--gpus names no GPU")
 argv("flags-plan-gpus-many", [*PLAN, "--gpus", ",".join(f"G{i}" for i in range(100))], expect_in="--gpus names 100 GPU types")
 argv("flags-plan-gpus-unknown", [*PLAN, "--gpus", "H100,H9000"], expect_in="unknown GPU 'H9000'")
-argv("flags-plan-weights-many", [*PLAN, "--weights-dtype", ",".join(["fp8", "awq", "gptq"] * 10_000)], expect=0)
+argv("flags-plan-weights-many", [*PLAN, "--gpus", "H100,L4", "--weights-dtype", ",".join(["fp8", "awq", "gptq"] * 10_000)],
+     expect=0)
 argv("flags-plan-weights-empty", [*PLAN, "--weights-dtype", ","], expect_in="--weights-dtype and --kv-dtype need at least one value")
 argv("flags-plan-weights-unknown", [*PLAN, "--weights-dtype", "fp7"], expect_in="unknown weights dtype 'fp7'")
 argv("flags-plan-kv-unknown", [*PLAN, "--kv-dtype", "q4_k_m"], expect_in="unknown --kv-dtype 'q4_k_m'")

@@ -199,3 +199,19 @@ def test_a_gpu_name_several_cards_share_says_which_one_was_read(capsys: pytest.C
     for name in ("H100", "L4", "A100-80GB"):  # no variant with another memory size (L40S is not an L4)
         assert main(["fit", "llama-3.1-8b", "--gpu", name, "--json"]) == 0
         assert capsys.readouterr().err == ""
+
+
+def test_llamacpp_plans_and_levers_take_gguf_types(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys, "plan", "qwen3-30b-a3b", "--concurrency", "16", "--context", "8192", "--engine", "llama.cpp",
+                "--weights-dtype", "q4_k_m", "--gpus", "L40S", "--json")
+    best = next(p for p in doc["plans"] if p["serves"])
+    assert best["weights_dtype"] == "q4_k_m"
+    command = best["launch"]["command"]
+    assert command.startswith("llama-server -m Qwen3-30B-A3B-Q4_K_M.gguf -c 131072 -np 16")
+    back = _explained(capsys, command, "L40S")  # the file llama-quantize makes, planned as that file
+    assert back["fits"] and back["n_seq_max"] == 16 and back["memory"]["weights_bytes"] == best["weights_bytes"]
+    lev = _json(capsys, "levers", "llama-3.1-8b", "--gpu", "RTX4090", "--context", "8192", "--engine", "llama.cpp",
+                "--weights-dtype", "q4_k_m", "--json")
+    assert lev["baseline"]["max_concurrency"] > 0
+    assert main(["plan", "qwen3-30b-a3b", "--concurrency", "4", "--context", "8192", "--weights-dtype", "q4_k_m"]) == 2
+    assert "llama.cpp GGUF type" in capsys.readouterr().err  # under vLLM, a GGUF type is refused

@@ -837,10 +837,11 @@ def _plan(args: argparse.Namespace) -> str:
     if len(weights) > 12 or len(kv) > 12:
         raise InputError("--weights-dtype and --kv-dtype take at most 12 values each")
     from .engines.vllm import _KV_DTYPES
+    from .model.gguf_quant import is_preset
     from .model.weights import parse_weight_format
 
     for w in weights:
-        if w != "auto":
+        if w != "auto" and not (args.engine == "llama.cpp" and is_preset(w)):
             parse_weight_format(w)  # an unknown format is one error line, before the search
     from .engines.llamacpp import CACHE_TYPES
 

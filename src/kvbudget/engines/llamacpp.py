@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .._bisect import largest
-from .._record import record
+from .._record import record, replace
 from ..hardware import GPU
 from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from ..model.spec import ModelSpec
@@ -69,6 +69,7 @@ class LlamaCppSettings:
     build: int = eras.CURRENT  # llama.cpp build number (the log's "build: N"): whose rules apply
     devices: int = 1  # GPUs the layers are split over (-sm layer), each with the plan's GPU
     tensor_split: tuple[float, ...] = ()  # -ts shares per GPU (default: even; llama.cpp: by free memory)
+    model_file: str = ""  # -m: the GGUF file to serve when it is not the model given (a llama-quantize output)
 
 
 @record
@@ -458,13 +459,20 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
         raise InputError("llama.cpp has no memory fraction: it allocates what -c and the cache types ask for")
     if pp > 1:
         raise InputError("llama.cpp splits layers over the GPUs of one server (-ts), it has no pipeline stages")
-    if weights != "auto":
-        raise InputError("llama.cpp runs a GGUF's own tensor types: give the .gguf file as the model to plan a quantized one")
+    served = ""
+    if weights != "auto":  # a llama-quantize type (Q4_K_M ...) of a model given by name: the file it makes
+        from ..model import gguf_quant
+
+        if not gguf_quant.is_preset(weights) or (spec.weight_format is not None and spec.weight_format.name == "stored"):
+            raise InputError("llama.cpp runs a GGUF's own tensor types: give the .gguf file, or a llama-quantize type "
+                             "(Q4_K_M, Q8_0 ...) of a model given by name")
+        spec = replace(spec, weight_format=gguf_quant.weight_format(weights))
+        served = gguf_quant.file_name(spec.name, weights)
     cache = {"auto": "f16", "fp8": "q8_0", "fp8_e4m3": "q8_0"}.get(kv, kv)
 
     def settings(n: int) -> LlamaCppSettings:
         return LlamaCppSettings(n_ctx=n * context, n_parallel=n, kv_unified=True, type_k=cache, type_v=cache,
-                                         flash_attn="on" if cache != "f16" else "auto", fit=False, devices=tp)
+                                flash_attn="on" if cache != "f16" else "auto", fit=False, devices=tp, model_file=served)
 
     def fits(n: int) -> bool:
         return plan(spec, gpu, settings(n)).fits

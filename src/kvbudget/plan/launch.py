@@ -151,7 +151,7 @@ def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
     from ..engines.llamacpp import LlamaCppSettings
 
     d = LlamaCppSettings()
-    argv = ["llama-server", "-m", model]
+    argv = ["llama-server", "-m", s.model_file or model]
     flags: list[tuple[str, object]] = [
         ("-c", s.n_ctx or None), ("-np", s.n_parallel), ("-ctk", s.type_k if s.type_k != d.type_k else None),
         ("-ctv", s.type_v if s.type_v != d.type_v else None),

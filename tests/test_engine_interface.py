@@ -92,3 +92,9 @@ def test_every_engine_is_asked_a_kv_dtype_it_has_and_keeps_its_own_error() -> No
     # TensorRT-LLM's own reason, not a generic one: 70B in bf16 on one H100
     trt = kvbudget.engine_plan("llama-3.1-70b", gpu="H100", engine="trtllm", context=8192)
     assert not trt.starts and trt.error == "no GPU memory left for the KV cache after the weights and the profiled peak"
+
+
+def test_an_fp8_flavour_one_engine_lacks_leaves_it_out_of_compare() -> None:
+    rows, omitted = compare(kvbudget.load_model("llama-3.1-8b"), find_gpu("H100"), 8192, kv_dtype="fp8_e5m2")
+    assert [r.engine for r in rows] == ["vllm", "sglang", "llama.cpp"]
+    assert dict(omitted)["trtllm"].startswith("its FP8 KV cache is e4m3")

@@ -54,7 +54,12 @@ class Setup:
     context: int
     tp: int = 1
     pp: int = 1
-    kv_dtype: str = "auto"  # auto (the model's dtype) or fp8
+    kv_dtype: str = "auto"  # auto (the model's dtype), fp8, fp8_e4m3 or fp8_e5m2 (``setup()`` checks it)
+
+    @property
+    def eight_bit(self) -> bool:
+        """An 8-bit KV cache is asked for (each engine has its own: FP8, llama.cpp's q8_0)."""
+        return self.kv_dtype != "auto"
 
 
 SETUP_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # what every engine can be asked: its default or an 8-bit cache

@@ -515,7 +515,7 @@ class _LlamaCpp:
     launch_hint = "-m takes the model's GGUF file; its tensor types set the weights"
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        ctk = "q8_0" if setup.kv_dtype.startswith("fp8") else "f16"  # its 8-bit cache
+        ctk = "q8_0" if setup.eight_bit else "f16"  # its 8-bit cache
         # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
         return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
                                                         devices=setup.tp * setup.pp)), setup.context)

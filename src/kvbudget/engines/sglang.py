@@ -296,7 +296,7 @@ class _SGLang:
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        kv = "fp8_e4m3" if setup.kv_dtype.startswith("fp8") else "auto"  # kvbudget's fp8: SGLang's e4m3
+        kv = {"fp8": "fp8_e4m3"}.get(setup.kv_dtype, setup.kv_dtype)  # kvbudget's fp8: SGLang's e4m3
         return summary(plan(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
                                                       kv_cache_dtype=kv)))
 

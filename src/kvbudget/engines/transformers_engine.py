@@ -103,7 +103,7 @@ class _Transformers:
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .base import Unsupported
 
-        if setup.kv_dtype.startswith("fp8"):
+        if setup.eight_bit:
             raise Unsupported("its KV caches hold the model's dtype; there is no fp8 cache")
         if setup.tp * setup.pp > 1:
             raise Unsupported("plain generate runs on one GPU here (kvbudget does not model device_map splits)")

@@ -217,8 +217,12 @@ class _Trtllm:
                    "max_num_seqs": "a --config options file with max_batch_size"}.items())
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        return summary(plan(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=setup.kv_dtype,
-                                                      max_seq_len=setup.context)))
+        if setup.kv_dtype == "fp8_e5m2":
+            from .base import Unsupported
+
+            raise Unsupported("its FP8 KV cache is e4m3 (kv_cache_config.dtype fp8); ask for fp8")
+        kv = "fp8" if setup.eight_bit else "auto"
+        return summary(plan(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=kv, max_seq_len=setup.context)))
 
     replica = staticmethod(replica)
 

@@ -26,6 +26,11 @@ MAX_JSON_DEPTH = 64
 MAX_YAML_ALIASES = 100
 
 
+def _why(exc: Exception) -> str:
+    """An OS error in words ("Too many levels of symbolic links", "Permission denied"), else its class."""
+    return getattr(exc, "strerror", None) or exc.__class__.__name__
+
+
 def check_file(path: str, what: str, max_bytes: int) -> int:
     """The size of ``path`` if it is a regular file no larger than ``max_bytes``; otherwise InputError."""
     try:
@@ -33,7 +38,7 @@ def check_file(path: str, what: str, max_bytes: int) -> int:
     except FileNotFoundError:
         raise InputError(f"{what} {excerpt_path(path)}: no such file") from None
     except (OSError, ValueError) as exc:
-        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({exc.__class__.__name__})") from None
+        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({_why(exc)})") from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{what} {excerpt_path(path)}: is a folder, give a file")
     if not stat.S_ISREG(st.st_mode):
@@ -51,7 +56,7 @@ def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
     except OSError as exc:
-        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({exc.__class__.__name__})") from None
+        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({_why(exc)})") from None
     if len(data) > max_bytes:
         raise InputError(f"{what} {excerpt_path(path)}: more than the {max_bytes:,} bytes kvbudget reads")
     return data

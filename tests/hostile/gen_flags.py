@@ -4,7 +4,9 @@ flag, value or name the check is about."""
 
 from __future__ import annotations
 
-from corpus import argv
+from pathlib import Path
+
+from corpus import add, argv
 
 MODEL = "llama-3.1-8b"
 BAD_COUNTS = ["-1", "0", "nan", "inf", "1e30", "3.5", "", "abc", "9" * 5000, "-0", "0x10", "1_0_"]
@@ -87,3 +89,16 @@ for n, value in enumerate(["-1", "-8192", "0", "-0"]):
     argv(f"flags-count-not-positive-{n}", ["fit", MODEL, "--gpu", "H100", "--context", value], expect_in="must be positive")
 argv("flags-units-lowercase", ["kv", MODEL, "--units", "gb", "--context", "1024"], expect=0)
 argv("flags-units-unknown", ["kv", MODEL, "--units", "MB"], expect_in="--units")
+
+
+def _symlink_loop(root: Path) -> str:
+    loop = root / "loop"
+    loop.symlink_to(loop)
+    return str(loop)
+
+
+add("flags-config-symlink-loop", lambda root: ["fit", _symlink_loop(root), "--gpu", "H100"],
+    expect_in="Too many levels of symbolic links")
+add("flags-log-symlink-loop", lambda root: ["check", _symlink_loop(root)], expect_in="Too many levels of symbolic links")
+add("flags-prices-symlink-loop", lambda root: [*PLAN, "--prices", _symlink_loop(root)],
+    expect_in="Too many levels of symbolic links")

@@ -11,13 +11,16 @@ today) are written once against this interface; an engine kvbudget does not ship
 
 from __future__ import annotations
 
-from .._record import record
+from .._record import record, replace
 from ..units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
-    from typing import Protocol
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Protocol, TypeVar
+
+    S = TypeVar("S")  # an engine's settings record
+    P = TypeVar("P")  # its plan
 
     from ..hardware import GPU
     from ..model.spec import ModelSpec
@@ -120,6 +123,20 @@ class Replica:
     cap: int
     settings: VllmSettings | SGLangSettings | TrtllmSettings | LlamaCppSettings
     fraction: float = 0.0  # the engine's memory fraction as it applied it (0: llama.cpp has none)
+
+
+def cap_raised_to_load(settings: S, run: Callable[[S], P], pool: Callable[[P], int], cap: Callable[[P], int],
+                       field: str, concurrency: int) -> tuple[S, P, int]:
+    """Plan ``settings``; where the pool holds more requests than the scheduler's default cap admits and the
+    load asks for more, plan again with the cap (``field``) raised to the load, as a user would set it. The
+    settings, the plan and the requests its pool holds."""
+    p = run(settings)
+    held = pool(p)
+    if held > cap(p) and cap(p) < concurrency:
+        settings = replace(settings, **{field: min(held, concurrency)})
+        p = run(settings)
+        held = pool(p)
+    return settings, p, held
 
 
 class Registry:

@@ -450,7 +450,7 @@ def summary(p: LlamaCppPlan, context: int | None = None) -> EnginePlan:
 
 
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                     version: str, fraction: float | None = None) -> Replica:
+            version: str, fraction: float | None = None) -> Replica:
     """llama.cpp (llama-server): no tensor parallelism — ``tp`` GPUs split the layers (``-ts``, even) —; N
     requests of ``context`` tokens need ``-np N`` unified slots over ``-c N x context`` cells, so a replica
     holds the largest N whose cache, weights and compute buffer fit every GPU."""

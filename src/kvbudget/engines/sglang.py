@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .._record import record, replace
+from .._record import record
 from ..hardware import GPU
 from ..kvcache import check_tp, serving_dtype
 from ..model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
@@ -269,19 +269,19 @@ def summary(p: SGLangPlan) -> EnginePlan:
 
 
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                   version: str, fraction: float | None = None) -> Replica:
+            version: str, fraction: float | None = None) -> Replica:
     """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
     ``max_running_requests``."""
     del version
     kv_name = "fp8_e4m3" if kv == "fp8" else kv  # kvbudget's fp8: SGLang's e4m3
-    s = SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
-                              quantization=None if weights == "auto" else weights, mem_fraction_static=fraction)
-    p = plan(spec, gpu, s)
+    from .base import cap_raised_to_load
+
+    s, p, pool = cap_raised_to_load(
+        SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
+                       quantization=None if weights == "auto" else weights, mem_fraction_static=fraction),
+        lambda s: plan(spec, gpu, s), lambda p: p.max_total_num_tokens // context if p.starts else 0,
+        lambda p: p.max_running_requests, "max_running_requests", concurrency)
     pool = p.max_total_num_tokens // context
-    if p.starts and pool > p.max_running_requests and p.max_running_requests < concurrency:
-        s = replace(s, max_running_requests=min(pool, concurrency))
-        p = plan(spec, gpu, s)
-        pool = p.max_total_num_tokens // context
     return Replica(min(pool, p.max_running_requests), "" if p.starts else p.error or "does not start", p.starts,
                    p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_running_requests, s,
                    p.mem_fraction_static)

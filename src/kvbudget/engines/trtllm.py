@@ -187,7 +187,7 @@ def summary(p: TrtllmPlan) -> EnginePlan:
 
 
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                   version: str, fraction: float | None = None) -> Replica:
+            version: str, fraction: float | None = None) -> Replica:
     """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
     (``max_tokens // context``), capped by ``max_batch_size``."""
     del version
@@ -197,12 +197,12 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if kv.startswith("fp8") else kv)
     if fraction is not None:
         s = replace(s, free_gpu_memory_fraction=fraction)
-    p = plan(spec, gpu, s)
+    from .base import cap_raised_to_load
+
+    cap = s.max_batch_size  # TensorRT-LLM's cap is a setting, not a figure of its plan
+    s, p, _ = cap_raised_to_load(s, lambda s: plan(spec, gpu, s), lambda p: p.max_tokens // context if p.starts else 0,
+                                 lambda p: cap, "max_batch_size", concurrency)
     pool = p.max_tokens // context
-    if p.starts and pool > s.max_batch_size and s.max_batch_size < concurrency:
-        s = replace(s, max_batch_size=min(pool, concurrency))
-        p = plan(spec, gpu, s)
-        pool = p.max_tokens // context
     return Replica(min(pool, s.max_batch_size), "" if p.starts else p.error or "does not start", p.starts,
                    p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s, s.free_gpu_memory_fraction)
 

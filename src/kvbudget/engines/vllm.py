@@ -759,17 +759,15 @@ def _short(p: VllmPlan, gpu: GPU) -> str:
 
 
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-                 version: str, fraction: float | None = None) -> Replica:
+            version: str, fraction: float | None = None) -> Replica:
     """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
-    s = VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                          quantization=None if weights == "auto" else weights, kv_cache_dtype=kv,
-                          gpu_memory_utilization=fraction)
-    p = plan(spec, gpu, s)
-    pool = capacity(p, 1)[0] if p.starts else 0
-    if p.starts and pool > p.max_num_seqs and p.max_num_seqs < concurrency:  # let the scheduler use the pool
-        s = replace(s, max_num_seqs=min(pool, concurrency))
-        p = plan(spec, gpu, s)
-        pool = capacity(p, 1)[0] if p.starts else 0
+    from .base import cap_raised_to_load
+
+    s, p, pool = cap_raised_to_load(
+        VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                     quantization=None if weights == "auto" else weights, kv_cache_dtype=kv, gpu_memory_utilization=fraction),
+        lambda s: plan(spec, gpu, s), lambda p: capacity(p, 1)[0] if p.starts else 0, lambda p: p.max_num_seqs,
+        "max_num_seqs", concurrency)
     reason = "" if p.starts else _short(p, gpu)
     return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
                    p.kv_cache_tokens, p.max_num_seqs, s, p.utilization)

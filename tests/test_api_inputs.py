@@ -23,7 +23,7 @@ BAD_OPTIONAL_NAMES = [v for v in BAD_NAMES if v is not None]
 
 BASE: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     "kv": (kvbudget.kv, {"model": SPEC, "context": 4096}),
-    "fit": (kvbudget.fit, {"model": SPEC, "gpu": "H100", "context": 4096}),
+    "fit": (kvbudget.fit, {"model": SPEC, "gpu": "H100", "context": 4096, "engine": "textbook"}),
     "vllm_plan": (kvbudget.vllm_plan, {"model": SPEC, "gpu": "H100"}),
     "max_concurrency": (kvbudget.max_concurrency, {"model": SPEC, "gpu": "H100", "context": 4096}),
     "max_concurrency_sglang": (kvbudget.max_concurrency, {"model": SPEC, "gpu": "H100", "context": 4096,
@@ -37,7 +37,7 @@ BASE: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
 COUNT_PARAMS = [
     ("kv", "context", BAD_OPTIONAL_COUNTS), ("kv", "batch", BAD_COUNTS), ("kv", "tp", BAD_COUNTS),
     ("fit", "context", BAD_OPTIONAL_COUNTS), ("fit", "batch", BAD_COUNTS), ("fit", "tp", BAD_COUNTS),
-    ("fit", "pp", BAD_COUNTS), ("fit", "prefill_chunk", BAD_COUNTS), ("fit", "gpu_memory", BAD_OPTIONAL_COUNTS),
+    ("fit", "pp", BAD_COUNTS), ("fit", "prefill_chunk", BAD_OPTIONAL_COUNTS), ("fit", "gpu_memory", BAD_OPTIONAL_COUNTS),
     ("fit", "overhead_bytes", [v for v in BAD_OPTIONAL_COUNTS if v != 0]),
     ("fit", "activation_bytes", [v for v in BAD_OPTIONAL_COUNTS if v != 0]),
     ("fit", "weights_bytes", [v for v in BAD_OPTIONAL_COUNTS if v != 0]),
@@ -54,7 +54,7 @@ COUNT_PARAMS = [
 NAME_PARAMS = [
     ("kv", "model", BAD_NAMES), ("kv", "kv_dtype", BAD_NAMES),
     ("fit", "model", BAD_NAMES), ("fit", "gpu", BAD_OPTIONAL_NAMES), ("fit", "weights_dtype", BAD_NAMES),
-    ("fit", "kv_dtype", BAD_NAMES), ("fit", "engine", [*BAD_NAMES, "vllm"]),
+    ("fit", "kv_dtype", BAD_NAMES), ("fit", "engine", [*BAD_NAMES, "tgi"]),
     ("vllm_plan", "model", BAD_NAMES), ("vllm_plan", "gpu", BAD_OPTIONAL_NAMES),
     ("max_concurrency", "model", BAD_NAMES), ("max_concurrency", "gpu", BAD_OPTIONAL_NAMES),
     ("max_concurrency", "engine", [*BAD_NAMES, "tgi"]), ("max_concurrency", "weights", BAD_NAMES),
@@ -120,18 +120,29 @@ def test_integral_floats_are_counts() -> None:
     assert kvbudget.kv(SPEC, context=4096.0, batch=2.0).total_bytes == kvbudget.kv(SPEC, context=4096, batch=2).total_bytes
 
 
-def test_fit_says_it_is_the_textbook() -> None:
-    plan = kvbudget.fit(SPEC, gpu="H100", context=4096)
-    assert isinstance(plan, kvbudget.TextbookPlan) and plan.engine == "textbook"
-    assert repr(plan).startswith("TextbookPlan(") and "engine='textbook'" in repr(plan)
-    assert "textbook" in (kvbudget.fit.__doc__ or "") and "vllm_plan" in (kvbudget.fit.__doc__ or "")
-    with pytest.raises(kvbudget.InputError, match="vllm_plan"):
-        kvbudget.fit(SPEC, gpu="H100", engine="vllm")
+def test_fit_is_the_answer_the_cli_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """kvbudget.fit and `kvbudget fit --json` answer alike for every engine (vLLM by default, as the CLI)."""
+    import json
+
+    from kvbudget.cli import main
+
+    for engine in ("vllm", "sglang", "trtllm", "llama.cpp", "transformers", "textbook"):
+        answer = kvbudget.fit(SPEC, gpu="H100", context=4096, engine=engine)
+        assert isinstance(answer, kvbudget.FitAnswer) and answer.engine == engine
+        assert main(["fit", SPEC.name, "--gpu", "H100", "--context", "4096", "--engine", engine, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["fits"] == answer.fits
+        assert doc.get("max_batch", answer.capacity.held) == answer.capacity.held * answer.capacity.per_instance
+    assert kvbudget.fit(SPEC, gpu="H100", context=4096).engine == "vllm"
+    with pytest.raises(kvbudget.InputError, match="unknown engine 'tgi'"):
+        kvbudget.fit(SPEC, gpu="H100", engine="tgi")
+    with pytest.raises(kvbudget.InputError, match="--prefill-chunk is not read under --engine vllm"):
+        kvbudget.fit(SPEC, gpu="H100", prefill_chunk=4096)
 
 
 def test_answers_are_finite_numbers() -> None:
     """No NaN or negative number in an answer built from good arguments."""
-    plan = kvbudget.fit(SPEC, gpu="H100", context=4096, batch=8)
+    plan = kvbudget.fit(SPEC, gpu="H100", context=4096, batch=8, engine="textbook")
     for name in ("total_bytes", "weights_bytes", "kv_cache_bytes", "activation_bytes", "overhead_bytes", "max_context"):
         value = getattr(plan, name)
         assert isinstance(value, int) and value >= 0 and not math.isnan(value)

@@ -129,13 +129,14 @@ def test_transformers_has_a_verdict_and_counts_agree_in_number(capsys: pytest.Ca
     # Llama-3.1-8B on an L4: 4 sequences of 8,192 tokens (1 GiB of cache each) fit beside 14.96 GiB of weights, 5 do not
     assert main(["fit", "llama-3.1-8b", "--gpu", "L4", "--engine", "transformers", "--context", "8192", "--batch", "5"]) == 0
     out = capsys.readouterr().out
-    assert "Verdict: does not fit: 5 x 8,192-token sequences in one batch: 23.58 GiB of 22.03 GiB; at most 4 at once" in out
+    assert "Verdict: does not fit: 5 x 8,192-token requests need more than the memory holds (at most 4 at once)" in out
+    assert "total 23.58 GiB of 22.03 GiB" in out
     doc = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "L4", "--engine", "transformers", "--context", "8192", "--batch", "4",
                 "--json")
     assert (doc["fits"], doc["max_batch"], doc["batch"]) == (True, 4, 4)
     assert main(["fit", "llama-3.1-8b", "--gpu", "H100", "--engine", "sglang", "--context", "8192"]) == 0
     out = capsys.readouterr().out
-    assert "Longest context for 1 request at once:" in out and "1 x 8,192-token request\n" in out
+    assert "Longest context for 1 request at once:" in out and "1 x 8,192-token request fits in the pool" in out
     assert "1 requests" not in out
 
 

@@ -16,7 +16,7 @@ from kvbudget.cli import main
 from kvbudget.engines import sglang, trtllm
 from kvbudget.engines.other_commands import parse_other_command
 from kvbudget.engines.other_logs import check_other_log
-from kvbudget.engines.summary import compare
+from kvbudget.questions.compare import compare
 from kvbudget.units import GiB, InputError
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"

@@ -19,7 +19,7 @@ from kvbudget.engines.vllm import VllmSettings
 from kvbudget.hardware import find_gpu
 from kvbudget.plan import launch
 from kvbudget.plan.levers import replica_levers
-from kvbudget.plan.search import REPLICAS, search
+from kvbudget.plan.search import search, servers
 from kvbudget.units import InputError
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
@@ -132,7 +132,7 @@ def test_llamacpp_levers_are_the_largest_slot_counts_that_fit() -> None:
 def test_llamacpp_has_no_fraction_and_unknown_engines_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     spec = kvbudget.load_model(LLAMA8)
     with pytest.raises(InputError, match="no memory fraction"):
-        REPLICAS["llama.cpp"](spec, find_gpu("L4"), 1, 1, "auto", "auto", 1, CTX, "current", 0.9)
+        servers()["llama.cpp"](spec, find_gpu("L4"), 1, 1, "auto", "auto", 1, CTX, "current", 0.9)
     with pytest.raises(InputError, match="levers know the engines"):
         replica_levers(spec, find_gpu("L4"), "exllama", CTX)
     with pytest.raises(SystemExit) as exc:
@@ -197,7 +197,7 @@ def test_inverse_questions_under_every_engine(capsys: pytest.CaptureFixture[str]
     assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--batch", "30"]) == 0
     text = capsys.readouterr().out
     assert ("Requests of 8,192 tokens held at once: 22\nLongest context for 30 requests at once:  6,028\n"
-            "Verdict: does not fit: 30 x 8,192-token requests\n"
+            "Verdict: does not fit: 30 x 8,192-token requests need more than the pool (22.08x)\n"
             "Fewest L40S-48GB for 30 x 8,192-token requests: 2 (TP2)") in text
     assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--batch", "30", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

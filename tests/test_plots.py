@@ -11,7 +11,8 @@ import pytest
 import kvbudget
 from kvbudget.cli import main
 from kvbudget.engines import vllm
-from kvbudget.report.plots import crossover, partition_parts
+from kvbudget.engines.base import default_registry
+from kvbudget.report.plots import crossover
 from kvbudget.units import GiB
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
@@ -44,7 +45,7 @@ def test_kv_plot_marks_where_the_cache_outgrows_the_weights(tmp_path: Path) -> N
 def test_fit_plot_is_the_memory_partition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct")
     p = vllm.plan(spec, kvbudget.find_gpu("H100"), vllm.VllmSettings(max_model_len=8192, tensor_parallel_size=4))
-    parts = dict(partition_parts(p))
+    parts = dict(default_registry().get("vllm").partition(p)[2][0])
     assert parts["weights"] == p.model_loading_bytes and parts["KV cache"] == p.available_kv_cache_bytes
     assert sum(parts.values()) == p.total_bytes  # the bar is the whole GPU: what is not used is "free"
     assert main(["fit", "llama-3.1-70b", "--gpu", "H100", "--num-gpus", "4", "--context", "8192",
@@ -71,12 +72,10 @@ def test_plan_plot_marks_the_chosen_deployment(tmp_path: Path) -> None:
 
 
 def test_fit_plot_draws_each_pipeline_stage(tmp_path: Path) -> None:
-    from kvbudget.report.plots import stage_parts
-
     spec = kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct")
     p = vllm.plan(spec, kvbudget.find_gpu("H100"), vllm.VllmSettings(max_model_len=8192, tensor_parallel_size=4,
                                                                   pipeline_parallel_size=2))
-    stages = stage_parts(p)
+    stages = default_registry().get("vllm").partition(p)[2][::4]  # one TP rank of each stage
     assert len(stages) == 2 and all(sum(b for _, b in s) == p.total_bytes for s in stages)
     # 80 layers split 40/40: the same KV pool on both stages (every rank holds num_gpu_blocks blocks of its layers)
     kv = [dict(s)["KV cache"] for s in stages]

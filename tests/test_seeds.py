@@ -13,6 +13,11 @@ from pathlib import Path
 import kvbudget
 from kvbudget.units import GB, GiB, KiB, MiB
 
+
+def textbook_fit(*args: object, **kwargs: object) -> kvbudget.FitAnswer:
+    """kvbudget.fit with the textbook partition (weights + KV + activations + overhead)."""
+    return kvbudget.fit(*args, engine="textbook", **kwargs)  # type: ignore[arg-type]
+
 LLAMA2_70B = "meta-llama/Llama-2-70b-hf"
 
 
@@ -45,8 +50,8 @@ def test_llama2_70b_12_sequences_in_32_gib_and_16_need_40_gib() -> None:
     # to 16 pushes the requirement to 40GB."
     r = kvbudget.kv(LLAMA2_70B, context=8192, batch=16)
     assert r.total_bytes == 40 * GiB
-    weights = kvbudget.fit(LLAMA2_70B, gpu_memory=1000 * GiB, context=8192).weights_bytes
-    plan = kvbudget.fit(LLAMA2_70B, gpu_memory=weights + 32 * GiB, context=8192,
+    weights = textbook_fit(LLAMA2_70B, gpu_memory=1000 * GiB, context=8192).weights_bytes
+    plan = textbook_fit(LLAMA2_70B, gpu_memory=weights + 32 * GiB, context=8192,
                         overhead_bytes=0, activation_bytes=0)
     assert plan.kv_cache_bytes == 32 * GiB
     assert plan.max_batch == 12
@@ -55,7 +60,7 @@ def test_llama2_70b_12_sequences_in_32_gib_and_16_need_40_gib() -> None:
 def test_llama2_70b_fp16_weights_are_about_140_gb() -> None:
     # example A: "The model weights for a 70B parameter model in FP16 consume 140GB."
     # The real checkpoint has 68,976,648,192 parameters (HF "69B"), all kept in 16-bit: 2 bytes each.
-    plan = kvbudget.fit(LLAMA2_70B, gpu_memory=1000 * GiB, weights_dtype="fp16", context=8192)
+    plan = textbook_fit(LLAMA2_70B, gpu_memory=1000 * GiB, weights_dtype="fp16", context=8192)
     assert plan.weights_bytes == 2 * 68_976_648_192
     assert abs(plan.weights_bytes - 140 * GB) / (140 * GB) < 0.015
 
@@ -70,8 +75,8 @@ def test_fp8_frees_35_gb_which_is_14_more_8k_sequences() -> None:
     # The real model: FP8 packs every linear weight (68,451,041,280 parameters = total minus
     # 2 x 32000 x 8192 embeddings/lm_head and 161 x 8192 norms, which stay 16-bit) into 1 byte plus one
     # fp32 scale per tensor; per GPU at TP=2 that frees 34,225,520,640 bytes minus 560 tensors x 4 B.
-    bf16 = kvbudget.fit(LLAMA2_70B, gpu_memory=1000 * GiB, tp=2, context=8192).weights_bytes
-    fp8 = kvbudget.fit(LLAMA2_70B, gpu_memory=1000 * GiB, tp=2, weights_dtype="fp8", context=8192).weights_bytes
+    bf16 = textbook_fit(LLAMA2_70B, gpu_memory=1000 * GiB, tp=2, context=8192).weights_bytes
+    fp8 = textbook_fit(LLAMA2_70B, gpu_memory=1000 * GiB, tp=2, weights_dtype="fp8", context=8192).weights_bytes
     assert bf16 - fp8 == 68_451_041_280 // 2 - 80 * 7 * 4
 
 
@@ -138,7 +143,7 @@ def test_llama3_8b_120_requests_of_4096_on_an_80_gb_a100_under_the_examples_assu
     # example C: "Available memory = 80 GB - 16 GB - 4 GB = 60 GB ... 60 GB / 0.5 GB/request = 120 requests"
     # with the example's own assumptions: 80 (GiB-sized) GB of memory, 16 GB of weights, 4 GB of
     # activation and overhead together, 0.5 GB of KV per 4096-token request.
-    plan = kvbudget.fit(
+    plan = textbook_fit(
         "meta-llama/Meta-Llama-3-8B", gpu_memory=80 * GiB, weights_bytes=16 * GiB,
         overhead_bytes=4 * GiB, activation_bytes=0, context=4096,
     )
@@ -149,6 +154,6 @@ def test_llama3_8b_120_requests_of_4096_on_an_80_gb_a100_under_the_examples_assu
 
 def test_llama3_8b_weights_are_about_16_gb_in_fp16() -> None:
     # example C: "8 * 10^9 * 2 = 16 * 10^9 bytes ≈ 16 GB"; the checkpoint has 8,030,261,248 parameters.
-    plan = kvbudget.fit("meta-llama/Meta-Llama-3-8B", gpu_memory=80 * GiB, context=4096)
+    plan = textbook_fit("meta-llama/Meta-Llama-3-8B", gpu_memory=80 * GiB, context=4096)
     assert plan.weights_bytes == 2 * 8_030_261_248
     assert abs(plan.weights_bytes - 16 * GB) / (16 * GB) < 0.01

@@ -13,6 +13,11 @@ from kvbudget.parallel import stages
 from kvbudget.units import GiB, InputError
 
 
+def textbook_fit(*args: object, **kwargs: object) -> kvbudget.FitAnswer:
+    """kvbudget.fit with the textbook partition (weights + KV + activations + overhead)."""
+    return kvbudget.fit(*args, engine="textbook", **kwargs)  # type: ignore[arg-type]
+
+
 def test_16_bit_is_two_bytes_per_parameter() -> None:
     # Llama-3.1-8B: 8,030,261,248 parameters (HF "8.03B"). vLLM logs "Model loading took 14.99 GiB"
     # for this model (a published vLLM start-up log): 16,060,522,496 B = 14.96 GiB of weights
@@ -115,7 +120,7 @@ def test_tp_splits_weights_except_replicated_parts() -> None:
 
 
 def test_fit_reports_kept_16_bit_parts() -> None:
-    plan = kvbudget.fit("meta-llama/Llama-3.1-8B-Instruct", gpu="H100", weights_dtype="fp8", context=8192)
+    plan = textbook_fit("meta-llama/Llama-3.1-8B-Instruct", gpu="H100", weights_dtype="fp8", context=8192)
     assert {"embeddings", "lm_head", "norms"} <= set(plan.kept_16bit)
     assert plan.weights_format.startswith("fp8")
 

@@ -4,47 +4,38 @@ Every argument is checked where it enters, as the CLI checks its flags: a wrong 
 a count, None, a list, a bool), NaN, infinity, a negative or absurd number raises
 ``kvbudget.InputError`` with the CLI's message, never AttributeError/TypeError or a NaN answer.
 
-Which rules answer: ``fit`` is the textbook partition (weights + KV + activations + overhead, the
-same for every engine) unless ``engine="vllm"``, which gives the plan ``kvbudget fit`` prints (vLLM's
-own profiling and block rules); its result says which (``TextbookPlan.engine`` / ``VllmPlan.release``).
-``vllm_plan``, ``max_concurrency``, ``max_context`` and ``fewest_gpus`` follow the engine they are given
-(vLLM by default), as the CLI does.
+Which rules answer: the engine's, vLLM by default, as on the command line. ``fit`` returns the ``FitAnswer``
+``kvbudget fit`` prints for any engine (``engine="textbook"``: weights + KV + activations + overhead, one rule
+for every engine); ``vllm_plan``, ``max_concurrency``, ``max_context`` and ``fewest_gpus`` follow the engine
+they are given.
 """
 
 from __future__ import annotations
 
-from ._record import fields, record
+from ._record import replace
 from .engines.base import EnginePlan
-from .engines.textbook import DEFAULT_PREFILL_CHUNK, Deployment, MemoryPlan
-from .engines.textbook import fit as _fit
 from .hardware import GPU, custom_gpu
 from .hardware import find_gpu as _find_gpu
 from .inputs import excerpt, real, whole
 from .kvcache import MAX_BATCH, MAX_CONTEXT, MAX_PARALLEL
 from .model.resolve import load_model as _load_model
 from .model.spec import ModelSpec
+from .questions.fit import FitAnswer
 from .units import MAX_SIZE, InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from .engines.base import Registry
     from .engines.vllm import VllmPlan, VllmSettings
     from .engines.vllm_command import LaunchCommand
     from .kvreport import KVReport
     from .plan.search import Deployment as PlanRow
+    from .questions.plan import LeversAnswer, PlanAnswer
 
-__all__ = ["InputError", "TextbookPlan", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency",
+__all__ = ["FitAnswer", "InputError", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency",
            "max_context", "vllm_plan"]
 
 MAX_NAME = 4096  # characters in a model reference, a GPU name, a dtype
-
-
-@record
-class TextbookPlan(MemoryPlan):
-    """``kvbudget.fit``'s answer: the textbook partition (weights + KV cache + activation workspace +
-    runtime overhead, one rule for every engine). It is not what vLLM will do; ``kvbudget fit`` on the
-    command line (and ``kvbudget.fit(..., engine="vllm")`` / ``kvbudget.vllm_plan``) follows vLLM's rules."""
-
-    engine: str = "textbook"
 
 
 # --- argument checks: the CLI's rules and messages for values that come from Python ------------------
@@ -112,44 +103,53 @@ def fit(
     *,
     gpu: str | GPU | None = None,
     gpu_memory: int | None = None,
+    engine: str = "vllm",
     tp: int = 1,
     pp: int = 1,
     weights_dtype: str = "auto",
     kv_dtype: str = "auto",
     context: int | None = None,
     batch: int = 1,
-    prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+    prefill_chunk: int | None = None,
     overhead_bytes: int | None = None,
     activation_bytes: int | None = None,
     weights_bytes: int | None = None,
-    engine: str = "textbook",
-) -> TextbookPlan:
-    """The textbook per-GPU memory partition (weights, KV cache, activation workspace, runtime
-    overhead), the largest batch at ``context`` and the longest context at ``batch``, with a verdict.
+    options: dict[str, object] | None = None,
+    registry: Registry | None = None,
+) -> FitAnswer:
+    """Will it fit: ``engine``'s plan of ``model`` on ``gpu`` (vllm by default, as ``kvbudget fit``; sglang,
+    trtllm, llama.cpp, transformers, or textbook: weights + KV cache + activation workspace + overhead), the
+    requests of ``context`` tokens it holds, the longest context for ``batch`` requests, and when they do not fit
+    the fewest GPUs of this type that serve them, with what each lever buys. The same ``FitAnswer`` the command
+    line prints; ``answer.plan`` is the engine's own plan, whose figures also read through the answer.
 
-    This is NOT what ``kvbudget fit`` prints: the CLI follows vLLM's own rules (profiling, blocks,
-    CUDA graphs); for that, call ``vllm_plan`` (or ``max_concurrency`` / ``max_context``). The
-    result is a ``TextbookPlan`` whose ``engine`` field says ``"textbook"``; ``engine`` takes no
-    other value here.
+    ``options`` are the engine's own settings by their flag's name (``{"mem_fraction_static": 0.85}``,
+    ``{"np": 8, "ctk": "q8_0"}``); ``prefill_chunk``, ``overhead_bytes``, ``activation_bytes`` and
+    ``weights_bytes`` are the textbook's (its estimates replaced by measured figures, per GPU)."""
+    from .engines.base import Ask, check_option, default_registry, known_weights
+    from .questions.fit import fit as _fit_question
 
-    ``overhead_bytes``, ``activation_bytes`` and ``weights_bytes`` replace kvbudget's own
-    estimates of those parts (per GPU) when given."""
-    if _name("engine", engine) != "textbook":
-        raise InputError(f"fit gives the textbook partition (engine='textbook'), not engine={excerpt(engine)}:"
-                         " for an engine's own rules call kvbudget.engine_plan(..., engine=...) or kvbudget.vllm_plan")
-    device = _device(gpu, gpu_memory)
-    for name, value in (("--overhead", overhead_bytes), ("--activation", activation_bytes),
-                        ("--weights-memory", weights_bytes)):
-        _maybe_count(name, value, MAX_SIZE, lo=0)
-    dep = Deployment(
-        gpu=device, tp=_count("--tp", tp, MAX_PARALLEL), pp=_count("--pp", pp, MAX_PARALLEL),
-        weights=_name("--weights-dtype", weights_dtype), kv_dtype=_name("--kv-dtype", kv_dtype),
-        context=_maybe_count("--context", context, MAX_CONTEXT), batch=_count("--batch", batch, MAX_BATCH),
-        prefill_chunk=_count("--prefill-chunk", prefill_chunk, MAX_CONTEXT), overhead_bytes=overhead_bytes,
-        activation_bytes=activation_bytes, weights_bytes=weights_bytes,
-    )
-    plan = _fit(_spec(model), dep)
-    return TextbookPlan(**{n: getattr(plan, n) for n in fields(plan)}, engine="textbook")
+    reg = registry or default_registry()
+    server = reg.get(_name("engine", engine))
+    given: dict[str, object] = {}
+    for dest, value in (("prefill_chunk", prefill_chunk), ("overhead", overhead_bytes), ("activation", activation_bytes),
+                        ("weights_memory", weights_bytes), *(options or {}).items()):
+        if value is not None:
+            given[_name("option", dest)] = value
+    ask = Ask(context=_maybe_count("--context", context, MAX_CONTEXT), batch=_count("--batch", batch, MAX_BATCH),
+              tp=whole(tp, "--tp", lo=1), pp=whole(pp, "--pp", lo=1),  # the engine says what the model allows
+              weights=_name("--weights-dtype", weights_dtype), kv_dtype=_name("--kv-dtype", kv_dtype))
+    common = {"tp": ask.tp != 1, "pp": ask.pp != 1, "batch": ask.batch != 1, "kv_dtype": ask.kv_dtype != "auto",
+              "weights_dtype": ask.weights != "auto"}
+    reg.refuse_foreign("fit", server.name, [*given, *(d for d, on in common.items() if on)])
+    getattr(server, "check_weights", known_weights)(ask.weights)  # a format the engine cannot read: one line
+    known = {o.dest: o for o in server.options}
+    for dest, value in given.items():
+        if dest not in known:
+            raise InputError(f"{dest} is not an option of {server.name}: use one of {', '.join(known) or 'none'}")
+        given[dest] = check_option(known[dest], value)
+    return _fit_question(_spec(model), _device(gpu, gpu_memory), server, replace(ask, options=tuple(given.items())),
+                         registry=reg)
 
 
 def engine_plan(model: str | ModelSpec, *, gpu: str | GPU | None = None, gpu_memory: int | None = None,
@@ -315,3 +315,70 @@ def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: 
                               kv=_names("--kv-dtype", kv_dtype), engine=_name("engine", engine),
                               fraction=fraction, version=_name("version", version)) if d.serves]
     return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
+
+
+def plan(model: str | ModelSpec, *, concurrency: int, context: int, engine: str = "vllm", gpus: str | None = None,
+         max_gpus: int = 64, gpus_per_node: int | None = None, weights: str | None = None, kv_dtype: str | None = None,
+         prices: str | None = None, options: dict[str, object] | None = None,
+         registry: Registry | None = None) -> PlanAnswer:
+    """``kvbudget plan``: the cheapest deployments (GPU type x count x layout x precision) that serve
+    ``concurrency`` requests of ``context`` tokens under ``engine``'s rules, and what each lever buys for the best.
+    ``gpus``, ``weights`` and ``kv_dtype`` are comma-separated lists (default: every catalog GPU, and the engine's
+    precisions); ``prices`` a JSON or CSV file of $/hour per GPU."""
+    from .engines.base import default_registry
+    from .hardware import gpus as catalog_gpus
+    from .plan.prices import read_prices
+    from .questions.plan import plan as _plan
+
+    reg = registry or default_registry()
+    server = reg.get(_name("engine", engine))
+    names = list(dict.fromkeys(g.strip() for g in _name("--gpus", gpus).split(",") if g.strip())) if gpus is not None else None
+    if names is not None and len(names) > 64:
+        raise InputError(f"--gpus names {len(names):,} GPU types: give at most 64 (see `kvbudget gpus`)")
+    chosen = list({g.name: g for g in map(_find_gpu, names)}.values()) if names is not None else catalog_gpus()
+    if not chosen:
+        raise InputError("--gpus names no GPU")
+    w = tuple(dict.fromkeys(_name("--weights-dtype", x.strip()) for x in (weights or ",".join(server.plan_weights)).split(",")
+                            if x.strip()))
+    k = tuple(dict.fromkeys(_name("--kv-dtype", x.strip()) for x in (kv_dtype or ",".join(server.plan_kv)).split(",")
+                            if x.strip()))
+    if not w or not k:
+        raise InputError("--weights-dtype and --kv-dtype need at least one value each")
+    if len(w) > 12 or len(k) > 12:
+        raise InputError("--weights-dtype and --kv-dtype take at most 12 values each")
+    for name in w:
+        server.check_weights(name)  # an unknown format is one error line, before the search
+    for name in k:
+        server.check_kv(name)
+    version = str((options or {}).get("vllm_version") or "current")
+    return _plan(_spec(model), _count("--concurrency", concurrency, MAX_BATCH), whole(context, "--context", lo=1),
+                 chosen, server, max_gpus=whole(max_gpus, "--max-gpus", lo=1),
+                 gpus_per_node=_maybe_count("--gpus-per-node", gpus_per_node, MAX_PARALLEL), weights=w, kv=k,
+                 prices=read_prices(prices) if prices else None, version=version, registry=reg)
+
+
+def levers(model: str | ModelSpec, *, context: int, gpu: str | GPU | None = None, gpu_memory: int | None = None,
+           engine: str = "vllm", tp: int = 1, pp: int = 1, weights: str = "auto", kv_dtype: str = "auto",
+           options: dict[str, object] | None = None, registry: Registry | None = None) -> LeversAnswer:
+    """``kvbudget levers``: one deployment as configured under ``engine``'s rules, and what each lever (FP8 or 4-bit
+    weights, a smaller KV cache, half the context, more GPUs, a replica, the memory fraction ...) buys."""
+    from .engines.base import default_registry
+    from .questions.plan import levers as _levers
+
+    reg = registry or default_registry()
+    server = reg.get(_name("engine", engine))
+    return _levers(_spec(model), _device(gpu, gpu_memory), server, _count("--context", context, MAX_CONTEXT),
+                   tp=whole(tp, "--tp", lo=1), pp=whole(pp, "--pp", lo=1),
+                   weights=_name("--weights-dtype", weights), kv=_name("--kv-dtype", kv_dtype), options=dict(options or {}),
+                   registry=reg)
+
+
+def kv_plot(model: str | ModelSpec, path: str, *, context: int | None = None, kv_dtype: str = "auto", tp: int = 1) -> None:
+    """Draw the KV cache against length and batch, with the crossover where it outgrows the weights, to ``path``."""
+    from .engines.textbook import weight_format
+    from .parallel import stages
+    from .report.plots import kv_plot as draw
+
+    spec = _spec(model)
+    weights = stages(spec, weight_format(spec, "auto"), tp, 1)[0].weights_bytes
+    draw(spec, weights, path, context=context, kv_dtype=kv_dtype, tp=tp)

@@ -24,6 +24,13 @@ from hypothesis import strategies as st
 from kvbudget.units import InputError
 from test_hostile_configs import _mutate  # catalog configs with fields dropped or replaced (tests/ is on the path)
 
+
+def textbook_fit(*args: Any, **kwargs: Any) -> Any:
+    """kvbudget.fit with the textbook partition (weights + KV + activations + overhead)."""
+    import kvbudget
+
+    return kvbudget.fit(*args, engine="textbook", **kwargs)
+
 pytestmark = pytest.mark.fuzz
 FUZZ = settings(max_examples=int(os.environ.get("KVBUDGET_FUZZ_EXAMPLES", 200)), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -79,7 +86,7 @@ def test_config_json(model: str, data: st.DataObject) -> None:
 
     def read(path: str) -> object:
         spec = spec_from_config(read_config_file(path), name=path)
-        return kvbudget.kv(spec, context=4096, batch=2), kvbudget.fit(spec, gpu="H100", context=4096,
+        return kvbudget.kv(spec, context=4096, batch=2), textbook_fit(spec, gpu="H100", context=4096,
                                                                       weights_dtype="bf16")
 
     _in_file(text, "config.json", read)

@@ -17,7 +17,7 @@ from ..units import InputError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
-    from typing import Protocol, TypeVar
+    from typing import Any, Protocol, TypeVar
 
     S = TypeVar("S")  # an engine's settings record
     P = TypeVar("P")  # its plan
@@ -30,19 +30,85 @@ if TYPE_CHECKING:
     from .vllm import VllmSettings
 
     class Engine(Protocol):
+        """Everything a command asks of an engine (``docs/adding-an-engine.md`` walks through a toy one)."""
+
         name: str  # "vllm": how the CLI and the JSON name it
         label: str  # "vLLM": how a sentence names it
+        serving: bool  # a server compared, searched and given levers (False: the textbook partition)
         multi_node: bool  # kvbudget writes launch files for a replica across nodes
         pipeline: bool  # it runs pipeline-parallel stages
         tensor_parallel: bool  # several GPUs split the heads (else: they split the layers)
         pooled: bool  # a KV pool sized from free memory (else: the cache is what the context asks for)
         kv_levers: tuple[str, ...]  # the smaller KV caches a lever tries
-        lever_load: int  # requests a replica is planned for when it runs as the engine does by default
+        @property
+        def lever_load(self) -> int: ...  # requests a replica is planned for when it runs as the engine does by default
         launch_hint: str  # what a user must know about its launch command ("" when nothing)
+        fraction: Fraction | None  # its memory-fraction setting, when it has one
+        options: tuple[Option, ...]  # its own command-line options (the CLI builds its flags from them)
         fit_flags: frozenset[str]  # the `kvbudget fit` options it reads (argparse dests)
         fit_instead: tuple[tuple[str, str], ...]  # for another engine's option: what to give instead
+        plan_weights: tuple[str, ...]  # the weight formats `kvbudget plan` tries by default
+        plan_kv: tuple[str, ...]  # the KV cache dtypes it tries by default
 
+        def check_weights(self, name: str) -> None: ...  # InputError for a format the engine cannot run
+        def check_kv(self, name: str) -> None: ...  # InputError for a KV cache dtype it has not
+        def gpus(self, settings: Any) -> int: ...  # GPUs its settings occupy
+
+        # the figures every engine has, for compare and the Python API
         def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan: ...
+        # fit and explain: settings from a question or a pasted command, then the engine's own plan
+        def settings(self, spec: ModelSpec, ask: Ask) -> Any: ...
+        def run(self, spec: ModelSpec, gpu: GPU, settings: Any) -> Any: ...
+        def row(self, native: Any) -> EnginePlan: ...
+        def verdict(self, spec: ModelSpec, gpu: GPU, settings: Any, native: Any, batch: int) -> Verdict: ...
+        def layout(self, settings: Any) -> Layout: ...
+        def reads_command(self, words: list[str]) -> bool: ...
+        def read_command(self, words: list[str], given: dict[str, Any]) -> Command: ...
+        def launch(self, model: str, settings: Any) -> Launch: ...
+        # check: a start-up log
+        def reads_log(self, text: str) -> bool: ...
+        def check(self, text: str, given: dict[str, Any]) -> Any: ...
+        # its own part of the reports (the common verdict, fewest GPUs and levers are rendered once)
+        def text(self, answer: Any, units: str) -> str: ...
+        def doc(self, answer: Any, units: str) -> dict[str, Any]: ...
+        def check_text(self, result: Any, units: str) -> str: ...
+        def check_doc(self, result: Any, units: str) -> dict[str, Any]: ...
+
+
+class NotAServer:
+    """What an engine that is no server (transformers' generate, the textbook partition) answers to the questions
+    about a server: it has no replica layout, no launch command, no command or log kvbudget reads."""
+
+    label = "this engine"
+    plan_weights: tuple[str, ...] = ("auto",)
+    plan_kv: tuple[str, ...] = ("auto",)
+
+    def check_weights(self, name: str) -> None:
+        known_weights(name)
+
+    def check_kv(self, name: str) -> None:
+        known_kv(name)
+
+    def _none(self, what: str) -> InputError:
+        return InputError(f"{self.label} has no {what}")
+
+    def layout(self, settings: Any) -> Layout:
+        raise self._none("serving replica to search")
+
+    def launch(self, model: str, settings: Any) -> Launch:
+        raise self._none("launch command")
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        raise self._none("launch command kvbudget reads")
+
+    def check(self, text: str, given: dict[str, Any]) -> Any:
+        raise self._none("start-up log kvbudget reads")
+
+    def check_text(self, result: Any, units: str) -> str:
+        raise self._none("start-up log kvbudget reads")
+
+    def check_doc(self, result: Any, units: str) -> dict[str, Any]:
+        raise self._none("start-up log kvbudget reads")
 
 
 class Unsupported(InputError):
@@ -75,6 +141,137 @@ def setup(context: int, tp: int = 1, pp: int = 1, kv_dtype: str = "auto") -> Set
         raise InputError(f"--kv-dtype {kv_dtype!r} is not one every engine has: use auto or fp8 (an engine's own "
                          "caches, such as llama.cpp's q4_0, are its options: fit --engine llama.cpp --ctk/--ctv)")
     return Setup(context=context, tp=tp, pp=pp, kv_dtype=kv)
+
+
+@record
+class Option:
+    """One of an engine's own command-line options: ``--mem-fraction-static`` is ``Option("mem_fraction_static",
+    "fraction", ...)``. The CLI adds it to the commands named, parsing its value by ``kind``: count (a positive
+    whole number, 8K allowed), fraction (in (0, 1]), layers (llama.cpp's -ngl), size (48GiB), text, switch (no
+    value) or choice (one of ``choices``)."""
+
+    dest: str
+    kind: str
+    help: str
+    default: object = None
+    choices: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ("fit",)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.dest.replace("_", "-")
+
+
+def check_option(o: Option, value: object) -> object:
+    """An option's value as Python gives it (``kvbudget.fit(..., options=...)``), checked as its flag's would be."""
+    from ..inputs import real, whole
+    from ..units import MAX_SIZE, excerpt
+
+    flag = o.flag
+    if o.kind == "switch":
+        if not isinstance(value, bool):
+            raise InputError(f"{flag} is True or False, not {excerpt(value)}")
+        return value
+    if o.kind in ("count", "size", "size0"):
+        return whole(value, flag, lo=0 if o.kind == "size0" else 1, hi=MAX_SIZE if o.kind != "count" else 10**12)
+    if o.kind == "layers":
+        return max(whole(value, flag, lo=-(10**6), hi=10**6), -1)
+    if o.kind == "fraction":
+        return real(value, flag, lo=0, hi=1, lo_open=True)
+    if not isinstance(value, str) or len(value) > 200:
+        raise InputError(f"{flag} takes a word, not {excerpt(value)}")
+    if o.choices and value not in o.choices:
+        raise InputError(f"{flag} {excerpt(value)}: use one of {', '.join(o.choices)}")
+    return value
+
+
+def known_weights(name: str) -> None:
+    """Refuse a weight format kvbudget does not know (a llama-quantize type names llama.cpp)."""
+    if name != "auto":
+        from ..model.weights import parse_weight_format
+
+        parse_weight_format(name)
+
+
+def known_kv(name: str, extra: frozenset[str] = frozenset()) -> None:
+    """Refuse a KV cache dtype no engine has (``extra``: an engine's own cache types, such as llama.cpp's q4_0)."""
+    from .vllm import _KV_DTYPES
+
+    if name not in _KV_DTYPES and name not in extra:
+        raise InputError(f"unknown --kv-dtype {name!r}: use auto, fp8, fp8_e5m2, ... (llama.cpp: q8_0, q4_0 ...)")
+
+
+@record
+class Fraction:
+    """An engine's memory-fraction setting: its option's name and the step a lever tries either way."""
+
+    dest: str
+    step: float
+
+
+@record
+class Ask:
+    """What ``fit`` asks of any engine: the load and layout every engine reads, and the engine's own options
+    (by ``Option.dest``; an option not given is absent and the engine applies its default)."""
+
+    context: int | None = None
+    batch: int = 1
+    tp: int = 1
+    pp: int = 1
+    weights: str = "auto"
+    kv_dtype: str = "auto"
+    options: tuple[tuple[str, object], ...] = ()
+
+    def option(self, dest: str, default: object = None) -> Any:
+        return next((v for d, v in self.options if d == dest and v is not None), default)
+
+
+@record
+class Layout:
+    """A configuration as a replica search takes it (``plan``, levers, fewest GPUs, longest context)."""
+
+    tp: int = 1
+    pp: int = 1
+    weights: str = "auto"
+    kv: str = "auto"
+    fraction: float | None = None
+    version: str = "current"
+
+
+@record
+class Verdict:
+    """An engine's own answer to "how many at once": the requests of its context it holds (pool and
+    scheduler), the requests per engine instance the user asked for, whether they fit, and the longest
+    context at which they would (None: the engine has no own rule; the replica search answers)."""
+
+    held: int
+    asked: int
+    fits: bool
+    longest: int | None = None
+    per_instance: int = 1  # data-parallel instances sharing the load (vLLM --data-parallel-size)
+    cap: int = 0  # the scheduler's cap on running requests (0: none)
+    pool_held: int = 0  # requests the pool alone holds
+    context: int = 0  # tokens per request of the load (0: the plan's context; llama.cpp: a slot's share)
+    load: int = 0  # all the requests asked for, over every data-parallel instance (0: ``asked``)
+
+
+@record
+class Command:
+    """A pasted launch command, read: the model it serves, the engine's settings, and what the reader warns."""
+
+    model: str
+    settings: Any
+    warnings: tuple[str, ...] = ()
+
+
+@record
+class Launch:
+    """The command that realises a plan, and a Kubernetes manifest running it (None when there is none)."""
+
+    argv: tuple[str, ...]
+    note: str | None = None
+    manifest: str | None = None
+    manifest_error: str | None = None
 
 
 @record
@@ -165,9 +362,45 @@ class Registry:
         """This registry and one engine more (a new registry: nothing global changes)."""
         return Registry([*self._engines.values(), engine])
 
+    def serving(self) -> tuple[Engine, ...]:
+        """The engines questions over servers ask (compare, plan, levers)."""
+        return tuple(e for e in self if e.serving)
+
+    def searchable(self) -> tuple[Engine, ...]:
+        """The engines that size a serving replica (``plan``'s search, the inverse questions, the levers)."""
+        return tuple(e for e in self if hasattr(e, "replica"))
+
+    def refuse_foreign(self, command: str, name: str, given: Iterable[str]) -> None:
+        """One line for the first option given (argparse dests) that engine ``name`` does not read for ``command``
+        but another engine does, instead of ignoring it: what to give instead, or whose setting it is."""
+        engine = self.get(name)
+        if command == "fit":  # fit's options each engine reads, its own and the common ones
+            reads = {e.name: e.fit_flags for e in self}
+        else:
+            reads = {e.name: frozenset(o.dest for o in e.options if command in o.commands) for e in self}
+        instead = dict(engine.fit_instead) if command == "fit" else {}
+        fraction = engine.fraction
+        for dest in sorted(set(given) & set().union(*reads.values()) - reads[name]):
+            flag = "--" + dest.replace("_", "-")
+            owners = ", ".join(e for e, flags in reads.items() if dest in flags)
+            if dest in instead:
+                why = f": use {instead[dest]}"
+            elif any(e.fraction is not None and e.fraction.dest == dest for e in self):
+                why = (f": its fraction is --{fraction.dest.replace('_', '-')}" if fraction is not None
+                       else f" ({getattr(engine, 'no_fraction', 'it has no memory fraction')})")
+            else:
+                why = f" (it is a setting of {owners})"
+            raise InputError(f"{flag} is not read under --engine {name}{why}")
+
+    def reader(self, claims: Callable[[Engine], bool]) -> Engine | None:
+        """The first engine that claims a command or a log, engines that read anything unclaimed last."""
+        ordered = sorted(self, key=lambda e: bool(getattr(e, "default_reader", False)))
+        return next((e for e in ordered if claims(e)), None)
+
 
 def default_registry() -> Registry:
-    """vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers, each from its own module."""
-    from . import llamacpp, sglang, transformers_engine, trtllm, vllm
+    """vLLM, SGLang, TensorRT-LLM, llama.cpp, transformers and the textbook partition, each from its own module."""
+    from . import _llamacpp, _sglang, _textbook, _transformers, _trtllm, _vllm
 
-    return Registry([vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, llamacpp.ENGINE, transformers_engine.ENGINE])
+    return Registry([_vllm.ENGINE, _sglang.ENGINE, _trtllm.ENGINE, _llamacpp.ENGINE, _transformers.ENGINE,
+                     _textbook.ENGINE])

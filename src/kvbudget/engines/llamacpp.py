@@ -70,6 +70,7 @@ class LlamaCppSettings:
     devices: int = 1  # GPUs the layers are split over (-sm layer), each with the plan's GPU
     tensor_split: tuple[float, ...] = ()  # -ts shares per GPU (default: even; llama.cpp: by free memory)
     model_file: str = ""  # -m: the GGUF file to serve when it is not the model given (a llama-quantize output)
+    quantize: str = ""  # the llama-quantize type (Q4_K_M ...) that file is made with, from a model given by name
 
 
 @record

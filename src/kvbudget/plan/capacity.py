@@ -9,27 +9,28 @@ longest context is searched over whole tokens, so the answer ``C`` holds N and `
 from __future__ import annotations
 
 from .._bisect import largest
+from ..engines.base import Registry, default_registry
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import InputError
-from .levers import default_load
-from .search import REPLICAS
+from .search import replica_of
 
 
 def held(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1, weights: str = "auto",
-         kv: str = "auto", fraction: float | None = None, version: str = "current") -> int:
+         kv: str = "auto", fraction: float | None = None, version: str = "current",
+         registry: Registry | None = None) -> int:
     """Requests of ``context`` tokens one replica holds at once (0: it does not start or holds none)."""
-    if engine not in REPLICAS:
-        raise InputError(f"kvbudget sizes the engines {', '.join(REPLICAS)}, not {engine!r}")
+    replica = replica_of(engine, "kvbudget sizes", registry)
     if context < 1:
         raise InputError(f"context must be at least 1 token, got {context}")
-    r = REPLICAS[engine](spec, gpu, tp, pp, weights, kv, default_load(engine), context, version, fraction)
+    load = (registry or default_registry()).get(engine).lever_load
+    r = replica(spec, gpu, tp, pp, weights, kv, load, context, version, fraction)
     return r.per if r.starts and not r.reason else 0
 
 
 def longest_context(spec: ModelSpec, gpu: GPU, engine: str, concurrency: int, *, tp: int = 1, pp: int = 1,
                     weights: str = "auto", kv: str = "auto", fraction: float | None = None,
-                    version: str = "current", limit: int = 0) -> int:
+                    version: str = "current", limit: int = 0, registry: Registry | None = None) -> int:
     """The longest context (up to ``limit``, default the model's) at which one replica holds ``concurrency``
     requests at once; 0 when not even one token each fits."""
     if concurrency < 1:
@@ -38,6 +39,6 @@ def longest_context(spec: ModelSpec, gpu: GPU, engine: str, concurrency: int, *,
 
     def ok(context: int) -> bool:
         return held(spec, gpu, engine, context, tp=tp, pp=pp, weights=weights, kv=kv, fraction=fraction,
-                    version=version) >= concurrency
+                    version=version, registry=registry) >= concurrency
 
     return largest(ok, top)

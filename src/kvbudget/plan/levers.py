@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from .._record import record, replace
 from ..engines import vllm
+from ..engines.base import Registry
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import GiB, InputError, element_type
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ..engines.base import Engine
 
 
 @record
@@ -129,8 +134,6 @@ def levers(spec: ModelSpec, gpu: GPU, base: vllm.VllmSettings, gpus_per_node: in
 
 # scheduler caps, which the adapters raise to what the pool holds (llama-server's -c and -np are its pool: kept)
 _CAPS = frozenset({"--max-num-seqs", "--max-running-requests", "--max_batch_size"})
-_FRACTION_STEP = {"vllm": 0.03, "sglang": 0.03, "trtllm": 0.05}
-_FRACTION_NAME = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static", "trtllm": "free_gpu_memory_fraction"}
 _UNQUANTIZED = ("bf16", "fp16", "fp32")
 
 
@@ -147,46 +150,33 @@ def _flags(argv: list[str]) -> dict[str, str | None]:
     return out
 
 
-def flag_change(model: str, before: object, after: object) -> str:
+def flag_change(engine: Engine, model: str, before: object, after: object) -> str:
     """The flags of ``after``'s launch command that ``before``'s lacks or sets otherwise (scheduler caps,
     which follow the pool, left out): what a user adds to pull the lever."""
-    from . import launch
-
-    a, b = _flags(launch.argv_for(model, before)), _flags(launch.argv_for(model, after))  # type: ignore[arg-type]
+    a, b = _flags(list(engine.launch(model, before).argv)), _flags(list(engine.launch(model, after).argv))
     return " ".join(f"{k} {v}" if v is not None else k for k, v in b.items() if k not in _CAPS and a.get(k, "\0") != v)
-
-
-def default_load(engine: str) -> int:
-    """The load to plan a replica for so that it runs as the engine does by default: one request (the
-    scheduler keeps its own cap), or for llama-server as many slots as llama.cpp takes."""
-    from ..engines.base import default_registry
-
-    return default_registry().get(engine).lever_load
 
 
 def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1,
                    weights: str = "auto", kv: str = "auto", fraction: float | None = None, version: str = "current",
-                   gpus_per_node: int | None = None) -> tuple[Lever, list[Lever]]:
+                   gpus_per_node: int | None = None, registry: Registry | None = None) -> tuple[Lever, list[Lever]]:
     """What each lever buys under SGLang's, TensorRT-LLM's or llama-server's rules (any engine of
-    ``plan.search.REPLICAS``): the replica as that engine sizes it, each lever re-planned the same way, with the
+    the registry with a ``replica``): the replica as that engine sizes it, each lever re-planned the same way, with the
     scheduler keeping its default cap. ``freed_bytes`` is the KV pool's change per GPU, or for llama.cpp
     (no pool: the cache is what ``-c`` asks for) the change of the memory its weights and buffers take."""
     gpus_per_node = gpus_per_node or gpu.gpus_per_node
-    from ..engines.base import Replica
-    from .search import REPLICAS
+    from ..engines.base import Replica, default_registry
+    from .search import replica_of
 
-    if engine not in REPLICAS:
-        raise InputError(f"levers know the engines {', '.join(REPLICAS)}, not {engine!r}")
+    replica = replica_of(engine, "levers know", registry)
+    server = (registry or default_registry()).get(engine)
     if context < 1:
         raise InputError("levers need a context (--context)")
 
     def run(tp_: int, w: str, k: str, ctx: int, frac: float | None) -> Replica:
-        return REPLICAS[engine](spec, gpu, tp_, pp, w, k, default_load(engine), ctx, version, frac)
+        return replica(spec, gpu, tp_, pp, w, k, server.lever_load, ctx, version, frac)
 
     r0 = run(tp, weights, kv, context, fraction)
-    from ..engines.base import default_registry
-
-    server = default_registry().get(engine)
     pooled = server.pooled
 
     n0 = tp * pp
@@ -196,7 +186,7 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
     def lever(name: str, r: Replica, gpus: int, times: int = 1, flag: str | None = None, ctx: int = context) -> Lever:
         freed = r.kv_cache_bytes - r0.kv_cache_bytes if pooled else r0.weights_bytes - r.weights_bytes
         per = r.per * times if r.starts else 0
-        return Lever(name, flag if flag is not None else flag_change(spec.name, r0.settings, r.settings), gpus,
+        return Lever(name, flag if flag is not None else flag_change(server, spec.name, r0.settings, r.settings), gpus,
                      r.kv_cache_bytes, freed, r.weights_bytes, per, per - base.concurrency, ctx, r.starts, r.reason)
 
     out: list[Lever] = []
@@ -220,11 +210,11 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
     if tp * 2 <= gpus_per_node:
         add("one more TP step" if pooled else "twice the GPUs (-ts)", 2 * tp * pp, 2 * tp, weights, kv, context, fraction)
     out.append(lever("one more replica", r0, 2 * n0, times=2, flag="a second server behind the load balancer"))
-    if pooled and r0.fraction > 0:
-        step = _FRACTION_STEP[engine]
+    if pooled and r0.fraction > 0 and server.fraction is not None:
+        step = server.fraction.step
         for delta in (step, -step):
             u = round(r0.fraction + delta, 2)
             if 0 < u < 1:
-                add(f"{_FRACTION_NAME[engine]} {u}", n0, tp, weights, kv, context, u)
+                add(f"{server.fraction.dest} {u}", n0, tp, weights, kv, context, u)
     return base, out
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .._record import record, replace
-from ..engines import llamacpp, sglang, trtllm, vllm
-from ..engines.base import Replica, default_registry
+from ..engines.base import Launch, Layout, Registry, default_registry
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ..engines.base import Engine, Replica
 
 
 @record
@@ -42,9 +45,13 @@ class Deployment:
     kv_cache_bytes: int  # per GPU
     kv_cache_tokens: int  # per replica
     max_num_seqs: int  # the scheduler's cap on running requests (vLLM max_num_seqs, SGLang max_running_requests)
-    settings: vllm.VllmSettings | sglang.SGLangSettings | trtllm.TrtllmSettings | llamacpp.LlamaCppSettings
+    settings: object  # the engine's settings that realise it (``VllmSettings``, ``SGLangSettings`` ...)
     engine: str = "vllm"
     gpus_per_node: int = 8  # the node this GPU comes in (catalog), or --gpus-per-node
+    label: str = "vLLM"  # the engine, as a sentence names it
+    split_heads: bool = True  # TP splits the heads (llama.cpp: its GPUs split the layers)
+    launch: Launch | None = None  # the command and manifest that realise a deployment that serves
+    slots: int | None = None  # the requests the server is launched to run at once (llama-server -np)
 
 
 def layouts(spec: ModelSpec, max_gpus: int, gpus_per_node: int) -> list[tuple[int, int]]:
@@ -64,25 +71,30 @@ def layouts(spec: ModelSpec, max_gpus: int, gpus_per_node: int) -> list[tuple[in
 
 
 
-def _servers() -> dict[str, Callable[..., Replica]]:
+def servers(registry: Registry | None = None) -> dict[str, Callable[..., Replica]]:
     """The engines that size a serving replica (every registered engine with ``replica``), by name."""
-    return {e.name: e.replica for e in default_registry() if hasattr(e, "replica")}
+    return {e.name: e.replica for e in registry or default_registry() if hasattr(e, "replica")}
 
 
-REPLICAS = _servers()
+def replica_of(engine: str, what: str, registry: Registry | None = None) -> Callable[..., Replica]:
+    """``engine``'s replica planner; one error line naming the engines that have one otherwise."""
+    known = servers(registry)
+    if engine not in known:
+        raise InputError(f"{what} the engines {', '.join(known)}, not {engine!r}")
+    return known[engine]
 
 
 def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
              max_gpus: int, price: float | None, version: str = "current", engine: str = "vllm",
-             fraction: float | None = None) -> Deployment:
+             fraction: float | None = None, registry: Registry | None = None) -> Deployment:
     """One layout and precision on one GPU type: plan a replica, then the replicas the load needs."""
     try:
-        r = REPLICAS[engine](spec, gpu, tp, pp, weights, kv, concurrency, context, version, fraction)
+        r = replica_of(engine, "plan knows", registry)(spec, gpu, tp, pp, weights, kv, concurrency, context, version, fraction)
     except InputError as exc:  # TP not a divisor of the heads, a format the GPU cannot run, ...
         return Deployment(gpu=gpu.name, tp=tp, pp=pp, replicas=0, weights_dtype=weights, kv_dtype=kv, num_gpus=tp * pp,
                           per_replica=0, max_concurrency=0, price_per_hour=None if price is None else round(price * tp * pp, 4),
                           starts=False, serves=False, reason=str(exc), headroom=-1.0, weights_bytes=0, kv_cache_bytes=0,
-                          kv_cache_tokens=0, max_num_seqs=0, settings=vllm.VllmSettings(), engine=engine)
+                          kv_cache_tokens=0, max_num_seqs=0, settings=None, engine=engine)
     reason = r.reason
     per = r.per if not reason else 0
     if not reason and per == 0:
@@ -104,18 +116,17 @@ def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str,
 def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, max_gpus: int = 64,
            gpus_per_node: int | None = None, weights: tuple[str, ...] = ("auto", "fp8"), kv: tuple[str, ...] = ("auto", "fp8"),
            prices: dict[str, float] | None = None, version: str = "current", engine: str = "vllm",
-           fraction: float | None = None) -> list[Deployment]:
+           fraction: float | None = None, registry: Registry | None = None) -> list[Deployment]:
     """Every candidate, those that serve first (cheapest, then most headroom), then the excluded. ``fraction``:
     the engine's memory fraction (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
     free_gpu_memory_fraction) instead of its default. ``gpus_per_node``: the node size for every GPU type instead of
     the catalog's (an HGX board of 8, one GH200 superchip, at most 4 consumer cards ...)."""
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
-    if engine not in REPLICAS:
-        raise InputError(f"plan knows the engines {', '.join(REPLICAS)}, not {engine!r}")
+    replica_of(engine, "plan knows", registry)
     if max_gpus < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
-    server = default_registry().get(engine)
+    server = (registry or default_registry()).get(engine)
     rows = []
     for gpu in gpus:
         price = (prices or {}).get(gpu.name, gpu.price_per_hour)
@@ -127,9 +138,33 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
                 continue
             for w in weights:
                 for k in kv:
-                    rows.append(replace(evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version,
-                                                 engine, fraction), gpus_per_node=node))
+                    d = evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine, fraction,
+                                 registry)
+                    rows.append(replace(d, gpus_per_node=node, label=server.label, split_heads=server.tensor_parallel,
+                                        launch=_launch(server, spec.name, d, node) if d.serves else None,
+                                        slots=getattr(d.settings, "n_parallel", None)))
     return sorted(rows, key=_rank)
+
+
+def _launch(server: Engine, model: str, d: Deployment, gpus_per_node: int) -> Launch:
+    """The command that runs one replica of ``d``, with the manifest for all its replicas (or why there is none)."""
+    from .launch import manifest
+
+    out = server.launch(model, d.settings)
+    try:
+        return replace(out, manifest=manifest(model, list(out.argv), d.tp, d.pp, d.replicas, gpus_per_node))
+    except InputError as exc:
+        return replace(out, manifest_error=str(exc))
+
+
+def fewest(spec: ModelSpec, concurrency: int, context: int, gpu: GPU, engine: str, layout: Layout, *,
+           max_gpus: int = 64, gpus_per_node: int | None = None, registry: Registry | None = None) -> Deployment | None:
+    """The deployment with the fewest GPUs of one type (then the most headroom) that serves the load, in the
+    precision and memory fraction of ``layout`` (its layout itself is searched)."""
+    rows = [d for d in search(spec, concurrency, context, [gpu], max_gpus=max_gpus, gpus_per_node=gpus_per_node,
+                              weights=(layout.weights,), kv=(layout.kv,), engine=engine, fraction=layout.fraction,
+                              version=layout.version, registry=registry) if d.serves]
+    return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
 
 
 def _rank(d: Deployment) -> tuple[int, float, int, float]:

@@ -134,14 +134,10 @@ def gpus_doc(items: list[GPU]) -> list[dict[str, Any]]:
 
 
 def vllm_doc(
-    p: VllmPlan, units: str = "GiB", suggestions: list[tuple[str, VllmPlan]] | None = None, batch: int = 1,
+    p: VllmPlan, units: str = "GiB", suggestions: list[tuple[str, VllmPlan]] | tuple[tuple[str, VllmPlan], ...] | None = None,
 ) -> dict[str, Any]:
-    """``fit --engine vllm`` and ``explain``: the figures vLLM prints, with their provenance. The
-    ``fit`` keys of the textbook engine are there too, in vLLM's terms."""
-    from ..engines.vllm import capacity
-
-    each = -(-batch // p.dp)  # data-parallel engines share the load
-    most, longest = capacity(p, each)
+    """``fit --engine vllm`` and ``explain``: the figures vLLM prints, with their provenance (the verdict's keys
+    are added for every engine alike: ``report/fit_report.py``)."""
     doc: dict[str, Any] = {
         "model": p.model,
         "params": p.params,
@@ -164,10 +160,6 @@ def vllm_doc(
             "kv_cache_bytes": max(p.available_kv_cache_bytes, 0) if p.starts else 0,
             "overhead_bytes": p.non_torch_bytes + p.cudagraph_bytes,
         },
-        "batch": batch,
-        "max_batch": most * p.dp,
-        "max_context": longest,
-        "fits": p.starts and p.max_concurrency >= each,
         "available_kv_cache_bytes": p.available_kv_cache_bytes,
         "kv_cache_dtype": p.kv_cache_dtype,
         "block_size": p.block_size,
@@ -276,3 +268,30 @@ def engine_doc(row: EnginePlan, plan: object, lines: list[str], notes: list[str]
         "notes": notes,
         "warnings": warnings,
     }
+
+
+def compare_doc(model: str, context: int, tp: int, pp: int, rows: tuple[EnginePlan, ...],
+                omitted: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """``compare``: one object per engine, and the engines left out with the reason."""
+    return {"model": model, "context": context, "tp": tp, "pp": pp, "engines": [
+        {"engine": r.engine, "weights_bytes": r.weights_bytes, "kv_budget_bytes": r.kv_budget_bytes,
+         "kv_cache_tokens": r.kv_tokens, "max_concurrency": round(r.max_concurrency, 3), "context": r.context,
+         "starts": r.starts, "budget_rule": r.budget_rule, "unit": r.unit} for r in rows],
+        "not_compared": [{"engine": e, "reason": why} for e, why in omitted]}
+
+
+def recomputed_doc(rows: list[tuple[str, float, float, bool]]) -> dict[str, Any]:
+    """``check`` of an SGLang or TensorRT-LLM log: each figure the log lets kvbudget recompute."""
+    return {"comparison": [{"figure": f, "reported": r, "recomputed": c, "exact": e} for f, r, c, e in rows]}
+
+
+def llamacpp_check_doc(log: Any, checks: list[Any]) -> dict[str, Any]:
+    """``check`` of a llama.cpp log: each KV cache it reports beside kvbudget's bytes, and its buffers."""
+    return {"engine": "llama.cpp", "caches": [
+        {"cells": c.cache.cells, "layers": c.cache.layers, "type_k": c.cache.type_k, "type_v": c.cache.type_v,
+         "swa": c.cache.swa, "reported_k_mib": c.cache.k_mib, "predicted_k_mib": c.predicted_k_mib,
+         "reported_v_mib": c.cache.v_mib, "predicted_v_mib": c.predicted_v_mib, "exact": c.exact,
+         "n_embd_k_gqa": c.n_embd_k_gqa, "n_embd_v_gqa": c.n_embd_v_gqa,
+         "buffers": [{"name": b, "mib": m, "layers": n} for (b, m), n in zip(c.cache.buffers, c.buffer_layers, strict=False)],
+         "buffers_exact": c.buffers_exact} for c in checks],
+        "buffers_mib": dict(log.buffers_mib)}

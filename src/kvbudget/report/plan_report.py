@@ -10,13 +10,11 @@ if TYPE_CHECKING:
 
     from ..plan.levers import Lever, RuleOfThumb
     from ..plan.search import Deployment
+    from ..questions.plan import LeversAnswer, PlanAnswer
 
 
 def _layout(d: Deployment) -> str:
-    from ..engines.base import default_registry
-
-    split_heads = default_registry().get(d.engine).tensor_parallel
-    out = (f"TP{d.tp}" if split_heads else plural(d.tp, "GPU")) + (f" PP{d.pp}" if d.pp > 1 else "")
+    out = (f"TP{d.tp}" if d.split_heads else plural(d.tp, "GPU")) + (f" PP{d.pp}" if d.pp > 1 else "")
     return out + (f" x{d.replicas}" if d.replicas > 1 else "")
 
 
@@ -24,12 +22,10 @@ def _dtype(name: str) -> str:
     return "ckpt" if name == "auto" else name
 
 
-def launch_doc(model: str, d: Deployment) -> dict[str, str | None]:
-    from ..plan import launch
+def launch_doc(d: Deployment) -> dict[str, str | None] | None:
+    from .fit_report import launch_doc as doc
 
-    argv = launch.argv_for(model, d.settings)
-    return launch.launch_doc(model, argv, getattr(d.settings, "quantization", None),
-                             launch.manifest(model, argv, d.tp, d.pp, d.replicas, d.gpus_per_node))
+    return None if d.launch is None else doc(d.launch)
 
 
 def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment], units: str) -> dict[str, Any]:
@@ -45,19 +41,19 @@ def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment],
             "gpus_per_node": d.gpus_per_node,
         }
         if d.serves:
-            row["launch"] = launch_doc(model, d)
+            row["launch"] = launch_doc(d)
         plans.append(row)
     return {"model": model, "engine": {"name": rows[0].engine if rows else "vllm"}, "concurrency": concurrency, "context": context,
             "searched": len(rows), "serving": sum(d.serves for d in rows), "plans": plans}
 
 
 def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment], units: str, top: int,
-              max_gpus: int, gpus_per_node: int | None) -> str:
-    from ..plan import launch
+              max_gpus: int, gpus_per_node: int | None, label: str = "vLLM", hint: str = "") -> str:
+    from ..plan.launch import command
     from .text import table
 
     good = [d for d in rows if d.serves]
-    engine = _engine_label(rows[0].engine if rows else "")
+    engine = label
     out = [f"{model}: {plural(concurrency, 'request')} of {context:,} tokens at once, with {engine}'s rules "
            f"(at most {max_gpus} GPUs, " + (f"{gpus_per_node} per node)" if gpus_per_node else "node sizes from the GPU catalog)"),
            f"{len(rows):,} deployments searched (GPU x layout x weights x KV cache): {len(good):,} serve the load", ""]
@@ -69,14 +65,11 @@ def plan_text(model: str, concurrency: int, context: int, rows: list[Deployment]
               fmt_bytes(d.kv_cache_bytes, units)] for i, d in enumerate(good[:top], 1)],
             right=[True, False, True, False, False, False, True, True, True, True]))
         best = good[0]
-        argv = launch.argv_for(model, best.settings)
+        argv = list(best.launch.argv) if best.launch else []
         each = f" ({best.replicas} replicas of {plural(best.tp * best.pp, 'GPU')}, each running)" if best.replicas > 1 else ""
-        note = launch.checkpoint_note(model, getattr(best.settings, "quantization", None))
-        out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {launch.command(argv)}", *([f"  ({note})"] if note else []),
+        note = best.launch.note if best.launch else None
+        out += ["", f"Best: {best.num_gpus} x {best.gpu}{each}:", f"  {command(argv)}", *([f"  ({note})"] if note else []),
                 "  (kvbudget plan --json gives every row with its command and Kubernetes manifest)"]
-        from ..engines.base import default_registry
-
-        hint = default_registry().get(best.engine).launch_hint
         if hint:
             out.append(f"  ({hint})")
         if any(d.weights_dtype not in ("auto", "fp8") for d in good[:top]):
@@ -114,26 +107,24 @@ def fewest_doc(model: str, d: Deployment | None) -> dict[str, Any] | None:
     if d is None:
         return None
     return {"gpu": d.gpu, "num_gpus": d.num_gpus, "tp": d.tp, "pp": d.pp, "replicas": d.replicas,
-            "max_concurrency": d.max_concurrency, "kv_cache_bytes": d.kv_cache_bytes, "launch": launch_doc(model, d)}
+            "max_concurrency": d.max_concurrency, "kv_cache_bytes": d.kv_cache_bytes, "launch": launch_doc(d)}
 
 
 
 
-def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context: int, engine: str = "vllm") -> str:
+def fewest_text(model: str, d: Deployment | None, gpu: str, batch: int, context: int, multi_node: bool = True) -> str:
     if d is None:
-        from ..engines.base import default_registry
-
-        within = "64 GPUs" if default_registry().get(engine).multi_node else "one node"
+        within = "64 GPUs" if multi_node else "one node"
         return f"Fewest {gpu} for {batch:,} x {context:,}-token {noun(batch, 'request')}: none within {within}"
-    from ..plan import launch
+    from ..plan.launch import command
 
-    note = launch.checkpoint_note(model, getattr(d.settings, "quantization", None))
-    slots = getattr(d.settings, "n_parallel", None)  # llama-server runs the slots it is launched with (-np)
+    note = d.launch.note if d.launch else None
+    slots = d.slots  # llama-server runs the slots it is launched with (-np)
     held = (f"holding {slots * d.replicas:,} at once (room for {d.max_concurrency:,} slots)"
             if slots is not None and slots * d.replicas < d.max_concurrency else f"holding {d.max_concurrency:,} at once")
     return (f"Fewest {gpu} for {batch:,} x {context:,}-token {noun(batch, 'request')}: {d.num_gpus} ({_layout(d)}), "
             + held + ("" if d.replicas == 1 else f" over {d.replicas} servers")
-            + f":\n  {launch.command(launch.argv_for(model, d.settings))}" + (f"\n  ({note})" if note else ""))
+            + f":\n  {command(list(d.launch.argv) if d.launch else [])}" + (f"\n  ({note})" if note else ""))
 
 
 def _lever_doc(r: Lever) -> dict[str, Any]:
@@ -162,11 +153,7 @@ def _size(n: int) -> str:
     return f"{n / 1e9:g}B"
 
 
-def _engine_label(engine: str) -> str:
-    return {"sglang": "SGLang", "trtllm": "TensorRT-LLM", "llama.cpp": "llama.cpp"}.get(engine, "vLLM")
-
-
-def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engine: str = "vllm") -> list[str]:
+def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, label: str = "vLLM") -> list[str]:
     """The back-of-envelope reading of FP8 weights (nominal weight bytes saved / KV per sequence) beside the real
     bytes and the engine's count."""
     gb, gib = thumb.freed_bytes / 1e9, thumb.sequence_bytes / GiB
@@ -181,7 +168,7 @@ def rule_of_thumb_text(thumb: RuleOfThumb, fp8: Lever | None, context: int, engi
         share = (f"; counted against a whole sequence that is {naive:+,}, but each GPU holds 1/{thumb.gpus} of every "
                  "sequence" if thumb.gpus > 1 else "")
         out.append(f"real: FP8 weights free {fp8.freed_bytes / GiB:.2f} GiB ({fp8.freed_bytes / 1e9:.1f} GB) on each "
-                   f"GPU{share}: {_engine_label(engine)} fits {fp8.added:+,}")
+                   f"GPU{share}: {label} fits {fp8.added:+,}")
     return out
 
 
@@ -204,8 +191,8 @@ def levers_table(rows: list[Lever], context: int, units: str) -> str:
 
 
 def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[Lever], units: str,
-                thumb: RuleOfThumb | None = None, engine: str = "vllm") -> str:
-    out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, {_engine_label(engine)}'s rules:",
+                thumb: RuleOfThumb | None = None, label: str = "vLLM") -> str:
+    out = [f"{model} on {baseline.gpus} x {gpu}, requests of {context:,} tokens, {label}'s rules:",
            f"as configured: {fmt_bytes(baseline.kv_cache_bytes, units)} of KV cache per GPU, "
            f"{plural(baseline.concurrency, 'request')} at once" + ("" if baseline.starts else f" (does not start: {baseline.note})"), ""]
     out.append(levers_table(rows, context, units))
@@ -215,5 +202,31 @@ def levers_text(model: str, gpu: str, context: int, baseline: Lever, rows: list[
         freed = f": {_signed(best.freed_bytes, units)} per GPU" if round(best.freed_bytes / 1e8) else ""
         out += ["", f"Most per GPU: {best.name} ({best.flag}){freed} -> {best.added:+,} concurrent {context:,}-token {noun(best.added, 'request')}"]
     if thumb is not None:
-        out += ["", *rule_of_thumb_text(thumb, next((r for r in rows if r.name == "FP8 weights"), None), context, engine)]
+        out += ["", *rule_of_thumb_text(thumb, next((r for r in rows if r.name == "FP8 weights"), None), context, label)]
     return "\n".join(out)
+
+
+def plan_answer_doc(a: PlanAnswer, units: str) -> dict[str, Any]:
+    """``plan --json``: every row, the best one with its levers (one replica), as ``levers --json`` gives them."""
+    doc = plan_doc(a.model, a.concurrency, a.context, list(a.rows), units)
+    doc["engine"] = {"name": a.engine}
+    if a.best is not None:
+        doc["plans"][0]["levers"] = lever_docs(list(a.levers))
+    return doc
+
+
+def plan_answer_text(a: PlanAnswer, units: str, top: int, max_gpus: int, gpus_per_node: int | None) -> str:
+    out = plan_text(a.model, a.concurrency, a.context, list(a.rows), units, top, max_gpus, gpus_per_node, a.label,
+                    a.launch_hint)
+    if a.best is not None:
+        out += "\n\nFor the best deployment (one replica) -- " + levers_table(list(a.levers), a.context, units)
+    return out
+
+
+def levers_answer_doc(a: LeversAnswer) -> dict[str, Any]:
+    return levers_doc(a.model, a.gpu, a.baseline, list(a.levers), a.rule_of_thumb, a.engine)
+
+
+def levers_answer_text(a: LeversAnswer, units: str) -> str:
+    out = levers_text(a.model, a.gpu, a.context, a.baseline, list(a.levers), units, a.rule_of_thumb, a.label)
+    return "\n".join([out, *(f"warning: {w}" for w in a.warnings)])

@@ -13,8 +13,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..engines.textbook import MemoryPlan
-    from ..engines.vllm import VllmPlan
     from ..plan.search import Deployment
 
 COLORS = {"weights": "#4C72B0", "KV cache": "#55A868", "activation": "#C44E52", "CUDA graphs": "#8172B2",
@@ -111,44 +109,12 @@ def kv_plot(spec: ModelSpec, weights_bytes: int, path: str, batches: tuple[int, 
     return crossings
 
 
-def partition_parts(p: VllmPlan | MemoryPlan) -> list[tuple[str, int]]:
-    """Each GPU's memory, part by part, bottom to top (the last part: what stays free)."""
-    from ..engines.vllm import VllmPlan
-
-    if isinstance(p, VllmPlan):
-        parts = [("weights", p.model_loading_bytes), ("KV cache", max(p.available_kv_cache_bytes, 0)),
-                 ("activation", p.activation_bytes), ("CUDA graphs", p.cudagraph_bytes), ("overhead", p.non_torch_bytes)]
-        total = p.total_bytes
-    else:
-        parts = [("weights", p.weights_bytes), ("KV cache", max(p.kv_cache_bytes, 0)),
-                 ("activation", p.activation_bytes), ("overhead", p.overhead_bytes)]
-        total = p.total_bytes
-    used = sum(b for _, b in parts)
-    return [*parts, ("free", max(total - used, 0))]
-
-
-def stage_parts(p: VllmPlan) -> list[list[tuple[str, int]]]:
-    """Each pipeline stage's partition (one TP rank of it), bottom to top, ending with what stays free."""
-    out = []
-    for weights, kv, act, graphs in p.stage_memory:
-        parts = [("weights", weights), ("KV cache", kv), ("activation", act), ("CUDA graphs", graphs),
-                 ("overhead", p.non_torch_bytes)]
-        out.append([*parts, ("free", max(p.total_bytes - sum(b for _, b in parts), 0))])
-    return out
-
-
-def fit_plot(p: VllmPlan | MemoryPlan, path: str) -> list[tuple[str, int]]:
-    """The memory partition of each GPU: under pipeline parallelism each stage's own (vLLM), otherwise the
-    binding rank's for every GPU (tensor-parallel ranks hold the same)."""
-    from ..engines.vllm import VllmPlan
-
+def fit_plot(answer: Any, engine: Any, path: str) -> list[tuple[str, int]]:
+    """The memory partition of each GPU, as the engine splits it (``engine.partition``): the parts of the first."""
     plt = _pyplot()
-    parts = partition_parts(p)
-    tp, pp = getattr(p, "tp", 1), getattr(p, "pp", 1)
-    n = max(tp * pp, 1)
-    per_gpu = [parts] * n
-    if isinstance(p, VllmPlan) and pp > 1 and len(p.stage_memory) == pp:
-        per_gpu = [stage for stage in stage_parts(p) for _ in range(tp)]
+    tp, pp, per_gpu = engine.partition(answer.plan)
+    parts = per_gpu[0]
+    n = len(per_gpu)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * n + 2.5), 4.8))
     labels = [f"GPU {i}" + (f"\nstage {i // tp}" if pp > 1 else "") for i in range(n)]
     bottoms = [0.0] * n
@@ -157,11 +123,11 @@ def fit_plot(p: VllmPlan | MemoryPlan, path: str) -> list[tuple[str, int]]:
         ax.bar(labels, values, bottom=bottoms, color=COLORS[name], label=name)
         bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
     ax.set_ylabel("GiB per GPU")
-    ax.set_title(f"{p.model} on {p.gpu}: memory per GPU")
+    ax.set_title(f"{answer.model} on {answer.device.name}: memory per GPU")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _save(fig, path)
     plt.close(fig)
-    return parts
+    return list(parts)
 
 
 def plan_plot(rows: list[Deployment], path: str, concurrency: int) -> Deployment | None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from ..units import fmt_bytes, fmt_small, noun, plural, verb
+from ..units import fmt_bytes, fmt_small, plural
 from .verdict import verdict_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..engines.base import EnginePlan
     from ..engines.llamacpp import LlamaCppPlan
     from ..engines.textbook import MemoryPlan
@@ -129,10 +131,8 @@ def gpus_text(items: list[GPU], units: str) -> str:
                  rows, right=[False, False, True, True, True, True, False, True])
 
 
-def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] | None = None, batch: int | None = None) -> str:
+def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] | tuple[tuple[str, VllmPlan], ...] = ()) -> str:
     """The vLLM plan: the per-rank budget, the KV pool, and the lines vLLM will log."""
-    from ..engines.vllm import capacity
-
     par = f"TP={p.tp} PP={p.pp}" + (f" DP={p.dp} (memory per engine)" if p.dp > 1 else "")
     tags = dict(p.provenance)
 
@@ -162,24 +162,6 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         "vLLM will log:" if p.starts else "vLLM will stop with:",
         *(f"  {line}" for line in p.log_lines),
     ]
-    if batch is not None and p.starts:
-        each = -(-batch // p.dp)  # data-parallel engines share the load: each holds its part in its own pool
-        most, longest = capacity(p, each)
-        ok = p.max_concurrency >= each
-        over = f" over {p.dp} DP engines ({each:,} each)" if p.dp > 1 else ""
-        pool = "each engine's pool" if p.dp > 1 else "the pool"
-        out += [
-            "",
-            f"Requests of {p.max_model_len:,} tokens held at once: {most:,}"
-            + (f" per engine, {most * p.dp:,} over {p.dp} DP engines" if p.dp > 1 else ""),
-            f"Longest context for {plural(each, 'request')} at once{' per engine' if p.dp > 1 else ''}:  {longest:,}",
-            f"Verdict: {'fits' if ok else 'does not fit'}: {batch:,} x {p.max_model_len:,}-token "
-            + f"{noun(batch, 'request')}{over} "
-            + (f"{verb(batch, 'fit')} in {pool} ({p.max_concurrency:.2f}x)" if ok
-               else f"{verb(batch, 'need')} more than {pool} ({p.max_concurrency:.2f}x)"),
-        ]
-    elif batch is not None:
-        out += ["", "Verdict: does not fit: vLLM will not start (see above)"]
     if suggestions:
         out += ["", "Flags that change this:"]
         for flags, s in suggestions:
@@ -245,7 +227,6 @@ def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None
     ]
     if p.fit_note:
         out.append(f"auto-fit: {p.fit_note}")
-    out.append(f"Verdict: {'fits' if p.fits else 'does not fit'} on {p.gpu}")
     out += [f"note: {n}" for n in p.notes]
     out += [f"warning: {w}" for w in warnings or []]
     return "\n".join(out)
@@ -417,3 +398,30 @@ def _fit_command(body: str, indent: int, width: int) -> list[str]:
         else:
             out[-1] += ("" if not out[-1].strip() else " ") + word
     return out
+
+
+def recomputed_text(rows: list[tuple[str, float, float, bool]]) -> str:
+    """``check`` of an SGLang or TensorRT-LLM log: each figure the log lets kvbudget recompute."""
+    return "\n".join(["Reported vs recomputed from the log's own figures (matches: within the log's 0.01 GB rounding):",
+                      table(["figure", "log", "kvbudget", ""], [[f, f"{r:,}", f"{c:,}", "matches" if e else "DIFFERS"]
+                                                               for f, r, c, e in rows])])
+
+
+def llamacpp_check_text(checks: list[Any]) -> str:
+    """``check`` of a llama.cpp log: each KV cache reported vs recomputed, and each KV buffer in whole layers."""
+
+    def buffers(c: Any) -> str:
+        if not c.cache.buffers:
+            return "-"
+        return ", ".join(f"{name} {mib:.2f} = {n} layers" for (name, mib), n in zip(c.cache.buffers, c.buffer_layers, strict=False)) \
+            + ("" if c.buffers_exact else " (NOT whole layers)")
+
+    rows = [[("SWA " if c.cache.swa else "") + f"{c.cache.cells:,} cells x {c.cache.layers} layers", c.cache.type_k + "/" + c.cache.type_v,
+             f"{c.cache.k_mib:.2f} / {c.cache.v_mib:.2f}", f"{c.predicted_k_mib:.2f} / {c.predicted_v_mib:.2f}",
+             "exact" if c.exact else "DIFFERS", buffers(c)] for c in checks]
+    out = ["llama.cpp KV caches, reported vs recomputed (K / V MiB), and each KV buffer in whole layers:",
+           table(["cache", "types", "log", "kvbudget", "", "KV buffers (MiB)"], rows,
+                 right=[False, False, True, True, False, False])]
+    if any(not c.n_embd_k_gqa for c in checks):
+        out.append("warning: the log lacks the KV widths (n_embd_k_gqa): give --model")
+    return "\n".join(out)

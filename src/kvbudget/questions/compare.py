@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ..engines.base import EnginePlan, Registry, Unsupported, default_registry
+from ..engines.base import setup as make_setup
 from ..hardware import GPU
 from ..model.spec import ModelSpec
-from .base import EnginePlan, Registry, Unsupported, default_registry
-from .base import setup as make_setup
 
 
 def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str = "auto", pp: int = 1,
@@ -16,7 +16,7 @@ def compare(spec: ModelSpec, gpu: GPU, context: int, tp: int = 1, kv_dtype: str 
     setup = make_setup(context, tp, pp, kv_dtype)
     rows: list[EnginePlan] = []
     omitted: list[tuple[str, str]] = []
-    for engine in registry or default_registry():
+    for engine in (registry or default_registry()).serving():
         try:
             rows.append(engine.plan(spec, gpu, setup))
         except Unsupported as exc:

@@ -1,0 +1,282 @@
+"""The command line's arguments: kvbudget's own flags, and each engine's options as the engines declare them
+(``Option`` in ``engines/base.py``). Parsing only: values are checked here, answers come from the API."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .units import InputError, excerpt, human_readable_int, parse_size
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+    from .engines.base import Option, Registry
+
+PROG = "kvbudget"
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Help text at a fixed width unless COLUMNS says otherwise (argparse would import shutil
+    to ask the terminal for every argument it adds, which costs start-up time)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
+        cols = os.environ.get("COLUMNS", "")
+        super().__init__(prog, indent_increment, max_help_position, width or (int(cols) - 2 if cols.isdigit() else 100))
+
+
+def one_line(message: str, limit: int = 300) -> str:
+    """An error as one line of at most ``limit`` characters: whatever input it quotes, the start and the end
+    (where the fix is named) stay."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else f"{text[: limit - 100]} ... {text[-95:]}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{PROG}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+
+MAX_COUNT = 10**12  # no token count, batch or GPU count comes near it; larger is a typo or an attack
+
+
+def _count(text: str) -> int:
+    """A positive whole number: ``8192``, ``8,192``, ``8_192``, or with vLLM's suffixes ``8k`` (8,000) and
+    ``8K`` (8,192), as vLLM reads ``--max-model-len``."""
+    body = text.strip()
+    import re
+
+    if re.fullmatch(r"\s*-\s*\d[\d,_]*\s*", text) or body in ("0", "-0"):
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} must be positive")
+    human = human_readable_int(body)
+    if human is not None:
+        value = human
+    elif len(body) > 20 or not re.fullmatch(r"\d{1,3}(,\d{3})+|\d+(_\d+)*", body):
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number (write it like 8192, 8,192, 8K "
+                                         "= 8,192 or 8k = 8,000, as vLLM reads them)")
+    else:
+        value = int(body.replace(",", "").replace("_", ""))
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{text!r} is far larger than any deployment (at most {MAX_COUNT:,})")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """A memory fraction in (0, 1], as vLLM, SGLang and TensorRT-LLM take them."""
+    try:
+        value = float(text) if len(text) <= 20 else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a fraction in (0, 1], e.g. 0.9")
+    return value
+
+
+def _layers(text: str) -> int:
+    """llama.cpp's -ngl: layers on the GPU, -1 (or any negative) for all."""
+    try:
+        value = int(text) if len(text) <= 12 else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number of layers (-1: all)")
+    return max(value, -1)
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _size0(text: str) -> int:
+    try:
+        return parse_size(text, allow_zero=True)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document (schema in docs/json-schema.md)")
+    p.add_argument("--units", type=lambda text: {"gib": "GiB", "gb": "GB"}.get(text.strip().lower(), text),
+                   choices=("GiB", "GB"), default="GiB", help="GiB = 2^30 bytes (default), GB = 10^9 (any case)")
+    p.add_argument("--wide", action="store_true", help="print full-width tables and lines (default: fit 120 columns)")
+
+
+_COMMANDS = {
+    "kv": "KV-cache bytes per token, per sequence, and over batch x context",
+    "fit": "will it fit: per-GPU memory partition, largest batch, longest context",
+    "explain": "what a pasted launch command (vLLM, SGLang, TensorRT-LLM, llama.cpp) will do and print at start-up",
+    "check": "compare an engine's start-up log with kvbudget's prediction, figure by figure",
+    "compare": "one model on one GPU under vLLM, SGLang, TensorRT-LLM and llama.cpp, side by side",
+    "plan": "the cheapest deployments (GPU type x count x layout x precision) that serve a load",
+    "levers": "what each lever (FP8, 4-bit, FP8 KV, context, GPUs, max_num_seqs, utilization) buys",
+    "models": "list the built-in models",
+    "gpus": "list the built-in GPUs",
+}
+
+
+def _kv_args(kv: argparse.ArgumentParser) -> None:
+    kv.add_argument("model", help="catalog name or alias, HF repo id, or path to a config.json (or its folder)")
+    kv.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
+    kv.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
+    kv.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp32, fp8, fp8_e5m2, int8, q8_0 ...")
+    kv.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree: figures are per GPU")
+    kv.add_argument("--plot", metavar="FILE", help="also draw KV vs length and batch, with the weights' crossover (.png/.svg)")
+
+
+def _fit_args(fit: argparse.ArgumentParser, registry: Registry) -> None:
+    fit.add_argument("model", help="catalog name or alias, HF repo id, or path to a config.json (or its folder)")
+    _hardware(fit, "GPU name as people write it (H100, a100-80gb, RTX4090, MI300X ...)")
+    _layout(fit)
+    fit.add_argument("--weights-dtype", default="auto",
+                     help="auto (checkpoint), bf16, fp16, fp32, fp8, int8, awq, gptq, nf4, mxfp4, nvfp4; "
+                     "llama.cpp: a llama-quantize type (Q4_K_M, Q5_K_M, Q8_0, IQ4_XS ...)")
+    fit.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp8, ...")
+    fit.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
+    fit.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
+    names = registry.names()
+    fit.add_argument("--engine", choices=names, default=names[0],
+                     help=f"whose rules (default {names[0]}): " + ", ".join(f"{e.name} ({e.label})" for e in registry))
+    fit.add_argument("--plot", metavar="FILE", help="also draw each GPU's memory partition (.png/.svg)")
+
+
+def _hardware(p: argparse.ArgumentParser, gpu_help: str, required: bool = True) -> None:
+    hw = p.add_mutually_exclusive_group(required=required)
+    hw.add_argument("--gpu", help=gpu_help)
+    hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog, e.g. 48GiB")
+
+
+def _layout(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--num-gpus", type=_count, help="GPUs in total (tensor parallel unless --tp/--pp say otherwise)")
+    p.add_argument("--tp", type=_count, help="tensor-parallel degree (default 1)")
+    p.add_argument("--pp", type=_count, help="pipeline-parallel degree (default 1)")
+
+
+def _explain_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    _hardware(p, "the GPU the command runs on (H100, a100-80gb, L4 ...)")
+    p.add_argument("--num-gpus", type=_count, help="GPUs on the machine (checked against the command's parallel sizes)")
+    p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="after --: the launch command (vllm serve, "
+                   "python -m sglang.launch_server, trtllm-serve, llama-server), as words or one quoted string")
+
+
+def _check_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("log", help="a start-up log file (vLLM of any release line, SGLang, TensorRT-LLM, llama.cpp), or - "
+                   "for standard input")
+    p.add_argument("--model", help="the model, when the log does not name it (catalog name, HF id or config.json)")
+    _hardware(p, "the GPU, when the log does not show it", required=False)
+    p.epilog = "After --: vLLM flags the run used, overriding what the log shows (e.g. -- --max-model-len 4096)."
+
+
+def _compare_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("model", help="catalog name or alias, HF repo id, config.json or GGUF file")
+    _hardware(p, "GPU name (H100, L4 ...)")
+    p.add_argument("--context", type=_count, default=8192, help="tokens per request (default 8192)")
+    _layout(p)
+    p.add_argument("--kv-dtype", default="auto", help="auto or fp8")
+
+
+def _engine_choice(p: argparse.ArgumentParser, registry: Registry) -> None:
+    names = tuple(e.name for e in registry.searchable())
+    p.add_argument("--engine", choices=names, default=names[0],
+                   help=f"whose rules (default {names[0]}): " + ", ".join(f"{e.name} ({e.label})" for e in registry.searchable()))
+
+
+def _plan_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
+    p.add_argument("--concurrency", type=_count, required=True, help="requests served at once")
+    p.add_argument("--context", type=_count, required=True, help="tokens per request (vLLM --max-model-len)")
+    _engine_choice(p, registry)
+    p.add_argument("--gpus", help="comma-separated GPU types to consider (default: every catalog GPU)")
+    p.add_argument("--max-gpus", type=_count, default=64, help="most GPUs in one deployment (default 64)")
+    p.add_argument("--gpus-per-node", type=_count,
+                   help="GPUs per node for every GPU type: TP stays within one (default: the catalog's, e.g. 8 on an HGX "
+                   "board, 1 GH200, 4 consumer cards; `kvbudget gpus --json`)")
+    p.add_argument("--weights-dtype", help="weight formats to try (default auto,fp8; trtllm: auto; auto = the checkpoint's)")
+    p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; llama.cpp: auto,q8_0)")
+    p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
+    p.add_argument("--top", type=_count, default=10, help="rows to show (default 10; --json gives all)")
+    p.add_argument("--plot", metavar="FILE", help="also draw capacity vs price per hour (.png/.svg)")
+
+
+def _levers_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
+    _hardware(p, "GPU name (H100, L4 ...)")
+    p.add_argument("--context", type=_count, required=True, help="tokens per request (--max-model-len)")
+    _layout(p)
+    p.add_argument("--weights-dtype", default="auto", help="the deployment's weight format (default: the checkpoint's)")
+    p.add_argument("--kv-dtype", default="auto", help="the deployment's KV cache dtype")
+    _engine_choice(p, registry)
+
+
+def _kv(p: argparse.ArgumentParser, registry: Registry) -> None:
+    _kv_args(p)
+
+
+_ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "compare": _compare_args,
+         "plan": _plan_args, "levers": _levers_args}
+_KINDS = {"count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
+          "choice": None}
+
+
+def _engine_options(p: argparse.ArgumentParser, command: str, registry: Registry) -> None:
+    """Each engine's own options for ``command``, in a group per engine (an option two engines read is the first's)."""
+    seen: set[str] = set()
+    for engine in registry:
+        mine = [o for o in engine.options if command in o.commands and o.dest not in seen]
+        if not mine:
+            continue
+        group = p.add_argument_group(f"{engine.label} (with --engine {engine.name})" if command in ("fit", "levers")
+                                     else engine.label)
+        for o in mine:
+            seen.add(o.dest)
+            _add_option(group, o, command)
+
+
+def _add_option(group: argparse._ActionsContainer, o: Option, command: str) -> None:
+    if o.kind == "switch":
+        group.add_argument(o.flag, dest=o.dest, action="store_true", help=o.help)
+        return
+    extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
+    kind = _KINDS.get(o.kind, _unknown_kind(o))
+    if kind is not None:
+        extra["type"] = kind
+    group.add_argument(o.flag, dest=o.dest, default=o.default if command == "fit" else None, help=o.help, **extra)
+
+
+def _unknown_kind(o: Option) -> Any:
+    if o.kind not in _KINDS:
+        raise ValueError(f"option {o.dest}: unknown kind {o.kind!r} (one of {', '.join(_KINDS)}, switch)")
+    return None
+
+
+def build_parser(registry: Registry, only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with ``only`` set, one whose other subcommands are left bare
+    (argparse formats every argument's help as it is added; building one command is faster)."""
+    parser = _Parser(prog=PROG, description="Plan GPU memory for LLM serving: KV cache, weights, fit.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, text in _COMMANDS.items():
+        cmd = sub.add_parser(name, help=text, description=text)
+        if only is None or only == name:
+            if name in _ARGS:
+                _ARGS[name](cmd, registry)
+                _engine_options(cmd, name, registry)
+            _common(cmd)
+    return parser
+
+

@@ -1,0 +1,215 @@
+"""llama.cpp (llama-server) behind the engine interface (``engines/base.py``)."""
+
+from __future__ import annotations
+
+from ..units import InputError
+from .base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
+from .server import program
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..hardware import GPU
+    from ..model.spec import ModelSpec
+    from .base import EnginePlan
+    from .llamacpp import LlamaCppPlan, LlamaCppSettings
+
+PROGRAMS = ("llama-server", "llama-cli", "server", "main", "llama-run", "llama-bench")
+
+
+class LlamaCppEngine:
+    name, label = "llama.cpp", "llama.cpp"
+    serving, multi_node, pipeline = True, False, False  # layers split within one server (-ts)
+    # no KV pool (the cache is what -c asks for); 8- and 4-bit caches; levers planned with as many slots as
+    # llama-server takes; GPUs split the layers, not the heads
+    pooled, tensor_parallel = False, False
+    default_reader = False
+    fraction: Fraction | None = None
+    no_fraction = "llama.cpp allocates what -c and the cache types ask for"  # what to say to a memory fraction
+    kv_levers: tuple[str, ...] = ("q8_0", "q4_0")
+    launch_hint = "-m takes the model's GGUF file; its tensor types set the weights"
+    options: tuple[Option, ...] = (
+        Option("np", "count", "-np: parallel sequences (llama-server default: 4, unified)"),
+        Option("ctk", "text", "-ctk: K cache type (f16, q8_0, q4_0 ...)", default="f16"),
+        Option("ctv", "text", "-ctv: V cache type", default="f16"),
+        Option("ngl", "layers", "-ngl: layers on the GPU (default: all)", default=-1),
+        Option("fa", "choice", "-fa: flash attention", default="auto", choices=("on", "off", "auto")),
+        Option("ubatch", "count", "-ub: physical batch size", default=512),
+        Option("swa_full", "switch", "--swa-full: full-size cache for sliding-window layers", default=False),
+        Option("kv_unified", "choice", "--kv-unified", default="auto", choices=("auto", "on", "off")),
+        Option("llamacpp_build", "count", "llama.cpp build number (its 'build: N' line) whose sizing rules apply "
+               "(default: current)", commands=("fit", "explain")),
+    )
+    fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "llamacpp_build", "tp",
+                           "num_gpus", "weights_dtype"})
+    fit_instead = tuple({"batch": "--np (llama-server's parallel sequences)", "kv_dtype": "--ctk and --ctv (the K and V cache types)",
+                         "pp": "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)"}.items())
+
+    @property
+    def lever_load(self) -> int:
+        from .llamacpp import MAX_SEQ
+
+        return MAX_SEQ
+
+    # what `kvbudget plan` tries by default, and the names it accepts
+    plan_weights: tuple[str, ...] = ("auto",)
+    plan_kv: tuple[str, ...] = ("auto", "q8_0")
+
+    def check_weights(self, name: str) -> None:
+        """llama.cpp's weights are a GGUF file's types: a llama-quantize type (Q4_K_M ...) of a model given by name."""
+        if name != "auto":
+            from ..model import gguf_quant
+
+            gguf_quant.weight_format(name)
+
+    def check_kv(self, name: str) -> None:
+        from .base import known_kv
+        from .llamacpp import CACHE_TYPES
+
+        known_kv(name, frozenset(CACHE_TYPES))
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        from .llamacpp import LlamaCppSettings, plan, summary
+
+        ctk = "q8_0" if setup.eight_bit else "f16"  # its 8-bit cache
+        # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
+        return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
+                                                        devices=setup.tp * setup.pp)), setup.context)
+
+    def replica(self, *args: Any) -> Any:
+        from .llamacpp import replica
+
+        return replica(*args)
+
+    def settings(self, spec: ModelSpec, ask: Ask) -> LlamaCppSettings:
+        from .llamacpp import LlamaCppSettings
+
+        quantize = "" if ask.weights == "auto" else ask.weights
+        if quantize:  # a llama-quantize file type (Q4_K_M, Q8_0, ...) made from the model
+            from ..model import gguf_quant
+
+            if spec.weight_format is not None and spec.weight_format.name == "stored":
+                raise InputError(f"{spec.name} is a GGUF file: its tensor types are the weights (drop --weights-dtype, "
+                                 "or give the original model to plan what llama-quantize makes)")
+            gguf_quant.weight_format(quantize)  # an unknown type: one error line
+        build = ask.option("llamacpp_build")
+        return LlamaCppSettings(
+            n_ctx=ask.context or 0, n_parallel=ask.option("np"), kv_unified={"on": True, "off": False}.get(ask.option("kv_unified")),
+            type_k=ask.option("ctk", "f16"), type_v=ask.option("ctv", "f16"), flash_attn=ask.option("fa", "auto"),
+            n_ubatch=ask.option("ubatch", 512), swa_full=ask.option("swa_full", False), n_gpu_layers=ask.option("ngl", -1),
+            devices=ask.tp,  # --num-gpus / --tp: layers split over the GPUs (-sm layer, -ts even)
+            quantize=quantize, **({"build": build} if build else {}))
+
+    def run(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings) -> LlamaCppPlan:
+        from .llamacpp import plan
+
+        return plan(_quantized(spec, s), gpu, s)
+
+    def row(self, native: LlamaCppPlan) -> EnginePlan:
+        from .llamacpp import summary
+
+        return summary(native)
+
+    def verdict(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, p: LlamaCppPlan, batch: int) -> Verdict:
+        """The command's own slots: they fit or not; the load is its slots, each with its share of a unified
+        cache's cells."""
+        each = max(p.n_ctx // p.n_seq_max, 1) if p.unified else p.n_ctx_seq
+        return Verdict(held=p.n_seq_max if p.fits else 0, asked=p.n_seq_max, fits=p.fits, context=each)
+
+    def advice(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, p: LlamaCppPlan) -> tuple[str, ...]:
+        """A 16-bit model that does not fit: would its Q4_K_M file?"""
+        if p.fits or s.quantize or spec.weight_format is None or spec.weight_format.name not in ("bf16", "fp16", "fp32"):
+            return ()
+        from .._record import replace
+
+        q4 = self.run(spec, gpu, replace(s, quantize="Q4_K_M"))
+        return (f"a Q4_K_M file (--weights-dtype q4_k_m) {'fits' if q4.fits else 'does not fit either'}: "
+                f"{q4.total_gpu_bytes / 2**30:.2f} GiB on the GPU",)
+
+    def layout(self, s: LlamaCppSettings) -> Layout:
+        return Layout(s.devices, 1, s.quantize or "auto", s.type_k if s.type_k != "f16" else "auto")
+
+    def launch(self, model: str, s: LlamaCppSettings) -> Launch:
+        from ..plan import launch
+
+        note = None
+        if s.quantize:
+            from ..model import gguf_quant
+
+            served = gguf_quant.file_name(model, s.quantize)
+            note = f"weights as llama-quantize writes them (serve the result with llama-server -m {served}):"
+            from .._record import replace
+
+            s = replace(s, model_file=served)
+        return Launch(tuple(launch.llamacpp_argv(model, s)), note)
+
+    def gpus(self, s: LlamaCppSettings) -> int:
+        return s.devices
+
+    def reads_command(self, words: list[str]) -> bool:
+        return program(words) in PROGRAMS
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        from .._record import replace
+        from .llamacpp_command import parse_llamacpp_command
+
+        cmd = parse_llamacpp_command(words)
+        hf = next((w.split()[1].rstrip(":") for w in cmd.warnings if w.startswith("-hf ")), None)
+        if hf is not None:  # a repository to download from: planned only when the catalog knows its model
+            from ..model.resolve import load_model
+
+            try:
+                load_model(cmd.model)
+            except InputError:
+                raise InputError(f"-hf {hf}: not a model kvbudget's catalog knows, so its file cannot be planned: "
+                                 "download the GGUF and give -m PATH (kvbudget reads its header)") from None
+        build = given.get("llamacpp_build")
+        return Command(cmd.model, replace(cmd.settings, build=build) if build else cmd.settings, cmd.warnings)
+
+    def reads_log(self, text: str) -> bool:
+        return "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text
+
+    def check(self, text: str, given: dict[str, Any]) -> Any:
+        from ..model.resolve import load_model
+        from .llamacpp_log import check_caches, parse_llamacpp_log
+
+        log = parse_llamacpp_log(text)
+        model = given.get("model")
+        return log, check_caches(log, load_model(model) if model else None)
+
+    def text(self, answer: Any, units: str) -> str:
+        from ..report.text import llamacpp_text
+
+        return "\n".join([llamacpp_text(answer.plan, units, list(answer.warnings)), *(f"note: {a}" for a in answer.advice)])
+
+    def doc(self, answer: Any, units: str) -> dict[str, Any]:
+        from ..report.json_doc import llamacpp_doc
+
+        doc = llamacpp_doc(answer.plan, list(answer.warnings))
+        if answer.advice:
+            doc["suggestion"] = answer.advice[0]
+        return doc
+
+    def check_text(self, result: Any, units: str) -> str:
+        from ..report.text import llamacpp_check_text
+
+        return llamacpp_check_text(result[1])
+
+    def check_doc(self, result: Any, units: str) -> dict[str, Any]:
+        from ..report.json_doc import llamacpp_check_doc
+
+        return llamacpp_check_doc(*result)
+
+
+def _quantized(spec: ModelSpec, s: LlamaCppSettings) -> ModelSpec:
+    """The model as the file llama-quantize makes of it with ``s.quantize`` (the model itself without)."""
+    if not s.quantize:
+        return spec
+    from .._record import replace
+    from ..model import gguf_quant
+
+    return replace(spec, weight_format=gguf_quant.weight_format(s.quantize))
+
+
+ENGINE = LlamaCppEngine()

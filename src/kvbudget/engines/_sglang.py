@@ -1,0 +1,93 @@
+"""SGLang behind the engine interface (``engines/base.py``)."""
+
+from __future__ import annotations
+
+from .base import Ask, Fraction, Launch, Layout, Option, Setup, Verdict
+from .server import PoolServer, pool_verdict, program
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..hardware import GPU
+    from ..model.spec import ModelSpec
+    from .base import EnginePlan
+    from .sglang import SGLangPlan, SGLangSettings
+
+
+def _kv(name: str) -> str:
+    return "fp8_e4m3" if name in ("fp8", "fp8_e4m3") else name  # kvbudget's fp8: SGLang's e4m3
+
+
+class SGLangEngine(PoolServer):
+    name, label = "sglang", "SGLang"
+    multi_node, pipeline = False, True
+    fraction: Fraction | None = Fraction("mem_fraction_static", 0.03)
+    options: tuple[Option, ...] = (Option("mem_fraction_static", "fraction", "SGLang's mem_fraction_static (default: by GPU memory)",
+                      commands=("fit", "levers")),
+               Option("max_num_seqs", "count", "max_running_requests (default: by pool size)"))
+    fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+    fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
+
+    # what `kvbudget plan` tries by default, and the names it accepts
+    plan_weights: tuple[str, ...] = ("auto", "fp8")
+    plan_kv: tuple[str, ...] = ("auto", "fp8")
+
+    def check_weights(self, name: str) -> None:
+        from .base import known_weights
+
+        known_weights(name)
+
+    def check_kv(self, name: str) -> None:
+        from .base import known_kv
+
+        known_kv(name)
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        from .sglang import SGLangSettings
+
+        return self.row(self.run(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
+                                                           kv_cache_dtype=_kv(setup.kv_dtype))))
+
+    def replica(self, *args: Any) -> Any:
+        from .sglang import replica
+
+        return replica(*args)
+
+    def settings(self, spec: ModelSpec, ask: Ask) -> SGLangSettings:
+        from .sglang import SGLangSettings
+
+        return SGLangSettings(mem_fraction_static=ask.option("mem_fraction_static"), tp=ask.tp, pp=ask.pp,
+                              context_length=ask.context, kv_cache_dtype=_kv(ask.kv_dtype),
+                              max_running_requests=ask.option("max_num_seqs"),
+                              quantization=None if ask.weights == "auto" else ask.weights)
+
+    def run(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings) -> SGLangPlan:
+        from .sglang import plan
+
+        return plan(spec, gpu, settings)
+
+    def row(self, native: SGLangPlan) -> EnginePlan:
+        from .sglang import summary
+
+        return summary(native)
+
+    def verdict(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings, p: SGLangPlan, batch: int) -> Verdict:
+        return pool_verdict(p.starts, p.max_total_num_tokens, p.context_len, p.max_running_requests, batch)
+
+    def layout(self, s: SGLangSettings) -> Layout:
+        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static)
+
+    def launch(self, model: str, s: SGLangSettings) -> Launch:
+        from ..plan import launch
+
+        return Launch(tuple(launch.sglang_argv(model, s)), launch.checkpoint_note(model, s.quantization))
+
+    def reads_command(self, words: list[str]) -> bool:
+        return "sglang.launch_server" in words or program(words) == "sglang.launch_server"
+
+    def reads_log(self, text: str) -> bool:
+        return "KV Cache is allocated" in text
+
+
+ENGINE = SGLangEngine()

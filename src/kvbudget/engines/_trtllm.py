@@ -1,0 +1,87 @@
+"""TensorRT-LLM (the PyTorch backend of ``trtllm-serve``) behind the engine interface (``engines/base.py``)."""
+
+from __future__ import annotations
+
+from .base import Ask, Fraction, Launch, Layout, Option, Setup, Verdict
+from .server import PoolServer, pool_verdict, program
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..hardware import GPU
+    from ..model.spec import ModelSpec
+    from .base import EnginePlan
+    from .trtllm import TrtllmPlan, TrtllmSettings
+
+
+class TrtllmEngine(PoolServer):
+    name, label = "trtllm", "TensorRT-LLM"
+    multi_node, pipeline = False, True
+    fraction: Fraction | None = Fraction("free_gpu_memory_fraction", 0.05)
+    options: tuple[Option, ...] = (Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)",
+                      commands=("fit", "levers")),)
+    fit_flags = frozenset({"free_gpu_memory_fraction", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+    fit_instead = tuple({"gpu_memory_utilization": "--free-gpu-memory-fraction",
+                         "max_num_seqs": "a --config options file with max_batch_size"}.items())
+
+    # what `kvbudget plan` tries by default, and the names it accepts
+    plan_weights: tuple[str, ...] = ("auto",)
+    plan_kv: tuple[str, ...] = ("auto", "fp8")
+
+    def check_weights(self, name: str) -> None:
+        from .base import known_weights
+
+        known_weights(name)
+
+    def check_kv(self, name: str) -> None:
+        from .base import known_kv
+
+        known_kv(name)
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        from .trtllm import ENGINE
+
+        return ENGINE.plan(spec, gpu, setup)
+
+    def replica(self, *args: Any) -> Any:
+        from .trtllm import replica
+
+        return replica(*args)
+
+    def settings(self, spec: ModelSpec, ask: Ask) -> TrtllmSettings:
+        from .trtllm import TrtllmSettings
+
+        return TrtllmSettings(free_gpu_memory_fraction=ask.option("free_gpu_memory_fraction", 0.9), tp=ask.tp, pp=ask.pp,
+                              kv_cache_dtype=ask.kv_dtype, quantization=None if ask.weights == "auto" else ask.weights,
+                              max_seq_len=ask.context)
+
+    def run(self, spec: ModelSpec, gpu: GPU, settings: TrtllmSettings) -> TrtllmPlan:
+        from .trtllm import plan
+
+        return plan(spec, gpu, settings)
+
+    def row(self, native: TrtllmPlan) -> EnginePlan:
+        from .trtllm import summary
+
+        return summary(native)
+
+    def verdict(self, spec: ModelSpec, gpu: GPU, settings: TrtllmSettings, p: TrtllmPlan, batch: int) -> Verdict:
+        return pool_verdict(p.starts, p.max_tokens, p.max_seq_len, settings.max_batch_size, batch)
+
+    def layout(self, s: TrtllmSettings) -> Layout:
+        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.free_gpu_memory_fraction)
+
+    def launch(self, model: str, s: TrtllmSettings) -> Launch:
+        from ..plan import launch
+
+        return Launch(tuple(launch.trtllm_argv(model, s)), launch.checkpoint_note(model, s.quantization))
+
+    def reads_command(self, words: list[str]) -> bool:
+        return program(words) == "trtllm-serve"
+
+    def reads_log(self, text: str) -> bool:
+        return "[TensorRT-LLM]" in text or "[TRT-LLM]" in text
+
+
+ENGINE = TrtllmEngine()

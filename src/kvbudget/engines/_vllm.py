@@ -1,0 +1,182 @@
+"""vLLM behind the engine interface (``engines/base.py``): its options, settings, verdict, levers, launch
+command, command and log readers, each delegated to the module that does it."""
+
+from __future__ import annotations
+
+from .base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..hardware import GPU
+    from ..model.spec import ModelSpec
+    from .base import EnginePlan
+    from .vllm import VllmPlan, VllmSettings
+
+_ALL = ("fit", "explain", "check", "plan", "levers")
+
+
+class VllmEngine:
+    name, label = "vllm", "vLLM"
+    serving, multi_node, pipeline = True, True, True  # launch files across nodes; pipeline stages
+    pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
+    default_reader = True  # a command or a log no other engine claims is vLLM's
+    long_context = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"  # what lets it run past the model's own context
+    kv_levers: tuple[str, ...] = ("fp8",)
+    fraction: Fraction | None = Fraction("gpu_memory_utilization", 0.03)
+    options: tuple[Option, ...] = (
+        Option("vllm_version", "text", "vLLM release whose accounting to use: 0.33.0, 0.10.1, 0.6.3, current, v1, v0",
+               commands=_ALL),
+        Option("gpu_memory_utilization", "fraction", "vLLM's budget fraction (default: the release's)",
+               commands=("fit", "levers")),
+        Option("max_num_seqs", "count", "vLLM max_num_seqs (default: by GPU and release)"),
+        Option("max_num_batched_tokens", "count", "vLLM max_num_batched_tokens (default: by GPU and release)"),
+        Option("block_size", "count", "tokens per KV block (default 16, raised for hybrid models)"),
+        Option("enforce_eager", "switch", "no CUDA graphs", default=False),
+        Option("dp", "count", "data-parallel engines (figures are per engine)", default=1),
+    )
+    # the `kvbudget fit` options it reads (their dests), and what to give instead of another engine's
+    fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size",
+                           "enforce_eager", "dp", "max_num_seqs", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+    fit_instead = tuple({"mem_fraction_static": "--gpu-memory-utilization", "free_gpu_memory_fraction": "--gpu-memory-utilization",
+                         "np": "--max-num-seqs", "overhead": "--gpu-memory-utilization", "weights_memory": "--engine textbook"}.items())
+
+    # what `kvbudget plan` tries by default, and the names it accepts
+    plan_weights: tuple[str, ...] = ("auto", "fp8")
+    plan_kv: tuple[str, ...] = ("auto", "fp8")
+
+    def check_weights(self, name: str) -> None:
+        from .base import known_weights
+
+        known_weights(name)
+
+    def check_kv(self, name: str) -> None:
+        from .base import known_kv
+
+        known_kv(name)
+
+    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
+        from .vllm import VllmSettings
+
+        return self.row(self.run(spec, gpu, VllmSettings(
+            max_model_len=setup.context, tensor_parallel_size=setup.tp, pipeline_parallel_size=setup.pp,
+            kv_cache_dtype=setup.kv_dtype)))
+
+    def replica(self, *args: Any) -> Any:
+        from .vllm import replica
+
+        return replica(*args)
+
+    def settings(self, spec: ModelSpec, ask: Ask) -> VllmSettings:
+        from .vllm import VllmSettings
+
+        return VllmSettings(
+            version=ask.option("vllm_version", "current"), gpu_memory_utilization=ask.option("gpu_memory_utilization"),
+            max_model_len=ask.context, block_size=ask.option("block_size"), kv_cache_dtype=ask.kv_dtype,
+            quantization=None if ask.weights == "auto" else ask.weights, tensor_parallel_size=ask.tp,
+            pipeline_parallel_size=ask.pp, data_parallel_size=ask.option("dp", 1), max_num_seqs=ask.option("max_num_seqs"),
+            max_num_batched_tokens=ask.option("max_num_batched_tokens"), enforce_eager=ask.option("enforce_eager", False),
+            allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)))
+
+    def run(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
+        from .vllm import plan
+
+        return plan(spec, gpu, settings)
+
+    def row(self, native: VllmPlan) -> EnginePlan:
+        from .vllm import summary
+
+        return summary(native)
+
+    def verdict(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, p: VllmPlan, batch: int) -> Verdict:
+        """Requests per engine of ``max_model_len``: whole ones of the pool's blocks (vLLM's own count), and the
+        longest context at which the engine's share of the load fits, by vLLM's own block arithmetic."""
+        from .vllm import capacity
+
+        each = -(-batch // p.dp)  # data-parallel engines share the load: each holds its part in its own pool
+        held, longest = capacity(p, each) if p.starts else (0, 0)
+        return Verdict(held=held, asked=each, fits=p.starts and p.max_concurrency >= each, longest=longest,
+                       per_instance=p.dp, cap=0, pool_held=held, load=batch)
+
+    def advice(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, p: VllmPlan) -> list[tuple[str, VllmPlan]]:
+        from ..plan.vllm_fixes import suggestions
+
+        return suggestions(spec, gpu, settings, p)
+
+    def levers(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, p: VllmPlan, gpus_per_node: int | None = None) -> Any:
+        """vLLM's own levers (``plan/levers.py``), each re-planned with its rules at the plan's context."""
+        from .._record import replace
+        from ..plan.levers import levers
+
+        return levers(spec, gpu, replace(settings, max_model_len=p.max_model_len if p.max_model_len > 0
+                                         else settings.max_model_len), gpus_per_node)
+
+    def partition(self, p: VllmPlan) -> tuple[int, int, list[list[tuple[str, int]]]]:
+        """Each GPU's memory, bottom to top, ending with what stays free: under pipeline parallelism each stage's
+        own, otherwise the binding rank's for every GPU (tensor-parallel ranks hold the same)."""
+        def stack(parts: list[tuple[str, int]]) -> list[tuple[str, int]]:
+            return [*parts, ("free", max(p.total_bytes - sum(b for _, b in parts), 0))]
+
+        one = stack([("weights", p.model_loading_bytes), ("KV cache", max(p.available_kv_cache_bytes, 0)),
+                     ("activation", p.activation_bytes), ("CUDA graphs", p.cudagraph_bytes), ("overhead", p.non_torch_bytes)])
+        if p.pp > 1 and len(p.stage_memory) == p.pp:
+            return p.tp, p.pp, [stack([("weights", w), ("KV cache", kv), ("activation", act), ("CUDA graphs", graphs),
+                                       ("overhead", p.non_torch_bytes)])
+                                for w, kv, act, graphs in p.stage_memory for _ in range(p.tp)]
+        return p.tp, p.pp, [one] * max(p.tp * p.pp, 1)
+
+    def layout(self, s: VllmSettings) -> Layout:
+        return Layout(s.tensor_parallel_size, s.pipeline_parallel_size, s.quantization or "auto", s.kv_cache_dtype,
+                      s.gpu_memory_utilization, s.version)
+
+    def launch(self, model: str, s: VllmSettings) -> Launch:
+        from ..plan import launch
+
+        return Launch(tuple(launch.vllm_argv(model, s)), launch.checkpoint_note(model, s.quantization))
+
+    def reads_command(self, words: list[str]) -> bool:
+        return True  # vLLM reads what no other engine claims (vllm serve, python -m vllm.entrypoints ...)
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        from .vllm import VllmSettings
+        from .vllm_command import parse_vllm_command
+
+        version = given.get("vllm_version")
+        cmd = parse_vllm_command(words, VllmSettings(version=version) if version is not None else None)
+        return Command(cmd.model, cmd.settings, cmd.warnings)
+
+    def gpus(self, s: VllmSettings) -> int:
+        return s.tensor_parallel_size * s.pipeline_parallel_size * s.data_parallel_size
+
+    def reads_log(self, text: str) -> bool:
+        return True  # any release line's log that no other engine claims
+
+    def check(self, text: str, given: dict[str, Any]) -> Any:
+        from .vllm_check import check_log
+
+        return check_log(text, model=given.get("model"), gpu=given.get("gpu"), gpu_memory=given.get("gpu_memory"),
+                         version=given.get("vllm_version"), flags=list(given.get("flags") or ()))
+
+    def text(self, answer: Any, units: str) -> str:
+        from ..report.text import vllm_text
+
+        return vllm_text(answer.plan, units, answer.advice)
+
+    def doc(self, answer: Any, units: str) -> dict[str, Any]:
+        from ..report.json_doc import vllm_doc
+
+        return vllm_doc(answer.plan, units, answer.advice)
+
+    def check_text(self, result: Any, units: str) -> str:
+        from ..report.text import check_text
+
+        return check_text(result, units)
+
+    def check_doc(self, result: Any, units: str) -> dict[str, Any]:
+        from ..report.json_doc import check_doc
+
+        return check_doc(result, units)
+
+
+ENGINE = VllmEngine()

@@ -1,0 +1,69 @@
+"""What SGLang and TensorRT-LLM share behind the engine interface: a KV pool in tokens with a scheduler's cap,
+the same report section, one command reader and one log checker for both (each engine reads its own lines)."""
+
+from __future__ import annotations
+
+import os
+
+from .base import Command, Verdict
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def program(words: list[str]) -> str:
+    """The launched program of a pasted command: its first word that is not an environment assignment."""
+    return os.path.basename(next((w for w in words if "=" not in w or w.startswith("-")), ""))
+
+
+def pool_verdict(starts: bool, pool_tokens: int, context: int, cap: int, batch: int) -> Verdict:
+    """Requests of ``context`` tokens a pool of ``pool_tokens`` holds, as its scheduler (``cap``) admits them."""
+    pool = pool_tokens // context if starts and context > 0 else 0
+    held = min(pool, cap)
+    return Verdict(held=held, asked=batch, fits=held >= batch, cap=cap, pool_held=pool)
+
+
+class PoolServer:
+    """Report sections and readers SGLang and TensorRT-LLM share (each subclass says which it is)."""
+
+    serving, pooled, lever_load, tensor_parallel, launch_hint = True, True, 1, True, ""
+    default_reader = False
+    kv_levers: tuple[str, ...] = ("fp8",)
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        from .other_commands import parse_other_command
+
+        cmd = parse_other_command(words)
+        return Command(cmd.model, cmd.sglang if cmd.sglang is not None else cmd.trtllm, cmd.warnings)
+
+    def gpus(self, s: Any) -> int:
+        return int(s.tp * s.pp)
+
+    def check(self, text: str, given: dict[str, Any]) -> Any:
+        from .other_logs import check_other_log
+
+        return check_other_log(text, given.get("model"))
+
+    def text(self, answer: Any, units: str) -> str:
+        from ..report.text import engine_text
+
+        p = answer.plan
+        return engine_text(answer.row, p.model, p.gpu, list(p.log_lines), list(p.notes)
+                           + [f"warning: {w}" for w in answer.warnings], units)
+
+    def doc(self, answer: Any, units: str) -> dict[str, Any]:
+        from ..report.json_doc import engine_doc
+
+        p = answer.plan
+        return engine_doc(answer.row, p, list(p.log_lines), list(p.notes), list(answer.warnings))
+
+    def check_text(self, result: Any, units: str) -> str:
+        from ..report.text import recomputed_text
+
+        return recomputed_text(result)
+
+    def check_doc(self, result: Any, units: str) -> dict[str, Any]:
+        from ..report.json_doc import recomputed_doc
+
+        return recomputed_doc(result)

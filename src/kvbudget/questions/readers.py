@@ -1,0 +1,42 @@
+"""``explain`` and ``check``, once for every engine: the engine that claims a pasted launch command or a start-up
+log reads it; a command is then planned as ``fit`` plans it."""
+
+from __future__ import annotations
+
+from ..units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..engines.base import Engine, Registry
+    from ..hardware import GPU
+    from .fit import FitAnswer
+
+
+def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registry) -> tuple[Engine, FitAnswer]:
+    """The engine whose launch command ``words`` is, and its plan of it (``given``: the engine options the user
+    gave kvbudget, such as a vLLM release or a llama.cpp build, and ``num_gpus``, the GPUs the machine has)."""
+    from ..engines.base import Ask
+    from ..model.resolve import load_model
+    from .fit import fit
+
+    engine = registry.reader(lambda e: e.reads_command(words))
+    if engine is None:
+        raise InputError(f"no engine kvbudget knows reads {words[0]!r}: give a vllm serve, python -m "
+                         "sglang.launch_server, trtllm-serve or llama-server command")
+    cmd = engine.read_command(words, given)
+    used, have = engine.gpus(cmd.settings), given.get("num_gpus")
+    if have is not None and used > have:
+        raise InputError(f"the command needs {used} GPUs (TP x PP x DP) but --num-gpus is {have}")
+    return engine, fit(load_model(cmd.model), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
+                       warnings=cmd.warnings, inverse=False)
+
+
+def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine, Any]:
+    """The engine whose start-up log ``text`` is, and its check of the log against kvbudget's figures."""
+    engine = registry.reader(lambda e: e.reads_log(text))
+    if engine is None:
+        raise InputError("no engine kvbudget knows printed this log: give a vLLM, SGLang, TensorRT-LLM or llama.cpp "
+                         "start-up log")
+    return engine, engine.check(text, given)

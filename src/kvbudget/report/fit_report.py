@@ -1,0 +1,89 @@
+"""``fit`` and ``explain`` for any engine: the engine's own section, then the verdict, the fewest GPUs that
+serve the load when it does not fit, and what each lever buys, rendered once from the ``FitAnswer``."""
+
+from __future__ import annotations
+
+from ..units import noun, plural, verb
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..engines.base import Engine, Launch
+    from ..questions.fit import FitAnswer
+
+
+def verdict_lines(a: FitAnswer, pooled: bool) -> list[str]:
+    """How many requests it holds, the longest context for the load, and whether the load fits."""
+    v, row = a.capacity, a.row
+    if not row.starts:
+        return [f"Verdict: does not fit: {a.label} will not start (see above)"]
+    context, dp, n = a.context, v.per_instance, v.load or v.asked
+    held = f"Requests of {context:,} tokens held at once: {v.held:,}"
+    if dp > 1:
+        held += f" per engine, {v.held * dp:,} over {dp} DP engines"
+    elif v.cap and v.held < v.pool_held:
+        held += f" (the scheduler's cap of {v.cap:,}; the pool holds {v.pool_held:,})"
+    out = [held]
+    if v.longest is not None:
+        out.append(f"Longest context for {plural(v.asked, 'request')} at once{' per engine' if dp > 1 else ''}:  "
+                   f"{v.longest:,}")
+    over = f" over {dp} DP engines ({v.asked:,} each)" if dp > 1 else ""
+    load = f"{n:,} x {context:,}-token {noun(n, 'request')}{over}"
+    if pooled:
+        pool = "each engine's pool" if dp > 1 else "the pool"
+        said = (f"{verb(n, 'fit')} in {pool}" if v.fits else f"{verb(n, 'need')} more than {pool}") \
+            + f" ({row.max_concurrency:.2f}x)"
+    else:
+        said = (f"{verb(n, 'fit')}" if v.fits else f"{verb(n, 'need')} more than the memory holds") \
+            + f" (at most {v.held:,} at once)"
+    out.append(f"Verdict: {'fits' if v.fits else 'does not fit'}: {load} {said}")
+    return out
+
+
+def fit_text(a: FitAnswer, engine: Engine, units: str) -> str:
+    from .plan_report import fewest_text, levers_table
+
+    out = [engine.text(a, units)]
+    if engine.serving:
+        out += ["", *verdict_lines(a, engine.pooled)]
+        if a.fewest_asked:
+            v = a.capacity
+            out.append(fewest_text(a.model, a.fewest, a.device.name, v.load or v.asked, a.context,
+                                   engine.multi_node))
+        out += [f"note: {n}" for n in a.notes]
+    if a.levers and a.row.starts:
+        out += ["", levers_table(list(a.levers), a.context, units)]
+    return "\n".join(out)
+
+
+def launch_doc(launch: Launch) -> dict[str, str | None]:
+    """The ``launch`` object of the JSON output: the command, its Kubernetes manifest, and what to know."""
+    from ..plan.launch import command
+
+    doc: dict[str, str | None] = {"command": command(list(launch.argv)), "kubernetes": launch.manifest}
+    if launch.note:
+        doc["note"] = launch.note
+    return doc
+
+
+def fit_doc(a: FitAnswer, engine: Engine, units: str) -> dict[str, Any]:
+    from .plan_report import fewest_doc, lever_docs
+
+    doc = engine.doc(a, units)
+    if not engine.serving:
+        return doc
+    v = a.capacity
+    doc.update({"batch": v.load or v.asked, "max_batch": v.held * v.per_instance, "max_context": v.longest,
+                "fits": v.fits})
+    if a.launch is not None:
+        doc["launch"] = launch_doc(a.launch)
+        if a.launch.manifest_error:
+            doc.setdefault("warnings", []).append(f"no Kubernetes manifest: {a.launch.manifest_error}")
+    if a.fewest_asked:
+        doc["fewest_gpus"] = fewest_doc(a.model, a.fewest)
+    if a.levers and a.row.starts:
+        doc["levers"] = lever_docs(list(a.levers))
+    if a.notes:
+        doc["notes_verdict"] = list(a.notes)
+    return doc

@@ -389,8 +389,8 @@ def _run(args: argparse.Namespace) -> str:
 def _fit_vllm(args: argparse.Namespace) -> str:
     from . import api
     from .engines.vllm import VllmSettings
+    from .engines.vllm.fixes import suggestions
     from .model.resolve import load_model
-    from .plan.vllm_fixes import suggestions
 
     tp, pp = _parallelism(args)
     settings = VllmSettings(
@@ -442,10 +442,11 @@ def _render_vllm(args: argparse.Namespace, p: object, fixes: object, extra: list
         if extra:
             doc["warnings"] = extra
         if launch_for is not None:  # the command that realises this plan, and a Kubernetes manifest running it
+            from .engines.vllm.launch import vllm_argv
             from .plan import launch
 
             model, settings = launch_for
-            argv = launch.vllm_argv(model, settings)  # type: ignore[arg-type]
+            argv = vllm_argv(model, settings)  # type: ignore[arg-type]
             s = settings
             try:
                 manifest: str | None = launch.manifest(model, argv, s.tensor_parallel_size, s.pipeline_parallel_size,  # type: ignore[attr-defined]
@@ -543,7 +544,7 @@ def _explain_llamacpp(args: argparse.Namespace, words: list[str]) -> str:
     from . import api
     from ._record import replace
     from .engines.llamacpp import plan
-    from .engines.llamacpp_command import parse_llamacpp_command
+    from .engines.llamacpp.command import parse_llamacpp_command
     from .model.resolve import load_model
 
     cmd = parse_llamacpp_command(words)
@@ -603,7 +604,7 @@ def _no_own_flags_after_dashes(words: list[str], example: str) -> None:
 
 def _check(args: argparse.Namespace) -> str:
     from . import inputs
-    from .engines.vllm_check import check_log
+    from .engines.vllm.check import check_log
 
     _no_own_flags_after_dashes(list(args.flags), f"check {args.log} --")
     if args.log == "-":  # standard input, bounded like a file
@@ -629,7 +630,8 @@ def _check(args: argparse.Namespace) -> str:
 
 
 def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
-    from .engines.llamacpp_log import CacheCheck, check_caches, parse_llamacpp_log
+    from .engines.llamacpp.check import CacheCheck, check_caches
+    from .engines.llamacpp.log import parse_llamacpp_log
     from .model.resolve import load_model
 
     log = parse_llamacpp_log(text)
@@ -668,8 +670,8 @@ def _check_llamacpp(args: argparse.Namespace, text: str) -> str:
 def _render_other(args: argparse.Namespace, p: object, warnings: list[str], more: dict[str, object] | None = None) -> str:
     from .engines import sglang, trtllm
     from .engines.sglang import SGLangPlan
-    from .engines.transformers_engine import TransformersPlan
-    from .engines.transformers_engine import row as transformers_row
+    from .engines.transformers import TransformersPlan
+    from .engines.transformers import row as transformers_row
 
     if isinstance(p, TransformersPlan):
         row = transformers_row(p)
@@ -756,7 +758,7 @@ def _fit_other(args: argparse.Namespace) -> str:
 
 def _fit_transformers(args: argparse.Namespace) -> str:
     from . import api
-    from .engines import transformers_engine
+    from .engines import transformers as transformers_engine
     from .model.resolve import load_model
 
     spec = load_model(args.model)
@@ -776,7 +778,7 @@ def _fit_transformers(args: argparse.Namespace) -> str:
 def _explain_other(args: argparse.Namespace, words: list[str]) -> str:
     from . import api
     from .engines import sglang, trtllm
-    from .engines.other_commands import parse_other_command
+    from .engines.cmdscan import parse_other_command
     from .model.resolve import load_model
 
     cmd = parse_other_command(words)
@@ -787,7 +789,7 @@ def _explain_other(args: argparse.Namespace, words: list[str]) -> str:
 
 
 def _check_other(args: argparse.Namespace, text: str) -> str:
-    from .engines.other_logs import check_other_log
+    from .engines.logscan import check_other_log
 
     rows = check_other_log(text, args.model)
     if args.json:

@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 
     from ..hardware import GPU
     from ..model.spec import ModelSpec
-    from .llamacpp import LlamaCppSettings
-    from .sglang import SGLangSettings
-    from .trtllm import TrtllmSettings
-    from .vllm import VllmSettings
+    from .llamacpp.settings import LlamaCppSettings
+    from .sglang.settings import SGLangSettings
+    from .trtllm.settings import TrtllmSettings
+    from .vllm.settings import VllmSettings
 
     class Engine(Protocol):
         name: str  # "vllm": how the CLI and the JSON name it
@@ -167,7 +167,7 @@ class Registry:
 
 
 def default_registry() -> Registry:
-    """vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers, each from its own module."""
-    from . import llamacpp, sglang, transformers_engine, trtllm, vllm
+    """vLLM, SGLang, TensorRT-LLM, llama.cpp and transformers, each from its own package."""
+    from . import llamacpp, sglang, transformers, trtllm, vllm
 
-    return Registry([vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, llamacpp.ENGINE, transformers_engine.ENGINE])
+    return Registry([vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, llamacpp.ENGINE, transformers.ENGINE])

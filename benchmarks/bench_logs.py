@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kvbudget.engines.llamacpp_log import parse_llamacpp_log
-from kvbudget.engines.other_logs import check_other_log
-from kvbudget.engines.vllm_log import parse_vllm_log
+from kvbudget.engines.llamacpp.log import parse_llamacpp_log
+from kvbudget.engines.logscan import check_other_log
+from kvbudget.engines.vllm.log import parse_vllm_log
 from kvbudget.units import InputError
 
 RUNS = int(os.environ.get("KVBUDGET_BENCH_RUNS", "5"))

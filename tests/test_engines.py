@@ -14,8 +14,8 @@ import pytest
 import kvbudget
 from kvbudget.cli import main
 from kvbudget.engines import sglang, trtllm
-from kvbudget.engines.other_commands import parse_other_command
-from kvbudget.engines.other_logs import check_other_log
+from kvbudget.engines.cmdscan import parse_other_command
+from kvbudget.engines.logscan import check_other_log
 from kvbudget.questions.compare import compare
 from kvbudget.units import GiB, InputError
 
@@ -160,7 +160,7 @@ def test_every_engine_json_has_the_core_keys(capsys: pytest.CaptureFixture[str])
 
 
 def test_transformers_engine(capsys: pytest.CaptureFixture[str]) -> None:
-    from kvbudget.engines import transformers_engine
+    from kvbudget.engines import transformers as transformers_engine
 
     spec, h100 = kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100")
     # Llama-3.1-8B in bf16: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 128 KiB per token

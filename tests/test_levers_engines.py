@@ -13,8 +13,8 @@ import pytest
 import kvbudget
 from kvbudget.cli import main
 from kvbudget.engines import llamacpp, sglang, trtllm
-from kvbudget.engines.llamacpp_command import parse_llamacpp_command
-from kvbudget.engines.other_commands import parse_other_command
+from kvbudget.engines.cmdscan import parse_other_command
+from kvbudget.engines.llamacpp.command import parse_llamacpp_command
 from kvbudget.engines.vllm import VllmSettings
 from kvbudget.hardware import find_gpu
 from kvbudget.plan import launch

@@ -1,5 +1,5 @@
 """llama.cpp: GGUF headers read with the real `gguf` package's writer, KV caches to the byte,
-commands and logs. Rules: llama.cpp's sources (github.com/ggml-org/llama.cpp), file and function in src/kvbudget/engines/llamacpp.py."""
+commands and logs. Rules: llama.cpp's sources (github.com/ggml-org/llama.cpp), file and function in src/kvbudget/engines/llamacpp/."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from gguf import GGMLQuantizationType, GGUFWriter
 import kvbudget
 from kvbudget.cli import main
 from kvbudget.engines.llamacpp import LlamaCppSettings, plan, row_bytes
-from kvbudget.engines.llamacpp_command import parse_llamacpp_command
-from kvbudget.engines.llamacpp_log import check_caches, parse_llamacpp_log
+from kvbudget.engines.llamacpp.check import check_caches
+from kvbudget.engines.llamacpp.command import parse_llamacpp_command
+from kvbudget.engines.llamacpp.log import parse_llamacpp_log
 from kvbudget.model.gguf_reader import GGUFError, read_gguf_header
 from kvbudget.model.layers import FullAttention, SlidingWindow
 from kvbudget.units import InputError, MiB
@@ -234,7 +235,7 @@ def test_cli_explain_and_fit(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_command_values_in_llamacpps_own_ranges() -> None:
     """common/arg.cpp: -c/-b/-ub 0 mean the default, llama-server's -np -1 is auto and 0 an error."""
-    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+    from kvbudget.engines.llamacpp.command import parse_llamacpp_command
     from kvbudget.units import InputError
 
     s = parse_llamacpp_command("llama-server -m x.gguf -c 0 -b 0 -ub 0 -np -1").settings

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 import kvbudget
-from kvbudget.engines import llamacpp_eras as eras
 from kvbudget.engines.llamacpp import LlamaCppSettings, plan
-from kvbudget.engines.llamacpp_log import check_caches, parse_llamacpp_log
+from kvbudget.engines.llamacpp import calibration as eras
+from kvbudget.engines.llamacpp.check import check_caches
+from kvbudget.engines.llamacpp.log import parse_llamacpp_log
 from kvbudget.units import MiB
 
 DATA = Path(__file__).parent / "data" / "llamacpp_logs"
@@ -93,7 +94,7 @@ def test_tensor_split_reproduces_the_logged_layer_split() -> None:
 
 def test_the_logged_command_predicts_each_gpus_kv_buffer() -> None:
     from kvbudget._record import replace
-    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+    from kvbudget.engines.llamacpp.command import parse_llamacpp_command
 
     # b4462: llama-server ... -ts 10,6 -ngl 99 -c 32768 --flash-attn --cache-type-k q8_0 --cache-type-v q8_0 on two
     # RTX 3090 Ti: "CUDA0 KV buffer size = 2788.00 MiB", "CUDA1 KV buffer size = 1564.00 MiB"

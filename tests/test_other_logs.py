@@ -19,7 +19,7 @@ import pytest
 
 import kvbudget
 from kvbudget.engines import sglang, trtllm
-from kvbudget.engines.other_logs import check_other_log
+from kvbudget.engines.logscan import check_other_log
 
 DATA = Path(__file__).parent / "data"
 LOGS = sorted((DATA / "sglang_logs").glob("*.log")) + sorted((DATA / "trtllm_logs").glob("*.log"))
@@ -110,9 +110,9 @@ def test_trtllm_engine_buffers() -> None:
 def test_figures_a_run_cannot_print_are_refused_by_name() -> None:
     """Zero, negative, NaN and absurd figures: one InputError naming the figure, never a division by
     zero or a NaN row."""
-    from kvbudget.engines.llamacpp_log import parse_llamacpp_log
-    from kvbudget.engines.vllm_check import check_log
-    from kvbudget.engines.vllm_log import parse_vllm_log
+    from kvbudget.engines.llamacpp.log import parse_llamacpp_log
+    from kvbudget.engines.vllm.check import check_log
+    from kvbudget.engines.vllm.log import parse_vllm_log
     from kvbudget.units import InputError
 
     sglang = ("KV Cache is allocated. #tokens: 100, K size: 0.00 GB, V size: 0.00 GB\nLoad weight begin. avail mem=20.00 GB\n"
@@ -138,8 +138,8 @@ def test_figures_a_run_cannot_print_are_refused_by_name() -> None:
 def test_every_engines_log_is_opened_the_same_way() -> None:
     """One opener (logscan.open_log) for the three readers: a NUL byte is refused naming the engine,
     carriage returns are dropped, an over-long number is refused; llama.cpp's decimal comma is read."""
-    from kvbudget.engines.llamacpp_log import parse_llamacpp_log
-    from kvbudget.engines.vllm_log import parse_vllm_log
+    from kvbudget.engines.llamacpp.log import parse_llamacpp_log
+    from kvbudget.engines.vllm.log import parse_vllm_log
     from kvbudget.units import InputError
 
     llama = "llama_kv_cache: size = 512,00 MiB (  4096 cells,  32 layers,  1/1 seqs), K (f16): 256,00 MiB, V (f16): 256,00 MiB\r\n"

@@ -13,7 +13,8 @@ import kvbudget
 from kvbudget._record import replace
 from kvbudget.cli import main
 from kvbudget.engines import vllm
-from kvbudget.engines.vllm_command import parse_vllm_command
+from kvbudget.engines.vllm.command import parse_vllm_command
+from kvbudget.engines.vllm.launch import vllm_argv
 from kvbudget.hardware import find_gpu, gpus
 from kvbudget.plan import launch
 from kvbudget.plan.prices import read_prices
@@ -64,7 +65,7 @@ def test_exclusions_say_why() -> None:
 def test_launch_files_round_trip_through_explain() -> None:
     spec = kvbudget.load_model(LLAMA70)
     for d in [d for d in search(spec, 200, 8192, [find_gpu("H100"), find_gpu("L40S")]) if d.serves][:6]:
-        argv = launch.vllm_argv(spec.name, d.settings)
+        argv = vllm_argv(spec.name, d.settings)
         docs = list(yaml.safe_load_all(launch.kubernetes(spec.name, argv, d.tp * d.pp, d.replicas)))
         deployment, service = docs
         assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
@@ -204,7 +205,7 @@ def test_inverse_questions_are_exact_at_block_granularity() -> None:
 
 def test_sglang_plans_round_trip() -> None:
     from kvbudget.engines import sglang
-    from kvbudget.engines.other_commands import parse_other_command
+    from kvbudget.engines.cmdscan import parse_other_command
 
     spec = kvbudget.load_model(LLAMA70)
     a100 = find_gpu("A100-80GB")
@@ -238,7 +239,7 @@ def test_a_layout_wider_than_a_node_gets_a_leader_worker_set() -> None:
     spec = kvbudget.load_model("deepseek-ai/DeepSeek-V3")
     h100 = find_gpu("H100")
     s = vllm.VllmSettings(max_model_len=8192, tensor_parallel_size=8, pipeline_parallel_size=2)
-    argv = launch.vllm_argv(spec.name, s)
+    argv = vllm_argv(spec.name, s)
     lws, service = yaml.safe_load_all(launch.manifest(spec.name, argv, 8, 2, 3, gpus_per_node=8))
     assert (lws["kind"], lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]) == ("LeaderWorkerSet", 3, 2)
     template = lws["spec"]["leaderWorkerTemplate"]
@@ -279,7 +280,7 @@ def test_plan_context_beyond_the_model(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_trtllm_plans_round_trip() -> None:
     from kvbudget.engines import trtllm
-    from kvbudget.engines.other_commands import parse_other_command
+    from kvbudget.engines.cmdscan import parse_other_command
 
     spec = kvbudget.load_model(LLAMA70)
     a100 = find_gpu("A100-80GB")
@@ -310,7 +311,7 @@ def test_trtllm_plans_round_trip() -> None:
 
 
 def test_trtllm_options_file_is_read_like_trtllm_serve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from kvbudget.engines.other_commands import parse_other_command
+    from kvbudget.engines.cmdscan import parse_other_command
 
     # trtllm-serve --extra_llm_api_options (renamed --config) YAML: the LLM API's fields, kv_cache_config nested
     options = tmp_path / "extra.yaml"
@@ -406,7 +407,7 @@ def test_review_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     argv = launch.argv_for(spec.name, best.settings)
     assert "--tp-size" in argv and "--tp" not in argv
     # a local model's command names its folder
-    assert launch.vllm_argv("/models/my-llama/config.json", vllm.VllmSettings())[2] == "/models/my-llama"
+    assert vllm_argv("/models/my-llama/config.json", vllm.VllmSettings())[2] == "/models/my-llama"
     # the scheduler never runs more than max_num_seqs at once
     assert kvbudget.max_context("meta-llama/Llama-3.1-8B-Instruct", concurrency=5000, gpu="H100") == 0
     # a prices file naming an unknown GPU names the file; a free GPU still plots (linear price axis)
@@ -425,8 +426,8 @@ def test_review_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_every_engine_fit_carries_a_launch_that_round_trips(capsys: pytest.CaptureFixture[str]) -> None:
     from kvbudget.engines import llamacpp, sglang, trtllm
-    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
-    from kvbudget.engines.other_commands import parse_other_command
+    from kvbudget.engines.cmdscan import parse_other_command
+    from kvbudget.engines.llamacpp.command import parse_llamacpp_command
 
     model = "meta-llama/Llama-3.1-8B-Instruct"
     spec, h100 = kvbudget.load_model(model), find_gpu("H100")
@@ -455,7 +456,7 @@ def test_every_engine_fit_carries_a_launch_that_round_trips(capsys: pytest.Captu
 
 def test_llamacpp_plans() -> None:
     from kvbudget.engines import llamacpp
-    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+    from kvbudget.engines.llamacpp.command import parse_llamacpp_command
 
     spec = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
     l4 = find_gpu("L4")
@@ -522,7 +523,7 @@ def test_fit_that_does_not_hold_the_load_names_the_fewest_gpus(capsys: pytest.Ca
 
 def test_llm_api_options_read_numbers_written_as_text(tmp_path: Path) -> None:
     """A number quoted in the options file is read as the number it spells, and checked the same way."""
-    from kvbudget.engines.other_commands import parse_other_command
+    from kvbudget.engines.cmdscan import parse_other_command
 
     options = tmp_path / "o.yaml"
     options.write_text("max_batch_size: '8'\nkv_cache_config:\n  free_gpu_memory_fraction: '0.5'\n")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kvbudget.engines.transformers_cache import LayerCache, TransformersCachePlan, plan
+from kvbudget.engines.transformers.kv_layout import LayerCache, TransformersCachePlan, plan
 from kvbudget.model.hf_config import spec_from_config
 from kvbudget.units import InputError
 

@@ -1,7 +1,7 @@
 """The vLLM policy: budget, pages, groups, blocks, concurrency, failures, release lines, commands.
 
 Sources: vLLM 0.33.0's Python package (the wheel on PyPI; paths relative to ``vllm/``, named in
-src/kvbudget/engines/vllm.py), and public logs (tests/data/vllm_logs/).
+src/kvbudget/engines/vllm/), and public logs (tests/data/vllm_logs/).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from kvbudget.engines.vllm import (
     release,
     request_blocks,
 )
-from kvbudget.engines.vllm_command import human_int, parse_vllm_command
-from kvbudget.engines.vllm_log import parse_vllm_log
+from kvbudget.engines.vllm.command import human_int, parse_vllm_command
+from kvbudget.engines.vllm.log import parse_vllm_log
 from kvbudget.hardware import custom_gpu
 from kvbudget.units import GiB, InputError, MiB
 

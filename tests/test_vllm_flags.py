@@ -1,4 +1,4 @@
-"""engines/vllm_flags.json, the flags of `vllm serve`, and tools/gen_vllm_flags.py that writes it.
+"""engines/vllm/flags.json, the flags of `vllm serve`, and tools/gen_vllm_flags.py that writes it.
 
 The file is generated from vLLM's own parser (see docs/internals.md); CI has no vLLM, so these tests
 check what can be checked without it: the file's shape as kvbudget reads it, the flags the memory plan
@@ -16,10 +16,10 @@ from types import ModuleType
 
 import pytest
 
-from kvbudget.engines import vllm_command
+from kvbudget.engines.vllm import command as vllm_command
 
 ROOT = Path(__file__).resolve().parents[1]
-FLAGS_JSON = ROOT / "src" / "kvbudget" / "engines" / "vllm_flags.json"
+FLAGS_JSON = ROOT / "src" / "kvbudget" / "engines" / "vllm" / "flags.json"
 TOOL = ROOT / "tools" / "gen_vllm_flags.py"
 
 

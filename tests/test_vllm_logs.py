@@ -28,8 +28,8 @@ import pytest
 from kvbudget import find_gpu, load_model
 from kvbudget._record import replace
 from kvbudget.engines.vllm import plan
-from kvbudget.engines.vllm_check import CheckResult, check_log
-from kvbudget.engines.vllm_log import parse_vllm_log
+from kvbudget.engines.vllm.check import CheckResult, check_log
+from kvbudget.engines.vllm.log import parse_vllm_log
 from kvbudget.hardware import custom_gpu
 from kvbudget.units import GiB
 

@@ -1,4 +1,4 @@
-"""Regenerate src/kvbudget/engines/vllm_flags.json from a vLLM release's own `vllm serve` parser (not run in CI).
+"""Regenerate src/kvbudget/engines/vllm/flags.json from a vLLM release's own `vllm serve` parser (not run in CI).
 
 kvbudget never depends on vLLM. This script builds the parser `vllm serve` uses, the way vLLM builds it
 (``FlexibleArgumentParser`` handed to ``vllm/entrypoints/common/cli_args.py make_arg_parser``, which
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-FLAGS_JSON = Path(__file__).resolve().parents[1] / "src" / "kvbudget" / "engines" / "vllm_flags.json"
+FLAGS_JSON = Path(__file__).resolve().parents[1] / "src" / "kvbudget" / "engines" / "vllm" / "flags.json"
 SOURCE = ("option strings of `vllm serve` in vLLM {version} ({function}), listed with argparse;"
           " dest = the engine argument, value = whether the flag takes a value")
 # Actions that are no flag of the server (argparse's own).
@@ -47,7 +47,7 @@ def flags_of(parser: argparse.ArgumentParser) -> Flags:
 
 
 def render(source: str, flags: Flags, historical_source: str, historical: dict[str, bool]) -> str:
-    """The JSON text of vllm_flags.json, byte for byte as committed (indent 0, no final newline);
+    """The JSON text of engines/vllm/flags.json, byte for byte as committed (indent 0, no final newline);
     the arguments come in the file's order, as ``parse`` returns them."""
     data: dict[str, Any] = {
         "_source": source,
@@ -59,7 +59,7 @@ def render(source: str, flags: Flags, historical_source: str, historical: dict[s
 
 
 def parse(text: str) -> tuple[str, Flags, str, dict[str, bool]]:
-    """Read vllm_flags.json back: (source, flags, historical source, historical)."""
+    """Read engines/vllm/flags.json back: (source, flags, historical source, historical)."""
     data = json.loads(text)
     flags = {option: (str(v[0]), bool(v[1])) for option, v in data["flags"].items()}
     historical = {option: bool(v) for option, v in data["historical"].items()}
@@ -75,7 +75,7 @@ def differences(old: Flags, new: Flags) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli = argparse.ArgumentParser(description="Regenerate vllm_flags.json from vLLM's `vllm serve` parser.")
+    cli = argparse.ArgumentParser(description="Regenerate engines/vllm/flags.json from vLLM's `vllm serve` parser.")
     cli.add_argument("--check", action="store_true", help="only compare with the file; exit 1 on a difference")
     cli.add_argument("--json", type=Path, default=FLAGS_JSON, help=f"the file (default {FLAGS_JSON})")
     opts = cli.parse_args(argv)

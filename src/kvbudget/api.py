@@ -27,7 +27,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from .engines.base import Registry
     from .engines.vllm import VllmPlan, VllmSettings
-    from .engines.vllm_command import LaunchCommand
+    from .engines.vllm.command import LaunchCommand
     from .kvreport import KVReport
     from .plan.search import Deployment as PlanRow
     from .questions.plan import LeversAnswer, PlanAnswer
@@ -203,8 +203,8 @@ def explain(
 ) -> tuple[LaunchCommand, VllmPlan, list[tuple[str, VllmPlan]]]:
     """Read a pasted ``vllm serve ...`` command and plan it; with the flags that would help."""
     from .engines.vllm import VllmSettings, plan
-    from .engines.vllm_command import parse_vllm_command
-    from .plan.vllm_fixes import suggestions
+    from .engines.vllm.command import parse_vllm_command
+    from .engines.vllm.fixes import suggestions
 
     if not isinstance(command, str) and not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
         raise InputError(f"command must be the launch command as a string or a list of strings, not {excerpt(command)}")

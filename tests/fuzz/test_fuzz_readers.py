@@ -190,7 +190,7 @@ def log_text(draw: st.DrawFn, engine: str) -> str:
 @FUZZ
 @given(log_text("vllm"))
 def test_vllm_log(text: str) -> None:
-    from kvbudget.engines.vllm_log import parse_vllm_log
+    from kvbudget.engines.vllm.log import parse_vllm_log
 
     _returns_or_input_error(lambda: parse_vllm_log(text))
 
@@ -198,7 +198,8 @@ def test_vllm_log(text: str) -> None:
 @FUZZ
 @given(log_text("llamacpp"))
 def test_llamacpp_log(text: str) -> None:
-    from kvbudget.engines.llamacpp_log import check_caches, parse_llamacpp_log
+    from kvbudget.engines.llamacpp.check import check_caches
+    from kvbudget.engines.llamacpp.log import parse_llamacpp_log
 
     _returns_or_input_error(lambda: check_caches(parse_llamacpp_log(text)))
 
@@ -206,7 +207,7 @@ def test_llamacpp_log(text: str) -> None:
 @FUZZ
 @given(st.one_of(log_text("sglang"), log_text("trtllm")))
 def test_sglang_and_trtllm_logs(text: str) -> None:
-    from kvbudget.engines.other_logs import check_other_log
+    from kvbudget.engines.logscan import check_other_log
 
     _returns_or_input_error(lambda: check_other_log(text))
 
@@ -237,7 +238,7 @@ LLAMACPP_FLAGS = ["-c", "--ctx-size", "-ngl", "--n-gpu-layers", "-ub", "-b", "-n
 @given(st.one_of(_command(["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"], VLLM_FLAGS),
                  st.text(max_size=80).map(lambda t: "vllm serve m " + t)))
 def test_vllm_command(command: list[str] | str) -> None:
-    from kvbudget.engines.vllm_command import parse_vllm_command
+    from kvbudget.engines.vllm.command import parse_vllm_command
 
     _returns_or_input_error(lambda: parse_vllm_command(command))
 
@@ -246,7 +247,7 @@ def test_vllm_command(command: list[str] | str) -> None:
 @given(st.one_of(_command(["python", "-m", "sglang.launch_server", "--model-path", "m"], SGLANG_FLAGS),
                  _command(["trtllm-serve", "m"], TRTLLM_FLAGS), st.text(max_size=80).map(lambda t: "trtllm-serve m " + t)))
 def test_sglang_and_trtllm_commands(command: list[str] | str) -> None:
-    from kvbudget.engines.other_commands import parse_other_command
+    from kvbudget.engines.cmdscan import parse_other_command
 
     _returns_or_input_error(lambda: parse_other_command(command))
 
@@ -255,7 +256,7 @@ def test_sglang_and_trtllm_commands(command: list[str] | str) -> None:
 @given(st.one_of(_command(["llama-server", "-m", "model.gguf"], LLAMACPP_FLAGS),
                  st.text(max_size=80).map(lambda t: "llama-server -m model.gguf " + t)))
 def test_llamacpp_command(command: list[str] | str) -> None:
-    from kvbudget.engines.llamacpp_command import parse_llamacpp_command
+    from kvbudget.engines.llamacpp.command import parse_llamacpp_command
 
     _returns_or_input_error(lambda: parse_llamacpp_command(command))
 
@@ -286,7 +287,7 @@ yaml_text = st.lists(st.tuples(st.sampled_from(["tensor-parallel-size", "max-mod
 @FUZZ
 @given(st.one_of(yaml_text, st.binary(max_size=100)))
 def test_vllm_config_yaml(data: str | bytes) -> None:
-    from kvbudget.engines.vllm_command import parse_vllm_command
+    from kvbudget.engines.vllm.command import parse_vllm_command
 
     _in_file(data, "options.yaml", lambda path: parse_vllm_command(["vllm", "serve", "m", "--config", path]))
 
@@ -294,7 +295,7 @@ def test_vllm_config_yaml(data: str | bytes) -> None:
 @FUZZ
 @given(st.one_of(yaml_text, st.binary(max_size=100)))
 def test_trtllm_options_yaml(data: str | bytes) -> None:
-    from kvbudget.engines.other_commands import parse_other_command
+    from kvbudget.engines.cmdscan import parse_other_command
 
     _in_file(data, "options.yaml",
              lambda path: parse_other_command(["trtllm-serve", "m", "--extra_llm_api_options", path]))

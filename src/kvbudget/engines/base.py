@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 
     from ..hardware import GPU
     from ..model.spec import ModelSpec
-    from .llamacpp import LlamaCppSettings
-    from .sglang import SGLangSettings
-    from .trtllm import TrtllmSettings
-    from .vllm import VllmSettings
+    from .llamacpp.settings import LlamaCppSettings
+    from .sglang.settings import SGLangSettings
+    from .trtllm.settings import TrtllmSettings
+    from .vllm.settings import VllmSettings
 
     class Engine(Protocol):
         """Everything a command asks of an engine (``docs/adding-an-engine.md`` walks through a toy one)."""
@@ -399,8 +399,13 @@ class Registry:
 
 
 def default_registry() -> Registry:
-    """vLLM, SGLang, TensorRT-LLM, llama.cpp, transformers and the textbook partition, each from its own module."""
-    from . import _llamacpp, _sglang, _textbook, _transformers, _trtllm, _vllm
+    """vLLM, SGLang, TensorRT-LLM, llama.cpp, transformers (each its own package) and the textbook partition."""
+    from . import textbook_engine
+    from .llamacpp import engine as llamacpp
+    from .sglang import engine as sglang
+    from .transformers import engine as transformers
+    from .trtllm import engine as trtllm
+    from .vllm import engine as vllm
 
-    return Registry([_vllm.ENGINE, _sglang.ENGINE, _trtllm.ENGINE, _llamacpp.ENGINE, _transformers.ENGINE,
-                     _textbook.ENGINE])
+    return Registry([vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE, llamacpp.ENGINE, transformers.ENGINE,
+                     textbook_engine.ENGINE])

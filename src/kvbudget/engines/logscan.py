@@ -164,3 +164,25 @@ def _number(value: str, name: str, decimal_comma: bool) -> float:
         return float(value.replace(",", "." if decimal_comma else ""))
     except ValueError:
         raise InputError(f"the log: {name} {excerpt(value)} is not a number") from None
+
+
+# --- SGLang and TensorRT-LLM logs, checked against the engines' own arithmetic -------------------------------
+
+Row = tuple[str, float, float, bool]  # (figure, reported, recomputed, matches)
+MAX_GB = 1e6  # a figure in GB beyond this is not a GPU's
+
+
+def check_other_log(text: str, model: str | None = None) -> list[Row]:
+    """(figure, reported, recomputed, matches) for every figure the log lets us recompute: SGLang's
+    (``engines/sglang/check.py``), then TensorRT-LLM's (``engines/trtllm/check.py``). Each figure is found
+    by a literal and read in a bounded window of its line (linear time), and checked: a log with 0 blocks
+    per token, a NaN or a negative pool is refused, naming it."""
+    from .sglang.check import check_sglang_log
+    from .trtllm.check import check_trtllm_log
+
+    log = open_log(text, "the engine")
+    rows = check_sglang_log(log, model) + check_trtllm_log(log)
+    if not rows:
+        raise InputError("no SGLang ('KV Cache is allocated') or TensorRT-LLM ('Allocated ... for max tokens in paged KV cache') "
+                         "figures found in the log")
+    return rows

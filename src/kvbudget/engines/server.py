@@ -32,7 +32,7 @@ class PoolServer:
     kv_levers: tuple[str, ...] = ("fp8",)
 
     def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
-        from .other_commands import parse_other_command
+        from .cmdscan import parse_other_command
 
         cmd = parse_other_command(words)
         return Command(cmd.model, cmd.sglang if cmd.sglang is not None else cmd.trtllm, cmd.warnings)
@@ -41,7 +41,7 @@ class PoolServer:
         return int(s.tp * s.pp)
 
     def check(self, text: str, given: dict[str, Any]) -> Any:
-        from .other_logs import check_other_log
+        from .logscan import check_other_log
 
         return check_other_log(text, given.get("model"))
 

@@ -1,6 +1,8 @@
 """Launch files for a plan: the engine's command line with the flags that realise it, and a Kubernetes
 Deployment + Service that runs it (``nvidia.com/gpu`` per pod, a memory-backed ``/dev/shm`` for the
-tensor-parallel workers' NCCL traffic, one pod per replica).
+tensor-parallel workers' NCCL traffic, one pod per replica). Each engine's own command line is written by
+its ``launch.py`` (``engines/vllm/launch.py``, ``engines/sglang/launch.py``, ``engines/trtllm/launch.py``,
+``engines/llamacpp/launch.py``); ``argv_for`` picks it by the settings' engine.
 
 The YAML is written by hand (JSON-quoted strings are valid YAML), so kvbudget needs no YAML library.
 """
@@ -14,10 +16,10 @@ from ..units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; the engines load only when needed
 if TYPE_CHECKING:
-    from ..engines.llamacpp import LlamaCppSettings
-    from ..engines.sglang import SGLangSettings
-    from ..engines.trtllm import TrtllmSettings
-    from ..engines.vllm import VllmSettings
+    from ..engines.llamacpp.settings import LlamaCppSettings
+    from ..engines.sglang.settings import SGLangSettings
+    from ..engines.trtllm.settings import TrtllmSettings
+    from ..engines.vllm.settings import VllmSettings
 
 IMAGE = "vllm/vllm-openai:latest"
 PORT = 8000
@@ -31,50 +33,6 @@ LLAMACPP_PORT = 8080
 def served(model: str) -> str:
     """What the engine is given: a local model's folder, not its config.json."""
     return model[: -len("config.json")].rstrip("/") or "." if model.endswith("config.json") else model
-
-
-# kvbudget's weight formats as vLLM's --quantization methods (vLLM 0.33.0,
-# model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS); 16-bit formats are --dtype.
-VLLM_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes", "awq": "awq", "gptq": "gptq", "mxfp4": "mxfp4",
-                     "nvfp4": "modelopt_fp4", "int8": "compressed-tensors"}
-
-
-def vllm_quantization(quantization: str | None) -> str | None:
-    """The --quantization value that loads ``quantization`` (a kvbudget weight format or vLLM's own word)."""
-    if quantization in (None, "", "auto", "none"):
-        return None
-    from ..model.weights import parse_weight_format
-
-    try:
-        name = parse_weight_format(quantization).name
-    except InputError:
-        return quantization  # vLLM's own method name, passed through as given
-    return VLLM_QUANTIZATION.get(name)
-
-
-def vllm_argv(model: str, s: VllmSettings) -> list[str]:
-    """``vllm serve MODEL`` with every memory-relevant setting that differs from vLLM's default."""
-    argv = ["vllm", "serve", served(model)]
-    flags: list[tuple[str, object]] = [
-        ("--tensor-parallel-size", s.tensor_parallel_size if s.tensor_parallel_size > 1 else None),
-        ("--pipeline-parallel-size", s.pipeline_parallel_size if s.pipeline_parallel_size > 1 else None),
-        ("--max-model-len", s.max_model_len),
-        ("--gpu-memory-utilization", s.gpu_memory_utilization),
-        # the weight format the plan was made with, always: fp8 (and bitsandbytes) vLLM applies to a 16-bit
-        # checkpoint when loading; AWQ, GPTQ, NVFP4 ... need a checkpoint in that format (checkpoint_note)
-        ("--quantization", vllm_quantization(s.quantization)),
-        ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
-        ("--dtype", None if s.dtype == "auto" else s.dtype),
-        ("--max-num-seqs", s.max_num_seqs),
-        ("--max-num-batched-tokens", s.max_num_batched_tokens),
-        ("--block-size", s.block_size),
-    ]
-    for flag, value in flags:
-        if value is not None:
-            argv += [flag, str(value)]
-    if s.enforce_eager:
-        argv.append("--enforce-eager")
-    return argv
 
 
 # Weight formats an engine applies to a 16-bit checkpoint while loading; every other one is read from a
@@ -109,80 +67,26 @@ def launch_doc(model: str, argv: list[str], quantization: str | None, manifest: 
     return doc
 
 
-def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
-    """``python -m sglang.launch_server`` with every memory-relevant setting that differs from SGLang's default."""
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", served(model)]
-    flags: list[tuple[str, object]] = [
-        ("--tp-size", s.tp if s.tp > 1 else None), ("--pp-size", s.pp if s.pp > 1 else None),
-        ("--context-length", s.context_length), ("--mem-fraction-static", s.mem_fraction_static),
-        ("--quantization", s.quantization), ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
-        ("--max-running-requests", s.max_running_requests), ("--page-size", s.page_size),
-    ]
-    for flag, value in flags:
-        if value is not None:
-            argv += [flag, str(value)]
-    return argv
-
-
-def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
-    """``trtllm-serve MODEL`` (PyTorch backend) with the settings that differ from its defaults."""
-    from ..engines.trtllm import TrtllmSettings
-
-    argv = ["trtllm-serve", served(model)]
-    defaults = TrtllmSettings()
-    flags: list[tuple[str, object]] = [
-        ("--tp_size", s.tp if s.tp > 1 else None), ("--pp_size", s.pp if s.pp > 1 else None),
-        ("--max_seq_len", s.max_seq_len),
-        # a trtllm-serve option since TensorRT-LLM PR #11487 (March 2026): auto | fp8 | nvfp4
-        ("--kv_cache_dtype", s.kv_cache_dtype if s.kv_cache_dtype != defaults.kv_cache_dtype else None),
-        ("--max_batch_size", s.max_batch_size if s.max_batch_size != defaults.max_batch_size else None),
-        ("--max_num_tokens", s.max_num_tokens if s.max_num_tokens != defaults.max_num_tokens else None),
-        ("--kv_cache_free_gpu_memory_fraction",
-         s.free_gpu_memory_fraction if s.free_gpu_memory_fraction != defaults.free_gpu_memory_fraction else None),
-    ]
-    for flag, value in flags:
-        if value is not None:
-            argv += [flag, str(value)]
-    return argv
-
-
-def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
-    """``llama-server -m MODEL`` with the context settings that differ from its defaults."""
-    from ..engines.llamacpp import LlamaCppSettings
-
-    d = LlamaCppSettings()
-    argv = ["llama-server", "-m", s.model_file or model]
-    flags: list[tuple[str, object]] = [
-        ("-c", s.n_ctx or None), ("-np", s.n_parallel), ("-ctk", s.type_k if s.type_k != d.type_k else None),
-        ("-ctv", s.type_v if s.type_v != d.type_v else None),
-        ("-ngl", s.n_gpu_layers if s.n_gpu_layers >= 0 else None), ("-fa", s.flash_attn if s.flash_attn != d.flash_attn else None),
-        ("-b", s.n_batch if s.n_batch != d.n_batch else None), ("-ub", s.n_ubatch if s.n_ubatch != d.n_ubatch else None),
-    ]
-    for flag, value in flags:
-        if value is not None:
-            argv += [flag, str(value)]
-    if s.tensor_split:
-        argv += ["-ts", ",".join(f"{x:g}" for x in s.tensor_split)]
-    elif s.devices > 1:
-        argv += ["-ts", ",".join(["1"] * s.devices)]
-    if s.swa_full:
-        argv.append("--swa-full")
-    if s.kv_unified is not None:
-        argv.append("--kv-unified" if s.kv_unified else "--no-kv-unified")
-    return argv
-
-
 def argv_for(model: str, s: VllmSettings | SGLangSettings | TrtllmSettings | LlamaCppSettings) -> list[str]:
-    from ..engines.llamacpp import LlamaCppSettings
-    from ..engines.sglang import SGLangSettings
-    from ..engines.trtllm import TrtllmSettings
+    """The engine's command line for ``s``, by the engine the settings are of (its ``launch.py`` writes it)."""
+    from ..engines.llamacpp.settings import LlamaCppSettings
+    from ..engines.sglang.settings import SGLangSettings
+    from ..engines.trtllm.settings import TrtllmSettings
 
     if isinstance(s, LlamaCppSettings):
+        from ..engines.llamacpp.launch import llamacpp_argv
+
         return llamacpp_argv(model, s)
     if isinstance(s, SGLangSettings):
+        from ..engines.sglang.launch import sglang_argv
+
         return sglang_argv(model, s)
     if isinstance(s, TrtllmSettings):
+        from ..engines.trtllm.launch import trtllm_argv
+
         return trtllm_argv(model, s)
+    from ..engines.vllm.launch import vllm_argv
+
     return vllm_argv(model, s)
 
 

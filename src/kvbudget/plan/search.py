@@ -1,5 +1,5 @@
 """The cheapest deployments that serve a load: every GPU type x layout x precision, planned with vLLM's
-or SGLang's own rules (``engines/vllm.py``, ``engines/sglang.py``), kept when they start and hold ``concurrency`` requests of ``context``
+or SGLang's own rules (``engines/vllm/``, ``engines/sglang/``), kept when they start and hold ``concurrency`` requests of ``context``
 tokens, ranked by price per hour, then headroom.
 
 A layout is TP within a node (a divisor of the attention heads, at most ``gpus_per_node``), PP across

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..engines.llamacpp import LlamaCppPlan
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
-    from ..engines.vllm_check import CheckResult, Row
+    from ..engines.vllm.check import CheckResult, Row
     from ..hardware import GPU
     from ..kvreport import KVReport
     from ..model.catalog import CatalogEntry

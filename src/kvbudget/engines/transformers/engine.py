@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from .._record import record
-from .base import Ask, Fraction, NotAServer, Option, Setup, Unsupported, Verdict
+from ..._record import record
+from ..base import Ask, Fraction, NotAServer, Option, Setup, Unsupported, Verdict
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..hardware import GPU
-    from ..model.spec import ModelSpec
-    from .base import EnginePlan
-    from .transformers_engine import TransformersPlan
+    from ...hardware import GPU
+    from ...model.spec import ModelSpec
+    from ..base import EnginePlan
+    from .policy import TransformersPlan
 
 
 @record
@@ -48,12 +48,12 @@ class TransformersEngine(NotAServer):
         return TransformersSettings(ask.batch, ask.context, ask.weights, ask.option("cache", "dynamic"))
 
     def run(self, spec: ModelSpec, gpu: GPU, s: TransformersSettings) -> TransformersPlan:
-        from .transformers_engine import plan
+        from .policy import plan
 
         return plan(spec, gpu, s.batch, s.context or spec.max_context, s.dtype, s.cache)
 
     def row(self, native: TransformersPlan) -> EnginePlan:
-        from .transformers_engine import row
+        from .policy import row
 
         return row(native)
 
@@ -70,13 +70,13 @@ class TransformersEngine(NotAServer):
         return False
 
     def text(self, answer: Any, units: str) -> str:
-        from ..report.text import engine_text
+        from ...report.text import engine_text
 
         p = answer.plan
         return engine_text(answer.row, p.model, p.gpu, [], list(p.notes), units)
 
     def doc(self, answer: Any, units: str) -> dict[str, Any]:
-        from ..report.json_doc import engine_doc
+        from ...report.json_doc import engine_doc
 
         return engine_doc(answer.row, answer.plan, [], list(answer.plan.notes), list(answer.warnings))
 

@@ -3,16 +3,17 @@ command, command and log readers, each delegated to the module that does it."""
 
 from __future__ import annotations
 
-from .base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
+from ..base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..hardware import GPU
-    from ..model.spec import ModelSpec
-    from .base import EnginePlan
-    from .vllm import VllmPlan, VllmSettings
+    from ...hardware import GPU
+    from ...model.spec import ModelSpec
+    from ..base import EnginePlan
+    from .policy import VllmPlan
+    from .settings import VllmSettings
 
 _ALL = ("fit", "explain", "check", "plan", "levers")
 
@@ -47,29 +48,29 @@ class VllmEngine:
     plan_kv: tuple[str, ...] = ("auto", "fp8")
 
     def check_weights(self, name: str) -> None:
-        from .base import known_weights
+        from ..base import known_weights
 
         known_weights(name)
 
     def check_kv(self, name: str) -> None:
-        from .base import known_kv
+        from ..base import known_kv
 
         known_kv(name)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        from .vllm import VllmSettings
+        from .settings import VllmSettings
 
         return self.row(self.run(spec, gpu, VllmSettings(
             max_model_len=setup.context, tensor_parallel_size=setup.tp, pipeline_parallel_size=setup.pp,
             kv_cache_dtype=setup.kv_dtype)))
 
     def replica(self, *args: Any) -> Any:
-        from .vllm import replica
+        from .policy import replica
 
         return replica(*args)
 
     def settings(self, spec: ModelSpec, ask: Ask) -> VllmSettings:
-        from .vllm import VllmSettings
+        from .settings import VllmSettings
 
         return VllmSettings(
             version=ask.option("vllm_version", "current"), gpu_memory_utilization=ask.option("gpu_memory_utilization"),
@@ -80,19 +81,19 @@ class VllmEngine:
             allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)))
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
-        from .vllm import plan
+        from .policy import plan
 
         return plan(spec, gpu, settings)
 
     def row(self, native: VllmPlan) -> EnginePlan:
-        from .vllm import summary
+        from .policy import summary
 
         return summary(native)
 
     def verdict(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, p: VllmPlan, batch: int) -> Verdict:
         """Requests per engine of ``max_model_len``: whole ones of the pool's blocks (vLLM's own count), and the
         longest context at which the engine's share of the load fits, by vLLM's own block arithmetic."""
-        from .vllm import capacity
+        from .policy import capacity
 
         each = -(-batch // p.dp)  # data-parallel engines share the load: each holds its part in its own pool
         held, longest = capacity(p, each) if p.starts else (0, 0)
@@ -100,14 +101,14 @@ class VllmEngine:
                        per_instance=p.dp, cap=0, pool_held=held, load=batch)
 
     def advice(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, p: VllmPlan) -> list[tuple[str, VllmPlan]]:
-        from ..plan.vllm_fixes import suggestions
+        from .fixes import suggestions
 
         return suggestions(spec, gpu, settings, p)
 
     def levers(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, p: VllmPlan, gpus_per_node: int | None = None) -> Any:
         """vLLM's own levers (``plan/levers.py``), each re-planned with its rules at the plan's context."""
-        from .._record import replace
-        from ..plan.levers import levers
+        from ..._record import replace
+        from ...plan.levers import levers
 
         return levers(spec, gpu, replace(settings, max_model_len=p.max_model_len if p.max_model_len > 0
                                          else settings.max_model_len), gpus_per_node)
@@ -131,16 +132,17 @@ class VllmEngine:
                       s.gpu_memory_utilization, s.version)
 
     def launch(self, model: str, s: VllmSettings) -> Launch:
-        from ..plan import launch
+        from ...plan.launch import checkpoint_note
+        from .launch import vllm_argv
 
-        return Launch(tuple(launch.vllm_argv(model, s)), launch.checkpoint_note(model, s.quantization))
+        return Launch(tuple(vllm_argv(model, s)), checkpoint_note(model, s.quantization))
 
     def reads_command(self, words: list[str]) -> bool:
         return True  # vLLM reads what no other engine claims (vllm serve, python -m vllm.entrypoints ...)
 
     def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
-        from .vllm import VllmSettings
-        from .vllm_command import parse_vllm_command
+        from .command import parse_vllm_command
+        from .settings import VllmSettings
 
         version = given.get("vllm_version")
         cmd = parse_vllm_command(words, VllmSettings(version=version) if version is not None else None)
@@ -153,28 +155,28 @@ class VllmEngine:
         return True  # any release line's log that no other engine claims
 
     def check(self, text: str, given: dict[str, Any]) -> Any:
-        from .vllm_check import check_log
+        from .check import check_log
 
         return check_log(text, model=given.get("model"), gpu=given.get("gpu"), gpu_memory=given.get("gpu_memory"),
                          version=given.get("vllm_version"), flags=list(given.get("flags") or ()))
 
     def text(self, answer: Any, units: str) -> str:
-        from ..report.text import vllm_text
+        from ...report.text import vllm_text
 
         return vllm_text(answer.plan, units, answer.advice)
 
     def doc(self, answer: Any, units: str) -> dict[str, Any]:
-        from ..report.json_doc import vllm_doc
+        from ...report.json_doc import vllm_doc
 
         return vllm_doc(answer.plan, units, answer.advice)
 
     def check_text(self, result: Any, units: str) -> str:
-        from ..report.text import check_text
+        from ...report.text import check_text
 
         return check_text(result, units)
 
     def check_doc(self, result: Any, units: str) -> dict[str, Any]:
-        from ..report.json_doc import check_doc
+        from ...report.json_doc import check_doc
 
         return check_doc(result, units)
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from .base import Ask, Fraction, Launch, Layout, Option, Setup, Verdict
-from .server import PoolServer, pool_verdict, program
+from ..base import Ask, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict
+from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..hardware import GPU
-    from ..model.spec import ModelSpec
-    from .base import EnginePlan
-    from .trtllm import TrtllmPlan, TrtllmSettings
+    from ...hardware import GPU
+    from ...model.spec import ModelSpec
+    from ..base import EnginePlan
+    from .policy import TrtllmPlan
+    from .settings import TrtllmSettings
 
 
 class TrtllmEngine(PoolServer):
@@ -30,39 +31,43 @@ class TrtllmEngine(PoolServer):
     plan_kv: tuple[str, ...] = ("auto", "fp8")
 
     def check_weights(self, name: str) -> None:
-        from .base import known_weights
+        from ..base import known_weights
 
         known_weights(name)
 
     def check_kv(self, name: str) -> None:
-        from .base import known_kv
+        from ..base import known_kv
 
         known_kv(name)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        from .trtllm import ENGINE
+        from .settings import TrtllmSettings
 
-        return ENGINE.plan(spec, gpu, setup)
+        if setup.kv_dtype == "fp8_e5m2":
+            raise Unsupported("its FP8 KV cache is e4m3 (kv_cache_config.dtype fp8); ask for fp8")
+        kv = "fp8" if setup.eight_bit else "auto"
+        return self.row(self.run(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=kv,
+                                                           max_seq_len=setup.context)))
 
     def replica(self, *args: Any) -> Any:
-        from .trtllm import replica
+        from .policy import replica
 
         return replica(*args)
 
     def settings(self, spec: ModelSpec, ask: Ask) -> TrtllmSettings:
-        from .trtllm import TrtllmSettings
+        from .settings import TrtllmSettings
 
         return TrtllmSettings(free_gpu_memory_fraction=ask.option("free_gpu_memory_fraction", 0.9), tp=ask.tp, pp=ask.pp,
                               kv_cache_dtype=ask.kv_dtype, quantization=None if ask.weights == "auto" else ask.weights,
                               max_seq_len=ask.context)
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: TrtllmSettings) -> TrtllmPlan:
-        from .trtllm import plan
+        from .policy import plan
 
         return plan(spec, gpu, settings)
 
     def row(self, native: TrtllmPlan) -> EnginePlan:
-        from .trtllm import summary
+        from .policy import summary
 
         return summary(native)
 
@@ -73,9 +78,10 @@ class TrtllmEngine(PoolServer):
         return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.free_gpu_memory_fraction)
 
     def launch(self, model: str, s: TrtllmSettings) -> Launch:
-        from ..plan import launch
+        from ...plan.launch import checkpoint_note
+        from .launch import trtllm_argv
 
-        return Launch(tuple(launch.trtllm_argv(model, s)), launch.checkpoint_note(model, s.quantization))
+        return Launch(tuple(trtllm_argv(model, s)), checkpoint_note(model, s.quantization))
 
     def reads_command(self, words: list[str]) -> bool:
         return program(words) == "trtllm-serve"

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 
-from .._record import record, replace
-from ..hardware import GPU, UnknownGPU, custom_gpu, find_gpu
-from ..model import catalog
-from ..model.resolve import load_model
-from ..model.spec import ModelSpec
-from ..units import GiB, InputError
-from .vllm import VllmPlan, VllmSettings, plan
-from .vllm_command import _INT_FIELDS, _apply, parse_vllm_command
-from .vllm_log import VllmLog, parse_vllm_log
+from ..._record import record, replace
+from ...hardware import GPU, UnknownGPU, custom_gpu, find_gpu
+from ...model import catalog
+from ...model.resolve import load_model
+from ...model.spec import ModelSpec
+from ...units import GiB, InputError
+from .command import _INT_FIELDS, _apply, parse_vllm_command
+from .log import VllmLog, parse_vllm_log
+from .policy import VllmPlan, plan
+from .settings import VllmSettings
 
 
 @record

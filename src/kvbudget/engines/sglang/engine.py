@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from .base import Ask, Fraction, Launch, Layout, Option, Setup, Verdict
-from .server import PoolServer, pool_verdict, program
+from ..base import Ask, Fraction, Launch, Layout, Option, Setup, Verdict
+from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..hardware import GPU
-    from ..model.spec import ModelSpec
-    from .base import EnginePlan
-    from .sglang import SGLangPlan, SGLangSettings
+    from ...hardware import GPU
+    from ...model.spec import ModelSpec
+    from ..base import EnginePlan
+    from .policy import SGLangPlan
+    from .settings import SGLangSettings
 
 
 def _kv(name: str) -> str:
@@ -34,28 +35,28 @@ class SGLangEngine(PoolServer):
     plan_kv: tuple[str, ...] = ("auto", "fp8")
 
     def check_weights(self, name: str) -> None:
-        from .base import known_weights
+        from ..base import known_weights
 
         known_weights(name)
 
     def check_kv(self, name: str) -> None:
-        from .base import known_kv
+        from ..base import known_kv
 
         known_kv(name)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        from .sglang import SGLangSettings
+        from .settings import SGLangSettings
 
         return self.row(self.run(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
                                                            kv_cache_dtype=_kv(setup.kv_dtype))))
 
     def replica(self, *args: Any) -> Any:
-        from .sglang import replica
+        from .policy import replica
 
         return replica(*args)
 
     def settings(self, spec: ModelSpec, ask: Ask) -> SGLangSettings:
-        from .sglang import SGLangSettings
+        from .settings import SGLangSettings
 
         return SGLangSettings(mem_fraction_static=ask.option("mem_fraction_static"), tp=ask.tp, pp=ask.pp,
                               context_length=ask.context, kv_cache_dtype=_kv(ask.kv_dtype),
@@ -63,12 +64,12 @@ class SGLangEngine(PoolServer):
                               quantization=None if ask.weights == "auto" else ask.weights)
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings) -> SGLangPlan:
-        from .sglang import plan
+        from .policy import plan
 
         return plan(spec, gpu, settings)
 
     def row(self, native: SGLangPlan) -> EnginePlan:
-        from .sglang import summary
+        from .policy import summary
 
         return summary(native)
 
@@ -79,9 +80,10 @@ class SGLangEngine(PoolServer):
         return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static)
 
     def launch(self, model: str, s: SGLangSettings) -> Launch:
-        from ..plan import launch
+        from ...plan.launch import checkpoint_note
+        from .launch import sglang_argv
 
-        return Launch(tuple(launch.sglang_argv(model, s)), launch.checkpoint_note(model, s.quantization))
+        return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization))
 
     def reads_command(self, words: list[str]) -> bool:
         return "sglang.launch_server" in words or program(words) == "sglang.launch_server"

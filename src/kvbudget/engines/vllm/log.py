@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from .._record import record
-from ..units import InputError
-from .logscan import NUM, LogText, count, figure, open_log
+from ..._record import record
+from ...units import InputError
+from ..logscan import NUM, LogText, count, figure, open_log
 
 
 @record

@@ -10,40 +10,25 @@ path ``kvCacheManager.cpp`` (free memory after the engine and its buffers x frac
 
 from __future__ import annotations
 
-from .._record import record, replace
-from ..hardware import GPU
-from ..kvcache import check_tp, serving_dtype
-from ..model.layers import MLA, FullAttention
-from ..model.spec import ModelSpec
-from ..model.weights import WeightFormat, parse_weight_format
-from ..parallel import stages
-from ..units import GiB, InputError, element_type
-from .base import Replica
+from ..._record import record, replace
+from ...hardware import GPU
+from ...kvcache import check_tp, serving_dtype
+from ...model.layers import MLA, FullAttention
+from ...model.spec import ModelSpec
+from ...model.weights import WeightFormat, parse_weight_format
+from ...parallel import stages
+from ...units import GiB, InputError, element_type
+from ..base import Replica
+from .settings import _KV_DTYPES, TrtllmSettings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from .base import EnginePlan, Setup
+    from ..base import EnginePlan
 
 # Calibrated on tests/data/trtllm_logs (the peak of the profiling run above the weights: activations
 # of max_num_tokens tokens and non-torch memory), per rank.
 NON_TORCH_BYTES = int(0.6 * GiB)
 ACT_BYTES_PER_TOKEN_HIDDEN = 8  # x hidden_size x 2 bytes per token of max_num_tokens
-
-
-@record
-class TrtllmSettings:
-    backend: str = "pytorch"  # pytorch (trtllm-serve / LLM API) | engine (trtllm-build engines)
-    free_gpu_memory_fraction: float = 0.9
-    tokens_per_block: int | None = None  # 32 (PyTorch) / 64 (engine builder default)
-    max_tokens: int | None = None  # max_tokens_in_paged_kv_cache
-    max_num_tokens: int = 8192
-    max_batch_size: int = 2048
-    tp: int = 1
-    pp: int = 1
-    kv_cache_dtype: str = "auto"
-    quantization: str | None = None
-    max_seq_len: int | None = None  # default: the model's max_position_embeddings
-    max_beam_width: int = 1
 
 
 @record
@@ -89,9 +74,6 @@ def engine_buffers(batch: int, beam: int, seq: int, vocab: int) -> tuple[int, in
     log-probs, tiled log-probs) + 64 KiB x batch (top-k's 1024 x 8 x 8-byte scratch)."""
     u = batch * beam * vocab * 4
     return u + 24 * batch * beam * seq, 4 * u + 16 * batch * beam * seq + 65536 * batch
-
-
-_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "bf16", "bfloat16", "fp16", "float16")
 
 
 def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
@@ -177,7 +159,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
 
 def summary(p: TrtllmPlan) -> EnginePlan:
     """The figures every engine has, from a TensorRT-LLM plan."""
-    from .base import engine_plan
+    from ..base import engine_plan
 
     return engine_plan(
         "trtllm", p.weights_bytes, p.available_bytes, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
@@ -197,7 +179,7 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if kv.startswith("fp8") else kv)
     if fraction is not None:
         s = replace(s, free_gpu_memory_fraction=fraction)
-    from .base import cap_raised_to_load
+    from ..base import cap_raised_to_load
 
     cap = s.max_batch_size  # TensorRT-LLM's cap is a setting, not a figure of its plan
     s, p, _ = cap_raised_to_load(s, lambda s: plan(spec, gpu, s), lambda p: p.max_tokens // context if p.starts else 0,
@@ -206,25 +188,3 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     return Replica(min(pool, s.max_batch_size), "" if p.starts else p.error or "does not start", p.starts,
                    p.weights_bytes, p.pool_bytes, p.max_tokens, s.max_batch_size, s, s.free_gpu_memory_fraction)
 
-
-class _Trtllm:
-    name, label = "trtllm", "TensorRT-LLM"
-    multi_node, pipeline = False, True
-    pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
-    kv_levers: tuple[str, ...] = ("fp8",)
-    fit_flags = frozenset({"free_gpu_memory_fraction", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
-    fit_instead = tuple({"gpu_memory_utilization": "--free-gpu-memory-fraction",
-                   "max_num_seqs": "a --config options file with max_batch_size"}.items())
-
-    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        if setup.kv_dtype == "fp8_e5m2":
-            from .base import Unsupported
-
-            raise Unsupported("its FP8 KV cache is e4m3 (kv_cache_config.dtype fp8); ask for fp8")
-        kv = "fp8" if setup.eight_bit else "auto"
-        return summary(plan(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=kv, max_seq_len=setup.context)))
-
-    replica = staticmethod(replica)
-
-
-ENGINE = _Trtllm()

@@ -4,7 +4,7 @@ Understands ``vllm serve MODEL ...``, ``python -m vllm.entrypoints.openai.api_se
 ``python -m vllm.entrypoints.api_server ...``, ``docker run ... vllm/vllm-openai ...``, leading
 ``VAR=value`` environment assignments, ``--flag value`` and ``--flag=value``, short forms (``-tp``),
 unambiguous prefixes (argparse abbreviations, e.g. ``--kv-cache-memory=``) and ``--config`` files
-(JSON, or YAML ``key: value`` lines). Every flag of vLLM 0.33 is known (``vllm_flags.json``);
+(JSON, or YAML ``key: value`` lines). Every flag of vLLM 0.33 is known (``flags.json``);
 flags that do not change memory are accepted silently, unknown ones give a warning.
 """
 
@@ -14,13 +14,13 @@ import json
 import os
 import re
 
-from .. import inputs
-from .._record import record, replace
-from ..inputs import excerpt, parse_real, parse_whole, whole
-from ..units import InputError, human_readable_int
-from .vllm import VllmSettings
+from ... import inputs
+from ..._record import record, replace
+from ...inputs import excerpt, parse_real, parse_whole, whole
+from ...units import InputError, human_readable_int
+from .settings import VllmSettings
 
-_FLAGS_FILE = os.path.join(os.path.dirname(__file__), "vllm_flags.json")
+_FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
 _TRUE = ("1", "true", "yes", "on")
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from .._record import record, replace
-from ..inputs import excerpt, parse_real, parse_whole, split_command
-from ..units import InputError
-from .llamacpp import LlamaCppSettings
+from ..._record import record, replace
+from ...inputs import excerpt, parse_real, parse_whole, split_command
+from ...units import InputError
+from .settings import LlamaCppSettings
 
 # llama.cpp flags that matter for memory (common/arg.cpp), and what they set.
 _VALUE_FLAGS = {

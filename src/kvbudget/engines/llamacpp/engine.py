@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from ..units import InputError
-from .base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
-from .server import program
+from ...units import InputError
+from ..base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
+from ..server import program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..hardware import GPU
-    from ..model.spec import ModelSpec
-    from .base import EnginePlan
-    from .llamacpp import LlamaCppPlan, LlamaCppSettings
+    from ...hardware import GPU
+    from ...model.spec import ModelSpec
+    from ..base import EnginePlan
+    from .policy import LlamaCppPlan
+    from .settings import LlamaCppSettings
 
 PROGRAMS = ("llama-server", "llama-cli", "server", "main", "llama-run", "llama-bench")
 
@@ -48,7 +49,7 @@ class LlamaCppEngine:
 
     @property
     def lever_load(self) -> int:
-        from .llamacpp import MAX_SEQ
+        from .policy import MAX_SEQ
 
         return MAX_SEQ
 
@@ -59,18 +60,19 @@ class LlamaCppEngine:
     def check_weights(self, name: str) -> None:
         """llama.cpp's weights are a GGUF file's types: a llama-quantize type (Q4_K_M ...) of a model given by name."""
         if name != "auto":
-            from ..model import gguf_quant
+            from ...model import gguf_quant
 
             gguf_quant.weight_format(name)
 
     def check_kv(self, name: str) -> None:
-        from .base import known_kv
-        from .llamacpp import CACHE_TYPES
+        from ..base import known_kv
+        from .settings import CACHE_TYPES
 
         known_kv(name, frozenset(CACHE_TYPES))
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        from .llamacpp import LlamaCppSettings, plan, summary
+        from .policy import plan, summary
+        from .settings import LlamaCppSettings
 
         ctk = "q8_0" if setup.eight_bit else "f16"  # its 8-bit cache
         # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
@@ -78,16 +80,16 @@ class LlamaCppEngine:
                                                         devices=setup.tp * setup.pp)), setup.context)
 
     def replica(self, *args: Any) -> Any:
-        from .llamacpp import replica
+        from .policy import replica
 
         return replica(*args)
 
     def settings(self, spec: ModelSpec, ask: Ask) -> LlamaCppSettings:
-        from .llamacpp import LlamaCppSettings
+        from .settings import LlamaCppSettings
 
         quantize = "" if ask.weights == "auto" else ask.weights
         if quantize:  # a llama-quantize file type (Q4_K_M, Q8_0, ...) made from the model
-            from ..model import gguf_quant
+            from ...model import gguf_quant
 
             if spec.weight_format is not None and spec.weight_format.name == "stored":
                 raise InputError(f"{spec.name} is a GGUF file: its tensor types are the weights (drop --weights-dtype, "
@@ -102,12 +104,12 @@ class LlamaCppEngine:
             quantize=quantize, **({"build": build} if build else {}))
 
     def run(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings) -> LlamaCppPlan:
-        from .llamacpp import plan
+        from .policy import plan
 
         return plan(_quantized(spec, s), gpu, s)
 
     def row(self, native: LlamaCppPlan) -> EnginePlan:
-        from .llamacpp import summary
+        from .policy import summary
 
         return summary(native)
 
@@ -121,7 +123,7 @@ class LlamaCppEngine:
         """A 16-bit model that does not fit: would its Q4_K_M file?"""
         if p.fits or s.quantize or spec.weight_format is None or spec.weight_format.name not in ("bf16", "fp16", "fp32"):
             return ()
-        from .._record import replace
+        from ..._record import replace
 
         q4 = self.run(spec, gpu, replace(s, quantize="Q4_K_M"))
         return (f"a Q4_K_M file (--weights-dtype q4_k_m) {'fits' if q4.fits else 'does not fit either'}: "
@@ -131,18 +133,19 @@ class LlamaCppEngine:
         return Layout(s.devices, 1, s.quantize or "auto", s.type_k if s.type_k != "f16" else "auto")
 
     def launch(self, model: str, s: LlamaCppSettings) -> Launch:
-        from ..plan import launch
 
         note = None
         if s.quantize:
-            from ..model import gguf_quant
+            from ...model import gguf_quant
 
             served = gguf_quant.file_name(model, s.quantize)
             note = f"weights as llama-quantize writes them (serve the result with llama-server -m {served}):"
-            from .._record import replace
+            from ..._record import replace
 
             s = replace(s, model_file=served)
-        return Launch(tuple(launch.llamacpp_argv(model, s)), note)
+        from .launch import llamacpp_argv
+
+        return Launch(tuple(llamacpp_argv(model, s)), note)
 
     def gpus(self, s: LlamaCppSettings) -> int:
         return s.devices
@@ -151,13 +154,13 @@ class LlamaCppEngine:
         return program(words) in PROGRAMS
 
     def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
-        from .._record import replace
-        from .llamacpp_command import parse_llamacpp_command
+        from ..._record import replace
+        from .command import parse_llamacpp_command
 
         cmd = parse_llamacpp_command(words)
         hf = next((w.split()[1].rstrip(":") for w in cmd.warnings if w.startswith("-hf ")), None)
         if hf is not None:  # a repository to download from: planned only when the catalog knows its model
-            from ..model.resolve import load_model
+            from ...model.resolve import load_model
 
             try:
                 load_model(cmd.model)
@@ -171,20 +174,21 @@ class LlamaCppEngine:
         return "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text
 
     def check(self, text: str, given: dict[str, Any]) -> Any:
-        from ..model.resolve import load_model
-        from .llamacpp_log import check_caches, parse_llamacpp_log
+        from ...model.resolve import load_model
+        from .check import check_caches
+        from .log import parse_llamacpp_log
 
         log = parse_llamacpp_log(text)
         model = given.get("model")
         return log, check_caches(log, load_model(model) if model else None)
 
     def text(self, answer: Any, units: str) -> str:
-        from ..report.text import llamacpp_text
+        from ...report.text import llamacpp_text
 
         return "\n".join([llamacpp_text(answer.plan, units, list(answer.warnings)), *(f"note: {a}" for a in answer.advice)])
 
     def doc(self, answer: Any, units: str) -> dict[str, Any]:
-        from ..report.json_doc import llamacpp_doc
+        from ...report.json_doc import llamacpp_doc
 
         doc = llamacpp_doc(answer.plan, list(answer.warnings))
         if answer.advice:
@@ -192,12 +196,12 @@ class LlamaCppEngine:
         return doc
 
     def check_text(self, result: Any, units: str) -> str:
-        from ..report.text import llamacpp_check_text
+        from ...report.text import llamacpp_check_text
 
         return llamacpp_check_text(result[1])
 
     def check_doc(self, result: Any, units: str) -> dict[str, Any]:
-        from ..report.json_doc import llamacpp_check_doc
+        from ...report.json_doc import llamacpp_check_doc
 
         return llamacpp_check_doc(*result)
 
@@ -206,8 +210,8 @@ def _quantized(spec: ModelSpec, s: LlamaCppSettings) -> ModelSpec:
     """The model as the file llama-quantize makes of it with ``s.quantize`` (the model itself without)."""
     if not s.quantize:
         return spec
-    from .._record import replace
-    from ..model import gguf_quant
+    from ..._record import replace
+    from ...model import gguf_quant
 
     return replace(spec, weight_format=gguf_quant.weight_format(s.quantize))
 

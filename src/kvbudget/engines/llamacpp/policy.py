@@ -13,64 +13,24 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .._bisect import largest
-from .._record import record, replace
-from ..hardware import GPU
-from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
-from ..model.spec import ModelSpec
-from ..units import GiB, InputError, MiB, element_type
-from . import llamacpp_eras as eras
-from .base import Replica
-from .llamacpp_eras import pad
+from ..._bisect import largest
+from ..._record import record, replace
+from ...hardware import GPU
+from ...model.spec import ModelSpec
+from ...units import GiB, InputError, MiB
+from ..base import Replica
+from . import calibration as eras
+from .calibration import pad
+from .kv_layout import _cache_layers, _has_state, row_bytes
+from .settings import LlamaCppSettings, _cache_type
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from .base import EnginePlan, Setup
+    from ..base import EnginePlan
 
-# -ctk / -ctv types (common/arg.cpp kv_cache_types) and ggml's block layout of each.
-CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FIT_MARGIN = GiB  # common/fit.cpp: fit_params_target, 1 GiB per device
 FIT_MIN_CTX = 4096  # fit_params_min_ctx
 CUDA_ALIGN = 128  # ggml-cuda buffer type alignment
-
-
-def _cache_type(name: str) -> str:
-    key = name.strip().lower()
-    if key not in CACHE_TYPES:
-        raise InputError(f"cache type {name!r} is not one llama.cpp allows: {', '.join(CACHE_TYPES)}")
-    return key
-
-
-@lru_cache(maxsize=1024, typed=True)  # pure and asked per layer of every plan: a few (type, width) pairs per model
-def row_bytes(type_name: str, n: int) -> int:
-    """ggml_row_size: bytes of a row of ``n`` elements."""
-    t = element_type({"f32": "fp32", "f16": "fp16", "bf16": "bf16"}.get(type_name, type_name))
-    if n % t.block_elems:
-        raise InputError(f"a row of {n} elements is not a whole number of {type_name} blocks")
-    return t.nbytes(n)
-
-
-@record
-class LlamaCppSettings:
-    """llama.cpp context parameters (``None``: the program's default)."""
-
-    program: str = "server"  # server (llama-server, Ollama) | cli (llama-cli and the library)
-    n_ctx: int = 0  # -c; 0: the model's training context
-    n_parallel: int | None = None  # -np; llama-server: auto = 4 slots
-    kv_unified: bool | None = None  # --kv-unified; llama-server auto-parallel sets it
-    type_k: str = "f16"
-    type_v: str = "f16"
-    flash_attn: str = "auto"  # on | off | auto
-    n_batch: int = 2048
-    n_ubatch: int = 512
-    swa_full: bool = False
-    n_gpu_layers: int = -1  # -ngl; -1: all
-    fit: bool | None = None  # --fit (auto-fit of n_ctx to free memory); None: the build's default
-    build: int = eras.CURRENT  # llama.cpp build number (the log's "build: N"): whose rules apply
-    devices: int = 1  # GPUs the layers are split over (-sm layer), each with the plan's GPU
-    tensor_split: tuple[float, ...] = ()  # -ts shares per GPU (default: even; llama.cpp: by free memory)
-    model_file: str = ""  # -m: the GGUF file to serve when it is not the model given (a llama-quantize output)
-    quantize: str = ""  # the llama-quantize type (Q4_K_M ...) that file is made with, from a model given by name
 
 
 @record
@@ -113,20 +73,6 @@ class LlamaCppPlan:
     served_file: str = ""  # a llama-quantize file type: the .gguf it writes, which llama-server -m serves
 
 
-def _kv_dims(layer: Layer) -> tuple[int, int]:
-    """n_embd_k_gqa and n_embd_v_gqa of a layer (MLA: K only)."""
-    if isinstance(layer, MLA):
-        return layer.kv_lora_rank + layer.qk_rope_head_dim, 0
-    if isinstance(layer, FullAttention):
-        return layer.num_kv_heads * layer.head_dim, layer.num_kv_heads * layer.v_dim
-    return 0, 0
-
-
-def _recurrent_row(layer: RecurrentState) -> int:
-    """f32 elements of one cell: conv state (n_embd_r) + SSM state (n_embd_s)."""
-    return (layer.conv_kernel - 1) * layer.conv_dim + layer.state_heads * layer.state_elems_per_head
-
-
 def _mib(n: int) -> str:
     return f"{n / MiB:.2f}"
 
@@ -148,33 +94,8 @@ def _out_of_memory(lines: tuple[str, ...], weights: int, kv: int, compute: int, 
     return lines
 
 
-# What follows depends on the model (and the build's rules), never on the GPU or the context: memoized (bounded,
-# typed, immutable results), so a plan search over GPU types and slot counts works each out once per model.
-@lru_cache(maxsize=16, typed=True)
-def _cache_layers(spec: ModelSpec, mla_v: bool) -> tuple[tuple[int, int, int, int, bool, int], ...]:
-    """Each layer that keeps something, in order: (decoder layer, f32 state bytes of one cell (recurrent; else 0),
-    n_embd_k_gqa, n_embd_v_gqa, sliding, window or chunk). ``mla_v``: the build gives MLA a V tensor."""
-    out = []
-    for layer, il in zip(spec.layers, spec.layer_of, strict=True):
-        if isinstance(layer, RecurrentState):
-            out.append((il, _recurrent_row(layer) * 4, 0, 0, False, 0))
-            continue
-        dk, dv = _kv_dims(layer)
-        if not dk:
-            continue
-        if isinstance(layer, MLA) and mla_v:
-            dv = layer.kv_lora_rank
-        sliding = isinstance(layer, (SlidingWindow, ChunkedLocal))
-        w = (layer.window if isinstance(layer, SlidingWindow) else layer.chunk) if sliding else 0  # type: ignore[union-attr]
-        out.append((il, 0, dk, dv, sliding, w))
-    return tuple(out)
-
-
-@lru_cache(maxsize=16, typed=True)
-def _has_state(spec: ModelSpec) -> bool:
-    return any(isinstance(x, RecurrentState) for x in spec.layers)
-
-
+# Memoized (bounded, typed, immutable results), as ``kv_layout._cache_layers`` and ``_weights`` below: a plan
+# search over GPU types and slot counts works each out once.
 @lru_cache(maxsize=256, typed=True)
 def _split_layers(n_layer: int, ngl: int, shares: tuple[float, ...]) -> tuple[int, ...]:
     return tuple(eras.split_layers(n_layer, ngl, list(shares)))
@@ -197,7 +118,7 @@ def _weights(spec: ModelSpec) -> _Weights:
     assert fmt is not None
     inv = spec.inventory
     if fmt.name == "gguf":  # a llama-quantize file type: each tensor's type depends on its place (gguf_quant)
-        from ..model import gguf_quant
+        from ...model import gguf_quant
 
         gw = gguf_quant.gguf_weights(spec, fmt.ftype)
         return _Weights(gw.head_bytes, gw.tail_bytes, gw.token_embd_bytes, tuple(gw.layer_bytes), gw.log_lines(),
@@ -319,7 +240,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     wb = _weights(spec)
     head, tail, embd, per_layer, load_lines, out_file = wb.head, wb.tail, wb.embd, wb.per_layer, wb.load_lines, wb.out_file
     if fmt.name == "gguf":
-        from ..model import gguf_quant
+        from ...model import gguf_quant
 
         notes.append(f"weights as llama-quantize writes them (serve the result with llama-server -m {out_file}):")
         notes.append(f"llama-quantize {gguf_quant.file_name(spec.name, 'BF16')} {out_file} {fmt.ftype}")
@@ -433,7 +354,7 @@ def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int
 def summary(p: LlamaCppPlan, context: int | None = None) -> EnginePlan:
     """The figures every engine has, from a llama.cpp plan. Requests at once: the slots (-np), as far as
     the cells hold ``context`` tokens each; over several GPUs, the fullest GPU's share."""
-    from .base import engine_plan
+    from ..base import engine_plan
 
     tokens = p.cells * p.n_stream
     length = context or p.n_ctx_seq
@@ -462,7 +383,7 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
         raise InputError("llama.cpp splits layers over the GPUs of one server (-ts), it has no pipeline stages")
     served = ""
     if weights != "auto":  # a llama-quantize type (Q4_K_M ...) of a model given by name: the file it makes
-        from ..model import gguf_quant
+        from ...model import gguf_quant
 
         if not gguf_quant.is_preset(weights) or (spec.weight_format is not None and spec.weight_format.name == "stored"):
             raise InputError("llama.cpp runs a GGUF's own tensor types: give the .gguf file, or a llama-quantize type "
@@ -501,27 +422,3 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
                             f"on a {gpu.name}")
     return Replica(lo, reason, lo > 0, max(p.device_bytes, default=0) - kv_dev - p.compute_bytes, kv_dev, p.n_ctx, lo, s)
 
-
-class _LlamaCpp:
-    name, label = "llama.cpp", "llama.cpp"
-    multi_node, pipeline = False, False  # layers split within one server (-ts)
-    # no KV pool (the cache is what -c asks for); 8- and 4-bit caches; levers planned with as many slots as
-    # llama-server takes; GPUs split the layers, not the heads
-    pooled, lever_load, tensor_parallel = False, MAX_SEQ, False
-    kv_levers: tuple[str, ...] = ("q8_0", "q4_0")
-    fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "llamacpp_build", "tp",
-                           "num_gpus", "weights_dtype"})
-    fit_instead = tuple({"batch": "--np (llama-server's parallel sequences)", "kv_dtype": "--ctk and --ctv (the K and V cache types)",
-                   "pp": "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)"}.items())
-    launch_hint = "-m takes the model's GGUF file; its tensor types set the weights"
-
-    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        ctk = "q8_0" if setup.eight_bit else "f16"  # its 8-bit cache
-        # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
-        return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
-                                                        devices=setup.tp * setup.pp)), setup.context)
-
-    replica = staticmethod(replica)
-
-
-ENGINE = _LlamaCpp()

@@ -64,10 +64,10 @@ assisted decoding (``activate_past_recording``), and the PyTorch caching allocat
 
 from __future__ import annotations
 
-from .._record import record
-from ..model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow
-from ..model.spec import ModelSpec
-from ..units import ElementType, InputError, element_type
+from ..._record import record
+from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow
+from ...model.spec import ModelSpec
+from ...units import ElementType, InputError, element_type
 
 RULES_FROM = "transformers 5.24.0"
 CACHE_KINDS = ("dynamic", "static")

@@ -1,39 +1,31 @@
-"""Check SGLang and TensorRT-LLM start-up logs against the engines' own arithmetic.
+"""Check an SGLang start-up log against SGLang's own arithmetic.
 
 SGLang 0.5.23 (``mem_cache/kv_cache_configurator.py``, ``model_executor/model_runner.py``): ``Load weight begin. avail mem=P GB`` (free before loading),
 ``Load weight end. ... avail mem=A GB``, ``mem_fraction_static=f`` in ``server_args``: the pool is
 ``floor((A - P x (1 - f)) x 2^30 / cell)`` tokens, and ``K size`` is (tokens + page) x the K bytes of a
-token. TensorRT-LLM (``_torch/pyexecutor/_util.py``, ``kvCacheManager.cpp``): ``available: A GiB`` (engine path) or ``available KV cache memory when
-calculating max tokens: A GiB ... kv size [per token] is S`` (PyTorch backend), ``Number of blocks in
-KV cache primary pool: N``, ``Allocated X GiB for max tokens in paged KV cache (T)``. Every logged
-figure is rounded to 0.01 GB, so a recomputed figure counts as matching when it lies within what that
-rounding allows.
+token. Every logged figure is rounded to 0.01 GB, so a recomputed figure counts as matching when it lies
+within what that rounding allows. ``logscan.check_other_log`` runs this and TensorRT-LLM's check on a log.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..units import GiB, InputError
-from .logscan import NUM, LogText, count, figure, open_log
-
-Row = tuple[str, float, float, bool]
-_GB = 1e6  # a figure in GB beyond this is not a GPU's
+from ...units import GiB, InputError
+from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
 
 
-def check_other_log(text: str, model: str | None = None) -> list[Row]:
-    """(figure, reported, recomputed, matches) for every figure the log lets us recompute. Each
-    figure is found by a literal and read in a bounded window of its line (``logscan``: linear time),
-    and checked: a log with 0 blocks per token, a NaN or a negative pool is refused, naming it."""
-    log = open_log(text, "the engine")
+def check_sglang_log(log: LogText, model: str | None = None) -> list[Row]:
+    """(figure, reported, recomputed, matches) for every SGLang figure the log lets us recompute (none: an
+    empty list)."""
     rows: list[Row] = []
     alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + NUM
                      + r",)? K size: " + NUM + r" GB, V size: " + NUM + " GB")
     total = log.last("max_total_num_tokens=", r"max_total_num_tokens=" + NUM)  # releases before #tokens in the line
     if alloc and (alloc.group(1) or total):
         tokens = count(alloc.group(1) or total.group(1), "SGLang #tokens")  # type: ignore[union-attr]
-        k_gb = figure(alloc.group(2), "SGLang K size (GB)", 0, _GB)
-        v_gb = figure(alloc.group(3), "SGLang V size (GB)", 0, _GB)
+        k_gb = figure(alloc.group(2), "SGLang K size (GB)", 0, MAX_GB)
+        v_gb = figure(alloc.group(3), "SGLang V size (GB)", 0, MAX_GB)
         begin = log.last("Load weight begin. avail mem=", r"Load weight begin\. avail mem=" + NUM + " GB")
         end = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?avail mem=" + NUM + " GB")
         usage = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?mem usage=" + NUM + " GB")
@@ -48,11 +40,11 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
         if model:
             per_token_k = _model_k_bytes(model, log, per_token_k)
         if begin and end and frac:
-            pre = figure(begin.group(1), "SGLang avail mem before loading (GB)", 0, _GB)
-            after = figure(end.group(1), "SGLang avail mem after loading (GB)", 0, _GB)
+            pre = figure(begin.group(1), "SGLang avail mem before loading (GB)", 0, MAX_GB)
+            after = figure(end.group(1), "SGLang avail mem after loading (GB)", 0, MAX_GB)
             f = figure(frac.group(1), "SGLang mem_fraction_static", 0, 1, lo_open=True)
             if begin is end and usage:
-                pre = after + figure(usage.group(1), "SGLang mem usage (GB)", 0, _GB)
+                pre = after + figure(usage.group(1), "SGLang mem usage (GB)", 0, MAX_GB)
             cell = 2 * per_token_k
             if cell <= 0:
                 raise InputError("the log: SGLang K size is 0 GB, so a token's KV bytes cannot be recomputed"
@@ -60,8 +52,8 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
             # a hybrid model's Mamba state pool comes out of the same budget first
             mamba = log.last("Mamba Cache is allocated.", r"Mamba Cache is allocated\.[^\n]{0,400}?conv_state size: "
                              + NUM + r" ?GB, ssm_state size: " + NUM + " ?GB")
-            states = (figure(mamba.group(1), "SGLang conv_state size (GB)", 0, _GB)
-                      + figure(mamba.group(2), "SGLang ssm_state size (GB)", 0, _GB)) if mamba else 0.0
+            states = (figure(mamba.group(1), "SGLang conv_state size (GB)", 0, MAX_GB)
+                      + figure(mamba.group(2), "SGLang ssm_state size (GB)", 0, MAX_GB)) if mamba else 0.0
             st_err = 0.01 if mamba else 0.0
             lo = int(((after - 0.005) - (pre + pre_err) * (1 - f) - states - st_err) * GiB // cell)
             hi = int(((after + 0.005) - (pre - pre_err) * (1 - f) - states + st_err) * GiB // cell)
@@ -70,46 +62,15 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
             k_want = round((tokens + p) * per_token_k / GiB, 2)
             rows.append(("SGLang K size (GB) from #tokens", k_gb, k_want, k_gb == k_want))
         rows.append(("SGLang K size = V size (GB)", v_gb, k_gb, v_gb == k_gb))
-    pool = log.last("GiB for max tokens in paged KV cache (",
-                    r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
-    if pool:
-        x = figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, _GB)
-        t = count(pool.group(2), "TRT-LLM max tokens in paged KV cache")
-        blocks = log.last("Number of blocks in KV cache primary pool: ", r"Number of blocks in KV cache primary pool: " + NUM)
-        tpb = log.last("Number of tokens per block: ", r"Number of tokens per block: " + NUM)
-        if blocks and tpb:
-            n = count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool")
-            b = count(tpb.group(1), "TRT-LLM tokens per block", 1, 1 << 20)
-            rows.append(("TRT-LLM tokens = blocks x tokens per block", t, n * b, t == n * b))
-        avail = log.last("available: ", r"available: " + NUM + " GiB")
-        frac = log.last(("free_gpu_memory_fraction", "freeGpuMemoryFraction", "kv_cache_free_gpu_mem_fraction"),
-                        r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]{1,8}"
-                        + NUM)
-        if avail and frac:
-            a_gib = figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, _GB)
-            fr = figure(frac.group(1), "TRT-LLM free_gpu_memory_fraction", 0, 1, lo_open=True)
-            want = a_gib * fr
-            rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * fr))
-        per = log.last("available KV cache memory when calculating max tokens: ",
-                       r"available KV cache memory when calculating max tokens: " + NUM
-                       + r" GiB[^\n]{0,400}?kv size(?: per token)? is " + NUM)
-        if per:
-            a = figure(per.group(1), "TRT-LLM available KV cache memory (GiB)", 0, _GB)
-            s = figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True)
-            most = int((a + 0.005) * GiB // s)
-            rows.append(("TRT-LLM tokens <= available / kv size per token", t, most, t <= most))
-    if not rows:
-        raise InputError("no SGLang ('KV Cache is allocated') or TensorRT-LLM ('Allocated ... for max tokens in paged KV cache') "
-                         "figures found in the log")
     return rows
 
 
 def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
     the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies."""
-    from ..model.layers import MLA, FullAttention, SlidingWindow
-    from ..model.resolve import load_model
-    from ..units import element_type
+    from ...model.layers import MLA, FullAttention, SlidingWindow
+    from ...model.resolve import load_model
+    from ...units import element_type
 
     spec = load_model(ref)
     tp_match = log.last("tp_size=", r"tp_size=" + NUM) or log.last("--tp", r"--tp(?:-size)?[ =]" + NUM)

@@ -1,5 +1,5 @@
 """Plain Hugging Face transformers (``model.generate`` on one GPU): the weights in the model's dtype,
-the cache exactly as ``transformers_cache`` sizes it, and an estimate of the prefill's activations.
+the cache exactly as ``kv_layout`` sizes it, and an estimate of the prefill's activations.
 
 There is no budget rule: transformers takes memory as it goes. A dynamic cache grows with every token,
 a static one is allocated for ``max_cache_len`` up front. The prefill runs the whole prompt of every
@@ -9,17 +9,17 @@ sequence in one forward pass (no chunking), which is what the activation estimat
 
 from __future__ import annotations
 
-from .._record import record
-from ..hardware import GPU
-from ..model.spec import ModelSpec
-from ..model.weights import WeightFormat
-from ..units import GiB, InputError, element_type, plural
-from . import transformers_cache
-from .textbook import CUDA_CONTEXT_BYTES, activation_bytes
+from ..._record import record
+from ...hardware import GPU
+from ...model.spec import ModelSpec
+from ...model.weights import WeightFormat
+from ...units import GiB, InputError, element_type, plural
+from ..textbook import CUDA_CONTEXT_BYTES, activation_bytes
+from . import kv_layout
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from .base import EnginePlan, Setup
+    from ..base import EnginePlan
 
 
 @record
@@ -52,8 +52,8 @@ def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto
     if fmt is None or (not fmt.quantized and fmt.name != "stored"):
         fmt = WeightFormat(name, dense_dtype=name)
     weights = sum(fmt.tensor_bytes(t) for t in spec.inventory.tensors())
-    cache = transformers_cache.plan(spec, batch, context, name, kind)
-    one = transformers_cache.plan(spec, 1, context, name, kind)
+    cache = kv_layout.plan(spec, batch, context, name, kind)
+    one = kv_layout.plan(spec, 1, context, name, kind)
     act = activation_bytes(spec, batch * context, batch, 1, True)
     total = weights + cache.total + act + CUDA_CONTEXT_BYTES
     free = gpu.memory_bytes - weights - CUDA_CONTEXT_BYTES
@@ -79,7 +79,7 @@ def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto
 
 def row(p: TransformersPlan) -> EnginePlan:
     """The figures every engine has, from a transformers plan."""
-    from .base import engine_plan
+    from ..base import engine_plan
 
     rule = ("grows by one token per sequence per step (DynamicCache)" if p.kind == "dynamic"
             else "allocated for max_cache_len up front (StaticCache)")
@@ -91,23 +91,3 @@ def row(p: TransformersPlan) -> EnginePlan:
 
 # --- the engine interface (engines/base.py) ---------------------------------------------------------------
 
-
-class _Transformers:
-    name, label = "transformers", "transformers"
-    multi_node, pipeline = False, False
-    pooled, lever_load, tensor_parallel, launch_hint = False, 1, False, ""
-    kv_levers: tuple[str, ...] = ()
-    fit_flags = frozenset({"cache", "batch", "weights_dtype"})
-    fit_instead: tuple[tuple[str, str], ...] = ()
-
-    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        from .base import Unsupported
-
-        if setup.eight_bit:
-            raise Unsupported("its KV caches hold the model's dtype; there is no fp8 cache")
-        if setup.tp * setup.pp > 1:
-            raise Unsupported("plain generate runs on one GPU here (kvbudget does not model device_map splits)")
-        return row(plan(spec, gpu, 1, setup.context))
-
-
-ENGINE = _Transformers()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from .._record import replace
-from ..engines.vllm import VllmPlan, VllmSettings, plan
-from ..hardware import GPU
-from ..model.spec import ModelSpec
-from ..units import InputError
+from ..._record import replace
+from ...hardware import GPU
+from ...model.spec import ModelSpec
+from ...units import InputError
+from .policy import VllmPlan, plan
+from .settings import VllmSettings
 
 
 def suggestions(spec: ModelSpec, gpu: GPU, settings: VllmSettings, current: VllmPlan) -> list[tuple[str, VllmPlan]]:

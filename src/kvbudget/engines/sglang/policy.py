@@ -12,44 +12,24 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .._record import record
-from ..hardware import GPU
-from ..kvcache import check_tp, serving_dtype
-from ..model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
-from ..model.spec import ModelSpec
-from ..parallel import pp_partition, stages
-from ..units import GiB, InputError, MiB, element_type
-from .base import Replica
-from .vllm import rotary_cache_bytes
+from ..._record import record
+from ...hardware import GPU
+from ...kvcache import check_tp, serving_dtype
+from ...model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
+from ...model.spec import ModelSpec
+from ...parallel import pp_partition, stages
+from ...units import GiB, InputError, MiB, element_type
+from ..base import Replica
+from ..vllm.calibration import rotary_cache_bytes
+from .settings import KV_DTYPES, SGLangSettings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from .base import EnginePlan, Setup
+    from ..base import EnginePlan
 
 # Free memory the CUDA context, NCCL and cuBLAS take before SGLang measures "pre_model_load_memory"
 # (calibrated on tests/data/sglang_logs: "Load weight begin. avail mem" vs the device total).
 CONTEXT_BYTES = int(0.55 * GiB)
-
-
-@record
-class SGLangSettings:
-    version: str = "current"  # current (0.5) | 0.4
-    mem_fraction_static: float | None = None
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    enable_dp_attention: bool = False
-    context_length: int | None = None
-    kv_cache_dtype: str = "auto"
-    page_size: int | None = None
-    max_running_requests: int | None = None
-    chunked_prefill_size: int | None = None
-    cuda_graph_max_bs: int | None = None
-    disable_cuda_graph: bool = False
-    max_total_tokens: int | None = None
-    swa_full_tokens_ratio: float = 0.8
-    mamba_full_memory_ratio: float = 0.9
-    quantization: str | None = None
 
 
 @record
@@ -136,9 +116,6 @@ def _vision_encoder(spec: ModelSpec) -> tuple[int, int] | None:
     return None
 
 
-KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "")
-
-
 def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     check_tp(spec, s.tp)
     pp_partition(spec.num_layers, s.pp)  # more stages than layers is refused before anything is sized
@@ -170,7 +147,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         raise InputError(f"SGLang's --kv-cache-dtype is one of {', '.join(KV_DTYPES[:-1])}, not {s.kv_cache_dtype!r}")
     kv_name = model_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
     kv = element_type({"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bfloat16": "bf16"}.get(kv_name, kv_name))
-    from ..model.weights import WeightFormat, parse_weight_format
+    from ...model.weights import WeightFormat, parse_weight_format
 
     fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, model_dtype)
     if fmt is None:
@@ -258,8 +235,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
 
 def summary(p: SGLangPlan) -> EnginePlan:
     """The figures every engine has, from an SGLang plan."""
-    from ..units import plural
-    from .base import engine_plan
+    from ...units import plural
+    from ..base import engine_plan
 
     return engine_plan(
         "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
@@ -274,7 +251,7 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     ``max_running_requests``."""
     del version
     kv_name = "fp8_e4m3" if kv == "fp8" else kv  # kvbudget's fp8: SGLang's e4m3
-    from .base import cap_raised_to_load
+    from ..base import cap_raised_to_load
 
     s, p, pool = cap_raised_to_load(
         SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
@@ -286,21 +263,3 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
                    p.weights_bytes, max(p.rest_bytes, 0), p.max_total_num_tokens, p.max_running_requests, s,
                    p.mem_fraction_static)
 
-
-class _SGLang:
-    name, label = "sglang", "SGLang"
-    multi_node, pipeline = False, True
-    pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
-    kv_levers: tuple[str, ...] = ("fp8",)
-    fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
-    fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
-
-    def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
-        kv = {"fp8": "fp8_e4m3"}.get(setup.kv_dtype, setup.kv_dtype)  # kvbudget's fp8: SGLang's e4m3
-        return summary(plan(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
-                                                      kv_cache_dtype=kv)))
-
-    replica = staticmethod(replica)
-
-
-ENGINE = _SGLang()

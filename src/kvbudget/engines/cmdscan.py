@@ -1,0 +1,102 @@
+"""Reading SGLang's and TensorRT-LLM's launch commands: what the two readers share (the flag loop and the
+checked values) and ``parse_other_command``, which tells the two commands apart and hands each to its
+engine's reader (``engines/sglang/command.py``, ``engines/trtllm/command.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .._record import record
+from ..inputs import excerpt, parse_real, parse_whole, split_command
+from ..units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .sglang.settings import SGLangSettings
+    from .trtllm.settings import TrtllmSettings
+
+
+@record
+class OtherCommand:
+    engine: str
+    model: str
+    sglang: SGLangSettings | None
+    trtllm: TrtllmSettings | None
+    warnings: tuple[str, ...] = ()
+
+
+WHOLE = (1, 1 << 40)  # a count of at least 1: what a numeric flag takes unless its engine says otherwise
+PARALLEL = (1, 1 << 16)  # --tp, --pp and --dp sizes
+
+
+def flag_value(kind: str, text: str, flag: str, whole_range: tuple[int, int] = WHOLE, below_one: bool = True) -> object:
+    """A flag's value of ``kind`` (int, float: a fraction in (0, 1), str), checked against the engine's range."""
+    if kind == "int":
+        lo, hi = whole_range
+        return parse_whole(text, flag, lo, hi)
+    if kind == "float":
+        return fraction(parse_real(text, flag, 0, 1, lo_open=True), flag, below_one)
+    t = text.strip()
+    if not t or len(t) > 4096:
+        raise InputError(f"{flag} {excerpt(text)}: give a value")
+    return t
+
+
+def fraction(value: float, label: str, below_one: bool = True) -> float:
+    """A fraction of the GPU's memory in (0, 1): 1 leaves nothing for activations."""
+    if below_one and value >= 1:
+        raise InputError(f"{label} is {value:g}: it must be below 1 (a fraction of the GPU's memory)")
+    return value
+
+
+def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], value: Callable[[str, str, str, str], object],
+               switches: dict[str, str], positional_model: bool) -> tuple[str, dict[str, object], list[str]]:
+    """Walk the arguments after the program: ``--flag value`` and ``--flag=value`` of ``table`` (flag ->
+    (field, kind); ``value(kind, text, flag, field)`` checks each, kind ``raw`` keeps the text as given),
+    the ``switches`` (flag -> field set to True), a bare model name where the program takes one
+    (``positional_model``); any other flag (and the value after it) is ignored with a warning. The model,
+    the fields and the warnings."""
+    fields: dict[str, object] = {}
+    model = ""
+    warnings: list[str] = []
+    i = 0
+    while i < len(args):
+        flag, eq, inline = args[i].partition("=")
+        i += 1
+        if flag in table:
+            if not eq:
+                if i >= len(args):
+                    raise InputError(f"{flag} needs a value")
+                inline, i = args[i], i + 1
+            field, kind = table[flag]
+            if field == "model":
+                model = inline
+            elif kind == "raw":
+                fields[field] = inline
+            else:
+                fields[field] = value(kind, inline, flag, field)
+        elif flag in switches:
+            fields[switches[flag]] = True
+        elif not flag.startswith("-") and positional_model and not model:
+            model = flag
+        elif flag.startswith("-"):
+            if not eq and i < len(args) and not args[i].startswith("-"):
+                i += 1
+            warnings.append(f"{engine} flag {flag} does not change memory in kvbudget's model: ignored")
+    if not model:
+        raise InputError("the command names no model")
+    return model, fields, warnings
+
+
+def parse_other_command(argv: list[str] | str) -> OtherCommand:
+    """Read an SGLang or TensorRT-LLM launch command."""
+    tokens = split_command(argv) if isinstance(argv, str) else list(argv)
+    if "sglang.launch_server" in tokens:
+        from .sglang.command import sglang_command
+
+        return sglang_command(tokens[tokens.index("sglang.launch_server") + 1:])
+    if tokens and tokens[0].endswith("trtllm-serve"):
+        from .trtllm.command import trtllm_command
+
+        return trtllm_command(tokens[1:])
+    raise InputError("not an SGLang or TensorRT-LLM launch command")

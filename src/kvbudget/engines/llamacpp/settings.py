@@ -1,0 +1,41 @@
+"""llama.cpp's context parameters (``LlamaCppSettings``) and the K/V cache types it takes; ``policy.py`` plans
+with them, by the rules of the build they name (``calibration.py``)."""
+
+from __future__ import annotations
+
+from ..._record import record
+from ...units import InputError
+from . import calibration as eras
+
+# -ctk / -ctv types (common/arg.cpp kv_cache_types); kv_layout.row_bytes knows ggml's block layout of each.
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+
+
+def _cache_type(name: str) -> str:
+    key = name.strip().lower()
+    if key not in CACHE_TYPES:
+        raise InputError(f"cache type {name!r} is not one llama.cpp allows: {', '.join(CACHE_TYPES)}")
+    return key
+
+
+@record
+class LlamaCppSettings:
+    """llama.cpp context parameters (``None``: the program's default)."""
+
+    program: str = "server"  # server (llama-server, Ollama) | cli (llama-cli and the library)
+    n_ctx: int = 0  # -c; 0: the model's training context
+    n_parallel: int | None = None  # -np; llama-server: auto = 4 slots
+    kv_unified: bool | None = None  # --kv-unified; llama-server auto-parallel sets it
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: str = "auto"  # on | off | auto
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    swa_full: bool = False
+    n_gpu_layers: int = -1  # -ngl; -1: all
+    fit: bool | None = None  # --fit (auto-fit of n_ctx to free memory); None: the build's default
+    build: int = eras.CURRENT  # llama.cpp build number (the log's "build: N"): whose rules apply
+    devices: int = 1  # GPUs the layers are split over (-sm layer), each with the plan's GPU
+    tensor_split: tuple[float, ...] = ()  # -ts shares per GPU (default: even; llama.cpp: by free memory)
+    model_file: str = ""  # -m: the GGUF file to serve when it is not the model given (a llama-quantize output)
+    quantize: str = ""  # the llama-quantize type (Q4_K_M ...) that file is made with, from a model given by name

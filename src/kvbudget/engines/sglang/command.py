@@ -1,0 +1,39 @@
+"""SGLang's launch command (``python -m sglang.launch_server``) read into ``SGLangSettings``; the flag loop is
+``engines/cmdscan.py``'s, shared with TensorRT-LLM's reader."""
+
+from __future__ import annotations
+
+from ..._record import replace
+from ...units import InputError
+from ..cmdscan import PARALLEL, WHOLE, OtherCommand, flag_value, scan_flags
+from .settings import SGLangSettings
+
+_SGLANG = {  # flag -> (field, kind)
+    "--model-path": ("model", "str"), "--model": ("model", "str"), "--tp": ("tp", "int"), "--tp-size": ("tp", "int"),
+    "--pp": ("pp", "int"), "--pp-size": ("pp", "int"), "--dp": ("dp", "int"), "--dp-size": ("dp", "int"),
+    "--mem-fraction-static": ("mem_fraction_static", "float"), "--context-length": ("context_length", "int"),
+    "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--page-size": ("page_size", "int"),
+    "--max-running-requests": ("max_running_requests", "int"), "--chunked-prefill-size": ("chunked_prefill_size", "int"),
+    "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--max-total-tokens": ("max_total_tokens", "int"),
+    "--quantization": ("quantization", "str"), "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "float"),
+}
+_SGLANG_SWITCHES = {"--disable-cuda-graph": "disable_cuda_graph", "--enable-dp-attention": "enable_dp_attention"}
+
+# Ranges of the numeric flags, as SGLang takes them (python/sglang/srt/server_args.py: sizes of at least 1,
+# chunked_prefill_size -1 to disable it, fractions in (0, 1)).
+_INT_RANGES = {"tp": PARALLEL, "pp": PARALLEL, "dp": PARALLEL, "page_size": (1, 1 << 20), "chunked_prefill_size": (-1, 1 << 40)}
+
+
+def _value(kind: str, text: str, flag: str, field: str) -> object:
+    """A flag's value, checked against SGLang's range for it (swa_full_tokens_ratio may be 1; the memory
+    fraction must stay below it)."""
+    value = flag_value(kind, text, flag, _INT_RANGES.get(field, WHOLE), field != "swa_full_tokens_ratio")
+    if field == "chunked_prefill_size" and value == 0:
+        raise InputError(f"{flag} is 0: give a size of at least 1 token, or -1 to turn chunked prefill off")
+    return value
+
+
+def sglang_command(args: list[str]) -> OtherCommand:
+    """The arguments after ``sglang.launch_server``."""
+    model, fields, warnings = scan_flags("sglang", args, _SGLANG, _value, _SGLANG_SWITCHES, positional_model=False)
+    return OtherCommand("sglang", model, replace(SGLangSettings(), **fields), None, tuple(warnings))

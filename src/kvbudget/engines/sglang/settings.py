@@ -1,0 +1,30 @@
+"""SGLang's memory-relevant server arguments (``SGLangSettings``) and the KV cache dtypes it takes
+(sglang 0.5.23, ``srt/server_args.py``); ``policy.py`` plans with them."""
+
+from __future__ import annotations
+
+from ..._record import record
+
+
+@record
+class SGLangSettings:
+    version: str = "current"  # current (0.5) | 0.4
+    mem_fraction_static: float | None = None
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    enable_dp_attention: bool = False
+    context_length: int | None = None
+    kv_cache_dtype: str = "auto"
+    page_size: int | None = None
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    max_total_tokens: int | None = None
+    swa_full_tokens_ratio: float = 0.8
+    mamba_full_memory_ratio: float = 0.9
+    quantization: str | None = None
+
+
+KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "")  # server_args.py: the --kv-cache-dtype choices

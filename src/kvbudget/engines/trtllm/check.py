@@ -1,0 +1,48 @@
+"""Check a TensorRT-LLM start-up log against TensorRT-LLM's own arithmetic.
+
+TensorRT-LLM (``_torch/pyexecutor/_util.py``, ``kvCacheManager.cpp``): ``available: A GiB`` (engine path) or ``available KV cache memory when
+calculating max tokens: A GiB ... kv size [per token] is S`` (PyTorch backend), ``Number of blocks in
+KV cache primary pool: N``, ``Allocated X GiB for max tokens in paged KV cache (T)``. Every logged
+figure is rounded to 0.01 GB, so a recomputed figure counts as matching when it lies within what that
+rounding allows. ``logscan.check_other_log`` runs this and SGLang's check on a log.
+"""
+
+from __future__ import annotations
+
+from ...units import GiB
+from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
+
+
+def check_trtllm_log(log: LogText) -> list[Row]:
+    """(figure, reported, recomputed, matches) for every TensorRT-LLM figure the log lets us recompute (none:
+    an empty list)."""
+    rows: list[Row] = []
+    pool = log.last("GiB for max tokens in paged KV cache (",
+                    r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
+    if pool:
+        x = figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB)
+        t = count(pool.group(2), "TRT-LLM max tokens in paged KV cache")
+        blocks = log.last("Number of blocks in KV cache primary pool: ", r"Number of blocks in KV cache primary pool: " + NUM)
+        tpb = log.last("Number of tokens per block: ", r"Number of tokens per block: " + NUM)
+        if blocks and tpb:
+            n = count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool")
+            b = count(tpb.group(1), "TRT-LLM tokens per block", 1, 1 << 20)
+            rows.append(("TRT-LLM tokens = blocks x tokens per block", t, n * b, t == n * b))
+        avail = log.last("available: ", r"available: " + NUM + " GiB")
+        frac = log.last(("free_gpu_memory_fraction", "freeGpuMemoryFraction", "kv_cache_free_gpu_mem_fraction"),
+                        r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]{1,8}"
+                        + NUM)
+        if avail and frac:
+            a_gib = figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, MAX_GB)
+            fr = figure(frac.group(1), "TRT-LLM free_gpu_memory_fraction", 0, 1, lo_open=True)
+            want = a_gib * fr
+            rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * fr))
+        per = log.last("available KV cache memory when calculating max tokens: ",
+                       r"available KV cache memory when calculating max tokens: " + NUM
+                       + r" GiB[^\n]{0,400}?kv size(?: per token)? is " + NUM)
+        if per:
+            a = figure(per.group(1), "TRT-LLM available KV cache memory (GiB)", 0, MAX_GB)
+            s = figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True)
+            most = int((a + 0.005) * GiB // s)
+            rows.append(("TRT-LLM tokens <= available / kv size per token", t, most, t <= most))
+    return rows

@@ -1,0 +1,93 @@
+"""TensorRT-LLM's launch command (``trtllm-serve MODEL ...``) and its LLM API options file read into
+``TrtllmSettings``; the flag loop is ``engines/cmdscan.py``'s, shared with SGLang's reader."""
+
+from __future__ import annotations
+
+from ..._record import replace
+from ...inputs import excerpt, excerpt_path, load_options, parse_real, parse_whole, real, whole
+from ...units import InputError
+from ..cmdscan import PARALLEL, WHOLE, OtherCommand, flag_value, fraction, scan_flags
+from .settings import TrtllmSettings
+
+_TRTLLM = {  # flag -> (field, kind)
+    "--tp_size": ("tp", "int"), "--tp-size": ("tp", "int"), "--pp_size": ("pp", "int"), "--pp-size": ("pp", "int"),
+    "--kv_cache_free_gpu_memory_fraction": ("free_gpu_memory_fraction", "float"),
+    "--kv-cache-free-gpu-memory-fraction": ("free_gpu_memory_fraction", "float"),
+    "--max_batch_size": ("max_batch_size", "int"), "--max-batch-size": ("max_batch_size", "int"),
+    "--max_num_tokens": ("max_num_tokens", "int"), "--max-num-tokens": ("max_num_tokens", "int"),
+    "--max_seq_len": ("max_seq_len", "int"), "--max-seq-len": ("max_seq_len", "int"),
+    "--backend": ("backend", "raw"),
+    "--kv_cache_dtype": ("kv_cache_dtype", "str"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
+    "--config": ("options", "raw"), "--extra_llm_api_options": ("options", "raw"),
+    "--extra-llm-api-options": ("options", "raw"),
+}
+
+# Ranges of the numeric flags, as TensorRT-LLM takes them (tensorrt_llm/llmapi/llm_args.py: counts of at
+# least 1, free_gpu_memory_fraction in (0, 1)).
+_INT_RANGES = {"tp": PARALLEL, "pp": PARALLEL}
+
+
+def _value(kind: str, text: str, flag: str, field: str) -> object:
+    """A flag's value, checked against TensorRT-LLM's range for it."""
+    return flag_value(kind, text, flag, _INT_RANGES.get(field, WHOLE))
+
+
+def trtllm_command(args: list[str]) -> OtherCommand:
+    """The arguments after ``trtllm-serve``: the model, the flags, then the LLM API options file (it overrides
+    the flags, as trtllm-serve merges it)."""
+    model, fields, warnings = scan_flags("trtllm", args, _TRTLLM, _value, {}, positional_model=True)
+    options = fields.pop("options", "")
+    if "backend" in fields:
+        fields["backend"] = "engine" if fields["backend"] in ("trt", "tensorrt") else "pytorch"
+    if options:  # the LLM API options file overrides the flags, as trtllm-serve merges it
+        more, ignored = _llm_api_options(str(options))
+        fields.update(more)
+        warnings += [f"trtllm options {key} does not change memory in kvbudget's model: ignored" for key in ignored]
+    return OtherCommand("trtllm", model, None, replace(TrtllmSettings(), **fields), tuple(warnings))
+
+
+_OPTIONS = {"max_batch_size": "max_batch_size", "max_num_tokens": "max_num_tokens", "max_seq_len": "max_seq_len",
+            "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "max_beam_width": "max_beam_width"}
+_KV_OPTIONS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_tokens": "max_tokens",
+               "tokens_per_block": "tokens_per_block", "dtype": "kv_cache_dtype"}
+
+
+def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
+    """TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options`` YAML): the settings it
+    sets, and the keys kvbudget does not model."""
+    where = f"--extra_llm_api_options {excerpt_path(path)}"
+    data = load_options(path, "--extra_llm_api_options")
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: must hold a mapping of LLM API options")
+    out: dict[str, object] = {}
+    ignored: list[str] = []
+
+    def take(field: str, key: str, value: object) -> None:
+        if value is None and field in ("max_tokens", "max_seq_len", "tokens_per_block"):
+            return  # null: the engine's default
+        if field == "kv_cache_dtype":
+            if not isinstance(value, str):
+                raise InputError(f"{where}: {key} {excerpt(value)} is not a dtype name")
+            out[field] = value
+        elif field == "free_gpu_memory_fraction":
+            share = (parse_real(value, key, 0, 1, lo_open=True, where=where) if isinstance(value, str)
+                     else real(value, key, 0, 1, where=where, lo_open=True))
+            out[field] = fraction(share, f"{where}: {key}")
+        else:
+            out[field] = (parse_whole(value, key, 1, 1 << 40, where=where) if isinstance(value, str)
+                          else whole(value, key, 1, 1 << 40, where=where))
+
+    for key, value in data.items():
+        if key == "kv_cache_config":
+            if not isinstance(value, dict):
+                raise InputError(f"{where}: kv_cache_config must be a mapping (dtype: ..., free_gpu_memory_fraction: ...)")
+            for sub, item in value.items():
+                if sub in _KV_OPTIONS:
+                    take(_KV_OPTIONS[sub], f"kv_cache_config.{sub}", item)
+                else:
+                    ignored.append(f"kv_cache_config.{sub}")
+        elif key in _OPTIONS:
+            take(_OPTIONS[key], str(key), value)
+        else:
+            ignored.append(str(key))
+    return out, ignored

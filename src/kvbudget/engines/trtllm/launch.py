@@ -1,0 +1,27 @@
+"""The ``trtllm-serve`` command that realises a plan's settings (``plan/launch.py`` writes the shared parts: the
+model path served, the Kubernetes manifests, the checkpoint note)."""
+
+from __future__ import annotations
+
+from ...plan.launch import served
+from .settings import TrtllmSettings
+
+
+def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
+    """``trtllm-serve MODEL`` (PyTorch backend) with the settings that differ from its defaults."""
+    argv = ["trtllm-serve", served(model)]
+    defaults = TrtllmSettings()
+    flags: list[tuple[str, object]] = [
+        ("--tp_size", s.tp if s.tp > 1 else None), ("--pp_size", s.pp if s.pp > 1 else None),
+        ("--max_seq_len", s.max_seq_len),
+        # a trtllm-serve option since TensorRT-LLM PR #11487 (March 2026): auto | fp8 | nvfp4
+        ("--kv_cache_dtype", s.kv_cache_dtype if s.kv_cache_dtype != defaults.kv_cache_dtype else None),
+        ("--max_batch_size", s.max_batch_size if s.max_batch_size != defaults.max_batch_size else None),
+        ("--max_num_tokens", s.max_num_tokens if s.max_num_tokens != defaults.max_num_tokens else None),
+        ("--kv_cache_free_gpu_memory_fraction",
+         s.free_gpu_memory_fraction if s.free_gpu_memory_fraction != defaults.free_gpu_memory_fraction else None),
+    ]
+    for flag, value in flags:
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv

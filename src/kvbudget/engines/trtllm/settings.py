@@ -1,0 +1,25 @@
+"""TensorRT-LLM's memory-relevant settings (``TrtllmSettings``: ``trtllm-serve`` flags and LLM API options) and the
+KV cache dtypes kvbudget models for it; ``policy.py`` plans with them."""
+
+from __future__ import annotations
+
+from ..._record import record
+
+
+@record
+class TrtllmSettings:
+    backend: str = "pytorch"  # pytorch (trtllm-serve / LLM API) | engine (trtllm-build engines)
+    free_gpu_memory_fraction: float = 0.9
+    tokens_per_block: int | None = None  # 32 (PyTorch) / 64 (engine builder default)
+    max_tokens: int | None = None  # max_tokens_in_paged_kv_cache
+    max_num_tokens: int = 8192
+    max_batch_size: int = 2048
+    tp: int = 1
+    pp: int = 1
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    max_seq_len: int | None = None  # default: the model's max_position_embeddings
+    max_beam_width: int = 1
+
+
+_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "bf16", "bfloat16", "fp16", "float16")

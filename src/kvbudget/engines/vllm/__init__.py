@@ -1,0 +1,92 @@
+"""vLLM's memory accounting, per rank, as vLLM itself does it.
+
+Read from vLLM 0.33.0's Python sources (paths relative to the ``vllm`` package) and written in
+our own words; the file and function behind each rule are named where it is applied. The figures this
+package produces are the ones vLLM logs at start-up: ``Available KV cache memory``, ``GPU KV cache
+size: N tokens``, ``Maximum concurrency for L tokens per request: C x`` (and ``# GPU blocks`` on
+the V0 line), or the error it stops with.
+
+One module a part: ``settings`` (release lines, engine arguments), ``kv_layout`` (pages, groups, blocks),
+``calibration`` (batch defaults, capture sizes, the non-KV memory model), ``policy`` (the plan and the
+engine interface); and, imported only by what needs them, ``command`` (launch commands), ``log`` (start-up
+logs), ``check`` (a log against the plan), ``launch`` (the ``vllm serve`` line of a plan), ``fixes``
+(flags that would make a plan start, or hold more). This package holds what the old ``engines/vllm.py``
+module held, so ``from kvbudget.engines.vllm import plan, VllmSettings`` reads as before.
+"""
+
+from __future__ import annotations
+
+from .calibration import (
+    ACTIVATION,
+    GRAPH_BYTES_PER_LAYER,
+    NON_TORCH_TP1_BYTES,
+    NON_TORCH_TP_BYTES,
+    ActivationModel,
+    activation_peak,
+    batch_defaults,
+    capture_sizes,
+    cudagraph_bytes,
+    rotary_cache_bytes,
+)
+from .kv_layout import _KV_DTYPES as _KV_DTYPES
+from .kv_layout import (
+    KVGroup,
+    KVLayout,
+    ModelFacts,
+    blocks_per_request,
+    bytes_per_block,
+    kv_cache_dtype_name,
+    kv_layout,
+    layer_pages,
+    model_facts,
+    stage_block_bytes,
+)
+from .policy import (
+    MIN_CAPABILITY,
+    Figure,
+    VllmPlan,
+    capacity,
+    check_capability,
+    plan,
+    replica,
+    request_blocks,
+    summary,
+)
+from .settings import RELEASES, Release, VllmSettings, release
+
+__all__ = [
+    "ACTIVATION",
+    "ENGINE",
+    "GRAPH_BYTES_PER_LAYER",
+    "MIN_CAPABILITY",
+    "NON_TORCH_TP1_BYTES",
+    "NON_TORCH_TP_BYTES",
+    "RELEASES",
+    "ActivationModel",
+    "Figure",
+    "KVGroup",
+    "KVLayout",
+    "ModelFacts",
+    "Release",
+    "VllmPlan",
+    "VllmSettings",
+    "activation_peak",
+    "batch_defaults",
+    "blocks_per_request",
+    "bytes_per_block",
+    "capacity",
+    "capture_sizes",
+    "check_capability",
+    "cudagraph_bytes",
+    "kv_cache_dtype_name",
+    "kv_layout",
+    "layer_pages",
+    "model_facts",
+    "plan",
+    "release",
+    "replica",
+    "request_blocks",
+    "rotary_cache_bytes",
+    "stage_block_bytes",
+    "summary",
+]

@@ -1,0 +1,55 @@
+"""The ``vllm serve`` command that realises a plan's settings (``plan/launch.py`` writes the shared parts: the
+model path served, the Kubernetes manifests, the checkpoint note)."""
+
+from __future__ import annotations
+
+from ...plan.launch import served
+from ...units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .settings import VllmSettings
+
+# kvbudget's weight formats as vLLM's --quantization methods (vLLM 0.33.0,
+# model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS); 16-bit formats are --dtype.
+VLLM_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes", "awq": "awq", "gptq": "gptq", "mxfp4": "mxfp4",
+                     "nvfp4": "modelopt_fp4", "int8": "compressed-tensors"}
+
+
+def vllm_quantization(quantization: str | None) -> str | None:
+    """The --quantization value that loads ``quantization`` (a kvbudget weight format or vLLM's own word)."""
+    if quantization in (None, "", "auto", "none"):
+        return None
+    from ...model.weights import parse_weight_format
+
+    try:
+        name = parse_weight_format(quantization).name
+    except InputError:
+        return quantization  # vLLM's own method name, passed through as given
+    return VLLM_QUANTIZATION.get(name)
+
+
+def vllm_argv(model: str, s: VllmSettings) -> list[str]:
+    """``vllm serve MODEL`` with every memory-relevant setting that differs from vLLM's default."""
+    argv = ["vllm", "serve", served(model)]
+    flags: list[tuple[str, object]] = [
+        ("--tensor-parallel-size", s.tensor_parallel_size if s.tensor_parallel_size > 1 else None),
+        ("--pipeline-parallel-size", s.pipeline_parallel_size if s.pipeline_parallel_size > 1 else None),
+        ("--max-model-len", s.max_model_len),
+        ("--gpu-memory-utilization", s.gpu_memory_utilization),
+        # the weight format the plan was made with, always: fp8 (and bitsandbytes) vLLM applies to a 16-bit
+        # checkpoint when loading; AWQ, GPTQ, NVFP4 ... need a checkpoint in that format (checkpoint_note)
+        ("--quantization", vllm_quantization(s.quantization)),
+        ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
+        ("--dtype", None if s.dtype == "auto" else s.dtype),
+        ("--max-num-seqs", s.max_num_seqs),
+        ("--max-num-batched-tokens", s.max_num_batched_tokens),
+        ("--block-size", s.block_size),
+    ]
+    for flag, value in flags:
+        if value is not None:
+            argv += [flag, str(value)]
+    if s.enforce_eager:
+        argv.append("--enforce-eager")
+    return argv
+

@@ -1,0 +1,506 @@
+"""vLLM's plan: its memory accounting, per rank, as vLLM itself does it, from the release and settings
+(``settings.py``), the KV layout (``kv_layout.py``) and the calibrated non-KV memory (``calibration.py``).
+
+Read from vLLM 0.33.0's Python sources (paths relative to the ``vllm`` package) and written in
+our own words; the file and function behind each rule are named where it is applied. The figures this
+module produces are the ones vLLM logs at start-up: ``Available KV cache memory``, ``GPU KV cache
+size: N tokens``, ``Maximum concurrency for L tokens per request: C x`` (and ``# GPU blocks`` on
+the V0 line), or the error it stops with.
+
+Three kinds of figures, tagged in the plan:
+- ``exact``: arithmetic vLLM does on numbers kvbudget knows exactly (pages, blocks, groups);
+- ``modelled``: a model of something vLLM measures (weights loaded);
+- ``calibrated``: a model whose constants were fitted on published start-up logs
+  (activation peak, non-torch memory, CUDA-graph memory), with the error band seen there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..._record import record, replace
+from ...hardware import GPU
+from ...kvcache import check_tp, serving_dtype
+from ...model.spec import ModelSpec
+from ...model.weights import WeightFormat, parse_weight_format
+from ...parallel import stages
+from ...units import GiB, InputError, element_type
+from ..base import Replica
+from .calibration import (
+    ACTIVATION,
+    NON_TORCH_TP1_BYTES,
+    NON_TORCH_TP_BYTES,
+    activation_peak,
+    batch_defaults,
+    capture_sizes,
+    cudagraph_bytes,
+    rotary_cache_bytes,
+)
+from .kv_layout import KVGroup, KVLayout, blocks_per_request, kv_cache_dtype_name, kv_layout, model_facts, stage_block_bytes
+from .settings import Release, VllmSettings, release
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ...parallel import Stage
+    from ..base import EnginePlan
+
+
+# --- the plan ----------------------------------------------------------------------------------
+
+
+@record
+class Figure:
+    """A number with its provenance: exact, modelled or calibrated (with its error band)."""
+
+    value: float
+    provenance: str
+    band: str = ""
+
+
+@record
+class VllmPlan:
+    """What vLLM does with one deployment, per rank, and the lines it logs."""
+
+    model: str
+    params: int
+    gpu: str
+    release: str
+    version_line: str
+    tp: int
+    pp: int
+    dp: int
+    total_bytes: int
+    utilization: float
+    requested_bytes: int
+    weights_bytes: int  # per rank, fullest stage
+    model_loading_bytes: int  # weights + rotary cache: "Model loading took X GiB"
+    non_torch_bytes: int
+    activation_bytes: int
+    cudagraph_bytes: int
+    available_kv_cache_bytes: int  # "Available KV cache memory" (per rank, the binding one)
+    kv_cache_dtype: str
+    block_size: int
+    num_gpu_blocks: int
+    bytes_per_block: int
+    blocks_per_request: int
+    max_model_len: int
+    max_model_len_auto: bool
+    kv_cache_tokens: int
+    max_concurrency: float
+    starts: bool
+    error: str | None
+    estimated_max_model_len: int | None
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    groups: tuple[KVGroup, ...]
+    in_flight_tokens: int  # tokens a sliding-window or chunked reservation adds (max_in_flight_tokens)
+    mamba_blocks: int  # state pages per request (2 with prefix caching's "align" mode)
+    derived_max_model_len: int
+    provenance: tuple[tuple[str, Figure], ...]
+    log_lines: tuple[str, ...]
+    notes: tuple[str, ...]
+    weights_format: str
+    # per pipeline stage (one TP rank of it): model loading, KV pool (blocks x that stage's block bytes),
+    # activation peak, CUDA graphs; every stage also holds non_torch_bytes
+    stage_memory: tuple[tuple[int, int, int, int], ...] = ()
+
+
+def _gib(n: int | float) -> str:
+    return f"{round(n / GiB, 2)}"  # vLLM format_gib: round(bytes / 2^30, 2)
+
+
+# The lowest compute capability each weight format's kernels run on (vLLM: QuantizationConfig.get_min_capability
+# of Fp8Config 80 (Marlin W8A16 on Ampere, native from 8.9), AWQConfig 75, GPTQConfig 60, BitsAndBytesConfig 70,
+# Mxfp4Config 80, ModelOpt NVFP4 80 through Marlin).
+MIN_CAPABILITY = {"fp8": 8.0, "awq": 7.5, "gptq": 6.0, "nf4": 7.0, "mxfp4": 8.0, "nvfp4": 8.0}
+
+
+def check_capability(fmt: WeightFormat, gpu: GPU) -> None:
+    """vLLM refuses a quantization method the GPU's compute capability cannot run."""
+    from ...hardware import capability
+
+    need = MIN_CAPABILITY.get(fmt.name)
+    have = capability(gpu)
+    if need is not None and have is not None and have < need:
+        raise InputError(f"{fmt.name} weights need compute capability {need} in vLLM; {gpu.name} has {have}")
+
+
+def _weights(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
+    if settings.quantization in (None, "", "auto", "none"):
+        if spec.weight_format is None:
+            raise InputError(f"{spec.name}: the checkpoint's quantization_config is not one kvbudget reads: "
+                             "give --quantization (e.g. fp8, awq, gptq)")
+        dense = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
+        if not spec.weight_format.quantized:
+            return WeightFormat(dense, dense_dtype=dense)
+        return spec.weight_format
+    return parse_weight_format(settings.quantization, dense_dtype=serving_dtype(spec))
+
+
+def _vllm_loading(fmt: WeightFormat, notes: list[str]) -> WeightFormat:
+    """How vLLM lays the weights out when it loads them, where that differs from the checkpoint."""
+    if fmt.name == "mxfp4" and "experts" not in fmt.skip_roles:
+        # fused_moe/oracle/mxfp4.py: the Marlin and TRT-LLM MoE kernels pad the hidden size to a multiple
+        # of 256 and the per-rank intermediate size to a multiple of 128 (gpt-oss: 2880 -> 3072 and 2944).
+        notes.append("MXFP4 experts padded as vLLM's MoE kernels load them (hidden to x256, intermediate to x128)")
+        return replace(fmt, expert_padding=(256, 128))
+    return fmt
+
+
+# --- the plan, step by step -------------------------------------------------------------------------------
+#
+# vLLM 0.33.0 sizes its KV cache in v1/core/kv_cache_utils.py once the worker has measured what the model
+# leaves free (v1/worker/gpu_worker.py determine_available_memory): get_kv_cache_groups (the groups, their
+# page sizes unified) -> _get_kv_cache_bytes_per_block on each worker's layers -> get_num_blocks per worker,
+# the smallest kept and may_override_num_blocks applied (get_kv_cache_configs) -> check_enough_kv_cache_memory
+# (or _auto_fit_max_model_len) -> get_max_concurrency_for_kv_cache_config and _report_kv_cache_config.
+# ``plan`` takes the same steps, one private function each, after ``_resolve`` has filled in the settings.
+
+# One pipeline stage's memory: the stage, its bytes per block, model loading (weights + rotary cache), the
+# activation peak, CUDA graphs, and the KV cache memory it has
+_StageMemory = tuple["Stage", int, int, int, int, int]
+
+
+@record
+class _Resolved:
+    """The settings as vLLM fills them in (engine/arg_utils.py, config/): the release line, the parallel
+    layout, the memory fraction, the dtypes, max_model_len, the batch sizes, the weights as loaded, and the
+    KV cache manager's mode."""
+
+    rel: Release
+    tp: int
+    pp: int
+    dp: int
+    util: float
+    model_dtype: str
+    kv_dtype: str
+    derived_len: int
+    auto_len: bool
+    max_len: int
+    tokens: int  # max_num_batched_tokens
+    seqs: int  # max_num_seqs
+    fmt: WeightFormat
+    params: int
+    hybrid_manager: bool
+    block_size: int  # as asked (the hybrid alignment of ``kv_layout`` may raise it)
+    align: bool  # prefix caching's "align" mode for Mamba states
+    in_flight: int  # tokens a sliding-window or chunked reservation adds (max_in_flight_tokens)
+    mamba_blocks: int  # state pages per request
+
+
+def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]) -> _Resolved:
+    """Check the settings and fill in vLLM's defaults for the release and the GPU: the memory fraction,
+    the dtypes, max_model_len (``-1``: auto-fit, decided by ``_checks``), max_num_batched_tokens and
+    max_num_seqs (``batch_defaults``), the weights as vLLM loads them (a format the GPU cannot run is
+    refused), and whether the hybrid KV cache manager runs."""
+    rel = release(settings.version)
+    tp, pp, dp = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size
+    check_tp(spec, tp)
+    if pp < 1 or pp > spec.num_layers:
+        raise InputError(f"--pipeline-parallel-size {pp} must be between 1 and the model's {spec.num_layers} layers")
+    util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
+    if not 0 < util <= 1:
+        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    model_dtype = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
+    kv_dtype = kv_cache_dtype_name(settings.kv_cache_dtype, spec, model_dtype)
+    derived_len = spec.max_context
+    auto_len = settings.max_model_len == -1
+    max_len = (spec.default_context or derived_len) if settings.max_model_len in (None, -1) else settings.max_model_len
+    if max_len <= 0:
+        raise InputError(f"--max-model-len must be positive or auto, got {max_len}")
+    if max_len > derived_len and not settings.allow_long_max_model_len:
+        raise InputError(
+            f"--max-model-len {max_len:,} is greater than the derived max_model_len ({derived_len:,}) of {spec.name}; "
+            "vLLM refuses it (set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to override)")
+    tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
+    fmt = _vllm_loading(_weights(spec, settings), notes)
+    check_capability(fmt, gpu)
+    facts = model_facts(spec)
+    chunked = facts.chunked
+    hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
+    if chunked and not hybrid_manager:
+        notes.append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
+                     "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
+    prefix = settings.enable_prefix_caching if settings.enable_prefix_caching is not None else True
+    align = facts.hybrid_mamba and prefix and rel.key == "current"
+    return _Resolved(
+        rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
+        auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
+        hybrid_manager=hybrid_manager, block_size=settings.block_size or 16, align=align,
+        in_flight=rel.in_flight_batches * tokens if pp == 1 else pp * tokens, mamba_blocks=2 if align else 1)
+
+
+def _groups(spec: ModelSpec, r: _Resolved, notes: list[str]) -> KVLayout:
+    """Step 1, groups and page sizes (kv_cache_utils.py get_kv_cache_groups, with unify_hybrid_kv_cache_specs
+    and unify_kv_cache_spec_page_size; the attention block size raised to hold a Mamba state first): the
+    KV-cache groups of the whole model and the block size they use (``kv_layout``, memoized)."""
+    layout = kv_layout(spec, r.kv_dtype, r.model_dtype, r.tp, r.block_size, r.hybrid_manager, r.align)
+    notes += layout.notes
+    return layout
+
+
+def _page_bytes(spec: ModelSpec, layout: KVLayout, r: _Resolved) -> tuple[int, ...]:
+    """Step 2, the page size each worker allocates (kv_cache_utils.py _project_kv_cache_groups_to_worker and
+    _get_kv_cache_bytes_per_block): the largest group's bytes per block over the layers of each pipeline
+    stage (``stage_block_bytes``, memoized)."""
+    return stage_block_bytes(spec, layout, r.kv_dtype, r.model_dtype, r.tp, r.pp)
+
+
+def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int, mamba_blocks: int, length: int) -> int:
+    """Blocks one request of ``length`` tokens takes from the pool, over every group (max_memory_usage_bytes)."""
+    return sum(blocks_per_request(g, length, block_size, in_flight, mamba_blocks) for g in groups)
+
+
+def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
+               block_bytes: tuple[int, ...]) -> tuple[int, int, int, list[_StageMemory]]:
+    """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
+    determine_available_memory): utilization x total memory, minus the weights loaded (with the rotary
+    cache, less what --cpu-offload-gb keeps on the host), non-torch memory, the profiling run's activation
+    peak and the CUDA-graph estimate, per pipeline stage; or --kv-cache-memory as given. The GPU's total,
+    the requested bytes, the non-torch bytes and each stage's memory."""
+    rel = r.rel
+    total = gpu.memory_bytes
+    requested = math.ceil(total * r.util)
+    rotary = rotary_cache_bytes(spec, r.model_dtype)
+    graphs_counted = rel.cudagraph_subtracted and settings.estimate_cudagraphs and not settings.enforce_eager
+    sizes = capture_sizes(r.seqs, r.tokens, gpu) if graphs_counted else ()
+    stage_list = stages(spec, r.fmt, r.tp, r.pp)
+    non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else NON_TORCH_TP1_BYTES[rel.key]
+    reqs = min(r.tokens, r.seqs)
+    per_stage: list[_StageMemory] = []
+    for st, bpb in zip(stage_list, block_bytes, strict=True):
+        weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
+        act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key])
+        graphs = cudagraph_bytes(sizes, st.num_layers)
+        if settings.kv_cache_memory_bytes is not None:
+            available = settings.kv_cache_memory_bytes
+        else:
+            available = requested - weights - non_torch - act - graphs
+        per_stage.append((st, bpb, weights, act, graphs, available))
+    return total, requested, non_torch, per_stage
+
+
+def _blocks(per_stage: list[_StageMemory], settings: VllmSettings, notes: list[str]) -> tuple[int, int, int]:
+    """Step 3, blocks (kv_cache_utils.py get_num_blocks on each worker; get_kv_cache_configs sizes every
+    rank's pool to the smallest; may_override_num_blocks applies --num-gpu-blocks-override): the binding
+    stage, its KV cache memory (the override's blocks x bytes per block, when given) and the blocks of the
+    pool (never negative)."""
+    blocks = [(avail // bpb if bpb else 1) for _, bpb, _, _, _, avail in per_stage]
+    k = min(range(len(per_stage)), key=lambda j: blocks[j])
+    _, bpb, _, _, _, available = per_stage[k]
+    if settings.num_gpu_blocks_override is not None and bpb:
+        notes.append(f"Overriding num_gpu_blocks={max(blocks[k], 0)} with num_gpu_blocks_override={settings.num_gpu_blocks_override}")
+        available = settings.num_gpu_blocks_override * bpb
+        blocks = [settings.num_gpu_blocks_override] * len(blocks)
+    return k, available, max(min(blocks), 0)
+
+
+def _checks(r: _Resolved, settings: VllmSettings, layout: KVLayout, per_stage: list[_StageMemory], non_torch: int,
+            total: int, bpb: int, available: int, num_blocks: int, per_request: Callable[[int], int],
+            notes: list[str]) -> tuple[str | None, int, int | None, int | None, int, int]:
+    """Step 4, checks: weights that do not fit the device fail while the model loads (before any KV cache
+    is sized); else kv_cache_utils.py check_enough_kv_cache_memory (no memory at all; one request of
+    max_model_len must fit, one block being the null block of v1/core/block_pool.py; V0 has no null block)
+    with estimate_max_model_len's suggestion, or, for --max-model-len auto, _auto_fit_max_model_len. The
+    error vLLM stops with (None: it starts), max_model_len, the estimated max_model_len, the weights that
+    did not load, and the KV cache memory and blocks, both none after a failed load."""
+    max_len = r.max_len
+    error: str | None = None
+    load_oom = None if settings.kv_cache_memory_bytes is not None else next(
+        (w for _, _, w, _, _, _ in per_stage if w + non_torch > total), None)
+    estimated: int | None = None
+    check = available - bpb  # one block is the null block (v1/core/block_pool.py)
+    if r.rel.v0_blocks:
+        check = available
+    if load_oom is not None:
+        # The weights do not fit in the device at all: torch raises OutOfMemoryError while the model
+        # loads (v1/worker/gpu_model_runner.py load_model), before any KV cache is sized.
+        error = (f"CUDA out of memory while loading the model: {_gib(load_oom)} GiB of weights per GPU + "
+                 f"{_gib(non_torch)} GiB CUDA context > {_gib(total)} GiB")
+        available = min(available, 0)
+        num_blocks = 0
+    elif layout.groups and available <= 0:
+        error = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+                 "the engine.")
+    elif layout.groups:
+        def fits(length: int) -> bool:
+            return bpb * per_request(length) <= check
+
+        if r.auto_len:
+            best = _largest_len(fits, r.derived_len)
+            if best == 0:
+                error = "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token."
+            else:
+                if best < max_len:
+                    notes.append(f"Auto-fit max_model_len: reduced from {max_len} to {best} to fit in available KV "
+                                 f"cache memory ({_gib(check)} GiB GPU)")
+                max_len = best
+        elif not fits(max_len):
+            estimated = _largest_len(fits, max_len)
+            need = bpb * per_request(max_len)
+            est = f"Based on the available memory, the estimated maximum model length is {estimated}. " if estimated else ""
+            error = (f"To serve at least one request with the model's max seq len ({max_len}), ({_gib(need)} GiB KV "
+                     f"cache is needed, which is larger than the available KV cache memory ({_gib(check)} GiB). {est}"
+                     "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    return error, max_len, estimated, load_oom, available, num_blocks
+
+
+def _capacity(rel: Release, layout: KVLayout, num_blocks: int, max_len: int,
+              per_request: Callable[[int], int]) -> tuple[int, float, int]:
+    """Step 5, capacity (kv_cache_utils.py get_max_concurrency_for_kv_cache_config, and the token count
+    _report_kv_cache_config prints): the blocks one request of max_model_len takes, the requests of that
+    length the pool holds at once, and the pool's tokens (0.8-0.20 printed blocks // groups x block size;
+    V0, blocks x block size)."""
+    per_req = per_request(max_len) if layout.groups else 0
+    concurrency = num_blocks / per_req if per_req else 0.0
+    kv_tokens = int(concurrency * max_len)
+    if rel.key == "v1" and layout.groups:
+        # 0.8-0.20 printed num_blocks // num_groups x block_size (v1/core/kv_cache_utils.py of those releases)
+        kv_tokens = num_blocks // len(layout.groups) * layout.block_size
+    if rel.v0_blocks:
+        kv_tokens = num_blocks * layout.block_size
+        concurrency = kv_tokens / max_len
+    return per_req, concurrency, kv_tokens
+
+
+def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
+    """Predict vLLM's start-up memory figures for ``spec`` on ``gpu`` with ``settings``: the settings as vLLM
+    fills them in, what each worker has for its KV cache, then kv_cache_utils.py's steps (groups -> page
+    size -> blocks -> checks -> capacity) and the lines vLLM logs."""
+    notes: list[str] = []
+    r = _resolve(spec, gpu, settings, notes)
+    rel, util = r.rel, r.util
+    layout = _groups(spec, r, notes)
+    block_size = layout.block_size
+    block_bytes = _page_bytes(spec, layout, r)
+
+    def per_request(length: int) -> int:
+        return _request_blocks(layout.groups, block_size, r.in_flight, r.mamba_blocks, length)
+
+    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes)
+    k, available, num_blocks = _blocks(per_stage, settings, notes)
+    st, bpb, weights, act, graphs, _ = per_stage[k]
+    error, max_len, estimated, load_oom, available, num_blocks = _checks(
+        r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
+    per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request)
+    lines = _log_lines(rel, weights, available, num_blocks, kv_tokens, concurrency, max_len, error, total, util)
+    if load_oom is not None:
+        lines = (f"torch.OutOfMemoryError: {error}",)
+    band = ("calibrated on 22 published logs (tests/data/vllm_logs): KV tokens median error 1.6%, "
+            "worst 8.4% outside the explained outliers")
+    provenance = (
+        ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
+        ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
+        ("non_torch_bytes", Figure(non_torch, "calibrated", band)),
+        ("activation_bytes", Figure(act, "calibrated", band)),
+        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
+        ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact")),
+        ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
+        ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
+    )
+    return VllmPlan(
+        model=spec.name, params=r.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
+        tp=r.tp, pp=r.pp, dp=r.dp, total_bytes=total, utilization=util, requested_bytes=requested,
+        weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
+        activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,
+        kv_cache_dtype=r.kv_dtype, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
+        blocks_per_request=per_req, max_model_len=max_len, max_model_len_auto=r.auto_len,
+        kv_cache_tokens=kv_tokens, max_concurrency=concurrency, starts=error is None, error=error,
+        estimated_max_model_len=estimated, max_num_seqs=r.seqs, max_num_batched_tokens=r.tokens,
+        groups=layout.groups, in_flight_tokens=r.in_flight, mamba_blocks=r.mamba_blocks, derived_max_model_len=r.derived_len,
+        provenance=provenance, log_lines=lines, notes=tuple(notes),
+        weights_format=r.fmt.describe(),
+        stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
+    )
+
+
+def request_blocks(p: VllmPlan, length: int) -> int:
+    """Blocks one request of ``length`` tokens takes from the pool of plan ``p``."""
+    return _request_blocks(p.groups, p.block_size, p.in_flight_tokens, p.mamba_blocks, length)
+
+
+def capacity(p: VllmPlan, batch: int) -> tuple[int, int]:
+    """The most requests of ``p.max_model_len`` tokens the pool holds at once, and the longest
+    length (up to what the model takes) at which ``batch`` requests fit in the pool."""
+    if not p.groups or not p.starts:
+        return 0, 0
+    most = p.num_gpu_blocks // max(request_blocks(p, p.max_model_len), 1)
+    longest = _largest_len(lambda n: batch * request_blocks(p, n) <= p.num_gpu_blocks, p.derived_max_model_len)
+    return most, longest
+
+
+def _largest_len(fits: Callable[[int], bool], hi: int) -> int:
+    """vLLM's binary search over 1..hi for the longest length that fits (0: not even one token)."""
+    if not fits(1):
+        return 0
+    lo, best = 1, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _log_lines(rel: Release, loading: int, available: int, blocks: int, tokens: int, conc: float, max_len: int,
+               error: str | None, total: int, util: float) -> tuple[str, ...]:
+    lines = [f"Model loading took {_gib(loading)} GiB memory"]
+    if rel.v0_blocks:
+        lines.append(f"the current vLLM instance can use total_gpu_memory ({_gib(total)}GiB) x gpu_memory_utilization "
+                     f"({util:.2f}) = {_gib(total * util)}GiB")
+        if error is None:
+            lines += [f"# GPU blocks: {blocks}, # CPU blocks: (not modelled)",
+                      f"Maximum concurrency for {max_len} tokens per request: {conc:.2f}x"]
+    else:
+        lines.append(f"Available KV cache memory: {_gib(available)} GiB")
+        if error is None:
+            if rel.combined_log_line:
+                lines.append(f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_len:,} tokens per "
+                             f"request: {conc:.2f}x")
+            else:
+                lines += [f"GPU KV cache size: {tokens:,} tokens",
+                          f"Maximum concurrency for {max_len:,} tokens per request: {conc:.2f}x"]
+    if error:
+        lines.append(f"ValueError: {error}")
+    return tuple(lines)
+
+
+# --- the engine interface (engines/base.py) ---------------------------------------------------------------
+
+
+def summary(p: VllmPlan) -> EnginePlan:
+    """The figures every engine has, from a vLLM plan."""
+    from ..base import engine_plan
+
+    return engine_plan(
+        "vllm", p.weights_bytes, p.available_kv_cache_bytes, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
+        p.starts, f"{p.utilization:g} x total memory, minus the profiled weights, activations and CUDA graphs",
+        f"blocks of {p.block_size} tokens", p.error, p.log_lines,
+    )
+
+
+def _short(p: VllmPlan, gpu: GPU) -> str:
+    if p.error and "KV cache" in p.error and p.available_kv_cache_bytes > 0:
+        need = p.blocks_per_request * p.bytes_per_block - p.available_kv_cache_bytes
+        return f"KV cache short by {need / GiB:.2f} GiB for one request on {gpu.name}"
+    if p.available_kv_cache_bytes <= 0:
+        return f"weights ({p.weights_bytes / GiB:.2f} GiB per GPU) leave no room for the KV cache on {gpu.name}"
+    return p.error or "does not start"
+
+
+def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
+            version: str, fraction: float | None = None) -> Replica:
+    """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
+    from ..base import cap_raised_to_load
+
+    s, p, pool = cap_raised_to_load(
+        VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                     quantization=None if weights == "auto" else weights, kv_cache_dtype=kv, gpu_memory_utilization=fraction),
+        lambda s: plan(spec, gpu, s), lambda p: capacity(p, 1)[0] if p.starts else 0, lambda p: p.max_num_seqs,
+        "max_num_seqs", concurrency)
+    reason = "" if p.starts else _short(p, gpu)
+    return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
+                   p.kv_cache_tokens, p.max_num_seqs, s, p.utilization)
+

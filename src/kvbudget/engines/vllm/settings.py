@@ -1,0 +1,91 @@
+"""vLLM's release lines and the memory-relevant engine arguments (``VllmSettings``).
+
+Read from vLLM 0.33.0's Python sources (paths relative to the ``vllm`` package); ``policy.py`` plans with them.
+"""
+
+from __future__ import annotations
+
+from ..._record import record
+from ...units import InputError
+
+# --- release lines -----------------------------------------------------------------------------
+
+
+@record
+class Release:
+    """How one line of vLLM releases accounts for memory."""
+
+    key: str
+    label: str
+    default_utilization: float
+    cudagraph_subtracted: bool  # CUDA-graph memory estimated and taken from the KV budget (>= 0.21)
+    in_flight_batches: int  # batches a sliding-window reservation covers (2: async scheduling)
+    v0_blocks: bool  # V0 engine: one block holds every layer, "# GPU blocks" report
+    combined_log_line: bool  # "GPU KV cache size: N tokens, Maximum concurrency ..." on one line
+
+
+RELEASES: dict[str, Release] = {
+    # config/cache.py CacheConfig.gpu_memory_utilization default 0.92; gpu_worker.py subtracts
+    # profile_cudagraph_memory(); config/vllm.py max_concurrent_batches = 2 with async scheduling;
+    # v1/core/kv_cache_utils.py update_kv_cache_capacity logs one combined line.
+    "current": Release("current", "vLLM >= 0.21 (V1, CUDA-graph memory profiled)", 0.92, True, 2, False, True),
+    # Before 0.21: utilization 0.90, graphs not subtracted (users left headroom), sliding windows
+    # reserve one batch of in-flight tokens (utils/memory_profiling of the 0.6-0.20 sources; sliding-window
+    # max_memory_usage_bytes of that time: min(W - 1 + max_num_batched_tokens, L)).
+    "v1": Release("v1", "vLLM 0.8-0.20 (V1 engine)", 0.90, False, 1, False, False),
+    # V0 engine (<= 0.7, and 0.8-0.10 with VLLM_USE_V1=0): num_gpu_blocks = available //
+    # (block_size x layers x 2 x heads x head_dim x bytes); logs "# GPU blocks: N".
+    "v0": Release("v0", "vLLM V0 engine (<= 0.7)", 0.90, False, 1, True, False),
+}
+
+
+def release(version: str | None) -> Release:
+    """The release line of a version string (``0.33.0``, ``v0.6.3.post1``, ``current``, ``v1``, ``v0``)."""
+    if version is None or version in ("", "current", "latest"):
+        return RELEASES["current"]
+    key = version.strip().lower()
+    if key in RELEASES:
+        return RELEASES[key]
+    parts = key.lstrip("v").split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        raise InputError(f"unknown vLLM version {version!r}: give e.g. 0.33.0, 0.10.1, 0.6.3, or current/v1/v0") from None
+    if major > 0 or minor >= 21:
+        return RELEASES["current"]
+    if minor >= 8:
+        return RELEASES["v1"]
+    return RELEASES["v0"]
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+@record
+class VllmSettings:
+    """The memory-relevant engine arguments (``None``: vLLM's default for the release and GPU)."""
+
+    version: str = "current"
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None  # -1: auto-fit ("--max-model-len auto")
+    block_size: int | None = None
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"
+    quantization: str | None = None  # None: the checkpoint's own format
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_prefix_caching: bool | None = None
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
+    disable_hybrid_kv_cache_manager: bool = False
+    entrypoint: str = "serve"  # serve (OpenAI server) | llm (the LLM class)
+    performance_mode: str | None = None
+    cpu_offload_bytes: int = 0  # --cpu-offload-gb: weights kept in host memory, per GPU
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default 1)
+    chunked_local_hybrid: bool = False  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1

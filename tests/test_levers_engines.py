@@ -191,7 +191,7 @@ def test_inverse_questions_under_every_engine(capsys: pytest.CaptureFixture[str]
         holds = trtllm.plan(spec70, find_gpu("H100"), s).max_tokens // 32768
         assert (holds >= 16) == (tp >= best.tp), tp
     assert best.num_gpus == best.tp  # one replica: a second one of a smaller TP would need as many GPUs or more
-    with pytest.raises(InputError, match="settings are vLLM's"):
+    with pytest.raises(InputError, match="settings are not SGLang's"):
         kvbudget.max_concurrency(spec, context=CTX, gpu=gpu, engine="sglang", settings=VllmSettings())
     # fit --engine sglang --batch 30: the same answers, a verdict, and the fewest L40S that hold the load
     assert main(["fit", LLAMA8, "--gpu", "L40S", "--context", "8192", "--engine", "sglang", "--batch", "30"]) == 0

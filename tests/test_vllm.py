@@ -244,7 +244,9 @@ def test_launch_command_details(tmp_path: Path) -> None:
 
 
 def test_explain_suggests_fixes() -> None:
-    _, p, fixes = kvbudget.explain("vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 2", gpu="H100")
+    answer = kvbudget.explain("vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 2", gpu="H100")
+    p, fixes = answer.plan, answer.advice
+    assert answer.engine == "vllm" and not answer.fits
     assert not p.starts
     flags = dict(fixes)
     assert flags["--tensor-parallel-size 4"].starts

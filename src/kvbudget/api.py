@@ -25,9 +25,10 @@ from .units import MAX_SIZE, InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from .engines.base import Registry
+    from typing import Any
+
+    from .engines.base import Engine, Registry
     from .engines.vllm import VllmPlan, VllmSettings
-    from .engines.vllm.command import LaunchCommand
     from .kvreport import KVReport
     from .plan.search import Deployment as PlanRow
     from .questions.plan import LeversAnswer, PlanAnswer
@@ -184,115 +185,107 @@ def vllm_plan(
 ) -> VllmPlan:
     """What vLLM will do and print at start-up for ``model`` on ``gpu`` with ``settings``
     (engine arguments; ``VllmSettings()`` is ``vllm serve`` with its defaults)."""
-    from .engines.vllm import VllmSettings, plan
+    from .engines.base import Ask, default_registry
 
-    return plan(_spec(model), _device(gpu, gpu_memory), _settings(settings) or VllmSettings())
+    server = default_registry().get("vllm")
+    spec = _spec(model)
+    s = _settings(settings, server) or server.settings(spec, Ask())
+    return server.run(spec, _device(gpu, gpu_memory), s)  # type: ignore[no-any-return]
 
 
-def _settings(settings: object) -> VllmSettings | None:
-    from .engines.vllm import VllmSettings
-
-    if settings is not None and not isinstance(settings, VllmSettings):
-        raise InputError(f"settings must be kvbudget.engines.vllm.VllmSettings(...), not {excerpt(settings)}")
+def _settings(settings: object, server: Engine) -> Any:
+    """``settings`` when they are ``server``'s own record (``VllmSettings`` ...); one error line otherwise."""
+    if settings is not None and not server.accepts(settings):
+        raise InputError(f"settings are not {server.label}'s ({excerpt(settings)}): give {server.name}'s own record, "
+                         f"or tp, pp, weights and kv_dtype")
     return settings
 
 
 def explain(
     command: str | list[str], *, gpu: str | GPU | None = None, gpu_memory: int | None = None,
-    version: str | None = None,
-) -> tuple[LaunchCommand, VllmPlan, list[tuple[str, VllmPlan]]]:
-    """Read a pasted ``vllm serve ...`` command and plan it; with the flags that would help."""
-    from .engines.vllm import VllmSettings, plan
-    from .engines.vllm.command import parse_vllm_command
-    from .engines.vllm.fixes import suggestions
+    version: str | None = None, num_gpus: int | None = None, registry: Registry | None = None,
+) -> FitAnswer:
+    """Read a pasted launch command (``vllm serve ...``, ``python -m sglang.launch_server ...``, ``trtllm-serve ...``,
+    ``llama-server ...``) and plan it under that engine's rules: the answer ``kvbudget explain`` prints, with the
+    engine's own suggestions (``advice``: vLLM's flags that would help). ``version``: the vLLM release."""
+    from .engines.base import default_registry
+    from .inputs import split_command
+    from .questions.readers import explain as _explain
 
     if not isinstance(command, str) and not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
         raise InputError(f"command must be the launch command as a string or a list of strings, not {excerpt(command)}")
-    base = VllmSettings(version=_name("version", version)) if version is not None else VllmSettings()
-    cmd = parse_vllm_command(command, base)
-    spec = _spec(cmd.model)
-    device = _device(gpu, gpu_memory)
-    result = plan(spec, device, cmd.settings)
-    return cmd, result, suggestions(spec, device, cmd.settings, result)
+    words = split_command(command) if isinstance(command, str) else list(command)
+    if not words:
+        raise InputError("give the launch command, e.g. kvbudget.explain('vllm serve MODEL', gpu='H100')")
+    given: dict[str, object] = {"num_gpus": _maybe_count("--num-gpus", num_gpus, MAX_PARALLEL)}
+    if version is not None:
+        given["vllm_version"] = _name("version", version)
+    return _explain(words, _device(gpu, gpu_memory), given, registry or default_registry())[1]
 
 
-# --- inverse questions, with vLLM's rules, exact at block granularity ------------------------------------
+# --- inverse questions, exact at the engine's granularity --------------------------------------------------
 
 
 def max_concurrency(model: str | ModelSpec, *, context: int, gpu: str | GPU | None = None,
-                    gpu_memory: int | None = None, settings: VllmSettings | None = None, engine: str = "vllm",
-                    tp: int = 1, pp: int = 1, weights: str = "auto", kv_dtype: str = "auto") -> int:
+                    gpu_memory: int | None = None, settings: object = None, engine: str = "vllm",
+                    tp: int = 1, pp: int = 1, weights: str = "auto", kv_dtype: str = "auto",
+                    registry: Registry | None = None) -> int:
     """The most requests of ``context`` tokens the engine holds at once; 0 if it does not start.
 
-    vLLM (``settings``): whole requests of the KV pool's blocks (``num_gpu_blocks // blocks per request``),
-    capped by ``max_num_seqs``. Other engines (``engine="sglang" | "trtllm" | "llama.cpp"`` with ``tp``, ``pp``,
-    ``weights``, ``kv_dtype``): whole requests of their pool, the scheduler admitting what it holds
-    (``plan/capacity.py``)."""
+    vLLM (``settings``: a ``VllmSettings``, or ``tp``, ``pp``, ``weights``, ``kv_dtype``): whole requests of the KV
+    pool's blocks (``num_gpu_blocks // blocks per request``), capped by ``max_num_seqs``, from one plan. Other
+    engines (``engine="sglang" | "trtllm" | "llama.cpp"``): whole requests of their pool, the scheduler admitting
+    what it holds (``plan/capacity.py``)."""
     context = _count("--context", context, MAX_CONTEXT)
-    engine, tp, pp, weights, kv_dtype, settings = _engine_args(engine, tp, pp, weights, kv_dtype, settings)
-    if engine != "vllm":
-        from .plan.capacity import held
+    server, spec, device, layout, own = _inverse_args(model, gpu, gpu_memory, settings, engine, tp, pp, weights,
+                                                      kv_dtype, registry)
+    if own is not None:  # the engine answers from one plan of its own settings
+        return server.held_at(spec, device, own, context)  # type: ignore[no-any-return]
+    from .plan.capacity import held
 
-        _only_vllm_settings(settings, engine)
-        return held(_spec(model), _device(gpu, gpu_memory), engine, context, tp=tp, pp=pp, weights=weights, kv=kv_dtype)
-    from ._record import replace
-    from .engines.vllm import capacity, plan
-
-    base = _vllm_settings(settings, tp, pp, weights, kv_dtype)
-    p = plan(_spec(model), _device(gpu, gpu_memory), replace(base, max_model_len=context))
-    most, _ = capacity(p, 1)
-    return min(most, p.max_num_seqs) if p.starts else 0
+    return held(spec, device, server.name, context, **layout, registry=registry)
 
 
-def _engine_args(engine: object, tp: object, pp: object, weights: object, kv_dtype: object,
-                 settings: object) -> tuple[str, int, int, str, str, VllmSettings | None]:
-    return (_name("engine", engine), _count("--tp", tp, MAX_PARALLEL), _count("--pp", pp, MAX_PARALLEL),
-            _name("--weights-dtype", weights), _name("--kv-dtype", kv_dtype), _settings(settings))
+def _inverse_args(model: object, gpu: object, gpu_memory: object, settings: object, engine: object, tp: object,
+                  pp: object, weights: object, kv_dtype: object, registry: Registry | None) -> tuple[Any, ...]:
+    """The engine, model and GPU of an inverse question, the layout for its replica search, and the engine's own
+    settings when it answers from one plan of them (``held_at`` / ``longest_for``)."""
+    from .engines.base import Ask, default_registry
 
-
-def _vllm_settings(settings: VllmSettings | None, tp: int, pp: int, weights: str, kv_dtype: str) -> VllmSettings:
-    """vLLM's settings: ``settings`` as given, or built from ``tp``, ``pp``, ``weights`` and ``kv_dtype`` (not both)."""
-    from .engines.vllm import VllmSettings
-
-    if settings is None:
-        return VllmSettings(tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                            quantization=None if weights == "auto" else weights, kv_cache_dtype=kv_dtype)
-    if (tp, pp, weights, kv_dtype) != (1, 1, "auto", "auto"):
-        raise InputError("give tp, pp, weights and kv_dtype inside settings when you pass vLLM settings")
-    return settings
-
-
-def _only_vllm_settings(settings: object, engine: str) -> None:
-    if settings is not None:
-        raise InputError(f"settings are vLLM's; for {engine} give tp, pp, weights and kv_dtype")
+    server = (registry or default_registry()).get(_name("engine", engine))
+    layout: dict[str, Any] = {"tp": _count("--tp", tp, MAX_PARALLEL), "pp": _count("--pp", pp, MAX_PARALLEL),
+                              "weights": _name("--weights-dtype", weights), "kv": _name("--kv-dtype", kv_dtype)}
+    spec, device = _spec(model), _device(gpu, gpu_memory)
+    s = _settings(settings, server)
+    if not hasattr(server, "held_at"):
+        if s is not None:
+            raise InputError(f"{server.name} takes tp, pp, weights and kv_dtype, not settings")
+        return server, spec, device, layout, None
+    if s is not None and tuple(layout.values()) != (1, 1, "auto", "auto"):
+        raise InputError(f"give tp, pp, weights and kv_dtype inside settings when you pass {server.label} settings")
+    if s is None:
+        s = server.settings(spec, Ask(tp=layout["tp"], pp=layout["pp"], weights=layout["weights"],
+                                      kv_dtype=layout["kv"]))
+    return server, spec, device, layout, s
 
 
 def max_context(model: str | ModelSpec, *, concurrency: int, gpu: str | GPU | None = None,
-                gpu_memory: int | None = None, settings: VllmSettings | None = None, engine: str = "vllm",
-                tp: int = 1, pp: int = 1, weights: str = "auto", kv_dtype: str = "auto") -> int:
+                gpu_memory: int | None = None, settings: object = None, engine: str = "vllm",
+                tp: int = 1, pp: int = 1, weights: str = "auto", kv_dtype: str = "auto",
+                registry: Registry | None = None) -> int:
     """The longest context at which ``concurrency`` requests fit at once, up to the model's limit; 0 if not
     even one token each (or, for vLLM, if the scheduler's ``max_num_seqs`` never runs that many at once).
 
     vLLM: its own binary search over lengths on one profiled pool. Other engines: the longest ``C`` whose
     plan holds ``concurrency`` requests while ``C + 1``'s does not (``plan/capacity.py``)."""
     concurrency = _count("--concurrency", concurrency, MAX_BATCH)
-    engine, tp, pp, weights, kv_dtype, settings = _engine_args(engine, tp, pp, weights, kv_dtype, settings)
-    if engine != "vllm":
-        from .plan.capacity import longest_context
+    server, spec, device, layout, own = _inverse_args(model, gpu, gpu_memory, settings, engine, tp, pp, weights,
+                                                      kv_dtype, registry)
+    if own is not None:
+        return server.longest_for(spec, device, own, concurrency)  # type: ignore[no-any-return]
+    from .plan.capacity import longest_context
 
-        _only_vllm_settings(settings, engine)
-        return longest_context(_spec(model), _device(gpu, gpu_memory), engine, concurrency, tp=tp, pp=pp,
-                               weights=weights, kv=kv_dtype)
-    from ._record import replace
-    from .engines.vllm import capacity, plan
-
-    spec = _spec(model)
-    base = _vllm_settings(settings, tp, pp, weights, kv_dtype)
-    p = plan(spec, _device(gpu, gpu_memory), replace(base, max_model_len=None))
-    if (not p.starts and not p.num_gpu_blocks) or concurrency > p.max_num_seqs:
-        return 0
-    _, longest = capacity(replace(p, starts=True), concurrency)
-    return longest
+    return longest_context(spec, device, server.name, concurrency, **layout, registry=registry)
 
 
 def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: str | GPU | None = None,

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         def check_weights(self, name: str) -> None: ...  # InputError for a format the engine cannot run
         def check_kv(self, name: str) -> None: ...  # InputError for a KV cache dtype it has not
         def gpus(self, settings: Any) -> int: ...  # GPUs its settings occupy
+        def accepts(self, settings: object) -> bool: ...  # ``settings`` is its own settings record
 
         # the figures every engine has, for compare and the Python API
         def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan: ...

@@ -53,6 +53,9 @@ class TextbookEngine(NotAServer):
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         raise Unsupported("the textbook partition is no engine's")
 
+    def accepts(self, settings: object) -> bool:
+        return isinstance(settings, TextbookSettings)
+
     def settings(self, spec: ModelSpec, ask: Ask) -> TextbookSettings:
         return TextbookSettings(ask.tp, ask.pp, ask.weights, ask.kv_dtype, ask.context, ask.batch,
                                 ask.option("prefill_chunk", 8192), ask.option("overhead"), ask.option("activation"),

@@ -84,6 +84,11 @@ class LlamaCppEngine:
 
         return replica(*args)
 
+    def accepts(self, settings: object) -> bool:
+        from .settings import LlamaCppSettings
+
+        return isinstance(settings, LlamaCppSettings)
+
     def settings(self, spec: ModelSpec, ask: Ask) -> LlamaCppSettings:
         from .settings import LlamaCppSettings
 

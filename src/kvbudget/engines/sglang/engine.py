@@ -55,6 +55,11 @@ class SGLangEngine(PoolServer):
 
         return replica(*args)
 
+    def accepts(self, settings: object) -> bool:
+        from .settings import SGLangSettings
+
+        return isinstance(settings, SGLangSettings)
+
     def settings(self, spec: ModelSpec, ask: Ask) -> SGLangSettings:
         from .settings import SGLangSettings
 

@@ -44,6 +44,9 @@ class TransformersEngine(NotAServer):
             raise Unsupported("plain generate runs on one GPU here (kvbudget does not model device_map splits)")
         return self.row(self.run(spec, gpu, TransformersSettings(context=setup.context)))
 
+    def accepts(self, settings: object) -> bool:
+        return isinstance(settings, TransformersSettings)
+
     def settings(self, spec: ModelSpec, ask: Ask) -> TransformersSettings:
         return TransformersSettings(ask.batch, ask.context, ask.weights, ask.option("cache", "dynamic"))
 

@@ -54,6 +54,11 @@ class TrtllmEngine(PoolServer):
 
         return replica(*args)
 
+    def accepts(self, settings: object) -> bool:
+        from .settings import TrtllmSettings
+
+        return isinstance(settings, TrtllmSettings)
+
     def settings(self, spec: ModelSpec, ask: Ask) -> TrtllmSettings:
         from .settings import TrtllmSettings
 

@@ -80,6 +80,30 @@ class VllmEngine:
             max_num_batched_tokens=ask.option("max_num_batched_tokens"), enforce_eager=ask.option("enforce_eager", False),
             allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)))
 
+    def accepts(self, settings: object) -> bool:
+        from .settings import VllmSettings
+
+        return isinstance(settings, VllmSettings)
+
+    def held_at(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, context: int) -> int:
+        """Requests of ``context`` tokens one plan holds: whole ones of its blocks, capped by ``max_num_seqs``."""
+        from ..._record import replace
+        from .policy import capacity
+
+        p = self.run(spec, gpu, replace(settings, max_model_len=context))
+        return min(capacity(p, 1)[0], p.max_num_seqs) if p.starts else 0
+
+    def longest_for(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, concurrency: int) -> int:
+        """The longest context at which ``concurrency`` requests fit: vLLM's own binary search over lengths on
+        one profiled pool (0 when the scheduler's ``max_num_seqs`` never runs that many at once)."""
+        from ..._record import replace
+        from .policy import capacity
+
+        p = self.run(spec, gpu, replace(settings, max_model_len=None))
+        if (not p.starts and not p.num_gpu_blocks) or concurrency > p.max_num_seqs:
+            return 0
+        return capacity(replace(p, starts=True), concurrency)[1]
+
     def run(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         from .policy import plan
 

@@ -13,6 +13,7 @@ from kvbudget._record import record
 from kvbudget.engines.base import (
     Ask,
     Command,
+    Container,
     EnginePlan,
     Fraction,
     Launch,
@@ -61,6 +62,7 @@ class Toy:
     serving, multi_node, pipeline, tensor_parallel, pooled, lever_load, launch_hint = True, False, False, True, True, 1, ""
     kv_levers: tuple[str, ...] = ()
     fraction = Fraction("toy_share", 0.1)
+    container = Container("toy", "example.org/toy:1", 9000, ("toy-serve",), listen=True)
     options = (Option("toy_share", "fraction", "the toy's share of the GPU for its KV cache", default=0.5,
                       commands=("fit", "levers")),)
     fit_flags = frozenset({"batch", "tp", "num_gpus", "toy_share"})
@@ -184,6 +186,7 @@ def test_a_toy_engine_works_with_every_command(tmp_path: Path, capsys: pytest.Ca
     best = plan["plans"][0]  # type: ignore[index]
     assert (best["num_gpus"], best["tp"], best["replicas"], best["per_replica"]) == (3, 1, 3, TOY_HELD)  # 117 >= 100
     assert best["launch"]["command"].startswith("toy-serve")
+    assert '"example.org/toy:1"' in best["launch"]["kubernetes"] and "replicas: 3" in best["launch"]["kubernetes"]
     levers = doc("levers", "llama-3.1-8b", "--gpu", "H100", "--engine", "toy", "--context", "8192")
     assert levers["baseline"]["max_concurrency"] == TOY_HELD  # type: ignore[index]
     assert {r["lever"] for r in levers["levers"]} >= {"half the context", "one more TP step", "toy_share 0.6"}  # type: ignore[union-attr]

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         def lever_load(self) -> int: ...  # requests a replica is planned for when it runs as the engine does by default
         launch_hint: str  # what a user must know about its launch command ("" when nothing)
         fraction: Fraction | None  # its memory-fraction setting, when it has one
+        container: Container | None  # how it runs in a Kubernetes pod (None: kvbudget writes no manifest)
         options: tuple[Option, ...]  # its own command-line options (the CLI builds its flags from them)
         fit_flags: frozenset[str]  # the `kvbudget fit` options it reads (argparse dests)
         fit_instead: tuple[tuple[str, str], ...]  # for another engine's option: what to give instead
@@ -81,6 +82,7 @@ class NotAServer:
     about a server: it has no replica layout, no launch command, no command or log kvbudget reads."""
 
     label = "this engine"
+    container: Container | None = None
     plan_weights: tuple[str, ...] = ("auto",)
     plan_kv: tuple[str, ...] = ("auto",)
 
@@ -263,6 +265,21 @@ class Command:
     model: str
     settings: Any
     warnings: tuple[str, ...] = ()
+
+
+@record
+class Container:
+    """How a server runs in a Kubernetes pod: its image, the words of its command line that name the program (and
+    where the image keeps it), its port, whether it is told ``--host``/``--port``, and whether kvbudget writes
+    manifests for a replica across nodes (a LeaderWorkerSet joined into one Ray cluster)."""
+
+    prefix: str  # what the manifest's names start with
+    image: str
+    port: int
+    program: tuple[str, ...]  # the first words of its command line
+    entry: tuple[str, ...] = ()  # the program in the image (default: ``program``)
+    listen: bool = False  # told --host 0.0.0.0 --port PORT
+    multi_node: bool = False
 
 
 @record

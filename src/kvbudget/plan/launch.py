@@ -2,7 +2,8 @@
 Deployment + Service that runs it (``nvidia.com/gpu`` per pod, a memory-backed ``/dev/shm`` for the
 tensor-parallel workers' NCCL traffic, one pod per replica). Each engine's own command line is written by
 its ``launch.py`` (``engines/vllm/launch.py``, ``engines/sglang/launch.py``, ``engines/trtllm/launch.py``,
-``engines/llamacpp/launch.py``); ``argv_for`` picks it by the settings' engine.
+``engines/llamacpp/launch.py``); ``argv_for`` asks the engine whose settings they are, and each engine's
+``container`` says how it runs in a pod.
 
 The YAML is written by hand (JSON-quoted strings are valid YAML), so kvbudget needs no YAML library.
 """
@@ -16,19 +17,7 @@ from ..units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; the engines load only when needed
 if TYPE_CHECKING:
-    from ..engines.llamacpp.settings import LlamaCppSettings
-    from ..engines.sglang.settings import SGLangSettings
-    from ..engines.trtllm.settings import TrtllmSettings
-    from ..engines.vllm.settings import VllmSettings
-
-IMAGE = "vllm/vllm-openai:latest"
-PORT = 8000
-SGLANG_IMAGE = "lmsysorg/sglang:latest"
-SGLANG_PORT = 30000
-TRTLLM_IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:latest"
-LLAMACPP_IMAGE = "ghcr.io/ggml-org/llama.cpp:server-cuda"
-LLAMACPP_PORT = 8080
-
+    from ..engines.base import Container, Engine, Registry
 
 def served(model: str) -> str:
     """What the engine is given: a local model's folder, not its config.json."""
@@ -67,27 +56,30 @@ def launch_doc(model: str, argv: list[str], quantization: str | None, manifest: 
     return doc
 
 
-def argv_for(model: str, s: VllmSettings | SGLangSettings | TrtllmSettings | LlamaCppSettings) -> list[str]:
-    """The engine's command line for ``s``, by the engine the settings are of (its ``launch.py`` writes it)."""
-    from ..engines.llamacpp.settings import LlamaCppSettings
-    from ..engines.sglang.settings import SGLangSettings
-    from ..engines.trtllm.settings import TrtllmSettings
+def argv_for(model: str, s: object, registry: Registry | None = None) -> list[str]:
+    """The command line that realises settings ``s``, written by the engine whose settings they are."""
+    return list(_engine_of(s, registry).launch(model, s).argv)
 
-    if isinstance(s, LlamaCppSettings):
-        from ..engines.llamacpp.launch import llamacpp_argv
 
-        return llamacpp_argv(model, s)
-    if isinstance(s, SGLangSettings):
-        from ..engines.sglang.launch import sglang_argv
+def _engine_of(s: object, registry: Registry | None) -> Engine:
+    from ..engines.base import default_registry
 
-        return sglang_argv(model, s)
-    if isinstance(s, TrtllmSettings):
-        from ..engines.trtllm.launch import trtllm_argv
+    engine = next((e for e in registry or default_registry() if e.serving and e.accepts(s)), None)
+    if engine is None:
+        raise InputError(f"no engine takes these settings: {type(s).__name__}")
+    return engine
 
-        return trtllm_argv(model, s)
-    from ..engines.vllm.launch import vllm_argv
 
-    return vllm_argv(model, s)
+def container_of(argv: list[str], registry: Registry | None = None) -> Container:
+    """The container of the engine whose program ``argv`` runs (its ``container.program`` starts it)."""
+    from ..engines.base import default_registry
+
+    for engine in registry or default_registry():
+        c = engine.container
+        if c is not None and argv[:len(c.program)] == list(c.program):
+            return c
+    raise InputError(f"kvbudget writes no Kubernetes manifest for {argv[0] if argv else 'an empty command'!r}: "
+                     "no engine it knows runs that program in a container")
 
 
 def command(argv: list[str]) -> str:
@@ -100,20 +92,16 @@ def _name(model: str, engine: str) -> str:
     return (f"{engine}-" + cleaned)[:52].rstrip("-") or engine
 
 
-def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1) -> str:
-    """A Deployment (``replicas`` pods of ``gpus_per_pod`` GPUs) and a Service in front of it."""
-    sgl = argv[:3] == ["python", "-m", "sglang.launch_server"]
-    trt = argv[:1] == ["trtllm-serve"]
-    lcpp = argv[:1] == ["llama-server"]
-    name = _name(model, "sglang" if sgl else "trtllm" if trt else "llamacpp" if lcpp else "vllm")
+def kubernetes(model: str, argv: list[str], gpus_per_pod: int, replicas: int = 1, container: Container | None = None) -> str:
+    """A Deployment (``replicas`` pods of ``gpus_per_pod`` GPUs) and a Service in front of it, running ``argv`` in
+    its engine's container."""
+    c = container or container_of(argv)
+    name = _name(model, c.prefix)
     q = json.dumps
-    program = argv[:3] if sgl else argv[:1] if trt or lcpp else ["vllm", "serve"]
+    program = list(c.program)
     args = argv[len(program):] if argv[:len(program)] == program else argv
-    if lcpp:
-        program = ["/app/llama-server"]  # where the server image keeps it
-    image, port = ((SGLANG_IMAGE, SGLANG_PORT) if sgl else (TRTLLM_IMAGE, PORT) if trt
-                   else (LLAMACPP_IMAGE, LLAMACPP_PORT) if lcpp else (IMAGE, PORT))
-    listen = sgl or trt or lcpp  # these servers are told --host / --port
+    program = list(c.entry or c.program)
+    image, port, listen = c.image, c.port, c.listen
     lines = [
         "apiVersion: apps/v1",
         "kind: Deployment",
@@ -151,12 +139,14 @@ def _service(name: str, selector: str, port: int) -> list[str]:
             f"  selector: {selector}", f"  ports: [{{port: {port}, targetPort: {port}, name: http}}]"]
 
 
-def kubernetes_multinode(model: str, argv: list[str], gpus_per_pod: int, pods: int, replicas: int = 1) -> str:
+def kubernetes_multinode(model: str, argv: list[str], gpus_per_pod: int, pods: int, replicas: int = 1,
+                         container: Container | None = None) -> str:
     """A layout wider than a node (PP across nodes): a LeaderWorkerSet (``leaderworkerset.x-k8s.io``) of
     ``pods`` pods per replica joined into one Ray cluster; the leader waits for the workers, then runs
     ``vllm serve`` with the Ray executor; each pod holds ``gpus_per_pod`` GPUs (one TP group). A Service
     selects the leaders."""
-    name = _name(model, "vllm")
+    c = container or container_of(argv)
+    name = _name(model, c.prefix)
     q = json.dumps
     serve = [*argv, "--distributed-executor-backend", "ray"]
     # vLLM needs every GPU of the group in the Ray cluster before it starts: wait for the workers to join
@@ -172,7 +162,7 @@ def kubernetes_multinode(model: str, argv: list[str], gpus_per_pod: int, pods: i
             "      spec:",
             "        containers:",
             f"          - name: {q(name + '-' + role)}",
-            f"            image: {q(IMAGE)}",
+            f"            image: {q(c.image)}",
             f"            command: {q(['sh', '-c'])}",
             f"            args: {q([shell])}",
             f"            resources: {{limits: {{nvidia.com/gpu: {gpus_per_pod}}}, requests: {{nvidia.com/gpu: {gpus_per_pod}}}}}",
@@ -191,17 +181,20 @@ def kubernetes_multinode(model: str, argv: list[str], gpus_per_pod: int, pods: i
         f"    size: {pods}",
         *pod("leaderTemplate", leader),
         *pod("workerTemplate", worker),
-        *_service(name, f"{{app: {q(name)}, role: leader}}", PORT),
+        *_service(name, f"{{app: {q(name)}, role: leader}}", c.port),
     ]
     return "\n".join(lines) + "\n"
 
 
-def manifest(model: str, argv: list[str], tp: int, pp: int, replicas: int, gpus_per_node: int = 8) -> str:
-    """The Deployment when a replica fits in a node; when it spans nodes (vLLM), a LeaderWorkerSet with one
-    pod of ``tp`` GPUs per pipeline stage, so no tensor-parallel group is split across nodes."""
+def manifest(model: str, argv: list[str], tp: int, pp: int, replicas: int, gpus_per_node: int = 8,
+             container: Container | None = None) -> str:
+    """The Deployment when a replica fits in a node; when it spans nodes (an engine run across nodes by Ray, as
+    vLLM is), a LeaderWorkerSet with one pod of ``tp`` GPUs per pipeline stage, so no tensor-parallel group is
+    split across nodes."""
+    c = container or container_of(argv)
     if tp * pp > gpus_per_node:
-        if argv[:2] != ["vllm", "serve"] or tp > gpus_per_node:
+        if not c.multi_node or tp > gpus_per_node:
             raise InputError(f"TP {tp} x PP {pp} spans nodes of {gpus_per_node} GPUs: kvbudget writes multi-node "
-                             "manifests for vLLM with TP within a node only")
-        return kubernetes_multinode(model, argv, tp, pp, replicas)
-    return kubernetes(model, argv, tp * pp, replicas)
+                             "manifests with TP within a node only, for engines it runs across nodes (vLLM)")
+        return kubernetes_multinode(model, argv, tp, pp, replicas, c)
+    return kubernetes(model, argv, tp * pp, replicas, c)

@@ -152,7 +152,10 @@ def _launch(server: Engine, model: str, d: Deployment, gpus_per_node: int) -> La
 
     out = server.launch(model, d.settings)
     try:
-        return replace(out, manifest=manifest(model, list(out.argv), d.tp, d.pp, d.replicas, gpus_per_node))
+        if server.container is None:
+            raise InputError(f"kvbudget knows no container image for {server.label}")
+        return replace(out, manifest=manifest(model, list(out.argv), d.tp, d.pp, d.replicas, gpus_per_node,
+                                              server.container))
     except InputError as exc:
         return replace(out, manifest_error=str(exc))
 

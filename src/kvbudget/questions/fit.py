@@ -82,7 +82,10 @@ def launch(engine: Engine, model: str, settings: Any, verdict: Verdict) -> Launc
     out = engine.launch(model, settings)
     layout = engine.layout(settings)
     try:
-        return replace(out, manifest=manifest(model, list(out.argv), layout.tp, layout.pp, verdict.per_instance))
+        if engine.container is None:
+            raise InputError(f"kvbudget knows no container image for {engine.label}")
+        return replace(out, manifest=manifest(model, list(out.argv), layout.tp, layout.pp, verdict.per_instance,
+                                              container=engine.container))
     except InputError as exc:
         return replace(out, manifest_error=str(exc))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...units import InputError
-from ..base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
+from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Verdict
 from ..server import program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -26,6 +26,9 @@ class LlamaCppEngine:
     # llama-server takes; GPUs split the layers, not the heads
     pooled, tensor_parallel = False, False
     default_reader = False
+    # llama.cpp's CUDA server image (ghcr.io/ggml-org/llama.cpp:server-cuda keeps it at /app/llama-server); port 8080
+    container: Container | None = Container("llamacpp", "ghcr.io/ggml-org/llama.cpp:server-cuda", 8080,
+                                            ("llama-server",), entry=("/app/llama-server",), listen=True)
     fraction: Fraction | None = None
     no_fraction = "llama.cpp allocates what -c and the cache types ask for"  # what to say to a memory fraction
     kv_levers: tuple[str, ...] = ("q8_0", "q4_0")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Ask, Fraction, Launch, Layout, Option, Setup, Verdict
+from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Verdict
 from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -23,6 +23,9 @@ def _kv(name: str) -> str:
 class SGLangEngine(PoolServer):
     name, label = "sglang", "SGLang"
     multi_node, pipeline = False, True
+    # SGLang's image (docs.sglang.ai, "Install SGLang": docker); launch_server's default port 30000
+    container: Container | None = Container("sglang", "lmsysorg/sglang:latest", 30000,
+                                            ("python", "-m", "sglang.launch_server"), listen=True)
     fraction: Fraction | None = Fraction("mem_fraction_static", 0.03)
     options: tuple[Option, ...] = (Option("mem_fraction_static", "fraction", "SGLang's mem_fraction_static (default: by GPU memory)",
                       commands=("fit", "levers")),

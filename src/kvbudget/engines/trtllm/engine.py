@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Ask, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict
+from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict
 from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 class TrtllmEngine(PoolServer):
     name, label = "trtllm", "TensorRT-LLM"
     multi_node, pipeline = False, True
+    # the TensorRT-LLM release image on NGC (nvcr.io/nvidia/tensorrt-llm/release); trtllm-serve's port 8000
+    container: Container | None = Container("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:latest", 8000,
+                                            ("trtllm-serve",), listen=True)
     fraction: Fraction | None = Fraction("free_gpu_memory_fraction", 0.05)
     options: tuple[Option, ...] = (Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)",
                       commands=("fit", "levers")),)

@@ -3,7 +3,7 @@ command, command and log readers, each delegated to the module that does it."""
 
 from __future__ import annotations
 
-from ..base import Ask, Command, Fraction, Launch, Layout, Option, Setup, Verdict
+from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Verdict
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ class VllmEngine:
     default_reader = True  # a command or a log no other engine claims is vLLM's
     long_context = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"  # what lets it run past the model's own context
     kv_levers: tuple[str, ...] = ("fp8",)
+    # vLLM's OpenAI-compatible server image (docs.vllm.ai, "Using Docker"); `vllm serve` listens on 8000
+    container: Container | None = Container("vllm", "vllm/vllm-openai:latest", 8000, ("vllm", "serve"), multi_node=True)
     fraction: Fraction | None = Fraction("gpu_memory_utilization", 0.03)
     options: tuple[Option, ...] = (
         Option("vllm_version", "text", "vLLM release whose accounting to use: 0.33.0, 0.10.1, 0.6.3, current, v1, v0",

@@ -121,7 +121,7 @@ def test_cli_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 
 
 def test_levers_and_the_fp8_back_of_envelope(capsys: pytest.CaptureFixture[str]) -> None:
-    from kvbudget.plan.levers import levers
+    from kvbudget.engines.vllm.levers import levers
 
     # a common back-of-envelope: Llama-2-70B at --tensor-parallel-size 2, 8K requests: "Quantizing the weights to
     # FP8 frees 35GB of VRAM for a 70B model. That 35GB can support an additional 14 concurrent 8K sequences."
@@ -377,7 +377,7 @@ def test_plan_text_shows_the_levers_of_the_best_row(capsys: pytest.CaptureFixtur
     assert "For the best deployment (one replica) -- What each lever buys:" in out
     assert "--tensor-parallel-size 8" in out
     # --json: the best row carries the same levers, each re-planned by vLLM from that row's settings
-    from kvbudget.plan.levers import levers
+    from kvbudget.engines.vllm.levers import levers
 
     assert main(["plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "H100", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

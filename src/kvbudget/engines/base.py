@@ -324,6 +324,23 @@ def engine_plan(engine: str, weights: int, kv_budget: int, kv_tokens: int, concu
 
 
 @record
+class Lever:
+    """One change a user can make to a deployment and what it buys (``levers``: per GPU, all replicas)."""
+
+    name: str
+    flag: str  # the flag (or change) that pulls it
+    gpus: int  # GPUs the deployment uses with it
+    kv_cache_bytes: int  # available KV cache memory per GPU with it
+    freed_bytes: int  # per GPU, against the baseline (negative: costs)
+    weights_bytes: int  # per GPU
+    concurrency: int  # requests of the (lever's) context held at once, all replicas
+    added: int  # against the baseline
+    context: int
+    starts: bool
+    note: str = ""
+
+
+@record
 class Replica:
     """One serving replica as an engine sizes it for a load (``plan``'s search and the inverse questions):
     the requests of the context its pool holds and its scheduler admits, whether it starts (or why not), and

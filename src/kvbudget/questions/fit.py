@@ -12,10 +12,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..engines.base import Ask, Engine, EnginePlan, Launch, Registry, Verdict
+    from ..engines.base import Ask, Engine, EnginePlan, Launch, Lever, Registry, Verdict
     from ..hardware import GPU
     from ..model.spec import ModelSpec
-    from ..plan.levers import Lever
     from ..plan.search import Deployment
 
 

@@ -11,10 +11,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..engines.base import Engine, Registry
+    from ..engines.base import Engine, Lever, Registry
     from ..hardware import GPU
     from ..model.spec import ModelSpec
-    from ..plan.levers import Lever, RuleOfThumb
+    from ..plan.levers import RuleOfThumb
     from ..plan.search import Deployment
 
 

@@ -8,7 +8,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..plan.levers import Lever, RuleOfThumb
+    from ..engines.base import Lever
+    from ..plan.levers import RuleOfThumb
     from ..plan.search import Deployment
     from ..questions.plan import LeversAnswer, PlanAnswer
 

@@ -134,7 +134,7 @@ class VllmEngine:
     def levers(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, p: VllmPlan, gpus_per_node: int | None = None) -> Any:
         """vLLM's own levers (``plan/levers.py``), each re-planned with its rules at the plan's context."""
         from ..._record import replace
-        from ...plan.levers import levers
+        from .levers import levers
 
         return levers(spec, gpu, replace(settings, max_model_len=p.max_model_len if p.max_model_len > 0
                                          else settings.max_model_len), gpus_per_node)

@@ -6,6 +6,7 @@ from ..._record import replace
 from ...hardware import GPU
 from ...model.spec import ModelSpec
 from ...units import InputError
+from .levers import FP8_KV_DTYPES
 from .policy import VllmPlan, plan
 from .settings import VllmSettings
 
@@ -21,7 +22,7 @@ def suggestions(spec: ModelSpec, gpu: GPU, settings: VllmSettings, current: Vllm
                         replace(settings, max_model_len=current.estimated_max_model_len)))
     elif not current.starts:
         options.append(("--max-model-len auto", replace(settings, max_model_len=-1)))
-    if current.kv_cache_dtype not in ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla") and gpu.fp8 is not False:
+    if current.kv_cache_dtype not in FP8_KV_DTYPES and gpu.fp8 is not False:
         options.append(("--kv-cache-dtype fp8", replace(settings, kv_cache_dtype="fp8")))
     tp = settings.tensor_parallel_size * 2
     if spec.dims.num_attention_heads % tp == 0 and tp <= 8:

@@ -8,9 +8,26 @@ to build), ``policy`` (the plan and the engine interface); and, imported only by
 
 from __future__ import annotations
 
-from .kv_layout import row_bytes
-from .policy import CUDA_ALIGN, FIT_MARGIN, FIT_MIN_CTX, MAX_SEQ, LlamaCppPlan, plan, replica, summary
-from .settings import CACHE_TYPES, LlamaCppSettings
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .kv_layout import row_bytes
+    from .policy import CUDA_ALIGN, FIT_MARGIN, FIT_MIN_CTX, MAX_SEQ, LlamaCppPlan, plan, replica, summary
+    from .settings import CACHE_TYPES, LlamaCppSettings
+
+# the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
+# in the registry, loads none of its planners: every command's start-up pays only for what it uses)
+_EXPORTS = dict.fromkeys(("row_bytes",), ".kv_layout") | dict.fromkeys(("CUDA_ALIGN", "FIT_MARGIN", "FIT_MIN_CTX",
+    "MAX_SEQ", "LlamaCppPlan", "plan", "replica", "summary",), ".policy") | dict.fromkeys(("CACHE_TYPES",
+    "LlamaCppSettings",), ".settings")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(_EXPORTS[name], __name__), name)
+
 
 __all__ = ["CACHE_TYPES", "CUDA_ALIGN", "FIT_MARGIN", "FIT_MIN_CTX", "MAX_SEQ", "LlamaCppPlan", "LlamaCppSettings",
            "plan", "replica", "row_bytes", "summary"]

@@ -6,8 +6,24 @@ logs against SGLang's arithmetic), ``launch`` (the launch command of a plan). Th
 
 from __future__ import annotations
 
-from .policy import CONTEXT_BYTES, SGLangPlan, default_fraction, plan, replica, summary
-from .settings import KV_DTYPES, SGLangSettings
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .policy import CONTEXT_BYTES, SGLangPlan, default_fraction, plan, replica, summary
+    from .settings import KV_DTYPES, SGLangSettings
+
+# the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
+# in the registry, loads none of its planners: every command's start-up pays only for what it uses)
+_EXPORTS = dict.fromkeys(("CONTEXT_BYTES", "SGLangPlan", "default_fraction", "plan", "replica", "summary",),
+    ".policy") | dict.fromkeys(("KV_DTYPES", "SGLangSettings",), ".settings")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(_EXPORTS[name], __name__), name)
+
 
 __all__ = ["CONTEXT_BYTES", "KV_DTYPES", "SGLangPlan", "SGLangSettings", "default_fraction", "plan", "replica",
            "summary"]

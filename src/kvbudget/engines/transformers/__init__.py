@@ -6,6 +6,21 @@ what the old ``engines/transformers_engine.py`` module held (``plan``, ``row``, 
 
 from __future__ import annotations
 
-from .policy import TransformersPlan, plan, row
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .policy import TransformersPlan, plan, row
+
+# the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
+# in the registry, loads none of its planners: every command's start-up pays only for what it uses)
+_EXPORTS = dict.fromkeys(("TransformersPlan", "plan", "row",), ".policy")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(_EXPORTS[name], __name__), name)
+
 
 __all__ = ["TransformersPlan", "plan", "row"]

@@ -7,17 +7,33 @@ TrtllmSettings`` reads as before.
 
 from __future__ import annotations
 
-from .policy import (
-    ACT_BYTES_PER_TOKEN_HIDDEN,
-    NON_TORCH_BYTES,
-    TrtllmPlan,
-    engine_buffers,
-    per_token_bytes,
-    plan,
-    replica,
-    summary,
-)
-from .settings import TrtllmSettings
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .policy import (
+        ACT_BYTES_PER_TOKEN_HIDDEN,
+        NON_TORCH_BYTES,
+        TrtllmPlan,
+        engine_buffers,
+        per_token_bytes,
+        plan,
+        replica,
+        summary,
+    )
+    from .settings import TrtllmSettings
+
+# the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
+# in the registry, loads none of its planners: every command's start-up pays only for what it uses)
+_EXPORTS = dict.fromkeys(("ACT_BYTES_PER_TOKEN_HIDDEN", "NON_TORCH_BYTES", "TrtllmPlan", "engine_buffers",
+    "per_token_bytes", "plan", "replica", "summary",), ".policy") | dict.fromkeys(("TrtllmSettings",), ".settings")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(_EXPORTS[name], __name__), name)
+
 
 __all__ = ["ACT_BYTES_PER_TOKEN_HIDDEN", "NON_TORCH_BYTES", "TrtllmPlan", "TrtllmSettings", "engine_buffers",
            "per_token_bytes", "plan", "replica", "summary"]

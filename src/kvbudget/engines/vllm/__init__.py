@@ -16,43 +16,64 @@ module held, so ``from kvbudget.engines.vllm import plan, VllmSettings`` reads a
 
 from __future__ import annotations
 
-from .calibration import (
-    ACTIVATION,
-    GRAPH_BYTES_PER_LAYER,
-    NON_TORCH_TP1_BYTES,
-    NON_TORCH_TP_BYTES,
-    ActivationModel,
-    activation_peak,
-    batch_defaults,
-    capture_sizes,
-    cudagraph_bytes,
-    rotary_cache_bytes,
-)
-from .kv_layout import _KV_DTYPES as _KV_DTYPES
-from .kv_layout import (
-    KVGroup,
-    KVLayout,
-    ModelFacts,
-    blocks_per_request,
-    bytes_per_block,
-    kv_cache_dtype_name,
-    kv_layout,
-    layer_pages,
-    model_facts,
-    stage_block_bytes,
-)
-from .policy import (
-    MIN_CAPABILITY,
-    Figure,
-    VllmPlan,
-    capacity,
-    check_capability,
-    plan,
-    replica,
-    request_blocks,
-    summary,
-)
-from .settings import RELEASES, Release, VllmSettings, release
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .calibration import (
+        ACTIVATION,
+        GRAPH_BYTES_PER_LAYER,
+        NON_TORCH_TP1_BYTES,
+        NON_TORCH_TP_BYTES,
+        ActivationModel,
+        activation_peak,
+        batch_defaults,
+        capture_sizes,
+        cudagraph_bytes,
+        rotary_cache_bytes,
+    )
+    from .kv_layout import _KV_DTYPES as _KV_DTYPES
+    from .kv_layout import (
+        KVGroup,
+        KVLayout,
+        ModelFacts,
+        blocks_per_request,
+        bytes_per_block,
+        kv_cache_dtype_name,
+        kv_layout,
+        layer_pages,
+        model_facts,
+        stage_block_bytes,
+    )
+    from .policy import (
+        MIN_CAPABILITY,
+        Figure,
+        VllmPlan,
+        capacity,
+        check_capability,
+        plan,
+        replica,
+        request_blocks,
+        summary,
+    )
+    from .settings import RELEASES, Release, VllmSettings, release
+
+# the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
+# in the registry, loads none of its planners: every command's start-up pays only for what it uses)
+_EXPORTS = dict.fromkeys(("ACTIVATION", "GRAPH_BYTES_PER_LAYER", "NON_TORCH_TP1_BYTES", "NON_TORCH_TP_BYTES",
+    "ActivationModel", "activation_peak", "batch_defaults", "capture_sizes", "cudagraph_bytes",
+    "rotary_cache_bytes",), ".calibration") | dict.fromkeys(("_KV_DTYPES", "as", "KVGroup", "KVLayout", "ModelFacts",
+    "blocks_per_request", "bytes_per_block", "kv_cache_dtype_name", "kv_layout", "layer_pages", "model_facts",
+    "stage_block_bytes",), ".kv_layout") | dict.fromkeys(("MIN_CAPABILITY", "Figure", "VllmPlan", "capacity",
+    "check_capability", "plan", "replica", "request_blocks", "summary",), ".policy") | dict.fromkeys(("RELEASES",
+    "Release", "VllmSettings", "release",), ".settings")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(_EXPORTS[name], __name__), name)
+
 
 __all__ = [
     "ACTIVATION",

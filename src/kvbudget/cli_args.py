@@ -227,6 +227,7 @@ def _kv(p: argparse.ArgumentParser, registry: Registry) -> None:
 
 _ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "compare": _compare_args,
          "plan": _plan_args, "levers": _levers_args}
+_METAVARS = {"count": "N", "layers": "N", "fraction": "F", "size": "SIZE", "size0": "SIZE", "text": "NAME"}
 _KINDS = {"count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
           "choice": None}
 
@@ -249,7 +250,7 @@ def _add_option(group: argparse._ActionsContainer, o: Option, command: str) -> N
     if o.kind == "switch":
         group.add_argument(o.flag, dest=o.dest, action="store_true", help=o.help)
         return
-    extra: dict[str, Any] = {"choices": o.choices} if o.choices else {}
+    extra: dict[str, Any] = {"choices": o.choices} if o.choices else {"metavar": _METAVARS.get(o.kind, "VALUE")}
     kind = _KINDS.get(o.kind, _unknown_kind(o))
     if kind is not None:
         extra["type"] = kind

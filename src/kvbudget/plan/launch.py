@@ -13,48 +13,15 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..engines.served import ON_THE_FLY, checkpoint_note, served
 from ..units import InputError
+
+__all__ = ["ON_THE_FLY", "argv_for", "checkpoint_note", "command", "container_of", "kubernetes", "kubernetes_multinode",
+           "manifest", "served"]
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing; the engines load only when needed
 if TYPE_CHECKING:
     from ..engines.base import Container, Engine, Registry
-
-def served(model: str) -> str:
-    """What the engine is given: a local model's folder, not its config.json."""
-    return model[: -len("config.json")].rstrip("/") or "." if model.endswith("config.json") else model
-
-
-# Weight formats an engine applies to a 16-bit checkpoint while loading; every other one is read from a
-# checkpoint already quantized in that format (vLLM: model_executor/layers/quantization, get_quant_config).
-ON_THE_FLY = frozenset({"fp8", "bitsandbytes", "bf16", "fp16", "float16", "bfloat16", "fp32", "float32"})
-
-
-def checkpoint_note(model: str, quantization: str | None) -> str | None:
-    """Where the plan's weight format needs a checkpoint already quantized in that format: what to serve
-    (None when the engine quantizes a 16-bit checkpoint itself while loading)."""
-    if quantization in (None, "", "auto", "none"):
-        return None
-    from ..model.weights import parse_weight_format
-
-    try:
-        name = parse_weight_format(quantization).name
-    except InputError:
-        return None
-    if name in ON_THE_FLY or name == "nf4":
-        return None
-    fmt = name.upper()
-    article = "an" if fmt[0] in "AEFHILMNORSX" else "a"
-    return f"{fmt} weights need {article} {fmt} checkpoint of the model: serve one in place of {served(model)} unless it is one"
-
-
-def launch_doc(model: str, argv: list[str], quantization: str | None, manifest: str | None) -> dict[str, str | None]:
-    """The ``launch`` object of the JSON output: command, Kubernetes manifest, and the checkpoint note."""
-    doc: dict[str, str | None] = {"command": command(argv), "kubernetes": manifest}
-    note = checkpoint_note(model, quantization)
-    if note:
-        doc["note"] = note
-    return doc
-
 
 def argv_for(model: str, s: object, registry: Registry | None = None) -> list[str]:
     """The command line that realises settings ``s``, written by the engine whose settings they are."""

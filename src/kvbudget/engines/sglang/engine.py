@@ -88,7 +88,7 @@ class SGLangEngine(PoolServer):
         return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static)
 
     def launch(self, model: str, s: SGLangSettings) -> Launch:
-        from ...plan.launch import checkpoint_note
+        from ..served import checkpoint_note
         from .launch import sglang_argv
 
         return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization))

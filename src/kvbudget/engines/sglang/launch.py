@@ -3,7 +3,7 @@ shared parts: the model path served, the Kubernetes manifests, the checkpoint no
 
 from __future__ import annotations
 
-from ...plan.launch import served
+from ..served import served
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:

@@ -86,7 +86,7 @@ class TrtllmEngine(PoolServer):
         return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.free_gpu_memory_fraction)
 
     def launch(self, model: str, s: TrtllmSettings) -> Launch:
-        from ...plan.launch import checkpoint_note
+        from ..served import checkpoint_note
         from .launch import trtllm_argv
 
         return Launch(tuple(trtllm_argv(model, s)), checkpoint_note(model, s.quantization))

@@ -3,7 +3,7 @@ model path served, the Kubernetes manifests, the checkpoint note)."""
 
 from __future__ import annotations
 
-from ...plan.launch import served
+from ..served import served
 from .settings import TrtllmSettings
 
 

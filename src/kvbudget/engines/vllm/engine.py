@@ -158,7 +158,7 @@ class VllmEngine:
                       s.gpu_memory_utilization, s.version)
 
     def launch(self, model: str, s: VllmSettings) -> Launch:
-        from ...plan.launch import checkpoint_note
+        from ..served import checkpoint_note
         from .launch import vllm_argv
 
         return Launch(tuple(vllm_argv(model, s)), checkpoint_note(model, s.quantization))

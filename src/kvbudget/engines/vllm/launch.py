@@ -3,8 +3,8 @@ model path served, the Kubernetes manifests, the checkpoint note)."""
 
 from __future__ import annotations
 
-from ...plan.launch import served
 from ...units import InputError
+from ..served import served
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from .calibration import (
     cudagraph_bytes,
     rotary_cache_bytes,
 )
-from .kv_layout import KVGroup, KVLayout, blocks_per_request, kv_cache_dtype_name, kv_layout, model_facts, stage_block_bytes
+from .kv_layout import KVGroup, KVLayout, kv_cache_dtype_name, kv_layout, model_facts, stage_block_bytes
 from .settings import Release, VllmSettings, release
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -249,7 +249,7 @@ def _page_bytes(spec: ModelSpec, layout: KVLayout, r: _Resolved) -> tuple[int, .
 
 def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int, mamba_blocks: int, length: int) -> int:
     """Blocks one request of ``length`` tokens takes from the pool, over every group (max_memory_usage_bytes)."""
-    return sum(blocks_per_request(g, length, block_size, in_flight, mamba_blocks) for g in groups)
+    return sum(g.spec.blocks(length, block_size, in_flight, mamba_blocks) for g in groups)
 
 
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,

@@ -13,12 +13,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..._record import record
+from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
 from ...model.spec import ModelSpec
 from ...parallel import pp_partition, stages
-from ...units import GiB, InputError, MiB, element_type
+from ...units import GiB, InputError, MiB
 from ..base import Replica
 from ..vllm.calibration import rotary_cache_bytes
 from .settings import KV_DTYPES, SGLangSettings
@@ -143,10 +144,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         raise InputError(f"SGLang's default mem_fraction_static works out to {frac:.3f} on {gpu.name} at TP={s.tp} PP={s.pp} "
                          "(server_args.py reserves more than the GPU has): give --mem-fraction-static")
     model_dtype = serving_dtype(spec)
-    if s.kv_cache_dtype not in KV_DTYPES:  # server_args.py: the --kv-cache-dtype choices
-        raise InputError(f"SGLang's --kv-cache-dtype is one of {', '.join(KV_DTYPES[:-1])}, not {s.kv_cache_dtype!r}")
-    kv_name = model_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
-    kv = element_type({"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bfloat16": "bf16"}.get(kv_name, kv_name))
+    kv = parse_kv_dtype(s.kv_cache_dtype, model_dtype, KV_DTYPES,
+                        f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format
 
     fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, model_dtype)

@@ -9,10 +9,11 @@ import math
 from functools import lru_cache
 
 from ..._record import record, replace
+from ...dtypes import KVDtype, parse_kv_dtype
 from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow
 from ...model.spec import ModelSpec
 from ...parallel import pp_partition
-from ...units import InputError, element_type
+from ...units import element_type
 
 # --- KV pages and groups -----------------------------------------------------------------------
 
@@ -26,29 +27,26 @@ _KV_DTYPES = {
 }
 
 
-def kv_cache_dtype_name(settings_dtype: str, spec: ModelSpec, model_dtype: str) -> str:
-    key = settings_dtype.strip().lower()
-    if key not in _KV_DTYPES:
-        raise InputError(f"unknown --kv-cache-dtype {settings_dtype!r}: use one of {', '.join(_KV_DTYPES)}")
-    return key if key != "auto" else model_dtype
+def kv_cache_dtype(settings_dtype: str, model_dtype: str) -> KVDtype:
+    """--kv-cache-dtype parsed once (case folded, as vLLM's choices are matched); "auto" is the model's dtype."""
+    return parse_kv_dtype(settings_dtype.strip().lower(), model_dtype, _KV_DTYPES,
+                          f"unknown --kv-cache-dtype {settings_dtype!r}: use one of {', '.join(_KV_DTYPES)}")
 
 
-def _attention_token_bytes(layer: Layer, kv_dtype: str, model_dtype: str, tp: int) -> int:
+def _attention_token_bytes(layer: Layer, kv: KVDtype, tp: int) -> int:
     """Bytes one token takes in one attention layer's page on one rank
     (v1/kv_cache_interface.py AttentionSpec.page_size_bytes / block_size)."""
     if isinstance(layer, MLA):
-        if kv_dtype == "fp8_ds_mla":
+        if kv.name == "fp8_ds_mla":
             return 656  # 512 fp8 NoPE values + 16 bytes of scales + 64 bf16 RoPE values (MLAAttentionSpec)
-        name = _KV_DTYPES.get(kv_dtype) or kv_dtype
-        return layer.bytes_per_token(element_type(name), tp)
+        return layer.bytes_per_token(kv.element, tp)
     assert isinstance(layer, FullAttention)
     heads = layer.kv_heads_per_rank(tp)
-    if kv_dtype in ("fp8_per_token_head", "int8_per_token_head"):
+    if kv.name in ("fp8_per_token_head", "int8_per_token_head"):
         return heads * (layer.head_dim + layer.v_dim + 8)  # 1 byte per value + fp32 scale for K and V
-    if kv_dtype == "int4_per_token_head":
+    if kv.name == "int4_per_token_head":
         return heads * (layer.head_dim // 2 + layer.v_dim // 2 + 8)
-    name = _KV_DTYPES.get(kv_dtype) or kv_dtype
-    return layer.bytes_per_token(element_type(name), tp)
+    return layer.bytes_per_token(kv.element, tp)
 
 
 @record
@@ -159,7 +157,7 @@ class KVLayout:
 # (dtype, TP, PP) instead of once per GPU type, and ``held``/``longest_context`` once per bisection.
 @lru_cache(maxsize=64, typed=True)
 def kv_layout(
-    spec: ModelSpec, kv_dtype: str, model_dtype: str, tp: int, block_size: int, hybrid_manager: bool,
+    spec: ModelSpec, kv_dtype: KVDtype, model_dtype: str, tp: int, block_size: int, hybrid_manager: bool,
     align_mamba: bool,
 ) -> KVLayout:
     """vLLM's KV-cache groups for the whole model (get_kv_cache_groups), with its page sizes. Memoized."""
@@ -169,7 +167,7 @@ def kv_layout(
         return KVLayout((), block_size, 0, ("attention-free model: no KV cache",))
     attn = [(i, layer) for i, layer in cache if not isinstance(layer, RecurrentState)]
     states = [(i, layer) for i, layer in cache if isinstance(layer, RecurrentState)]
-    token_bytes = {i: _attention_token_bytes(layer, kv_dtype, model_dtype, tp) for i, layer in attn}
+    token_bytes = {i: _attention_token_bytes(layer, kv_dtype, tp) for i, layer in attn}
     state_page = max((layer.bytes_per_sequence(0, element_type(model_dtype), tp) for _, layer in states), default=0)
     if states and attn:
         # Platform._align_hybrid_block_size: raise the attention block size until one attention page
@@ -222,13 +220,13 @@ def blocks_per_request(group: KVGroup, max_len: int, block_size: int, in_flight:
     return group.spec.blocks(max_len, block_size, in_flight, mamba_blocks)
 
 
-def layer_pages(spec: ModelSpec, layout: KVLayout, kv_dtype: str, model_dtype: str, tp: int) -> dict[int, int]:
+def layer_pages(spec: ModelSpec, layout: KVLayout, kv_dtype: KVDtype, tp: int) -> dict[int, int]:
     """Each cache layer's page in bytes, after page-size unification."""
     pages: dict[int, int] = {}
     for group in layout.groups:
         for i in group.layers:
             layer = spec.layers[i]
-            pages[i] = group.page if group.page else layout.block_size * _attention_token_bytes(layer, kv_dtype, model_dtype, tp)
+            pages[i] = group.page if group.page else layout.block_size * _attention_token_bytes(layer, kv_dtype, tp)
     return pages
 
 
@@ -238,11 +236,11 @@ def bytes_per_block(layout: KVLayout, pages: dict[int, int], layers: set[int] | 
 
 
 @lru_cache(maxsize=128, typed=True)
-def stage_block_bytes(spec: ModelSpec, layout: KVLayout, kv_dtype: str, model_dtype: str, tp: int,
+def stage_block_bytes(spec: ModelSpec, layout: KVLayout, kv_dtype: KVDtype, tp: int,
                       pp: int) -> tuple[int, ...]:
     """Each pipeline stage's bytes per block: the largest group over the cache layers of that stage's decoder
     layers. Memoized, as ``kv_layout``."""
-    pages = layer_pages(spec, layout, kv_dtype, model_dtype, tp)
+    pages = layer_pages(spec, layout, kv_dtype, tp)
     out = []
     first = 0
     for count in pp_partition(spec.num_layers, pp):

@@ -27,8 +27,10 @@ _KV_DTYPES = {
 }
 
 
+@lru_cache(maxsize=64, typed=True)  # one record per (name, model dtype): a plan search asks thousands of times
 def kv_cache_dtype(settings_dtype: str, model_dtype: str) -> KVDtype:
-    """--kv-cache-dtype parsed once (case folded, as vLLM's choices are matched); "auto" is the model's dtype."""
+    """--kv-cache-dtype parsed once (case folded, as vLLM's choices are matched); "auto" is the model's dtype.
+    Memoized."""
     return parse_kv_dtype(settings_dtype.strip().lower(), model_dtype, _KV_DTYPES,
                           f"unknown --kv-cache-dtype {settings_dtype!r}: use one of {', '.join(_KV_DTYPES)}")
 

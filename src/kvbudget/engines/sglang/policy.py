@@ -16,7 +16,7 @@ from ..._record import record
 from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
-from ...model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
+from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow
 from ...model.spec import ModelSpec
 from ...parallel import pp_partition, stages
 from ...units import GiB, InputError, MiB
@@ -117,6 +117,20 @@ def _vision_encoder(spec: ModelSpec) -> tuple[int, int] | None:
     return None
 
 
+def pool_of(layer: Layer, old: bool) -> str:
+    """The one place a layer kind meets SGLang's pools (mem_cache/memory_pool.py): "full" (MHATokenToKVPool, or
+    MLATokenToKVPool; chunked local attention is cached in full), "swa" (the sliding-window part of SWAKVPool;
+    the 0.4 line (``old``) had none and gave sliding layers full-length buffers), "mamba" (MambaPool) or ""
+    (nothing cached)."""
+    if isinstance(layer, RecurrentState):
+        return "mamba"
+    if isinstance(layer, SlidingWindow) and not old:
+        return "swa"
+    if isinstance(layer, (FullAttention, MLA)):
+        return "full"
+    return ""
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     check_tp(spec, s.tp)
     pp_partition(spec.num_layers, s.pp)  # more stages than layers is refused before anything is sized
@@ -163,9 +177,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     layers = stage.layers
     # SGLang 0.4 gave sliding-window layers a full-length pool like every other layer (no SWA pool yet)
     old = s.version == "0.4"
-    full = [x for x in layers if isinstance(x, (FullAttention, MLA)) and (old or not isinstance(x, SlidingWindow))]
-    swa = [] if old else [x for x in layers if isinstance(x, SlidingWindow)]
-    mamba = [x for x in layers if isinstance(x, RecurrentState)]
+    pools: dict[str, list[Layer]] = {"full": [], "swa": [], "mamba": [], "": []}
+    for x in layers:
+        pools[pool_of(x, old)].append(x)
+    full, swa, mamba = pools["full"], pools["swa"], pools["mamba"]
     per_full = sum(x.bytes_per_token(kv, s.tp) for x in full)
     per_swa = sum(x.bytes_per_token(kv, s.tp) for x in swa)
     mamba_size = 0

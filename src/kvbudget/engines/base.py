@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     S = TypeVar("S")  # an engine's settings record
     P = TypeVar("P")  # its plan
 
+    from ..dtypes import KVDtype
     from ..hardware import GPU
     from ..model.spec import ModelSpec
     from .llamacpp.settings import LlamaCppSettings
@@ -198,10 +199,18 @@ def known_weights(name: str) -> None:
 
 def known_kv(name: str, extra: frozenset[str] = frozenset()) -> None:
     """Refuse a KV cache dtype no engine has (``extra``: an engine's own cache types, such as llama.cpp's q4_0)."""
+    if name not in extra:
+        asked_kv(name, "bf16")
+
+
+def asked_kv(name: str, model_dtype: str) -> KVDtype:
+    """A KV cache dtype a question asks of an engine, parsed against the names kvbudget knows (vLLM's, the widest
+    list; llama.cpp's own cache types are its options)."""
+    from ..dtypes import parse_kv_dtype
     from .vllm import _KV_DTYPES
 
-    if name not in _KV_DTYPES and name not in extra:
-        raise InputError(f"unknown --kv-dtype {name!r}: use auto, fp8, fp8_e5m2, ... (llama.cpp: q8_0, q4_0 ...)")
+    return parse_kv_dtype(name, model_dtype, _KV_DTYPES,
+                          f"unknown --kv-dtype {name!r}: use auto, fp8, fp8_e5m2, ... (llama.cpp: q8_0, q4_0 ...)")
 
 
 @record

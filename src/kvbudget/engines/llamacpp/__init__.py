@@ -16,9 +16,11 @@ if TYPE_CHECKING:
 
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
-_EXPORTS = dict.fromkeys(("row_bytes",), ".kv_layout") | dict.fromkeys(("CUDA_ALIGN", "FIT_MARGIN", "FIT_MIN_CTX",
-    "MAX_SEQ", "LlamaCppPlan", "plan", "replica", "summary",), ".policy") | dict.fromkeys(("CACHE_TYPES",
-    "LlamaCppSettings",), ".settings")
+_EXPORTS = (
+    dict.fromkeys(("row_bytes",), ".kv_layout")
+    | dict.fromkeys(("CUDA_ALIGN", "FIT_MARGIN", "FIT_MIN_CTX", "MAX_SEQ", "LlamaCppPlan", "plan", "replica", "summary",), ".policy")
+    | dict.fromkeys(("CACHE_TYPES", "LlamaCppSettings",), ".settings")
+)
 
 
 def __getattr__(name: str) -> object:

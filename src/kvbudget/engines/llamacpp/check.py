@@ -10,7 +10,7 @@ from ..._record import field, record, replace
 from ...units import MiB
 from ..logscan import count
 from .calibration import cuda_pad_elems, pad
-from .kv_layout import _kv_dims, row_bytes
+from .kv_layout import _cache_layers, row_bytes
 from .log import CacheLine, LlamaCppLog
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -77,8 +77,8 @@ def _gguf_dims(meta: dict[str, str]) -> tuple[list[int], list[int]]:
 def _spec_dims(spec: ModelSpec | None) -> tuple[list[int], list[int]]:
     if spec is None:
         return [], []
-    dims = [_kv_dims(layer) for layer in spec.layers]
-    return [d[0] for d in dims if d[0]], [d[1] for d in dims if d[0]]
+    rows = [r for r in _cache_layers(spec, False) if r[2]]  # (layer, state, n_embd_k_gqa, n_embd_v_gqa, ...)
+    return [r[2] for r in rows], [r[3] for r in rows]
 
 
 def check_caches(log: LlamaCppLog, spec: ModelSpec | None = None) -> tuple[CacheCheck, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ..._record import record
 from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from ...model.spec import ModelSpec
 from ...units import InputError, element_type
@@ -21,40 +22,51 @@ def row_bytes(type_name: str, n: int) -> int:
     return t.nbytes(n)
 
 
-def _kv_dims(layer: Layer) -> tuple[int, int]:
-    """n_embd_k_gqa and n_embd_v_gqa of a layer (MLA: K only)."""
+@record
+class CacheLayer:
+    """What llama.cpp keeps for one layer: the f32 bytes of one recurrent cell (0: an attention layer), the K and
+    V row widths (n_embd_k_gqa, n_embd_v_gqa) and, for a layer in the SWA cache, its window (0: the full cache)."""
+
+    layer: int  # its decoder layer
+    state_bytes: int
+    k_width: int
+    v_width: int
+    sliding: bool
+    window: int
+
+
+def cache_layer(layer: Layer, il: int, mla_v: bool) -> CacheLayer | None:
+    """The one place a layer kind becomes llama.cpp's cache rule (None: it keeps nothing). Chunked local attention
+    goes to the SWA cache with its chunk as the window; MLA keeps one K row (latent + rope), and a V row of the
+    latent where the build gives MLA a V tensor (``mla_v``)."""
+    if isinstance(layer, RecurrentState):
+        # f32 elements of one cell: conv state (n_embd_r) + SSM state (n_embd_s)
+        row = (layer.conv_kernel - 1) * layer.conv_dim + layer.state_heads * layer.state_elems_per_head
+        return CacheLayer(il, row * 4, 0, 0, False, 0)
     if isinstance(layer, MLA):
-        return layer.kv_lora_rank + layer.qk_rope_head_dim, 0
+        k = layer.kv_lora_rank + layer.qk_rope_head_dim
+        return CacheLayer(il, 0, k, layer.kv_lora_rank if mla_v else 0, False, 0) if k else None
     if isinstance(layer, FullAttention):
-        return layer.num_kv_heads * layer.head_dim, layer.num_kv_heads * layer.v_dim
-    return 0, 0
-
-
-def _recurrent_row(layer: RecurrentState) -> int:
-    """f32 elements of one cell: conv state (n_embd_r) + SSM state (n_embd_s)."""
-    return (layer.conv_kernel - 1) * layer.conv_dim + layer.state_heads * layer.state_elems_per_head
+        k, v = layer.num_kv_heads * layer.head_dim, layer.num_kv_heads * layer.v_dim
+        if not k:
+            return None
+        if isinstance(layer, SlidingWindow):
+            return CacheLayer(il, 0, k, v, True, layer.window)
+        if isinstance(layer, ChunkedLocal):
+            return CacheLayer(il, 0, k, v, True, layer.chunk)
+        return CacheLayer(il, 0, k, v, False, 0)
+    return None
 
 
 # What follows depends on the model (and the build's rules), never on the GPU or the context: memoized (bounded,
 # typed, immutable results), so a plan search over GPU types and slot counts works each out once per model.
 @lru_cache(maxsize=16, typed=True)
 def _cache_layers(spec: ModelSpec, mla_v: bool) -> tuple[tuple[int, int, int, int, bool, int], ...]:
-    """Each layer that keeps something, in order: (decoder layer, f32 state bytes of one cell (recurrent; else 0),
-    n_embd_k_gqa, n_embd_v_gqa, sliding, window or chunk). ``mla_v``: the build gives MLA a V tensor."""
-    out = []
-    for layer, il in zip(spec.layers, spec.layer_of, strict=True):
-        if isinstance(layer, RecurrentState):
-            out.append((il, _recurrent_row(layer) * 4, 0, 0, False, 0))
-            continue
-        dk, dv = _kv_dims(layer)
-        if not dk:
-            continue
-        if isinstance(layer, MLA) and mla_v:
-            dv = layer.kv_lora_rank
-        sliding = isinstance(layer, (SlidingWindow, ChunkedLocal))
-        w = (layer.window if isinstance(layer, SlidingWindow) else layer.chunk) if sliding else 0  # type: ignore[union-attr]
-        out.append((il, 0, dk, dv, sliding, w))
-    return tuple(out)
+    """Each layer that keeps something, in order, as the plain tuple of its ``CacheLayer`` (layer, state_bytes,
+    k_width, v_width, sliding, window) that ``policy.py``'s loop over contexts unpacks. ``mla_v``: the build gives
+    MLA a V tensor."""
+    rules = (cache_layer(layer, il, mla_v) for layer, il in zip(spec.layers, spec.layer_of, strict=True))
+    return tuple((r.layer, r.state_bytes, r.k_width, r.v_width, r.sliding, r.window) for r in rules if r is not None)
 
 
 @lru_cache(maxsize=16, typed=True)

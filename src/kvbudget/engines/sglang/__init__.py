@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
-_EXPORTS = dict.fromkeys(("CONTEXT_BYTES", "SGLangPlan", "default_fraction", "plan", "replica", "summary",),
-    ".policy") | dict.fromkeys(("KV_DTYPES", "SGLangSettings",), ".settings")
+_EXPORTS = (
+    dict.fromkeys(("CONTEXT_BYTES", "SGLangPlan", "default_fraction", "plan", "replica", "summary",), ".policy")
+    | dict.fromkeys(("KV_DTYPES", "SGLangSettings",), ".settings")
+)
 
 
 def __getattr__(name: str) -> object:

@@ -68,9 +68,10 @@ def check_sglang_log(log: LogText, model: str | None = None) -> list[Row]:
 def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
     the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies."""
-    from ...model.layers import MLA, FullAttention, SlidingWindow
+    from ...model.layers import MLA
     from ...model.resolve import load_model
     from ...units import element_type
+    from .policy import pool_of
 
     spec = load_model(ref)
     tp_match = log.last("tp_size=", r"tp_size=" + NUM) or log.last("--tp", r"--tp(?:-size)?[ =]" + NUM)
@@ -78,8 +79,8 @@ def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)
              if m.start() == 0 or not (log.text[m.start() - 1].isalnum() or log.text[m.start() - 1] == "_")]
     tp = count(tp_match.group(1), "SGLang tp_size", 1, 1 << 16) if tp_match else max(ranks) + 1 if ranks else 1
-    attn = [x for x in spec.layers if isinstance(x, FullAttention) and not isinstance(x, MLA)]
-    full = [x for x in attn if not isinstance(x, SlidingWindow)]
+    attn = [x for x in spec.layers if pool_of(x, old=True) == "full" and not isinstance(x, MLA)]
+    full = [x for x in attn if pool_of(x, old=False) == "full"]
     # K bytes with and without sliding-window layers (releases before SWA pools gave them full-length
     # buffers), in 1, 2 and 4 bytes per element
     candidates = [sum(x.bytes_per_token(element_type(d), tp) for x in group) / 2

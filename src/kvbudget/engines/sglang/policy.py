@@ -13,12 +13,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..._record import record
+from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
-from ...model.layers import MLA, FullAttention, RecurrentState, SlidingWindow
+from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow
 from ...model.spec import ModelSpec
 from ...parallel import pp_partition, stages
-from ...units import GiB, InputError, MiB, element_type
+from ...units import GiB, InputError, MiB
 from ..base import Replica
 from ..vllm.calibration import rotary_cache_bytes
 from .settings import KV_DTYPES, SGLangSettings
@@ -116,6 +117,20 @@ def _vision_encoder(spec: ModelSpec) -> tuple[int, int] | None:
     return None
 
 
+def pool_of(layer: Layer, old: bool) -> str:
+    """The one place a layer kind meets SGLang's pools (mem_cache/memory_pool.py): "full" (MHATokenToKVPool, or
+    MLATokenToKVPool; chunked local attention is cached in full), "swa" (the sliding-window part of SWAKVPool;
+    the 0.4 line (``old``) had none and gave sliding layers full-length buffers), "mamba" (MambaPool) or ""
+    (nothing cached)."""
+    if isinstance(layer, RecurrentState):
+        return "mamba"
+    if isinstance(layer, SlidingWindow) and not old:
+        return "swa"
+    if isinstance(layer, (FullAttention, MLA)):
+        return "full"
+    return ""
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     check_tp(spec, s.tp)
     pp_partition(spec.num_layers, s.pp)  # more stages than layers is refused before anything is sized
@@ -143,10 +158,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         raise InputError(f"SGLang's default mem_fraction_static works out to {frac:.3f} on {gpu.name} at TP={s.tp} PP={s.pp} "
                          "(server_args.py reserves more than the GPU has): give --mem-fraction-static")
     model_dtype = serving_dtype(spec)
-    if s.kv_cache_dtype not in KV_DTYPES:  # server_args.py: the --kv-cache-dtype choices
-        raise InputError(f"SGLang's --kv-cache-dtype is one of {', '.join(KV_DTYPES[:-1])}, not {s.kv_cache_dtype!r}")
-    kv_name = model_dtype if s.kv_cache_dtype in ("auto", "") else s.kv_cache_dtype
-    kv = element_type({"fp8_e4m3": "fp8_e4m3", "fp8_e5m2": "fp8_e5m2", "bfloat16": "bf16"}.get(kv_name, kv_name))
+    kv = parse_kv_dtype(s.kv_cache_dtype, model_dtype, KV_DTYPES,
+                        f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format
 
     fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, model_dtype)
@@ -164,9 +177,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     layers = stage.layers
     # SGLang 0.4 gave sliding-window layers a full-length pool like every other layer (no SWA pool yet)
     old = s.version == "0.4"
-    full = [x for x in layers if isinstance(x, (FullAttention, MLA)) and (old or not isinstance(x, SlidingWindow))]
-    swa = [] if old else [x for x in layers if isinstance(x, SlidingWindow)]
-    mamba = [x for x in layers if isinstance(x, RecurrentState)]
+    pools: dict[str, list[Layer]] = {"full": [], "swa": [], "mamba": [], "": []}
+    for x in layers:
+        pools[pool_of(x, old)].append(x)
+    full, swa, mamba = pools["full"], pools["swa"], pools["mamba"]
     per_full = sum(x.bytes_per_token(kv, s.tp) for x in full)
     per_swa = sum(x.bytes_per_token(kv, s.tp) for x in swa)
     mamba_size = 0

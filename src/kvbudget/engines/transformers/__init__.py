@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
-_EXPORTS = dict.fromkeys(("TransformersPlan", "plan", "row",), ".policy")
+_EXPORTS = (
+    dict.fromkeys(("TransformersPlan", "plan", "row",), ".policy")
+)
 
 
 def __getattr__(name: str) -> object:

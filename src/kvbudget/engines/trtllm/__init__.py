@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
-_EXPORTS = dict.fromkeys(("ACT_BYTES_PER_TOKEN_HIDDEN", "NON_TORCH_BYTES", "TrtllmPlan", "engine_buffers",
-    "per_token_bytes", "plan", "replica", "summary",), ".policy") | dict.fromkeys(("TrtllmSettings",), ".settings")
+_EXPORTS = (
+    dict.fromkeys(("ACT_BYTES_PER_TOKEN_HIDDEN", "NON_TORCH_BYTES", "TrtllmPlan", "engine_buffers", "per_token_bytes",
+        "plan", "replica", "summary",), ".policy")
+    | dict.fromkeys(("TrtllmSettings",), ".settings")
+)
 
 
 def __getattr__(name: str) -> object:

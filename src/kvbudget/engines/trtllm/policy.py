@@ -11,13 +11,14 @@ path ``kvCacheManager.cpp`` (free memory after the engine and its buffers x frac
 from __future__ import annotations
 
 from ..._record import record, replace
+from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
-from ...units import GiB, InputError, element_type
+from ...units import GiB, InputError
 from ..base import Replica
 from .settings import _KV_DTYPES, TrtllmSettings
 
@@ -94,10 +95,9 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(dtype, dense_dtype=dtype)
     stage = max(stages(spec, fmt, s.tp, s.pp), key=lambda st: st.weights_bytes)
-    kv = s.kv_cache_dtype.lower()
-    if kv not in _KV_DTYPES:
-        raise InputError(f"TensorRT-LLM's KV cache dtype is auto or fp8 in kvbudget's model, not {s.kv_cache_dtype!r}")
-    nbytes = 1 if kv.startswith("fp8") else element_type(dtype).nbytes(1)
+    kv = parse_kv_dtype(s.kv_cache_dtype.lower(), dtype, _KV_DTYPES,
+                        f"TensorRT-LLM's KV cache dtype is auto or fp8 in kvbudget's model, not {s.kv_cache_dtype!r}")
+    nbytes = kv.element.nbytes(1)
     per_token = per_token_bytes(spec, stage.layers, s.tp, nbytes)
     if any(isinstance(x, FullAttention) and x.num_kv_heads < s.tp for x in stage.layers):
         notes.append("TP exceeds the KV heads: TRT-LLM's per-token estimate divides heads x head_dim by TP without "
@@ -176,11 +176,12 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     if weights != "auto":  # trtllm-serve takes a pre-quantized checkpoint
         raise InputError("TensorRT-LLM is planned with the checkpoint's own weights (use --weights-dtype auto, or "
                          "pass a pre-quantized checkpoint)")
-    s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if kv.startswith("fp8") else kv)
+    from ..base import asked_kv, cap_raised_to_load
+
+    fp8 = asked_kv(kv, serving_dtype(spec)).is_fp8  # any FP8 asked for: TensorRT-LLM's FP8 cache (e4m3)
+    s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if fp8 else kv)
     if fraction is not None:
         s = replace(s, free_gpu_memory_fraction=fraction)
-    from ..base import cap_raised_to_load
-
     cap = s.max_batch_size  # TensorRT-LLM's cap is a setting, not a figure of its plan
     s, p, _ = cap_raised_to_load(s, lambda s: plan(spec, gpu, s), lambda p: p.max_tokens // context if p.starts else 0,
                                  lambda p: cap, "max_batch_size", concurrency)

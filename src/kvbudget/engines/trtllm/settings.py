@@ -22,4 +22,7 @@ class TrtllmSettings:
     max_beam_width: int = 1
 
 
-_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "bf16", "bfloat16", "fp16", "float16")
+# The KV cache dtypes kvbudget models for TensorRT-LLM and what each stores: FP8 (e4m3, kv_cache_config.dtype
+# "fp8"), else the model's dtype ("").
+_KV_DTYPES = {"auto": "", "fp8": "fp8_e4m3", "fp8_e4m3": "fp8_e4m3", "bf16": "", "bfloat16": "", "fp16": "",
+              "float16": ""}

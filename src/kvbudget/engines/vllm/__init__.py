@@ -32,13 +32,19 @@ if TYPE_CHECKING:
     )
     from .kv_layout import _KV_DTYPES as _KV_DTYPES
     from .kv_layout import (
+        ChunkedSpec,
+        FullSpec,
         KVGroup,
         KVLayout,
+        MambaSpec,
+        MLASpec,
         ModelFacts,
+        SlidingSpec,
         blocks_per_request,
         bytes_per_block,
-        kv_cache_dtype_name,
+        kv_cache_dtype,
         kv_layout,
+        kv_spec,
         layer_pages,
         model_facts,
         stage_block_bytes,
@@ -58,13 +64,16 @@ if TYPE_CHECKING:
 
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
-_EXPORTS = dict.fromkeys(("ACTIVATION", "GRAPH_BYTES_PER_LAYER", "NON_TORCH_TP1_BYTES", "NON_TORCH_TP_BYTES",
-    "ActivationModel", "activation_peak", "batch_defaults", "capture_sizes", "cudagraph_bytes",
-    "rotary_cache_bytes",), ".calibration") | dict.fromkeys(("_KV_DTYPES", "as", "KVGroup", "KVLayout", "ModelFacts",
-    "blocks_per_request", "bytes_per_block", "kv_cache_dtype_name", "kv_layout", "layer_pages", "model_facts",
-    "stage_block_bytes",), ".kv_layout") | dict.fromkeys(("MIN_CAPABILITY", "Figure", "VllmPlan", "capacity",
-    "check_capability", "plan", "replica", "request_blocks", "summary",), ".policy") | dict.fromkeys(("RELEASES",
-    "Release", "VllmSettings", "release",), ".settings")
+_EXPORTS = (
+    dict.fromkeys(("ACTIVATION", "GRAPH_BYTES_PER_LAYER", "NON_TORCH_TP1_BYTES", "NON_TORCH_TP_BYTES", "ActivationModel",
+        "activation_peak", "batch_defaults", "capture_sizes", "cudagraph_bytes", "rotary_cache_bytes",), ".calibration")
+    | dict.fromkeys(("_KV_DTYPES", "ChunkedSpec", "FullSpec", "KVGroup", "KVLayout", "MambaSpec", "MLASpec", "ModelFacts",
+        "SlidingSpec", "blocks_per_request", "bytes_per_block", "kv_cache_dtype", "kv_layout",
+        "kv_spec", "layer_pages", "model_facts", "stage_block_bytes",), ".kv_layout")
+    | dict.fromkeys(("MIN_CAPABILITY", "Figure", "VllmPlan", "capacity", "check_capability", "plan", "replica",
+        "request_blocks", "summary",), ".policy")
+    | dict.fromkeys(("RELEASES", "Release", "VllmSettings", "release",), ".settings")
+)
 
 
 def __getattr__(name: str) -> object:
@@ -77,18 +86,22 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ACTIVATION",
-    "ENGINE",
     "GRAPH_BYTES_PER_LAYER",
     "MIN_CAPABILITY",
     "NON_TORCH_TP1_BYTES",
     "NON_TORCH_TP_BYTES",
     "RELEASES",
     "ActivationModel",
+    "ChunkedSpec",
     "Figure",
+    "FullSpec",
     "KVGroup",
     "KVLayout",
+    "MLASpec",
+    "MambaSpec",
     "ModelFacts",
     "Release",
+    "SlidingSpec",
     "VllmPlan",
     "VllmSettings",
     "activation_peak",
@@ -99,8 +112,9 @@ __all__ = [
     "capture_sizes",
     "check_capability",
     "cudagraph_bytes",
-    "kv_cache_dtype_name",
+    "kv_cache_dtype",
     "kv_layout",
+    "kv_spec",
     "layer_pages",
     "model_facts",
     "plan",

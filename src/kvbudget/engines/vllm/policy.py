@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable
 
 from ..._record import record, replace
+from ...dtypes import KVDtype
 from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
 from ...model.spec import ModelSpec
@@ -37,7 +38,7 @@ from .calibration import (
     cudagraph_bytes,
     rotary_cache_bytes,
 )
-from .kv_layout import KVGroup, KVLayout, blocks_per_request, kv_cache_dtype_name, kv_layout, model_facts, stage_block_bytes
+from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .settings import Release, VllmSettings, release
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -174,7 +175,7 @@ class _Resolved:
     dp: int
     util: float
     model_dtype: str
-    kv_dtype: str
+    kv_dtype: KVDtype
     derived_len: int
     auto_len: bool
     max_len: int
@@ -203,7 +204,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     if not 0 < util <= 1:
         raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
     model_dtype = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
-    kv_dtype = kv_cache_dtype_name(settings.kv_cache_dtype, spec, model_dtype)
+    kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
     derived_len = spec.max_context
     auto_len = settings.max_model_len == -1
     max_len = (spec.default_context or derived_len) if settings.max_model_len in (None, -1) else settings.max_model_len
@@ -244,12 +245,12 @@ def _page_bytes(spec: ModelSpec, layout: KVLayout, r: _Resolved) -> tuple[int, .
     """Step 2, the page size each worker allocates (kv_cache_utils.py _project_kv_cache_groups_to_worker and
     _get_kv_cache_bytes_per_block): the largest group's bytes per block over the layers of each pipeline
     stage (``stage_block_bytes``, memoized)."""
-    return stage_block_bytes(spec, layout, r.kv_dtype, r.model_dtype, r.tp, r.pp)
+    return stage_block_bytes(spec, layout, r.kv_dtype, r.tp, r.pp)
 
 
 def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int, mamba_blocks: int, length: int) -> int:
     """Blocks one request of ``length`` tokens takes from the pool, over every group (max_memory_usage_bytes)."""
-    return sum(blocks_per_request(g, length, block_size, in_flight, mamba_blocks) for g in groups)
+    return sum(g.spec.blocks(length, block_size, in_flight, mamba_blocks) for g in groups)
 
 
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
@@ -404,7 +405,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         tp=r.tp, pp=r.pp, dp=r.dp, total_bytes=total, utilization=util, requested_bytes=requested,
         weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
         activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,
-        kv_cache_dtype=r.kv_dtype, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
+        kv_cache_dtype=r.kv_dtype.name, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
         blocks_per_request=per_req, max_model_len=max_len, max_model_len_auto=r.auto_len,
         kv_cache_tokens=kv_tokens, max_concurrency=concurrency, starts=error is None, error=error,
         estimated_max_model_len=estimated, max_num_seqs=r.seqs, max_num_batched_tokens=r.tokens,

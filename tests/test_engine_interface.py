@@ -19,6 +19,7 @@ from kvbudget.engines.base import (
     Launch,
     Layout,
     Option,
+    Part,
     Registry,
     Replica,
     Setup,
@@ -93,7 +94,8 @@ class Toy:
 
     def row(self, p: ToyPlan) -> EnginePlan:
         return engine_plan("toy", 0, p.pool_bytes, p.tokens, p.tokens / p.context, p.context, p.starts, "half the GPU",
-                           "tokens", None if p.starts else "the pool holds no request", p.log_lines)
+                           "tokens", None if p.starts else "the pool holds no request", p.log_lines, blocks=p.tokens,
+                           block_tokens=1, parts=(Part("KV pool", p.pool_bytes, "modelled"),))
 
     def verdict(self, spec: ModelSpec, gpu: GPU, s: ToySettings, p: ToyPlan, batch: int) -> Verdict:
         held = p.tokens // p.context
@@ -181,7 +183,9 @@ def test_a_toy_engine_works_with_every_command(tmp_path: Path, capsys: pytest.Ca
     rows = doc("compare", "llama-3.1-8b", "--gpu", "H100")["engines"]
     assert rows[-1] == {"engine": "toy", "weights_bytes": 0, "kv_budget_bytes": 85_017_755_648 // 2,  # type: ignore[index]
                         "kv_cache_tokens": TOY_TOKENS, "max_concurrency": round(TOY_TOKENS / 8192, 3), "context": 8192,
-                        "starts": True, "budget_rule": "half the GPU", "unit": "tokens"}
+                        "starts": True, "budget_rule": "half the GPU", "unit": "tokens", "max_running": None,
+                        "blocks": TOY_TOKENS, "block_tokens": 1,
+                        "parts": [{"name": "KV pool", "bytes": 85_017_755_648 // 2, "provenance": "modelled"}]}
     plan = doc("plan", "llama-3.1-8b", "--engine", "toy", "--gpus", "H100", "--concurrency", "100", "--context", "8192")
     best = plan["plans"][0]  # type: ignore[index]
     assert (best["num_gpus"], best["tp"], best["replicas"], best["per_replica"]) == (3, 1, 3, TOY_HELD)  # 117 >= 100
@@ -262,3 +266,27 @@ def test_an_fp8_flavour_one_engine_lacks_leaves_it_out_of_compare() -> None:
     rows, omitted = compare(kvbudget.load_model("llama-3.1-8b"), find_gpu("H100"), 8192, kv_dtype="fp8_e5m2")
     assert [r.engine for r in rows] == ["vllm", "sglang", "llama.cpp"]
     assert dict(omitted)["trtllm"].startswith("its FP8 KV cache is e4m3")
+
+
+def test_every_engine_gives_its_partition_pool_units_and_cap() -> None:
+    """The common figures of an EnginePlan: the binding rank's memory part by part (with provenance), the pool in
+    its allocation units, the scheduler's cap; each traced to the engine's own plan."""
+    from kvbudget.engines import sglang, vllm
+
+    spec, h100 = kvbudget.load_model("llama-3.1-8b"), find_gpu("H100")
+    rows = {r.engine: r for r in compare(spec, h100, 8192)[0]}
+    v = vllm.plan(spec, h100, vllm.VllmSettings(max_model_len=8192))
+    r = rows["vllm"]
+    assert (r.cap, r.blocks, r.block_tokens) == (v.max_num_seqs, v.num_gpu_blocks, 16)
+    assert r.blocks * r.block_tokens == r.kv_tokens  # vLLM's "GPU KV cache size" is its blocks x block size
+    parts = {x.name: x for x in r.parts}
+    assert parts["model loading"].bytes == v.model_loading_bytes and parts["model loading"].provenance == "modelled"
+    assert parts["activation peak"].provenance == "calibrated"
+    assert sum(x.bytes for x in r.parts) == v.requested_bytes  # the budget, split: total x gpu_memory_utilization
+    s = sglang.plan(spec, h100, sglang.SGLangSettings(context_length=8192))
+    r = rows["sglang"]
+    assert (r.cap, r.blocks * r.block_tokens) == (s.max_running_requests, s.max_total_num_tokens)
+    assert sum(x.bytes for x in r.parts) == s.pre_load_bytes  # what SGLang saw free before loading, split
+    for row in rows.values():
+        assert row.parts and all(x.bytes >= 0 and x.provenance in ("modelled", "calibrated", "estimate")
+                                 for x in row.parts)

@@ -319,17 +319,33 @@ class EnginePlan:
     unit: str  # what the pool is allocated in
     error: str | None = None
     printed: tuple[str, ...] = ()
+    cap: int = 0  # the scheduler's cap on requests running at once (0: none)
+    blocks: int = 0  # the pool's allocation units (vLLM blocks, SGLang pages, llama.cpp cells ...)
+    block_tokens: int = 0  # tokens per unit
+    parts: tuple[Part, ...] = ()  # the binding rank's memory, part by part, each with its provenance
+
+
+@record
+class Part:
+    """One part of a GPU's memory as an engine splits it, and where its figure comes from: ``modelled`` (the
+    engine's own arithmetic on the model), ``calibrated`` (a constant fitted on published start-up logs, with
+    its band in the engine's plan) or ``estimate``."""
+
+    name: str
+    bytes: int
+    provenance: str
 
 
 def engine_plan(engine: str, weights: int, kv_budget: int, kv_tokens: int, concurrency: float, context: int,
                 starts: bool, rule: str, unit: str, error: str | None = None,
-                printed: tuple[str, ...] = ()) -> EnginePlan:
+                printed: tuple[str, ...] = (), *, cap: int = 0, blocks: int = 0, block_tokens: int = 0,
+                parts: tuple[Part, ...] = ()) -> EnginePlan:
     """An EnginePlan as the user reads it: an engine that does not start holds nothing (its own signed
     figures stay in its plan), and a budget is never negative."""
     if not starts:
-        kv_budget, kv_tokens, concurrency = 0, 0, 0.0
+        kv_budget, kv_tokens, concurrency, blocks = 0, 0, 0.0, 0
     return EnginePlan(engine, weights, max(kv_budget, 0), kv_tokens, concurrency, context, starts, rule, unit, error,
-                      printed)
+                      printed, cap, blocks, block_tokens, parts)
 
 
 @record

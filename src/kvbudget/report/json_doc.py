@@ -276,7 +276,9 @@ def compare_doc(model: str, context: int, tp: int, pp: int, rows: tuple[EnginePl
     return {"model": model, "context": context, "tp": tp, "pp": pp, "engines": [
         {"engine": r.engine, "weights_bytes": r.weights_bytes, "kv_budget_bytes": r.kv_budget_bytes,
          "kv_cache_tokens": r.kv_tokens, "max_concurrency": round(r.max_concurrency, 3), "context": r.context,
-         "starts": r.starts, "budget_rule": r.budget_rule, "unit": r.unit} for r in rows],
+         "starts": r.starts, "budget_rule": r.budget_rule, "unit": r.unit, "max_running": r.cap or None,
+         "blocks": r.blocks, "block_tokens": r.block_tokens,
+         "parts": [{"name": x.name, "bytes": x.bytes, "provenance": x.provenance} for x in r.parts]} for r in rows],
         "not_compared": [{"engine": e, "reason": why} for e, why in omitted]}
 
 

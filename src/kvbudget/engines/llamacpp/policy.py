@@ -354,7 +354,7 @@ def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int
 def summary(p: LlamaCppPlan, context: int | None = None) -> EnginePlan:
     """The figures every engine has, from a llama.cpp plan. Requests at once: the slots (-np), as far as
     the cells hold ``context`` tokens each; over several GPUs, the fullest GPU's share."""
-    from ..base import engine_plan
+    from ..base import Part, engine_plan
 
     tokens = p.cells * p.n_stream
     length = context or p.n_ctx_seq
@@ -367,7 +367,9 @@ def summary(p: LlamaCppPlan, context: int | None = None) -> EnginePlan:
     return engine_plan(
         "llama.cpp", weights, kv, tokens, float(min(p.n_seq_max, per_slot)), length, p.fits,
         "exactly n_ctx cells (-c); llama-server auto-fits n_ctx to free memory minus 1 GiB, 4 slots",
-        "cells (n_ctx padded to 256)", None if p.fits else "out of memory", p.log_lines,
+        "cells (n_ctx padded to 256)", None if p.fits else "out of memory", p.log_lines, cap=p.n_seq_max,
+        blocks=tokens, block_tokens=1, parts=(Part("weights", weights, "modelled"), Part("KV cache", kv, "modelled"),
+                                              Part("compute buffer", p.compute_bytes, "estimate")),
     )
 
 

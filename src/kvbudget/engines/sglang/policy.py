@@ -250,12 +250,17 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
 def summary(p: SGLangPlan) -> EnginePlan:
     """The figures every engine has, from an SGLang plan."""
     from ...units import plural
-    from ..base import engine_plan
+    from ..base import Part, engine_plan
 
+    # what mem_fraction_static leaves out of the pool: activations, CUDA graphs and the rest, as one reserve
+    reserve = max(p.pre_load_bytes - p.weights_bytes - max(p.rest_bytes, 0), 0)
+    parts = (Part("weights", p.weights_bytes, "modelled"), Part("KV pool", max(p.rest_bytes, 0), "modelled"),
+             Part("reserved (1 - mem_fraction_static)", reserve, "modelled"))
     return engine_plan(
         "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
         p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:.4g}) x free memory before loading",
-        f"pages of {plural(p.page_size, 'token')}", p.error, p.log_lines,
+        f"pages of {plural(p.page_size, 'token')}", p.error, p.log_lines, cap=p.max_running_requests,
+        blocks=p.max_total_num_tokens // max(p.page_size, 1), block_tokens=p.page_size, parts=parts,
     )
 
 

@@ -79,14 +79,17 @@ def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto
 
 def row(p: TransformersPlan) -> EnginePlan:
     """The figures every engine has, from a transformers plan."""
-    from ..base import engine_plan
+    from ..base import Part, engine_plan
 
     rule = ("grows by one token per sequence per step (DynamicCache)" if p.kind == "dynamic"
             else "allocated for max_cache_len up front (StaticCache)")
     # the cache of as many sequences as fit (no budget rule: memory is taken until it runs out)
     return engine_plan("transformers", p.weights_bytes, p.max_batch * p.cache_per_sequence_bytes, p.max_batch * p.context,
                      float(p.max_batch), p.context, p.starts, rule + "; no budget: sequences until memory runs out, "
-                     "each with its unchunked prefill", "one K and one V tensor per layer")
+                     "each with its unchunked prefill", "one K and one V tensor per layer",
+                     parts=(Part("weights", p.weights_bytes, "modelled"), Part("cache", p.cache_bytes, "modelled"),
+                            Part("prefill activations", p.activation_bytes, "estimate"),
+                            Part("CUDA context", p.overhead_bytes, "estimate")))
 
 
 # --- the engine interface (engines/base.py) ---------------------------------------------------------------

@@ -52,6 +52,7 @@ class TrtllmPlan:
     error: str | None
     log_lines: tuple[str, ...]
     notes: tuple[str, ...]
+    free_gpu_memory_fraction: float = 0.9  # the share of what the profiled peak leaves that the pool takes
 
 
 def per_token_bytes(spec: ModelSpec, layers: tuple[object, ...], tp: int, nbytes: int) -> int:
@@ -146,6 +147,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         notes.append(f"the pool holds fewer tokens than max_seq_len {max_seq:,}: TRT-LLM reduces the attention window "
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
+        free_gpu_memory_fraction=s.free_gpu_memory_fraction,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
         available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,
         max_tokens=blocks * tpb, pool_bytes=pool, max_seq_len=max_seq,
@@ -159,12 +161,15 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
 
 def summary(p: TrtllmPlan) -> EnginePlan:
     """The figures every engine has, from a TensorRT-LLM plan."""
-    from ..base import engine_plan
+    from ..base import Part, engine_plan
 
+    parts = (Part("weights", p.weights_bytes, "modelled"),
+             Part("profiled peak (activations)", max(p.peak_bytes - p.weights_bytes, 0), "calibrated"),
+             Part("KV pool", max(p.pool_bytes, 0), "modelled"))
     return engine_plan(
         "trtllm", p.weights_bytes, p.available_bytes, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,
-        "0.9 x the memory left after the profiled peak", f"blocks of {p.tokens_per_block} tokens",
-        p.error, p.log_lines,
+        f"{p.free_gpu_memory_fraction:g} x the memory left after the profiled peak", f"blocks of {p.tokens_per_block} tokens",
+        p.error, p.log_lines, blocks=p.num_blocks, block_tokens=p.tokens_per_block, parts=parts,
     )
 
 

@@ -473,12 +473,18 @@ def _log_lines(rel: Release, loading: int, available: int, blocks: int, tokens: 
 
 def summary(p: VllmPlan) -> EnginePlan:
     """The figures every engine has, from a vLLM plan."""
-    from ..base import engine_plan
+    from ..base import Part, engine_plan
 
+    tags = {name: f.provenance for name, f in p.provenance}
+    parts = tuple(Part(name, max(b, 0), tags.get(key, "modelled")) for name, b, key in (
+        ("model loading", p.model_loading_bytes, "weights_bytes"), ("non-torch memory", p.non_torch_bytes, "non_torch_bytes"),
+        ("activation peak", p.activation_bytes, "activation_bytes"), ("CUDA graphs", p.cudagraph_bytes, "cudagraph_bytes"),
+        ("KV cache", p.available_kv_cache_bytes, "available_kv_cache_bytes")))
     return engine_plan(
         "vllm", p.weights_bytes, p.available_kv_cache_bytes, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
         p.starts, f"{p.utilization:g} x total memory, minus the profiled weights, activations and CUDA graphs",
-        f"blocks of {p.block_size} tokens", p.error, p.log_lines,
+        f"blocks of {p.block_size} tokens", p.error, p.log_lines, cap=p.max_num_seqs, blocks=p.num_gpu_blocks,
+        block_tokens=p.block_size, parts=parts,
     )
 
 

@@ -14,7 +14,7 @@ from ...hardware import GPU
 from ...model.spec import ModelSpec
 from ...units import InputError
 from ..base import Lever
-from .policy import VllmPlan, capacity, plan
+from .policy import VllmPlan, capacity, plan, weight_format
 from .settings import VllmSettings
 
 FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")  # vLLM's 8-bit caches (cache_dtype choices, 0.33.0)
@@ -55,8 +55,7 @@ def levers(spec: ModelSpec, gpu: GPU, base: VllmSettings, gpus_per_node: int | N
 
     baseline = Lever("as configured", "", n0, p0.available_kv_cache_bytes, 0, p0.weights_bytes, c0, 0,
                      p0.max_model_len, p0.starts, p0.error or "")
-    fmt = p0.weights_format.lower()
-    if "fp8" not in fmt and "awq" not in fmt and "gptq" not in fmt and "fp4" not in fmt:
+    if not weight_format(spec, base).quantized:  # a 16- or 32-bit checkpoint: the smaller formats are levers
         add("FP8 weights", "--quantization fp8", replace(base, quantization="fp8"))
         add("4-bit weights (AWQ)", "an AWQ checkpoint", replace(base, quantization="awq"))
     if p0.kv_cache_dtype not in FP8_KV_DTYPES:

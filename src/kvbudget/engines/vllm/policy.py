@@ -127,7 +127,8 @@ def check_capability(fmt: WeightFormat, gpu: GPU) -> None:
         raise InputError(f"{fmt.name} weights need compute capability {need} in vLLM; {gpu.name} has {have}")
 
 
-def _weights(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
+def weight_format(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
+    """The weight format vLLM loads for ``settings``: the checkpoint's (in the serving dtype), or --quantization's."""
     if settings.quantization in (None, "", "auto", "none"):
         if spec.weight_format is None:
             raise InputError(f"{spec.name}: the checkpoint's quantization_config is not one kvbudget reads: "
@@ -215,7 +216,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
             f"--max-model-len {max_len:,} is greater than the derived max_model_len ({derived_len:,}) of {spec.name}; "
             "vLLM refuses it (set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to override)")
     tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
-    fmt = _vllm_loading(_weights(spec, settings), notes)
+    fmt = _vllm_loading(weight_format(spec, settings), notes)
     check_capability(fmt, gpu)
     facts = model_facts(spec)
     chunked = facts.chunked

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvbudget.dtypes import parse_kv_dtype
-from kvbudget.engines.base import asked_kv
+from kvbudget.engines.base import default_registry
 from kvbudget.engines.vllm import kv_cache_dtype
 from kvbudget.units import InputError
 
@@ -19,8 +19,18 @@ def test_fp8_flavours() -> None:
     assert kv_cache_dtype("fp8", "bf16").fp8 == "e4m3"
     assert kv_cache_dtype("fp8_e5m2", "bf16").fp8 == "e5m2"
     assert kv_cache_dtype("fp8_ds_mla", "bf16").name == "fp8_ds_mla"  # vLLM's MLA layout keeps its own name
-    assert asked_kv("fp8_inc", "bf16").is_fp8
-    assert not asked_kv("int8_per_token_head", "bf16").is_fp8
+    assert kv_cache_dtype("fp8_inc", "bf16").is_fp8
+    assert not kv_cache_dtype("int8_per_token_head", "bf16").is_fp8
+
+
+def test_each_engine_accepts_its_own_caches() -> None:
+    engines = default_registry()
+    engines.get("vllm").check_kv("FP8_E5M2")  # vLLM folds case
+    engines.get("sglang").check_kv("fp8")  # kvbudget's fp8: SGLang's fp8_e4m3
+    engines.get("llama.cpp").check_kv("q4_0")
+    for engine, kv in (("trtllm", "fp8_e5m2"), ("sglang", "q8_0"), ("vllm", "q4_0")):
+        with pytest.raises(InputError, match=f"unknown --kv-dtype '{kv}': .* caches one of"):
+            engines.get(engine).check_kv(kv)
 
 
 def test_unknown_name_raises_the_engines_message() -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     S = TypeVar("S")  # an engine's settings record
     P = TypeVar("P")  # its plan
 
-    from ..dtypes import KVDtype
+
     from ..hardware import GPU
     from ..model.spec import ModelSpec
     from .llamacpp.settings import LlamaCppSettings
@@ -91,7 +91,7 @@ class NotAServer:
         known_weights(name)
 
     def check_kv(self, name: str) -> None:
-        known_kv(name)
+        known_kv(name, ("auto",), self.label)
 
     def _none(self, what: str) -> InputError:
         return InputError(f"{self.label} has no {what}")
@@ -197,20 +197,11 @@ def known_weights(name: str) -> None:
         parse_weight_format(name)
 
 
-def known_kv(name: str, extra: frozenset[str] = frozenset()) -> None:
-    """Refuse a KV cache dtype no engine has (``extra``: an engine's own cache types, such as llama.cpp's q4_0)."""
-    if name not in extra:
-        asked_kv(name, "bf16")
-
-
-def asked_kv(name: str, model_dtype: str) -> KVDtype:
-    """A KV cache dtype a question asks of an engine, parsed against the names kvbudget knows (vLLM's, the widest
-    list; llama.cpp's own cache types are its options)."""
-    from ..dtypes import parse_kv_dtype
-    from .vllm import _KV_DTYPES
-
-    return parse_kv_dtype(name, model_dtype, _KV_DTYPES,
-                          f"unknown --kv-dtype {name!r}: use auto, fp8, fp8_e5m2, ... (llama.cpp: q8_0, q4_0 ...)")
+def known_kv(name: str, names: Iterable[str], label: str) -> None:
+    """Refuse a KV cache dtype the engine (``label``) has no cache for, naming the ones it has."""
+    have = tuple(n for n in names if n)
+    if name not in have:
+        raise InputError(f"unknown --kv-dtype {name!r}: {label} caches one of {', '.join(have)}")
 
 
 @record

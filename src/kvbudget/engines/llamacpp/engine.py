@@ -71,7 +71,7 @@ class LlamaCppEngine:
         from ..base import known_kv
         from .settings import CACHE_TYPES
 
-        known_kv(name, frozenset(CACHE_TYPES))
+        known_kv(name, ("auto", "fp8", "fp8_e4m3", *CACHE_TYPES), self.label)  # fp8: its 8-bit cache, q8_0
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .policy import plan, summary

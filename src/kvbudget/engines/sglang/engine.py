@@ -44,8 +44,9 @@ class SGLangEngine(PoolServer):
 
     def check_kv(self, name: str) -> None:
         from ..base import known_kv
+        from .settings import KV_DTYPES
 
-        known_kv(name)
+        known_kv(name, ("fp8", *KV_DTYPES), self.label)  # kvbudget's fp8: SGLang's fp8_e4m3
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .settings import SGLangSettings

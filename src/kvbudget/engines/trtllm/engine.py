@@ -40,8 +40,9 @@ class TrtllmEngine(PoolServer):
 
     def check_kv(self, name: str) -> None:
         from ..base import known_kv
+        from .settings import _KV_DTYPES
 
-        known_kv(name)
+        known_kv(name.lower(), _KV_DTYPES, self.label)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .settings import TrtllmSettings

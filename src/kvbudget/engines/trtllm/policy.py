@@ -181,9 +181,10 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     if weights != "auto":  # trtllm-serve takes a pre-quantized checkpoint
         raise InputError("TensorRT-LLM is planned with the checkpoint's own weights (use --weights-dtype auto, or "
                          "pass a pre-quantized checkpoint)")
-    from ..base import asked_kv, cap_raised_to_load
+    from ..base import cap_raised_to_load
 
-    fp8 = asked_kv(kv, serving_dtype(spec)).is_fp8  # any FP8 asked for: TensorRT-LLM's FP8 cache (e4m3)
+    fp8 = parse_kv_dtype(kv.lower(), serving_dtype(spec), _KV_DTYPES,  # an FP8 cache: TensorRT-LLM's (e4m3)
+                         f"TensorRT-LLM's KV cache is one of {', '.join(_KV_DTYPES)}, not {kv!r}").is_fp8
     s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if fp8 else kv)
     if fraction is not None:
         s = replace(s, free_gpu_memory_fraction=fraction)

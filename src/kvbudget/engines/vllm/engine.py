@@ -56,8 +56,9 @@ class VllmEngine:
 
     def check_kv(self, name: str) -> None:
         from ..base import known_kv
+        from .kv_layout import _KV_DTYPES
 
-        known_kv(name)
+        known_kv(name.strip().lower(), _KV_DTYPES, self.label)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .settings import VllmSettings

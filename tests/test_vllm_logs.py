@@ -175,3 +175,16 @@ def test_gpu_blocks_are_read_whatever_their_length(spelling: str) -> None:
         parse_vllm_log(f"INFO {spelling}: -7, # CPU blocks: 2048\n")
     with pytest.raises(InputError, match="no vLLM start-up figures"):  # the CPU figure alone is not the GPU's
         parse_vllm_log("INFO # CPU blocks: 2048\n")
+
+
+def test_check_json_prediction_keeps_the_verdict_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    """check --json's prediction is fit's document: with batch, max_batch, max_context and fits (one request)."""
+    import json
+
+    from kvbudget.cli import main
+
+    assert main(["check", str(DATA / "v0.6.5dev_h100_llama3-8b_default.log"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["prediction"]
+    # Llama-3-8B at 8,192 tokens on an H100 (vLLM 0.6.5's 0.9 budget): 55 requests' blocks, the whole context fits
+    assert (doc["batch"], doc["max_batch"], doc["max_context"], doc["fits"]) == (1, 55, 8192, True)
+    assert doc["max_batch"] == int(doc["max_concurrency"])

@@ -68,14 +68,13 @@ def launch_doc(launch: Launch) -> dict[str, str | None]:
 
 
 def fit_doc(a: FitAnswer, engine: Engine, units: str) -> dict[str, Any]:
+    from .json_doc import capacity_doc
     from .plan_report import fewest_doc, lever_docs
 
     doc = engine.doc(a, units)
     if not engine.serving:
         return doc
-    v = a.capacity
-    doc.update({"batch": v.load or v.asked, "max_batch": v.held * v.per_instance, "max_context": v.longest,
-                "fits": v.fits})
+    doc.update(capacity_doc(a.capacity))
     if a.launch is not None:
         doc["launch"] = launch_doc(a.launch)
         if a.launch.manifest_error:

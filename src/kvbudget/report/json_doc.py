@@ -203,9 +203,16 @@ def check_doc(c: CheckResult, units: str = "GiB") -> dict[str, Any]:
         "version_line": c.plan.release,
         "comparison": _rows_doc(c.rows),
         "kv_arithmetic_from_logged_memory": _rows_doc(c.arithmetic_rows),
-        "prediction": vllm_doc(c.plan, units),
+        "prediction": {**vllm_doc(c.plan, units), **capacity_doc(c.capacity)},
         "warnings": list(c.warnings),
     }
+
+
+def capacity_doc(v: Any) -> dict[str, Any]:
+    """The verdict's keys, as ``fit --json`` gives them (report/fit_report.py), for one request."""
+    if v is None:
+        return {}
+    return {"batch": v.load or v.asked, "max_batch": v.held * v.per_instance, "max_context": v.longest, "fits": v.fits}
 
 
 def llamacpp_doc(p: LlamaCppPlan, warnings: list[str] | None = None) -> dict[str, Any]:

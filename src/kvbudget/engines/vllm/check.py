@@ -15,6 +15,10 @@ from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
 from .settings import VllmSettings
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ..base import Verdict
+
 
 @record
 class Row:
@@ -35,6 +39,7 @@ class CheckResult:
     rows: tuple[Row, ...]
     arithmetic_rows: tuple[Row, ...]
     warnings: tuple[str, ...]
+    capacity: Verdict | None = None  # requests of max_model_len the predicted pool holds (one request asked)
 
 
 def _version_from_format(log: VllmLog, text: str) -> str:

@@ -182,10 +182,12 @@ class VllmEngine:
         return True  # any release line's log that no other engine claims
 
     def check(self, text: str, given: dict[str, Any]) -> Any:
+        from ..._record import replace
         from .check import check_log
 
-        return check_log(text, model=given.get("model"), gpu=given.get("gpu"), gpu_memory=given.get("gpu_memory"),
-                         version=given.get("vllm_version"), flags=list(given.get("flags") or ()))
+        result = check_log(text, model=given.get("model"), gpu=given.get("gpu"), gpu_memory=given.get("gpu_memory"),
+                           version=given.get("vllm_version"), flags=list(given.get("flags") or ()))
+        return replace(result, capacity=self.verdict(None, None, result.settings, result.plan, 1))  # type: ignore[arg-type]
 
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import vllm_text

@@ -245,3 +245,29 @@ def test_command_values_in_llamacpps_own_ranges() -> None:
                            ("-c 1e30", "not a whole number")]:
         with pytest.raises(InputError, match=message):
             parse_llamacpp_command("llama-server -m x.gguf " + flags)
+
+
+def test_fit_longest_context_keeps_the_commands_own_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama.cpp's longest context for its slots is searched with the command's own -ngl and cache types: at the
+    answer the command still fits, one token more per slot it does not."""
+    import json
+
+    from kvbudget.cli import main
+    from kvbudget.engines.llamacpp import LlamaCppSettings, plan
+
+    argv = ["fit", "llama-3.1-8b", "--gpu", "L4", "--engine", "llama.cpp", "--weights-dtype", "Q4_K_M", "--ngl", "40",
+            "--context", "16384", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    longest, slots = doc["max_context"], doc["n_seq_max"]
+    assert doc["fits"] and longest > 0 and "levers" not in doc  # no pool to move: no levers in fit
+    spec = kvbudget.fit("llama-3.1-8b", gpu="L4", engine="llama.cpp", weights_dtype="Q4_K_M", context=16384,
+                        options={"ngl": 40}).settings
+    from kvbudget._record import replace
+    from kvbudget.engines.llamacpp.engine import _quantized
+
+    model = _quantized(kvbudget.load_model("llama-3.1-8b"), spec)
+    l4 = kvbudget.find_gpu("L4")
+    assert plan(model, l4, replace(spec, n_ctx=longest * slots, fit=False)).fits
+    assert not plan(model, l4, replace(spec, n_ctx=(longest + 1) * slots, fit=False)).fits
+    assert isinstance(spec, LlamaCppSettings) and spec.n_gpu_layers == 40

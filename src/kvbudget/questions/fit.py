@@ -108,7 +108,7 @@ def _inverse(spec: ModelSpec, gpu: GPU, engine: Engine, a: FitAnswer, registry: 
         if longest is None:
             longest = longest_context(spec, gpu, engine.name, v.asked, **_know(layout), registry=registry) \
                 if not v.cap or v.asked <= v.cap else 0
-        if a.row.starts:
+        if a.row.starts and engine.pooled:  # levers move a pool; a cache of -c cells is the command's own choice
             own = getattr(engine, "levers", None)
             base, rows = (own(spec, gpu, a.settings, a.plan) if own else
                           replica_levers(spec, gpu, engine.name, context, **_know(layout), registry=registry))

@@ -125,7 +125,15 @@ class LlamaCppEngine:
         """The command's own slots: they fit or not; the load is its slots, each with its share of a unified
         cache's cells."""
         each = max(p.n_ctx // p.n_seq_max, 1) if p.unified else p.n_ctx_seq
-        return Verdict(held=p.n_seq_max if p.fits else 0, asked=p.n_seq_max, fits=p.fits, context=each)
+        longest = 0
+        if p.fits:  # the longest context per slot with the command's own settings (-ngl, cache types ...): -c grows
+            from ..._bisect import largest
+            from ..._record import replace
+
+            slots = p.n_seq_max
+            longest = largest(lambda c: self.run(spec, gpu, replace(s, n_ctx=c * slots, fit=False)).fits,
+                              spec.max_context)
+        return Verdict(held=p.n_seq_max if p.fits else 0, asked=p.n_seq_max, fits=p.fits, longest=longest, context=each)
 
     def advice(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, p: LlamaCppPlan) -> tuple[str, ...]:
         """A 16-bit model that does not fit: would its Q4_K_M file?"""

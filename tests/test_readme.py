@@ -43,7 +43,7 @@ def test_python_api_example_values() -> None:
         elif expected is not None:
             assert eval(statement, namespace) == expected, statement
             checked += 1
-    assert checked == 9
+    assert checked == 10
 
 
 def test_quick_start_has_three_commands_and_the_output_is_explained() -> None:

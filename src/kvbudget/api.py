@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from .plan.search import Deployment as PlanRow
     from .questions.plan import LeversAnswer, PlanAnswer
 
-__all__ = ["FitAnswer", "InputError", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "load_model", "max_concurrency",
-           "max_context", "vllm_plan"]
+__all__ = ["FitAnswer", "InputError", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "levers", "load_model",
+           "max_concurrency", "max_context", "plan_deployments", "vllm_plan"]
 
 MAX_NAME = 4096  # characters in a model reference, a GPU name, a dtype
 
@@ -310,7 +310,7 @@ def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: 
     return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
 
 
-def plan(model: str | ModelSpec, *, concurrency: int, context: int, engine: str = "vllm", gpus: str | None = None,
+def plan_deployments(model: str | ModelSpec, *, concurrency: int, context: int, engine: str = "vllm", gpus: str | None = None,
          max_gpus: int = 64, gpus_per_node: int | None = None, weights: str | None = None, kv_dtype: str | None = None,
          prices: str | None = None, options: dict[str, object] | None = None,
          registry: Registry | None = None) -> PlanAnswer:

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from ._record import replace
 from .units import InputError, excerpt, human_readable_int, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -120,7 +121,7 @@ _COMMANDS = {
     "fit": "will it fit: per-GPU memory partition, largest batch, longest context",
     "explain": "what a pasted launch command (vLLM, SGLang, TensorRT-LLM, llama.cpp) will do and print at start-up",
     "check": "compare an engine's start-up log with kvbudget's prediction, figure by figure",
-    "compare": "one model on one GPU under vLLM, SGLang, TensorRT-LLM and llama.cpp, side by side",
+    "compare": "one model on one GPU under every engine (vLLM, SGLang, TensorRT-LLM, llama.cpp, transformers), side by side",
     "plan": "the cheapest deployments (GPU type x count x layout x precision) that serve a load",
     "levers": "what each lever (FP8, 4-bit, FP8 KV, context, GPUs, max_num_seqs, utilization) buys",
     "models": "list the built-in models",
@@ -145,7 +146,8 @@ def _fit_args(fit: argparse.ArgumentParser, registry: Registry) -> None:
                      help="auto (checkpoint), bf16, fp16, fp32, fp8, int8, awq, gptq, nf4, mxfp4, nvfp4; "
                      "llama.cpp: a llama-quantize type (Q4_K_M, Q5_K_M, Q8_0, IQ4_XS ...)")
     fit.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp8, ...")
-    fit.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context)")
+    fit.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context; llama.cpp: "
+                     "-c, the cells its --np slots share, default: fitted to the GPU)")
     fit.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
     names = registry.names()
     fit.add_argument("--engine", choices=names, default=names[0],
@@ -235,6 +237,11 @@ _KINDS = {"count": _count, "fraction": _fraction, "layers": _layers, "size": _si
 def _engine_options(p: argparse.ArgumentParser, command: str, registry: Registry) -> None:
     """Each engine's own options for ``command``, in a group per engine (an option two engines read is the first's)."""
     seen: set[str] = set()
+    readers: dict[str, list[str]] = {}  # an option several engines read: who
+    for engine in registry:
+        for o in engine.options:
+            if command in o.commands:
+                readers.setdefault(o.dest, []).append(engine.label)
     for engine in registry:
         mine = [o for o in engine.options if command in o.commands and o.dest not in seen]
         if not mine:
@@ -243,7 +250,8 @@ def _engine_options(p: argparse.ArgumentParser, command: str, registry: Registry
                                      else engine.label)
         for o in mine:
             seen.add(o.dest)
-            _add_option(group, o, command)
+            also = [label for label in readers[o.dest] if label != engine.label]
+            _add_option(group, replace(o, help=o.help + f" (also {', '.join(also)})") if also else o, command)
 
 
 def _add_option(group: argparse._ActionsContainer, o: Option, command: str) -> None:

@@ -50,7 +50,7 @@ class PoolServer:
 
         p = answer.plan
         return engine_text(answer.row, p.model, p.gpu, list(p.log_lines), list(p.notes)
-                           + [f"warning: {w}" for w in answer.warnings], units)
+                           + [f"warning: {w}" for w in answer.warnings], units, answer.label)
 
     def doc(self, answer: Any, units: str) -> dict[str, Any]:
         from ..report.json_doc import engine_doc

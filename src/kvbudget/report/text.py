@@ -232,10 +232,12 @@ def llamacpp_text(p: LlamaCppPlan, units: str, warnings: list[str] | None = None
     return "\n".join(out)
 
 
-def engine_text(row: EnginePlan, model: str, gpu: str, lines: list[str], notes: list[str], units: str) -> str:
+def engine_text(row: EnginePlan, model: str, gpu: str, lines: list[str], notes: list[str], units: str,
+                label: str = "") -> str:
     """SGLang and TensorRT-LLM plans: the budget, the pool and the lines the engine will print."""
+    label = label or row.engine
     out = [
-        f"{model} with {row.engine} on {gpu}",
+        f"{model} with {label} on {gpu}",
         "",
         table(["part", units], [["weights per GPU", fmt_bytes(row.weights_bytes, units)],
                                 ["KV cache budget per GPU", fmt_bytes(row.kv_budget_bytes, units)]]),
@@ -243,7 +245,7 @@ def engine_text(row: EnginePlan, model: str, gpu: str, lines: list[str], notes: 
         f"KV tokens: {row.kv_tokens:,}; the pool holds {plural(_whole(row.max_concurrency), 'request')} of {row.context:,} tokens",
     ]
     if lines:
-        out += ["", f"{row.engine} will log:" if row.starts else f"{row.engine} will fail:", *(f"  {line}" for line in lines)]
+        out += ["", f"{label} will log:" if row.starts else f"{label} will fail:", *(f"  {line}" for line in lines)]
     out += [n if n.startswith("warning:") else f"note: {n}" for n in notes]
     return "\n".join(out)
 

@@ -29,7 +29,7 @@ class SGLangEngine(PoolServer):
     fraction: Fraction | None = Fraction("mem_fraction_static", 0.03)
     options: tuple[Option, ...] = (Option("mem_fraction_static", "fraction", "SGLang's mem_fraction_static (default: by GPU memory)",
                       commands=("fit", "levers")),
-               Option("max_num_seqs", "count", "max_running_requests (default: by pool size)"))
+               Option("max_num_seqs", "count", "requests running at once: SGLang's max_running_requests (default: by pool size)"))
     fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
 

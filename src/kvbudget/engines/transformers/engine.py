@@ -76,7 +76,7 @@ class TransformersEngine(NotAServer):
         from ...report.text import engine_text
 
         p = answer.plan
-        return engine_text(answer.row, p.model, p.gpu, [], list(p.notes), units)
+        return engine_text(answer.row, p.model, p.gpu, [], list(p.notes), units, answer.label)
 
     def doc(self, answer: Any, units: str) -> dict[str, Any]:
         from ...report.json_doc import engine_doc

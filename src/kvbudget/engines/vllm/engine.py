@@ -33,7 +33,7 @@ class VllmEngine:
                commands=_ALL),
         Option("gpu_memory_utilization", "fraction", "vLLM's budget fraction (default: the release's)",
                commands=("fit", "levers")),
-        Option("max_num_seqs", "count", "vLLM max_num_seqs (default: by GPU and release)"),
+        Option("max_num_seqs", "count", "requests running at once: vLLM's max_num_seqs (default: by GPU and release)"),
         Option("max_num_batched_tokens", "count", "vLLM max_num_batched_tokens (default: by GPU and release)"),
         Option("block_size", "count", "tokens per KV block (default 16, raised for hybrid models)"),
         Option("enforce_eager", "switch", "no CUDA graphs", default=False),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +217,19 @@ def test_llamacpp_plans_and_levers_take_gguf_types(capsys: pytest.CaptureFixture
     assert lev["baseline"]["max_concurrency"] > 0
     assert main(["plan", "qwen3-30b-a3b", "--concurrency", "4", "--context", "8192", "--weights-dtype", "q4_k_m"]) == 2
     assert "llama.cpp GGUF type" in capsys.readouterr().err  # under vLLM, a GGUF type is refused
+
+
+def test_another_engines_option_on_explain_or_check_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """An option the engine that reads the command or log does not have is one error line, not silently ignored."""
+    data = Path(__file__).parent / "data"
+    sglang_log = next(p for p in sorted((data / "sglang_logs").iterdir()) if p.suffix != ".json")
+    llama_log = next(p for p in sorted((data / "llamacpp_logs").iterdir()) if p.suffix != ".json")
+    for argv, said in [
+        (["explain", "--gpu", "H100", "--llamacpp-build", "5000", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"],
+         "--llamacpp-build is not read for vLLM's command"),
+        (["check", str(sglang_log), "--", "--max-model-len", "4096"], "the flags after -- are read for vLLM logs only"),
+        (["check", str(llama_log), "--vllm-version", "0.6.3"], "--vllm-version is not read for llama.cpp's log"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err, err

@@ -25,17 +25,13 @@ if TYPE_CHECKING:
 
     from ..hardware import GPU
     from ..model.spec import ModelSpec
-    from .llamacpp.settings import LlamaCppSettings
-    from .sglang.settings import SGLangSettings
-    from .trtllm.settings import TrtllmSettings
-    from .vllm.settings import VllmSettings
 
     class Engine(Protocol):
         """Everything a command asks of an engine (``docs/adding-an-engine.md`` walks through a toy one)."""
 
         name: str  # "vllm": how the CLI and the JSON name it
         label: str  # "vLLM": how a sentence names it
-        serving: bool  # a server compared, searched and given levers (False: the textbook partition)
+        serving: bool  # compared with the others and given a launch command (False: the textbook partition)
         multi_node: bool  # kvbudget writes launch files for a replica across nodes
         pipeline: bool  # it runs pipeline-parallel stages
         tensor_parallel: bool  # several GPUs split the heads (else: they split the layers)
@@ -76,6 +72,12 @@ if TYPE_CHECKING:
         def doc(self, answer: Any, units: str) -> dict[str, Any]: ...
         def check_text(self, result: Any, units: str) -> str: ...
         def check_doc(self, result: Any, units: str) -> dict[str, Any]: ...
+
+        # Optional members, used where an engine has them (``hasattr``): ``replica(spec, gpu, tp, pp, weights, kv,
+        # concurrency, context, version, fraction) -> Replica`` (the plan search, fewest GPUs, replica levers and
+        # longest context), ``levers`` (its own levers), ``advice`` (suggestions printed with a plan), ``held_at`` /
+        # ``longest_for`` (exact inverse answers from one plan), ``partition`` (fit --plot), ``long_context``,
+        # ``no_fraction``, ``default_reader`` and ``reads_run_flags`` (docs/adding-an-engine.md).
 
 
 class NotAServer:
@@ -369,7 +371,7 @@ class Replica:
     kv_cache_bytes: int
     kv_cache_tokens: int
     cap: int
-    settings: VllmSettings | SGLangSettings | TrtllmSettings | LlamaCppSettings
+    settings: Any  # the engine's own settings record that realises it
     fraction: float = 0.0  # the engine's memory fraction as it applied it (0: llama.cpp has none)
 
 

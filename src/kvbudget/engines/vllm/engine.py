@@ -23,6 +23,7 @@ class VllmEngine:
     serving, multi_node, pipeline = True, True, True  # launch files across nodes; pipeline stages
     pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
     default_reader = True  # a command or a log no other engine claims is vLLM's
+    reads_run_flags = True  # check: the vLLM flags a logged run used, after --
     long_context = "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"  # what lets it run past the model's own context
     kv_levers: tuple[str, ...] = ("fp8",)
     # vLLM's OpenAI-compatible server image (docs.vllm.ai, "Using Docker"); `vllm serve` listens on 8000

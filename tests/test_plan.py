@@ -419,9 +419,11 @@ def test_review_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
                  "--prices", str(tmp_path / "free.json"), "--plot", str(tmp_path / "free.svg")]) == 0
     assert "chosen: 8 x L4-24GB" in (tmp_path / "free.svg").read_text()
     capsys.readouterr()
-    # --plot draws vLLM and textbook partitions only
-    assert main(["fit", LLAMA70, "--gpu", "H100", "--engine", "sglang", "--plot", str(tmp_path / "s.png")]) == 2
-    assert "--plot draws the vllm and textbook partitions" in capsys.readouterr().err
+    # --plot draws every engine's partition: SGLang's parts of the GPU as its plan splits them
+    assert main(["fit", LLAMA70, "--gpu", "H100", "--engine", "sglang", "--context", "8192", "--num-gpus", "2",
+                 "--plot", str(tmp_path / "s.svg")]) == 0
+    svg = (tmp_path / "s.svg").read_text()
+    assert all(part in svg for part in ("weights", "KV pool", "reserved (1 - mem_fraction_static)", "free"))
 
 
 def test_every_engine_fit_carries_a_launch_that_round_trips(capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,10 +60,6 @@ def _fit(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
 
     registry.refuse_foreign("fit", args.engine, _given(args, defaults))
     engine = registry.get(args.engine)
-    if args.plot and not hasattr(engine, "partition"):
-        names = [e.name for e in registry if hasattr(e, "partition")]
-        drawn = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
-        raise InputError(f"--plot draws the {drawn} partitions, not --engine {args.engine}'s")
     tp, pp = _parallelism(args)
     answer = api.fit(args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, engine=args.engine, tp=tp, pp=pp,
                      weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context, batch=args.batch,

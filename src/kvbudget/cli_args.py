@@ -152,7 +152,8 @@ def _fit_args(fit: argparse.ArgumentParser, registry: Registry) -> None:
     names = registry.names()
     fit.add_argument("--engine", choices=names, default=names[0],
                      help=f"whose rules (default {names[0]}): " + ", ".join(f"{e.name} ({e.label})" for e in registry))
-    fit.add_argument("--plot", metavar="FILE", help="also draw each GPU's memory partition (.png/.svg)")
+    fit.add_argument("--plot", metavar="FILE", help="also draw each GPU's memory partition as the engine splits it "
+                     "(.png/.svg)")
 
 
 def _hardware(p: argparse.ArgumentParser, gpu_help: str, required: bool = True) -> None:

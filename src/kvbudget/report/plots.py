@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 COLORS = {"weights": "#4C72B0", "KV cache": "#55A868", "activation": "#C44E52", "CUDA graphs": "#8172B2",
           "overhead": "#CCB974", "free": "#DDDDDD"}
+_OTHER = ("#4C72B0", "#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD")  # an engine's own part names
 
 
 def _pyplot() -> Any:
@@ -110,9 +111,14 @@ def kv_plot(spec: ModelSpec, weights_bytes: int, path: str, batches: tuple[int, 
 
 
 def fit_plot(answer: Any, engine: Any, path: str) -> list[tuple[str, int]]:
-    """The memory partition of each GPU, as the engine splits it (``engine.partition``): the parts of the first."""
+    """The memory partition of each GPU, as the engine splits it (``engine.partition``; otherwise the binding GPU's
+    parts from its ``EnginePlan``): the parts of the first."""
     plt = _pyplot()
-    tp, pp, per_gpu = engine.partition(answer.plan)
+    if hasattr(engine, "partition"):  # the engine's own bars (vLLM: each pipeline stage's)
+        tp, pp, per_gpu = engine.partition(answer.plan)
+    else:  # the binding GPU's parts as the engine splits them (EnginePlan.parts), and what stays free
+        parts = [(x.name, x.bytes) for x in answer.row.parts]
+        tp, pp, per_gpu = 1, 1, [[*parts, ("free", max(answer.device.memory_bytes - sum(b for _, b in parts), 0))]]
     parts = per_gpu[0]
     n = len(per_gpu)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * n + 2.5), 4.8))
@@ -120,7 +126,7 @@ def fit_plot(answer: Any, engine: Any, path: str) -> list[tuple[str, int]]:
     bottoms = [0.0] * n
     for j, (name, _) in enumerate(parts):
         values = [gpu_parts[j][1] / GiB for gpu_parts in per_gpu]
-        ax.bar(labels, values, bottom=bottoms, color=COLORS[name], label=name)
+        ax.bar(labels, values, bottom=bottoms, color=COLORS.get(name, _OTHER[j % len(_OTHER)]), label=name)
         bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
     ax.set_ylabel("GiB per GPU")
     ax.set_title(f"{answer.model} on {answer.device.name}: memory per GPU")

@@ -128,6 +128,27 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
     return engine.check_text(result, args.units)
 
 
+def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
+    from . import inputs
+    from .questions.calibrate import calibrate, profile_doc
+    from .report import calibrate_report
+
+    if len(args.logs) > 1000:
+        raise InputError(f"{len(args.logs):,} logs: give at most 1,000")
+    logs = [(path, inputs.read_text(path, "log", inputs.MAX_LOG_BYTES, errors="replace")) for path in args.logs]
+    c = calibrate(logs, {"model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
+    if not c.terms:
+        why = "; ".join(f"{log}: {reason}" for log, reason in c.skipped[:3])
+        raise InputError(f"no log to calibrate on ({why})")
+    if args.out:
+        import json
+
+        inputs.write_text(args.out, json.dumps(profile_doc(c), indent=1) + "\n")
+    if args.json:
+        return _render(args, calibrate_report.calibrate_doc(c, args.out), "")
+    return calibrate_report.calibrate_text(c, args.units, args.out)
+
+
 def _compare(args: argparse.Namespace, registry: Registry) -> str:
     from . import api
     from .questions.compare import compare
@@ -190,6 +211,7 @@ def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
         return json_doc.dumps(json_doc.kv_doc(r)) if args.json else text.kv_text(r, args.units)
     commands = {"fit": lambda: _fit(args, registry, defaults), "explain": lambda: _explain(args, registry),
                 "check": lambda: _check(args, registry), "compare": lambda: _compare(args, registry),
+                "calibrate": lambda: _calibrate(args, registry),
                 "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults)}
     if args.command in commands:
         return commands[args.command]()

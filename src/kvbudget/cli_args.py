@@ -95,6 +95,16 @@ def _layers(text: str) -> int:
     return max(value, -1)
 
 
+def _json_file(path: str) -> object:
+    """A JSON file an option names, read (bounded) and parsed."""
+    from .inputs import MAX_CONFIG_BYTES, load_json, read_bytes
+
+    try:
+        return load_json(read_bytes(path, "profile", MAX_CONFIG_BYTES), path)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _size(text: str) -> int:
     try:
         return parse_size(text)
@@ -121,6 +131,7 @@ _COMMANDS = {
     "fit": "will it fit: per-GPU memory partition, largest batch, longest context",
     "explain": "what a pasted launch command (vLLM, SGLang, TensorRT-LLM, llama.cpp) will do and print at start-up",
     "check": "compare an engine's start-up log with kvbudget's prediction, figure by figure",
+    "calibrate": "a site's own start-up logs as a profile of the non-KV memory kvbudget's model misses there",
     "compare": "one model on one GPU under every engine (vLLM, SGLang, TensorRT-LLM, llama.cpp, transformers), side by side",
     "plan": "the cheapest deployments (GPU type x count x layout x precision) that serve a load",
     "levers": "what each lever (FP8, 4-bit, FP8 KV, context, GPUs, max_num_seqs, utilization) buys",
@@ -183,6 +194,14 @@ def _check_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.epilog = "After --: vLLM flags the run used, overriding what the log shows (e.g. -- --max-model-len 4096)."
 
 
+def _calibrate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("logs", nargs="+", metavar="LOG", help="the site's start-up logs (vLLM, any release line)")
+    p.add_argument("--model", help="the model, when a log does not name it (catalog name, HF id or config.json)")
+    _hardware(p, "the GPU, when a log does not show it", required=False)
+    p.add_argument("--out", metavar="FILE", help="write the profile there (use it with --profile FILE on fit, explain, "
+                   "levers)")
+
+
 def _compare_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("model", help="catalog name or alias, HF repo id, config.json or GGUF file")
     _hardware(p, "GPU name (H100, L4 ...)")
@@ -228,10 +247,12 @@ def _kv(p: argparse.ArgumentParser, registry: Registry) -> None:
     _kv_args(p)
 
 
-_ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "compare": _compare_args,
+_ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "calibrate": _calibrate_args,
+         "compare": _compare_args,
          "plan": _plan_args, "levers": _levers_args}
-_METAVARS = {"count": "N", "layers": "N", "fraction": "F", "size": "SIZE", "size0": "SIZE", "text": "NAME"}
-_KINDS = {"count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
+_METAVARS = {"count": "N", "layers": "N", "fraction": "F", "size": "SIZE", "size0": "SIZE", "text": "NAME",
+             "json": "FILE"}
+_KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
           "choice": None}
 
 

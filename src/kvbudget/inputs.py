@@ -71,6 +71,15 @@ def read_text(path: str, what: str, max_bytes: int, errors: str = "strict") -> s
         raise InputError(f"{what} {excerpt_path(path)}: not UTF-8 text (byte {exc.start})") from None
 
 
+def write_text(path: str, text: str, what: str = "--out") -> None:
+    """Write ``text`` to ``path`` (one error line naming the OS's reason when it cannot)."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{what} {excerpt_path(path)}: cannot write it ({_why(exc)})") from None
+
+
 # Everything but quotes, brackets and backslashes, deleted by str.translate (C speed on ASCII text).
 _NOT_STRUCTURE = dict.fromkeys(i for i in range(128) if chr(i) not in '"[]{}\\')
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}

@@ -39,9 +39,11 @@ class VllmEngine:
         Option("block_size", "count", "tokens per KV block (default 16, raised for hybrid models)"),
         Option("enforce_eager", "switch", "no CUDA graphs", default=False),
         Option("dp", "count", "data-parallel engines (figures are per engine)", default=1),
+        Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): its non-KV memory on "
+               "runs like the logged ones", commands=("fit", "explain", "levers")),
     )
     # the `kvbudget fit` options it reads (their dests), and what to give instead of another engine's
-    fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size",
+    fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size", "profile",
                            "enforce_eager", "dp", "max_num_seqs", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"mem_fraction_static": "--gpu-memory-utilization", "free_gpu_memory_fraction": "--gpu-memory-utilization",
                          "np": "--max-num-seqs", "overhead": "--gpu-memory-utilization", "weights_memory": "--engine textbook"}.items())
@@ -82,7 +84,8 @@ class VllmEngine:
             quantization=None if ask.weights == "auto" else ask.weights, tensor_parallel_size=ask.tp,
             pipeline_parallel_size=ask.pp, data_parallel_size=ask.option("dp", 1), max_num_seqs=ask.option("max_num_seqs"),
             max_num_batched_tokens=ask.option("max_num_batched_tokens"), enforce_eager=ask.option("enforce_eager", False),
-            allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)))
+            allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)),
+            site=_site(ask.option("profile")))
 
     def accepts(self, settings: object) -> bool:
         from .settings import VllmSettings
@@ -169,12 +172,14 @@ class VllmEngine:
         return True  # vLLM reads what no other engine claims (vllm serve, python -m vllm.entrypoints ...)
 
     def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        from ..._record import replace
         from .command import parse_vllm_command
         from .settings import VllmSettings
 
         version = given.get("vllm_version")
         cmd = parse_vllm_command(words, VllmSettings(version=version) if version is not None else None)
-        return Command(cmd.model, cmd.settings, cmd.warnings)
+        settings = replace(cmd.settings, site=_site(given.get("profile"))) if given.get("profile") else cmd.settings
+        return Command(cmd.model, settings, cmd.warnings)
 
     def gpus(self, s: VllmSettings) -> int:
         return s.tensor_parallel_size * s.pipeline_parallel_size * s.data_parallel_size
@@ -189,6 +194,20 @@ class VllmEngine:
         result = check_log(text, model=given.get("model"), gpu=given.get("gpu"), gpu_memory=given.get("gpu_memory"),
                            version=given.get("vllm_version"), flags=list(given.get("flags") or ()))
         return replace(result, capacity=self.verdict(None, None, result.settings, result.plan, 1))  # type: ignore[arg-type]
+
+    def calibration_point(self, name: str, text: str, given: dict[str, Any]) -> Any:
+        """The run a log shows: its GPU, release line and TP x PP, the available KV memory it logged and the one
+        kvbudget predicts (None when the log prints no available KV memory)."""
+        from ...questions.calibrate import Point
+        from ...units import GiB
+
+        c = self.check(text, {**given, "profile": None})
+        row = next((r for r in c.rows if r.figure == "available KV cache (GiB)"), None)
+        if row is None or row.reported is None or row.predicted is None:
+            return None
+        s = c.settings
+        return Point(name, self.name, c.gpu, c.plan.release, s.tensor_parallel_size * s.pipeline_parallel_size,
+                     round(row.reported * GiB), round(row.predicted * GiB))
 
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import vllm_text
@@ -209,6 +228,15 @@ class VllmEngine:
         from ...report.json_doc import check_doc
 
         return check_doc(result, units)
+
+
+def _site(doc: object) -> tuple[Any, ...]:
+    """A site profile's terms (none when no profile is given)."""
+    if doc is None:
+        return ()
+    from .settings import site_profile
+
+    return site_profile(doc)
 
 
 ENGINE = VllmEngine()

@@ -39,7 +39,7 @@ from .calibration import (
     rotary_cache_bytes,
 )
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
-from .settings import Release, VllmSettings, release
+from .settings import Release, VllmSettings, release, site_bytes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -269,6 +269,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
     sizes = capture_sizes(r.seqs, r.tokens, gpu) if graphs_counted else ()
     stage_list = stages(spec, r.fmt, r.tp, r.pp)
     non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else NON_TORCH_TP1_BYTES[rel.key]
+    non_torch += site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0]  # a site profile, when given
     reqs = min(r.tokens, r.seqs)
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
@@ -382,6 +383,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
 
     total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes)
     k, available, num_blocks = _blocks(per_stage, settings, notes)
+    if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
+        notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
     st, bpb, weights, act, graphs, _ = per_stage[k]
     error, max_len, estimated, load_oom, available, num_blocks = _checks(
         r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
@@ -394,7 +397,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     provenance = (
         ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
         ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
-        ("non_torch_bytes", Figure(non_torch, "calibrated", band)),
+        ("non_torch_bytes", Figure(non_torch, "calibrated", _site_band(settings, gpu, r) or band)),
         ("activation_bytes", Figure(act, "calibrated", band)),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
         ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact")),
@@ -487,6 +490,15 @@ def summary(p: VllmPlan) -> EnginePlan:
         f"blocks of {p.block_size} tokens", p.error, p.log_lines, cap=p.max_num_seqs, blocks=p.num_gpu_blocks,
         block_tokens=p.block_size, parts=parts,
     )
+
+
+def _site_band(settings: VllmSettings, gpu: GPU, r: _Resolved) -> str:
+    """The provenance of a non-torch figure that a site profile moved: which logs, and how far they spread."""
+    extra, term = site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)
+    if term is None:
+        return ""
+    return (f"site profile: {extra / GiB:+.2f} GiB from {term.logs} log(s) of {term.gpu}, {term.release}, "
+            f"{term.gpus} GPU(s) (spread {term.spread / GiB:.2f} GiB)")
 
 
 def _short(p: VllmPlan, gpu: GPU) -> str:

@@ -12,6 +12,46 @@ from ...units import InputError
 
 
 @record
+class SiteTerm:
+    """Non-KV memory a site's own start-up logs show beyond kvbudget's model, for one GPU, release line and
+    parallel size (``kvbudget calibrate``): added to the non-torch memory of a plan that matches it."""
+
+    gpu: str  # the GPU's catalog name (or "custom (N GiB)")
+    release: str  # the release line's key (Release.key)
+    gpus: int  # TP x PP of the logged runs
+    bytes: int  # the median over the logs (negative: the site uses less than the model says)
+    logs: int  # how many logs it comes from
+    spread: int = 0  # the largest distance of one log's residual from the median
+
+
+def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
+    """A profile file (``kvbudget calibrate --out``) read back, each field checked."""
+    from ...inputs import whole
+
+    if not isinstance(doc, dict) or doc.get("kvbudget_profile") != 1 or not isinstance(doc.get("terms"), list):
+        raise InputError(f"{where}: not a kvbudget profile (write one with `kvbudget calibrate LOG ... --out FILE`)")
+    terms = []
+    for i, t in enumerate(doc["terms"][:10_000]):
+        at = f"{where}: terms[{i}]"
+        if not isinstance(t, dict) or not isinstance(t.get("gpu"), str) or not isinstance(t.get("release"), str):
+            raise InputError(f"{at}: needs gpu and release names")
+        terms.append(SiteTerm(t["gpu"][:200], t["release"][:40], whole(t.get("gpus"), "gpus", 1, 1 << 20, at),
+                              whole(t.get("bytes"), "bytes", -(1 << 50), 1 << 50, at),
+                              whole(t.get("logs"), "logs", 1, 1 << 20, at), whole(t.get("spread", 0), "spread", 0, 1 << 50, at)))
+    return tuple(terms)
+
+
+def site_bytes(site: tuple[SiteTerm, ...], gpu: str, release: str, gpus: int) -> tuple[int, SiteTerm | None]:
+    """The site's extra non-KV bytes for this GPU, release line and TP x PP: the term of the same size, else the
+    one of the nearest size on the same GPU and release (None: the site logged no run like it)."""
+    same = [t for t in site if t.gpu == gpu and t.release == release]
+    if not same:
+        return 0, None
+    term = min(same, key=lambda t: (abs(t.gpus - gpus), t.gpus))
+    return term.bytes, term
+
+
+@record
 class Release:
     """How one line of vLLM releases accounts for memory."""
 
@@ -89,3 +129,4 @@ class VllmSettings:
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default 1)
     chunked_local_hybrid: bool = False  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
+    site: tuple[SiteTerm, ...] = ()  # a site's own calibration (kvbudget calibrate --out PROFILE; --profile PROFILE)

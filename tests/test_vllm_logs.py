@@ -118,7 +118,11 @@ def test_kv_arithmetic_from_the_logged_memory_is_exact(name: str) -> None:
     assert checked, f"{name}: no figure to check"
 
 
-MODELLED = [n for n in RECORDS if "model" in _meta(n)["kvbudget"] and not _meta(n)["kvbudget"].get("exclude")]
+# The tolerances below hold the "modelling" split (the logs kvbudget was fitted and checked against). Records of the
+# "validation" split (added afterwards, held out) are measured by tools/accuracy.py and its table, not asserted here:
+# a miss on them is reported, never tuned away.
+MODELLING = [n for n in RECORDS if _meta(n).get("split") == "modelling"]
+MODELLED = [n for n in MODELLING if "model" in _meta(n)["kvbudget"] and not _meta(n)["kvbudget"].get("exclude")]
 IN_STATS = [n for n in MODELLED if not _meta(n)["kvbudget"].get("outlier")]
 
 

@@ -179,3 +179,25 @@ def test_transformers_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fit", LLAMA8, "--gpu", "H100", "--engine", "transformers", "--context", "8192", "--batch", "4",
                  "--cache", "static"]) == 0
     assert "StaticCache" in capsys.readouterr().out
+
+
+def test_sglang_release_line_is_an_option_of_fit_and_explain(capsys: pytest.CaptureFixture[str]) -> None:
+    """--sglang-version 0.4 plans with 0.4's rules (as SGLangSettings(version="0.4")), levers included."""
+    import json
+
+    spec, h100 = kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100")
+    old = sglang.plan(spec, h100, sglang.SGLangSettings(version="0.4", context_length=8192))
+    new = sglang.plan(spec, h100, sglang.SGLangSettings(context_length=8192))
+    assert old.max_total_num_tokens != new.max_total_num_tokens
+    argv = ["fit", LLAMA8, "--gpu", "H100", "--engine", "sglang", "--context", "8192", "--json"]
+    assert main([*argv, "--sglang-version", "0.4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kv_cache_tokens"] == old.max_total_num_tokens
+    assert doc["levers"][0]["max_concurrency"] != 0 and doc["figures"]["version"] == "0.4"
+    assert main([*argv, "--sglang-version", "0.5"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_cache_tokens"] == new.max_total_num_tokens
+    assert main(["explain", "--gpu", "H100", "--sglang-version", "0.4", "--json", "--", "python", "-m",
+                 "sglang.launch_server", "--model-path", LLAMA8, "--context-length", "8192"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_cache_tokens"] == old.max_total_num_tokens
+    assert main(["fit", LLAMA8, "--gpu", "H100", "--sglang-version", "0.4"]) == 2
+    assert "--sglang-version is not read under --engine vllm" in capsys.readouterr().err

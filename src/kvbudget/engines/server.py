@@ -35,7 +35,13 @@ class PoolServer:
         from .cmdscan import parse_other_command
 
         cmd = parse_other_command(words)
-        return Command(cmd.model, cmd.sglang if cmd.sglang is not None else cmd.trtllm, cmd.warnings)
+        settings = cmd.sglang if cmd.sglang is not None else cmd.trtllm
+        version = given.get("sglang_version")
+        if version is not None and cmd.sglang is not None:  # the release line the user names for the command
+            from .._record import replace
+
+            settings = replace(settings, version="current" if version in ("current", "0.5") else version)
+        return Command(cmd.model, settings, cmd.warnings)
 
     def gpus(self, s: Any) -> int:
         return int(s.tp * s.pp)

@@ -29,8 +29,11 @@ class SGLangEngine(PoolServer):
     fraction: Fraction | None = Fraction("mem_fraction_static", 0.03)
     options: tuple[Option, ...] = (Option("mem_fraction_static", "fraction", "SGLang's mem_fraction_static (default: by GPU memory)",
                       commands=("fit", "levers")),
-               Option("max_num_seqs", "count", "requests running at once: SGLang's max_running_requests (default: by pool size)"))
-    fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+               Option("max_num_seqs", "count", "requests running at once: SGLang's max_running_requests (default: by pool size)"),
+               Option("sglang_version", "choice", "SGLang release line whose memory rules apply: current (0.5) or 0.4",
+                      default="current", choices=("current", "0.5", "0.4"), commands=("fit", "explain")))
+    fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "sglang_version", "tp", "pp", "num_gpus", "batch",
+                           "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
 
     # what `kvbudget plan` tries by default, and the names it accepts
@@ -67,7 +70,8 @@ class SGLangEngine(PoolServer):
     def settings(self, spec: ModelSpec, ask: Ask) -> SGLangSettings:
         from .settings import SGLangSettings
 
-        return SGLangSettings(mem_fraction_static=ask.option("mem_fraction_static"), tp=ask.tp, pp=ask.pp,
+        return SGLangSettings(version=_line(ask.option("sglang_version", "current")),
+                              mem_fraction_static=ask.option("mem_fraction_static"), tp=ask.tp, pp=ask.pp,
                               context_length=ask.context, kv_cache_dtype=_kv(ask.kv_dtype),
                               max_running_requests=ask.option("max_num_seqs"),
                               quantization=None if ask.weights == "auto" else ask.weights)
@@ -86,7 +90,7 @@ class SGLangEngine(PoolServer):
         return pool_verdict(p.starts, p.max_total_num_tokens, p.context_len, p.max_running_requests, batch)
 
     def layout(self, s: SGLangSettings) -> Layout:
-        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static)
+        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static, s.version)
 
     def launch(self, model: str, s: SGLangSettings) -> Launch:
         from ..served import checkpoint_note
@@ -99,6 +103,11 @@ class SGLangEngine(PoolServer):
 
     def reads_log(self, text: str) -> bool:
         return "KV Cache is allocated" in text
+
+
+def _line(version: str) -> str:
+    """The release line of an SGLang version as kvbudget's rules name it (0.5 is the current one)."""
+    return "current" if version in ("current", "0.5") else version
 
 
 ENGINE = SGLangEngine()

@@ -267,13 +267,13 @@ def summary(p: SGLangPlan) -> EnginePlan:
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
             version: str, fraction: float | None = None) -> Replica:
     """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
-    ``max_running_requests``."""
-    del version
+    ``max_running_requests``. ``version``: SGLang's release line (0.4; anything else: the current one)."""
     kv_name = "fp8_e4m3" if kv == "fp8" else kv  # kvbudget's fp8: SGLang's e4m3
     from ..base import cap_raised_to_load
 
     s, p, pool = cap_raised_to_load(
-        SGLangSettings(tp=tp, pp=pp, context_length=context, kv_cache_dtype=kv_name,
+        SGLangSettings(version="0.4" if version == "0.4" else "current", tp=tp, pp=pp, context_length=context,
+                       kv_cache_dtype=kv_name,
                        quantization=None if weights == "auto" else weights, mem_fraction_static=fraction),
         lambda s: plan(spec, gpu, s), lambda p: p.max_total_num_tokens // context if p.starts else 0,
         lambda p: p.max_running_requests, "max_running_requests", concurrency)

@@ -319,7 +319,7 @@ def _checks(r: _Resolved, settings: VllmSettings, layout: KVLayout, per_stage: l
                  f"{_gib(non_torch)} GiB CUDA context > {_gib(total)} GiB")
         available = min(available, 0)
         num_blocks = 0
-    elif layout.groups and available <= 0:
+    elif layout.groups and r.auto_len and available <= 0:
         error = _NO_MEMORY
     elif layout.groups:
         check, fits = _check_memory(r.rel, bpb, available, per_request)
@@ -368,10 +368,13 @@ def _enough_memory(rel: Release, bpb: int, available: int, max_len: int,
                    per_request: Callable[[int], int]) -> tuple[str | None, int | None]:
     """kv_cache_planning.py _check_enough_kv_cache_memory for a fixed max_model_len: ``"no_memory"`` (none
     at all), ``"too_small"`` with _estimate_max_model_len_from_groups' binary search (0: not one token),
-    or ``None`` when one request of max_model_len fits."""
-    if available <= 0:
+    or ``None`` when one request of max_model_len fits. "None at all" is judged on the memory left once the
+    null block is reserved: get_kv_cache_configs passes ``available - bytes per block`` to
+    _check_enough_kv_cache_memory, whose first test is ``available_memory <= 0``, so a pool of at most one
+    block has no memory rather than too little."""
+    check, fits = _check_memory(rel, bpb, available, per_request)
+    if check <= 0:
         return "no_memory", None
-    _, fits = _check_memory(rel, bpb, available, per_request)
     if not fits(max_len):
         return "too_small", _largest_len(fits, max_len)
     return None, None

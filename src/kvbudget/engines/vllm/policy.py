@@ -313,9 +313,6 @@ def _checks(r: _Resolved, settings: VllmSettings, layout: KVLayout, per_stage: l
     load_oom = None if settings.kv_cache_memory_bytes is not None else next(
         (w for _, _, w, _, _, _ in per_stage if w + non_torch > total), None)
     estimated: int | None = None
-    check = available - bpb  # one block is the null block (v1/core/block_pool.py)
-    if r.rel.v0_blocks:
-        check = available
     if load_oom is not None:
         # The weights do not fit in the device at all: torch raises OutOfMemoryError while the model
         # loads (v1/worker/gpu_model_runner.py load_model), before any KV cache is sized.
@@ -323,13 +320,10 @@ def _checks(r: _Resolved, settings: VllmSettings, layout: KVLayout, per_stage: l
                  f"{_gib(non_torch)} GiB CUDA context > {_gib(total)} GiB")
         available = min(available, 0)
         num_blocks = 0
-    elif layout.groups and available <= 0:
-        error = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
-                 "the engine.")
+    elif layout.groups and r.auto_len and available <= 0:
+        error = _NO_MEMORY
     elif layout.groups:
-        def fits(length: int) -> bool:
-            return bpb * per_request(length) <= check
-
+        check, fits = _check_memory(r.rel, bpb, available, per_request)
         if r.auto_len:
             best = _largest_len(fits, r.derived_len)
             if best == 0:
@@ -339,14 +333,85 @@ def _checks(r: _Resolved, settings: VllmSettings, layout: KVLayout, per_stage: l
                     notes.append(f"Auto-fit max_model_len: reduced from {max_len} to {best} to fit in available KV "
                                  f"cache memory ({_gib(check)} GiB GPU)")
                 max_len = best
-        elif not fits(max_len):
-            estimated = _largest_len(fits, max_len)
-            need = bpb * per_request(max_len)
-            est = f"Based on the available memory, the estimated maximum model length is {estimated}. " if estimated else ""
-            error = (f"To serve at least one request with the model's max seq len ({max_len}), ({_gib(need)} GiB KV "
-                     f"cache is needed, which is larger than the available KV cache memory ({_gib(check)} GiB). {est}"
-                     "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+        else:
+            kind, estimated = _enough_memory(r.rel, bpb, available, max_len, per_request)
+            if kind == "too_small":
+                need = bpb * per_request(max_len)
+                est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
+                       if estimated else "")
+                error = (f"To serve at least one request with the model's max seq len ({max_len}), ({_gib(need)} GiB KV "
+                         f"cache is needed, which is larger than the available KV cache memory ({_gib(check)} GiB). "
+                         f"{est}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                         "initializing the engine.")
+            elif kind == "no_memory":
+                error = _NO_MEMORY
     return error, max_len, estimated, load_oom, available, num_blocks
+
+
+_NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+              "the engine.")
+
+
+def _check_memory(rel: Release, bpb: int, available: int,
+                  per_request: Callable[[int], int]) -> tuple[int, Callable[[int], bool]]:
+    """The memory the admission check plans against (get_kv_cache_configs reserves the null block that
+    v1/core/block_pool.py holds back; V0 has none) and whether one request of a length fits in it
+    (_max_memory_usage_bytes_from_groups: bytes per block x the blocks of every group)."""
+    check = available if rel.v0_blocks else available - bpb
+
+    def fits(length: int) -> bool:
+        return bpb * per_request(length) <= check
+
+    return check, fits
+
+
+def _enough_memory(rel: Release, bpb: int, available: int, max_len: int,
+                   per_request: Callable[[int], int]) -> tuple[str | None, int | None]:
+    """kv_cache_planning.py _check_enough_kv_cache_memory for a fixed max_model_len: ``"no_memory"`` (none
+    at all), ``"too_small"`` with _estimate_max_model_len_from_groups' binary search (0: not one token),
+    or ``None`` when one request of max_model_len fits. "None at all" is judged on the memory left once the
+    null block is reserved: get_kv_cache_configs passes ``available - bytes per block`` to
+    _check_enough_kv_cache_memory, whose first test is ``available_memory <= 0``, so a pool of at most one
+    block has no memory rather than too little."""
+    check, fits = _check_memory(rel, bpb, available, per_request)
+    if check <= 0:
+        return "no_memory", None
+    if not fits(max_len):
+        return "too_small", _largest_len(fits, max_len)
+    return None, None
+
+
+@record
+class KVPoolFit:
+    """What vLLM's planner makes of one rank's KV cache memory for a fixed max_model_len: the blocks of the
+    pool, the error it stops with (``"no_memory"``, ``"too_small"``; None: it starts), the estimated maximum
+    model length of a too-small pool (0: none given), the "GPU KV cache size" tokens and the maximum
+    concurrency."""
+
+    num_blocks: int
+    error: str | None
+    estimated_max_model_len: int
+    kv_cache_tokens: int
+    max_concurrency: float
+
+
+def kv_pool_fit(layout: KVLayout, bytes_per_block: int, available: int, max_len: int, in_flight: int,
+                mamba_blocks: int, version: str = "current") -> KVPoolFit:
+    """``plan``'s steps 3-5 (blocks, checks, capacity) on ``available`` KV cache bytes given directly, for one
+    pipeline stage and no block override: what tests/test_vllm_oracle.py compares with vLLM's own planner."""
+    rel = release(version)
+
+    def per_request(length: int) -> int:
+        return _request_blocks(layout.groups, layout.block_size, in_flight, mamba_blocks, length)
+
+    num_blocks = max(available // bytes_per_block if bytes_per_block else 1, 0)
+    if not layout.groups:
+        return KVPoolFit(num_blocks, None, 0, 0, 0.0)
+    kind, estimated = _enough_memory(rel, bytes_per_block, available, max_len, per_request)
+    if kind is not None:
+        return KVPoolFit(0, kind, estimated or 0, 0, 0.0)
+    _, concurrency, tokens = _capacity(rel, layout, num_blocks, max_len, per_request)
+    return KVPoolFit(num_blocks, None, 0, tokens, concurrency)
 
 
 def _capacity(rel: Release, layout: KVLayout, num_blocks: int, max_len: int,

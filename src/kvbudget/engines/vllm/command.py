@@ -76,7 +76,7 @@ _INT_RANGES = {
 _TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode")
 # Boolean switches: the field, and the flag prefix that turns it on (--enable-x / --disable-x / --x / --no-x).
 _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", "enable_chunked_prefill": "--enable",
-             "disable_hybrid_kv_cache_manager": "--disable"}
+             "disable_hybrid_kv_cache_manager": "--disable", "enable_expert_parallel": "--enable"}
 
 
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
@@ -111,7 +111,6 @@ _UNMODELLED = {
     "enable_lora": "LoRA adapters", "max_loras": "LoRA adapters", "max_lora_rank": "LoRA adapters",
     "speculative_config": "a speculative-decoding draft model", "kv_transfer_config": "a KV connector's buffers",
     "limit_mm_per_prompt": "the multimodal encoder cache", "kv_offloading_size": "KV offloading buffers",
-    "enable_expert_parallel": "expert parallelism (experts split over the DP/TP group)",
     "decode_context_parallel_size": "decode context parallelism",
 }
 

@@ -394,3 +394,56 @@ def test_fit_expert_parallel_runs_one_pod_of_every_dp_engine(capsys: pytest.Capt
     assert plain["ep"] == 1 and "replicas: 4\n" in plain["launch"]["kubernetes"]
     # the experts are shared over the 4 engines either way: the same weights per GPU
     assert plain["memory"]["weights_bytes"] == pytest.approx(doc["memory"]["weights_bytes"], rel=0.001)
+
+
+_UNMODELLED_FLAGS = [
+    ("--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'", "--speculative-config", "draft model"),
+    ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--speculative-model", "draft model"),
+    ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--num-speculative-tokens", "draft model"),
+    ("--enable-lora", "--enable-lora", "LoRA"),
+    ("--max-loras 4", "--max-loras", "LoRA"),
+    ("--max-lora-rank 64", "--max-lora-rank", "LoRA"),
+    ("--kv-transfer-config '{\"kv_connector\": \"LMCacheConnectorV1\"}'", "--kv-transfer-config", "KV connector"),
+    ("--kv-offloading-size 64", "--kv-offloading-size", "KV offloading"),
+    ("--limit-mm-per-prompt '{\"image\": 4}'", "--limit-mm-per-prompt", "encoder"),
+    ("--mm-encoder-tp-mode data", "--mm-encoder-tp-mode", "encoder"),
+    ("--mm-ipc-gpu-memory-gb 2", "--mm-ipc-gpu-memory-gb", "multimodal"),
+    ("--skip-mm-profiling", "--skip-mm-profiling", "encoder"),
+    ("--enable-eplb", "--enable-eplb", "redundant experts"),
+    ("--offload-group-size 4", "--offload-group-size", "host memory"),
+    ("--decode-context-parallel-size 2", "--decode-context-parallel-size", "context parallelism"),
+]
+
+
+@pytest.mark.parametrize(("flags", "flag", "what"), _UNMODELLED_FLAGS)
+def test_unmodelled_flags_are_named_by_explain_and_check(flags: str, flag: str, what: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A flag whose GPU memory kvbudget does not model: explain and check print one warning naming it."""
+    import shlex
+
+    from kvbudget.cli import main
+
+    said = f"warning: {flag}: kvbudget does not model the memory it takes ("
+    command = f"vllm serve {LLAMA8} --max-model-len 8192 {flags}"
+    assert main(["explain", "--gpu", "H100", "--", *shlex.split(command)]) == 0
+    out = capsys.readouterr().out  # a long warning wraps: its line goes on indented
+    assert out.count(said) == 1 and what in out.split(said)[1].split(")")[0].replace("\n ", ""), out
+    warnings = parse_vllm_command(command).warnings
+    assert sum(w.startswith(f"{flag}: kvbudget does not model the memory it takes (") for w in warnings) == 1, warnings
+    log = tmp_path / "run.log"
+    log.write_text(f"$ {command}\nINFO Available KV cache memory: 56.15 GiB\nINFO GPU KV cache size: 459,984 tokens\n",
+                   encoding="utf-8")
+    assert main(["check", str(log), "--gpu", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(said) == 1, out
+
+
+def test_flags_that_leave_memory_as_it_is_are_not_warned() -> None:
+    for flags in ("--disable-lora", "--mm-encoder-tp-mode weights", "--mm-ipc-gpu-memory-gb 0", "--offload-group-size 0",
+                  "--no-skip-mm-profiling", "--disable-eplb", "--decode-context-parallel-size 1", "--async-scheduling",
+                  "--no-async-scheduling", "--cpu-offload-gb 4", "--enable-expert-parallel"):
+        assert not parse_vllm_command(f"vllm serve {LLAMA8} {flags}").warnings, flags
+    # --async-scheduling: vLLM's default from 0.21, whose two in-flight batches kvbudget reserves; opt-in before
+    said = parse_vllm_command(f"vllm serve {LLAMA8} --async-scheduling", VllmSettings(version="0.11.0")).warnings
+    assert said == ("--async-scheduling: kvbudget does not model the memory it takes (a second batch in flight, which "
+                    "sliding-window layers reserve tokens for; kvbudget plans this release line with one)",)

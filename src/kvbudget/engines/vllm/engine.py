@@ -198,12 +198,13 @@ class VllmEngine:
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import vllm_text
 
-        return vllm_text(answer.plan, units, answer.advice)
+        said = "".join(f"\nwarning: {w}" for w in answer.warnings)  # what the command reader warned (explain)
+        return vllm_text(answer.plan, units, answer.advice) + said
 
     def doc(self, answer: Any, units: str) -> dict[str, Any]:
         from ...report.json_doc import vllm_doc
 
-        return vllm_doc(answer.plan, units, answer.advice)
+        return {**vllm_doc(answer.plan, units, answer.advice), "warnings": list(answer.warnings)}
 
     def check_text(self, result: Any, units: str) -> str:
         from ...report.text import check_text

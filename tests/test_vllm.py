@@ -324,3 +324,126 @@ def test_config_file_values_are_refused_naming_the_file_and_key(tmp_path: Path) 
     config.write_text("max_num_seqs: 8\n")
     with pytest.raises(InputError, match=r"^--max-num-seqs is -4"):  # the command line names its flag
         parse_vllm_command(f"vllm serve m --config {config} --max-num-seqs -4")
+
+
+CODER = "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"  # 160 routed experts, FP8 blocks
+
+
+def test_expert_and_data_parallelism_share_the_experts() -> None:
+    """vLLM's FusedMoE flattens the DP ranks into its group (fused_moe/config.py FusedMoEParallelConfig.make,
+    0.10.1 and 0.33.0): without --enable-expert-parallel every expert is split over DP x TP ranks; with it each
+    rank holds whole experts, 160 // 8 = 20 of them at EP 8 (expert_map_manager.py determine_expert_map), the
+    first ranks one more when they do not divide (160 over 3: 54, 53, 53). Attention, embeddings and the router
+    stay whole on every DP engine."""
+    from kvbudget.parallel import local_experts, stages
+
+    spec = kvbudget.load_model(CODER)
+    fmt = spec.weight_format
+    assert spec.num_experts == 160 and fmt is not None
+    whole = dict(stages(spec, fmt)[0].weights_by_role)
+    ep8 = dict(stages(spec, fmt, 1, 1, 8, True)[0].weights_by_role)
+    dp8 = dict(stages(spec, fmt, 1, 1, 8, False)[0].weights_by_role)
+    assert ep8["experts"] * 8 == whole["experts"]
+    assert dp8["experts"] == dict(stages(spec, fmt, 8)[0].weights_by_role)["experts"]  # split as TP 8 splits it
+    for role in ("attention", "embeddings", "lm_head", "router"):
+        assert ep8[role] == dp8[role] == whole[role]
+    assert (local_experts(160, 3), local_experts(160, 1), local_experts(128, 16)) == (54, 160, 8)
+    ep3 = dict(stages(spec, fmt, 1, 1, 3, True)[0].weights_by_role)["experts"]
+    assert ep3 == whole["experts"] // 160 * 54
+    # TP 2 within each of 4 DP engines: EP 8, the attention split by TP 2 only
+    tp2 = dict(stages(spec, fmt, 2, 1, 4, True)[0].weights_by_role)
+    assert tp2["experts"] == ep8["experts"] and tp2["attention"] == dict(stages(spec, fmt, 2)[0].weights_by_role)["attention"]
+    # a dense model is the same on every DP engine, with or without the switch
+    llama = kvbudget.load_model(LLAMA8)
+    assert stages(llama, llama.weight_format, 1, 1, 4, True)[0].weights_bytes == stages(llama, llama.weight_format)[0].weights_bytes  # type: ignore[arg-type]
+
+
+def test_expert_parallel_command_plan_and_launch() -> None:
+    """The published H20 runs (tests/data/vllm_logs/v0.10.1dev_h20x8_qwen3-coder-480b-fp8_dp8_*): -dp=8
+    --enable-expert-parallel loads 67.61 GiB per GPU (20 experts of 160, the rest whole), not the 449 GiB of every
+    expert; the flag is read without a warning and the launch command carries it, with the DP engines it spans."""
+    from kvbudget.engines.vllm.launch import vllm_argv
+
+    cmd = parse_vllm_command(f"vllm serve {CODER} -dp=8 --enable-expert-parallel --max-model-len 262144")
+    s = cmd.settings
+    assert s.enable_expert_parallel and s.data_parallel_size == 8 and not cmd.warnings
+    assert not parse_vllm_command(f"vllm serve {CODER} --enable-expert-parallel --disable-expert-parallel").settings.enable_expert_parallel
+    p = plan(kvbudget.load_model(CODER), custom_gpu(round(139.8 * GiB)), replace(s, version="0.10.1"))
+    assert round(p.model_loading_bytes / GiB, 2) == 67.61 and p.ep == 8
+    off = plan(kvbudget.load_model(CODER), custom_gpu(round(139.8 * GiB)), replace(s, version="0.10.1", data_parallel_size=1))
+    assert off.weights_bytes > 6 * p.weights_bytes and off.ep == 1 and not off.starts
+    assert vllm_argv(CODER, s)[-3:] == ["--data-parallel-size", "8", "--enable-expert-parallel"]
+    assert "--enable-expert-parallel" not in vllm_argv(CODER, replace(s, enable_expert_parallel=False))
+
+
+def test_fit_expert_parallel_runs_one_pod_of_every_dp_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    """fit --dp 4 --enable-expert-parallel: one command starts the 4 engines of the EP group, so the manifest is one
+    pod of 4 GPUs (without the switch, 4 replicas of 1 GPU, each its own vllm serve)."""
+    import json
+
+    from kvbudget.cli import main
+
+    args = ["fit", "Qwen/Qwen3-30B-A3B", "--gpu", "L40S", "--context", "8192", "--dp", "4", "--json"]
+    assert main([*args, "--enable-expert-parallel"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ep"] == 4 and doc["dp"] == 4
+    assert doc["launch"]["command"].endswith("--data-parallel-size 4 --enable-expert-parallel")
+    assert "replicas: 1\n" in doc["launch"]["kubernetes"] and "nvidia.com/gpu: 4}" in doc["launch"]["kubernetes"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["ep"] == 1 and "replicas: 4\n" in plain["launch"]["kubernetes"]
+    # the experts are shared over the 4 engines either way: the same weights per GPU
+    assert plain["memory"]["weights_bytes"] == pytest.approx(doc["memory"]["weights_bytes"], rel=0.001)
+
+
+_UNMODELLED_FLAGS = [
+    ("--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'", "--speculative-config", "draft model"),
+    ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--speculative-model", "draft model"),
+    ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--num-speculative-tokens", "draft model"),
+    ("--enable-lora", "--enable-lora", "LoRA"),
+    ("--max-loras 4", "--max-loras", "LoRA"),
+    ("--max-lora-rank 64", "--max-lora-rank", "LoRA"),
+    ("--kv-transfer-config '{\"kv_connector\": \"LMCacheConnectorV1\"}'", "--kv-transfer-config", "KV connector"),
+    ("--kv-offloading-size 64", "--kv-offloading-size", "KV offloading"),
+    ("--limit-mm-per-prompt '{\"image\": 4}'", "--limit-mm-per-prompt", "encoder"),
+    ("--mm-encoder-tp-mode data", "--mm-encoder-tp-mode", "encoder"),
+    ("--mm-ipc-gpu-memory-gb 2", "--mm-ipc-gpu-memory-gb", "multimodal"),
+    ("--skip-mm-profiling", "--skip-mm-profiling", "encoder"),
+    ("--enable-eplb", "--enable-eplb", "redundant experts"),
+    ("--offload-group-size 4", "--offload-group-size", "host memory"),
+    ("--decode-context-parallel-size 2", "--decode-context-parallel-size", "context parallelism"),
+]
+
+
+@pytest.mark.parametrize(("flags", "flag", "what"), _UNMODELLED_FLAGS)
+def test_unmodelled_flags_are_named_by_explain_and_check(flags: str, flag: str, what: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A flag whose GPU memory kvbudget does not model: explain and check print one warning naming it."""
+    import shlex
+
+    from kvbudget.cli import main
+
+    said = f"warning: {flag}: kvbudget does not model the memory it takes ("
+    command = f"vllm serve {LLAMA8} --max-model-len 8192 {flags}"
+    assert main(["explain", "--gpu", "H100", "--", *shlex.split(command)]) == 0
+    out = capsys.readouterr().out  # a long warning wraps: its line goes on indented
+    assert out.count(said) == 1 and what in out.split(said)[1].split(")")[0].replace("\n ", ""), out
+    warnings = parse_vllm_command(command).warnings
+    assert sum(w.startswith(f"{flag}: kvbudget does not model the memory it takes (") for w in warnings) == 1, warnings
+    log = tmp_path / "run.log"
+    log.write_text(f"$ {command}\nINFO Available KV cache memory: 56.15 GiB\nINFO GPU KV cache size: 459,984 tokens\n",
+                   encoding="utf-8")
+    assert main(["check", str(log), "--gpu", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(said) == 1, out
+
+
+def test_flags_that_leave_memory_as_it_is_are_not_warned() -> None:
+    for flags in ("--disable-lora", "--mm-encoder-tp-mode weights", "--mm-ipc-gpu-memory-gb 0", "--offload-group-size 0",
+                  "--no-skip-mm-profiling", "--disable-eplb", "--decode-context-parallel-size 1", "--async-scheduling",
+                  "--no-async-scheduling", "--cpu-offload-gb 4", "--enable-expert-parallel"):
+        assert not parse_vllm_command(f"vllm serve {LLAMA8} {flags}").warnings, flags
+    # --async-scheduling: vLLM's default from 0.21, whose two in-flight batches kvbudget reserves; opt-in before
+    said = parse_vllm_command(f"vllm serve {LLAMA8} --async-scheduling", VllmSettings(version="0.11.0")).warnings
+    assert said == ("--async-scheduling: kvbudget does not model the memory it takes (a second batch in flight, which "
+                    "sliding-window layers reserve tokens for; kvbudget plans this release line with one)",)

@@ -3,7 +3,7 @@
 Each ``tests/data/vllm_logs/<name>.log`` is an excerpt as published; ``<name>.json`` gives its URL,
 date, vLLM version, model, GPU and flags, and under ``kvbudget`` how kvbudget is run on it (model,
 GPU, release, flags) plus, where it applies, why a record is left out of the error statistics:
-``exclude`` (something kvbudget does not model: expert parallelism, LMCache's buffers, GGUF, a
+``exclude`` (something kvbudget does not model: LMCache's buffers, GGUF, a
 model type kvbudget does not read, a known vLLM regression) or ``outlier`` (modelled, but the log
 itself shows why the prediction cannot match: other processes on a rank, unstated settings ...).
 

@@ -1,10 +1,10 @@
-"""Tensor and pipeline parallelism: which layers a rank holds and its share of the weights."""
+"""Tensor, pipeline, data and expert parallelism: which layers a rank holds and its share of the weights."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
-from ._record import record
+from ._record import record, replace
 from .model.layers import Layer
 from .model.params import ROLES, Tensor
 from .model.spec import ModelSpec
@@ -45,27 +45,57 @@ def replicated(t: Tensor, tp: int) -> bool:
     return tp > 1 and (t.split == "none" or (t.split == "kv" and t.heads < tp))
 
 
+def local_experts(num_experts: int, ep: int) -> int:
+    """Routed experts on the fullest rank of an expert-parallel group of ``ep`` ranks: vLLM spreads them evenly
+    and gives the remainder one apiece to the first ranks (``fused_moe/expert_map_manager.py:
+    determine_expert_map``, 0.33.0; ``fused_moe/layer.py`` of 0.8.5-0.10.1)."""
+    return -(-num_experts // ep) if ep > 1 else num_experts
+
+
+def expert_bytes(t: Tensor, fmt: WeightFormat, num_experts: int, tp: int, dp: int = 1, ep: bool = False) -> int:
+    """One rank's bytes of a routed-expert tensor (``role == "experts"``, a FusedMoE weight). vLLM's FusedMoE
+    flattens the data-parallel ranks into its group (``FusedMoEParallelConfig.make``: tp_size = DP x TP,
+    ``fused_moe/config.py`` 0.10.1 and 0.33.0; ``FusedMoE.__init__`` 0.8.5): without expert parallelism each expert
+    is split tensor-parallel over DP x TP ranks; with it (``--enable-expert-parallel``, EP size = DP x TP) each
+    rank holds whole experts, ``local_experts`` of them, unsplit (tp_size 1)."""
+    group = dp * tp
+    if not ep or group == 1:
+        return fmt.tensor_bytes(t, group)
+    local = local_experts(num_experts, group)
+    if num_experts and t.count % num_experts == 0:  # count experts (or 2 x: gate and up) of one shape
+        return fmt.tensor_bytes(replace(t, count=t.count // num_experts * local), 1)
+    return -(-fmt.tensor_bytes(t, 1) * local // max(num_experts, 1))  # experts fused into one tensor: their share
+
+
 # Memoized: a pure function of frozen, hashable inputs whose answer is the same on every GPU type, and which
 # ``plan`` search, ``held``/``longest_context`` bisections and reports ask for again and again (one search
 # plans ~1,000 deployments from ~30 (format, tp, pp)). The cache is bounded (the last 128 answers), typed (``1``
 # and ``True`` are different keys, as the checks below treat them) and holds only immutable values, so it changes
 # no result; ``stages.cache_clear()`` empties it.
 @lru_cache(maxsize=128, typed=True)
-def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1) -> tuple[Stage, ...]:
+def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1, dp: int = 1, ep: bool = False) -> tuple[Stage, ...]:
     """Every pipeline stage of one TP rank. Embeddings sit on the first stage (and on others as
     ``spec.pp_embedding`` says), the final norm and lm_head on the last (vLLM's PPMissingLayer
-    elsewhere). Memoized (bounded): the same inputs return the same tuple."""
+    elsewhere). ``dp`` data-parallel engines (vLLM ``--data-parallel-size``) each hold every layer
+    but share the routed experts of an MoE model, split tensor-parallel or, with ``ep``, whole experts
+    apiece (``expert_bytes``). Memoized (bounded): the same inputs return the same tuple."""
     inv = spec.inventory
     memo: dict[tuple[Tensor, ...], tuple[dict[str, int], dict[str, int]]] = {}  # layers repeat: price each once
+    moe_dp = dp if spec.num_experts else 1
 
     def price(block: tuple[Tensor, ...]) -> tuple[dict[str, int], dict[str, int]]:
         if block not in memo:
             roles: dict[str, int] = {}
             repl: dict[str, int] = {}
             for t in block:
-                nbytes = fmt.tensor_bytes(t, tp)
+                if t.role == "experts" and (moe_dp > 1 or ep):
+                    nbytes = expert_bytes(t, fmt, spec.num_experts, tp, moe_dp, ep)
+                    shared = not ep and replicated(t, tp * moe_dp)
+                else:
+                    nbytes = fmt.tensor_bytes(t, tp)
+                    shared = replicated(t, tp)
                 roles[t.role] = roles.get(t.role, 0) + nbytes
-                if replicated(t, tp):
+                if shared:
                     repl[t.role] = repl.get(t.role, 0) + nbytes
             memo[block] = roles, repl
         return memo[block]

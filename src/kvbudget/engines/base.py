@@ -294,6 +294,7 @@ class Launch:
     note: str | None = None
     manifest: str | None = None
     manifest_error: str | None = None
+    group: int = 1  # data-parallel engines the command starts itself (vLLM expert parallelism): one pod runs them
 
 
 @record

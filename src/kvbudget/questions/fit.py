@@ -83,7 +83,8 @@ def launch(engine: Engine, model: str, settings: Any, verdict: Verdict) -> Launc
     try:
         if engine.container is None:
             raise InputError(f"kvbudget knows no container image for {engine.label}")
-        return replace(out, manifest=manifest(model, list(out.argv), layout.tp, layout.pp, verdict.per_instance,
+        return replace(out, manifest=manifest(model, list(out.argv), layout.tp * out.group, layout.pp,
+                                              max(verdict.per_instance // out.group, 1),
                                               container=engine.container))
     except InputError as exc:
         return replace(out, manifest_error=str(exc))

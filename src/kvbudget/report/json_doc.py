@@ -146,6 +146,7 @@ def vllm_doc(
         "tp": p.tp,
         "pp": p.pp,
         "dp": p.dp,
+        "ep": p.ep,
         "memory": {
             "total_bytes": p.total_bytes,
             "gpu_memory_utilization": p.utilization,

@@ -133,7 +133,8 @@ def gpus_text(items: list[GPU], units: str) -> str:
 
 def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] | tuple[tuple[str, VllmPlan], ...] = ()) -> str:
     """The vLLM plan: the per-rank budget, the KV pool, and the lines vLLM will log."""
-    par = f"TP={p.tp} PP={p.pp}" + (f" DP={p.dp} (memory per engine)" if p.dp > 1 else "")
+    par = (f"TP={p.tp} PP={p.pp}" + (f" DP={p.dp} (memory per engine)" if p.dp > 1 else "")
+           + (f" EP={p.ep} (whole experts per GPU)" if p.ep > 1 else ""))
     tags = dict(p.provenance)
 
     def tag(name: str) -> str:

@@ -71,6 +71,14 @@ NON_TORCH_TP1_BYTES = {
     "v1": int(0.05 * GiB),  # v0.10.2dev_a100_qwen3-0.6b (0.54 GiB above the weights in all)
     "v0": int(0.2 * GiB),  # 0.35 GiB in v0.6.4_rtx3090_llama3.1-8b, 0.03-0.05 in the 0.7-0.8 V0 logs
 }
+# What vLLM's source sizes of it is small: custom all-reduce (distributed/device_communicators/custom_all_reduce.py
+# CustomAllreduce.__init__) allocates per rank, outside torch, a metadata buffer of meta_size() + max_size and a data
+# buffer of max_size (8 MiB each in 0.8.5 and 0.10.1; 0.33.0: the data buffer is max(max_size 8 MiB, all-gather
+# 2 MiB, reduce-scatter 16 MiB) = 16 MiB), plus an 8 MiB torch rank_data tensor: ~0.02-0.03 GiB. In 0.33.0 it is
+# allocated before the worker's start snapshot (v1/worker/gpu_worker.py init_device: init_worker_distributed_environment,
+# then MemorySnapshot), so it is not in the non-torch figure at all; in 0.10.1 the snapshot comes first. The rest,
+# NCCL's communicator buffers (pynccl.py only calls ncclCommInitRank; their size is NCCL's, by channels and peers),
+# the source does not give: the TP>1 figure stays the one fitted above.
 NON_TORCH_TP_BYTES = int(0.44 * GiB)
 
 

@@ -117,6 +117,7 @@ def check_log(
         try:
             cmd = parse_vllm_command(log.command, settings)
             settings, ref = cmd.settings, ref or cmd.model
+            warnings += cmd.warnings
         except InputError as exc:
             warnings.append(f"the launch command in the log could not be read: {exc}")
     for key, value in log.settings:
@@ -141,7 +142,7 @@ def check_log(
         rows=_rows(log, predicted),
         arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)"))
         if given else (),
-        warnings=tuple(warnings),
+        warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
     )
 
 

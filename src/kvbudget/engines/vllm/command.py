@@ -18,7 +18,7 @@ from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
-from .settings import VllmSettings
+from .settings import VllmSettings, release
 
 _FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
 _TRUE = ("1", "true", "yes", "on")
@@ -76,7 +76,7 @@ _INT_RANGES = {
 _TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode")
 # Boolean switches: the field, and the flag prefix that turns it on (--enable-x / --disable-x / --x / --no-x).
 _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", "enable_chunked_prefill": "--enable",
-             "disable_hybrid_kv_cache_manager": "--disable"}
+             "disable_hybrid_kv_cache_manager": "--disable", "enable_expert_parallel": "--enable"}
 
 
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
@@ -106,14 +106,38 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
     return settings
 
 
-# Engine arguments that change GPU memory in ways kvbudget does not model yet: said, not ignored.
+# Engine arguments that change GPU memory in ways kvbudget does not model: said, not ignored (vLLM 0.33.0's
+# engine arguments; the value after the flag that leaves memory as it is, where there is one).
 _UNMODELLED = {
-    "enable_lora": "LoRA adapters", "max_loras": "LoRA adapters", "max_lora_rank": "LoRA adapters",
-    "speculative_config": "a speculative-decoding draft model", "kv_transfer_config": "a KV connector's buffers",
-    "limit_mm_per_prompt": "the multimodal encoder cache", "kv_offloading_size": "KV offloading buffers",
-    "enable_expert_parallel": "expert parallelism (experts split over the DP/TP group)",
+    "enable_lora": "LoRA adapter slots", "max_loras": "LoRA adapter slots", "max_lora_rank": "LoRA adapter slots",
+    "speculative_config": "a speculative-decoding draft model's weights and KV cache",
+    "kv_transfer_config": "a KV connector's buffers", "kv_offloading_size": "KV offloading buffers",
+    "limit_mm_per_prompt": "the multimodal encoder's cache and profiling run",
+    "mm_encoder_tp_mode": "the multimodal encoder's weights, whole on every TP rank in data mode",
+    "mm_ipc_gpu_memory_gb": "GPU memory set aside for the API server's multimodal work, out of the KV cache",
+    "skip_mm_profiling": "the multimodal encoder's activations, left out of the profiling run",
     "decode_context_parallel_size": "decode context parallelism",
+    "enable_eplb": "redundant experts of expert-parallel load balancing",
+    "offload_group_size": "weights offloaded to host memory by layer group (prefetch offloading)",
 }
+_UNMODELLED_UNLESS = {"mm_encoder_tp_mode": ("weights",), "mm_ipc_gpu_memory_gb": ("0", "0.0"),
+                      "offload_group_size": ("0",), "decode_context_parallel_size": ("1",)}
+# Flags of older releases (flags.json "historical") that took memory kvbudget does not model.
+_UNMODELLED_HISTORICAL = {"--speculative-model": "a speculative-decoding draft model's weights and KV cache",
+                          "--num-speculative-tokens": "a speculative-decoding draft model's weights and KV cache"}
+
+
+def unmodelled(name: str, dest: str | None, value: str | None) -> str | None:
+    """The warning for flag ``name`` (engine argument ``dest``) given ``value``, when vLLM spends GPU memory on
+    it that kvbudget does not model; None otherwise (a flag that turns the feature off, or its default)."""
+    what = _UNMODELLED_HISTORICAL.get(name) if dest is None else _UNMODELLED.get(dest)
+    if what is None or name.startswith(("--no-", "--disable")):
+        return None
+    if dest in _UNMODELLED_UNLESS and (value or "").strip().lower() in _UNMODELLED_UNLESS[dest]:
+        return None
+    if value is not None and value.strip().lower() in ("false", "0", "off", "no") and dest not in _UNMODELLED_UNLESS:
+        return None  # --enable-lora=false, a config file's enable_lora: false
+    return f"{name}: kvbudget does not model the memory it takes ({what})"
 
 
 def _program(tokens: list[str]) -> tuple[list[str], str]:
@@ -232,10 +256,16 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             pending[:0] = _config_file(arg)  # the command line wins over the file
     for name, arg, label in pending:
         if name not in flags:
+            if (said := unmodelled(name, None, arg)) is not None:
+                warnings.append(said)
             continue
         dest = flags[name][0]
-        if dest in _UNMODELLED and not name.startswith(("--no-", "--disable")):
-            warnings.append(f"{name} adds GPU memory for {_UNMODELLED[dest]}, which kvbudget does not model yet")
+        if (said := unmodelled(name, dest, arg)) is not None:
+            warnings.append(said)
+        if name == "--async-scheduling" and _bool(arg) and release(settings.version).in_flight_batches == 1:
+            # the default from 0.21 (config/vllm.py), where kvbudget reserves its two in-flight batches; before, opt-in
+            warnings.append(f"{name}: kvbudget does not model the memory it takes (a second batch in flight, which "
+                            "sliding-window layers reserve tokens for; kvbudget plans this release line with one)")
         if dest == "model" and arg:
             model = arg
         else:

@@ -38,13 +38,17 @@ class VllmEngine:
         Option("max_num_batched_tokens", "count", "vLLM max_num_batched_tokens (default: by GPU and release)"),
         Option("block_size", "count", "tokens per KV block (default 16, raised for hybrid models)"),
         Option("enforce_eager", "switch", "no CUDA graphs", default=False),
-        Option("dp", "count", "data-parallel engines (figures are per engine)", default=1),
+        Option("dp", "count", "data-parallel engines (figures are per engine; an MoE model's experts are shared "
+               "over DP x TP GPUs)", default=1),
+        Option("enable_expert_parallel", "switch", "vLLM --enable-expert-parallel: each of the DP x TP GPUs holds "
+               "whole experts of an MoE model (without it, every expert is split over them)", default=False),
         Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): its non-KV memory on "
                "runs like the logged ones", commands=("fit", "explain", "levers")),
     )
     # the `kvbudget fit` options it reads (their dests), and what to give instead of another engine's
     fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size", "profile",
-                           "enforce_eager", "dp", "max_num_seqs", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+                           "enforce_eager", "dp", "enable_expert_parallel", "max_num_seqs", "tp", "pp", "num_gpus", "batch",
+                           "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"mem_fraction_static": "--gpu-memory-utilization", "free_gpu_memory_fraction": "--gpu-memory-utilization",
                          "np": "--max-num-seqs", "overhead": "--gpu-memory-utilization", "weights_memory": "--engine textbook"}.items())
 
@@ -84,6 +88,7 @@ class VllmEngine:
             quantization=None if ask.weights == "auto" else ask.weights, tensor_parallel_size=ask.tp,
             pipeline_parallel_size=ask.pp, data_parallel_size=ask.option("dp", 1), max_num_seqs=ask.option("max_num_seqs"),
             max_num_batched_tokens=ask.option("max_num_batched_tokens"), enforce_eager=ask.option("enforce_eager", False),
+            enable_expert_parallel=bool(ask.option("enable_expert_parallel", False)),
             allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)),
             site=_site(ask.option("profile")))
 
@@ -166,7 +171,8 @@ class VllmEngine:
         from ..served import checkpoint_note
         from .launch import vllm_argv
 
-        return Launch(tuple(vllm_argv(model, s)), checkpoint_note(model, s.quantization))
+        group = s.data_parallel_size if s.enable_expert_parallel else 1  # one EP group: one vllm serve runs every DP engine
+        return Launch(tuple(vllm_argv(model, s)), checkpoint_note(model, s.quantization), group=group)
 
     def reads_command(self, words: list[str]) -> bool:
         return True  # vLLM reads what no other engine claims (vllm serve, python -m vllm.entrypoints ...)
@@ -212,12 +218,13 @@ class VllmEngine:
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import vllm_text
 
-        return vllm_text(answer.plan, units, answer.advice)
+        said = "".join(f"\nwarning: {w}" for w in answer.warnings)  # what the command reader warned (explain)
+        return vllm_text(answer.plan, units, answer.advice) + said
 
     def doc(self, answer: Any, units: str) -> dict[str, Any]:
         from ...report.json_doc import vllm_doc
 
-        return vllm_doc(answer.plan, units, answer.advice)
+        return {**vllm_doc(answer.plan, units, answer.advice), "warnings": list(answer.warnings)}
 
     def check_text(self, result: Any, units: str) -> str:
         from ...report.text import check_text

@@ -51,5 +51,10 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
             argv += [flag, str(value)]
     if s.enforce_eager:
         argv.append("--enforce-eager")
+    if s.enable_expert_parallel:
+        # the experts are shared over every DP engine of the group, so one command starts them all
+        if s.data_parallel_size > 1:
+            argv += ["--data-parallel-size", str(s.data_parallel_size)]
+        argv.append("--enable-expert-parallel")
     return argv
 

@@ -105,6 +105,7 @@ class VllmPlan:
     # per pipeline stage (one TP rank of it): model loading, KV pool (blocks x that stage's block bytes),
     # activation peak, CUDA graphs; every stage also holds non_torch_bytes
     stage_memory: tuple[tuple[int, int, int, int], ...] = ()
+    ep: int = 1  # expert-parallel group (DP x TP with --enable-expert-parallel on an MoE model; 1: none)
 
 
 def _gib(n: int | float) -> str:
@@ -267,7 +268,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
     rotary = rotary_cache_bytes(spec, r.model_dtype)
     graphs_counted = rel.cudagraph_subtracted and settings.estimate_cudagraphs and not settings.enforce_eager
     sizes = capture_sizes(r.seqs, r.tokens, gpu) if graphs_counted else ()
-    stage_list = stages(spec, r.fmt, r.tp, r.pp)
+    # every DP engine holds the attention (split by its own TP) and, of an MoE model, its share of the experts
+    stage_list = stages(spec, r.fmt, r.tp, r.pp, r.dp, settings.enable_expert_parallel)
     non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else NON_TORCH_TP1_BYTES[rel.key]
     non_torch += site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0]  # a site profile, when given
     reqs = min(r.tokens, r.seqs)
@@ -482,6 +484,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         provenance=provenance, log_lines=lines, notes=tuple(notes),
         weights_format=r.fmt.describe(),
         stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
+        ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1,
     )
 
 

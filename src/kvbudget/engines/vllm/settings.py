@@ -115,6 +115,7 @@ class VllmSettings:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
+    enable_expert_parallel: bool = False  # --enable-expert-parallel: whole experts over the DP x TP ranks
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     enable_chunked_prefill: bool | None = None

@@ -272,6 +272,10 @@ def test_log_formats() -> None:
         "0.35GiB; PyTorch activation peak memory takes 2.07GiB; the rest of the memory reserved for KV Cache is 3.81GiB.\n")
     assert (profiled.total_gib, profiled.available_kv_gib, profiled.non_torch_gib, profiled.activation_gib) == (
         23.58, 3.81, 0.35, 2.07)
+    # vLLM 0.10+ (API server) ends this sentence on the value: the period is not part of the number
+    chunked = parse_vllm_log("INFO 09-04 [scheduler.py:222] Chunked prefill is enabled with max_num_batched_tokens=2048.\n"
+                             "INFO 09-04 [kv_cache_utils.py:849] GPU KV cache size: 93,872 tokens\n")
+    assert dict(chunked.settings)["max_num_batched_tokens"] == "2048"
     failed = parse_vllm_log("ValueError: No available memory for the cache blocks. Try increasing ...\n")
     assert not failed.started
     with pytest.raises(InputError, match="no vLLM start-up figures"):

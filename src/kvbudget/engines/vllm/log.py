@@ -80,8 +80,10 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
                 if not (before.isalnum() or before == "_"):
                     found = m
             if found is not None:
-                if found.group(1) != "None":
-                    out["max_model_len" if key == "max_seq_len" else key] = found.group(1)
+                # vLLM 0.10+ ends a sentence on a value: "Chunked prefill is enabled with max_num_batched_tokens=2048."
+                value = found.group(1).rstrip(".")
+                if value != "None":
+                    out["max_model_len" if key == "max_seq_len" else key] = value
                 break
     return list(out.items())
 

@@ -272,6 +272,19 @@ def test_log_formats() -> None:
         "0.35GiB; PyTorch activation peak memory takes 2.07GiB; the rest of the memory reserved for KV Cache is 3.81GiB.\n")
     assert (profiled.total_gib, profiled.available_kv_gib, profiled.non_torch_gib, profiled.activation_gib) == (
         23.58, 3.81, 0.35, 2.07)
+    # vLLM 0.10+ (API server) ends this sentence on the value: the period is not part of the number
+    chunked = parse_vllm_log("INFO 09-04 [scheduler.py:222] Chunked prefill is enabled with max_num_batched_tokens=2048.\n"
+                             "INFO 09-04 [kv_cache_utils.py:849] GPU KV cache size: 93,872 tokens\n")
+    assert dict(chunked.settings)["max_num_batched_tokens"] == "2048"
+    profiled_graphs = parse_vllm_log(  # vLLM 0.19: the CUDA-graph memory profile's own dummy cache, not the run's setting
+        "INFO 04-28 [kv_cache_utils.py:829] Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512\n"
+        "INFO 04-28 [gpu_model_runner.py:5876] Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)\n"
+        "INFO 04-28 [gpu_worker.py:436] Available KV cache memory: 13.06 GiB\n")
+    assert "num_gpu_blocks_override" not in dict(profiled_graphs.settings)
+    user = parse_vllm_log("non-default args: {'model': 'x', 'num_gpu_blocks_override': 100}\n"
+                          "INFO [kv_cache_utils.py:829] Overriding num_gpu_blocks=5000 with num_gpu_blocks_override=100\n"
+                          "GPU KV cache size: 1,600 tokens\n")
+    assert dict(user.settings)["num_gpu_blocks_override"] == "100"
     failed = parse_vllm_log("ValueError: No available memory for the cache blocks. Try increasing ...\n")
     assert not failed.started
     with pytest.raises(InputError, match="no vLLM start-up figures"):

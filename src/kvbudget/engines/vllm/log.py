@@ -74,14 +74,20 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
     out: dict[str, str] = {}
     for key, rx in _SETTING.items():
         for start, stop, _ in log.lines(key, reverse=True):
+            if key == "num_gpu_blocks_override" and "Overriding num_gpu_blocks" in text[start:stop]:
+                # vLLM 0.19's CUDA-graph memory profiling prints "Overriding num_gpu_blocks=0 with
+                # num_gpu_blocks_override=512" for its own dummy cache: a user's override shows in the arguments
+                continue
             found = None
             for m in rx.finditer(text, start, stop):
                 before = text[m.start() - 1] if m.start() else " "
                 if not (before.isalnum() or before == "_"):
                     found = m
             if found is not None:
-                if found.group(1) != "None":
-                    out["max_model_len" if key == "max_seq_len" else key] = found.group(1)
+                # vLLM 0.10+ ends a sentence on a value: "Chunked prefill is enabled with max_num_batched_tokens=2048."
+                value = found.group(1).rstrip(".")
+                if value != "None":
+                    out["max_model_len" if key == "max_seq_len" else key] = value
                 break
     return list(out.items())
 

@@ -274,4 +274,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
     if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:
         raise InputError("parallel sizes must be at least 1")
+    unmodelled_flags = tuple(dict.fromkeys(w.split(":", 1)[0] for w in warnings if "does not model the memory" in w))
+    if unmodelled_flags:  # the figures carry a wider band: memory the run spends that kvbudget does not count
+        settings = replace(settings, unmodelled=unmodelled_flags)
     return LaunchCommand(model, settings, tuple(warnings), tuple(env))

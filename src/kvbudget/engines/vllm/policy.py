@@ -461,13 +461,17 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         lines = (f"torch.OutOfMemoryError: {error}",)
     band = ("calibrated on 22 published logs (tests/data/vllm_logs): KV tokens median error 1.6%, "
             "worst 8.4% outside the explained outliers")
+    if settings.unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
+        band += (f"; wider here: the memory of {', '.join(settings.unmodelled)} is not modelled and comes out of the "
+                 "KV cache (the available KV memory is an upper bound)")
     provenance = (
         ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
         ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
         ("non_torch_bytes", Figure(non_torch, "calibrated", _site_band(settings, gpu, r) or band)),
         ("activation_bytes", Figure(act, "calibrated", band)),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
-        ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact")),
+        ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
+                                            band if settings.unmodelled else "")),
         ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
         ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
     )

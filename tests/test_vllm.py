@@ -460,3 +460,19 @@ def test_flags_that_leave_memory_as_it_is_are_not_warned() -> None:
     said = parse_vllm_command(f"vllm serve {LLAMA8} --async-scheduling", VllmSettings(version="0.11.0")).warnings
     assert said == ("--async-scheduling: kvbudget does not model the memory it takes (a second batch in flight, which "
                     "sliding-window layers reserve tokens for; kvbudget plans this release line with one)",)
+
+
+def test_mla_block_size_follows_the_attention_backend_of_the_gpu_and_release() -> None:
+    """vLLM picks the KV block size of an MLA model's backend: FlashMLA's 64 on Hopper and CUTLASS MLA's 128 on
+    Blackwell in 0.8-0.20 (platforms/cuda.py of 0.8.5 / 0.10.1), FlashInfer MLA's 32 on Blackwell from 0.21
+    (0.33.0 _get_backend_priorities); 16 elsewhere, and --block-size wins."""
+    spec = kvbudget.load_model("deepseek-ai/DeepSeek-V2-Lite-Chat")
+    cases = [("H100", "current", None, 16), ("H100", "0.10.1", None, 64), ("B200", "0.10.1", None, 128),
+             ("B200", "current", None, 32), ("A100-80GB", "0.10.1", None, 16), ("B200", "current", 64, 64)]
+    for gpu, version, asked, block in cases:
+        p = plan(spec, kvbudget.find_gpu(gpu), VllmSettings(version=version, max_model_len=8192, block_size=asked))
+        assert p.block_size == block, (gpu, version, asked, p.block_size)
+        assert p.kv_cache_tokens % block == 0
+        assert (f"sets the KV block size to {block}" in " ".join(p.notes)) == (block != 16 and asked is None)
+    llama = plan(kvbudget.load_model("llama-3.1-8b"), kvbudget.find_gpu("B200"), VllmSettings(max_model_len=8192))
+    assert llama.block_size == 16  # not an MLA model

@@ -23,6 +23,7 @@ from ..._record import record, replace
 from ...dtypes import KVDtype
 from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
+from ...model.layers import MLA
 from ...model.spec import ModelSpec
 from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
@@ -192,6 +193,23 @@ class _Resolved:
     mamba_blocks: int  # state pages per request
 
 
+def _block_size(spec: ModelSpec, gpu: GPU, rel: Release, notes: list[str]) -> int:
+    """The KV block size vLLM picks when --block-size is not given: 16, unless an MLA model's attention backend on
+    this GPU takes other sizes. 0.8-0.20 (platforms/cuda.py check_and_update_config of 0.8.5 and 0.10.1): FlashMLA
+    on Hopper forces 64 ("Forcing kv cache block size to 64 for FlashMLA backend"), CUTLASS MLA on Blackwell 128.
+    0.21 and later (0.33.0 platforms/cuda.py _get_backend_priorities, interface.py
+    _preferred_block_size_for_backends): the first backend that runs is FlashAttention MLA on Hopper (multiples of
+    16: 16 stays) and FlashInfer MLA on Blackwell (32 or 64: the smallest, 32)."""
+    if rel.key == "v0" or not any(isinstance(layer, MLA) for layer in spec.layers):
+        return 16
+    major = gpu.compute_capability.split(".")[0]
+    size = {("v1", "9"): 64, ("v1", "10"): 128, ("current", "10"): 32}.get((rel.key, major), 16)
+    if size != 16:
+        backend = {64: "FlashMLA", 128: "CUTLASS_MLA", 32: "FlashInfer MLA"}[size]
+        notes.append(f"MLA attention on {gpu.name}: vLLM's {backend} backend sets the KV block size to {size}")
+    return size
+
+
 def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]) -> _Resolved:
     """Check the settings and fill in vLLM's defaults for the release and the GPU: the memory fraction,
     the dtypes, max_model_len (``-1``: auto-fit, decided by ``_checks``), max_num_batched_tokens and
@@ -230,7 +248,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     return _Resolved(
         rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
         auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
-        hybrid_manager=hybrid_manager, block_size=settings.block_size or 16, align=align,
+        hybrid_manager=hybrid_manager, block_size=settings.block_size or _block_size(spec, gpu, rel, notes), align=align,
         in_flight=rel.in_flight_batches * tokens if pp == 1 else pp * tokens, mamba_blocks=2 if align else 1)
 
 

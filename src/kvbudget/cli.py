@@ -135,7 +135,7 @@ def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
 
     if len(args.logs) > 1000:
         raise InputError(f"{len(args.logs):,} logs: give at most 1,000")
-    logs = [(path, inputs.read_text(path, "log", inputs.MAX_LOG_BYTES, errors="replace")) for path in args.logs]
+    logs = ((path, inputs.read_text(path, "log", inputs.MAX_LOG_BYTES, errors="replace")) for path in args.logs)  # one at a time
     c = calibrate(logs, {"model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
     if not c.terms:
         why = "; ".join(f"{log}: {reason}" for log, reason in c.skipped[:3])

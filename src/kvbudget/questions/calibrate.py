@@ -16,6 +16,7 @@ from ..units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
     from ..engines.base import Registry
@@ -49,8 +50,9 @@ class Calibration:
     skipped: tuple[tuple[str, str], ...]  # (log, why)
 
 
-def calibrate(logs: list[tuple[str, str]], given: dict[str, Any], registry: Registry) -> Calibration:
-    """The profile of ``logs`` (name, text): one term per GPU, release line and TP x PP, the median residual."""
+def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: Registry) -> Calibration:
+    """The profile of ``logs`` (name, text; read one at a time, so a thousand large logs are never in memory
+    together): one term per GPU, release line and TP x PP, the median residual."""
     from ..engines.vllm.settings import SiteTerm
 
     points: list[Point] = []

@@ -116,3 +116,30 @@ def test_calibrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
     with pytest.raises(SystemExit) as exc:  # a usage error: argparse's one line, exit 2
         main(["fit", "gpt-oss-20b", "--gpu", "H100", "--profile", str(tmp_path / "none.json")])
     assert exc.value.code == 2 and "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ('{"kvbudget_profile": 1, "terms": {}}', "not a kvbudget profile"),
+    ('{"kvbudget_profile": 1, "terms": [7]}', "terms[0]: needs gpu and release names"),
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 1e300, "logs": 1}]}',
+     "bytes is an integer of 301 digits: it must be at most"),
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 0, "bytes": 1, "logs": 1}]}',
+     "gpus is 0: it must be at least 1"),
+    ('{"kvbudget_profile": 1, "terms": [' + ",".join(['{"gpu": "x", "release": "v1"}'] * 10_001) + "]}",
+     "10,001 terms: a profile holds at most 10,000"),
+    ("[" * 100_000, "profile"),
+])
+def test_hostile_profiles_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, said: str) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text(content)
+    try:
+        code = main(["fit", "gpt-oss-20b", "--gpu", "H100", "--profile", str(bad)])
+    except SystemExit as exc:  # a file argparse could not read: its own one-line usage error
+        code = exc.code  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and said in err and "Traceback" not in err, err
+
+
+def test_calibrate_refuses_what_is_not_a_log_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "/dev/zero"]) == 2
+    assert "not a regular file" in capsys.readouterr().err

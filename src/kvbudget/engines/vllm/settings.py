@@ -30,8 +30,10 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
 
     if not isinstance(doc, dict) or doc.get("kvbudget_profile") != 1 or not isinstance(doc.get("terms"), list):
         raise InputError(f"{where}: not a kvbudget profile (write one with `kvbudget calibrate LOG ... --out FILE`)")
+    if len(doc["terms"]) > 10_000:
+        raise InputError(f"{where}: {len(doc['terms']):,} terms: a profile holds at most 10,000")
     terms = []
-    for i, t in enumerate(doc["terms"][:10_000]):
+    for i, t in enumerate(doc["terms"]):
         at = f"{where}: terms[{i}]"
         if not isinstance(t, dict) or not isinstance(t.get("gpu"), str) or not isinstance(t.get("release"), str):
             raise InputError(f"{at}: needs gpu and release names")

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
         # concurrency, context, version, fraction) -> Replica`` (the plan search, fewest GPUs, replica levers and
         # longest context), ``levers`` (its own levers), ``advice`` (suggestions printed with a plan), ``held_at`` /
         # ``longest_for`` (exact inverse answers from one plan), ``partition`` (fit --plot), ``long_context``,
-        # ``no_fraction``, ``default_reader`` and ``reads_run_flags`` (docs/adding-an-engine.md).
+        # ``no_fraction``, ``default_reader``, ``reads_run_flags`` and ``calibration_point`` (docs/adding-an-engine.md).
 
 
 class NotAServer:

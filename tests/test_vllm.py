@@ -410,7 +410,9 @@ def test_fit_expert_parallel_runs_one_pod_of_every_dp_engine(capsys: pytest.Capt
 
 
 _UNMODELLED_FLAGS = [
-    ("--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'", "--speculative-config", "draft model"),
+    # #11: n-gram proposers take no memory and MTP is modelled (tests/test_speculative.py); an EAGLE head is not
+    ("--speculative-config '{\"method\": \"eagle\", \"model\": \"yuhuili/EAGLE-LLaMA3.1-Instruct-8B\", "
+     "\"num_speculative_tokens\": 4}'", "--speculative-config", "draft model"),
     ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--speculative-model", "draft model"),
     ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--num-speculative-tokens", "draft model"),
     ("--enable-lora", "--enable-lora", "LoRA"),

@@ -576,7 +576,19 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         num_experts=moe.experts if moe else 0,
         experts_per_token=moe.top_k if moe else 0,
         pp_embedding="every" if q.embed_on_every_stage else "first_and_last" if tied else "first",
+        mtp_layers=_mtp_layers(c, model_type),
     )
+
+
+def _mtp_layers(c: _Cfg, model_type: str) -> int:
+    """The MTP layers vLLM 0.33.0 would build as a draft (config/speculative.py hf_config_override: deepseek_v3 ->
+    deepseek_mtp reads num_nextn_predict_layers; qwen3_next -> qwen3_next_mtp, whose model
+    (models/qwen3_next_mtp.py) defaults the count to 1 when the config omits it)."""
+    if model_type == "deepseek_v3":
+        return c.int("num_nextn_predict_layers", default=0, positive=False)
+    if model_type == "qwen3_next":
+        return c.int("num_nextn_predict_layers", default=1, positive=False)
+    return 0
 
 
 class _MoE:

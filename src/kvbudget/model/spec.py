@@ -47,6 +47,10 @@ class ModelSpec:
     # tied to it (vLLM llama.py/qwen2.py build embed_tokens on the last rank too); "every" (gemma*.py).
     pp_embedding: str = "first"
     default_context: int = 0  # what vLLM serves when --max-model-len is not given (0: max_context)
+    # Multi-token-prediction layers the checkpoint carries past ``num_layers`` (num_nextn_predict_layers), for the
+    # model types vLLM serves them as an MTP draft of (config/speculative.py); 0: none. Not in ``inventory``:
+    # vLLM loads them only with --speculative-config '{"method": "mtp", ...}' (engines/vllm/speculative.py).
+    mtp_layers: int = 0
 
     @property
     def params(self) -> int:

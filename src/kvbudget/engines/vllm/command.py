@@ -130,6 +130,8 @@ _UNMODELLED_HISTORICAL = {"--speculative-model": "a speculative-decoding draft m
 def unmodelled(name: str, dest: str | None, value: str | None) -> str | None:
     """The warning for flag ``name`` (engine argument ``dest``) given ``value``, when vLLM spends GPU memory on
     it that kvbudget does not model; None otherwise (a flag that turns the feature off, or its default)."""
+    if dest == "speculative_config":  # read by _speculative: MTP and n-gram are modelled, other drafts warned of
+        return None
     what = _UNMODELLED_HISTORICAL.get(name) if dest is None else _UNMODELLED.get(dest)
     if what is None or name.startswith(("--no-", "--disable")):
         return None
@@ -138,6 +140,21 @@ def unmodelled(name: str, dest: str | None, value: str | None) -> str | None:
     if value is not None and value.strip().lower() in ("false", "0", "off", "no") and dest not in _UNMODELLED_UNLESS:
         return None  # --enable-lora=false, a config file's enable_lora: false
     return f"{name}: kvbudget does not model the memory it takes ({what})"
+
+
+def _speculative(settings: VllmSettings, name: str, value: str | None, label: str) -> tuple[VllmSettings, list[str]]:
+    """``--speculative-config JSON`` into the settings, and the warning for a draft whose memory kvbudget does not
+    model (an EAGLE head, a separate draft model ...)."""
+    from .speculative import parse_speculative_config
+
+    if value is None or value.strip().lower() in ("", "none", "null"):
+        return replace(settings, speculative_method=None, num_speculative_tokens=0), []
+    sc = parse_speculative_config(value, label)
+    settings = replace(settings, speculative_method=sc.method, num_speculative_tokens=sc.tokens)
+    if sc.modelled:
+        return settings, []
+    what = f"the {sc.method} draft model's weights and KV cache" + (f" ({excerpt(sc.model, 60)})" if sc.model else "")
+    return settings, [f"{name}: kvbudget does not model the memory it takes ({what})"]
 
 
 def _program(tokens: list[str]) -> tuple[list[str], str]:
@@ -174,6 +191,9 @@ def _config_file(path: str) -> list[tuple[str, str | None, str]]:
             out.append((flag if item else "--no-" + flag[2:], None, label))
         elif isinstance(item, (int, float, str)):
             out.append((flag, str(item), label))  # a long integer is refused by its length (parse_whole)
+        elif isinstance(item, dict) and name == "speculative_config" and all(
+                isinstance(v, (int, float, str, bool)) or v is None for v in item.values()):
+            out.append((flag, json.dumps({str(k)[:100]: v for k, v in item.items()}), label))  # flat: no alias bomb
         elif item is not None:  # a list or mapping: named, never printed (it may be an alias bomb)
             out.append((flag, f"<a {type(item).__name__}>", label))
     return out
@@ -268,6 +288,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                             "sliding-window layers reserve tokens for; kvbudget plans this release line with one)")
         if dest == "model" and arg:
             model = arg
+        elif dest == "speculative_config":
+            settings, spec_warnings = _speculative(settings, name, arg, label)
+            warnings += spec_warnings
         else:
             settings = _apply(settings, dest, name, arg, label)
     if not model:

@@ -42,12 +42,16 @@ class VllmEngine:
                "over DP x TP GPUs)", default=1),
         Option("enable_expert_parallel", "switch", "vLLM --enable-expert-parallel: each of the DP x TP GPUs holds "
                "whole experts of an MoE model (without it, every expert is split over them)", default=False),
+        Option("speculative_config", "text", "vLLM --speculative-config JSON, e.g. '{\"method\": \"mtp\", "
+               "\"num_speculative_tokens\": 1}': MTP from the model's own checkpoint (DeepSeek-V3/R1, Qwen3-Next) is "
+               "modelled (its layers' weights and KV), n-gram takes no memory; other drafts are refused"),
         Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): its non-KV memory on "
                "runs like the logged ones", commands=("fit", "explain", "levers")),
     )
     # the `kvbudget fit` options it reads (their dests), and what to give instead of another engine's
     fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size", "profile",
                            "enforce_eager", "dp", "enable_expert_parallel", "max_num_seqs", "tp", "pp", "num_gpus", "batch",
+                           "speculative_config",
                            "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"mem_fraction_static": "--gpu-memory-utilization", "free_gpu_memory_fraction": "--gpu-memory-utilization",
                          "np": "--max-num-seqs", "overhead": "--gpu-memory-utilization", "weights_memory": "--engine textbook"}.items())
@@ -90,7 +94,7 @@ class VllmEngine:
             max_num_batched_tokens=ask.option("max_num_batched_tokens"), enforce_eager=ask.option("enforce_eager", False),
             enable_expert_parallel=bool(ask.option("enable_expert_parallel", False)),
             allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)),
-            site=_site(ask.option("profile")))
+            site=_site(ask.option("profile")), **_speculative(ask.option("speculative_config")))
 
     def accepts(self, settings: object) -> bool:
         from .settings import VllmSettings
@@ -235,6 +239,21 @@ class VllmEngine:
         from ...report.json_doc import check_doc
 
         return check_doc(result, units)
+
+
+def _speculative(value: object) -> dict[str, Any]:
+    """``fit --speculative-config JSON`` as VllmSettings fields, read as the launch command's flag is; a draft
+    kvbudget does not model is refused (fit has no band to widen for it)."""
+    if value is None:
+        return {}
+    from ...units import InputError
+    from .speculative import parse_speculative_config
+
+    sc = parse_speculative_config(value)
+    if not sc.modelled:
+        raise InputError(f"--speculative-config: kvbudget models MTP from the model's own checkpoint and n-gram "
+                         f"proposers, not the {sc.method} draft's weights and KV cache")
+    return {"speculative_method": sc.method, "num_speculative_tokens": sc.tokens}
 
 
 def _site(doc: object) -> tuple[Any, ...]:

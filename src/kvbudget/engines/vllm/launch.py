@@ -3,6 +3,8 @@ model path served, the Kubernetes manifests, the checkpoint note)."""
 
 from __future__ import annotations
 
+import json
+
 from ...units import InputError
 from ..served import served
 
@@ -49,6 +51,9 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
     for flag, value in flags:
         if value is not None:
             argv += [flag, str(value)]
+    if s.speculative_method and s.num_speculative_tokens:  # the form parse_speculative_config reads back
+        argv += ["--speculative-config", json.dumps({"method": s.speculative_method,
+                                                     "num_speculative_tokens": s.num_speculative_tokens})]
     if s.enforce_eager:
         argv.append("--enforce-eager")
     if s.enable_expert_parallel:

@@ -249,7 +249,21 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
         rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
         auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
         hybrid_manager=hybrid_manager, block_size=settings.block_size or _block_size(spec, gpu, rel, notes), align=align,
-        in_flight=rel.in_flight_batches * tokens if pp == 1 else pp * tokens, mamba_blocks=2 if align else 1)
+        in_flight=rel.in_flight_batches * tokens if pp == 1 else pp * tokens,
+        mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
+
+
+def _speculative_states(hybrid_mamba: bool, rel: Release, settings: VllmSettings, notes: list[str]) -> int:
+    """Extra Mamba state pages per request under speculative decoding: 0.33.0's MambaSpec holds
+    ``num_speculative_blocks = num_speculative_tokens`` more (model_executor/layers/mamba/abstract.py
+    get_kv_cache_spec; kv_cache_interface.py max_memory_usage_bytes), whatever the method. Not in 0.10.1's
+    MambaSpec: counted on the >= 0.21 line only."""
+    n = settings.num_speculative_tokens if settings.speculative_method else 0
+    if not (n and hybrid_mamba and rel.key == "current"):
+        return 0
+    notes.append(f"speculative decoding: each request holds {n} more Mamba state page(s), one per draft token "
+                 "(vLLM MambaSpec num_speculative_blocks)")
+    return n
 
 
 def _groups(spec: ModelSpec, r: _Resolved, notes: list[str]) -> KVLayout:
@@ -452,11 +466,25 @@ def _capacity(rel: Release, layout: KVLayout, num_blocks: int, max_len: int,
     return per_req, concurrency, kv_tokens
 
 
+def _draft(spec: ModelSpec, settings: VllmSettings, notes: list[str]) -> ModelSpec:
+    """The model vLLM loads and caches: with ``--speculative-config`` method mtp, the target plus its own MTP
+    layers (speculative.py ``with_mtp``); V1 engine lines only (V0 ran drafts in a worker of their own)."""
+    if settings.speculative_method != "mtp":
+        return spec
+    if release(settings.version).key == "v0":
+        notes.append("MTP draft on the V0 engine: not modelled (its draft worker keeps a cache of its own)")
+        return spec
+    from .speculative import with_mtp
+
+    return with_mtp(spec)
+
+
 def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     """Predict vLLM's start-up memory figures for ``spec`` on ``gpu`` with ``settings``: the settings as vLLM
     fills them in, what each worker has for its KV cache, then kv_cache_utils.py's steps (groups -> page
     size -> blocks -> checks -> capacity) and the lines vLLM logs."""
     notes: list[str] = []
+    spec = _draft(spec, settings, notes)
     r = _resolve(spec, gpu, settings, notes)
     rel, util = r.rel, r.util
     layout = _groups(spec, r, notes)

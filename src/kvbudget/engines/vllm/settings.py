@@ -133,4 +133,8 @@ class VllmSettings:
     estimate_cudagraphs: bool = True  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default 1)
     chunked_local_hybrid: bool = False  # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1
     site: tuple[SiteTerm, ...] = ()  # a site's own calibration (kvbudget calibrate --out PROFILE; --profile PROFILE)
+    # --speculative-config: vLLM's method ("mtp", "ngram", "eagle" ...; None: no speculative decoding) and
+    # num_speculative_tokens; kvbudget models "mtp" from the target's own checkpoint (speculative.py)
+    speculative_method: str | None = None
+    num_speculative_tokens: int = 0
     unmodelled: tuple[str, ...] = ()  # flags of the command whose memory kvbudget does not model (a wider band)

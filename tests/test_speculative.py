@@ -1,0 +1,123 @@
+"""#11: --speculative-config. MTP drafts from the model's own checkpoint (DeepSeek-V3, Qwen3-Next) as vLLM 0.33.0
+builds them (engines/vllm/speculative.py); other drafts still warned of. Figures are hand computations from the
+catalog configs."""
+
+from __future__ import annotations
+
+import pytest
+
+import kvbudget
+from kvbudget._record import replace
+from kvbudget.engines.vllm import VllmSettings, plan, request_blocks
+from kvbudget.engines.vllm.command import parse_vllm_command
+from kvbudget.engines.vllm.launch import vllm_argv
+from kvbudget.engines.vllm.speculative import parse_speculative_config, with_mtp
+from kvbudget.units import InputError
+
+DSV3 = "deepseek-ai/DeepSeek-V3"
+QNEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+MTP2 = '{"method": "deepseek_mtp", "num_speculative_tokens": 2}'
+
+
+def _spec(name: str) -> kvbudget.ModelSpec:  # type: ignore[name-defined]
+    return kvbudget.load_model(name)
+
+
+def test_deepseek_mtp_layer_bytes_by_hand() -> None:
+    spec = _spec(DSV3)
+    assert spec.mtp_layers == 1  # num_nextn_predict_layers
+    h = 7168
+    # one MoE MLA decoder layer: q_a 1536 x h, q_a norm, q_b 128*(128+64) x 1536, kv_a (512+64) x h, kv_a norm,
+    # kv_b 128*(128+128) x 512, o h x 128*128; 256 routed + 1 shared expert of 3 x 2048 x h; router 256 x h
+    attention = 1536 * h + 1536 + 128 * 192 * 1536 + 576 * h + 512 + 128 * 256 * 512 + h * 128 * 128
+    moe = 257 * 3 * 2048 * h + 256 * h
+    mtp = with_mtp(spec)
+    layer = sum(t.params for t in spec.inventory.layers[60])
+    assert attention + moe + 2 * h <= layer <= attention + moe + 2 * h + 256  # + e_score_correction_bias if read
+    # plus eh_proj (2h -> h) and enorm, hnorm, shared_head.norm; the embedding and lm_head are the target's
+    assert mtp.params - spec.params == layer + 2 * h * h + 3 * h
+    # eh_proj is an nn.Linear: whole on every TP rank, never quantized
+    eh = [t for t in mtp.inventory.tail if t.rows == h and t.cols == 2 * h]
+    assert len(eh) == 1 and eh[0].split == "none" and not eh[0].linear
+
+
+def test_deepseek_mtp_kv_and_loading() -> None:
+    spec, gpu = _spec(DSV3), kvbudget.find_gpu("H200")
+    base = VllmSettings(tensor_parallel_size=8, max_model_len=32768)
+    a = plan(spec, gpu, base)
+    b = plan(spec, gpu, replace(base, speculative_method="mtp", num_speculative_tokens=2))
+    # one more MLA layer in the one pool: (512 + 64) x 2 bytes per token per layer, 61 -> 62 layers
+    assert [g.kind for g in b.groups] == ["mla"] and len(b.groups[0].layers) == 62
+    assert b.bytes_per_block * 61 == a.bytes_per_block * 62 == 62 * 61 * 1152 * a.block_size
+    # no lookahead at start-up: FullAttentionSpec.max_memory_usage_bytes is cdiv(max_model_len, block_size)
+    assert request_blocks(b, 32768) == request_blocks(a, 32768) == 32768 // a.block_size
+    assert b.model_loading_bytes > a.model_loading_bytes and b.available_kv_cache_bytes < a.available_kv_cache_bytes
+
+
+def test_qwen3_next_mtp_layer_and_groups() -> None:
+    spec = _spec(QNEXT)
+    assert spec.mtp_layers == 1  # config omits num_nextn_predict_layers: qwen3_next_mtp.py defaults it to 1
+    mtp = with_mtp(spec)
+    # one full-attention MoE decoder layer 1,642,076,672 + fc 2h x h 8,388,608 + 3 norms 6,144 (h = 2048)
+    assert mtp.params - spec.params == 1_642_076_672 + 2 * 2048 * 2048 + 3 * 2048 == 1_650_471_424
+    gpu = kvbudget.find_gpu("H200")
+    base = VllmSettings(max_model_len=32768)
+    a = plan(spec, gpu, base)
+    b = plan(spec, gpu, replace(base, speculative_method="mtp", num_speculative_tokens=2))
+    # 12 full + 36 GDN -> 13 full + 36 GDN: groups of 13 (36 >= 1.5 x 13), so 3 GDN groups with 3 padding layers
+    full_a = [g for g in a.groups if g.kind == "full_attention"]
+    full_b = [g for g in b.groups if g.kind == "full_attention"]
+    assert [len(g.layers) for g in full_a] == [12] and [len(g.layers) for g in full_b] == [13]
+    states = [g for g in b.groups if g.kind == "recurrent_state"]
+    assert len(states) == 3 and sum(g.padding for g in states) == 3
+    # MambaSpec num_speculative_blocks = num_speculative_tokens: 2 (align mode) + 2 state pages per request
+    assert a.mamba_blocks == 2 and b.mamba_blocks == 4
+    assert request_blocks(b, 32768) - request_blocks(a, 32768) == 3 * 2
+
+
+def test_parse_command_and_config_file(tmp_path) -> None:
+    cmd = parse_vllm_command(f"vllm serve {DSV3} -tp 8 --speculative-config '{MTP2}'")
+    assert cmd.settings.speculative_method == "mtp" and cmd.settings.num_speculative_tokens == 2
+    assert not cmd.warnings and not cmd.settings.unmodelled
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("speculative_config:\n  method: qwen3_next_mtp\n  num_speculative_tokens: 1\n")
+    cmd = parse_vllm_command(f"vllm serve {QNEXT} --config {cfg}")
+    assert (cmd.settings.speculative_method, cmd.settings.num_speculative_tokens) == ("mtp", 1)
+    # n-gram takes no model and no KV: no warning
+    cmd = parse_vllm_command(f"vllm serve {DSV3} --speculative-config "
+                             "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3, \"prompt_lookup_max\": 4}'")
+    assert not cmd.warnings and cmd.settings.speculative_method == "ngram"
+
+
+@pytest.mark.parametrize("value", ['{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", '
+                                   '"num_speculative_tokens": 3}',
+                                   '{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 4}'])
+def test_unmodelled_draft_still_warns(value: str) -> None:
+    cmd = parse_vllm_command(["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", value])
+    assert any("does not model the memory" in w for w in cmd.warnings)
+    assert cmd.settings.unmodelled == ("--speculative-config",)
+
+
+def test_bad_values_and_no_mtp_layers() -> None:
+    with pytest.raises(InputError, match="JSON"):
+        parse_speculative_config("{method: mtp}")
+    with pytest.raises(InputError, match="num_speculative_tokens"):
+        parse_speculative_config('{"method": "mtp"}')
+    with pytest.raises(InputError, match="no MTP layers"):
+        plan(_spec("meta-llama/Llama-3.1-8B-Instruct"), kvbudget.find_gpu("H100"),
+             VllmSettings(speculative_method="mtp", num_speculative_tokens=1))
+
+
+def test_launch_command_round_trip() -> None:
+    s = VllmSettings(tensor_parallel_size=8, speculative_method="mtp", num_speculative_tokens=2)
+    argv = vllm_argv(DSV3, s)
+    back = parse_vllm_command(argv)
+    assert (back.settings.speculative_method, back.settings.num_speculative_tokens) == ("mtp", 2)
+
+
+def test_fit_option() -> None:
+    from kvbudget.engines.vllm.engine import _speculative
+
+    assert _speculative(MTP2) == {"speculative_method": "mtp", "num_speculative_tokens": 2}
+    with pytest.raises(InputError, match="eagle"):
+        _speculative('{"method": "eagle", "model": "x/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 2}')

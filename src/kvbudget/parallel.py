@@ -52,19 +52,22 @@ def local_experts(num_experts: int, ep: int) -> int:
     return -(-num_experts // ep) if ep > 1 else num_experts
 
 
-def expert_bytes(t: Tensor, fmt: WeightFormat, num_experts: int, tp: int, dp: int = 1, ep: bool = False) -> int:
+def expert_bytes(t: Tensor, fmt: WeightFormat, num_experts: int, tp: int, dp: int = 1, ep: bool = False,
+                 moe_tp: int = 1) -> int:
     """One rank's bytes of a routed-expert tensor (``role == "experts"``, a FusedMoE weight). vLLM's FusedMoE
     flattens the data-parallel ranks into its group (``FusedMoEParallelConfig.make``: tp_size = DP x TP,
     ``fused_moe/config.py`` 0.10.1 and 0.33.0; ``FusedMoE.__init__`` 0.8.5): without expert parallelism each expert
     is split tensor-parallel over DP x TP ranks; with it (``--enable-expert-parallel``, EP size = DP x TP) each
-    rank holds whole experts, ``local_experts`` of them, unsplit (tp_size 1)."""
+    rank holds whole experts, ``local_experts`` of them, unsplit (tp_size 1). ``moe_tp`` (TensorRT-LLM's
+    moe_tensor_parallel_size, 1 in vLLM) splits the group into EP size = DP x TP / moe_tp, each rank's experts
+    split tensor-parallel by ``moe_tp``."""
     group = dp * tp
     if not ep or group == 1:
         return fmt.tensor_bytes(t, group)
-    local = local_experts(num_experts, group)
+    local = local_experts(num_experts, max(group // moe_tp, 1))
     if num_experts and t.count % num_experts == 0:  # count experts (or 2 x: gate and up) of one shape
-        return fmt.tensor_bytes(replace(t, count=t.count // num_experts * local), 1)
-    return -(-fmt.tensor_bytes(t, 1) * local // max(num_experts, 1))  # experts fused into one tensor: their share
+        return fmt.tensor_bytes(replace(t, count=t.count // num_experts * local), moe_tp)
+    return -(-fmt.tensor_bytes(t, moe_tp) * local // max(num_experts, 1))  # experts fused into one tensor: their share
 
 
 # Memoized: a pure function of frozen, hashable inputs whose answer is the same on every GPU type, and which
@@ -73,12 +76,14 @@ def expert_bytes(t: Tensor, fmt: WeightFormat, num_experts: int, tp: int, dp: in
 # and ``True`` are different keys, as the checks below treat them) and holds only immutable values, so it changes
 # no result; ``stages.cache_clear()`` empties it.
 @lru_cache(maxsize=128, typed=True)
-def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1, dp: int = 1, ep: bool = False) -> tuple[Stage, ...]:
+def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1, dp: int = 1, ep: bool = False,
+           moe_tp: int = 1) -> tuple[Stage, ...]:
     """Every pipeline stage of one TP rank. Embeddings sit on the first stage (and on others as
     ``spec.pp_embedding`` says), the final norm and lm_head on the last (vLLM's PPMissingLayer
     elsewhere). ``dp`` data-parallel engines (vLLM ``--data-parallel-size``) each hold every layer
     but share the routed experts of an MoE model, split tensor-parallel or, with ``ep``, whole experts
-    apiece (``expert_bytes``). Memoized (bounded): the same inputs return the same tuple."""
+    apiece (``expert_bytes``; with ``moe_tp`` > 1, TensorRT-LLM's MoE tensor parallelism, each of them split
+    ``moe_tp`` ways within EP groups of DP x TP / moe_tp). Memoized (bounded): the same inputs return the same tuple."""
     inv = spec.inventory
     memo: dict[tuple[Tensor, ...], tuple[dict[str, int], dict[str, int]]] = {}  # layers repeat: price each once
     moe_dp = dp if spec.num_experts else 1
@@ -89,8 +94,8 @@ def stages(spec: ModelSpec, fmt: WeightFormat, tp: int = 1, pp: int = 1, dp: int
             repl: dict[str, int] = {}
             for t in block:
                 if t.role == "experts" and (moe_dp > 1 or ep):
-                    nbytes = expert_bytes(t, fmt, spec.num_experts, tp, moe_dp, ep)
-                    shared = not ep and replicated(t, tp * moe_dp)
+                    nbytes = expert_bytes(t, fmt, spec.num_experts, tp, moe_dp, ep, moe_tp)
+                    shared = replicated(t, moe_tp) if ep else replicated(t, tp * moe_dp)
                 else:
                     nbytes = fmt.tensor_bytes(t, tp)
                     shared = replicated(t, tp)

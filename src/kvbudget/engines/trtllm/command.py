@@ -13,6 +13,10 @@ _TRTLLM = {  # flag -> (field, kind)
     "--tp_size": ("tp", "int"), "--tp-size": ("tp", "int"), "--pp_size": ("pp", "int"), "--pp-size": ("pp", "int"),
     "--kv_cache_free_gpu_memory_fraction": ("free_gpu_memory_fraction", "float"),
     "--kv-cache-free-gpu-memory-fraction": ("free_gpu_memory_fraction", "float"),
+    "--tensor_parallel_size": ("tp", "int"), "--pipeline_parallel_size": ("pp", "int"),
+    # trtllm-serve's MoE expert parallelism (tensorrt_llm/commands/serve.py: --moe_expert_parallel_size / --ep_size,
+    # default None); moe_tensor_parallel_size and enable_attention_dp have no flag: the options file sets them
+    "--moe_expert_parallel_size": ("moe_ep", "int"), "--ep_size": ("moe_ep", "int"),
     "--max_batch_size": ("max_batch_size", "int"), "--max-batch-size": ("max_batch_size", "int"),
     "--max_num_tokens": ("max_num_tokens", "int"), "--max-num-tokens": ("max_num_tokens", "int"),
     "--max_seq_len": ("max_seq_len", "int"), "--max-seq-len": ("max_seq_len", "int"),
@@ -24,7 +28,7 @@ _TRTLLM = {  # flag -> (field, kind)
 
 # Ranges of the numeric flags, as TensorRT-LLM takes them (tensorrt_llm/llmapi/llm_args.py: counts of at
 # least 1, free_gpu_memory_fraction in (0, 1)).
-_INT_RANGES = {"tp": PARALLEL, "pp": PARALLEL}
+_INT_RANGES = {"tp": PARALLEL, "pp": PARALLEL, "moe_ep": PARALLEL, "moe_tp": PARALLEL}
 
 
 def _value(kind: str, text: str, flag: str, field: str) -> object:
@@ -47,7 +51,9 @@ def trtllm_command(args: list[str]) -> OtherCommand:
 
 
 _OPTIONS = {"max_batch_size": "max_batch_size", "max_num_tokens": "max_num_tokens", "max_seq_len": "max_seq_len",
-            "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "max_beam_width": "max_beam_width"}
+            "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "max_beam_width": "max_beam_width",
+            "moe_expert_parallel_size": "moe_ep", "moe_tensor_parallel_size": "moe_tp",
+            "enable_attention_dp": "enable_attention_dp"}
 _KV_OPTIONS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_tokens": "max_tokens",
                "tokens_per_block": "tokens_per_block", "dtype": "kv_cache_dtype"}
 
@@ -63,9 +69,13 @@ def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
     ignored: list[str] = []
 
     def take(field: str, key: str, value: object) -> None:
-        if value is None and field in ("max_tokens", "max_seq_len", "tokens_per_block"):
+        if value is None and field in ("max_tokens", "max_seq_len", "tokens_per_block", "moe_ep", "moe_tp"):
             return  # null: the engine's default
-        if field == "kv_cache_dtype":
+        if field == "enable_attention_dp":
+            if not isinstance(value, bool):
+                raise InputError(f"{where}: {key} {excerpt(value)} is not true or false")
+            out[field] = value
+        elif field == "kv_cache_dtype":
             if not isinstance(value, str):
                 raise InputError(f"{where}: {key} {excerpt(value)} is not a dtype name")
             out[field] = value
@@ -74,8 +84,9 @@ def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
                      else real(value, key, 0, 1, where=where, lo_open=True))
             out[field] = fraction(share, f"{where}: {key}")
         else:
-            out[field] = (parse_whole(value, key, 1, 1 << 40, where=where) if isinstance(value, str)
-                          else whole(value, key, 1, 1 << 40, where=where))
+            hi = PARALLEL[1] if field in _INT_RANGES else 1 << 40
+            out[field] = (parse_whole(value, key, 1, hi, where=where) if isinstance(value, str)
+                          else whole(value, key, 1, hi, where=where))
 
     for key, value in data.items():
         if key == "kv_cache_config":

@@ -23,9 +23,17 @@ class TrtllmEngine(PoolServer):
     container: Container | None = Container("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:latest", 8000,
                                             ("trtllm-serve",), listen=True)
     fraction: Fraction | None = Fraction("free_gpu_memory_fraction", 0.05)
-    options: tuple[Option, ...] = (Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)",
-                      commands=("fit", "levers")),)
-    fit_flags = frozenset({"free_gpu_memory_fraction", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+    options: tuple[Option, ...] = (
+        Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)", commands=("fit", "levers")),
+        Option("moe_expert_parallel_size", "count", "TensorRT-LLM --ep_size: an MoE model's routed experts spread over "
+               "this many of the TP ranks, whole (default: none, every expert split over the TP ranks)"),
+        Option("moe_tensor_parallel_size", "count", "TensorRT-LLM moe_tensor_parallel_size (options file): each "
+               "expert split this many ways; x moe_expert_parallel_size must equal --tp"),
+        Option("enable_attention_dp", "switch", "TensorRT-LLM enable_attention_dp (options file): every rank holds the "
+               "attention whole and caches all KV heads of its own requests", default=False),
+    )
+    fit_flags = frozenset({"free_gpu_memory_fraction", "moe_expert_parallel_size", "moe_tensor_parallel_size",
+                           "enable_attention_dp", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"gpu_memory_utilization": "--free-gpu-memory-fraction",
                          "max_num_seqs": "a --config options file with max_batch_size"}.items())
 
@@ -68,7 +76,9 @@ class TrtllmEngine(PoolServer):
 
         return TrtllmSettings(free_gpu_memory_fraction=ask.option("free_gpu_memory_fraction", 0.9), tp=ask.tp, pp=ask.pp,
                               kv_cache_dtype=ask.kv_dtype, quantization=None if ask.weights == "auto" else ask.weights,
-                              max_seq_len=ask.context)
+                              max_seq_len=ask.context, moe_ep=ask.option("moe_expert_parallel_size", None),
+                              moe_tp=ask.option("moe_tensor_parallel_size", None),
+                              enable_attention_dp=bool(ask.option("enable_attention_dp", False)))
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: TrtllmSettings) -> TrtllmPlan:
         from .policy import plan
@@ -88,9 +98,10 @@ class TrtllmEngine(PoolServer):
 
     def launch(self, model: str, s: TrtllmSettings) -> Launch:
         from ..served import checkpoint_note
-        from .launch import trtllm_argv
+        from .launch import options_note, trtllm_argv
 
-        return Launch(tuple(trtllm_argv(model, s)), checkpoint_note(model, s.quantization))
+        notes = [n for n in (checkpoint_note(model, s.quantization), options_note(s)) if n]
+        return Launch(tuple(trtllm_argv(model, s)), "; ".join(notes) or None)
 
     def reads_command(self, words: list[str]) -> bool:
         return program(words) == "trtllm-serve"

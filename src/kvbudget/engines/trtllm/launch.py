@@ -13,6 +13,7 @@ def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
     defaults = TrtllmSettings()
     flags: list[tuple[str, object]] = [
         ("--tp_size", s.tp if s.tp > 1 else None), ("--pp_size", s.pp if s.pp > 1 else None),
+        ("--ep_size", s.moe_ep),  # trtllm-serve's --moe_expert_parallel_size (commands/serve.py)
         ("--max_seq_len", s.max_seq_len),
         # a trtllm-serve option since TensorRT-LLM PR #11487 (March 2026): auto | fp8 | nvfp4
         ("--kv_cache_dtype", s.kv_cache_dtype if s.kv_cache_dtype != defaults.kv_cache_dtype else None),
@@ -24,4 +25,27 @@ def trtllm_argv(model: str, s: TrtllmSettings) -> list[str]:
     for flag, value in flags:
         if value is not None:
             argv += [flag, str(value)]
+    options = yaml_options(s)
+    if options:  # no trtllm-serve flag for these: the LLM API options file (--config) sets them
+        argv += ["--config", "llm_api_options.yaml"]
     return argv
+
+
+def yaml_options(s: TrtllmSettings) -> dict[str, object]:
+    """The settings only TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options``) sets:
+    moe_tensor_parallel_size and enable_attention_dp have no trtllm-serve flag (commands/serve.py)."""
+    out: dict[str, object] = {}
+    if s.moe_tp is not None:
+        out["moe_tensor_parallel_size"] = s.moe_tp
+    if s.enable_attention_dp:
+        out["enable_attention_dp"] = True
+    return out
+
+
+def options_note(s: TrtllmSettings) -> str:
+    """What llm_api_options.yaml must hold for the command to realise the plan, or nothing."""
+    options = yaml_options(s)
+    if not options:
+        return ""
+    body = "".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in options.items())
+    return f"llm_api_options.yaml (trtllm-serve has no flag for these): {body.strip().replace(chr(10), '; ')}"

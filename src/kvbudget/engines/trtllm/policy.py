@@ -53,6 +53,28 @@ class TrtllmPlan:
     log_lines: tuple[str, ...]
     notes: tuple[str, ...]
     free_gpu_memory_fraction: float = 0.9  # the share of what the profiled peak leaves that the pool takes
+    ep: int = 1  # moe_expert_parallel_size, as Mapping settles it
+    moe_tp: int = 1  # moe_tensor_parallel_size, as Mapping settles it
+    attention_dp: bool = False
+
+
+def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
+    """(moe_ep_size, moe_tp_size) as TensorRT-LLM's ``Mapping.__init__`` (``tensorrt_llm/mapping.py``: the same rule in every
+    stored version, the older without cp_type, to main in 2026; the LLM API passes an unset size as -1, ``llm_args.py`` validate_parallel_config)
+    settles them: neither given, every expert split over the TP ranks (moe_tp = tp, moe_ep = 1); one given, the
+    other is tp // it; and their product must be tp."""
+    for name, value in (("moe_expert_parallel_size", s.moe_ep), ("moe_tensor_parallel_size", s.moe_tp)):
+        if value is not None and value < 1:
+            raise InputError(f"TensorRT-LLM's {name} must be at least 1, got {value}")
+    if s.moe_ep is None:
+        mtp = s.tp if s.moe_tp is None else s.moe_tp
+        ep = 1 if s.moe_tp is None else s.tp // s.moe_tp
+    else:
+        ep, mtp = s.moe_ep, s.tp // s.moe_ep if s.moe_tp is None else s.moe_tp
+    if ep * mtp != s.tp:
+        raise InputError(f"TensorRT-LLM needs moe_tensor_parallel_size x moe_expert_parallel_size = tp_size: {mtp} x "
+                         f"{ep} != {s.tp} (mapping.py)")
+    return ep, mtp
 
 
 def per_token_bytes(spec: ModelSpec, layers: tuple[object, ...], tp: int, nbytes: int) -> int:
@@ -95,12 +117,30 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         raise InputError(f"{spec.name}: unknown weight format: give the quantization")
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(dtype, dense_dtype=dtype)
-    stage = max(stages(spec, fmt, s.tp, s.pp), key=lambda st: st.weights_bytes)
+    ep, moe_tp = moe_sizes(s)
+    if ep > 1 and spec.num_experts % ep:
+        raise InputError(f"{spec.name}: its {spec.num_experts} routed experts do not divide over moe_expert_parallel_size "
+                         f"{ep} (TensorRT-LLM gives each rank num_experts // ep_size of them: fused_moe_cutlass.py)")
+    # Attention DP (enable_attention_dp): every rank holds the attention (and the other non-expert weights) whole,
+    # and the routed experts are shared by all tp ranks, split moe_ep x moe_tp: kvbudget's DP-group arithmetic
+    # (parallel.stages with dp = tp). Without it the attention is split by TP. Routed experts: num_experts //
+    # moe_ep_size per rank, each with intermediate_size // moe_tp_size (fused_moe_cutlass.py CutlassFusedMoE.__init__,
+    # expert_size_per_partition and intermediate_size_per_partition).
+    attn_tp = 1 if s.enable_attention_dp else s.tp
+    stage = max(stages(spec, fmt, attn_tp, s.pp, s.tp // attn_tp, ep > 1, moe_tp if ep > 1 else 1),
+                key=lambda st: st.weights_bytes)
     kv = parse_kv_dtype(s.kv_cache_dtype.lower(), dtype, _KV_DTYPES,
                         f"TensorRT-LLM's KV cache dtype is auto or fp8 in kvbudget's model, not {s.kv_cache_dtype!r}")
     nbytes = kv.element.nbytes(1)
-    per_token = per_token_bytes(spec, stage.layers, s.tp, nbytes)
-    if any(isinstance(x, FullAttention) and x.num_kv_heads < s.tp for x in stage.layers):
+    # with attention DP each rank caches every KV head of its own requests (resource_manager.py
+    # get_cache_size_per_token: tp_size = 1 if mapping.enable_attention_dp else mapping.tp_size)
+    per_token = per_token_bytes(spec, stage.layers, attn_tp, nbytes)
+    if ep > 1 or s.enable_attention_dp:
+        notes.append(f"MoE parallelism: moe_expert_parallel_size {ep} x moe_tensor_parallel_size {moe_tp}"
+                     + (f"; attention DP: attention weights whole and every KV head on each of the {s.tp} ranks, "
+                        f"each with its own requests (figures are per rank: the server holds {s.tp} x the requests)"
+                        if s.enable_attention_dp else ""))
+    if any(isinstance(x, FullAttention) and x.num_kv_heads < attn_tp for x in stage.layers):
         notes.append("TP exceeds the KV heads: TRT-LLM's per-token estimate divides heads x head_dim by TP without "
                      "a floor at one head (resource_manager.py)")
     tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
@@ -147,7 +187,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         notes.append(f"the pool holds fewer tokens than max_seq_len {max_seq:,}: TRT-LLM reduces the attention window "
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
-        free_gpu_memory_fraction=s.free_gpu_memory_fraction,
+        free_gpu_memory_fraction=s.free_gpu_memory_fraction, ep=ep, moe_tp=moe_tp, attention_dp=s.enable_attention_dp,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
         available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,
         max_tokens=blocks * tpb, pool_bytes=pool, max_seq_len=max_seq,

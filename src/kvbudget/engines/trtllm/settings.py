@@ -16,6 +16,12 @@ class TrtllmSettings:
     max_batch_size: int = 2048
     tp: int = 1
     pp: int = 1
+    # MoE parallelism (LLM API moe_expert_parallel_size / moe_tensor_parallel_size; None: Mapping's default, every
+    # expert split over the TP ranks) and attention data parallelism (enable_attention_dp: each rank runs its own
+    # requests with whole attention, and caches every KV head of them)
+    moe_ep: int | None = None
+    moe_tp: int | None = None
+    enable_attention_dp: bool = False
     kv_cache_dtype: str = "auto"
     quantization: str | None = None
     max_seq_len: int | None = None  # default: the model's max_position_embeddings

@@ -109,3 +109,32 @@ def test_fit_options() -> None:
                      options={"moe_expert_parallel_size": 8, "enable_attention_dp": True})
     assert r.settings.moe_ep == 8 and r.settings.enable_attention_dp
     assert "--ep_size" in r.launch.argv
+
+
+def test_a_checkpoints_fp8_kv_cache_is_what_auto_gives_under_tensorrt_llm(tmp_path: Path) -> None:
+    """A ModelOpt checkpoint with kv_cache_quant_algo FP8: TensorRT-LLM's "auto" KV cache is FP8 (llmapi/llm_utils.py,
+    "Setting kv_cache_quant_algo=... from HF quant config"), half the bytes per token of the bf16 one; vLLM's auto
+    stays the model's dtype, and an explicit kv_cache_dtype wins."""
+    import json
+
+    from kvbudget.model import catalog
+    from kvbudget.model.resolve import load_model
+
+    config = dict(catalog.find("llama-3.1-8b").config)  # type: ignore[union-attr]
+    config["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = load_model(str(tmp_path))
+    assert spec.weight_format is not None and spec.weight_format.kv_cache == "fp8"
+    h100 = kvbudget.find_gpu("H100")
+    auto = trtllm.plan(spec, h100, trtllm.TrtllmSettings(max_seq_len=8192))
+    bf16 = trtllm.plan(spec, h100, trtllm.TrtllmSettings(max_seq_len=8192, kv_cache_dtype="bf16"))
+    # Llama-3.1-8B: 2 x 32 layers x 8 KV heads x 128 x 1 byte = 65,536 B per token in FP8, 131,072 in bf16
+    assert (auto.per_token_bytes, bf16.per_token_bytes) == (65_536, 131_072)
+    assert any("kv_cache_quant_algo FP8" in n for n in auto.notes)
+    from kvbudget.engines import vllm
+
+    assert vllm.plan(spec, h100, vllm.VllmSettings(max_model_len=8192)).kv_cache_dtype == "bf16"
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float"},
+                                     "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert load_model(str(tmp_path)).weight_format.kv_cache == "fp8"  # type: ignore[union-attr]

@@ -52,6 +52,8 @@ class WeightFormat:
     label: str = ""  # how to describe it, where the name alone does not say (e.g. "GGUF Q4_K")
     exact: bool = False  # tensors' ``stored`` bytes are this format's bytes, read from the checkpoint
     ftype: str = ""  # name "gguf": the llama.cpp file type (Q4_K_M, ...), priced tensor by tensor (gguf_quant)
+    kv_cache: str = ""  # the KV cache the checkpoint was quantized for ("fp8": modelopt kv_cache_quant_algo FP8,
+    # compressed-tensors kv_cache_scheme of 8-bit floats); "": none. TensorRT-LLM takes it when asked for auto.
 
     @property
     def quantized(self) -> bool:
@@ -203,7 +205,29 @@ def _compressed_tensors(qc: Mapping[str, Any], dense_dtype: str, skip: frozenset
 
 def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
     """The weight format a checkpoint's ``quantization_config`` describes (vLLM's readers:
-    ``model_executor/layers/quantization/*.py``)."""
+    ``model_executor/layers/quantization/*.py``), with the KV cache it was quantized for."""
+    fmt = _weights_of(qc, dense_dtype)
+    kv = _checkpoint_kv(qc)
+    if kv:
+        from .._record import replace
+
+        fmt = replace(fmt, kv_cache=kv)
+    return fmt
+
+
+def _checkpoint_kv(qc: Mapping[str, Any]) -> str:
+    """The KV cache dtype a checkpoint was calibrated for: ModelOpt's ``kv_cache_quant_algo`` (FP8), or
+    compressed-tensors' ``kv_cache_scheme`` of 8-bit floats; "" otherwise."""
+    algo = str(qc.get("kv_cache_quant_algo") or "").upper()
+    if algo.startswith("FP8"):
+        return "fp8"
+    scheme = qc.get("kv_cache_scheme")
+    if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8 and str(scheme.get("type", "")).lower() == "float":
+        return "fp8"
+    return ""
+
+
+def _weights_of(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
     algo = str(qc.get("quant_algo") or "").upper()
     skip = _skip_roles(

@@ -115,6 +115,11 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, dtype)
     if fmt is None:
         raise InputError(f"{spec.name}: unknown weight format: give the quantization")
+    if s.kv_cache_dtype == "auto" and s.quantization in (None, "") and fmt.kv_cache == "fp8":
+        # "auto" takes the checkpoint's own KV quantization (llmapi/llm_utils.py: "Setting kv_cache_quant_algo=...
+        # from HF quant config")
+        s = replace(s, kv_cache_dtype="fp8")
+        notes.append("the checkpoint's kv_cache_quant_algo FP8: TensorRT-LLM caches FP8 (kv_cache_dtype auto)")
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(dtype, dense_dtype=dtype)
     ep, moe_tp = moe_sizes(s)

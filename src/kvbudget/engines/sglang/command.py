@@ -10,7 +10,13 @@ from .settings import SGLangSettings
 
 _SGLANG = {  # flag -> (field, kind)
     "--model-path": ("model", "str"), "--model": ("model", "str"), "--tp": ("tp", "int"), "--tp-size": ("tp", "int"),
-    "--pp": ("pp", "int"), "--pp-size": ("pp", "int"), "--dp": ("dp", "int"), "--dp-size": ("dp", "int"),
+    "--tensor-parallel-size": ("tp", "int"), "--pp": ("pp", "int"), "--pp-size": ("pp", "int"),
+    "--pipeline-parallel-size": ("pp", "int"), "--dp": ("dp", "int"), "--dp-size": ("dp", "int"),
+    "--data-parallel-size": ("dp", "int"),
+    # sglang 0.5.23 arg_groups/fields/parallel.py: ep_size (aliases --expert-parallel-size, --ep) and attn_dp_size
+    # (alias --attention-data-parallel-size), the new spelling of --dp-size N --enable-dp-attention
+    "--ep-size": ("ep_size", "int"), "--expert-parallel-size": ("ep_size", "int"), "--ep": ("ep_size", "int"),
+    "--attn-dp-size": ("attn_dp_size", "int"), "--attention-data-parallel-size": ("attn_dp_size", "int"),
     "--mem-fraction-static": ("mem_fraction_static", "float"), "--context-length": ("context_length", "int"),
     "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--page-size": ("page_size", "int"),
     "--max-running-requests": ("max_running_requests", "int"), "--chunked-prefill-size": ("chunked_prefill_size", "int"),
@@ -21,7 +27,7 @@ _SGLANG_SWITCHES = {"--disable-cuda-graph": "disable_cuda_graph", "--enable-dp-a
 
 # Ranges of the numeric flags, as SGLang takes them (python/sglang/srt/server_args.py: sizes of at least 1,
 # chunked_prefill_size -1 to disable it, fractions in (0, 1)).
-_INT_RANGES = {"tp": PARALLEL, "pp": PARALLEL, "dp": PARALLEL, "page_size": (1, 1 << 20), "chunked_prefill_size": (-1, 1 << 40)}
+_INT_RANGES = {"tp": PARALLEL, "pp": PARALLEL, "dp": PARALLEL, "ep_size": PARALLEL, "attn_dp_size": PARALLEL, "page_size": (1, 1 << 20), "chunked_prefill_size": (-1, 1 << 40)}
 
 
 def _value(kind: str, text: str, flag: str, field: str) -> object:
@@ -36,4 +42,11 @@ def _value(kind: str, text: str, flag: str, field: str) -> object:
 def sglang_command(args: list[str]) -> OtherCommand:
     """The arguments after ``sglang.launch_server``."""
     model, fields, warnings = scan_flags("sglang", args, _SGLANG, _value, _SGLANG_SWITCHES, positional_model=False)
+    attn = fields.pop("attn_dp_size", 1)
+    if attn != 1:  # --attn-dp-size N is --dp N --enable-dp-attention (arg_groups/parallel_hook.py)
+        if fields.get("dp", 1) != 1:
+            # parallel_hook.py (_handle_data_parallelism) refuses replicas combined with attention DP
+            raise InputError(f"--dp-size {fields['dp']} with --attn-dp-size {attn}: SGLang does not combine "
+                             "data-parallel replicas with attention data parallelism")
+        fields.update(dp=attn, enable_dp_attention=True)
     return OtherCommand("sglang", model, replace(SGLangSettings(), **fields), None, tuple(warnings))

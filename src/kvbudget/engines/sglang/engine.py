@@ -30,10 +30,17 @@ class SGLangEngine(PoolServer):
     options: tuple[Option, ...] = (Option("mem_fraction_static", "fraction", "SGLang's mem_fraction_static (default: by GPU memory)",
                       commands=("fit", "levers")),
                Option("max_num_seqs", "count", "requests running at once: SGLang's max_running_requests (default: by pool size)"),
+               Option("dp", "count", "SGLang --dp-size: whole replicas of tp x pp GPUs each, or with --enable-dp-attention "
+                      "attention data-parallel groups inside the TP group", default=1),
+               Option("enable_dp_attention", "switch", "SGLang --enable-dp-attention: attention (and its KV pool) split "
+                      "over tp / dp GPUs, each group serving its own requests; MoE and lm_head stay over all tp",
+                      default=False),
+               Option("ep_size", "count", "SGLang --ep-size: an MoE model's routed experts spread over this many GPUs "
+                      "of the TP group (must divide --tp)", default=1),
                Option("sglang_version", "choice", "SGLang release line whose memory rules apply: current (0.5) or 0.4",
                       default="current", choices=("current", "0.5", "0.4"), commands=("fit", "explain")))
     fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "sglang_version", "tp", "pp", "num_gpus", "batch",
-                           "kv_dtype", "weights_dtype"})
+                           "kv_dtype", "weights_dtype", "dp", "enable_dp_attention", "ep_size"})
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
 
     # what `kvbudget plan` tries by default, and the names it accepts
@@ -74,6 +81,8 @@ class SGLangEngine(PoolServer):
                               mem_fraction_static=ask.option("mem_fraction_static"), tp=ask.tp, pp=ask.pp,
                               context_length=ask.context, kv_cache_dtype=_kv(ask.kv_dtype),
                               max_running_requests=ask.option("max_num_seqs"),
+                              dp=int(ask.option("dp", 1)), enable_dp_attention=bool(ask.option("enable_dp_attention", False)),
+                              ep_size=int(ask.option("ep_size", 1)),
                               quantization=None if ask.weights == "auto" else ask.weights)
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings) -> SGLangPlan:
@@ -87,7 +96,54 @@ class SGLangEngine(PoolServer):
         return summary(native)
 
     def verdict(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings, p: SGLangPlan, batch: int) -> Verdict:
-        return pool_verdict(p.starts, p.max_total_num_tokens, p.context_len, p.max_running_requests, batch)
+        """Requests of the context the pool holds, as the scheduler admits them. Under DP attention one server
+        runs ``attn_dp`` schedulers, each with its own pool and its share of max_running_requests
+        (``KVCacheConfigurator.resolve_max_num_reqs``): the server holds ``attn_dp`` times one. ``--dp`` replicas
+        without it share the load as separate engines (``per_instance``). With either, or ``--ep-size``, the
+        longest context comes from SGLang's own plan (the replica search knows none of them)."""
+        from ..._record import replace
+        from .settings import replicas
+
+        v = self._held(p)
+        n = replicas(settings)
+        each = -(-batch // n)
+        longest = None
+        if p.attn_dp > 1 or p.ep_size > 1 or n > 1:
+            from ..._bisect import largest
+            from .policy import plan
+
+            def ok(context: int) -> bool:
+                return self._held(plan(spec, gpu, replace(settings, context_length=context))).held >= each
+
+            longest = largest(ok, spec.max_context)
+        return replace(v, asked=each, fits=v.held >= each, longest=longest, per_instance=n, load=batch if n > 1 else 0)
+
+    @staticmethod
+    def _held(p: SGLangPlan) -> Verdict:
+        """One server's requests of ``p``'s context: every attention-DP worker's pool and cap together."""
+        from ..._record import replace
+
+        v = pool_verdict(p.starts, p.max_total_num_tokens, p.context_len, p.max_running_requests, 1)
+        n = p.attn_dp
+        return replace(v, held=v.held * n, cap=v.cap * n, pool_held=v.pool_held * n)
+
+    def levers(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings, p: SGLangPlan,
+               gpus_per_node: int | None = None) -> Any:
+        """The replica search's levers (``plan/levers.py``), which know tp, pp, weights, KV dtype and fraction
+        only: none under --dp, --enable-dp-attention or --ep-size rather than levers of another layout."""
+        from ...plan.levers import replica_levers
+        from .settings import replicas
+
+        if p.attn_dp > 1 or p.ep_size > 1 or replicas(settings) > 1:
+            return None, []
+        layout = self.layout(settings)
+        return replica_levers(spec, gpu, self.name, p.context_len, tp=layout.tp, pp=layout.pp, weights=layout.weights,
+                              kv=layout.kv, fraction=layout.fraction, version=layout.version, gpus_per_node=gpus_per_node)
+
+    def gpus(self, s: SGLangSettings) -> int:
+        from .settings import replicas
+
+        return int(s.tp * s.pp * replicas(s))  # under DP attention tp is the world size
 
     def layout(self, s: SGLangSettings) -> Layout:
         return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static, s.version)
@@ -95,8 +151,10 @@ class SGLangEngine(PoolServer):
     def launch(self, model: str, s: SGLangSettings) -> Launch:
         from ..served import checkpoint_note
         from .launch import sglang_argv
+        from .settings import replicas
 
-        return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization))
+        # one launch_server starts every --dp replica (its data-parallel controller): one pod of them
+        return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization), group=replicas(s))
 
     def reads_command(self, words: list[str]) -> bool:
         return "sglang.launch_server" in words or program(words) == "sglang.launch_server"

@@ -15,6 +15,9 @@ def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", served(model)]
     flags: list[tuple[str, object]] = [
         ("--tp-size", s.tp if s.tp > 1 else None), ("--pp-size", s.pp if s.pp > 1 else None),
+        # --dp-size N (with --enable-dp-attention below: attention DP, which 0.5.23 reads as --attn-dp-size N
+        # with a deprecation warning; the spelling every release line takes)
+        ("--dp-size", s.dp if s.dp > 1 else None), ("--ep-size", s.ep_size if s.ep_size > 1 else None),
         ("--context-length", s.context_length), ("--mem-fraction-static", s.mem_fraction_static),
         ("--quantization", s.quantization), ("--kv-cache-dtype", None if s.kv_cache_dtype == "auto" else s.kv_cache_dtype),
         ("--max-running-requests", s.max_running_requests), ("--page-size", s.page_size),
@@ -22,4 +25,6 @@ def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
     for flag, value in flags:
         if value is not None:
             argv += [flag, str(value)]
+    if s.enable_dp_attention and s.dp > 1:
+        argv.append("--enable-dp-attention")
     return argv

@@ -12,20 +12,21 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..._record import record
+from ..._record import record, replace
 from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
-from ...kvcache import check_tp, serving_dtype
+from ...kvcache import MAX_PARALLEL, check_positive, check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow
 from ...model.spec import ModelSpec
-from ...parallel import pp_partition, stages
+from ...parallel import Stage, pp_partition, stages
 from ...units import GiB, InputError, MiB
 from ..base import Replica
 from ..vllm.calibration import rotary_cache_bytes
-from .settings import KV_DTYPES, SGLangSettings
+from .settings import KV_DTYPES, SGLangSettings, attn_dp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from ...model.weights import WeightFormat
     from ..base import EnginePlan
 
 # Free memory the CUDA context, NCCL and cuBLAS take before SGLang measures "pre_model_load_memory"
@@ -61,6 +62,9 @@ class SGLangPlan:
     error: str | None
     log_lines: tuple[str, ...]
     notes: tuple[str, ...]
+    attn_tp: int = 1  # attention TP size: tp / dp under --enable-dp-attention, else tp
+    attn_dp: int = 1  # attention data-parallel workers in the server, each with its own pool of max_total_num_tokens
+    ep_size: int = 1  # expert-parallel size applied (1 for a dense model)
 
 
 def _prefill_graph_sizes(max_bs: int) -> list[int]:
@@ -131,8 +135,79 @@ def pool_of(layer: Layer, old: bool) -> str:
     return ""
 
 
+# Model families whose input embedding is split over the attention-TP group under DP attention
+# (``VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())`` in sglang 0.5.23 ``models/qwen2.py``,
+# ``qwen2_moe.py`` (Qwen3-MoE's model), ``qwen3_next.py``, ``glm4_moe.py``, ``gpt_oss.py``, ``llama4.py``,
+# ``minimax_m2.py``; ``layers/vocab_parallel_embedding.py: get_embedding_tp_kwargs`` for ``deepseek_v2.py``).
+# Others (``models/llama.py``) keep it over the whole TP group.
+_ATTN_TP_EMBEDDING = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "qwen2", "qwen3", "qwen2_moe",
+                                "qwen3_moe", "qwen3_next", "glm4", "glm4_moe", "gpt_oss", "llama4", "llama4_text",
+                                "minimax_m2"})
+
+
+def parallel_layout(spec: ModelSpec, s: SGLangSettings) -> tuple[int, int]:
+    """(attention TP size, expert-parallel size) of one SGLang server, checked as sglang 0.5.23 checks them.
+
+    ``--enable-dp-attention --dp N``: ``tp_size`` stays the world size and attention runs on
+    ``attn_tp_size = tp_size // N`` ranks (``runtime_context.py: derive_parallel_widths``; ``tp_size %
+    attn_dp_size == 0`` is asserted in ``arg_groups/parallel_hook.py: _handle_data_parallelism``).
+    ``--ep-size E``: ``moe_tp_size = tp_size // E`` (``derive_parallel_widths``), so E must divide tp
+    (``model_runner_components/moe_ep_setup.py: check_quantized_moe_compatibility`` says so; a larger E leaves
+    moe_tp_size 0), and every rank holds ``num_experts // E`` routed experts: ``FusedMoE.__init__``
+    (``layers/moe/fused_moe_triton/layer.py``) asserts they divide evenly."""
+    check_positive("--tp", s.tp, MAX_PARALLEL)
+    check_positive("--dp", s.dp, MAX_PARALLEL)
+    check_positive("--ep-size", s.ep_size, MAX_PARALLEL)
+    a_dp = attn_dp(s)
+    if s.tp % a_dp:
+        raise InputError(f"--dp {s.dp} with --enable-dp-attention must divide --tp {s.tp} (SGLang asserts "
+                         "tp_size % attn_dp_size == 0: attention runs on tp / dp GPUs of each group)")
+    ep = s.ep_size
+    if ep > 1 and s.tp % ep:
+        raise InputError(f"--ep-size {ep} must divide --tp {s.tp} (SGLang splits each expert over "
+                         f"tp_size // ep_size ranks)")
+    if ep > 1 and spec.num_experts and spec.num_experts % ep:
+        raise InputError(f"--ep-size {ep} does not divide the {spec.num_experts} routed experts of {spec.name} "
+                         "(SGLang's FusedMoE gives every rank the same number of experts)")
+    return s.tp // a_dp, ep if spec.num_experts else 1
+
+
+def rank_stages(spec: ModelSpec, fmt: WeightFormat, s: SGLangSettings) -> tuple[Stage, ...]:
+    """The pipeline stages of one GPU, priced as sglang 0.5.23 splits the weights.
+
+    Without DP attention or expert parallelism: ``parallel.stages`` over the TP group. Under DP attention
+    the attention (and linear-attention) projections split over ``attn_tp_size`` ranks (``models/qwen3_moe.py:
+    Qwen3MoeAttention``, ``models/deepseek_v2.py`` MLA: ``parallel_group="attn_tp"``; replicated kv_a / q_a
+    stay whole), and so does the input embedding of the families in ``_ATTN_TP_EMBEDDING``; the lm_head
+    (``ParallelLMHead``, ``enable_dp_lm_head`` off by default), dense MLPs (``moe_dense_tp_size`` None) and
+    shared experts (``DeepseekV2MLP(parallel_group="tp")``) stay split over all tp ranks. With ``--ep-size E``
+    each rank holds ``num_experts // E`` whole routed experts split ``tp // E`` ways (``FusedMoE.__init__``:
+    ``_num_local_routed``, ``intermediate_size_per_partition``); shared experts stay tensor-parallel
+    (DeepSeek-V3's shared-expert fusion is off under EP on NVIDIA: ``DeepseekV2ForCausalLM.
+    shared_experts_fusion_disable_reason``). Per rank that is the same expert bytes as plain TP up to rounding."""
+    attn_tp, ep = parallel_layout(spec, s)
+    base = stages(spec, fmt, s.tp, s.pp)
+    if attn_tp == s.tp and ep == 1:
+        return base
+    attn = stages(spec, fmt, attn_tp, s.pp) if attn_tp != s.tp else base
+    moe = stages(spec, fmt, s.tp // ep, s.pp) if ep > 1 else base
+    by_attn = ("attention", "mamba") + (("embeddings",) if spec.model_type in _ATTN_TP_EMBEDDING else ())
+    out = []
+    for b, a, m in zip(base, attn, moe, strict=True):
+        roles = dict(b.weights_by_role)
+        for role in by_attn:
+            roles[role] = dict(a.weights_by_role).get(role, 0)
+        if ep > 1:  # the experts of ep ranks' share at moe_tp = tp / ep, of which this rank keeps 1 / ep
+            roles["experts"] = dict(m.weights_by_role).get("experts", 0) * (spec.num_experts // ep) // spec.num_experts
+        out.append(replace(b, weights_bytes=sum(roles.values()), weights_by_role=tuple((r, v) for r, v in roles.items() if v),
+                           replicated_by_role=()))
+    return tuple(out)
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
-    check_tp(spec, s.tp)
+    attn_tp, ep = parallel_layout(spec, s)
+    a_dp = s.tp // attn_tp
+    check_tp(spec, attn_tp)  # heads split over the attention-TP group (all tp ranks without DP attention)
     pp_partition(spec.num_layers, s.pp)  # more stages than layers is refused before anything is sized
     notes: list[str] = []
     gpu_mib = gpu.nvidia_smi_mib or (round(gpu.memory_bytes / MiB) if not gpu.custom else None)
@@ -167,7 +242,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         raise InputError(f"{spec.name}: unknown weight format: give --quantization")
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(model_dtype, dense_dtype=model_dtype)
-    stage = max(stages(spec, fmt, s.tp, s.pp), key=lambda st: st.weights_bytes)
+    stage = max(rank_stages(spec, fmt, s), key=lambda st: st.weights_bytes)
     weights = stage.weights_bytes + rotary_cache_bytes(spec, model_dtype)
     pre = gpu.memory_bytes - CONTEXT_BYTES
     after = pre - weights
@@ -181,11 +256,14 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     for x in layers:
         pools[pool_of(x, old)].append(x)
     full, swa, mamba = pools["full"], pools["swa"], pools["mamba"]
-    per_full = sum(x.bytes_per_token(kv, s.tp) for x in full)
-    per_swa = sum(x.bytes_per_token(kv, s.tp) for x in swa)
+    # model_executor/pool_configurator.py (_compute_cell_size): KV heads per rank of the attention-TP group; an
+    # MLA latent is whole on every rank. Under DP attention each of the tp / attn_tp groups keeps its own pool
+    # for its own requests.
+    per_full = sum(x.bytes_per_token(kv, attn_tp) for x in full)
+    per_swa = sum(x.bytes_per_token(kv, attn_tp) for x in swa)
     mamba_size = 0
     if mamba:
-        per_req = sum(x.bytes_per_sequence(0, kv, s.tp) for x in mamba)
+        per_req = sum(x.bytes_per_sequence(0, kv, attn_tp) for x in mamba)
         q = s.mamba_full_memory_ratio
         budget = rest * q / (1 + q)
         mamba_size = max(int((budget - per_req) // per_req), 0)
@@ -211,9 +289,19 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     k_size = per_full * (tokens + page) if mla else per_full // 2 * (tokens + page)
     v_size = 0 if mla else k_size
     est = min(max(int(tokens / context * 512), 2048), 4096)
-    reqs = min(s.max_running_requests // max(s.dp if s.enable_dp_attention else 1, 1), tokens // 2) \
-        if s.max_running_requests else min(est, tokens // 2)
+    # KVCacheConfigurator.resolve_max_num_reqs: per attention-DP worker
+    reqs = min(max(1, s.max_running_requests // a_dp), tokens // 2) if s.max_running_requests else min(est, tokens // 2)
     starts = error is None and tokens > 0
+    if a_dp > 1:
+        # parallel_hook.py (_handle_data_parallelism) divides chunked_prefill_size by attn_dp_size after
+        # memory_hook.py has sized the reserve from the undivided one
+        notes.append(f"DP attention: {a_dp} workers of {attn_tp} GPU{'s' if attn_tp > 1 else ''} each, every one with its own "
+                     f"pool of {tokens:,} tokens and at most {max(reqs, 0):,} running requests (the server holds {a_dp} x that)")
+    if ep > 1:
+        notes.append(f"expert parallelism: {spec.num_experts // ep} of {spec.num_experts} routed experts per GPU, "
+                     f"each split {s.tp // ep} way{'s' if s.tp // ep > 1 else ''}")
+    elif s.ep_size > 1:
+        notes.append(f"--ep-size {s.ep_size} ignored: {spec.name} has no routed experts")
     lines = [f"Load weight begin. avail mem={pre / GiB:.2f} GB"]
     if load_oom:
         lines.append(f"torch.OutOfMemoryError: CUDA out of memory while loading the weights "
@@ -228,7 +316,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
                          f"V size: {v_size / GiB:.2f} GB")
         else:
             lines.append(f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {k_size / GiB:.2f} GB")
-        lines.append(f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk}, max_prefill_tokens=16384, "
+        lines.append(f"max_total_num_tokens={tokens}, chunked_prefill_size={chunk // a_dp}, max_prefill_tokens=16384, "
                      f"max_running_requests={reqs}, context_len={context}")
     elif error and not load_oom:
         lines.append(f"RuntimeError: {error}")
@@ -239,6 +327,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         swa_tokens=swa_tokens, mamba_cache_size=mamba_size, k_size_bytes=k_size, v_size_bytes=v_size,
         max_running_requests=max(reqs, 0), context_len=context,
         max_concurrency=tokens / context if context else 0.0, starts=starts, error=error, log_lines=tuple(lines),
+        attn_tp=attn_tp, attn_dp=a_dp, ep_size=ep,
         notes=tuple(notes) + ((f"default mem_fraction_static {frac:.4g} = (nvidia-smi {gpu_mib} MiB - reserved "
                                f"{reserved:.0f} MiB) / {gpu_mib} MiB",) if reserved else ()),
     )

@@ -13,7 +13,8 @@ class SGLangSettings:
     tp: int = 1
     pp: int = 1
     dp: int = 1
-    enable_dp_attention: bool = False
+    enable_dp_attention: bool = False  # with dp > 1: attention data parallelism inside the TP group (attn_dp_size = dp)
+    ep_size: int = 1  # --ep-size: the expert-parallel group inside the TP group (moe_tp_size = tp // ep_size)
     context_length: int | None = None
     kv_cache_dtype: str = "auto"
     page_size: int | None = None
@@ -29,3 +30,15 @@ class SGLangSettings:
 
 # server_args.py: the --kv-cache-dtype choices (matched as given), each with what it stores ("": the model's dtype)
 KV_DTYPES = {"auto": "", "fp8_e5m2": "fp8_e5m2", "fp8_e4m3": "fp8_e4m3", "bf16": "bf16", "bfloat16": "bf16", "": ""}
+
+
+def attn_dp(s: SGLangSettings) -> int:
+    """Attention data-parallel groups inside the TP group. sglang 0.5.23 reads the old spelling ``--dp-size N
+    --enable-dp-attention`` as ``attn_dp_size = N, dp_size = 1`` (``arg_groups/parallel_hook.py:
+    handle_deprecated_dp_attention``); without ``--enable-dp-attention``, ``--dp`` counts whole replicas."""
+    return s.dp if s.enable_dp_attention else 1
+
+
+def replicas(s: SGLangSettings) -> int:
+    """Whole data-parallel copies of the model (``--dp`` without attention DP), each on tp x pp GPUs."""
+    return 1 if s.enable_dp_attention else s.dp

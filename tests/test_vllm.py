@@ -458,10 +458,35 @@ def test_flags_that_leave_memory_as_it_is_are_not_warned() -> None:
                   "--no-skip-mm-profiling", "--disable-eplb", "--decode-context-parallel-size 1", "--async-scheduling",
                   "--no-async-scheduling", "--cpu-offload-gb 4", "--enable-expert-parallel"):
         assert not parse_vllm_command(f"vllm serve {LLAMA8} {flags}").warnings, flags
-    # --async-scheduling: vLLM's default from 0.21, whose two in-flight batches kvbudget reserves; opt-in before
-    said = parse_vllm_command(f"vllm serve {LLAMA8} --async-scheduling", VllmSettings(version="0.11.0")).warnings
-    assert said == ("--async-scheduling: kvbudget does not model the memory it takes (a second batch in flight, which "
-                    "sliding-window layers reserve tokens for; kvbudget plans this release line with one)",)
+    # --async-scheduling: modelled (the in-flight batches a sliding window reserves), on every release line
+    assert not parse_vllm_command(f"vllm serve {LLAMA8} --async-scheduling", VllmSettings(version="0.11.0")).warnings
+
+
+def test_async_scheduling_sets_the_in_flight_batches_sliding_windows_reserve() -> None:
+    """vLLM 0.33.0 config/vllm.py max_concurrent_batches: async scheduling (its default, V2 model runner) keeps
+    pp + 1 batches in flight, without it pp; before 0.21 async was opt-in (2 batches at pp 1). A sliding window
+    reserves window - 1 + in-flight tokens, so gemma-3's sliding layers need more blocks per request with more."""
+    gemma = kvbudget.load_model("google/gemma-3-27b-it")
+    h200 = kvbudget.find_gpu("H200")
+
+    def in_flight(command: str) -> int:
+        cmd = parse_vllm_command(f"vllm serve google/gemma-3-27b-it --max-model-len 32768 {command}")
+        return plan(gemma, h200, cmd.settings).in_flight_tokens
+
+    tokens = plan(gemma, h200, VllmSettings(max_model_len=32768)).max_num_batched_tokens
+    assert in_flight("") == 2 * tokens  # async by default: 1 + 1
+    assert in_flight("--no-async-scheduling") == tokens
+    assert in_flight("-pp 2") == 3 * tokens and in_flight("-pp 2 --no-async-scheduling") == 2 * tokens
+    old = VllmSettings(version="0.11.0", max_model_len=32768)
+    assert plan(gemma, h200, old).in_flight_tokens == old_tokens(gemma, h200, old)
+    assert plan(gemma, h200, replace(old, async_scheduling=True)).in_flight_tokens == 2 * old_tokens(gemma, h200, old)
+    more = plan(gemma, h200, VllmSettings(max_model_len=32768)).blocks_per_request
+    less = plan(gemma, h200, VllmSettings(max_model_len=32768, async_scheduling=False)).blocks_per_request
+    assert more > less
+
+
+def old_tokens(spec: object, gpu: object, s: VllmSettings) -> int:
+    return plan(spec, gpu, s).max_num_batched_tokens  # type: ignore[arg-type]
 
 
 def test_mla_block_size_follows_the_attention_backend_of_the_gpu_and_release() -> None:

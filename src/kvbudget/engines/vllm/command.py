@@ -18,7 +18,7 @@ from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
-from .settings import VllmSettings, release
+from .settings import VllmSettings
 
 _FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
 _TRUE = ("1", "true", "yes", "on")
@@ -76,7 +76,8 @@ _INT_RANGES = {
 _TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode")
 # Boolean switches: the field, and the flag prefix that turns it on (--enable-x / --disable-x / --x / --no-x).
 _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", "enable_chunked_prefill": "--enable",
-             "disable_hybrid_kv_cache_manager": "--disable", "enable_expert_parallel": "--enable"}
+             "disable_hybrid_kv_cache_manager": "--disable", "enable_expert_parallel": "--enable",
+             "async_scheduling": "--async"}
 
 
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
@@ -282,10 +283,6 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         dest = flags[name][0]
         if (said := unmodelled(name, dest, arg)) is not None:
             warnings.append(said)
-        if name == "--async-scheduling" and _bool(arg) and release(settings.version).in_flight_batches == 1:
-            # the default from 0.21 (config/vllm.py), where kvbudget reserves its two in-flight batches; before, opt-in
-            warnings.append(f"{name}: kvbudget does not model the memory it takes (a second batch in flight, which "
-                            "sliding-window layers reserve tokens for; kvbudget plans this release line with one)")
         if dest == "model" and arg:
             model = arg
         elif dest == "speculative_config":

@@ -210,6 +210,17 @@ def _block_size(spec: ModelSpec, gpu: GPU, rel: Release, notes: list[str]) -> in
     return size
 
 
+def _in_flight_batches(rel: Release, settings: VllmSettings, pp: int) -> int:
+    """Batches of max_num_batched_tokens a sliding window reserves room for (vLLM 0.33.0 config/vllm.py
+    max_concurrent_batches): PP stages fill the pipeline; async scheduling (the default from 0.21, with the V2
+    model runner, config/vllm.py use_v2_model_runner) keeps one batch more, pp + 1. Before 0.21 async scheduling
+    was opt-in and, with PP, not supported: pp batches."""
+    async_on = settings.async_scheduling if settings.async_scheduling is not None else rel.in_flight_batches == 2
+    if rel.key != "current":
+        return 2 if async_on and pp == 1 else pp
+    return pp + 1 if async_on else pp
+
+
 def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]) -> _Resolved:
     """Check the settings and fill in vLLM's defaults for the release and the GPU: the memory fraction,
     the dtypes, max_model_len (``-1``: auto-fit, decided by ``_checks``), max_num_batched_tokens and
@@ -249,7 +260,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
         rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
         auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
         hybrid_manager=hybrid_manager, block_size=settings.block_size or _block_size(spec, gpu, rel, notes), align=align,
-        in_flight=rel.in_flight_batches * tokens if pp == 1 else pp * tokens,
+        in_flight=_in_flight_batches(rel, settings, pp) * tokens,
         mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
 
 

@@ -138,3 +138,4 @@ class VllmSettings:
     speculative_method: str | None = None
     num_speculative_tokens: int = 0
     unmodelled: tuple[str, ...] = ()  # flags of the command whose memory kvbudget does not model (a wider band)
+    async_scheduling: bool | None = None  # --[no-]async-scheduling; None: the release's default

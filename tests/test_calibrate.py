@@ -143,3 +143,13 @@ def test_hostile_profiles_are_one_line(tmp_path: Path, capsys: pytest.CaptureFix
 def test_calibrate_refuses_what_is_not_a_log_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", "/dev/zero"]) == 2
     assert "not a regular file" in capsys.readouterr().err
+
+
+def test_a_profile_term_beyond_a_quarter_of_the_gpu_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A term from logs of another GPU (calibrate --gpu given wrong) would move the pool by tens of GiB: refused."""
+    for gib in (-100, 30):
+        p = tmp_path / f"p{gib}.json"
+        p.write_text(json.dumps({"kvbudget_profile": 1, "terms": [
+            {"gpu": "L4-24GB", "release": "v1", "gpus": 1, "bytes": gib * GiB, "logs": 1}]}))
+        assert main(["fit", "llama-3.1-8b", "--gpu", "L4", "--vllm-version", "v1", "--profile", str(p)]) == 2
+        assert "more than a quarter of the GPU" in capsys.readouterr().err

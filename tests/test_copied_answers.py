@@ -247,3 +247,14 @@ def test_a_flag_whose_memory_is_not_modelled_widens_the_band(capsys: pytest.Capt
     plain = json.loads(capsys.readouterr().out)
     assert plain["provenance"]["available_kv_cache_bytes"]["note"] == "" and plain["warnings"] == []
     assert plain["available_kv_cache_bytes"] == doc["available_kv_cache_bytes"]  # the figure itself is the model's
+
+
+def test_data_parallel_moe_launch_reads_back_to_the_same_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    """fit --dp 4 on an MoE model plans the experts shared over the 4 engines, as one `vllm serve
+    --data-parallel-size 4` runs them: its launch command says so and explains back to the same figures."""
+    doc = _json(capsys, "fit", "gpt-oss-120b", "--gpu", "H100", "--tp", "1", "--dp", "4", "--json")
+    command = doc["launch"]["command"]
+    assert command == "vllm serve openai/gpt-oss-120b --data-parallel-size 4"
+    assert "replicas: 1" in doc["launch"]["kubernetes"] and "nvidia.com/gpu: 4" in doc["launch"]["kubernetes"]
+    back = _explained(capsys, command, "H100")
+    assert back["memory"] == doc["memory"] and back["kv_cache_tokens"] == doc["kv_cache_tokens"]

@@ -4,6 +4,8 @@ catalog configs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import kvbudget
@@ -121,3 +123,18 @@ def test_fit_option() -> None:
     assert _speculative(MTP2) == {"speculative_method": "mtp", "num_speculative_tokens": 2}
     with pytest.raises(InputError, match="eagle"):
         _speculative('{"method": "eagle", "model": "x/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 2}')
+
+
+def test_a_config_with_thousands_of_mtp_layers_is_refused_in_one_line(tmp_path: Path) -> None:
+    """num_nextn_predict_layers is read with a bound: 10^8 would build a draft larger than memory."""
+    import json
+
+    from kvbudget.model import catalog
+    from kvbudget.model.resolve import load_model
+    from kvbudget.units import InputError
+
+    config = dict(catalog.find("deepseek-v3").config)  # type: ignore[union-attr]
+    config["num_nextn_predict_layers"] = 100_000_000
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match="num_nextn_predict_layers 100,000,000 is beyond any real model"):
+        load_model(str(tmp_path))

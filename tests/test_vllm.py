@@ -390,8 +390,8 @@ def test_expert_parallel_command_plan_and_launch() -> None:
 
 
 def test_fit_expert_parallel_runs_one_pod_of_every_dp_engine(capsys: pytest.CaptureFixture[str]) -> None:
-    """fit --dp 4 --enable-expert-parallel: one command starts the 4 engines of the EP group, so the manifest is one
-    pod of 4 GPUs (without the switch, 4 replicas of 1 GPU, each its own vllm serve)."""
+    """fit --dp 4 (with or without --enable-expert-parallel): one command starts the 4 engines, whose MoE experts
+    are shared over them, so the manifest is one pod of 4 GPUs; 4 separate servers would each hold every expert."""
     import json
 
     from kvbudget.cli import main
@@ -404,7 +404,8 @@ def test_fit_expert_parallel_runs_one_pod_of_every_dp_engine(capsys: pytest.Capt
     assert "replicas: 1\n" in doc["launch"]["kubernetes"] and "nvidia.com/gpu: 4}" in doc["launch"]["kubernetes"]
     assert main(args) == 0
     plain = json.loads(capsys.readouterr().out)
-    assert plain["ep"] == 1 and "replicas: 4\n" in plain["launch"]["kubernetes"]
+    assert plain["ep"] == 1 and "replicas: 1\n" in plain["launch"]["kubernetes"]
+    assert plain["launch"]["command"].endswith("--data-parallel-size 4")
     # the experts are shared over the 4 engines either way: the same weights per GPU
     assert plain["memory"]["weights_bytes"] == pytest.approx(doc["memory"]["weights_bytes"], rel=0.001)
 

@@ -584,11 +584,14 @@ def _mtp_layers(c: _Cfg, model_type: str) -> int:
     """The MTP layers vLLM 0.33.0 would build as a draft (config/speculative.py hf_config_override: deepseek_v3 ->
     deepseek_mtp reads num_nextn_predict_layers; qwen3_next -> qwen3_next_mtp, whose model
     (models/qwen3_next_mtp.py) defaults the count to 1 when the config omits it)."""
+    count = 0
     if model_type == "deepseek_v3":
-        return c.int("num_nextn_predict_layers", default=0, positive=False)
-    if model_type == "qwen3_next":
-        return c.int("num_nextn_predict_layers", default=1, positive=False)
-    return 0
+        count = c.int("num_nextn_predict_layers", default=0, positive=False)
+    elif model_type == "qwen3_next":
+        count = c.int("num_nextn_predict_layers", default=1, positive=False)
+    if count > 64:  # real checkpoints carry one or a few; thousands would build a draft larger than any model
+        raise ConfigError(f"{c.where}: num_nextn_predict_layers {count:,} is beyond any real model (at most 64)")
+    return count
 
 
 class _MoE:

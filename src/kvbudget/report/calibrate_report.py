@@ -31,6 +31,9 @@ def calibrate_text(c: Calibration, units: str, out: str | None) -> str:
                        [[t.gpu, t.release, str(t.gpus), str(t.logs), _signed(t.bytes, units), fmt_bytes(t.spread, units)]
                         for t in c.terms], right=[False, False, True, True, True, True])]
     out_lines += [f"skipped {log}: {why}" for log, why in c.skipped]
+    lines = sorted({t.release for t in c.terms})
+    out_lines.append(f"a term applies to runs of its GPU and release line ({', '.join(lines)}): give fit the same "
+                     "--vllm-version (vLLM reads a pasted command's release itself)")
     out_lines.append(f"wrote {out}: use it with --profile {out} on fit, explain and levers" if out
                      else "give --out FILE to save the profile, then --profile FILE on fit, explain and levers")
     return "\n".join(out_lines)

@@ -175,7 +175,7 @@ class VllmEngine:
         from ..served import checkpoint_note
         from .launch import vllm_argv
 
-        group = s.data_parallel_size if s.enable_expert_parallel else 1  # one EP group: one vllm serve runs every DP engine
+        group = s.data_parallel_size  # one vllm serve runs every DP engine (one pod of dp x tp x pp GPUs)
         return Launch(tuple(vllm_argv(model, s)), checkpoint_note(model, s.quantization), group=group)
 
     def reads_command(self, words: list[str]) -> bool:

@@ -56,10 +56,11 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
                                                      "num_speculative_tokens": s.num_speculative_tokens})]
     if s.enforce_eager:
         argv.append("--enforce-eager")
+    if s.data_parallel_size > 1:
+        # one command starts every DP engine: an MoE model's experts are shared over all of them (dp x tp GPUs, with
+        # or without expert parallelism), as the plan sizes them; a dense model's engines each hold the whole model
+        argv += ["--data-parallel-size", str(s.data_parallel_size)]
     if s.enable_expert_parallel:
-        # the experts are shared over every DP engine of the group, so one command starts them all
-        if s.data_parallel_size > 1:
-            argv += ["--data-parallel-size", str(s.data_parallel_size)]
         argv.append("--enable-expert-parallel")
     return argv
 

@@ -72,8 +72,10 @@ def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
     else:
         ep, mtp = s.moe_ep, s.tp // s.moe_ep if s.moe_tp is None else s.moe_tp
     if ep * mtp != s.tp:
-        raise InputError(f"TensorRT-LLM needs moe_tensor_parallel_size x moe_expert_parallel_size = tp_size: {mtp} x "
-                         f"{ep} != {s.tp} (mapping.py)")
+        given = " and ".join(f"{name} {value}" for name, value in (("moe_expert_parallel_size", s.moe_ep),
+                                                                   ("moe_tensor_parallel_size", s.moe_tp)) if value)
+        raise InputError(f"TensorRT-LLM needs moe_tensor_parallel_size x moe_expert_parallel_size = tp_size ({s.tp}): "
+                         f"{given} does not divide it (mapping.py); give a divisor of {s.tp}")
     return ep, mtp
 
 

@@ -25,7 +25,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     if engine is None:
         raise InputError(f"no engine kvbudget knows reads {words[0]!r}: give a vllm serve, python -m "
                          "sglang.launch_server, trtllm-serve or llama-server command")
-    _only_its_own(engine, given, "explain", "command")
+    _only_its_own(engine, given, "explain", "command", registry)
     cmd = engine.read_command(words, given)
     used, have = engine.gpus(cmd.settings), given.get("num_gpus")
     if have is not None and used > have:
@@ -40,21 +40,16 @@ def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine,
     if engine is None:
         raise InputError("no engine kvbudget knows printed this log: give a vLLM, SGLang, TensorRT-LLM or llama.cpp "
                          "start-up log")
-    _only_its_own(engine, given, "check", "log")
+    _only_its_own(engine, given, "check", "log", registry)
     if given.get("flags") and not getattr(engine, "reads_run_flags", False):
         raise InputError(f"this is {engine.label}'s log: the flags after -- are read for vLLM logs only (drop them)")
     return engine, engine.check(text, given)
 
 
-def _only_its_own(engine: Engine, given: dict[str, Any], command: str, what: str) -> None:
+def _only_its_own(engine: Engine, given: dict[str, Any], command: str, what: str, registry: Registry) -> None:
     """Refuse an engine option given for a command or log another engine reads (instead of ignoring it)."""
     mine = {o.dest for o in engine.options if command in o.commands}
+    theirs = {o.dest for e in registry for o in e.options if command in o.commands} - mine
     for dest, value in given.items():
-        if value is not None and dest not in mine and any(dest == o.dest for o in _all_options(command)):
+        if value is not None and dest in theirs:
             raise InputError(f"--{dest.replace('_', '-')} is not read for {engine.label}'s {what} (drop it)")
-
-
-def _all_options(command: str) -> list[Any]:
-    from ..engines.base import default_registry
-
-    return [o for e in default_registry() for o in e.options if command in o.commands]

@@ -8,6 +8,8 @@ to build), ``policy`` (the plan and the engine interface); and, imported only by
 
 from __future__ import annotations
 
+from ..lazy import lazy_exports
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from .kv_layout import row_bytes
@@ -23,13 +25,7 @@ _EXPORTS = (
 )
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(_EXPORTS[name], __name__), name)
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["CACHE_TYPES", "CUDA_ALIGN", "FIT_MARGIN", "FIT_MIN_CTX", "MAX_SEQ", "LlamaCppPlan", "LlamaCppSettings",
            "plan", "replica", "row_bytes", "summary"]

@@ -6,6 +6,8 @@ logs against SGLang's arithmetic), ``launch`` (the launch command of a plan). Th
 
 from __future__ import annotations
 
+from ..lazy import lazy_exports
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from .policy import CONTEXT_BYTES, SGLangPlan, default_fraction, plan, replica, summary
@@ -19,13 +21,7 @@ _EXPORTS = (
 )
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(_EXPORTS[name], __name__), name)
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["CONTEXT_BYTES", "KV_DTYPES", "SGLangPlan", "SGLangSettings", "default_fraction", "plan", "replica",
            "summary"]

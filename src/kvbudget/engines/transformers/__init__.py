@@ -6,6 +6,8 @@ what the old ``engines/transformers_engine.py`` module held (``plan``, ``row``, 
 
 from __future__ import annotations
 
+from ..lazy import lazy_exports
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from .policy import TransformersPlan, plan, row
@@ -17,12 +19,6 @@ _EXPORTS = (
 )
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(_EXPORTS[name], __name__), name)
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["TransformersPlan", "plan", "row"]

@@ -7,6 +7,8 @@ TrtllmSettings`` reads as before.
 
 from __future__ import annotations
 
+from ..lazy import lazy_exports
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from .policy import (
@@ -30,13 +32,7 @@ _EXPORTS = (
 )
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(_EXPORTS[name], __name__), name)
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["ACT_BYTES_PER_TOKEN_HIDDEN", "NON_TORCH_BYTES", "TrtllmPlan", "TrtllmSettings", "engine_buffers",
            "per_token_bytes", "plan", "replica", "summary"]

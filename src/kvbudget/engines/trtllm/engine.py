@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict
+from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict, known_weights
 from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -41,10 +41,7 @@ class TrtllmEngine(PoolServer):
     plan_weights: tuple[str, ...] = ("auto",)
     plan_kv: tuple[str, ...] = ("auto", "fp8")
 
-    def check_weights(self, name: str) -> None:
-        from ..base import known_weights
-
-        known_weights(name)
+    check_weights = staticmethod(known_weights)  # any weight format kvbudget knows
 
     def check_kv(self, name: str) -> None:
         from ..base import known_kv

@@ -16,6 +16,8 @@ module held, so ``from kvbudget.engines.vllm import plan, VllmSettings`` reads a
 
 from __future__ import annotations
 
+from ..lazy import lazy_exports
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from .calibration import (
@@ -76,13 +78,7 @@ _EXPORTS = (
 )
 
 
-def __getattr__(name: str) -> object:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(_EXPORTS[name], __name__), name)
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "ACTIVATION",

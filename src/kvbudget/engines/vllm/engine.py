@@ -3,7 +3,7 @@ command, command and log readers, each delegated to the module that does it."""
 
 from __future__ import annotations
 
-from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Verdict
+from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Verdict, known_weights
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -60,10 +60,7 @@ class VllmEngine:
     plan_weights: tuple[str, ...] = ("auto", "fp8")
     plan_kv: tuple[str, ...] = ("auto", "fp8")
 
-    def check_weights(self, name: str) -> None:
-        from ..base import known_weights
-
-        known_weights(name)
+    check_weights = staticmethod(known_weights)  # any weight format kvbudget knows
 
     def check_kv(self, name: str) -> None:
         from ..base import known_kv

@@ -252,6 +252,24 @@ def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, object
     return {a.dest: a.default for a in sub.choices[command]._actions}
 
 
+def _quoted_command_last(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``explain "vllm serve MODEL ..." --gpu H100``: a launch command pasted as one quoted word, with kvbudget's own
+    options after it, is moved behind a ``--`` so that those options stay kvbudget's (argparse would otherwise read
+    everything after the command as part of it)."""
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["explain"]
+    takes_value = {s for a in sub._actions if a.nargs != 0 for s in a.option_strings}
+    for i in range(1, len(argv)):
+        word = argv[i]
+        if word.startswith("-") or not any(c.isspace() for c in word.strip()):
+            continue
+        if argv[i - 1] in takes_value:  # the value of an option (--gpu-memory "48 GiB")
+            continue
+        return [*argv[:i], *argv[i + 1:], "--", word]
+    return argv
+
+
 def main(argv: Sequence[str] | None = None, registry: Registry | None = None) -> int:
     """``kvbudget ARGS``: the answer on stdout, exit 0; bad input: one line on stderr, exit 2. ``registry``: the
     engines to ask (default: the ones kvbudget ships)."""
@@ -265,6 +283,8 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
         cut = argv.index("--")
         argv, tail = argv[:cut], argv[cut + 1:]
     parser = build_parser(registry, first if first in _COMMANDS else None)
+    if first == "explain" and "--" not in argv:
+        argv = _quoted_command_last(parser, argv)
     args = parser.parse_args(argv)
     args.flags = tail
     try:

@@ -200,6 +200,53 @@ def _levers(args: argparse.Namespace, registry: Registry, defaults: dict[str, ob
     return plan_report.levers_answer_text(answer, args.units)
 
 
+def _simulate(args: argparse.Namespace, registry: Registry) -> str:
+    from . import api
+    from .report import sim_report
+
+    tp, pp = _parallelism(args)
+    progress = None if args.json or args.no_progress or not sys.stderr.isatty() else _Progress()
+    try:
+        answer = api.simulate(args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, trace=args.trace,
+                              synthetic=args.synthetic, tokenizer=args.tokenizer, engine=args.engine, tp=tp, pp=pp,
+                              weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context,
+                              prefix_caching=not args.no_prefix_caching, chunked_prefill=not args.no_chunked_prefill,
+                              policies=tuple(x.strip() for x in args.policies.split(",") if x.strip()),
+                              options=_options(args, registry, "fit"), registry=registry, on_step=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if args.plot:
+        from .report.plots import sim_plot
+
+        sim_plot(answer, args.plot)
+    if args.json:
+        return _render(args, sim_report.sim_doc(answer, series=args.steps), "")
+    return sim_report.sim_text(answer)
+
+
+class _Progress:
+    """A one-line progress report on standard error, updated at most every half second."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._last = 0.0
+
+    def __call__(self, policy: str, steps: int, done: int) -> None:
+        now = self._clock()
+        if now - self._last >= 0.5:
+            self._last = now
+            sys.stderr.write(f"\rsimulating {policy}: {steps:,} steps, {done:,} requests done   ")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._last:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
 def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, object]) -> str:
     from . import api
     from .report import json_doc, text
@@ -212,7 +259,8 @@ def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
     commands = {"fit": lambda: _fit(args, registry, defaults), "explain": lambda: _explain(args, registry),
                 "check": lambda: _check(args, registry), "compare": lambda: _compare(args, registry),
                 "calibrate": lambda: _calibrate(args, registry),
-                "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults)}
+                "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults),
+                "simulate": lambda: _simulate(args, registry)}
     if args.command in commands:
         return commands[args.command]()
     if args.command == "models":

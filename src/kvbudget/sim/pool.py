@@ -84,7 +84,8 @@ class BlockPool:
 
     def release(self, ordered: list[Block]) -> None:
         """Drop one reference of each block, ``ordered`` first-to-evict first (block_pool.free_blocks)."""
-        first, last = [], []
+        first: list[Block] = []
+        last: list[Block] = []
         for block in ordered:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:

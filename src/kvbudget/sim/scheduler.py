@@ -13,7 +13,8 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
-from .pool import Block, BlockPool
+from .kv import KV, ContiguousKV, PagedKV
+from .pool import Block
 from .trace import RequestSpec
 
 
@@ -25,6 +26,7 @@ class SchedulerSettings:
     max_model_len: int
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
+    policy: str = "paged"  # or contiguous-max / contiguous-exact (kv.POLICIES)
 
 
 @dataclass(eq=False)
@@ -32,10 +34,11 @@ class Request:
     """A request's state inside the scheduler."""
 
     spec: RequestSpec
-    tokens: array  # prompt, then the tokens generated so far
+    tokens: array[int]  # prompt, then the tokens generated so far
     computed: int = 0  # tokens whose KV is in the cache
     blocks: list[Block] = field(default_factory=list)
     cached_blocks: int = 0  # of ``blocks``, how many are registered in the prefix cache
+    keys: list[int] = field(default_factory=list)  # prefix keys of its full blocks
     preemptions: int = 0
     added_step: int = 0
     first_scheduled_step: int | None = None
@@ -59,6 +62,7 @@ class PrefixStats:
     preempted_requests: int = 0
     preempted_queries: int = 0
     preempted_hits: int = 0
+    query_blocks: int = 0  # blocks the looked-up tokens span (both kinds of lookup); hits are whole blocks
 
 
 @dataclass(frozen=True)
@@ -69,89 +73,27 @@ class StepRecord:
     scheduled: dict[str, int]  # request id -> tokens computed this step
     preempted: tuple[str, ...]
     finished: tuple[str, ...]
-    blocks_used: int  # blocks held by requests (the null block and free cached blocks not counted)
-    tokens_held: int  # tokens whose KV those blocks hold
+    slots_used: int  # token slots held by requests (blocks x block size when paged; shared blocks once)
+    tokens_held: int  # tokens whose KV is in the cache, summed over running requests
+    waste: int  # slots running requests hold beyond their computed tokens (partial last blocks, reservations)
+    context_read: int  # tokens of KV the step's attention reads: each scheduled request's tokens up to its last
     prefix_queries: int  # cumulative
     prefix_hits: int  # cumulative
     preemptions: int  # cumulative
 
 
-class Keys:
-    """Prefix keys: a full block's key stands for (its parent's key, its token ids), interned to an integer, so equal
-    keys mean equal prefixes (vLLM chains a hash of the same pair: kv_cache_utils.hash_block_tokens)."""
-
-    def __init__(self) -> None:
-        self._ids: dict[tuple[int, bytes], int] = {}
-
-    def extend(self, keys: list[int], tokens: array, block_size: int) -> None:
-        """Append to ``keys`` the keys of the full blocks of ``tokens`` not yet keyed."""
-        for i in range(len(keys), len(tokens) // block_size):
-            pair = (keys[i - 1] if i else -1, tokens[i * block_size:(i + 1) * block_size].tobytes())
-            key = self._ids.get(pair)
-            if key is None:
-                key = self._ids[pair] = len(self._ids)
-            keys.append(key)
-
-
 class Scheduler:
     def __init__(self, settings: SchedulerSettings, num_blocks: int) -> None:
         self.s = settings
-        self.pool = BlockPool(num_blocks, settings.enable_prefix_caching)
+        self.kv: KV = (PagedKV(num_blocks, settings.block_size, settings.max_model_len, settings.enable_prefix_caching)
+                       if settings.policy == "paged" else
+                       ContiguousKV((num_blocks - 1) * settings.block_size, settings.max_model_len,
+                                    settings.policy == "contiguous-exact"))
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.stats = PrefixStats()
         self.preemptions = 0
         self.step_no = 0
-        self._keys = Keys()
-        self._req_keys: dict[int, list[int]] = {}
-
-    # --- the KV cache manager -------------------------------------------------------------------------------------
-
-    def _keys_of(self, req: Request) -> list[int]:
-        keys = self._req_keys.setdefault(id(req), [])
-        self._keys.extend(keys, req.tokens, self.s.block_size)
-        return keys
-
-    def _cache_hit(self, req: Request) -> list[Block]:
-        """get_computed_blocks: the longest run of cached full blocks from the start, at most num_tokens - 1 tokens
-        (the last token is always computed again, to sample from)."""
-        if not self.s.enable_prefix_caching:
-            return []
-        keys = self._keys_of(req)
-        hit: list[Block] = []
-        for key in keys[:(len(req.tokens) - 1) // self.s.block_size]:
-            block = self.pool.lookup(key)
-            if block is None:
-                break
-            hit.append(block)
-        return hit
-
-    def _allocate(self, req: Request, new_tokens: int, hit: list[Block]) -> bool:
-        """allocate_slots: blocks for the computed prefix plus ``new_tokens``, or False when the free queue is short
-        (a hit block waiting in the free queue counts against it too)."""
-        bs = self.s.block_size
-        computed = req.computed + len(hit) * bs
-        need = min(computed + new_tokens, self.s.max_model_len)
-        new = -(-need // bs) - len(hit) - len(req.blocks)
-        evictable = sum(1 for b in hit if b.ref_cnt == 0)
-        if max(new, 0) + evictable > self.pool.num_free():
-            return False
-        self.pool.touch(hit)
-        req.blocks.extend(hit)
-        if new > 0:
-            req.blocks.extend(self.pool.take(new))
-        if self.s.enable_prefix_caching:
-            full = min(computed + new_tokens, len(req.tokens)) // bs
-            keys = self._keys_of(req)
-            for i in range(req.cached_blocks, full):
-                self.pool.cache(req.blocks[i], keys[i])
-            req.cached_blocks = max(req.cached_blocks, full)
-        return True
-
-    def _free(self, req: Request) -> None:
-        self.pool.release(req.blocks[::-1])  # tail blocks evicted first
-        req.blocks = []
-        req.cached_blocks = 0
 
     # --- the scheduler --------------------------------------------------------------------------------------------
 
@@ -162,7 +104,7 @@ class Scheduler:
 
     def _preempt(self, req: Request) -> None:
         """_preempt_request: free its blocks, forget its computed tokens, first in the waiting queue."""
-        self._free(req)
+        self.kv.free(req)
         req.computed = 0
         req.preemptions += 1
         self.preemptions += 1
@@ -183,7 +125,7 @@ class Scheduler:
                 i += 1
                 continue
             while True:
-                if self._allocate(req, n, []):
+                if self.kv.allocate(req, n, []):
                     ok = True
                     break
                 victim = self.running.pop()  # FCFS: the last admitted running request
@@ -201,17 +143,17 @@ class Scheduler:
         if not preempted:
             while budget > 0 and self.waiting and len(self.running) < s.max_num_seqs:
                 req = self.waiting[0]
-                hit = self._cache_hit(req) if req.computed == 0 else []
-                computed = req.computed + len(hit) * s.block_size
+                hit, hit_tokens = self.kv.hit(req) if req.computed == 0 else ([], 0)
+                computed = req.computed + hit_tokens
                 n = len(req.tokens) - computed
                 if not s.enable_chunked_prefill and n > budget:
                     break
                 n = min(n, budget)
-                if not self._allocate(req, n, hit):
+                if not self.kv.allocate(req, n, hit):
                     break
                 self.waiting.popleft()
-                if req.computed == 0:
-                    self._record_lookup(req, len(hit) * s.block_size)
+                if req.computed == 0 and s.enable_prefix_caching and s.policy == "paged":
+                    self._record_lookup(req, hit_tokens)
                 req.computed = computed
                 self.running.append(req)
                 if req.first_scheduled_step is None:
@@ -220,8 +162,10 @@ class Scheduler:
                 budget -= n
         # the model runs; every request whose prompt (and earlier tokens) is now all computed samples one token
         finished: list[Request] = []
+        context_read = 0
         for req, n in scheduled.values():
             req.computed += n
+            context_read += req.computed
             if req.computed >= len(req.tokens):
                 req.tokens.append(req.spec.output[req.generated])
                 req.token_steps.append(self.step_no)
@@ -231,20 +175,22 @@ class Scheduler:
                     finished.append(req)
         for req in finished:
             self.running.remove(req)
-            self._free(req)
+            self.kv.free(req)
             req.finished_step = self.step_no
-            self._req_keys.pop(id(req), None)
+            req.keys = []
         record = StepRecord(
             self.step_no, len(self.running), len(self.waiting),
             {r.spec.id: n for r, n in scheduled.values()}, tuple(r.spec.id for r in preempted),
-            tuple(r.spec.id for r in finished), self.pool.num_used(),
-            sum(r.computed for r in self.running), self.stats.queries + self.stats.preempted_queries,
+            tuple(r.spec.id for r in finished), self.kv.used_slots(), sum(r.computed for r in self.running),
+            sum(self.kv.slots(r) - r.computed for r in self.running), context_read,
+            self.stats.queries + self.stats.preempted_queries,
             self.stats.hits + self.stats.preempted_hits, self.preemptions)
         self.step_no += 1
         return record
 
     def _record_lookup(self, req: Request, hits: int) -> None:
         st = self.stats
+        st.query_blocks += -(-len(req.tokens) // self.s.block_size)
         if req.preemptions:
             st.preempted_requests += 1
             st.preempted_queries += len(req.tokens)

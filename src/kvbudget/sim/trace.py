@@ -38,9 +38,11 @@ class RequestSpec:
 
     id: str
     arrival: float  # seconds from the start of the run
-    prompt: array  # token ids ('q')
-    output: array  # the token ids it generates, in order ('q'); len() is the output length
+    prompt: array[int]  # token ids ('q')
+    output: array[int]  # the token ids it generates, in order ('q'); len() is the output length
     arrival_step: int | None = None  # the engine step it is added before (traces recorded from a scheduler)
+    after: str | None = None  # a request that must finish first (the previous turn of a conversation) ...
+    delay: float = 0.0  # ... and the seconds (or, replayed by step, steps) from its finish to this one's arrival
 
     @property
     def prompt_len(self) -> int:
@@ -58,7 +60,7 @@ class TokenSource:
     def __init__(self, start: int = 1 << 40) -> None:
         self._next = start
 
-    def fresh(self, n: int) -> array:
+    def fresh(self, n: int) -> array[int]:
         out = array("q", range(self._next, self._next + n))
         self._next += n
         return out
@@ -75,7 +77,7 @@ def _int(value: Any, what: str, where: str, low: int = 0, high: int = MAX_REQUES
     return int(value)
 
 
-def _ids(value: Any, what: str, where: str) -> array:
+def _ids(value: Any, what: str, where: str) -> array[int]:
     if not isinstance(value, list) or len(value) > MAX_REQUEST_TOKENS:
         raise TraceError(f"{where}: {what} must be a list of token ids (at most {MAX_REQUEST_TOKENS:,})")
     try:
@@ -118,8 +120,14 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
     if len(output) == 0:
         raise TraceError(f"{where}: the output is empty (a request generates at least one token)")
     rid = obj.get("id", f"r{index}")
+    after = obj.get("after")
+    if after is not None and not isinstance(after, str):
+        raise TraceError(f"{where}: 'after' must be the id of an earlier request")
+    delay = obj.get("delay", 0.0)
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < 1e9:
+        raise TraceError(f"{where}: 'delay' must be seconds >= 0")
     return RequestSpec(str(rid)[:200], float(arrival), prompt, output,
-                       None if step is None else _int(step, "'arrival_step'", where, 0, 10**9))
+                       None if step is None else _int(step, "'arrival_step'", where, 0, 10**9), after, float(delay))
 
 
 def _from_openai(obj: dict[str, Any], where: str) -> dict[str, Any]:
@@ -169,4 +177,9 @@ def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
     ids = [r.id for r in requests]
     if len(set(ids)) != len(ids):
         raise TraceError(f"{path}: request ids repeat ('id' must be unique, or left out)")
-    return sorted(requests, key=lambda r: (r.arrival_step or 0, r.arrival))
+    seen: set[str] = set()
+    for r in requests:
+        if r.after is not None and r.after not in seen:
+            raise TraceError(f"{path}: request {r.id} comes after '{r.after}', which is not an earlier request")
+        seen.add(r.id)
+    return requests

@@ -166,6 +166,24 @@ def trace_no_chunking(seed: int = 6) -> dict[str, Any]:
     return {"settings": _settings(200, 16, 8, 192, 192, True, False), "requests": reqs}
 
 
+def trace_edge_cases(seed: int = 7) -> dict[str, Any]:
+    """Small edge cases: same-step prefix hits, a fully cached 64-token prompt, a 1-token output."""
+    rng = random.Random(seed)
+    p64 = _toks(rng, 64)
+    tail = _toks(rng, 20)
+    reqs = [
+        # a and b arrive together with the same 84-token prompt: b hits a's blocks in the same schedule().
+        {"id": "a", "arrival_step": 0, "prompt_ids": p64 + tail, "output_ids": _toks(rng, 3)},
+        {"id": "b", "arrival_step": 0, "prompt_ids": p64 + tail, "output_ids": _toks(rng, 5)},
+        # c: exactly the first 64 tokens, all cached: the hit is capped at num_tokens - 1 (48 tokens).
+        {"id": "c", "arrival_step": 4, "prompt_ids": p64, "output_ids": _toks(rng, 2)},
+        # d: one output token; e: a 16-token prompt (one full block, hit capped to 0).
+        {"id": "d", "arrival_step": 4, "prompt_ids": p64[:40], "output_ids": _toks(rng, 1)},
+        {"id": "e", "arrival_step": 5, "prompt_ids": p64[:16], "output_ids": _toks(rng, 4)},
+    ]
+    return {"settings": _settings(64, 16, 8, 256, 256, True), "requests": reqs}
+
+
 TRACES = {
     "shared_prefix": trace_shared_prefix,
     "multi_turn": trace_multi_turn,
@@ -173,6 +191,7 @@ TRACES = {
     "chunked_prefill": trace_chunked_prefill,
     "prefix_eviction": trace_prefix_eviction,
     "no_chunking": trace_no_chunking,
+    "edge_cases": trace_edge_cases,
 }
 
 # --------------------------------------------------------------------------- vLLM

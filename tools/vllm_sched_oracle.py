@@ -153,17 +153,27 @@ def trace_prefix_eviction(seed: int = 5) -> dict[str, Any]:
 
 
 def trace_no_chunking(seed: int = 6) -> dict[str, Any]:
-    """Chunked prefill off: a prompt is admitted only whole within the token budget; prefix caching on."""
+    """Chunked prefill off: a prompt is admitted only whole within the remaining token budget, and the
+    first one that does not fit stops admission (later, shorter prompts wait); prefix caching on."""
     rng = random.Random(seed)
     shared = _toks(rng, 48)
     reqs, step = [], 0
     for i in range(16):
-        n = rng.randint(60, 120) if i % 4 == 0 else rng.randint(5, 50)
+        n = rng.randint(80, 140) if i % 3 == 0 else rng.randint(5, 50)
         prompt = (shared if i % 2 else []) + _toks(rng, n)
         reqs.append({"id": f"n{i:02d}", "arrival_step": step, "prompt_ids": prompt,
                      "output_ids": _toks(rng, rng.randint(3, 15))})
-        step += rng.choice((0, 1, 2))
-    return {"settings": _settings(200, 16, 8, 192, 192, True, False), "requests": reqs}
+        step += rng.choice((0, 0, 1, 3))
+    return {"settings": _settings(200, 16, 16, 192, 192, True, False), "requests": reqs}
+
+
+def trace_full_isl_gate() -> dict[str, Any]:
+    """Admission needs blocks for the whole prompt (scheduler_reserve_full_isl), not just the first chunk:
+    b (300 tokens, 19 blocks) waits while a holds 6 of the 20 usable blocks, though a 64-token chunk fits."""
+    return {"settings": _settings(21, 16, 4, 64, 512, False),
+            "requests": [{"id": "a", "arrival_step": 0, "prompt_ids": list(range(100, 180)), "output_ids": list(range(10))},
+                         {"id": "b", "arrival_step": 1, "prompt_ids": list(range(1000, 1300)), "output_ids": [1, 2]},
+                         {"id": "c", "arrival_step": 2, "prompt_ids": list(range(2000, 2020)), "output_ids": [3, 4, 5]}]}
 
 
 def trace_edge_cases(seed: int = 7) -> dict[str, Any]:
@@ -192,6 +202,7 @@ TRACES = {
     "prefix_eviction": trace_prefix_eviction,
     "no_chunking": trace_no_chunking,
     "edge_cases": trace_edge_cases,
+    "full_isl_gate": trace_full_isl_gate,
 }
 
 # --------------------------------------------------------------------------- vLLM

@@ -18,7 +18,7 @@ class KV(Protocol):
     capacity_tokens: int
 
     def hit(self, req: Request) -> tuple[list[Block], int]: ...
-    def allocate(self, req: Request, new_tokens: int, hit: list[Block]) -> bool: ...
+    def allocate(self, req: Request, new_tokens: int, hit: list[Block], admit: bool = False) -> bool: ...
     def free(self, req: Request) -> None: ...
     def slots(self, req: Request) -> int: ...  # token slots the request holds
     def used_slots(self) -> int: ...  # token slots held by requests (shared blocks once)
@@ -71,14 +71,18 @@ class PagedKV:
             found.append(block)
         return found, len(found) * self.bs
 
-    def allocate(self, req: Request, new_tokens: int, hit: list[Block]) -> bool:
+    def allocate(self, req: Request, new_tokens: int, hit: list[Block], admit: bool = False) -> bool:
         """allocate_slots: blocks for the computed prefix plus ``new_tokens``, or False when the free queue is short
-        (a hit block waiting in the free queue counts against it too); full blocks are cached as they are allocated."""
+        (a hit block waiting in the free queue counts against it too); full blocks are cached as they are allocated.
+        ``admit``: a waiting request is admitted only if its whole sequence so far fits, not just the first chunk
+        (``full_sequence_must_fit``, on by default in 0.33.0: SchedulerConfig.scheduler_reserve_full_isl)."""
         bs = self.bs
         computed = req.computed + len(hit) * bs
-        need = min(computed + new_tokens, self.max_len)
-        new = -(-need // bs) - len(hit) - len(req.blocks)
         evictable = sum(1 for b in hit if b.ref_cnt == 0)
+        held = len(hit) + len(req.blocks)
+        if admit and max(-(-min(len(req.tokens), self.max_len) // bs) - held, 0) + evictable > self.pool.num_free():
+            return False
+        new = -(-min(computed + new_tokens, self.max_len) // bs) - held
         if max(new, 0) + evictable > self.pool.num_free():
             return False
         self.pool.touch(hit)
@@ -122,7 +126,7 @@ class ContiguousKV:
     def hit(self, req: Request) -> tuple[list[Block], int]:
         return [], 0
 
-    def allocate(self, req: Request, new_tokens: int, hit: list[Block]) -> bool:
+    def allocate(self, req: Request, new_tokens: int, hit: list[Block], admit: bool = False) -> bool:
         if id(req) in self._held:
             return True
         size = req.spec.prompt_len + req.spec.output_len if self.exact else self.max_len

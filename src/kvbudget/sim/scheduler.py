@@ -68,7 +68,7 @@ class PrefixStats:
 @dataclass(frozen=True)
 class StepRecord:
     step: int
-    running: int
+    running: int  # requests running in this step (those that finish in it included)
     waiting: int
     scheduled: dict[str, int]  # request id -> tokens computed this step
     preempted: tuple[str, ...]
@@ -120,7 +120,7 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            n = min(len(req.tokens) - req.computed, budget, s.max_model_len - req.computed)
+            n = min(len(req.tokens) - req.computed, budget, s.max_model_len - req.computed - 1)
             if n <= 0:
                 i += 1
                 continue
@@ -149,7 +149,7 @@ class Scheduler:
                 if not s.enable_chunked_prefill and n > budget:
                     break
                 n = min(n, budget)
-                if not self.kv.allocate(req, n, hit):
+                if not self.kv.allocate(req, n, hit, admit=True):
                     break
                 self.waiting.popleft()
                 if req.computed == 0 and s.enable_prefix_caching and s.policy == "paged":
@@ -161,6 +161,7 @@ class Scheduler:
                 scheduled[id(req)] = (req, n)
                 budget -= n
         # the model runs; every request whose prompt (and earlier tokens) is now all computed samples one token
+        running, waiting = len(self.running), len(self.waiting)  # as the step ran (vLLM counts after schedule())
         finished: list[Request] = []
         context_read = 0
         for req, n in scheduled.values():
@@ -179,7 +180,7 @@ class Scheduler:
             req.finished_step = self.step_no
             req.keys = []
         record = StepRecord(
-            self.step_no, len(self.running), len(self.waiting),
+            self.step_no, running, waiting,
             {r.spec.id: n for r, n in scheduled.values()}, tuple(r.spec.id for r in preempted),
             tuple(r.spec.id for r in finished), self.kv.used_slots(), sum(r.computed for r in self.running),
             sum(self.kv.slots(r) - r.computed for r in self.running), context_read,

@@ -73,7 +73,8 @@ def _int(value: Any, what: str, where: str, low: int = 0, high: int = MAX_REQUES
         else:
             raise TraceError(f"{where}: {what} must be a whole number, got {value!r}")
     if not low <= value <= high:
-        raise TraceError(f"{where}: {what} {value:,} is outside {low:,}..{high:,}")
+        shown = f"{value:,}" if abs(value) < 10**15 else "a number that large"
+        raise TraceError(f"{where}: {what} {shown} is outside {low:,}..{high:,}")
     return int(value)
 
 

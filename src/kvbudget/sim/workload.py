@@ -152,6 +152,8 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
             else:
                 raise TraceError(f"--synthetic: unknown key '{key}' (requests, rate, arrivals, burst, prompt, "
                                  "output, prefixes, turns, think, seed)")
+        except TraceError:
+            raise
         except ValueError:
             hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once"}
             raise TraceError(f"--synthetic: bad value for {key}: '{value}'"

@@ -851,3 +851,18 @@ def test_zero_overhead_and_activation_accepted(cli, zero: str) -> None:
 def test_zero_overhead_any_spelling(cli, zero: str) -> None:
     doc = cli("fit", "--engine", "textbook", LLAMA_ALIAS, "--gpu-memory", "48GiB", "--context", "8192", "--overhead", zero, "--json").json()
     assert doc["memory"]["overhead_bytes"] == 0
+
+
+def test_explain_reads_a_quoted_command_with_kvbudgets_options_after_it(cli) -> None:
+    """``kvbudget explain "vllm serve M ..." --gpu L4``: the options after the quoted command are kvbudget's, and the
+    answer is the one the ``--`` form gives; a quoted option value (``--gpu-memory "48 GiB"``) is not a command."""
+    after = cli("explain", "vllm serve Qwen/Qwen3-8B --max-model-len 8192", "--gpu", "L4", "--json")
+    dashed = cli("explain", "--gpu", "L4", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "8192")
+    assert after.code == dashed.code == 0, after.err
+    assert json.loads(after.out) == json.loads(dashed.out)
+    assert json.loads(after.out)["max_model_len"] == 8192
+    spaced = cli("explain", "--gpu-memory", "48 GiB", "vllm serve Qwen/Qwen3-8B")
+    assert spaced.code == 0, spaced.err
+    assert "48.00 GiB" in spaced.out
+    missing = cli("explain", "vllm serve Qwen/Qwen3-8B")
+    assert missing.code == 2 and "--gpu" in missing.err

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 import kvbudget
+from kvbudget.kvcache import bytes_per_token, kv_element_type
+from kvbudget.model.catalog import find
 from kvbudget.model.hf_config import QUIRKS, ConfigError, spec_from_config, text_config
 from kvbudget.model.layers import MLA, ChunkedLocal, FullAttention, RecurrentState, SlidingWindow
 from kvbudget.model.spec import ModelSpec
@@ -326,6 +328,23 @@ def test_deepseek_v3_layers_are_mla() -> None:
     assert spec.layer_kinds() == {"mla": 61}
     assert {(layer.kv_lora_rank, layer.qk_rope_head_dim) for layer in spec.layers if isinstance(layer, MLA)} == {(512, 64)}
     assert spec.num_layers == 61
+
+
+def test_kimi_k2_reads_as_deepseek_v3_mla() -> None:
+    """Kimi K2's config.json says model_type kimi_k2 (architectures DeepseekV3ForCausalLM): MLA,
+    one latent of kv_lora_rank + qk_rope_head_dim per layer, no KV heads. By hand from the config:
+    61 layers x (512 + 64) x 2 bytes (bf16) = 70,272 bytes a token."""
+    entry = find("moonshotai/Kimi-K2-Instruct")
+    assert entry is not None and entry.config["model_type"] == "kimi_k2"
+    c = entry.config
+    assert (c["num_hidden_layers"], c["kv_lora_rank"], c["qk_rope_head_dim"]) == (61, 512, 64)
+    spec = kvbudget.load_model("kimi-k2")
+    assert spec.layer_kinds() == {"mla": 61}
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 61 * (512 + 64) * 2 == 70_272
+    by_role = spec.params_by_role()
+    # 60 MoE layers of 384 experts (gate, up, down: 3 x 7168 x 2048 each); first_k_dense_replace 1
+    assert by_role["experts"] == 60 * 384 * 3 * 7168 * 2048
+    assert by_role["shared_experts"] == 60 * 3 * 7168 * 2048
 
 
 def test_qwen3_next_layers() -> None:

@@ -192,3 +192,35 @@ def test_check_json_prediction_keeps_the_verdict_keys(capsys: pytest.CaptureFixt
     # Llama-3-8B at 8,192 tokens on an H100 (vLLM 0.6.5's 0.9 budget): 55 requests' blocks, the whole context fits
     assert (doc["batch"], doc["max_batch"], doc["max_context"], doc["fits"]) == (1, 55, 8192, True)
     assert doc["max_batch"] == int(doc["max_concurrency"])
+
+
+def test_lines_that_only_look_like_engine_arguments_are_not_read_as_them() -> None:
+    """A fused-MoE tuning file's name carries dtype=fp8_w8a8 and vLLM 0.26's weight prefetcher prints
+    block_size=16777216 bytes: neither is the engine's dtype or KV block size."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    text = ("INFO [arg_utils.py:1] non-default args: {'model': 'Qwen/Qwen3-8B', 'dtype': 'bfloat16'}\n"
+            "INFO [weight_utils.py:829] Prefetching checkpoint files into page cache started (in background, "
+            "num_threads=8, block_size=16777216 bytes)\n"
+            "INFO [fused_moe.py:1] Using configuration from /x/E=128,N=768,device_name=NVIDIA_H100,dtype=fp8_w8a8.json\n"
+            "INFO [gpu_worker.py:1] Available KV cache memory: 10.00 GiB\n")
+    settings = dict(parse_vllm_log(text).settings)
+    assert settings.get("dtype") == "bfloat16"
+    assert "block_size" not in settings
+
+
+def test_a_figure_printed_once_per_rank_is_read_as_the_smallest() -> None:
+    """vLLM 0.10 with TP prints "Available KV cache memory" per worker and "GPU KV cache size" per worker's config,
+    then allocates the smallest on every rank; an earlier run's lines (another block) do not count."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    text = ("INFO [kv_cache_utils.py:833] GPU KV cache size: 100 tokens\n"
+            "INFO [api_server.py:1] restarting\n"
+            "(VllmWorker rank=0) INFO [gpu_worker.py:255] Available KV cache memory: 35.74 GiB\n"
+            "(VllmWorker rank=1) INFO [gpu_worker.py:255] Available KV cache memory: 35.65 GiB\n"
+            "INFO [kv_cache_utils.py:833] GPU KV cache size: 1,590,736 tokens\n"
+            "INFO [kv_cache_utils.py:837] Maximum concurrency for 32,768 tokens per request: 48.55x\n"
+            "INFO [kv_cache_utils.py:833] GPU KV cache size: 1,611,664 tokens\n"
+            "INFO [kv_cache_utils.py:837] Maximum concurrency for 32,768 tokens per request: 49.18x\n")
+    log = parse_vllm_log(text)
+    assert (log.kv_cache_tokens, log.max_concurrency, log.available_kv_gib) == (1_590_736, 48.55, 35.65)

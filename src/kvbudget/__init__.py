@@ -30,10 +30,27 @@ from .api import (
     max_concurrency,
     max_context,
     plan_deployments,
+    simulate,
     vllm_plan,
 )
 from .units import InputError
 
 __version__ = "0.1.0"
-__all__ = ["FitAnswer", "InputError", "__version__", "engine_plan", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "levers",
-           "load_model", "max_concurrency", "max_context", "plan_deployments", "vllm_plan"]
+__all__ = [
+    "FitAnswer",
+    "InputError",
+    "__version__",
+    "engine_plan",
+    "explain",
+    "fewest_gpus",
+    "find_gpu",
+    "fit",
+    "kv",
+    "levers",
+    "load_model",
+    "max_concurrency",
+    "max_context",
+    "plan_deployments",
+    "simulate",
+    "vllm_plan",
+]

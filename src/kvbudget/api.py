@@ -27,11 +27,12 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from typing import Any
 
-    from .engines.base import Engine, Registry
+    from .engines.base import Ask, Engine, Registry
     from .engines.vllm import VllmPlan, VllmSettings
     from .kvreport import KVReport
     from .plan.search import Deployment as PlanRow
     from .questions.plan import LeversAnswer, PlanAnswer
+    from .questions.simulate import SimAnswer
 
 __all__ = ["FitAnswer", "InputError", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "levers", "load_model",
            "max_concurrency", "max_context", "plan_deployments", "vllm_plan"]
@@ -127,14 +128,25 @@ def fit(
     ``options`` are the engine's own settings by their flag's name (``{"mem_fraction_static": 0.85}``,
     ``{"np": 8, "ctk": "q8_0"}``); ``prefill_chunk``, ``overhead_bytes``, ``activation_bytes`` and
     ``weights_bytes`` are the textbook's (its estimates replaced by measured figures, per GPU)."""
-    from .engines.base import Ask, check_option, default_registry, known_weights
     from .questions.fit import fit as _fit_question
+
+    reg, server, ask = _fit_ask("fit", engine, tp, pp, weights_dtype, kv_dtype, context, batch, options, registry,
+                                prefill_chunk=prefill_chunk, overhead=overhead_bytes, activation=activation_bytes,
+                                weights_memory=weights_bytes)
+    return _fit_question(_spec(model), _device(gpu, gpu_memory), server, ask, registry=reg)
+
+
+def _fit_ask(command: str, engine: object, tp: object, pp: object, weights_dtype: object, kv_dtype: object,
+             context: object, batch: object, options: dict[str, object] | None, registry: Registry | None,
+             **textbook: object) -> tuple[Registry, Engine, Ask]:
+    """The registry, the engine and its question, as fit and simulate take them: common settings checked, the
+    engine's own options checked against what it declares (another engine's option refused in one line)."""
+    from .engines.base import Ask, check_option, default_registry, known_weights
 
     reg = registry or default_registry()
     server = reg.get(_name("engine", engine))
     given: dict[str, object] = {}
-    for dest, value in (("prefill_chunk", prefill_chunk), ("overhead", overhead_bytes), ("activation", activation_bytes),
-                        ("weights_memory", weights_bytes), *(options or {}).items()):
+    for dest, value in (*textbook.items(), *(options or {}).items()):
         if value is not None:
             given[_name("option", dest)] = value
     ask = Ask(context=_maybe_count("--context", context, MAX_CONTEXT), batch=_count("--batch", batch, MAX_BATCH),
@@ -142,15 +154,85 @@ def fit(
               weights=_name("--weights-dtype", weights_dtype), kv_dtype=_name("--kv-dtype", kv_dtype))
     common = {"tp": ask.tp != 1, "pp": ask.pp != 1, "batch": ask.batch != 1, "kv_dtype": ask.kv_dtype != "auto",
               "weights_dtype": ask.weights != "auto"}
-    reg.refuse_foreign("fit", server.name, [*given, *(d for d, on in common.items() if on)])
+    reg.refuse_foreign(command, server.name, [*given, *(d for d, on in common.items() if on)])
     getattr(server, "check_weights", known_weights)(ask.weights)  # a format the engine cannot read: one line
     known = {o.dest: o for o in server.options}
     for dest, value in given.items():
         if dest not in known:
             raise InputError(f"{dest} is not an option of {server.name}: use one of {', '.join(known) or 'none'}")
         given[dest] = check_option(known[dest], value)
-    return _fit_question(_spec(model), _device(gpu, gpu_memory), server, replace(ask, options=tuple(given.items())),
-                         registry=reg)
+    return reg, server, replace(ask, options=tuple(given.items()))
+
+
+def simulate(
+    model: str | ModelSpec,
+    *,
+    gpu: str | GPU | None = None,
+    gpu_memory: int | None = None,
+    trace: str | None = None,
+    synthetic: str | None = None,
+    tokenizer: str | None = None,
+    engine: str = "vllm",
+    tp: int = 1,
+    pp: int = 1,
+    weights_dtype: str = "auto",
+    kv_dtype: str = "auto",
+    context: int | None = None,
+    prefix_caching: bool = True,
+    chunked_prefill: bool = True,
+    policies: tuple[str, ...] = ("paged", "contiguous-max", "contiguous-exact"),
+    options: dict[str, object] | None = None,
+    registry: Registry | None = None,
+    on_step: Any = None,
+) -> SimAnswer:
+    """Replay traffic through the KV cache ``engine`` plans for ``model`` on ``gpu`` (as ``kvbudget fit`` would size
+    it): a JSON Lines ``trace`` file or a ``synthetic`` workload spec (``"requests=500,rate=4,prompt=sharegpt"``;
+    ``kvbudget.sim.workload``). Runs vLLM's V1 scheduler (FCFS, chunked prefill, prefix caching, preemption by
+    recompute) under each allocation ``policy`` and returns what each measured (``answer.results``)."""
+    from .questions.simulate import simulate as _simulate
+    from .sim.kv import POLICIES
+
+    if (trace is None) == (synthetic is None):
+        raise InputError("simulate needs exactly one of --trace FILE or --synthetic SPEC")
+    chosen = _names("--policies", list(policies))
+    bad = [p for p in chosen if p not in POLICIES]
+    if bad:
+        raise InputError(f"--policies: unknown policy {bad[0]!r} (use {', '.join(POLICIES)})")
+    chosen = ("paged", *(p for p in dict.fromkeys(chosen) if p != "paged"))
+    _, server, ask = _fit_ask("fit", engine, tp, pp, weights_dtype, kv_dtype, context, 1, options, registry)
+    spec, device = _spec(model), _device(gpu, gpu_memory)
+    requests = _requests(trace, synthetic, tokenizer)
+    return _simulate(spec, device, server, ask, requests, policies=chosen, prefix_caching=bool(prefix_caching),
+                     chunked_prefill=bool(chunked_prefill), on_step=on_step)
+
+
+def _requests(trace: str | None, synthetic: str | None, tokenizer: str | None) -> list[Any]:
+    from .inputs import read_text
+    from .sim import trace as traces
+    from .sim import workload
+
+    tokenize = _tokenizer(tokenizer) if tokenizer else None
+    if trace is not None:
+        return traces.read_trace(_name("--trace", trace), tokenize)
+    w = workload.parse_workload(_name("--synthetic", synthetic), lambda path: read_text(path, "histogram", 1 << 24))
+    return workload.generate(w)
+
+
+def _tokenizer(path: str) -> Any:
+    """``text -> token ids`` with a local tokenizer.json, through the ``tokenizers`` package."""
+    from .inputs import read_text
+
+    text = read_text(_name("--tokenizer", path), "tokenizer", 64 << 20)
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise InputError("--tokenizer needs the tokenizers package: pip install tokenizers") from None
+    try:
+        tok = Tokenizer.from_str(text)
+    except Exception as exc:  # the Rust library's own error types
+        raise InputError(f"--tokenizer {excerpt(path)}: not a tokenizer.json the tokenizers package reads "
+                         f"({str(exc)[:120]})") from None
+    return lambda s: tok.encode(s).ids
 
 
 def engine_plan(model: str | ModelSpec, *, gpu: str | GPU | None = None, gpu_memory: int | None = None,

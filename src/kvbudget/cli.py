@@ -200,6 +200,53 @@ def _levers(args: argparse.Namespace, registry: Registry, defaults: dict[str, ob
     return plan_report.levers_answer_text(answer, args.units)
 
 
+def _simulate(args: argparse.Namespace, registry: Registry) -> str:
+    from . import api
+    from .report import sim_report
+
+    tp, pp = _parallelism(args)
+    progress = None if args.json or args.no_progress or not sys.stderr.isatty() else _Progress()
+    try:
+        answer = api.simulate(args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, trace=args.trace,
+                              synthetic=args.synthetic, tokenizer=args.tokenizer, engine=args.engine, tp=tp, pp=pp,
+                              weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context,
+                              prefix_caching=not args.no_prefix_caching, chunked_prefill=not args.no_chunked_prefill,
+                              policies=tuple(x.strip() for x in args.policies.split(",") if x.strip()),
+                              options=_options(args, registry, "fit"), registry=registry, on_step=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if args.plot:
+        from .report.plots import sim_plot
+
+        sim_plot(answer, args.plot)
+    if args.json:
+        return _render(args, sim_report.sim_doc(answer, series=args.steps), "")
+    return sim_report.sim_text(answer)
+
+
+class _Progress:
+    """A one-line progress report on standard error, updated at most every half second."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._last = 0.0
+
+    def __call__(self, policy: str, steps: int, done: int) -> None:
+        now = self._clock()
+        if now - self._last >= 0.5:
+            self._last = now
+            sys.stderr.write(f"\rsimulating {policy}: {steps:,} steps, {done:,} requests done   ")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._last:
+            sys.stderr.write("\r" + " " * 70 + "\r")
+            sys.stderr.flush()
+
+
 def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, object]) -> str:
     from . import api
     from .report import json_doc, text
@@ -212,7 +259,8 @@ def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
     commands = {"fit": lambda: _fit(args, registry, defaults), "explain": lambda: _explain(args, registry),
                 "check": lambda: _check(args, registry), "compare": lambda: _compare(args, registry),
                 "calibrate": lambda: _calibrate(args, registry),
-                "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults)}
+                "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults),
+                "simulate": lambda: _simulate(args, registry)}
     if args.command in commands:
         return commands[args.command]()
     if args.command == "models":
@@ -252,6 +300,24 @@ def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, object
     return {a.dest: a.default for a in sub.choices[command]._actions}
 
 
+def _quoted_command_last(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``explain "vllm serve MODEL ..." --gpu H100``: a launch command pasted as one quoted word, with kvbudget's own
+    options after it, is moved behind a ``--`` so that those options stay kvbudget's (argparse would otherwise read
+    everything after the command as part of it)."""
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["explain"]
+    takes_value = {s for a in sub._actions if a.nargs != 0 for s in a.option_strings}
+    for i in range(1, len(argv)):
+        word = argv[i]
+        if word.startswith("-") or not any(c.isspace() for c in word.strip()):
+            continue
+        if argv[i - 1] in takes_value:  # the value of an option (--gpu-memory "48 GiB")
+            continue
+        return [*argv[:i], *argv[i + 1:], "--", word]
+    return argv
+
+
 def main(argv: Sequence[str] | None = None, registry: Registry | None = None) -> int:
     """``kvbudget ARGS``: the answer on stdout, exit 0; bad input: one line on stderr, exit 2. ``registry``: the
     engines to ask (default: the ones kvbudget ships)."""
@@ -265,6 +331,8 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
         cut = argv.index("--")
         argv, tail = argv[:cut], argv[cut + 1:]
     parser = build_parser(registry, first if first in _COMMANDS else None)
+    if first == "explain" and "--" not in argv:
+        argv = _quoted_command_last(parser, argv)
     args = parser.parse_args(argv)
     args.flags = tail
     try:

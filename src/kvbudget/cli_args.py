@@ -135,6 +135,8 @@ _COMMANDS = {
     "compare": "one model on one GPU under every engine (vLLM, SGLang, TensorRT-LLM, llama.cpp, transformers), side by side",
     "plan": "the cheapest deployments (GPU type x count x layout x precision) that serve a load",
     "levers": "what each lever (FP8, 4-bit, FP8 KV, context, GPUs, max_num_seqs, utilization) buys",
+    "simulate": "replay traffic (a trace or a synthetic workload) through the engine's paged KV cache: usage, waste, "
+                "preemptions, queueing, prefix-cache reuse",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
 }
@@ -243,13 +245,36 @@ def _levers_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     _engine_choice(p, registry)
 
 
+def _simulate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
+    _hardware(p, "GPU name (H100, L4 ...)")
+    _layout(p)
+    p.add_argument("--weights-dtype", default="auto", help="the deployment's weight format (default: the checkpoint's)")
+    p.add_argument("--kv-dtype", default="auto", help="the deployment's KV cache dtype")
+    p.add_argument("--context", type=_count, help="max_model_len (default: the engine's, from the model)")
+    _engine_choice(p, registry)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", metavar="FILE", help="JSON Lines, one request per line: arrival (s), prompt (token ids), "
+                     "prompt_tokens or text, output_tokens (docs/simulate.md)")
+    src.add_argument("--synthetic", metavar="SPEC", help="e.g. requests=1000,rate=8,prompt=sharegpt,output=sharegpt,"
+                     "prefixes=4x512@0.8,turns=3,seed=1 (docs/simulate.md)")
+    p.add_argument("--tokenizer", metavar="FILE", help="a local tokenizer.json to count 'text' prompts (tokenizers package)")
+    p.add_argument("--policies", default="paged,contiguous-max,contiguous-exact",
+                   help="allocation policies side by side (paged is always run: it is the engine's)")
+    p.add_argument("--no-prefix-caching", action="store_true", help="run with prefix caching off (vLLM: on by default)")
+    p.add_argument("--no-chunked-prefill", action="store_true", help="prompts longer than the step budget wait whole")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
+    p.add_argument("--steps", action="store_true", help="with --json: every step's running, waiting and KV usage")
+    p.add_argument("--plot", metavar="FILE", help="also draw KV usage, running and waiting requests over time (.png/.svg)")
+
+
 def _kv(p: argparse.ArgumentParser, registry: Registry) -> None:
     _kv_args(p)
 
 
 _ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "calibrate": _calibrate_args,
          "compare": _compare_args,
-         "plan": _plan_args, "levers": _levers_args}
+         "plan": _plan_args, "levers": _levers_args, "simulate": _simulate_args}
 _METAVARS = {"count": "N", "layers": "N", "fraction": "F", "size": "SIZE", "size0": "SIZE", "text": "NAME",
              "json": "FILE"}
 _KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
@@ -257,7 +282,9 @@ _KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": 
 
 
 def _engine_options(p: argparse.ArgumentParser, command: str, registry: Registry) -> None:
-    """Each engine's own options for ``command``, in a group per engine (an option two engines read is the first's)."""
+    """Each engine's own options for ``command``, in a group per engine (an option two engines read is the first's);
+    simulate takes fit's."""
+    command = "fit" if command == "simulate" else command
     seen: set[str] = set()
     readers: dict[str, list[str]] = {}  # an option several engines read: who
     for engine in registry:

@@ -94,6 +94,7 @@ QUIRKS: dict[str, Quirks] = {
                   lm_head_bias=True, note="Phi-1/1.5/2: parallel block, one LayerNorm"),
     "deepseek_v2": Quirks(layout="mla", moe="deepseek"),
     "deepseek_v3": Quirks(layout="mla", moe="deepseek"),
+    "kimi_k2": Quirks(layout="mla", moe="deepseek", note="Kimi K2: DeepseekV3ForCausalLM under its own model_type"),
     "gpt_oss": Quirks(qkv_bias=True, o_bias=True, attention_sinks=True, layout="layer_types", moe="all",
                       expert_bias=True, note="attention sinks, biased router and experts"),
     "falcon": Quirks(mlp="plain", norm_bias=True, tied=True, bias_key="bias", o_bias_follows=True, mlp_bias_key="bias",

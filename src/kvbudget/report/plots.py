@@ -162,3 +162,30 @@ def plan_plot(rows: list[Deployment], path: str, concurrency: int) -> Deployment
     _save(fig, path)
     plt.close(fig)
     return best
+
+
+def sim_plot(answer: Any, path: str) -> None:
+    """The paged run over time: KV usage (share of the cache's token slots) above, running and waiting requests
+    below, with the preemptions marked."""
+    plt = _pyplot()
+    run = answer.replay
+    if not run.steps:
+        raise InputError("--plot: the run has no steps to draw")
+    x = list(run.step_start)
+    cap = max(run.capacity_tokens, 1)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    top.plot(x, [100 * s.slots_used / cap for s in run.steps], lw=0.8, color="#4C72B0", label="KV slots held")
+    top.set_ylabel("KV cache used (%)")
+    top.set_ylim(0, 105)
+    marks = [xi for xi, s, prev in zip(x[1:], run.steps[1:], run.steps, strict=False) if s.preemptions > prev.preemptions]
+    if marks:
+        top.plot(marks, [101] * len(marks), "|", color="#C44E52", label=f"preemptions ({run.steps[-1].preemptions:,})")
+    top.legend(fontsize=8, loc="lower right")
+    bottom.plot(x, [s.running for s in run.steps], lw=0.8, color="#55A868", label="running")
+    bottom.plot(x, [s.waiting for s in run.steps], lw=0.8, color="#C44E52", label="waiting")
+    bottom.set_ylabel("requests")
+    bottom.set_xlabel("time (s, roofline estimate)" if run.timed else "engine step")
+    bottom.legend(fontsize=8)
+    top.set_title(f"{answer.model} on {answer.device.name}: {answer.requests:,} requests, paged KV cache")
+    _save(fig, path)
+    plt.close(fig)

@@ -113,9 +113,14 @@ def _assumed(value: str, nbytes: int | None, units: str) -> str:
     return value if nbytes is None else f"{fmt_bytes(nbytes, units)} ({value})"
 
 
+def _count(n: int) -> str:
+    """A parameter count for the models table: trillions as T (Kimi K2), the rest as B."""
+    return f"{n / 1e12:.2f}T" if n >= 10**12 else f"{n / 1e9:.2f}B"
+
+
 def models_text(rows: list[tuple[str, str, int, str]]) -> str:
     return table(["model", "type", "params", "aliases"],
-                 [[i, t, f"{p / 1e9:.2f}B", a] for i, t, p, a in rows], right=[False, False, True, False])
+                 [[i, t, _count(p), a] for i, t, p, a in rows], right=[False, False, True, False])
 
 
 def gpus_text(items: list[GPU], units: str) -> str:

@@ -79,6 +79,10 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
                 # num_gpu_blocks_override=512" for its own dummy cache: a user's override shows in the arguments
                 continue
             found = None
+            if "device_name=" in text[start:stop] or "Prefetching checkpoint" in text[start:stop]:
+                # a fused-MoE tuning file's name (E=128,N=768,device_name=...,dtype=fp8_w8a8.json) or the weight
+                # prefetcher's read size (block_size=16777216 bytes): not engine arguments
+                continue
             for m in rx.finditer(text, start, stop):
                 before = text[m.start() - 1] if m.start() else " "
                 if not (before.isalnum() or before == "_"):
@@ -101,6 +105,32 @@ _ERRORS = (
     ("EngineCore failed to start", r"(EngineCore failed to start[^\n]{0,400})"),
     ("OutOfMemoryError", r"((?:torch\.)?(?:cuda\.)?OutOfMemoryError[^\n]{0,400})"),
 )
+
+
+# The lines vLLM 0.10's workers print once per rank at the end of profiling: a run of them, in any order.
+_PER_RANK = ("Available KV cache memory: ", "KV cache size: ", "Maximum concurrency for ")
+
+
+def _per_rank_min(log: LogText, literal: str, pattern: str, group: int = 1) -> re.Match[str] | None:
+    """The last match, or - when a multi-GPU run printed the figure once per rank (vLLM 0.10 with TP/PP: one
+    "Available KV cache memory" per worker, one "GPU KV cache size" per worker's config before they are unified
+    to the smallest) - the smallest in the final run of such lines, which is what every rank allocates."""
+    text = log.text
+    best: re.Match[str] | None = None
+    prev_start = None
+    for start, stop, _ in log.lines(literal, reverse=True):
+        if prev_start is not None:
+            between = text[stop:prev_start].split("\n")
+            if any(line.strip() and not any(k in line for k in _PER_RANK) for line in between):
+                break  # another kind of line: an earlier run, not another rank of this one
+        m = re.search(pattern, text[start:stop])
+        if m is None:
+            break
+        if best is None or float(m.group(group).replace(",", "")) < float(best.group(group).replace(",", "")):
+            best = m
+        prev_start = start
+    return best
+
 
 
 def parse_vllm_log(text: str) -> VllmLog:
@@ -131,14 +161,14 @@ def parse_vllm_log(text: str) -> VllmLog:
     m = log.last(loading, r"(?:Model loading took|Loading model weights took|model weights take)[ \t]{1,8}" + NUM + r" ?G")
     if m:
         fields["model_loading_gib"] = figure(m.group(1), "model loading (GiB)", 0, _GIB)
-    m = (log.last("Available KV cache memory: ", r"Available KV cache memory: " + NUM + r" GiB")
+    m = (_per_rank_min(log, "Available KV cache memory: ", r"Available KV cache memory: " + NUM + r" GiB")
          or log.last("reserved for KV Cache is ", r"reserved for KV Cache is " + NUM + r" ?GiB")
          or log.last("kv_cache_size=", r"kv_cache_size=" + NUM + r" ?GiB")
          or log.last("available_kv_cache_memory", r"available_kv_cache_memory[ \t]{1,8}" + NUM + r" ?GiB")
          or log.last("larger than the available KV cache memory (", r"larger than the available KV cache memory \(" + NUM + r" GiB\)"))
     if m:  # negative when the weights and activations left nothing (vLLM prints it so)
         fields["available_kv_gib"] = figure(m.group(1), "available KV cache memory (GiB)", -_GIB, _GIB)
-    m = log.last("KV cache size: ", r"KV cache size: " + NUM + r" tokens")
+    m = _per_rank_min(log, "KV cache size: ", r"KV cache size: " + NUM + r" tokens")
     if m:
         fields["kv_cache_tokens"] = count(m.group(1), "GPU KV cache size (tokens)")
     # each spelling a literal of its own: a search for " blocks: " lands on the "# CPU blocks" of the same
@@ -146,7 +176,8 @@ def parse_vllm_log(text: str) -> VllmLog:
     m = log.last(_GPU_BLOCKS, r"(?:GPU|gpu|cuda|CUDA) blocks: " + NUM)
     if m:
         fields["num_gpu_blocks"] = count(m.group(1), "# GPU blocks")
-    m = log.last("Maximum concurrency for ", r"Maximum concurrency for " + NUM + r" tokens per request: " + NUM + r" ?x")
+    m = _per_rank_min(log, "Maximum concurrency for ", r"Maximum concurrency for " + NUM + r" tokens per request: " + NUM
+                      + r" ?x", group=2)
     if m:
         fields["concurrency_len"] = count(m.group(1), "maximum concurrency's tokens per request", 1)
         fields["max_concurrency"] = figure(m.group(2), "maximum concurrency", 0, 1e12)

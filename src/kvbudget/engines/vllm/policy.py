@@ -621,7 +621,7 @@ def summary(p: VllmPlan) -> EnginePlan:
         "vllm", p.weights_bytes, p.available_kv_cache_bytes, p.kv_cache_tokens, p.max_concurrency, p.max_model_len,
         p.starts, f"{p.utilization:g} x total memory, minus the profiled weights, activations and CUDA graphs",
         f"blocks of {p.block_size} tokens", p.error, p.log_lines, cap=p.max_num_seqs, blocks=p.num_gpu_blocks,
-        block_tokens=p.block_size, parts=parts,
+        block_tokens=p.block_size, parts=parts, step_tokens=p.max_num_batched_tokens,
     )
 
 

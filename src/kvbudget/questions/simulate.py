@@ -1,0 +1,115 @@
+"""``simulate``, once for every engine with a paged KV pool: the engine's plan gives the pool (blocks, tokens per
+block), the scheduler's caps and the step's token budget; requests replay through vLLM's V1 scheduler on that
+pool under each allocation policy; the static figure from ``fit`` stands next to what the traffic really held."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from ..units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..engines.base import Ask, Engine, EnginePlan
+    from ..hardware import GPU
+    from ..model.spec import ModelSpec
+    from ..sim.run import Replay
+    from ..sim.summary import Summary
+    from ..sim.timing import StepTime
+    from ..sim.trace import RequestSpec
+
+DEFAULT_STEP_TOKENS = 8192  # an engine whose plan has no per-step token budget (vLLM's current serve default)
+
+
+@dataclass(frozen=True)
+class SimAnswer:
+    engine: str
+    label: str
+    model: str
+    device: GPU
+    row: EnginePlan  # the engine's pool: blocks, tokens per block, caps
+    block_size: int
+    num_blocks: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    prefix_caching: bool
+    static_concurrency: float  # fit's figure: requests of max_model_len tokens the pool holds
+    results: tuple[Summary, ...]  # one per allocation policy, the engine's (paged) first
+    replay: Replay  # the paged run, step by step (for plots)
+    step_time: StepTime | None
+    requests: int
+    warnings: tuple[str, ...] = ()
+
+
+def step_time(spec: ModelSpec, gpu: GPU, row: EnginePlan, gpus: int) -> StepTime | None:
+    """The roofline step-time model for this plan, or None when the GPU has no bandwidth or throughput figure."""
+    from ..sim.timing import StepTime
+
+    bandwidth = getattr(gpu, "bandwidth_bytes_per_s", None)
+    tflops = getattr(gpu, "bf16_tflops", None)
+    if not bandwidth or not tflops or not row.kv_tokens:
+        return None
+    roles = spec.params_by_role()
+    experts = roles.get("experts", 0)
+    active = spec.params - roles.get("embeddings", 0)
+    if spec.num_experts and spec.experts_per_token:
+        active -= experts - experts * spec.experts_per_token // spec.num_experts
+    return StepTime(row.weights_bytes, row.kv_budget_bytes // max(row.kv_tokens, 1), 2 * active / max(gpus, 1),
+                    float(bandwidth), float(tflops) * 1e12, gpu.name)
+
+
+def _progress(report: Callable[[str, int, int], None] | None, policy: str) -> Callable[[int, int], None] | None:
+    if report is None:
+        return None
+    return lambda steps, done: report(policy, steps, done)
+
+
+def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequence[RequestSpec], *,
+             settings: Any = None, policies: Sequence[str] = ("paged", "contiguous-max", "contiguous-exact"),
+             prefix_caching: bool = True, chunked_prefill: bool = True, timed: bool = True,
+             on_step: Callable[[str, int, int], None] | None = None) -> SimAnswer:
+    """Replay ``requests`` on the KV pool ``engine`` plans for ``spec`` on ``gpu``."""
+    from ..sim.run import replay
+    from ..sim.scheduler import SchedulerSettings
+    from ..sim.summary import summarize
+
+    s = engine.settings(spec, ask) if settings is None else settings
+    native = engine.run(spec, gpu, s)
+    row = engine.row(native)
+    if not row.starts:
+        raise InputError(f"{engine.label} does not start with these settings, so there is no KV cache to simulate: "
+                         f"{row.error or 'see kvbudget fit'}")
+    if not row.blocks or not row.block_tokens:
+        raise InputError(f"{engine.label}'s KV cache is not a paged pool kvbudget can simulate (use --engine vllm)")
+    warnings: list[str] = []
+    if engine.name != "vllm":
+        warnings.append(f"{engine.label}'s own scheduler and cache eviction are not modelled: the requests run through "
+                        f"vLLM's V1 scheduler rules on {engine.label}'s pool ({row.blocks:,} x {row.block_tokens} tokens)")
+    step_tokens = row.step_tokens or DEFAULT_STEP_TOKENS
+    if not row.step_tokens:
+        warnings.append(f"{engine.label}'s per-step token budget is not in its plan: {DEFAULT_STEP_TOKENS:,} assumed")
+    sched = SchedulerSettings(row.block_tokens, row.cap or 256, step_tokens, row.context, prefix_caching,
+                              chunked_prefill)
+    timing = step_time(spec, gpu, row, engine.gpus(s)) if timed else None
+    if timed and timing is None:
+        warnings.append(f"{gpu.name} has no memory bandwidth or tensor throughput in the catalog: latencies are in "
+                        "engine steps, not seconds")
+    results, paged = [], None
+    for policy in policies:
+        run = replay(requests, replace(sched, policy=policy), row.blocks, step_time=timing,
+                     on_step=_progress(on_step, policy))
+        results.append(summarize(run))
+        if policy == "paged":
+            paged = run
+    if paged is None:
+        raise InputError("simulate: the paged policy is always run (it is the engine's)")
+    if paged.rejected:
+        rid, why = paged.rejected[0]
+        warnings.append(f"{len(paged.rejected):,} request(s) refused by the engine (e.g. {rid}: {why})")
+    return SimAnswer(engine.name, engine.label, spec.name, gpu, row, row.block_tokens, row.blocks, sched.max_num_seqs,
+                     step_tokens, row.context, prefix_caching, row.max_concurrency, tuple(results), paged, timing,
+                     len(requests), tuple(warnings))

@@ -1,0 +1,186 @@
+"""The requests a simulation replays: what each asks for, as a frozen record, and the files they come from.
+
+A trace is JSON Lines, one request per line:
+
+    {"arrival": 0.25, "prompt_tokens": 812, "output_tokens": 200}
+    {"arrival": 0.40, "prompt": [128000, 9906, ...], "output_tokens": 64, "id": "r2"}
+    {"arrival": 0.90, "text": "Summarise ...", "output_tokens": 128}
+
+``arrival`` is seconds from the start (or ``arrival_step``, the engine step it joins before); the prompt is token
+ids (``prompt``), a token count (``prompt_tokens``: tokens no other request shares) or ``text`` (tokenized with a
+local ``tokenizer.json`` through the ``tokenizers`` package); ``output_tokens`` (or ``output``, token ids) is what it
+generates. OpenAI-style request logs (``{"request": {"messages": [...], "max_tokens": N}, "timestamp": ...}``) are
+read too when a tokenizer is given.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from dataclasses import dataclass
+from typing import Any
+
+from ..units import InputError
+
+MAX_TRACE_BYTES = 256 * 1024 * 1024
+MAX_REQUESTS = 1_000_000
+MAX_TOTAL_TOKENS = 200_000_000  # prompt + output tokens over the whole trace (8 bytes each held)
+MAX_REQUEST_TOKENS = 10_000_000
+
+
+class TraceError(InputError):
+    """A trace file or synthetic workload that cannot be replayed."""
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request: when it arrives, its prompt token ids and the token ids it will generate."""
+
+    id: str
+    arrival: float  # seconds from the start of the run
+    prompt: array[int]  # token ids ('q')
+    output: array[int]  # the token ids it generates, in order ('q'); len() is the output length
+    arrival_step: int | None = None  # the engine step it is added before (traces recorded from a scheduler)
+    after: str | None = None  # a request that must finish first (the previous turn of a conversation) ...
+    delay: float = 0.0  # ... and the seconds (or, replayed by step, steps) from its finish to this one's arrival
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt)
+
+    @property
+    def output_len(self) -> int:
+        return len(self.output)
+
+
+class TokenSource:
+    """Token ids no other request shares: a counter far above any vocabulary, so that synthetic prompts and outputs
+    given as counts never match another request's blocks by accident."""
+
+    def __init__(self, start: int = 1 << 40) -> None:
+        self._next = start
+
+    def fresh(self, n: int) -> array[int]:
+        out = array("q", range(self._next, self._next + n))
+        self._next += n
+        return out
+
+
+def _int(value: Any, what: str, where: str, low: int = 0, high: int = MAX_REQUEST_TOKENS) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise TraceError(f"{where}: {what} must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        shown = f"{value:,}" if abs(value) < 10**15 else "a number that large"
+        raise TraceError(f"{where}: {what} {shown} is outside {low:,}..{high:,}")
+    return int(value)
+
+
+def _ids(value: Any, what: str, where: str) -> array[int]:
+    if not isinstance(value, list) or len(value) > MAX_REQUEST_TOKENS:
+        raise TraceError(f"{where}: {what} must be a list of token ids (at most {MAX_REQUEST_TOKENS:,})")
+    try:
+        return array("q", value)
+    except (TypeError, OverflowError):
+        raise TraceError(f"{where}: {what} must hold whole-number token ids") from None
+
+
+def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize: Any = None) -> RequestSpec:
+    """One trace line (already parsed) as a request; ``tokenize(text) -> list[int]`` reads ``text`` prompts."""
+    if not isinstance(obj, dict):
+        raise TraceError(f"{where}: each line must be a JSON object with a prompt and an output length")
+    if "request" in obj and isinstance(obj["request"], dict):  # an OpenAI-style request log line
+        obj = _from_openai(obj, where)
+    step = obj.get("arrival_step")
+    arrival = obj.get("arrival", obj.get("timestamp", 0.0 if step is not None else None))
+    if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < 1e9:
+        raise TraceError(f"{where}: 'arrival' (seconds from the start, >= 0) is missing or not a number")
+    prompts = [k for k in ("prompt", "prompt_tokens", "text") if k in obj]
+    if len(prompts) != 1:
+        raise TraceError(f"{where}: give exactly one of 'prompt' (token ids), 'prompt_tokens' (a count) or 'text'")
+    if "prompt" in obj:
+        prompt = _ids(obj["prompt"], "'prompt'", where)
+    elif "prompt_tokens" in obj:
+        prompt = tokens.fresh(_int(obj["prompt_tokens"], "'prompt_tokens'", where, 1))
+    else:
+        if tokenize is None:
+            raise TraceError(f"{where}: a 'text' prompt needs --tokenizer tokenizer.json to count its tokens")
+        if not isinstance(obj["text"], str):
+            raise TraceError(f"{where}: 'text' must be a string")
+        prompt = array("q", tokenize(obj["text"]))
+    if len(prompt) == 0:
+        raise TraceError(f"{where}: the prompt is empty (a request needs at least one prompt token)")
+    if "output" in obj:
+        output = _ids(obj["output"], "'output'", where)
+    elif "output_tokens" in obj:
+        output = tokens.fresh(_int(obj["output_tokens"], "'output_tokens'", where, 1))
+    else:
+        raise TraceError(f"{where}: 'output_tokens' (how many tokens the request generates) is missing")
+    if len(output) == 0:
+        raise TraceError(f"{where}: the output is empty (a request generates at least one token)")
+    rid = obj.get("id", f"r{index}")
+    after = obj.get("after")
+    if after is not None and not isinstance(after, str):
+        raise TraceError(f"{where}: 'after' must be the id of an earlier request")
+    delay = obj.get("delay", 0.0)
+    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < 1e9:
+        raise TraceError(f"{where}: 'delay' must be seconds >= 0")
+    return RequestSpec(str(rid)[:200], float(arrival), prompt, output,
+                       None if step is None else _int(step, "'arrival_step'", where, 0, 10**9), after, float(delay))
+
+
+def _from_openai(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    req = obj["request"]
+    messages = req.get("messages")
+    if isinstance(messages, list):
+        text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+    elif isinstance(req.get("prompt"), str):
+        text = req["prompt"]
+    else:
+        raise TraceError(f"{where}: an OpenAI-style request needs 'messages' or a 'prompt' string")
+    out: dict[str, Any] = {"text": text, "arrival": obj.get("timestamp", obj.get("arrival", 0.0))}
+    usage = obj.get("response", {}).get("usage", {}) if isinstance(obj.get("response"), dict) else {}
+    n = usage.get("completion_tokens", req.get("max_completion_tokens", req.get("max_tokens")))
+    if n is None:
+        raise TraceError(f"{where}: the request gives no output length (response usage, max_tokens)")
+    out["output_tokens"] = n
+    if "id" in obj:
+        out["id"] = obj["id"]
+    return out
+
+
+def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
+    """The requests of a JSON Lines trace file, ordered by arrival (stable)."""
+    from ..inputs import read_text
+
+    text = read_text(path, "trace", MAX_TRACE_BYTES)
+    tokens = TokenSource()
+    requests: list[RequestSpec] = []
+    total = 0
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            raise TraceError(f"{where}: not JSON (a trace is one JSON object per line)") from None
+        req = request_from(obj, where, len(requests), tokens, tokenize)
+        total += req.prompt_len + req.output_len
+        if total > MAX_TOTAL_TOKENS or len(requests) >= MAX_REQUESTS:
+            raise TraceError(f"{path}: more than {MAX_REQUESTS:,} requests or {MAX_TOTAL_TOKENS:,} tokens; "
+                             "replay a sample of it")
+        requests.append(req)
+    if not requests:
+        raise TraceError(f"{path}: no requests (a trace is one JSON object per line)")
+    ids = [r.id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise TraceError(f"{path}: request ids repeat ('id' must be unique, or left out)")
+    seen: set[str] = set()
+    for r in requests:
+        if r.after is not None and r.after not in seen:
+            raise TraceError(f"{path}: request {r.id} comes after '{r.after}', which is not an earlier request")
+        seen.add(r.id)
+    return requests

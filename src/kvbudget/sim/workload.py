@@ -1,0 +1,207 @@
+"""Synthetic traffic, seeded and reproducible: arrivals at a rate (Poisson, bursty, evenly spaced or all at once),
+prompt and output lengths from a distribution, shared system prompts and multi-turn conversations.
+
+The workload is one comma-separated spec, for example::
+
+    requests=2000,rate=8,prompt=lognormal:800:1.0,output=uniform:50:500,prefixes=4x512@0.8,turns=3,seed=1
+
+- ``requests``: how many (conversations count each turn); ``rate``: requests (or conversations) per second;
+- ``arrivals``: ``poisson`` (default), ``bursty`` (Poisson bursts of ``burst`` requests), ``uniform`` (evenly
+  spaced), ``at-once`` (all at time 0);
+- ``prompt``, ``output``: ``fixed:N``, ``uniform:LOW:HIGH``, ``normal:MEAN:SD``, ``lognormal:MEDIAN:SIGMA`` or
+  ``hist:FILE`` (a file of ``length count`` lines, an empirical histogram), or the preset ``sharegpt``;
+- ``prefixes=KxP@F``: K system prompts of P tokens, one of them (uniformly) opening a share F of the requests;
+- ``turns=T``: conversations of T turns, each turn resending the whole history (earlier prompts and answers)
+  plus a new user message; ``think=S``: seconds between an answer and the next turn (default 5).
+
+``sharegpt``: lognormal lengths with the mean input (161 tokens) and output (338 tokens) the PagedAttention paper
+reports for its ShareGPT sample (Kwon et al., SOSP 2023, section 6.1), spread sigma 1.0 - a stand-in with the same
+means, not the dataset.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .trace import MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_TOTAL_TOKENS, RequestSpec, TokenSource, TraceError
+
+SHAREGPT = {"prompt": ("lognormal", 161.0, 1.0), "output": ("lognormal", 338.0, 1.0)}  # means, turned into medians
+
+
+@dataclass(frozen=True)
+class Lengths:
+    kind: str
+    a: float = 0.0
+    b: float = 0.0
+    table: tuple[tuple[int, int], ...] = ()  # (length, count) of a histogram
+    low: int = 1
+    high: int = MAX_REQUEST_TOKENS
+
+    def draw(self, rng: random.Random) -> int:
+        if self.kind == "fixed":
+            n = self.a
+        elif self.kind == "uniform":
+            n = rng.randint(int(self.a), int(self.b))
+        elif self.kind == "normal":
+            n = rng.gauss(self.a, self.b)
+        elif self.kind == "lognormal":
+            n = rng.lognormvariate(math.log(self.a), self.b)
+        else:
+            lengths, counts = zip(*self.table, strict=True)
+            n = rng.choices(lengths, counts)[0]
+        return min(max(round(n), self.low), self.high)
+
+
+def lengths(text: str, what: str, read_file: Callable[[str], str] | None = None) -> Lengths:
+    """A length distribution from its spec (``uniform:50:500`` ...)."""
+    if text == "sharegpt":
+        kind, mean, sigma = SHAREGPT[what]
+        return Lengths(kind, mean / math.exp(sigma * sigma / 2), sigma)  # median of a lognormal with that mean
+    kind, _, rest = text.partition(":")
+    if kind == "hist":
+        if read_file is None:
+            raise TraceError(f"{what}=hist:FILE needs a file")
+        table = []
+        for n, line in enumerate(read_file(rest).splitlines(), 1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                parts = line.split()
+                try:
+                    length, count = int(parts[0]), int(parts[1])
+                except (ValueError, IndexError):
+                    raise TraceError(f"{what} histogram {rest} line {n}: expected 'length count'") from None
+                if not 1 <= length <= MAX_REQUEST_TOKENS or count < 0:
+                    raise TraceError(f"{what} histogram {rest} line {n}: length 1..{MAX_REQUEST_TOKENS:,}, count >= 0")
+                table.append((length, count))
+        if not table or sum(c for _, c in table) == 0:
+            raise TraceError(f"{what} histogram {rest}: no lengths with a positive count")
+        return Lengths("hist", table=tuple(table))
+    args = rest.split(":") if rest else []
+    try:
+        nums = [float(a) for a in args]
+    except ValueError:
+        nums = []
+    want = {"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2}
+    if kind not in want or len(nums) != want[kind] or not all(math.isfinite(x) for x in nums):
+        raise TraceError(f"{what}={text}: expected fixed:N, uniform:LOW:HIGH, normal:MEAN:SD, lognormal:MEDIAN:SIGMA, "
+                         "hist:FILE or sharegpt")
+    if kind == "fixed" and not 1 <= nums[0] <= MAX_REQUEST_TOKENS:
+        raise TraceError(f"{what}={text}: the length must be 1..{MAX_REQUEST_TOKENS:,}")
+    if kind == "uniform" and not 1 <= nums[0] <= nums[1] <= MAX_REQUEST_TOKENS:
+        raise TraceError(f"{what}={text}: need 1 <= LOW <= HIGH <= {MAX_REQUEST_TOKENS:,}")
+    if kind == "normal" and not (1 <= nums[0] <= MAX_REQUEST_TOKENS and 0 <= nums[1] <= MAX_REQUEST_TOKENS):
+        raise TraceError(f"{what}={text}: need a mean of 1..{MAX_REQUEST_TOKENS:,} and SD >= 0")
+    if kind == "lognormal" and not (1 <= nums[0] <= MAX_REQUEST_TOKENS and 0 <= nums[1] <= 4):
+        raise TraceError(f"{what}={text}: need a median of 1..{MAX_REQUEST_TOKENS:,} and 0 <= SIGMA <= 4")
+    return Lengths(kind, nums[0], nums[1] if len(nums) > 1 else 0.0)
+
+
+@dataclass(frozen=True)
+class Workload:
+    requests: int = 1000
+    rate: float = 4.0
+    arrivals: str = "poisson"
+    burst: int = 16
+    prompt: Lengths = Lengths("lognormal", 800.0, 1.0)
+    output: Lengths = Lengths("lognormal", 200.0, 1.0)
+    prefixes: int = 0
+    prefix_tokens: int = 0
+    prefix_share: float = 0.0
+    turns: int = 1
+    think: float = 5.0
+    seed: int = 0
+
+
+def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> Workload:
+    """``requests=...,rate=...`` as a Workload (unknown keys and bad values refused, one line each)."""
+    if len(spec) > 10_000:
+        raise TraceError("--synthetic: the spec is longer than 10,000 characters")
+    fields: dict[str, object] = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq:
+            raise TraceError(f"--synthetic: '{item}' is not key=value (e.g. requests=500,rate=4)")
+        try:
+            if key in ("requests", "burst", "turns", "seed"):
+                n = int(value)
+                limit = {"requests": MAX_REQUESTS, "burst": 100_000, "turns": 1000, "seed": 2**63}[key]
+                if not (0 if key == "seed" else 1) <= n <= limit:
+                    raise ValueError
+                fields[key] = n
+            elif key in ("rate", "think"):
+                x = float(value)
+                if not (math.isfinite(x) and (x > 0 if key == "rate" else x >= 0) and x <= 1e6):
+                    raise ValueError
+                fields[key] = x
+            elif key == "arrivals":
+                if value not in ("poisson", "bursty", "uniform", "at-once"):
+                    raise ValueError
+                fields[key] = value
+            elif key in ("prompt", "output"):
+                fields[key] = lengths(value, key, read_file)
+            elif key == "prefixes":
+                k, _, rest = value.partition("x")
+                p, _, f = rest.partition("@")
+                fields["prefixes"], fields["prefix_tokens"], fields["prefix_share"] = int(k), int(p), float(f or 1)
+                if not (1 <= int(k) <= 100_000 and 1 <= int(p) <= MAX_REQUEST_TOKENS and 0 <= float(f or 1) <= 1):
+                    raise ValueError
+            else:
+                raise TraceError(f"--synthetic: unknown key '{key}' (requests, rate, arrivals, burst, prompt, "
+                                 "output, prefixes, turns, think, seed)")
+        except TraceError:
+            raise
+        except ValueError:
+            hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once"}
+            raise TraceError(f"--synthetic: bad value for {key}: '{value}'"
+                             + (f" (expected {hint[key]})" if key in hint else "")) from None
+    return Workload(**fields)  # type: ignore[arg-type]
+
+
+def _arrival_times(w: Workload, n: int, rng: random.Random) -> list[float]:
+    if w.arrivals == "at-once":
+        return [0.0] * n
+    if w.arrivals == "uniform":
+        return [i / w.rate for i in range(n)]
+    t, out = 0.0, list[float]()
+    while len(out) < n:
+        if w.arrivals == "poisson":
+            t += rng.expovariate(w.rate)
+            out.append(t)
+        else:  # bursts of `burst` requests, the bursts themselves Poisson at rate / burst
+            t += rng.expovariate(w.rate / w.burst)
+            out.extend([t] * min(w.burst, n - len(out)))
+    return out
+
+
+def generate(w: Workload) -> list[RequestSpec]:
+    """The requests of a workload, in arrival order. Later turns of a conversation name the turn before them
+    (``after``) and arrive ``think`` seconds after it finishes."""
+    rng = random.Random(w.seed)
+    tokens = TokenSource()
+    systems = [tokens.fresh(w.prefix_tokens) for _ in range(w.prefixes)]
+    conversations = -(-w.requests // w.turns)
+    starts = _arrival_times(w, conversations, rng)
+    out: list[RequestSpec] = []
+    total = 0
+    for c, start in enumerate(starts):
+        history = array("q")
+        if systems and rng.random() < w.prefix_share:
+            history.extend(systems[rng.randrange(len(systems))])
+        for t in range(w.turns):
+            if len(out) >= w.requests:
+                break
+            prompt = history + tokens.fresh(w.prompt.draw(rng))
+            output = tokens.fresh(w.output.draw(rng))
+            total += len(prompt) + len(output)
+            if total > MAX_TOTAL_TOKENS or len(prompt) > MAX_REQUEST_TOKENS:
+                raise TraceError(f"--synthetic: more than {MAX_TOTAL_TOKENS:,} tokens in all; fewer requests, "
+                                 "turns or shorter lengths")
+            rid = f"c{c}t{t}" if w.turns > 1 else f"r{c}"
+            out.append(RequestSpec(rid, start if t == 0 else 0.0, prompt, output,
+                                   after=out[-1].id if t else None, delay=w.think if t else 0.0))
+            history = prompt + output
+    return out

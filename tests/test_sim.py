@@ -353,6 +353,10 @@ def test_simulate_refuses_bad_input_in_one_line(capsys: pytest.CaptureFixture[st
     assert err.count("\n") == 1 and "none.jsonl" in err
     assert main(["simulate", "Qwen/Qwen3-8B", "--gpu", "L4", "--synthetic", "requests=5", "--policies", "lifo"]) == 2
     assert "unknown policy" in capsys.readouterr().err
+    too_long = tmp_path / "long.jsonl"
+    too_long.write_text('{"arrival": 0, "prompt_tokens": 5, "output_tokens": 9000000}\n')
+    assert main(["simulate", "Qwen/Qwen3-8B", "--gpu", "L4", "--context", "8192", "--trace", str(too_long)]) == 2
+    assert "every request is refused" in capsys.readouterr().err
 
 
 # --- conformance with vLLM's own scheduler ------------------------------------------------------------------------

@@ -49,8 +49,7 @@ def step_time(spec: ModelSpec, gpu: GPU, row: EnginePlan, gpus: int) -> StepTime
     """The roofline step-time model for this plan, or None when the GPU has no bandwidth or throughput figure."""
     from ..sim.timing import StepTime
 
-    bandwidth = getattr(gpu, "bandwidth_bytes_per_s", None)
-    tflops = getattr(gpu, "bf16_tflops", None)
+    bandwidth, tflops = gpu.bandwidth_bytes_per_s, gpu.bf16_tflops
     if not bandwidth or not tflops or not row.kv_tokens:
         return None
     roles = spec.params_by_role()
@@ -107,6 +106,10 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequ
             paged = run
     if paged is None:
         raise InputError("simulate: the paged policy is always run (it is the engine's)")
+    if paged.rejected and not paged.requests:  # nothing ran: a report of zeros would read as an answer
+        rid, why = paged.rejected[0]
+        raise InputError(f"every request is refused by the engine (e.g. {rid}: {why}); raise --context or shorten "
+                         "the requests")
     if paged.rejected:
         rid, why = paged.rejected[0]
         warnings.append(f"{len(paged.rejected):,} request(s) refused by the engine (e.g. {rid}: {why})")

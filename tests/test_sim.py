@@ -277,7 +277,7 @@ def test_a_synthetic_workload_is_reproducible_from_its_seed() -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("requests=0", "bad value for requests"), ("rate=-1", "bad value for rate"), ("prompt=zipf:3", "expected fixed"),
+    ("requests=0", "bad value for requests"), ("rate=-1", "bad value for rate"), ("prompt=zipf:3", "expected N, fixed"),
     ("prefixes=4x", "KxP@F"), ("colour=blue", "unknown key"), ("requests", "not key=value"),
     ("prompt=uniform:500:10", "LOW <= HIGH"), ("rate=nan", "bad value for rate"), ("x" * 20_000, "longer than"),
 ])
@@ -357,6 +357,69 @@ def test_simulate_refuses_bad_input_in_one_line(capsys: pytest.CaptureFixture[st
     too_long.write_text('{"arrival": 0, "prompt_tokens": 5, "output_tokens": 9000000}\n')
     assert main(["simulate", "Qwen/Qwen3-8B", "--gpu", "L4", "--context", "8192", "--trace", str(too_long)]) == 2
     assert "every request is refused" in capsys.readouterr().err
+
+
+def test_text_prompts_are_counted_with_a_real_tokenizer_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A tokenizer.json built and saved by the tokenizers package itself (a word-level vocabulary, so the counts
+    are checkable by eye): each text prompt's length is its number of words, and two prompts sharing their first
+    32 words share two 16-token blocks in the prefix cache."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = [f"w{i}" for i in range(64)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *words])}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    shared = " ".join(words[:32])
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"arrival": 0, "text": shared + " w40 w41 w42", "output_tokens": 4}) + "\n"
+                     + json.dumps({"arrival": 5, "text": shared + " w50", "output_tokens": 4}) + "\n")
+    doc = _json(capsys, "simulate", "Qwen/Qwen3-8B", "--gpu", "L4", "--context", "8192", "--json", "--trace",
+                str(trace), "--tokenizer", str(tmp_path / "tokenizer.json"), "--policies", "paged")
+    paged = doc["policies"][0]
+    assert paged["prefix_hit_tokens"] == pytest.approx(32 / (35 + 33))  # hits over the prompt tokens looked up
+    assert paged["prefix_hit_blocks"] == pytest.approx(2 / (3 + 3))  # 2 hit blocks of the 6 the prompts span
+    (tmp_path / "bad.json").write_text('{"model": 3}')
+    assert main(["simulate", "Qwen/Qwen3-8B", "--gpu", "L4", "--trace", str(trace), "--tokenizer",
+                 str(tmp_path / "bad.json")]) == 2
+    assert "not a tokenizer.json" in capsys.readouterr().err
+
+
+def test_a_bare_length_is_a_fixed_length() -> None:
+    assert parse_workload("requests=3,prompt=2000,output=7") == parse_workload("requests=3,prompt=fixed:2000,output=fixed:7")
+
+
+def test_a_progress_bar_goes_to_a_terminal_on_stderr_and_never_under_json(tmp_path: Path) -> None:
+    """The CLI in a real pseudo-terminal: tqdm's bar on standard error, the report alone on standard output."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    def run(*extra: str) -> tuple[str, str]:
+        master, slave = pty.openpty()
+        argv = [sys.executable, "-m", "kvbudget", "simulate", "Qwen/Qwen3-8B", "--gpu", "L4", "--context", "8192",
+                "--synthetic", "requests=3000,rate=50,seed=2", "--policies", "paged", *extra]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, env={**os.environ, "COLUMNS": "100"})
+        os.close(slave)
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            err += chunk
+        out = proc.communicate(timeout=300)[0].decode()
+        os.close(master)
+        assert proc.returncode == 0, err.decode(errors="replace")
+        return out, err.decode(errors="replace")
+
+    out, err = run()
+    assert "simulating paged" in err and "req" in err and "3000/3000" not in out
+    assert "policy" in out and "simulating" not in out
+    out, err = run("--json")
+    assert "simulating" not in err and json.loads(out)["requests"] == 3000
 
 
 # --- conformance with vLLM's own scheduler ------------------------------------------------------------------------

@@ -226,7 +226,7 @@ def _tokenizer(path: str) -> Any:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise InputError("--tokenizer needs the tokenizers package: pip install tokenizers") from None
+        raise InputError("--tokenizer needs the tokenizers package: pip install 'kvbudget[tokenize]' (or tokenizers)") from None
     try:
         tok = Tokenizer.from_str(text)
     except Exception as exc:  # the Rust library's own error types

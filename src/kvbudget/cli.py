@@ -12,6 +12,7 @@ from .units import InputError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     from .engines.base import Registry
 
@@ -226,25 +227,30 @@ def _simulate(args: argparse.Namespace, registry: Registry) -> str:
 
 
 class _Progress:
-    """A one-line progress report on standard error, updated at most every half second."""
+    """A progress bar per allocation policy on standard error (tqdm), requests finished out of the trace's."""
 
     def __init__(self) -> None:
-        import time
+        self._bar: Any = None
+        self._policy = ""
 
-        self._clock = time.monotonic
-        self._last = 0.0
+    def __call__(self, policy: str, steps: int, done: int, total: int) -> None:
+        if policy != self._policy:
+            import shutil
 
-    def __call__(self, policy: str, steps: int, done: int) -> None:
-        now = self._clock()
-        if now - self._last >= 0.5:
-            self._last = now
-            sys.stderr.write(f"\rsimulating {policy}: {steps:,} steps, {done:,} requests done   ")
-            sys.stderr.flush()
+            from tqdm import tqdm
+
+            self.close()
+            size = shutil.get_terminal_size()  # tqdm reads a fresh terminal's 0 x 0 as no room for a bar
+            self._policy = policy
+            self._bar = tqdm(total=total, desc=f"simulating {policy}", unit="req", file=sys.stderr, leave=False,
+                             mininterval=0.5, ncols=min(size.columns, 100), nrows=max(size.lines, 2))
+        self._bar.set_postfix_str(f"{steps:,} steps", refresh=False)
+        self._bar.update(done - self._bar.n)
 
     def close(self) -> None:
-        if self._last:
-            sys.stderr.write("\r" + " " * 70 + "\r")
-            sys.stderr.flush()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, object]) -> str:

@@ -61,17 +61,19 @@ def step_time(spec: ModelSpec, gpu: GPU, row: EnginePlan, gpus: int) -> StepTime
                     float(bandwidth), float(tflops) * 1e12, gpu.name)
 
 
-def _progress(report: Callable[[str, int, int], None] | None, policy: str) -> Callable[[int, int], None] | None:
+def _progress(report: Callable[[str, int, int, int], None] | None, policy: str,
+              total: int) -> Callable[[int, int], None] | None:
     if report is None:
         return None
-    return lambda steps, done: report(policy, steps, done)
+    return lambda steps, done: report(policy, steps, done, total)
 
 
 def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequence[RequestSpec], *,
              settings: Any = None, policies: Sequence[str] = ("paged", "contiguous-max", "contiguous-exact"),
              prefix_caching: bool = True, chunked_prefill: bool = True, timed: bool = True,
-             on_step: Callable[[str, int, int], None] | None = None) -> SimAnswer:
-    """Replay ``requests`` on the KV pool ``engine`` plans for ``spec`` on ``gpu``."""
+             on_step: Callable[[str, int, int, int], None] | None = None) -> SimAnswer:
+    """Replay ``requests`` on the KV pool ``engine`` plans for ``spec`` on ``gpu``. ``on_step(policy, steps,
+    requests finished or refused, requests)`` reports progress."""
     from ..sim.run import replay
     from ..sim.scheduler import SchedulerSettings
     from ..sim.summary import summarize
@@ -100,7 +102,7 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequ
     results, paged = [], None
     for policy in policies:
         run = replay(requests, replace(sched, policy=policy), row.blocks, step_time=timing,
-                     on_step=_progress(on_step, policy))
+                     on_step=_progress(on_step, policy, len(requests)))
         results.append(summarize(run))
         if policy == "paged":
             paged = run

@@ -8,7 +8,7 @@ The workload is one comma-separated spec, for example::
 - ``requests``: how many (conversations count each turn); ``rate``: requests (or conversations) per second;
 - ``arrivals``: ``poisson`` (default), ``bursty`` (Poisson bursts of ``burst`` requests), ``uniform`` (evenly
   spaced), ``at-once`` (all at time 0);
-- ``prompt``, ``output``: ``fixed:N``, ``uniform:LOW:HIGH``, ``normal:MEAN:SD``, ``lognormal:MEDIAN:SIGMA`` or
+- ``prompt``, ``output``: ``N`` or ``fixed:N``, ``uniform:LOW:HIGH``, ``normal:MEAN:SD``, ``lognormal:MEDIAN:SIGMA`` or
   ``hist:FILE`` (a file of ``length count`` lines, an empirical histogram), or the preset ``sharegpt``;
 - ``prefixes=KxP@F``: K system prompts of P tokens, one of them (uniformly) opening a share F of the requests;
 - ``turns=T``: conversations of T turns, each turn resending the whole history (earlier prompts and answers)
@@ -62,6 +62,8 @@ def lengths(text: str, what: str, read_file: Callable[[str], str] | None = None)
         kind, mean, sigma = SHAREGPT[what]
         return Lengths(kind, mean / math.exp(sigma * sigma / 2), sigma)  # median of a lognormal with that mean
     kind, _, rest = text.partition(":")
+    if kind.isdigit() and not rest:  # a bare length: fixed
+        kind, rest = "fixed", kind
     if kind == "hist":
         if read_file is None:
             raise TraceError(f"{what}=hist:FILE needs a file")
@@ -86,7 +88,7 @@ def lengths(text: str, what: str, read_file: Callable[[str], str] | None = None)
         nums = []
     want = {"fixed": 1, "uniform": 2, "normal": 2, "lognormal": 2}
     if kind not in want or len(nums) != want[kind] or not all(math.isfinite(x) for x in nums):
-        raise TraceError(f"{what}={text}: expected fixed:N, uniform:LOW:HIGH, normal:MEAN:SD, lognormal:MEDIAN:SIGMA, "
+        raise TraceError(f"{what}={text}: expected N, fixed:N, uniform:LOW:HIGH, normal:MEAN:SD, lognormal:MEDIAN:SIGMA, "
                          "hist:FILE or sharegpt")
     if kind == "fixed" and not 1 <= nums[0] <= MAX_REQUEST_TOKENS:
         raise TraceError(f"{what}={text}: the length must be 1..{MAX_REQUEST_TOKENS:,}")

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import kvbudget
 from kvbudget.cli import main
+from kvbudget.sim.hybrid import Group
 from kvbudget.sim.pool import BlockPool
 from kvbudget.sim.run import replay
 from kvbudget.sim.scheduler import SchedulerSettings
@@ -422,6 +423,20 @@ def test_a_progress_bar_goes_to_a_terminal_on_stderr_and_never_under_json(tmp_pa
     assert "simulating" not in err and json.loads(out)["requests"] == 3000
 
 
+def test_a_hybrid_model_holds_a_block_table_per_kv_cache_group() -> None:
+    """gemma-3-1b-it under vLLM: 26 layers, 22 sliding-window (512) and 4 full attention, in groups of 4 layers:
+    6 sliding groups and 1 full group on one pool. One request of 2,000 prompt tokens and 3 output tokens, prefilled
+    in one step (budget 2,048): every group first holds ceil(2000/16) = 125 blocks (nothing is out of the window
+    before it is computed) = 875 blocks; at the decode step each sliding group frees the blocks wholly before the
+    window of token 2,001 ((2000 - 512 + 1) // 16 = 93) and every group takes a block for token 2,001:
+    126 + 6 x (125 - 93 + 1) = 324 blocks; the step that samples the last token frees them all."""
+    trace = [RequestSpec("a", 0.0, array("q", range(1, 2001)), array("q", [7, 8, 9]), 0)]
+    a = kvbudget.simulate("google/gemma-3-1b-it", gpu="L4", context=32768, policies=("paged",), trace=trace)
+    assert sorted(a.groups) == [("full_attention", 0)] + [("sliding_window", 512)] * 6
+    assert [st.slots_used // 16 for st in a.replay.steps] == [875, 324, 0]
+    assert not a.warnings
+
+
 # --- conformance with vLLM's own scheduler ------------------------------------------------------------------------
 
 RECORDED = Path(__file__).parent / "data" / "vllm_sched"
@@ -434,8 +449,9 @@ def test_every_step_matches_what_vllms_own_scheduler_recorded(name: str) -> None
     finishes, blocks in use and prefix-cache hits at every step."""
     rec = json.loads((RECORDED / f"{name}.json").read_text())
     cfg = rec["settings"]
+    groups = tuple(Group(kind, window) for kind, window in cfg.get("groups", ()))  # a hybrid model's KV-cache groups
     s = SchedulerSettings(cfg["block_size"], cfg["max_num_seqs"], cfg["max_num_batched_tokens"], cfg["max_model_len"],
-                          cfg["enable_prefix_caching"], cfg["enable_chunked_prefill"])
+                          cfg["enable_prefix_caching"], cfg["enable_chunked_prefill"], groups=groups)
     specs = [RequestSpec(r["id"], 0.0, array("q", r["prompt_ids"]), array("q", r["output_ids"]), r["arrival_step"])
              for r in rec["requests"]]
     ours = replay(specs, s, cfg["num_gpu_blocks"]).steps

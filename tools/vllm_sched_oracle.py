@@ -92,6 +92,23 @@ def trace_shared_prefix(seed: int = 1) -> dict[str, Any]:
     return {"settings": _settings(512, 16, 16, 512, 1024, True), "requests": reqs}
 
 
+def _conversations(rng: random.Random, n: int, first: Any, out: tuple[int, int], user: tuple[int, int],
+                   gap: tuple[int, int]) -> list[dict[str, Any]]:
+    """``n`` conversations of 4 turns: turn t+1's prompt is turn t's prompt + its output + ``user`` new tokens, and
+    arrives ``gap`` steps after turn t could have finished (arrival + output length)."""
+    reqs = []
+    for c in range(n):
+        prompt = first(c)
+        step = rng.randint(0, 5 if gap[1] < 10 else 6)
+        for t in range(4):
+            answer = _toks(rng, rng.randint(*out))
+            reqs.append({"id": f"c{c}t{t}", "arrival_step": step, "prompt_ids": prompt, "output_ids": answer})
+            prompt = prompt + answer + _toks(rng, rng.randint(*user))
+            step = step + len(answer) + rng.randint(*gap)
+    reqs.sort(key=lambda r: (r["arrival_step"], r["id"]))
+    return reqs
+
+
 def trace_multi_turn(seed: int = 2) -> dict[str, Any]:
     """6 conversations x 4 turns; turn t+1's prompt = turn t's prompt + output + new user tokens.
 
@@ -102,16 +119,7 @@ def trace_multi_turn(seed: int = 2) -> dict[str, Any]:
     main() checks this on the recording.
     """
     rng = random.Random(seed)
-    reqs = []
-    for c in range(6):
-        prompt = [50 + c] * 8 + _toks(rng, rng.randint(20, 40))  # a per-conversation system prompt
-        step = rng.randint(0, 5)
-        for t in range(4):
-            out = _toks(rng, rng.randint(5, 25))
-            reqs.append({"id": f"c{c}t{t}", "arrival_step": step, "prompt_ids": prompt, "output_ids": out})
-            prompt = prompt + out + _toks(rng, rng.randint(8, 30))
-            step = step + len(out) + rng.randint(1, 4)
-    reqs.sort(key=lambda r: (r["arrival_step"], r["id"]))
+    reqs = _conversations(rng, 6, lambda c: [50 + c] * 8 + _toks(rng, rng.randint(20, 40)), (5, 25), (8, 30), (1, 4))
     return {"settings": _settings(1024, 16, 16, 2048, 2048, True), "requests": reqs}
 
 
@@ -176,6 +184,33 @@ def trace_full_isl_gate() -> dict[str, Any]:
                          {"id": "c", "arrival_step": 2, "prompt_ids": list(range(2000, 2020)), "output_ids": [3, 4, 5]}]}
 
 
+def trace_hybrid_sliding(seed: int = 8) -> dict[str, Any]:
+    """A hybrid model: one full-attention and two sliding-window (48 tokens) KV-cache groups on one pool of 200
+    blocks. Shared system prompts longer than the window, long prompts in 64-token chunks (blocks leave the window
+    mid-prefill), outputs long enough to free window blocks while decoding, and a burst that preempts."""
+    rng = random.Random(seed)
+    systems = [_toks(rng, 120), _toks(rng, 70)]
+    reqs, step = [], 0
+    for i in range(36):
+        step += rng.choice((0, 0, 1, 2, 4)) if i < 24 else 0
+        head = systems[i % 2] if i % 4 != 3 else []
+        reqs.append({"id": f"h{i:02d}", "arrival_step": step, "prompt_ids": head + _toks(rng, rng.randint(4, 90)),
+                     "output_ids": _toks(rng, rng.randint(10, 80))})
+    settings = _settings(200, 16, 24, 64, 1024, True)
+    settings["groups"] = [["full_attention", 0], ["sliding_window", 48], ["sliding_window", 48]]
+    return {"settings": settings, "requests": reqs}
+
+
+def trace_hybrid_multi_turn(seed: int = 9) -> dict[str, Any]:
+    """Multi-turn conversations on a full + sliding-window (32 tokens) model: each turn resends the history, so the
+    sliding group's hit needs the window's last blocks still cached; a pool of 120 blocks forces evictions."""
+    rng = random.Random(seed)
+    reqs = _conversations(rng, 5, lambda c: _toks(rng, rng.randint(20, 60)), (5, 30), (8, 40), (30, 60))
+    settings = _settings(120, 16, 8, 256, 2048, True)
+    settings["groups"] = [["full_attention", 0], ["sliding_window", 32]]
+    return {"settings": settings, "requests": reqs}
+
+
 def trace_edge_cases(seed: int = 7) -> dict[str, Any]:
     """Small edge cases: same-step prefix hits, a fully cached 64-token prompt, a 1-token output."""
     rng = random.Random(seed)
@@ -203,6 +238,8 @@ TRACES = {
     "no_chunking": trace_no_chunking,
     "edge_cases": trace_edge_cases,
     "full_isl_gate": trace_full_isl_gate,
+    "hybrid_sliding": trace_hybrid_sliding,
+    "hybrid_multi_turn": trace_hybrid_multi_turn,
 }
 
 # --------------------------------------------------------------------------- vLLM
@@ -221,7 +258,7 @@ def build_scheduler(settings: dict[str, Any], model_dir: str) -> Any:
     from vllm.utils.hashing import get_hash_fn_by_name
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
     block_size = settings["block_size"]
@@ -243,10 +280,12 @@ def build_scheduler(settings: dict[str, Any], model_dir: str) -> Any:
     if got != want:
         raise SystemExit(f"VllmConfig changed the settings: got {got}, wanted {want}")
     num_blocks = settings["num_gpu_blocks"]
-    kv_cache_config = KVCacheConfig(
-        num_blocks=num_blocks, kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], FullAttentionSpec(block_size=block_size, num_kv_heads=1,
-                                                                           head_size=64, dtype=torch.float32))])
+    groups = []  # one layer per KV-cache group (a hybrid model's groups share the pool and the block size)
+    for i, (kind, window) in enumerate(settings.get("groups", [["full_attention", 0]])):
+        shape = {"block_size": block_size, "num_kv_heads": 1, "head_size": 64, "dtype": torch.float32}
+        spec = FullAttentionSpec(**shape) if kind == "full_attention" else SlidingWindowSpec(**shape, sliding_window=window)
+        groups.append(KVCacheGroupSpec([f"layer.{i}"], spec))
+    kv_cache_config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=groups)
     vllm_config.cache_config.num_gpu_blocks = num_blocks
     scheduler = Scheduler(vllm_config=vllm_config, kv_cache_config=kv_cache_config,
                           structured_output_manager=StructuredOutputManager(vllm_config),
@@ -370,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             (out / f"{name}.trace.json").write_text(dump(trace))
             continue
         rec = replay(trace)
-        if name == "multi_turn":
+        if name in ("multi_turn", "hybrid_multi_turn"):
             check_multi_turn(rec)
         (out / f"{name}.json").write_text(dump(rec))
         print(summary(name, rec))

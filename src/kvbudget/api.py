@@ -25,6 +25,7 @@ from .units import MAX_SIZE, InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
     from .engines.base import Ask, Engine, Registry
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from .plan.search import Deployment as PlanRow
     from .questions.plan import LeversAnswer, PlanAnswer
     from .questions.simulate import SimAnswer
+    from .sim.trace import RequestSpec
 
 __all__ = ["FitAnswer", "InputError", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "levers", "load_model",
            "max_concurrency", "max_context", "plan_deployments", "vllm_plan"]
@@ -169,7 +171,7 @@ def simulate(
     *,
     gpu: str | GPU | None = None,
     gpu_memory: int | None = None,
-    trace: str | None = None,
+    trace: str | Sequence[RequestSpec] | None = None,
     synthetic: str | None = None,
     tokenizer: str | None = None,
     engine: str = "vllm",
@@ -186,7 +188,7 @@ def simulate(
     on_step: Any = None,
 ) -> SimAnswer:
     """Replay traffic through the KV cache ``engine`` plans for ``model`` on ``gpu`` (as ``kvbudget fit`` would size
-    it): a JSON Lines ``trace`` file or a ``synthetic`` workload spec (``"requests=500,rate=4,prompt=sharegpt"``;
+    it): a JSON Lines ``trace`` file (or the requests themselves, ``kvbudget.sim.trace.RequestSpec``) or a ``synthetic`` workload spec (``"requests=500,rate=4,prompt=sharegpt"``;
     ``kvbudget.sim.workload``). Runs vLLM's V1 scheduler (FCFS, chunked prefill, prefix caching, preemption by
     recompute) under each allocation ``policy`` and returns what each measured (``answer.results``)."""
     from .questions.simulate import simulate as _simulate
@@ -201,7 +203,7 @@ def simulate(
     chosen = ("paged", *(p for p in dict.fromkeys(chosen) if p != "paged"))
     _, server, ask = _fit_ask("fit", engine, tp, pp, weights_dtype, kv_dtype, context, 1, options, registry)
     spec, device = _spec(model), _device(gpu, gpu_memory)
-    requests = _requests(trace, synthetic, tokenizer)
+    requests = list(trace) if trace is not None and not isinstance(trace, str) else _requests(trace, synthetic, tokenizer)
     return _simulate(spec, device, server, ask, requests, policies=chosen, prefix_caching=bool(prefix_caching),
                      chunked_prefill=bool(chunked_prefill), on_step=on_step)
 

@@ -320,6 +320,9 @@ class EnginePlan:
     block_tokens: int = 0  # tokens per unit
     parts: tuple[Part, ...] = ()  # the binding rank's memory, part by part, each with its provenance
     step_tokens: int = 0  # the scheduler's token budget per step (vLLM max_num_batched_tokens ...; 0: none)
+    # the pool's KV-cache groups, each (kind, window or chunk in tokens), all drawing on ``blocks``; kinds:
+    # full_attention, mla, sliding_window, chunked_local, recurrent_state (empty: one full-attention group)
+    kv_groups: tuple[tuple[str, int], ...] = ()
 
 
 @record
@@ -336,13 +339,14 @@ class Part:
 def engine_plan(engine: str, weights: int, kv_budget: int, kv_tokens: int, concurrency: float, context: int,
                 starts: bool, rule: str, unit: str, error: str | None = None,
                 printed: tuple[str, ...] = (), *, cap: int = 0, blocks: int = 0, block_tokens: int = 0,
-                parts: tuple[Part, ...] = (), step_tokens: int = 0) -> EnginePlan:
+                parts: tuple[Part, ...] = (), step_tokens: int = 0,
+                kv_groups: tuple[tuple[str, int], ...] = ()) -> EnginePlan:
     """An EnginePlan as the user reads it: an engine that does not start holds nothing (its own signed
     figures stay in its plan), and a budget is never negative."""
     if not starts:
         kv_budget, kv_tokens, concurrency, blocks = 0, 0, 0.0, 0
     return EnginePlan(engine, weights, max(kv_budget, 0), kv_tokens, concurrency, context, starts, rule, unit, error,
-                      printed, cap, blocks, block_tokens, parts, step_tokens)
+                      printed, cap, blocks, block_tokens, parts, step_tokens, kv_groups)
 
 
 @record

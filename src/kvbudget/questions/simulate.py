@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..engines.base import Ask, Engine, EnginePlan
     from ..hardware import GPU
     from ..model.spec import ModelSpec
+    from ..sim.hybrid import Group
     from ..sim.run import Replay
     from ..sim.summary import Summary
     from ..sim.timing import StepTime
@@ -43,6 +44,7 @@ class SimAnswer:
     step_time: StepTime | None
     requests: int
     warnings: tuple[str, ...] = ()
+    groups: tuple[tuple[str, int], ...] = ()  # the KV-cache groups simulated: (kind, sliding window or 0)
 
 
 def step_time(spec: ModelSpec, gpu: GPU, row: EnginePlan, gpus: int) -> StepTime | None:
@@ -59,6 +61,27 @@ def step_time(spec: ModelSpec, gpu: GPU, row: EnginePlan, gpus: int) -> StepTime
         active -= experts - experts * spec.experts_per_token // spec.num_experts
     return StepTime(row.weights_bytes, row.kv_budget_bytes // max(row.kv_tokens, 1), 2 * active / max(gpus, 1),
                     float(bandwidth), float(tflops) * 1e12, gpu.name)
+
+
+def _groups(row: EnginePlan, label: str, warnings: list[str]) -> tuple[Group, ...]:
+    """The pool's KV-cache groups as the simulator runs them: full attention (MLA too) and sliding windows as the
+    engine manages them; a kind it does not simulate runs as full attention (holding more blocks than the engine
+    would), with a warning naming it."""
+    from ..sim.hybrid import Group
+
+    groups, other = [], set()
+    for kind, tokens in row.kv_groups:
+        if kind == "sliding_window" and tokens > 0:
+            groups.append(Group("sliding_window", tokens))
+        else:
+            if kind not in ("full_attention", "mla"):
+                other.add(kind.replace("_", " "))
+            groups.append(Group("full_attention"))
+    if other:
+        warnings.append(f"{label}'s {' and '.join(sorted(other))} KV-cache group(s) are simulated as full attention: "
+                        "each request holds a block per block_size tokens there, more than the engine would, so KV "
+                        "usage and preemptions are overstated")
+    return tuple(groups)
 
 
 def _progress(report: Callable[[str, int, int, int], None] | None, policy: str,
@@ -93,8 +116,9 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequ
     step_tokens = row.step_tokens or DEFAULT_STEP_TOKENS
     if not row.step_tokens:
         warnings.append(f"{engine.label}'s per-step token budget is not in its plan: {DEFAULT_STEP_TOKENS:,} assumed")
+    groups = _groups(row, engine.label, warnings)
     sched = SchedulerSettings(row.block_tokens, row.cap or 256, step_tokens, row.context, prefix_caching,
-                              chunked_prefill)
+                              chunked_prefill, groups=groups)
     timing = step_time(spec, gpu, row, engine.gpus(s)) if timed else None
     if timed and timing is None:
         warnings.append(f"{gpu.name} has no memory bandwidth or tensor throughput in the catalog: latencies are in "
@@ -117,4 +141,4 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequ
         warnings.append(f"{len(paged.rejected):,} request(s) refused by the engine (e.g. {rid}: {why})")
     return SimAnswer(engine.name, engine.label, spec.name, gpu, row, row.block_tokens, row.blocks, sched.max_num_seqs,
                      step_tokens, row.context, prefix_caching, row.max_concurrency, tuple(results), paged, timing,
-                     len(requests), tuple(warnings))
+                     len(requests), tuple(warnings), tuple((g.kind, g.window) for g in groups))

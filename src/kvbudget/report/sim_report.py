@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
@@ -31,6 +32,15 @@ def _spread(s: Spread, timed: bool) -> str:
         " s" if timed else " steps")
 
 
+def _groups_line(a: SimAnswer) -> list[str]:
+    """A hybrid model's KV-cache groups: every token takes a slot in each group whose window holds it."""
+    kinds = Counter(f"sliding window ({w:,} tokens)" if w else "full attention" for _, w in a.groups)
+    if len(a.groups) < 2 and not any(w for _, w in a.groups):
+        return []
+    return [f"KV-cache groups on the one pool: {' + '.join(f'{n} {kind}' for kind, n in kinds.items())}; a token "
+            "takes a slot in every group whose window holds it"]
+
+
 def sim_text(a: SimAnswer) -> str:
     paged = a.results[0]
     timed = paged.timed
@@ -40,6 +50,7 @@ def sim_text(a: SimAnswer) -> str:
         f"max_num_batched_tokens {a.max_num_batched_tokens:,}, max_model_len {a.max_model_len:,}, "
         f"prefix caching {'on' if a.prefix_caching else 'off'}",
         f"{a.requests:,} requests replayed through vLLM's V1 scheduler (FCFS, chunked prefill, preemption by recompute)",
+        *_groups_line(a),
         "",
     ]
     heads = ["policy", "KV peak", "KV mean", "waste", "running max", "running mean", "preempted", "queue p50/p90/p99",
@@ -81,7 +92,8 @@ def sim_doc(a: SimAnswer, series: bool = False) -> dict[str, Any]:
         "model": a.model, "engine": a.engine, "gpu": a.device.name,
         "pool": {"blocks": a.num_blocks, "block_size": a.block_size, "token_slots": a.results[0].capacity_tokens,
                  "max_num_seqs": a.max_num_seqs, "max_num_batched_tokens": a.max_num_batched_tokens,
-                 "max_model_len": a.max_model_len, "prefix_caching": a.prefix_caching},
+                 "max_model_len": a.max_model_len, "prefix_caching": a.prefix_caching,
+                 "kv_groups": [{"kind": k, "window": w} for k, w in a.groups] or [{"kind": "full_attention", "window": 0}]},
         "requests": a.requests,
         "static_concurrency": a.static_concurrency,
         "effective_concurrency": a.results[0].effective_concurrency,

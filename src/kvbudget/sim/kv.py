@@ -4,7 +4,7 @@ made (the maximum length, or - an oracle no real system has - exactly the length
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .pool import Block, BlockPool
 
@@ -17,10 +17,12 @@ POLICIES = ("paged", "contiguous-max", "contiguous-exact")
 class KV(Protocol):
     capacity_tokens: int
 
-    def hit(self, req: Request) -> tuple[list[Block], int]: ...
-    def allocate(self, req: Request, new_tokens: int, hit: list[Block], admit: bool = False) -> bool: ...
+    def hit(self, req: Request) -> tuple[Any, int]: ...  # (the cached blocks to resume from, their tokens)
+    def allocate(self, req: Request, new_tokens: int, hit: Any, admit: bool = False) -> bool: ...
     def free(self, req: Request) -> None: ...
     def slots(self, req: Request) -> int: ...  # token slots the request holds
+    def waste(self, req: Request) -> int: ...  # of those, slots that hold no computed token
+    def reserve(self, tokens: int) -> int: ...  # slots a request of ``tokens`` tokens holds at its peak, alone
     def used_slots(self) -> int: ...  # token slots held by requests (shared blocks once)
     @property
     def evictions(self) -> int: ...
@@ -105,6 +107,12 @@ class PagedKV:
     def slots(self, req: Request) -> int:
         return len(req.blocks) * self.bs
 
+    def reserve(self, tokens: int) -> int:
+        return -(-tokens // self.bs) * self.bs
+
+    def waste(self, req: Request) -> int:
+        return self.slots(req) - req.computed
+
     def used_slots(self) -> int:
         return self.pool.num_used() * self.bs
 
@@ -112,10 +120,13 @@ class PagedKV:
 class ContiguousKV:
     """One contiguous region per request, reserved whole at admission: ``max_model_len`` tokens
     (``contiguous-max``, as systems before PagedAttention did) or the prompt plus the output the request will
-    generate (``contiguous-exact``: an oracle that knows each output length in advance). No prefix caching."""
+    generate (``contiguous-exact``: an oracle that knows each output length in advance). No prefix caching.
+    ``windows``: per KV-cache group of a hybrid model, its sliding window (0: full attention): a region per group,
+    a sliding group's no longer than its window."""
 
-    def __init__(self, capacity_tokens: int, max_model_len: int, exact: bool) -> None:
+    def __init__(self, capacity_tokens: int, max_model_len: int, exact: bool, windows: tuple[int, ...] = (0,)) -> None:
         self.capacity_tokens, self.max_len, self.exact = capacity_tokens, max_model_len, exact
+        self.windows = windows or (0,)
         self._used = 0
         self._held: dict[int, int] = {}
 
@@ -123,13 +134,16 @@ class ContiguousKV:
     def evictions(self) -> int:
         return 0
 
+    def _size(self, tokens: int) -> int:
+        return sum(min(tokens, w) if w else tokens for w in self.windows)
+
     def hit(self, req: Request) -> tuple[list[Block], int]:
         return [], 0
 
     def allocate(self, req: Request, new_tokens: int, hit: list[Block], admit: bool = False) -> bool:
         if id(req) in self._held:
             return True
-        size = req.spec.prompt_len + req.spec.output_len if self.exact else self.max_len
+        size = self.reserve(req.spec.prompt_len + req.spec.output_len)
         if self._used + size > self.capacity_tokens:
             return False
         self._held[id(req)] = size
@@ -141,6 +155,12 @@ class ContiguousKV:
 
     def slots(self, req: Request) -> int:
         return self._held.get(id(req), 0)
+
+    def reserve(self, tokens: int) -> int:
+        return self._size(tokens if self.exact else self.max_len)
+
+    def waste(self, req: Request) -> int:
+        return self.slots(req) - self._size(req.computed)
 
     def used_slots(self) -> int:
         return self._used

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..units import InputError
+from .kv import KV
 from .scheduler import Request, Scheduler, SchedulerSettings, StepRecord
 from .timing import StepTime
 from .trace import RequestSpec
@@ -31,14 +32,14 @@ class Replay:
     query_blocks: int = 0  # blocks the prefix-cache lookups spanned
 
 
-def _refusal(spec: RequestSpec, settings: SchedulerSettings, capacity_tokens: int) -> str | None:
+def _refusal(spec: RequestSpec, settings: SchedulerSettings, kv: KV) -> str | None:
     total = spec.prompt_len + spec.output_len
     if total > settings.max_model_len:
         return (f"prompt {spec.prompt_len:,} + output {spec.output_len:,} tokens > max_model_len "
                 f"{settings.max_model_len:,}")
-    reserve = settings.max_model_len if settings.policy == "contiguous-max" else total
-    if -(-reserve // settings.block_size) * settings.block_size > capacity_tokens:
-        return f"{reserve:,} tokens are more than the whole KV cache holds ({capacity_tokens:,})"
+    if kv.reserve(total) > kv.capacity_tokens:
+        reserve = settings.max_model_len if settings.policy == "contiguous-max" else total
+        return f"{reserve:,} tokens are more than the whole KV cache holds ({kv.capacity_tokens:,} token slots)"
     return None
 
 
@@ -74,7 +75,7 @@ def replay(specs: Iterable[RequestSpec], settings: SchedulerSettings, num_blocks
     while heap or sched.running or sched.waiting:
         while heap and heap[0][0] <= now:
             at, _, spec = heapq.heappop(heap)
-            why = _refusal(spec, settings, sched.kv.capacity_tokens)
+            why = _refusal(spec, settings, sched.kv)
             if why:
                 rejected.append((spec.id, why))
                 release(spec.id, at)  # the conversation goes on without this turn's answer

@@ -3,8 +3,8 @@ token per running request per step, preemption by recompute. Each rule cites vLL
 ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``, ``update_from_output``) and
 ``vllm/v1/core/kv_cache_manager.py`` (``get_computed_blocks``, ``allocate_slots``, ``free``).
 
-The synchronous scheduler (no async scheduling, no speculative decoding, no KV connector), on a single
-full-attention KV cache group.
+The synchronous scheduler (no async scheduling, no speculative decoding, no KV connector), on one full-attention
+KV-cache group (``kv.py``) or the full-attention and sliding-window groups of a hybrid model (``hybrid.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 
+from .hybrid import Group, HybridPagedKV
 from .kv import KV, ContiguousKV, PagedKV
 from .pool import Block
 from .trace import RequestSpec
@@ -27,6 +28,7 @@ class SchedulerSettings:
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     policy: str = "paged"  # or contiguous-max / contiguous-exact (kv.POLICIES)
+    groups: tuple[Group, ...] = ()  # the KV-cache groups of a hybrid model (none: one full-attention group)
 
 
 @dataclass(eq=False)
@@ -37,6 +39,7 @@ class Request:
     tokens: array[int]  # prompt, then the tokens generated so far
     computed: int = 0  # tokens whose KV is in the cache
     blocks: list[Block] = field(default_factory=list)
+    tables: list[list[Block]] = field(default_factory=list)  # a block table per KV-cache group (hybrid models)
     cached_blocks: int = 0  # of ``blocks``, how many are registered in the prefix cache
     keys: list[int] = field(default_factory=list)  # prefix keys of its full blocks
     preemptions: int = 0
@@ -85,10 +88,15 @@ class StepRecord:
 class Scheduler:
     def __init__(self, settings: SchedulerSettings, num_blocks: int) -> None:
         self.s = settings
-        self.kv: KV = (PagedKV(num_blocks, settings.block_size, settings.max_model_len, settings.enable_prefix_caching)
-                       if settings.policy == "paged" else
-                       ContiguousKV((num_blocks - 1) * settings.block_size, settings.max_model_len,
-                                    settings.policy == "contiguous-exact"))
+        self.kv: KV
+        if settings.policy != "paged":
+            self.kv = ContiguousKV((num_blocks - 1) * settings.block_size, settings.max_model_len,
+                                   settings.policy == "contiguous-exact", tuple(g.window for g in settings.groups))
+        elif settings.groups and settings.groups != (Group("full_attention"),):
+            self.kv = HybridPagedKV(num_blocks, settings.block_size, settings.max_model_len,
+                                    settings.enable_prefix_caching, settings.groups, settings.max_num_batched_tokens)
+        else:
+            self.kv = PagedKV(num_blocks, settings.block_size, settings.max_model_len, settings.enable_prefix_caching)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.stats = PrefixStats()
@@ -183,7 +191,7 @@ class Scheduler:
             self.step_no, running, waiting,
             {r.spec.id: n for r, n in scheduled.values()}, tuple(r.spec.id for r in preempted),
             tuple(r.spec.id for r in finished), self.kv.used_slots(), sum(r.computed for r in self.running),
-            sum(self.kv.slots(r) - r.computed for r in self.running), context_read,
+            sum(self.kv.waste(r) for r in self.running), context_read,
             self.stats.queries + self.stats.preempted_queries,
             self.stats.hits + self.stats.preempted_hits, self.preemptions)
         self.step_no += 1

@@ -622,6 +622,7 @@ def summary(p: VllmPlan) -> EnginePlan:
         p.starts, f"{p.utilization:g} x total memory, minus the profiled weights, activations and CUDA graphs",
         f"blocks of {p.block_size} tokens", p.error, p.log_lines, cap=p.max_num_seqs, blocks=p.num_gpu_blocks,
         block_tokens=p.block_size, parts=parts, step_tokens=p.max_num_batched_tokens,
+        kv_groups=tuple((g.spec.kind, getattr(g.spec, "window", 0) or getattr(g.spec, "chunk", 0)) for g in p.groups),
     )
 
 

@@ -713,3 +713,35 @@ def test_issue_11_models_fit_end_to_end(model: str, capsys: pytest.CaptureFixtur
     assert main(["fit", model, "--gpu", "H100", "--tp", "4"]) == 0
     out = capsys.readouterr().out
     assert model in out and "GPU KV cache size" in out and "full_attention" in out
+
+
+def _qwen2_5_vl_7b() -> dict[str, Any]:
+    """Qwen/Qwen2.5-VL-7B-Instruct's config.json shapes (flat: text keys at the top; vision_config without a
+    model_type, with in_chans), as the Qwen2.5-VL release wrote it."""
+    return {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "hidden_size": 3584,
+        "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+        "max_position_embeddings": 128000, "max_window_layers": 28, "sliding_window": 32768,
+        "use_sliding_window": False, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 152064,
+        "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
+                          "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14,
+                          "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
+                          "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2, "temporal_patch_size": 2},
+    }
+
+
+def test_qwen2_5_vl_7b_is_qwen2_5_7b_plus_its_vision_tower() -> None:
+    """Qwen2.5-VL's tower by hand (vLLM 0.33.0 qwen2_5_vl.py): Conv3d 3 x 2 x 14 x 14 without bias; per block
+    RMSNorm x 2, biased qkv and proj, biased gated MLP of 3420; merger RMSNorm(1280), fc1 5120 x 5120 and fc2
+    3584 x 5120 with biases. The decoder is Qwen2 (q/k/v biases), so the text part is Qwen2.5-7B's."""
+    h, i, n, out, merged = 1280, 3420, 32, 3584, 4 * 1280
+    block = 2 * h + 3 * h * h + 3 * h + h * h + h + 2 * i * h + 2 * i + h * i + h
+    vision = h * 3 * 2 * 14 * 14 + n * block + h + merged * merged + merged + out * merged + out
+    spec = spec_from_config(_qwen2_5_vl_7b())
+    assert spec.model_type == "qwen2_5_vl_text"
+    assert spec.params_by_role()["vision"] == vision == 676_550_144
+    assert spec.params - vision == kvbudget.load_model("Qwen/Qwen2.5-7B-Instruct").params
+    assert abs(spec.params - 8.29e9) <= 0.01 * 8.29e9  # HF "Model size" of Qwen2.5-VL-7B-Instruct: 8.29B
+    # KV per token: 2 x 28 layers x 4 KV heads x 128 head_dim x 2 bytes = 57,344
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 2 * 28 * 4 * 128 * 2 == 57_344

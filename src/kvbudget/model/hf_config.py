@@ -127,13 +127,16 @@ QUIRKS: dict[str, Quirks] = {
                          score_bias_key="use_routing_bias", note="MiniMax-M2: GQA full attention, 256-expert MoE"),
     # Qwen3-VL's decoders are Qwen3 / Qwen3-MoE (vLLM 0.33.0 models/qwen3_vl.py Qwen3LLMModel,
     # qwen3_vl_moe.py Qwen3MoeLLMModel); the vision tower is counted from vision_config (_vision_tower).
+    # Qwen2.5-VL's decoder is Qwen2 (vLLM 0.33.0 models/qwen2_5_vl.py builds Qwen2ForCausalLM); its config.json
+    # is flat (text keys at the top) or, re-saved by newer transformers, nested as qwen2_5_vl_text.
+    "qwen2_5_vl_text": Quirks(qkv_bias=True, layout="qwen_window", note="Qwen2.5-VL text model"),
     "qwen3_vl_text": Quirks(qk_norm=True, layout="qwen_window", note="Qwen3-VL dense text model"),
     "qwen3_vl_moe_text": Quirks(qk_norm=True, layout="qwen_window", moe="qwen", note="Qwen3-VL MoE text model"),
     "llama4_text": Quirks(layout="llama4", moe="llama4", o_bias_follows=True, dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
                           note="chunked local attention, NoPE global layers"),
 }
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
-               "qwen3_vl_moe": "qwen3_vl_moe_text"}
+               "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen2_5_vl": "qwen2_5_vl_text"}
 # Config keys of mixers and experts that a dense Llama reading would silently drop.
 _UNREADABLE_KEYS = frozenset({
     "num_experts", "n_routed_experts", "num_local_experts", "moe_intermediate_size", "kv_lora_rank",
@@ -251,19 +254,21 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
     spec = _build(c, model_type, quirks, name, notes)
     vision = raw.get("vision_config")
     if isinstance(vision, Mapping):
-        tensors = _vision_tower(_Cfg(vision, f"{name} vision_config"), spec.dims.hidden_size, notes)
+        # Qwen2.5-VL's vision_config names no model_type: its tower is the wrapper's.
+        kind = str(vision.get("model_type") or raw.get("model_type"))
+        tensors = _vision_tower(_Cfg(vision, f"{name} vision_config"), kind, spec.dims.hidden_size, notes)
         inv = spec.inventory
         spec = replace(spec, inventory=Inventory(inv.head + tuple(tensors), inv.layers, inv.tail), notes=tuple(notes))
     return spec
 
 
-def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
+def _vision_tower(v: _Cfg, kind: str, text_hidden: int, notes: list[str]) -> list[Tensor]:
     """A ViT image encoder and its projector into the text model (vLLM loads them with the
     decoder). SigLIP (Gemma 3): transformers SiglipVisionModel + Gemma3MultiModalProjector;
     Llama 4: Llama4VisionModel + pixel-shuffle MLP + Llama4MultiModalProjector; Qwen3-VL: vLLM 0.33.0
-    models/qwen3_vl.py Qwen3_VisionTransformer (its MoE model's vision_config says qwen3_vl_moe)."""
-    kind = str(v.get("model_type", ""))
-    if kind not in ("siglip_vision_model", "llama4_vision_model", "qwen3_vl", "qwen3_vl_moe"):
+    models/qwen3_vl.py Qwen3_VisionTransformer (its MoE model's vision_config says qwen3_vl_moe); Qwen2.5-VL:
+    qwen2_5_vl.py Qwen2_5_VisionTransformer."""
+    if kind not in ("siglip_vision_model", "llama4_vision_model", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"):
         notes.append(f"vision encoder {kind or '(unnamed)'} not counted: its weights are not in the totals")
         return []
     h = v.int("hidden_size")
@@ -271,6 +276,8 @@ def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
     n = v.int("num_hidden_layers", "depth")
     p = v.int("patch_size")
     channels = v.int("num_channels", "in_channels", default=3)
+    if kind == "qwen2_5_vl":
+        return _qwen2_5_vl_tower(v, h, i, n, p, channels)
     layer = [
         Tensor("vision", 3 * h, h, split="col", linear=True), Tensor("vision", h, h, split="row", linear=True),
         Tensor("vision", 4 * h),  # q, k, v, o biases
@@ -278,7 +285,7 @@ def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
         Tensor("vision", i + h),  # fc1, fc2 biases
         Tensor("vision", h, count=4),  # two LayerNorms, weight and bias
     ]
-    out = [Tensor(t.role, t.rows, t.cols, t.count * n, t.split, t.heads, t.linear) for t in layer]
+    out = _repeat(layer, n)
     if kind in ("qwen3_vl", "qwen3_vl_moe"):
         return out + _qwen3_vl_tower_rest(v, h, p, channels)
     side = v.int("image_size") // p
@@ -302,6 +309,40 @@ def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
     return out
 
 
+def _qwen2_5_vl_tower(v: _Cfg, h: int, i: int, n: int, p: int, channels: int) -> list[Tensor]:
+    """Qwen2.5-VL's vision tower (vLLM 0.33.0 models/qwen2_5_vl.py): a Conv3d patch embedding without bias, per
+    block two RMSNorms, a biased qkv and proj and a biased gated MLP (gate_up, down), then the merger: an RMSNorm
+    of the block width and fc1 / fc2 over spatial_merge_size^2 merged patches into out_hidden_size. transformers'
+    vision config takes in_channels (the file's in_chans is not read; both are 3)."""
+    t = v.int("temporal_patch_size", default=2)
+    merged = h * v.int("spatial_merge_size", default=2) ** 2
+    out_h = v.int("out_hidden_size")
+    layer = [
+        Tensor("vision", 3 * h, h, split="col", linear=True), Tensor("vision", 3 * h, split="col"),  # qkv
+        Tensor("vision", h, h, split="row", linear=True), Tensor("vision", h),  # proj
+        Tensor("vision", 2 * i, h, split="col", linear=True), Tensor("vision", 2 * i, split="col"),  # gate_up
+        Tensor("vision", h, i, split="row", linear=True), Tensor("vision", h),  # down
+        Tensor("vision", h, count=2),  # norm1, norm2 (RMSNorm)
+    ]
+    return [
+        *_repeat(layer, n),
+        Tensor("vision", h, channels * t * p * p),  # patch Conv3d, no bias
+        Tensor("vision", h),  # merger ln_q (RMSNorm)
+        *_merger_mlp(merged, out_h),
+    ]
+
+
+def _repeat(layer: list[Tensor], n: int) -> list[Tensor]:
+    """One block's tensors, counted for ``n`` blocks."""
+    return [Tensor(x.role, x.rows, x.cols, x.count * n, x.split, x.heads, x.linear) for x in layer]
+
+
+def _merger_mlp(merged: int, out_h: int) -> list[Tensor]:
+    """The Qwen-VL patch merger's fc1 (merged -> merged) and fc2 (merged -> out_hidden_size), both biased."""
+    return [Tensor("vision", merged, merged, split="col", linear=True), Tensor("vision", merged, split="col"),
+            Tensor("vision", out_h, merged, split="row", linear=True), Tensor("vision", out_h)]
+
+
 def _qwen3_vl_tower_rest(v: _Cfg, h: int, p: int, channels: int) -> list[Tensor]:
     """Qwen3-VL's vision tower past its blocks (vLLM 0.33.0 models/qwen3_vl.py): a Conv3d patch embedding
     (temporal_patch_size x patch_size^2 per channel, with bias), a learned position table, the merger (LayerNorm
@@ -313,8 +354,7 @@ def _qwen3_vl_tower_rest(v: _Cfg, h: int, p: int, channels: int) -> list[Tensor]
     deepstack = v.get("deepstack_visual_indexes", [])
     if not isinstance(deepstack, list) or len(deepstack) > v.int("depth", "num_hidden_layers"):
         raise ConfigError(f"{v.where}: field 'deepstack_visual_indexes' must be a list of block numbers, got {excerpt(deepstack)}")
-    mlp = [Tensor("vision", merged, merged, split="col", linear=True), Tensor("vision", merged, split="col"),
-           Tensor("vision", out_h, merged, split="row", linear=True), Tensor("vision", out_h)]
+    mlp = _merger_mlp(merged, out_h)
     out = [
         Tensor("vision", h, channels * t * p * p), Tensor("vision", h),  # patch Conv3d and bias
         Tensor("vision", v.int("num_position_embeddings"), h),  # pos_embed

@@ -49,6 +49,7 @@ REQUIRED_FAMILIES = (
     "llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "gemma", "gemma2", "gemma3_text", "phi3", "phi", "deepseek_v2", "deepseek_v3", "gpt_oss", "falcon",
     "gpt2", "gpt_neox", "opt", "cohere", "jamba", "falcon_h1", "granite", "granitemoe",
+    "glm4_moe", "minimax_m2", "qwen3_vl_text", "qwen3_vl_moe_text",
 )
 
 
@@ -65,7 +66,7 @@ def test_every_family_is_in_the_catalog(family: str) -> None:
 
 def test_multimodal_entries_count_by_their_text_model_type() -> None:
     outer = {e.config["model_type"] for e in ENTRIES}
-    assert "gemma3" in outer and "llama4" in outer
+    assert "gemma3" in outer and "llama4" in outer and "qwen3_vl" in outer and "qwen3_vl_moe" in outer
     assert _text_model_type(catalog.find("google/gemma-3-27b-it")) == "gemma3_text"  # type: ignore[arg-type]
     assert _text_model_type(catalog.find("meta-llama/Llama-4-Scout-17B-16E-Instruct")) == "llama4_text"  # type: ignore[arg-type]
 
@@ -150,6 +151,10 @@ RESOLVES: list[tuple[str, tuple[str, ...]]] = [
     ("codellama/CodeLlama-13b-hf", ("codellama/CodeLlama-13b-hf", "codellama/CodeLlama-13b-Instruct-hf")),
     ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", ("TinyLlama/TinyLlama-1.1B-Chat-v1.0",
                                             "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T")),
+    ("zai-org/GLM-4.5-Air", ("zai-org/GLM-4.5-Air", "zai-org/GLM-4.5-Air-Base")),
+    ("MiniMaxAI/MiniMax-M2", ("MiniMaxAI/MiniMax-M2",)),
+    ("Qwen/Qwen3-VL-8B-Instruct", ("Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-8B-Thinking")),
+    ("Qwen/Qwen3-VL-30B-A3B-Instruct", ("Qwen/Qwen3-VL-30B-A3B-Instruct", "Qwen/Qwen3-VL-30B-A3B-Thinking")),
     ("ibm-granite/granite-3.0-8b-instruct", ("ibm-granite/granite-3.0-8b-base", "ibm-granite/granite-3.0-8b-instruct")),
     ("ibm-granite/granite-3.0-3b-a800m-instruct", ("ibm-granite/granite-3.0-3b-a800m-base",
                                                    "ibm-granite/granite-3.0-3b-a800m-instruct")),

@@ -509,3 +509,239 @@ def test_unknown_model_type_is_read_as_llama_with_a_note() -> None:
 
 def test_known_model_type_has_no_not_in_table_note() -> None:
     assert not any("not in kvbudget's table" in note for note in spec_from_config(cfg()).notes)
+
+
+# --- issue #11: glm4_moe, minimax_m2, qwen3_vl, qwen3_vl_moe -----------------------------------
+
+
+def _catalog_config(model: str) -> dict[str, Any]:
+    entry = find(model)
+    assert entry is not None, model
+    return json.loads(json.dumps(entry.config))  # a deep copy to change
+
+
+def _roles(spec: ModelSpec, layer: int) -> set[str]:
+    return {t.role for t in spec.inventory.layers[layer]}
+
+
+def _active_non_embedding(spec: ModelSpec) -> float:
+    """What model cards call "active" parameters: everything but the embeddings and lm_head, with only
+    experts_per_token of the routed experts."""
+    by_role = spec.params_by_role()
+    routed = by_role.get("experts", 0)
+    rest = sum(v for k, v in by_role.items() if k not in ("embeddings", "lm_head", "experts", "vision"))
+    return rest + routed * spec.experts_per_token / spec.num_experts
+
+
+def test_glm_4_5_air_layers_kv_and_moe_layout() -> None:
+    spec = kvbudget.load_model("zai-org/GLM-4.5-Air")
+    assert spec.model_type == "glm4_moe"
+    assert spec.num_layers == 46  # num_hidden_layers; the MTP layer (stored as layer 46) is not one of them
+    assert kinds(spec) == ["full_attention"] * 46
+    assert kv_heads(spec) == {8}
+    assert {layer.head_dim for layer in spec.layers} == {128}  # explicit head_dim (hidden 4096 / 96 heads is 42.67)
+    # KV per token: 2 (K and V) x 46 layers x 8 KV heads x 128 head_dim x 2 bytes (bf16) = 188,416
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 2 * 46 * 8 * 128 * 2 == 188_416
+    # first_k_dense_replace 1: layer 0 has a dense MLP, layers 1..45 route over 128 experts plus one shared
+    assert "mlp" in _roles(spec, 0) and "experts" not in _roles(spec, 0)
+    assert all({"experts", "shared_experts", "router"} <= _roles(spec, i) and "mlp" not in _roles(spec, i)
+               for i in range(1, 46))
+    assert (spec.num_experts, spec.experts_per_token) == (128, 8)
+    assert spec.mtp_layers == 1  # num_nextn_predict_layers: the glm4_moe_mtp draft's, built only for MTP
+
+
+def test_glm_4_5_air_params_by_hand_and_against_the_card() -> None:
+    """GLM-4.5-Air, from its config (vLLM 0.33.0 glm4_moe.py): hidden 4096, 46 layers, 96 heads / 8 KV heads
+    of 128 with q/k/v biases (attention_bias) and no o_proj bias, no q/k norm (use_qk_norm false), layer 0 a
+    10944-wide gated MLP, layers 1..45: router 128 x 4096 + a 128-entry e_score_correction_bias, 128 experts
+    and 1 shared expert of width 1408; untied vocab 151552."""
+    h, n, heads, kv, hd, v = 4096, 46, 96, 8, 128, 151552
+    attention = heads * hd * h + 2 * kv * hd * h + h * heads * hd + (heads + 2 * kv) * hd  # + q/k/v biases
+    dense = 3 * h * 10944
+    moe = 128 * h + 128 + 128 * 3 * h * 1408 + 3 * h * 1408
+    norms = 2 * h
+    total = 2 * v * h + n * (attention + norms) + dense + (n - 1) * moe + h
+    spec = kvbudget.load_model("zai-org/GLM-4.5-Air")
+    assert spec.params == total == 106_852_251_264
+    assert abs(total - 106e9) <= 0.01 * 106e9  # model card: 106B total
+    assert abs(_active_non_embedding(spec) - 12e9) <= 0.02 * 12e9  # model card: 12B active
+
+
+def _glm_4_5() -> dict[str, Any]:
+    """GLM-4.5 (355B-A32B): the Air config with GLM-4.5's shapes, as ai-dynamo/aiconfigurator's
+    zai-org--GLM-4.7-FP8_config.json (same architecture) and THUDM/slime scripts/models/glm4.5-355B-A32B.sh
+    give them: 92 layers (3 dense + 89 MoE), hidden 5120, 96 heads / 8 KV heads of 128, FFN 12288, 160 experts
+    of 1536 top-8 + 1 shared, q/k norm on, 131072 positions."""
+    c = _catalog_config("zai-org/GLM-4.5-Air")
+    c.update(hidden_size=5120, num_hidden_layers=92, intermediate_size=12288, moe_intermediate_size=1536,
+             n_routed_experts=160, first_k_dense_replace=3, use_qk_norm=True)
+    return c
+
+
+def test_glm_4_5_355b_params_kv_and_qk_norm() -> None:
+    spec = spec_from_config(_glm_4_5())
+    assert spec.num_layers == 92
+    # KV per token: 2 x 92 layers x 8 KV heads x 128 x 2 bytes = 376,832
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 2 * 92 * 8 * 128 * 2 == 376_832
+    assert abs(spec.params - 355e9) <= 0.01 * 355e9  # model card: 355B total
+    assert abs(_active_non_embedding(spec) - 32e9) <= 0.02 * 32e9  # model card: 32B active
+    # use_qk_norm: a q_norm and a k_norm of head_dim in every layer
+    air_like = spec_from_config({**_glm_4_5(), "use_qk_norm": False})
+    assert spec.params - air_like.params == 92 * 2 * 128
+    assert ["mlp" in _roles(spec, i) for i in range(5)] == [True, True, True, False, False]
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"first_k_dense_replace": 47}, "first_k_dense_replace"),
+    ({"n_routed_experts": -128}, "n_routed_experts"),
+    ({"n_shared_experts": -1}, "n_shared_experts"),
+    ({"use_qk_norm": "false"}, "use_qk_norm"),
+    ({"num_nextn_predict_layers": 100_000}, "num_nextn_predict_layers"),
+])
+def test_hostile_glm4_moe_config_names_the_field(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        spec_from_config({**_catalog_config("zai-org/GLM-4.5-Air"), **change})
+
+
+def test_minimax_m2_every_layer_is_full_attention_gqa() -> None:
+    spec = kvbudget.load_model("MiniMaxAI/MiniMax-M2")
+    assert spec.model_type == "minimax_m2"
+    assert spec.num_layers == 62 and kinds(spec) == ["full_attention"] * 62  # attn_type_list: 62 x 1
+    assert kv_heads(spec) == {8}
+    # KV per token: 2 x 62 layers x 8 KV heads x 128 head_dim x 2 bytes (bf16 cache) = 253,952
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 2 * 62 * 8 * 128 * 2 == 253_952
+    assert (spec.num_experts, spec.experts_per_token) == (256, 8)
+    assert spec.mtp_layers == 0  # num_mtp_modules are dropped by vLLM 0.33.0 minimax_m2.py; no m2 MTP draft
+    assert spec.weight_format is not None and spec.weight_format.name == "fp8"
+
+
+def test_minimax_m2_params_by_hand_and_against_the_card() -> None:
+    """MiniMax-M2 (vLLM 0.33.0 minimax_m2.py): hidden 3072, 62 layers, 48 heads / 8 KV heads of 128 without
+    biases, q_norm over 48 x 128 and k_norm over 8 x 128 (one weight per element), every layer MoE: router
+    256 x 3072 + a 256-entry e_score_correction_bias (use_routing_bias), 256 experts of intermediate_size 1536,
+    no shared expert; untied vocab 200064."""
+    h, n, heads, kv, hd, v, e, i = 3072, 62, 48, 8, 128, 200064, 256, 1536
+    attention = 2 * heads * hd * h + 2 * kv * hd * h
+    layer = attention + heads * hd + kv * hd + e * h + e + e * 3 * h * i + 2 * h
+    total = 2 * v * h + n * layer + h
+    spec = kvbudget.load_model("MiniMaxAI/MiniMax-M2")
+    assert spec.params == total == 228_689_764_864
+    assert abs(total - 230e9) <= 0.01 * 230e9  # model card: 230B total
+    # model card: 10B active; the non-embedding count is 9.80B (MiniMax's own rounding)
+    assert abs(_active_non_embedding(spec) - 10e9) <= 0.025 * 10e9
+    no_bias = spec_from_config({**_catalog_config("MiniMaxAI/MiniMax-M2"), "use_routing_bias": False})
+    assert spec.params - no_bias.params == n * e
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"attn_type_list": [0] + [1] * 61}, "attn_type_list"),  # a lightning-attention layer (MiniMax-Text-01)
+    ({"attn_type_list": [1] * 61}, "attn_type_list"),
+    ({"num_local_experts": 0}, "num_local_experts"),
+    ({"use_routing_bias": "yes"}, "use_routing_bias"),
+])
+def test_hostile_minimax_m2_config_names_the_field(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        spec_from_config({**_catalog_config("MiniMaxAI/MiniMax-M2"), **change})
+
+
+def _qwen3_vl_tower(depth: int, h: int, inter: int, out: int, deepstack: int) -> int:
+    """Qwen3-VL's vision tower by hand (vLLM 0.33.0 qwen3_vl.py): Conv3d patch embedding 3 channels x 2 frames
+    x 16 x 16 with bias, 2304 learned positions, per block a biased qkv and proj, a biased fc1/fc2 MLP and two
+    LayerNorms, the merger (LayerNorm of h, fc1 4h x 4h and fc2 out x 4h, biased) and one merger per deepstack
+    index (LayerNorm of 4h after the 2 x 2 merge)."""
+    merged = 4 * h
+    block = 3 * h * h + 3 * h + h * h + h + inter * h + inter + h * inter + h + 4 * h
+    mlp = merged * merged + merged + out * merged + out
+    return (h * 3 * 2 * 16 * 16 + h) + 2304 * h + depth * block + (2 * h + mlp) + deepstack * (2 * merged + mlp)
+
+
+def test_qwen3_vl_30b_a3b_is_qwen3_30b_a3b_plus_its_vision_tower() -> None:
+    spec = kvbudget.load_model("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    assert spec.model_type == "qwen3_vl_moe_text"
+    assert spec.num_layers == 48 and kinds(spec) == ["full_attention"] * 48
+    # KV per token: 2 x 48 layers x 4 KV heads x 128 head_dim x 2 bytes = 98,304
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 2 * 48 * 4 * 128 * 2 == 98_304
+    assert (spec.num_experts, spec.experts_per_token) == (128, 8)
+    assert spec.max_context == 262144 and spec.native_dtype == "bf16"
+    vision = _qwen3_vl_tower(27, 1152, 4304, 2048, 3)
+    assert spec.params_by_role()["vision"] == vision == 538_631_408
+    assert spec.params - vision == kvbudget.load_model("Qwen/Qwen3-30B-A3B").params  # the same decoder
+    assert abs(spec.params - 31.1e9) <= 0.01 * 31.1e9  # HF "Model size" 31.1B (as recalled in the catalog)
+    # Qwen3-30B-A3B's card: 3.3B activated, which counts the embeddings and lm_head (2 x 151936 x 2048)
+    active = _active_non_embedding(spec) + 2 * 151936 * 2048
+    assert abs(active - 3.3e9) <= 0.02 * 3.3e9
+
+
+def test_qwen3_vl_8b_is_qwen3_8b_plus_its_vision_tower() -> None:
+    spec = kvbudget.load_model("Qwen/Qwen3-VL-8B-Instruct")
+    assert spec.model_type == "qwen3_vl_text"
+    assert spec.num_layers == 36 and kv_heads(spec) == {8}
+    # KV per token: 2 x 36 layers x 8 KV heads x 128 head_dim x 2 bytes = 147,456
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 2 * 36 * 8 * 128 * 2 == 147_456
+    vision = _qwen3_vl_tower(27, 1152, 4304, 4096, 3)
+    assert spec.params_by_role()["vision"] == vision
+    assert spec.params - vision == kvbudget.load_model("Qwen/Qwen3-8B").params
+    assert spec.params == 8_767_123_696
+    assert abs(spec.params - 8.77e9) <= 0.01 * 8.77e9
+
+
+def test_qwen3_vl_text_config_without_its_own_model_type_reads_by_the_wrapper() -> None:
+    c = _catalog_config("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    del c["text_config"]["model_type"]
+    assert text_config(c)[1] == "qwen3_vl_moe_text"
+    assert spec_from_config(c).params == kvbudget.load_model("Qwen/Qwen3-VL-30B-A3B-Instruct").params
+
+
+@pytest.mark.parametrize(("where", "change", "field"), [
+    ("vision_config", {"deepstack_visual_indexes": 8}, "deepstack_visual_indexes"),
+    ("vision_config", {"depth": 0}, "depth"),
+    ("vision_config", {"out_hidden_size": None}, "out_hidden_size"),
+    ("text_config", {"num_experts": -1}, "num_experts"),
+])
+def test_hostile_qwen3_vl_config_names_the_field(where: str, change: dict[str, Any], field: str) -> None:
+    c = _catalog_config("Qwen/Qwen3-VL-30B-A3B-Instruct")
+    c[where].update(change)
+    with pytest.raises(ConfigError, match=field):
+        spec_from_config(c)
+
+
+@pytest.mark.parametrize("model", ["zai-org/GLM-4.5-Air", "MiniMaxAI/MiniMax-M2", "Qwen/Qwen3-VL-30B-A3B-Instruct",
+                                   "Qwen/Qwen3-VL-8B-Instruct"])
+def test_issue_11_models_fit_end_to_end(model: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.cli import main
+
+    assert main(["fit", model, "--gpu", "H100", "--tp", "4"]) == 0
+    out = capsys.readouterr().out
+    assert model in out and "GPU KV cache size" in out and "full_attention" in out
+
+
+def _qwen2_5_vl_7b() -> dict[str, Any]:
+    """Qwen/Qwen2.5-VL-7B-Instruct's config.json shapes (flat: text keys at the top; vision_config without a
+    model_type, with in_chans), as the Qwen2.5-VL release wrote it."""
+    return {
+        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "hidden_size": 3584,
+        "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+        "max_position_embeddings": 128000, "max_window_layers": 28, "sliding_window": 32768,
+        "use_sliding_window": False, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 152064,
+        "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420,
+                          "num_heads": 16, "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14,
+                          "spatial_merge_size": 2, "spatial_patch_size": 14, "window_size": 112,
+                          "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2, "temporal_patch_size": 2},
+    }
+
+
+def test_qwen2_5_vl_7b_is_qwen2_5_7b_plus_its_vision_tower() -> None:
+    """Qwen2.5-VL's tower by hand (vLLM 0.33.0 qwen2_5_vl.py): Conv3d 3 x 2 x 14 x 14 without bias; per block
+    RMSNorm x 2, biased qkv and proj, biased gated MLP of 3420; merger RMSNorm(1280), fc1 5120 x 5120 and fc2
+    3584 x 5120 with biases. The decoder is Qwen2 (q/k/v biases), so the text part is Qwen2.5-7B's."""
+    h, i, n, out, merged = 1280, 3420, 32, 3584, 4 * 1280
+    block = 2 * h + 3 * h * h + 3 * h + h * h + h + 2 * i * h + 2 * i + h * i + h
+    vision = h * 3 * 2 * 14 * 14 + n * block + h + merged * merged + merged + out * merged + out
+    spec = spec_from_config(_qwen2_5_vl_7b())
+    assert spec.model_type == "qwen2_5_vl_text"
+    assert spec.params_by_role()["vision"] == vision == 676_550_144
+    assert spec.params - vision == kvbudget.load_model("Qwen/Qwen2.5-7B-Instruct").params
+    assert abs(spec.params - 8.29e9) <= 0.01 * 8.29e9  # HF "Model size" of Qwen2.5-VL-7B-Instruct: 8.29B
+    # KV per token: 2 x 28 layers x 4 KV heads x 128 head_dim x 2 bytes = 57,344
+    assert bytes_per_token(spec.layers, kv_element_type(spec)) == 2 * 28 * 4 * 128 * 2 == 57_344

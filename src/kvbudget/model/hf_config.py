@@ -60,6 +60,8 @@ class Quirks:
     expert_bias: bool = False  # router and experts carry biases (gpt-oss)
     shared_expert_default: bool = False  # one shared expert of the expert width when the config names none
     shared_expert_gate: bool = False  # a sigmoid gate (hidden -> 1) on the shared expert
+    score_bias: bool = False  # the router always carries a per-expert e_score_correction_bias (GLM-4.5)
+    score_bias_key: str = ""  # config key that turns that bias on (MiniMax-M2 use_routing_bias)
     embed_on_every_stage: bool = False  # every pipeline stage builds embed_tokens (vLLM gemma*.py)
     embed_proj_key: str = ""  # embeddings narrower than hidden, with project_in/out (OPT word_embed_proj_dim)
     defaults: tuple[tuple[str, Any], ...] = ()  # the config class's defaults for keys a config.json may omit
@@ -110,10 +112,31 @@ QUIRKS: dict[str, Quirks] = {
     "cohere2": Quirks(tied=True, norms_per_layer=1, layout="cohere2"),
     "jamba": Quirks(layout="jamba", moe="jamba", note="Mamba-1 + attention every attn_layer_period"),
     "falcon_h1": Quirks(layout="falcon_h1", note="attention and Mamba-2 side by side in every layer"),
+    # vLLM 0.33.0 models/glm4_moe.py: GQA with q/k/v biases (attention_bias), no o_proj bias, q_norm/k_norm of
+    # head_dim when use_qk_norm; dense MLP below first_k_dense_replace, then n_routed_experts experts of
+    # moe_intermediate_size plus n_shared_experts x that width, and a router whose e_score_correction_bias is
+    # always built. partial_rotary_factor rotates half of each head: it changes neither the cache nor the weights.
+    # The num_nextn_predict_layers MTP layers follow num_hidden_layers in the checkpoint; the main model skips them.
+    "glm4_moe": Quirks(qk_norm_key="use_qk_norm", moe="first_k_dense", score_bias=True,
+                       note="GLM-4.5 / 4.5-Air / 4.6: MoE after first_k_dense_replace dense layers, MTP not in the main model"),
+    # vLLM 0.33.0 models/minimax_m2.py: every layer full attention (attn_type_list is not read; MiniMax-Text-01's
+    # lightning layers are model_type minimax_text_01), q_norm over heads x head_dim and k_norm over
+    # kv_heads x head_dim (qk_norm_type "per_layer"), every layer MoE with experts of intermediate_size, no shared
+    # expert; MTP modules (num_mtp_modules) are dropped when the weights load.
+    "minimax_m2": Quirks(qk_norm_key="use_qk_norm", qk_norm_per_head=True, layout="minimax_m2", moe="all",
+                         score_bias_key="use_routing_bias", note="MiniMax-M2: GQA full attention, 256-expert MoE"),
+    # Qwen3-VL's decoders are Qwen3 / Qwen3-MoE (vLLM 0.33.0 models/qwen3_vl.py Qwen3LLMModel,
+    # qwen3_vl_moe.py Qwen3MoeLLMModel); the vision tower is counted from vision_config (_vision_tower).
+    # Qwen2.5-VL's decoder is Qwen2 (vLLM 0.33.0 models/qwen2_5_vl.py builds Qwen2ForCausalLM); its config.json
+    # is flat (text keys at the top) or, re-saved by newer transformers, nested as qwen2_5_vl_text.
+    "qwen2_5_vl_text": Quirks(qkv_bias=True, layout="qwen_window", note="Qwen2.5-VL text model"),
+    "qwen3_vl_text": Quirks(qk_norm=True, layout="qwen_window", note="Qwen3-VL dense text model"),
+    "qwen3_vl_moe_text": Quirks(qk_norm=True, layout="qwen_window", moe="qwen", note="Qwen3-VL MoE text model"),
     "llama4_text": Quirks(layout="llama4", moe="llama4", o_bias_follows=True, dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
                           note="chunked local attention, NoPE global layers"),
 }
-_TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+_TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
+               "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen2_5_vl": "qwen2_5_vl_text"}
 # Config keys of mixers and experts that a dense Llama reading would silently drop.
 _UNREADABLE_KEYS = frozenset({
     "num_experts", "n_routed_experts", "num_local_experts", "moe_intermediate_size", "kv_lora_rank",
@@ -231,26 +254,30 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
     spec = _build(c, model_type, quirks, name, notes)
     vision = raw.get("vision_config")
     if isinstance(vision, Mapping):
-        tensors = _vision_tower(_Cfg(vision, f"{name} vision_config"), spec.dims.hidden_size, notes)
+        # Qwen2.5-VL's vision_config names no model_type: its tower is the wrapper's.
+        kind = str(vision.get("model_type") or raw.get("model_type"))
+        tensors = _vision_tower(_Cfg(vision, f"{name} vision_config"), kind, spec.dims.hidden_size, notes)
         inv = spec.inventory
         spec = replace(spec, inventory=Inventory(inv.head + tuple(tensors), inv.layers, inv.tail), notes=tuple(notes))
     return spec
 
 
-def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
+def _vision_tower(v: _Cfg, kind: str, text_hidden: int, notes: list[str]) -> list[Tensor]:
     """A ViT image encoder and its projector into the text model (vLLM loads them with the
     decoder). SigLIP (Gemma 3): transformers SiglipVisionModel + Gemma3MultiModalProjector;
-    Llama 4: Llama4VisionModel + pixel-shuffle MLP + Llama4MultiModalProjector."""
-    kind = str(v.get("model_type", ""))
-    if kind not in ("siglip_vision_model", "llama4_vision_model"):
+    Llama 4: Llama4VisionModel + pixel-shuffle MLP + Llama4MultiModalProjector; Qwen3-VL: vLLM 0.33.0
+    models/qwen3_vl.py Qwen3_VisionTransformer (its MoE model's vision_config says qwen3_vl_moe); Qwen2.5-VL:
+    qwen2_5_vl.py Qwen2_5_VisionTransformer."""
+    if kind not in ("siglip_vision_model", "llama4_vision_model", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"):
         notes.append(f"vision encoder {kind or '(unnamed)'} not counted: its weights are not in the totals")
         return []
     h = v.int("hidden_size")
     i = v.int("intermediate_size")
-    n = v.int("num_hidden_layers")
+    n = v.int("num_hidden_layers", "depth")
     p = v.int("patch_size")
-    side = v.int("image_size") // p
-    channels = v.int("num_channels", default=3)
+    channels = v.int("num_channels", "in_channels", default=3)
+    if kind == "qwen2_5_vl":
+        return _qwen2_5_vl_tower(v, h, i, n, p, channels)
     layer = [
         Tensor("vision", 3 * h, h, split="col", linear=True), Tensor("vision", h, h, split="row", linear=True),
         Tensor("vision", 4 * h),  # q, k, v, o biases
@@ -258,7 +285,10 @@ def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
         Tensor("vision", i + h),  # fc1, fc2 biases
         Tensor("vision", h, count=4),  # two LayerNorms, weight and bias
     ]
-    out = [Tensor(t.role, t.rows, t.cols, t.count * n, t.split, t.heads, t.linear) for t in layer]
+    out = _repeat(layer, n)
+    if kind in ("qwen3_vl", "qwen3_vl_moe"):
+        return out + _qwen3_vl_tower_rest(v, h, p, channels)
+    side = v.int("image_size") // p
     if kind == "siglip_vision_model":
         out += [
             Tensor("vision", h, channels * p * p), Tensor("vision", h),  # patch conv and bias
@@ -276,6 +306,62 @@ def _vision_tower(v: _Cfg, text_hidden: int, notes: list[str]) -> list[Tensor]:
             Tensor("vision", proj_in, i, linear=True), Tensor("vision", proj_out, proj_in, linear=True),  # pixel-shuffle MLP
             Tensor("vision", text_hidden, v.int("vision_output_dim"), linear=True),  # projector to the text model
         ]
+    return out
+
+
+def _qwen2_5_vl_tower(v: _Cfg, h: int, i: int, n: int, p: int, channels: int) -> list[Tensor]:
+    """Qwen2.5-VL's vision tower (vLLM 0.33.0 models/qwen2_5_vl.py): a Conv3d patch embedding without bias, per
+    block two RMSNorms, a biased qkv and proj and a biased gated MLP (gate_up, down), then the merger: an RMSNorm
+    of the block width and fc1 / fc2 over spatial_merge_size^2 merged patches into out_hidden_size. transformers'
+    vision config takes in_channels (the file's in_chans is not read; both are 3)."""
+    t = v.int("temporal_patch_size", default=2)
+    merged = h * v.int("spatial_merge_size", default=2) ** 2
+    out_h = v.int("out_hidden_size")
+    layer = [
+        Tensor("vision", 3 * h, h, split="col", linear=True), Tensor("vision", 3 * h, split="col"),  # qkv
+        Tensor("vision", h, h, split="row", linear=True), Tensor("vision", h),  # proj
+        Tensor("vision", 2 * i, h, split="col", linear=True), Tensor("vision", 2 * i, split="col"),  # gate_up
+        Tensor("vision", h, i, split="row", linear=True), Tensor("vision", h),  # down
+        Tensor("vision", h, count=2),  # norm1, norm2 (RMSNorm)
+    ]
+    return [
+        *_repeat(layer, n),
+        Tensor("vision", h, channels * t * p * p),  # patch Conv3d, no bias
+        Tensor("vision", h),  # merger ln_q (RMSNorm)
+        *_merger_mlp(merged, out_h),
+    ]
+
+
+def _repeat(layer: list[Tensor], n: int) -> list[Tensor]:
+    """One block's tensors, counted for ``n`` blocks."""
+    return [Tensor(x.role, x.rows, x.cols, x.count * n, x.split, x.heads, x.linear) for x in layer]
+
+
+def _merger_mlp(merged: int, out_h: int) -> list[Tensor]:
+    """The Qwen-VL patch merger's fc1 (merged -> merged) and fc2 (merged -> out_hidden_size), both biased."""
+    return [Tensor("vision", merged, merged, split="col", linear=True), Tensor("vision", merged, split="col"),
+            Tensor("vision", out_h, merged, split="row", linear=True), Tensor("vision", out_h)]
+
+
+def _qwen3_vl_tower_rest(v: _Cfg, h: int, p: int, channels: int) -> list[Tensor]:
+    """Qwen3-VL's vision tower past its blocks (vLLM 0.33.0 models/qwen3_vl.py): a Conv3d patch embedding
+    (temporal_patch_size x patch_size^2 per channel, with bias), a learned position table, the merger (LayerNorm
+    of the block width, then fc1 and fc2 over spatial_merge_size^2 merged patches into out_hidden_size) and one
+    more merger per deepstack_visual_indexes entry, whose LayerNorm runs after the merge."""
+    t = v.int("temporal_patch_size", default=2)
+    merged = h * v.int("spatial_merge_size", default=2) ** 2
+    out_h = v.int("out_hidden_size")
+    deepstack = v.get("deepstack_visual_indexes", [])
+    if not isinstance(deepstack, list) or len(deepstack) > v.int("depth", "num_hidden_layers"):
+        raise ConfigError(f"{v.where}: field 'deepstack_visual_indexes' must be a list of block numbers, got {excerpt(deepstack)}")
+    mlp = _merger_mlp(merged, out_h)
+    out = [
+        Tensor("vision", h, channels * t * p * p), Tensor("vision", h),  # patch Conv3d and bias
+        Tensor("vision", v.int("num_position_embeddings"), h),  # pos_embed
+        Tensor("vision", h, count=2), *mlp,  # merger: LayerNorm(hidden_size) before the merge
+    ]
+    for _ in deepstack:
+        out += [Tensor("vision", merged, count=2), *mlp]  # deepstack merger: LayerNorm after the merge
     return out
 
 
@@ -326,6 +412,8 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
         return ["full" if i % period == offset else "mamba" for i in range(n)]
     if layout == "falcon_h1":
         return ["hybrid"] * n
+    if layout == "minimax_m2":
+        return _minimax_m2_layers(c, n)
     if layout == "llama4":
         if not c.has("attention_chunk_size") or c.int("attention_chunk_size", positive=False) <= 0:
             return ["full"] * n  # vLLM llama4.py: a falsy chunk size means no chunked attention
@@ -340,11 +428,39 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
     return ["full"] * n
 
 
+def _minimax_m2_layers(c: _Cfg, n: int) -> list[str]:
+    """MiniMax-M2: vLLM 0.33.0 models/minimax_m2.py builds full attention in every layer and never reads
+    attn_type_list. That list is still checked: a 0 (lightning attention, MiniMax-Text-01) would be a layer
+    vLLM serves differently from what the checkpoint was trained as."""
+    types = c.get("attn_type_list")
+    if types is None:
+        return ["full"] * n
+    if not isinstance(types, list) or len(types) != n:
+        raise ConfigError(f"{c.where}: field 'attn_type_list' must be a list of one entry per layer ({n}),"
+                          f" got {excerpt(types)}")
+    for i, t in enumerate(types):
+        if t != 1 or isinstance(t, bool):
+            raise ConfigError(f"{c.where}: field 'attn_type_list' entry {i} is {excerpt(t)}: minimax_m2 layers are full"
+                              " attention (1); lightning attention (0) is MiniMax-Text-01 (model_type minimax_text_01),"
+                              " which kvbudget does not read")
+    return ["full"] * n
+
+
 def _int_list(c: _Cfg, key: str) -> list[int]:
     value = c.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise ConfigError(f"{c.where}: field {key!r} must be a list of layer numbers, got {excerpt(value)}")
     return value
+
+
+def _first_dense(c: _Cfg, n: int) -> int:
+    """first_k_dense_replace: how many leading layers keep a dense MLP; more than num_hidden_layers would leave
+    a config that names routed experts without one MoE layer."""
+    first = c.int("first_k_dense_replace", default=0, positive=False)
+    if first > n:
+        raise ConfigError(f"{c.where}: field 'first_k_dense_replace' is {first:,}, more than the {n:,} layers"
+                          " (num_hidden_layers): fix the config.json")
+    return first
 
 
 def _is_moe(c: _Cfg, rule: str, i: int, n: int) -> bool:
@@ -356,7 +472,9 @@ def _is_moe(c: _Cfg, rule: str, i: int, n: int) -> bool:
         step = c.int("decoder_sparse_step", default=1)
         return i not in _int_list(c, "mlp_only_layers") and (i + 1) % step == 0
     if rule == "deepseek":
-        return i >= c.int("first_k_dense_replace", default=0, positive=False) and i % c.int("moe_layer_freq", default=1) == 0
+        return i >= _first_dense(c, n) and i % c.int("moe_layer_freq", default=1) == 0
+    if rule == "first_k_dense":  # vLLM 0.33.0 glm4_moe.py: first_k_dense_replace alone (no moe_layer_freq)
+        return i >= _first_dense(c, n)
     if rule == "jamba":
         return i % c.int("expert_layer_period", default=2) == c.int("expert_layer_offset", default=1, positive=False)
     if rule == "llama4":
@@ -583,10 +701,10 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
 
 def _mtp_layers(c: _Cfg, model_type: str) -> int:
     """The MTP layers vLLM 0.33.0 would build as a draft (config/speculative.py hf_config_override: deepseek_v3 ->
-    deepseek_mtp reads num_nextn_predict_layers; qwen3_next -> qwen3_next_mtp, whose model
+    deepseek_mtp and Glm4MoeForCausalLM -> glm4_moe_mtp read num_nextn_predict_layers; qwen3_next -> qwen3_next_mtp, whose model
     (models/qwen3_next_mtp.py) defaults the count to 1 when the config omits it)."""
     count = 0
-    if model_type == "deepseek_v3":
+    if model_type in ("deepseek_v3", "glm4_moe"):  # glm4_moe -> glm4_moe_mtp (models/glm4_moe_mtp.py)
         count = c.int("num_nextn_predict_layers", default=0, positive=False)
     elif model_type == "qwen3_next":
         count = c.int("num_nextn_predict_layers", default=1, positive=False)
@@ -620,8 +738,11 @@ class _MoE:
             shared = c.int("shared_expert_intermediate_size", positive=False)
         elif q.shared_expert_default:
             shared = inter
-        # DeepSeek-V3's aux-loss-free routing adds an e_score_correction_bias per expert.
-        score_bias = c.get("topk_method") == "noaux_tc"
+        # DeepSeek-V3's aux-loss-free routing adds an e_score_correction_bias per expert; GLM-4.5 always has one
+        # (vLLM 0.33.0 glm4_moe.py), MiniMax-M2 when use_routing_bias (minimax_m2.py).
+        score_bias = c.get("topk_method") == "noaux_tc" or q.score_bias
+        if q.score_bias_key:
+            score_bias = c.bool(q.score_bias_key, False)
         return _MoE(experts, top_k, inter, shared, q.shared_expert_gate and shared > 0, q.expert_bias, score_bias)
 
     def tensors(self, hidden: int) -> list[Tensor]:

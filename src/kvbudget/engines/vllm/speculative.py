@@ -124,7 +124,7 @@ def with_mtp(spec: ModelSpec) -> ModelSpec:
     if spec.mtp_layers < 1:
         raise InputError(f"{spec.name}: model_type {spec.model_type!r} has no MTP layers vLLM serves as a draft "
                          "(vLLM stops: \"Unsupported speculative method: 'mtp'\"); MTP is read for deepseek_v3 "
-                         "(num_nextn_predict_layers) and qwen3_next")
+                         "and glm4_moe (num_nextn_predict_layers) and qwen3_next")
     at = _attention_layer(spec)
     block = spec.inventory.layers[at]
     hidden = spec.dims.hidden_size

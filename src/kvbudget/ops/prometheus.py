@@ -528,7 +528,8 @@ def _risk(r: FleetReplica) -> tuple[int, str]:
     kv = r.kv_usage
     preempting = f"preempting {preempt:.2g}/s" if preempt > 0 else ""
     if kv is None:
-        return 5, "no KV cache usage reported: check that the selector matches the engine's metrics"
+        seen = ", ".join(x for x in (f"{waiting:g} requests waiting" if waiting > 0 else "", preempting) if x)
+        return 5, f"{seen + '; ' if seen else ''}no KV cache usage reported: check that the selector matches the engine's metrics"
     if waiting > 0 and kv >= KV_FULL:
         extra = f", {preempting}" if preempting else ""
         return 0, f"{waiting:g} requests waiting with the KV cache {_pct(kv)} full{extra}: requests queue for KV cache space"

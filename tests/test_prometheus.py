@@ -7,6 +7,8 @@ hand against them. Failures are checked against loopback servers that answer bad
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,6 +88,7 @@ def test_the_selector_picks_the_replicas(prom: Prometheus) -> None:
     only = fleet_signals(prom, '{job="vllm", instance!~"node-a.*"}', window=WINDOW)
     assert [r.instance for r in only.replicas] == ["node-b:8000"]
     assert fleet_signals(prom, '{job="nothing"}', window=WINDOW).replicas == ()
+    assert len(fleet_signals(prom, "{}", window=WINDOW).replicas) == 3
 
 
 def test_ranking_puts_the_overloaded_replica_first(fleet: Fleet) -> None:
@@ -175,7 +178,7 @@ def test_timeout_and_size_cap() -> None:
     with canned_server(200, b'{"status": "success"}', delay_s=1.0) as url:
         _fails(Prometheus(url, timeout_s=0.3), r"did not answer within 0\.3 s")
     with canned_server(200, b" " * 5000 + b'{"status": "success"}') as url:
-        _fails(Prometheus(url, max_bytes=4096), r"is larger than 0 MiB|is larger than")
+        _fails(Prometheus(url, max_bytes=4096), r"is larger than 4,096 bytes: narrow --selector")
 
 
 def test_counters_advance_with_time() -> None:
@@ -208,3 +211,19 @@ def test_ranking_without_data_and_nan() -> None:
 def test_the_fixture_files_exist() -> None:
     data = Path(__file__).resolve().parent / "data" / "prometheus"
     assert (data / "README.md").is_file() and len(list(data.glob("*.prom"))) == 5
+
+
+def test_a_server_that_does_not_speak_http() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def answer() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2p1\r\n")
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+        _fails(Prometheus(f"http://127.0.0.1:{listener.getsockname()[1]}"), r"http://127\.0\.0\.1:\d+ does not answer in HTTP \(BadStatusLine.*is --prometheus the Prometheus server's HOST:PORT\?$")
+        thread.join(2)

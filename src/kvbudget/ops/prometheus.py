@@ -46,7 +46,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._record import record, replace
 from ..units import InputError
@@ -202,17 +202,16 @@ def _base_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
-def _read_capped(resp: object, limit: int, deadline: float, what: str) -> bytes:
+def _read_capped(read: Callable[[int], bytes], limit: int, deadline: float, what: str) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    read = resp.read  # type: ignore[attr-defined]
     while True:
         chunk: bytes = read(_CHUNK)
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
         if size > limit:
-            raise PrometheusError(f"the answer from {what} is larger than {limit >> 20} MiB: narrow --selector, or raise the size limit")
+            raise PrometheusError(f"the answer from {what} is larger than {limit:,} bytes: narrow --selector, or raise the size limit")
         if time.monotonic() > deadline:
             raise TimeoutError
         chunks.append(chunk)
@@ -256,7 +255,7 @@ def _get(prom: Prometheus, path: str, params: Mapping[str, str]) -> object:
     request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "kvbudget"})
     try:
         with urllib.request.urlopen(request, timeout=prom.timeout_s) as resp:
-            body = _read_capped(resp, prom.max_bytes, deadline, what)
+            body = _read_capped(resp.read, prom.max_bytes, deadline, what)
         return parse_answer(body, what, promql)
     except urllib.error.HTTPError as err:
         failed = err
@@ -270,10 +269,12 @@ def _get(prom: Prometheus, path: str, params: Mapping[str, str]) -> object:
         raise PrometheusError(f"cannot reach Prometheus at {base}: {err.reason}; check --prometheus") from None
     except PrometheusError:
         raise
-    except (OSError, http.client.HTTPException) as err:  # reset mid-answer, a malformed status line ...
+    except http.client.HTTPException as err:  # a malformed status line: not an HTTP server
+        raise PrometheusError(f"{base} does not answer in HTTP ({err!r}): is --prometheus the Prometheus server's HOST:PORT?") from None
+    except OSError as err:  # reset mid-answer ...
         raise PrometheusError(f"cannot read the answer of Prometheus at {base}: {err!r}; check --prometheus") from None
     try:
-        data = _read_capped(failed, 1 << 20, deadline, what) if failed.fp is not None else b""
+        data = _read_capped(failed.read, 1 << 20, deadline, what) if failed.fp is not None else b""
     except (OSError, http.client.HTTPException):
         data = b""
     answer = _error_answer(data)
@@ -426,7 +427,7 @@ def fleet_signals(
             results[key] = query(prom, promql, when)
         except PrometheusError as err:
             if err.error_type == "bad_data":
-                flag = "--dcgm-selector" if key.startswith("fb_") else "--selector"
+                flag = "the DCGM selector" if key.startswith("fb_") else "--selector"
                 raise PrometheusError(f"{flag} was not accepted by Prometheus: {err}; {_SELECTOR_HINT}", err.error_type) from None
             raise
     return fleet_from_results(results, when)
@@ -462,17 +463,15 @@ def _host(instance: str) -> str:
 
 def gpus_of(used: Iterable[Series], free: Iterable[Series]) -> tuple[GpuMemory, ...]:
     """DCGM's per-GPU framebuffer series merged into one ``GpuMemory`` per (instance, GPU)."""
-    found: dict[tuple[str, str, str | None], dict[str, object]] = {}
+    found: dict[tuple[str, str, str], GpuMemory] = {}
     for field, series in (("fb_used_mib", used), ("fb_free_mib", free)):
         for s in series:
-            key = (s.label("instance") or "", s.label("gpu") or "", s.label("UUID"))
-            entry = found.setdefault(
-                key,
-                {"instance": key[0], "gpu": key[1], "uuid": key[2], "hostname": s.label("Hostname"),
-                 "pod": s.label("pod") or s.label("exported_pod")},
+            key = (s.label("instance") or "", s.label("gpu") or "", s.label("UUID") or "")
+            gpu = found.get(key) or GpuMemory(
+                key[0], key[1], s.label("UUID"), s.label("Hostname"), s.label("pod") or s.label("exported_pod")
             )
-            entry[field] = _finite(s.value)
-    return tuple(GpuMemory(**entry) for _, entry in sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or "")))  # type: ignore[arg-type]
+            found[key] = replace(gpu, **{field: _finite(s.value)})
+    return tuple(gpu for _, gpu in sorted(found.items()))
 
 
 def _serves(gpu: GpuMemory, replica: FleetReplica) -> bool:
@@ -505,7 +504,7 @@ def fleet_from_results(results: Mapping[str, Sequence[Series]], at: float) -> Fl
         value = _finite(s.value)
         entry(s)["max_total_num_tokens"] = None if value is None else int(value)
     gpus = gpus_of(results.get("fb_used", ()), results.get("fb_free", ()))
-    replicas = [FleetReplica(instance=k[0], pod=k[1], **v) for k, v in sorted(fields.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))]  # type: ignore[arg-type]
+    replicas = [replace(FleetReplica(k[0], k[1]), **v) for k, v in sorted(fields.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))]
     claimed: set[GpuMemory] = set()
     out: list[FleetReplica] = []
     for r in replicas:

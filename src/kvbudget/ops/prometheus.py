@@ -525,7 +525,8 @@ def _risk(r: FleetReplica) -> tuple[int, str]:
     waiting = r.waiting or 0.0
     preempt = r.preemptions_per_s or 0.0
     kv = r.kv_usage
-    preempting = f"preempting {preempt:.2g}/s" if preempt > 0 else ""
+    verb = "retracting" if r.engine == "sglang" else "preempting"  # SGLang's word for the same eviction
+    preempting = f"{verb} {preempt:.2g}/s" if preempt > 0 else ""
     if kv is None:
         seen = ", ".join(x for x in (f"{waiting:g} requests waiting" if waiting > 0 else "", preempting) if x)
         return 5, f"{seen + '; ' if seen else ''}no KV cache usage reported: check that the selector matches the engine's metrics"

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test lint bench fuzz clean
+.PHONY: run test lint prometheus bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,9 +28,20 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 
+# tests/test_prometheus.py runs a real Prometheus: Debian's package, installed here when the binary is
+# missing (apt-get update only when the install alone fails; sudo only when not root and sudo exists).
+APT_INSTALL := env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  sudo=; if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo=sudo; fi; \
+	  echo "installing Debian's prometheus (apt-get) for tests/test_prometheus.py"; \
+	  $$sudo $(APT_INSTALL) >/dev/null 2>&1 || \
+	  { $$sudo apt-get update -qq >/dev/null && $$sudo $(APT_INSTALL) >/dev/null; } || \
+	  { echo "could not install prometheus: run apt-get install prometheus as root, then make test"; exit 1; }; }
+
 # pytest exits 5 when it collects no test: that is a failure here, not a pass.
 # The fuzzers also run here, briefly (25 examples each), so that they cannot rot between `make fuzz` runs.
-test: lint
+test: lint prometheus
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; [ $$rc -eq 0 ] || exit $$rc
 	KVBUDGET_FUZZ_EXAMPLES=25 $(BIN)/python -m pytest tests/fuzz -m fuzz
 

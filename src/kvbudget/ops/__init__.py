@@ -1,0 +1,1 @@
+"""Operations: reading a running fleet (Prometheus, a server's /metrics) to check the plan against it."""

@@ -153,14 +153,14 @@ def _needed(s: Signals) -> str:
     running, waiting, usage = s.running or 0, s.waiting or 0, s.kv_usage or 0
     if running <= 0 or usage <= 0:
         return "give --expect MODEL --gpu G to size what more memory would hold"
-    grow = (running + waiting) / running * usage
+    grow = round((running + waiting) / running * usage, 9)  # 57/48 x 0.962 is 1.142375, not a hair above it
     if s.num_gpu_blocks:
         unit = "pages" if s.engine == "sglang" else "blocks"
-        need = math.ceil(s.num_gpu_blocks * grow)
+        need = math.ceil(round(s.num_gpu_blocks * grow, 6))
         return (f"about {need:,} {unit} (now {s.num_gpu_blocks:,}, {grow:.2f}x) hold the {_n(waiting)} waiting as well, "
                 "at the running requests' mean footprint (an estimate)")
     if s.kv_tokens:
-        return (f"about {math.ceil(s.kv_tokens * grow):,} KV tokens (now {s.kv_tokens:,}, {grow:.2f}x) hold the "
+        return (f"about {math.ceil(round(s.kv_tokens * grow, 6)):,} KV tokens (now {s.kv_tokens:,}, {grow:.2f}x) hold the "
                 f"{_n(waiting)} waiting as well, at the running requests' mean footprint (an estimate)")
     return f"about {grow:.2f}x the KV pool holds the {_n(waiting)} waiting as well (an estimate)"
 
@@ -210,7 +210,7 @@ def scheduler_cap(s: Signals, expected: Expected | None) -> list[Diagnosis]:
     cap = expected.max_num_seqs if expected is not None else 0
     flag = "--max-running-requests" if s.engine == "sglang" else "--max-num-seqs"
     evidence = f"{_n(waiting)} waiting, {_n(running)} running, KV cache only {_pct(usage)} full"
-    holds = math.floor(running / usage) if usage > 0 and running > 0 else 0
+    holds = math.floor(round(running / usage, 6)) if usage > 0 and running > 0 else 0
     if cap and running >= cap:
         fix = (f"{flag} is {cap:,} (the plan's) and all are running: raise it to {max(holds, int(running + waiting)):,}; "
                f"at this footprint the cache holds about {holds:,} requests (an estimate)")

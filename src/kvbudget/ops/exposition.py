@@ -256,7 +256,7 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
             raise ScrapeError(f"{url}: unknown host (check the name in the URL)") from None
         raise ScrapeError(f"{url}: cannot connect ({str(reason)[:80]})") from None
     except TimeoutError:
-        raise ScrapeError(f"{url}: no complete answer within {timeout:g} s (is the server overloaded?)") from None
+        raise ScrapeError(f"{url}: no answer within {timeout:g} s (is the server overloaded, or stalled?)") from None
     except (ConnectionError, OSError) as exc:
         raise ScrapeError(f"{url}: the connection failed ({exc.__class__.__name__}); is the server running?") from None
     except ValueError as exc:  # a URL urllib cannot read (a bad port, a bad host)

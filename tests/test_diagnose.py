@@ -449,3 +449,26 @@ def test_fetch_reads_within_its_bounds(site: tuple[Site, str]) -> None:
     assert fetch(url).count("\n") == 1000
     with pytest.raises(ScrapeError, match="more than 100 bytes"):
         fetch(url, max_bytes=100)
+
+
+def test_watch_on_a_terminal_redraws_in_place(site: tuple[Site, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    s, url = site
+    s.bodies = [busy(12, 9).encode()]
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stdout", screen)
+    assert main(["diagnose", "--metrics", url, "--watch", "0.05", "--count", "2"]) == 0
+    assert screen.getvalue().count("\x1b[H\x1b[J") == 2 and "poll 2" in screen.getvalue()
+
+
+def test_sglang_fixes_name_sglang_flags() -> None:
+    found = diagnose(one(page("sglang-0.5.23-busy.prom")))
+    (kv,) = [d for d in found if d.name == "kv-cache-full"]
+    (hit,) = [d for d in found if d.name == "prefix-cache"]
+    assert "--kv-cache-dtype fp8_e4m3" in kv.fix and hit.evidence == "prefix-cache hit rate 25.0% (the engine's own gauge)"

@@ -197,7 +197,8 @@ def kv_pressure(s: Signals, r: Rates | None, expected: Expected | None) -> list[
     load = (s.running or 0) + waiting
     fix = _lever_fix(expected, load) if expected is not None else ""
     if not fix:
-        fix = _needed(s) + "; FP8 KV cache (--kv-cache-dtype fp8) doubles the tokens of a 16-bit cache"
+        fp8 = "fp8_e4m3" if s.engine == "sglang" else "fp8"
+        fix = _needed(s) + f"; FP8 KV cache (--kv-cache-dtype {fp8}) doubles the tokens of a 16-bit cache"
     name = "preempting" if preempting and not full else "kv-cache-full"
     return [Diagnosis(name, "critical" if preempting else "warning", s.name, "; ".join(parts), fix)]
 
@@ -257,11 +258,13 @@ def prefix_cache(s: Signals, r: Rates | None, expected: Expected | None) -> list
     rate = r.hit_rate if r is not None and r.hit_rate is not None else s.hit_rate
     if rate is None:
         return []
-    where = f"over the last {r.seconds:g} s" if r is not None and r.hit_rate is not None else "since start"
-    if s.prefix_queries and s.prefix_hits is not None and (r is None or r.hit_rate is None):
-        evidence = f"{_pct(rate)} of prompt tokens looked up were cached {where} ({s.prefix_hits:,.0f} of {s.prefix_queries:,.0f})"
-    else:
-        evidence = f"{_pct(rate)} of prompt tokens looked up were cached {where}"
+    if r is not None and r.hit_rate is not None:
+        evidence = f"{_pct(rate)} of prompt tokens looked up were cached over the last {r.seconds:g} s"
+    elif s.prefix_queries and s.prefix_hits is not None:
+        evidence = (f"{_pct(rate)} of prompt tokens looked up were cached since start ({s.prefix_hits:,.0f} of "
+                    f"{s.prefix_queries:,.0f})")
+    else:  # vLLM V0's and SGLang's gauge: the engine's own recent figure
+        evidence = f"prefix-cache hit rate {_pct(rate)} (the engine's own gauge)"
     fix = ""
     if expected is not None and expected.max_concurrency > 0:
         used = min(rate, MAX_HIT_RATE)

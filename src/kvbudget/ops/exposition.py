@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 MiB_ = 1 << 20
 MAX_EXPOSITION_BYTES = 8 * MiB_  # a busy vLLM page with every histogram is a few hundred KB; 8 MiB is far past it
-DEFAULT_TIMEOUT_S = 5.0  # per scrape, connection and body together: Prometheus' own default scrape timeout is 10 s
+DEFAULT_TIMEOUT_S = 5.0  # each wait of a scrape (Prometheus itself gives a scrape 10 s)
 CHUNK = 64 * 1024
 
 
@@ -217,8 +217,9 @@ def is_url(source: str) -> bool:
 
 def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_EXPOSITION_BYTES,
           clock: Callable[[], float] | None = None) -> str:
-    """The body of ``url`` (http or https), read within ``timeout`` seconds in all and at most ``max_bytes``
-    bytes; ScrapeError naming the fault (refused, timed out, an HTTP error status, too large)."""
+    """The body of ``url`` (http or https), at most ``max_bytes`` bytes; ScrapeError naming the fault (refused, timed
+    out, an HTTP error status, too large). Time: each socket wait is at most ``timeout`` and the deadline is checked
+    between 64 KiB reads, so a server that trickles its page is cut off within about twice ``timeout``."""
     import socket
     import time
     import urllib.error

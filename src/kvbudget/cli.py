@@ -226,6 +226,78 @@ def _simulate(args: argparse.Namespace, registry: Registry) -> str:
     return sim_report.sim_text(answer)
 
 
+def _expect(args: argparse.Namespace, registry: Registry) -> Any:
+    """With ``--expect MODEL``: a function of the first snapshot giving kvbudget's plan for it (the engine: --engine,
+    else the one the page is from); otherwise None. The GPU flags without --expect are refused."""
+    from . import api
+    from .questions.diagnose import expected_from_fit
+
+    if args.expect is None:
+        if args.gpu or args.gpu_memory:
+            raise InputError("--gpu is read with --expect MODEL (the plan to hold the metrics against); give both")
+        return None
+    if not (args.gpu or args.gpu_memory):
+        raise InputError(f"--expect {args.expect} needs the GPU: add --gpu (e.g. --gpu H100) or --gpu-memory")
+    tp, pp = _parallelism(args)
+
+    def plan(snapshot: Any) -> Any:
+        engine = args.engine or snapshot.servers[0].engine
+        options = {o.dest: getattr(args, o.dest) for o in registry.get(engine).options
+                   if "fit" in o.commands and getattr(args, o.dest, None) is not None}
+        answer = api.fit(args.expect, gpu=args.gpu, gpu_memory=args.gpu_memory, engine=engine, tp=tp, pp=pp,
+                         weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context,
+                         options=options, registry=registry)
+        return expected_from_fit(answer)
+
+    return plan
+
+
+def _diagnose(args: argparse.Namespace, registry: Registry) -> str:
+    from .questions.diagnose import diagnose_once
+    from .report import diagnose_report
+
+    expect = _expect(args, registry)
+    if args.count is not None and args.watch is None:
+        raise InputError("--count bounds --watch: give --watch N as well")
+    if args.watch is not None:
+        return _watch(args, expect)
+    answer = diagnose_once(args.metrics, dcgm=args.dcgm, nvidia_smi=args.nvidia_smi, expect=expect,
+                           interval=args.interval, timeout=args.timeout)
+    if args.json:
+        return _render(args, diagnose_report.diagnose_doc(answer), "")
+    return diagnose_report.diagnose_text(answer, args.units)
+
+
+def _watch(args: argparse.Namespace, expect: Any) -> str:
+    """Poll until Ctrl-C (or --count polls): a TTY redraws in place, anything else gets one block (or one JSON line)
+    per poll."""
+    import json
+    import time
+
+    from .questions.diagnose import polls
+    from .report import diagnose_report
+    from .report.text import fit_width
+
+    tty = sys.stdout.isatty() and not args.json
+    done = 0
+    try:
+        for poll in polls(args.metrics, args.watch, count=args.count, dcgm=args.dcgm, nvidia_smi=args.nvidia_smi,
+                          expect=expect, timeout=args.timeout):
+            done = poll.index
+            if args.json:
+                sys.stdout.write(json.dumps(diagnose_report.poll_doc(poll)) + "\n")
+            else:
+                block = diagnose_report.watch_text(poll, args.units, time.strftime("%H:%M:%S"))
+                block = block if args.wide else fit_width(block)
+                sys.stdout.write(("\x1b[H\x1b[J" if tty else ("\n" if done > 1 else "")) + block + "\n")
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+    if args.json:
+        return ""
+    return f"stopped after {done:,} poll{'s' if done != 1 else ''}"
+
+
 class _Progress:
     """A progress bar per allocation policy on standard error (tqdm), requests finished out of the trace's."""
 
@@ -266,7 +338,7 @@ def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
                 "check": lambda: _check(args, registry), "compare": lambda: _compare(args, registry),
                 "calibrate": lambda: _calibrate(args, registry),
                 "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults),
-                "simulate": lambda: _simulate(args, registry)}
+                "simulate": lambda: _simulate(args, registry), "diagnose": lambda: _diagnose(args, registry)}
     if args.command in commands:
         return commands[args.command]()
     if args.command == "models":
@@ -360,6 +432,7 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
         from .report.text import fit_width
 
         out = fit_width(out)
-    sys.stdout.write(out + "\n")
+    if out:  # diagnose --watch --json has written its lines already
+        sys.stdout.write(out + "\n")
     _note_gpu_variant(getattr(args, "gpu", None))  # after the answer: an error stays one line
     return 0

@@ -137,6 +137,8 @@ _COMMANDS = {
     "levers": "what each lever (FP8, 4-bit, FP8 KV, context, GPUs, max_num_seqs, utilization) buys",
     "simulate": "replay traffic (a trace or a synthetic workload) through the engine's paged KV cache: usage, waste, "
                 "preemptions, queueing, prefix-cache reuse",
+    "diagnose": "read a running engine's /metrics (vLLM, SGLang) and GPU memory (DCGM, nvidia-smi): KV cache full, "
+                "preemptions, max_num_seqs too low, framebuffer full, blocks against the plan, each with its fix",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
 }
@@ -268,13 +270,51 @@ def _simulate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--plot", metavar="FILE", help="also draw KV usage, running and waiting requests over time (.png/.svg)")
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds, at most a day (``0.5``, ``2``, ``10``)."""
+    try:
+        value = float(text) if len(text) <= 20 else float("nan")
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 86400:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a number of seconds in (0, 86400], e.g. 2")
+    return value
+
+
+def _seconds0(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else _seconds(text)
+
+
+def _diagnose_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("--metrics", required=True, metavar="URL|FILE",
+                   help="the engine's /metrics: http(s)://HOST:PORT/metrics, or a saved copy of the page")
+    gpu = p.add_mutually_exclusive_group()
+    gpu.add_argument("--dcgm", metavar="URL|FILE", help="the DCGM exporter's /metrics (DCGM_FI_DEV_FB_USED/FREE)")
+    gpu.add_argument("--nvidia-smi", metavar="FILE", help="saved output of nvidia-smi --query-gpu=index,name,memory.used,"
+                     "memory.total --format=csv")
+    p.add_argument("--expect", metavar="MODEL", help="hold the metrics against kvbudget's plan of MODEL (with --gpu and "
+                   "fit's settings): blocks allocated, the scheduler's cap, what each lever would hold")
+    _hardware(p, "the GPU the engine runs on (with --expect)", required=False)
+    _layout(p)
+    p.add_argument("--weights-dtype", default="auto", help="with --expect: the deployment's weight format")
+    p.add_argument("--kv-dtype", default="auto", help="with --expect: the deployment's KV cache dtype")
+    p.add_argument("--context", type=_count, help="with --expect: max_model_len (default: the engine's, from the model)")
+    names = tuple(e.name for e in registry.searchable())
+    p.add_argument("--engine", choices=names, help="with --expect: whose rules (default: the engine the page is from)")
+    p.add_argument("--interval", type=_seconds0, default=2.0, metavar="S",
+                   help="seconds between the two scrapes of a URL that give rates (default 2; 0: one scrape)")
+    p.add_argument("--timeout", type=_seconds, default=5.0, metavar="S", help="seconds a scrape may take (default 5)")
+    p.add_argument("--watch", type=_seconds, metavar="N", help="poll every N seconds and redraw the table until Ctrl-C")
+    p.add_argument("--count", type=_count, metavar="K", help="with --watch: stop after K polls")
+
+
 def _kv(p: argparse.ArgumentParser, registry: Registry) -> None:
     _kv_args(p)
 
 
 _ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "calibrate": _calibrate_args,
          "compare": _compare_args,
-         "plan": _plan_args, "levers": _levers_args, "simulate": _simulate_args}
+         "plan": _plan_args, "levers": _levers_args, "simulate": _simulate_args, "diagnose": _diagnose_args}
 _METAVARS = {"count": "N", "layers": "N", "fraction": "F", "size": "SIZE", "size0": "SIZE", "text": "NAME",
              "json": "FILE"}
 _KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
@@ -283,8 +323,8 @@ _KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": 
 
 def _engine_options(p: argparse.ArgumentParser, command: str, registry: Registry) -> None:
     """Each engine's own options for ``command``, in a group per engine (an option two engines read is the first's);
-    simulate takes fit's."""
-    command = "fit" if command == "simulate" else command
+    simulate and diagnose take fit's."""
+    command = "fit" if command in ("simulate", "diagnose") else command
     seen: set[str] = set()
     readers: dict[str, list[str]] = {}  # an option several engines read: who
     for engine in registry:

@@ -1,1 +1,2 @@
-"""Operations: reading a running fleet (Prometheus, a server's /metrics) to check the plan against it."""
+"""Operations: what running servers report (their /metrics pages, GPU memory from DCGM or nvidia-smi, a Prometheus
+server asked across a fleet) and what it says about them."""

@@ -1,0 +1,289 @@
+"""An engine's ``/metrics`` page (Prometheus text exposition), fetched or read from a saved file and parsed with
+``prometheus_client``'s own parser into one ``Signals`` record per server: the figures a memory diagnosis needs.
+
+Metric names, as each engine release defines them (checked in the engines' sources):
+
+- vLLM 0.33.0, ``vllm/v1/metrics/loggers.py``: ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
+  ``vllm:kv_cache_usage_perc`` (a fraction, "1 means 100 percent usage"), counters ``vllm:num_preemptions``,
+  ``vllm:prefix_cache_queries``, ``vllm:prefix_cache_hits`` (exposed with ``_total``), and the info gauge
+  ``vllm:cache_config_info`` whose labels are ``CacheConfig.metrics_info()`` (``vllm/config/cache.py``: every
+  field as a string, ``num_gpu_blocks``, ``block_size``, ``gpu_memory_utilization``, ``cache_dtype``,
+  ``kv_cache_size_tokens`` ...). Per-engine labels ``model_name`` and ``engine``.
+- vLLM 0.10.1, ``vllm/v1/metrics/loggers.py``: the same, plus the deprecated ``vllm:gpu_cache_usage_perc`` and
+  ``vllm:gpu_prefix_cache_queries`` / ``vllm:gpu_prefix_cache_hits``.
+- vLLM 0.8.5 (V1 and V0) and 0.7.3 (V0), ``vllm/v1/metrics/loggers.py`` and ``vllm/engine/metrics.py``:
+  ``vllm:gpu_cache_usage_perc``, counter ``vllm:num_preemptions_total``, V1's ``vllm:gpu_prefix_cache_queries`` /
+  ``_hits``, V0's gauge ``vllm:gpu_prefix_cache_hit_rate``; label ``model_name`` only.
+- SGLang 0.5.23, ``sglang/srt/observability/metrics_collector.py``: ``sglang:num_running_reqs``,
+  ``sglang:num_queue_reqs``, ``sglang:token_usage`` (a fraction of the KV pool), ``sglang:cache_hit_rate``,
+  ``sglang:max_total_num_tokens`` (the pool in tokens), ``sglang:page_size``, ``sglang:num_pages``, and the
+  retraction counter ``sglang:num_retracted_requests_total`` (SGLang's preemption); labels ``model_name``,
+  ``engine_type``, ``tp_rank``, ``pp_rank`` (and ``dp_rank``), emitted by attention-TP rank 0 only.
+
+A counter declared with ``# TYPE x counter`` is exposed as ``x_total`` (and ``x_created``); samples are matched by
+their exposed names, so pages with and without ``# TYPE`` lines read the same.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._record import record
+from ..units import InputError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MiB_ = 1 << 20
+MAX_EXPOSITION_BYTES = 8 * MiB_  # a busy vLLM page with every histogram is a few hundred KB; 8 MiB is far past it
+DEFAULT_TIMEOUT_S = 5.0  # each wait of a scrape (Prometheus itself gives a scrape 10 s)
+CHUNK = 64 * 1024
+
+
+class ScrapeError(InputError):
+    """A metrics source that cannot be read or parsed: one line naming the source, the problem and the fix."""
+
+
+@record
+class Signals:
+    """What one server (one engine process: a vLLM engine index, an SGLang DP rank, a fleet replica) reports, in
+    the engine's own units: requests, a KV-usage fraction, cumulative counters, and the cache as it was allocated.
+    ``None``: the page does not carry that figure. ``labels``: the series' identifying labels (model_name, engine,
+    dp_rank; a fleet reader adds instance, pod), so one record per replica can be told apart."""
+
+    engine: str  # "vllm" or "sglang"
+    model: str  # the model_name label ("" when the page has none)
+    labels: tuple[tuple[str, str], ...] = ()
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None  # fraction of the KV pool in use, 0..1
+    preemptions: float | None = None  # cumulative (vLLM preemptions, SGLang retractions)
+    prefix_queries: float | None = None  # cumulative tokens looked up in the prefix cache
+    prefix_hits: float | None = None  # cumulative tokens found there
+    prefix_hit_rate: float | None = None  # a gauge, where the engine reports the rate itself (vLLM V0, SGLang)
+    num_gpu_blocks: int | None = None  # vLLM cache_config_info
+    block_size: int | None = None  # tokens per block (vLLM) or per page (SGLang)
+    gpu_memory_utilization: float | None = None  # vLLM cache_config_info
+    cache_dtype: str | None = None
+    kv_tokens: int | None = None  # the pool in tokens (vLLM kv_cache_size_tokens, SGLang max_total_num_tokens)
+
+    @property
+    def key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        return self.engine, self.model, self.labels
+
+    @property
+    def name(self) -> str:
+        """The server as the user reads it: the model, then any label that tells it apart."""
+        extra = ", ".join(f"{k}={v}" for k, v in self.labels if k != "model_name")
+        return f"{self.model or self.engine}" + (f" ({extra})" if extra else "")
+
+    @property
+    def hit_rate(self) -> float | None:
+        """Prefix-cache hits over queries since the server started (or the engine's own gauge)."""
+        if self.prefix_queries and self.prefix_hits is not None:
+            return min(max(self.prefix_hits / self.prefix_queries, 0.0), 1.0)
+        return self.prefix_hit_rate
+
+
+@record
+class Snapshot:
+    """One scrape of one source: when it was taken (seconds, the caller's clock) and each server on it."""
+
+    source: str
+    taken_at: float
+    servers: tuple[Signals, ...]
+
+
+# Exposed sample name -> (engine, field). The first name listed for a field wins when a page has several
+# (vLLM 0.10 exposes both kv_cache_usage_perc and the deprecated gpu_cache_usage_perc).
+_FIELDS: dict[str, tuple[str, str]] = {
+    "vllm:num_requests_running": ("vllm", "running"),
+    "vllm:num_requests_waiting": ("vllm", "waiting"),
+    "vllm:kv_cache_usage_perc": ("vllm", "kv_usage"),
+    "vllm:gpu_cache_usage_perc": ("vllm", "kv_usage"),
+    "vllm:num_preemptions_total": ("vllm", "preemptions"),
+    "vllm:num_preemptions": ("vllm", "preemptions"),
+    "vllm:prefix_cache_queries_total": ("vllm", "prefix_queries"),
+    "vllm:gpu_prefix_cache_queries_total": ("vllm", "prefix_queries"),
+    "vllm:prefix_cache_hits_total": ("vllm", "prefix_hits"),
+    "vllm:gpu_prefix_cache_hits_total": ("vllm", "prefix_hits"),
+    "vllm:gpu_prefix_cache_hit_rate": ("vllm", "prefix_hit_rate"),
+    "sglang:num_running_reqs": ("sglang", "running"),
+    "sglang:num_queue_reqs": ("sglang", "waiting"),
+    "sglang:token_usage": ("sglang", "kv_usage"),
+    "sglang:num_retracted_requests_total": ("sglang", "preemptions"),
+    "sglang:cache_hit_rate": ("sglang", "prefix_hit_rate"),
+    "sglang:max_total_num_tokens": ("sglang", "kv_tokens"),
+    "sglang:page_size": ("sglang", "block_size"),
+    "sglang:num_pages": ("sglang", "num_gpu_blocks"),
+}
+_PRIORITY = {name: i for i, name in enumerate(_FIELDS)}
+_INTEGRAL = frozenset({"kv_tokens", "block_size", "num_gpu_blocks"})
+# Labels that tell servers apart; any other label (tp_rank, pp_rank, engine_type, le ...) is folded by taking the
+# largest value (SGLang emits from attention-TP rank 0 only; a page with several ranks reports the busiest).
+IDENTITY = ("model_name", "engine", "dp_rank", "instance", "pod")
+
+
+def _identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    named = dict(labels)
+    if "model_name" not in named and "name" in named:  # SGLang before 0.4 labelled the model "name"
+        named["model_name"] = named["name"]
+    return tuple((k, named[k]) for k in IDENTITY if k in named)
+
+
+def parse(text: str, source: str, taken_at: float) -> Snapshot:
+    """The servers on one exposition page. ScrapeError for text the parser refuses (garbage, a page cut off
+    mid-line, HTML) and for a page with no vLLM or SGLang metric."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, tuple[int, float]]] = {}
+    configs: list[dict[str, str]] = []
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "vllm:cache_config_info":
+                    configs.append(dict(sample.labels))
+                    continue
+                hit = _FIELDS.get(sample.name)
+                if hit is None or not math.isfinite(sample.value):
+                    continue
+                engine, field = hit
+                slot = found.setdefault((engine, _identity(sample.labels)), {})
+                rank = _PRIORITY[sample.name]
+                old = slot.get(field)
+                if old is None or rank < old[0] or (rank == old[0] and sample.value > old[1]):
+                    slot[field] = (rank, float(sample.value))
+    except Exception as exc:  # the parser raises ValueError, IndexError, KeyError ... on malformed text
+        line = str(exc).splitlines()[0][:80] if str(exc) else exc.__class__.__name__
+        raise ScrapeError(f"{source}: not Prometheus text exposition ({line}); give the engine's /metrics page "
+                          "(vLLM: http://HOST:8000/metrics; SGLang: start it with --enable-metrics)") from None
+    if not found and configs:
+        found[("vllm", ())] = {}
+    if not found:
+        raise ScrapeError(f"{source}: no vLLM or SGLang metric on this page (no vllm:... or sglang:... series); "
+                          "is it the engine's /metrics (SGLang needs --enable-metrics)?")
+    servers = [_signals(engine, ident, {f: v for f, (_, v) in fields.items()}, configs)
+               for (engine, ident), fields in found.items()]
+    servers.sort(key=lambda s: (s.engine, s.model, s.labels))
+    return Snapshot(source, taken_at, tuple(servers))
+
+
+def _config_for(ident: dict[str, str], configs: list[dict[str, str]]) -> dict[str, str]:
+    """vLLM's cache_config_info for this server: the one with its engine index (0.33.0 labels each engine), else
+    the only one (older releases carry neither model_name nor engine)."""
+    same = [c for c in configs if c.get("engine") == ident.get("engine")] if "engine" in ident else []
+    if same:
+        return same[0]
+    unlabelled = [c for c in configs if "engine" not in c or not c["engine"]]
+    return unlabelled[0] if len(unlabelled) == 1 else (configs[0] if len(configs) == 1 else {})
+
+
+def _int(text: str | None) -> int | None:
+    if text is None or not text.strip().isdecimal() or len(text) > 18:
+        return None
+    return int(text)
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None and len(text) <= 40 else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _signals(engine: str, ident: tuple[tuple[str, str], ...], fields: dict[str, float],
+             configs: list[dict[str, str]]) -> Signals:
+    model = dict(ident).get("model_name", "")
+    values: dict[str, object] = {f: (int(v) if f in _INTEGRAL else v) for f, v in fields.items()}
+    rate = values.get("prefix_hit_rate")
+    if isinstance(rate, float) and rate > 1:  # SGLang's first Prometheus metrics reported a percentage
+        values["prefix_hit_rate"] = min(rate / 100, 1.0)
+    if engine == "vllm" and configs:
+        c = _config_for(dict(ident), configs)
+        values.update(num_gpu_blocks=_int(c.get("num_gpu_blocks")), block_size=_int(c.get("block_size")),
+                      gpu_memory_utilization=_float(c.get("gpu_memory_utilization")),
+                      cache_dtype=c.get("cache_dtype"), kv_tokens=_int(c.get("kv_cache_size_tokens")))
+    return Signals(engine, model, ident, **values)  # type: ignore[arg-type]
+
+
+# --- reading a source: an http(s) URL or a saved file ------------------------------------------------------------
+
+
+def is_url(source: str) -> bool:
+    return source.lower().startswith(("http://", "https://"))
+
+
+def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_EXPOSITION_BYTES,
+          clock: Callable[[], float] | None = None) -> str:
+    """The body of ``url`` (http or https), at most ``max_bytes`` bytes; ScrapeError naming the fault (refused, timed
+    out, an HTTP error status, too large). Time: each socket wait is at most ``timeout`` and the deadline is checked
+    between 64 KiB reads, so a server that trickles its page is cut off within about twice ``timeout``."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    now = clock or time.monotonic
+    deadline = now() + timeout
+    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4", "User-Agent": "kvbudget"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                if now() > deadline:
+                    raise TimeoutError
+                chunk = response.read(CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ScrapeError(f"{url}: more than {max_bytes:,} bytes, far more than an engine's /metrics page "
+                                      "(is it the right URL?)")
+                chunks.append(chunk)
+    except urllib.error.HTTPError as exc:
+        raise ScrapeError(f"{url}: HTTP {exc.code} {exc.reason or ''}".rstrip()
+                          + " (is it the engine's /metrics path and port?)") from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, ConnectionRefusedError):
+            raise ScrapeError(f"{url}: connection refused (is the server running, and listening on this port?)") from None
+        if isinstance(reason, TimeoutError):
+            raise ScrapeError(f"{url}: no answer within {timeout:g} s (is the server overloaded, or the host "
+                              "unreachable?)") from None
+        if isinstance(reason, socket.gaierror):
+            raise ScrapeError(f"{url}: unknown host (check the name in the URL)") from None
+        raise ScrapeError(f"{url}: cannot connect ({str(reason)[:80]})") from None
+    except TimeoutError:
+        raise ScrapeError(f"{url}: no answer within {timeout:g} s (is the server overloaded, or stalled?)") from None
+    except (ConnectionError, OSError) as exc:
+        raise ScrapeError(f"{url}: the connection failed ({exc.__class__.__name__}); is the server running?") from None
+    except ValueError as exc:  # a URL urllib cannot read (a bad port, a bad host)
+        raise ScrapeError(f"{url}: not a URL kvbudget can fetch ({str(exc)[:80]})") from None
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def read_source(source: str, what: str = "--metrics", *, timeout: float = DEFAULT_TIMEOUT_S) -> str:
+    """The text of ``source``: fetched when it is an http(s) URL, else read as a saved file (size-capped)."""
+    if is_url(source):
+        return fetch(source, timeout=timeout)
+    if "://" in source[:12]:
+        raise ScrapeError(f"{what} {source[:60]!r}: only http:// and https:// URLs or a saved file")
+    from ..inputs import read_text
+
+    return read_text(source, what, MAX_EXPOSITION_BYTES, errors="replace")
+
+
+def scrape(source: str, *, timeout: float = DEFAULT_TIMEOUT_S, clock: Callable[[], float] | None = None) -> Snapshot:
+    """Read and parse one source; the snapshot is stamped with ``clock()`` (default: the wall clock) as read."""
+    import time
+
+    text = read_source(source, timeout=timeout)
+    return parse(text, source, (clock or time.time)())
+
+
+def servers_by_key(snapshot: Snapshot | None) -> dict[tuple[str, str, tuple[tuple[str, str], ...]], Signals]:
+    return {} if snapshot is None else {s.key: s for s in snapshot.servers}
+

@@ -534,3 +534,58 @@ def test_llm_api_options_read_numbers_written_as_text(tmp_path: Path) -> None:
     options.write_text("max_batch_size: '-8'\n")
     with pytest.raises(InputError, match=r"o\.yaml': max_batch_size is -8: it must be at least 1"):
         parse_other_command(["trtllm-serve", "m", "--config", str(options)])
+
+
+# --- plan --slo -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("ttft=2", "give a unit"), ("tpot=abcms", "not a duration"), ("ttft=-1s", "above 0"), ("ttft=nans", "above 0"),
+    ("prompt=100", "needs ttft"), ("ttft=1s,ttft=2s", "given twice"), ("latency=1s", "is not ttft"),
+    ("ttft=1s,prompt=0", "at least 1"), ("ttft=1s,prompt=x", "whole number"), ("tpot=2h", "give a unit"),
+])
+def test_a_bad_slo_is_one_clear_error(text: str, words: str) -> None:
+    from kvbudget.plan.slo import parse_slo
+
+    with pytest.raises(InputError, match=words):
+        parse_slo(text)
+
+
+def test_slo_latency_is_the_roofline_at_the_largest_batch_that_meets_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each serving row's TPOT is one decode step of its batch: max((weights + batch x context x KV bytes per token)
+    / bandwidth, batch x 2 x active parameters / throughput), recomputed here from the row's own figures and the GPU
+    catalog; its batch is the largest that meets the target (one more misses it, or the KV cache is full)."""
+    from kvbudget.sim.timing import flops_per_token
+
+    assert main(["plan", "meta-llama/Llama-3.1-8B-Instruct", "--concurrency", "64", "--context", "8192", "--gpus",
+                 "H100,A100-80GB", "--slo", "tpot=25ms", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["slo"]["tpot_s"] == pytest.approx(0.025) and doc["slo"]["ttft_s"] is None
+    flops = flops_per_token(kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct"))
+    serving = [p for p in doc["plans"] if p["serves"]]
+    assert serving
+    for p in serving:
+        gpu = find_gpu(p["gpu"])
+        per_token = p["kv_cache_bytes"] * p["pp"] / p["kv_cache_tokens"]
+
+        def tpot(b: int, p: dict = p, gpu: object = gpu, per_token: float = per_token) -> float:
+            memory = (p["weights_bytes"] * p["pp"] + b * 8192 * per_token) / gpu.bandwidth_bytes_per_s  # type: ignore[attr-defined]
+            return max(memory, b * flops / p["tp"] / (gpu.bf16_tflops * 1e12))  # type: ignore[attr-defined]
+
+        b = p["slo"]["batch_per_replica"]
+        assert p["slo"]["tpot_s"] == pytest.approx(tpot(b)) and tpot(b) <= 0.025
+        assert b == p["per_replica"] or tpot(b + 1) > 0.025
+        assert p["replicas"] == -(-64 // b) and p["num_gpus"] == p["replicas"] * p["tp"] * p["pp"]
+    # the A100 (2.0 TB/s) runs a smaller batch within 25 ms than the H100 (3.35 TB/s) at the same layout
+    one = {(p["gpu"], p["weights_dtype"], p["kv_dtype"]): p for p in serving if p["tp"] == 1 and p["pp"] == 1}
+    assert one[("A100-SXM4-80GB", "fp8", "fp8")]["slo"]["batch_per_replica"] < one[("H100-SXM-80GB", "fp8", "fp8")]["slo"]["batch_per_replica"]
+
+
+def test_a_tighter_slo_never_costs_less() -> None:
+    costs = []
+    for tpot in ("60ms", "25ms", "15ms"):
+        a = kvbudget.plan_deployments("meta-llama/Llama-3.1-8B-Instruct", concurrency=64, context=8192,
+                                      gpus="H100,A100-80GB", slo=f"tpot={tpot},ttft=2s")
+        assert a.best is not None
+        costs.append(a.best.price_per_hour)
+    assert costs == sorted(costs) and costs[0] < costs[-1]

@@ -397,14 +397,16 @@ def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: 
 def plan_deployments(model: str | ModelSpec, *, concurrency: int, context: int, engine: str = "vllm", gpus: str | None = None,
          max_gpus: int = 64, gpus_per_node: int | None = None, weights: str | None = None, kv_dtype: str | None = None,
          prices: str | None = None, options: dict[str, object] | None = None,
-         registry: Registry | None = None) -> PlanAnswer:
+         registry: Registry | None = None, slo: str | None = None) -> PlanAnswer:
     """``kvbudget plan``: the cheapest deployments (GPU type x count x layout x precision) that serve
     ``concurrency`` requests of ``context`` tokens under ``engine``'s rules, and what each lever buys for the best.
     ``gpus``, ``weights`` and ``kv_dtype`` are comma-separated lists (default: every catalog GPU, and the engine's
-    precisions); ``prices`` a JSON or CSV file of $/hour per GPU."""
+    precisions); ``prices`` a JSON or CSV file of $/hour per GPU; ``slo`` a latency target
+    (``"ttft=2s,tpot=50ms"``: each replica runs only the batch that meets it, by the roofline step-time model)."""
     from .engines.base import default_registry
     from .hardware import gpus as catalog_gpus
     from .plan.prices import read_prices
+    from .plan.slo import parse_slo
     from .questions.plan import plan as _plan
 
     reg = registry or default_registry()
@@ -431,7 +433,8 @@ def plan_deployments(model: str | ModelSpec, *, concurrency: int, context: int, 
     return _plan(_spec(model), _count("--concurrency", concurrency, MAX_BATCH), whole(context, "--context", lo=1),
                  chosen, server, max_gpus=whole(max_gpus, "--max-gpus", lo=1),
                  gpus_per_node=_maybe_count("--gpus-per-node", gpus_per_node, MAX_PARALLEL), weights=w, kv=k,
-                 prices=read_prices(prices) if prices else None, version=version, registry=reg)
+                 prices=read_prices(prices) if prices else None, version=version, registry=reg,
+                 slo=parse_slo(_name("--slo", slo)) if slo is not None else None)
 
 
 def levers(model: str | ModelSpec, *, context: int, gpu: str | GPU | None = None, gpu_memory: int | None = None,

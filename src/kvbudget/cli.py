@@ -170,7 +170,7 @@ def _plan(args: argparse.Namespace, registry: Registry) -> str:
     answer = api.plan_deployments(args.model, concurrency=args.concurrency, context=args.context, engine=args.engine,
                       gpus=args.gpus, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
                       weights=args.weights_dtype, kv_dtype=args.kv_dtype, prices=args.prices,
-                      options=_options(args, registry, "plan"), registry=registry)
+                      options=_options(args, registry, "plan"), registry=registry, slo=args.slo)
     plot_warning = ""
     if args.plot:
         from .report.plots import plan_plot

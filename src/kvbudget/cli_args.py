@@ -233,6 +233,9 @@ def _plan_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--weights-dtype", help="weight formats to try (default auto,fp8; trtllm: auto; auto = the checkpoint's)")
     p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; llama.cpp: auto,q8_0)")
     p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
+    p.add_argument("--slo", metavar="ttft=2s,tpot=50ms",
+                   help="a latency target: each replica runs only the batch that meets it (roofline step-time "
+                        "estimate; prompt=N sets the prompt length TTFT is for, default the whole context)")
     p.add_argument("--top", type=_count, default=10, help="rows to show (default 10; --json gives all)")
     p.add_argument("--plot", metavar="FILE", help="also draw capacity vs price per hour (.png/.svg)")
 

@@ -52,6 +52,9 @@ class Deployment:
     split_heads: bool = True  # TP splits the heads (llama.cpp: its GPUs split the layers)
     launch: Launch | None = None  # the command and manifest that realise a deployment that serves
     slots: int | None = None  # the requests the server is launched to run at once (llama-server -np)
+    slo_batch: int | None = None  # plan --slo: requests a replica runs within the latency target
+    ttft_s: float | None = None  # plan --slo: time to first token at that batch (roofline estimate)
+    tpot_s: float | None = None  # plan --slo: time per output token at that batch (roofline estimate)
 
 
 def layouts(spec: ModelSpec, max_gpus: int, gpus_per_node: int) -> list[tuple[int, int]]:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..model.spec import ModelSpec
     from ..plan.levers import RuleOfThumb
     from ..plan.search import Deployment
+    from ..plan.slo import SLO
 
 
 @record
@@ -31,6 +32,7 @@ class PlanAnswer:
     rows: tuple[Deployment, ...]
     levers: tuple[Lever, ...] = ()
     launch_hint: str = ""
+    slo: SLO | None = None  # plan --slo: the latency target the rows were sized for
 
     @property
     def best(self) -> Deployment | None:
@@ -54,7 +56,7 @@ class LeversAnswer:
 
 def plan(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], engine: Engine, *, max_gpus: int,
          gpus_per_node: int | None, weights: tuple[str, ...], kv: tuple[str, ...], prices: dict[str, float] | None,
-         version: str, registry: Registry) -> PlanAnswer:
+         version: str, registry: Registry, slo: SLO | None = None) -> PlanAnswer:
     from ..hardware import find_gpu
     from ..plan.search import search
 
@@ -62,8 +64,10 @@ def plan(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], engin
         raise InputError(f"--context {context:,} exceeds {spec.name}'s maximum context of {spec.max_context:,} tokens")
     rows = search(spec, concurrency, context, gpus, max_gpus=max_gpus, gpus_per_node=gpus_per_node, weights=weights,
                   kv=kv, prices=prices, version=version, engine=engine.name, registry=registry)
+    if slo is not None:
+        rows = _within_slo(rows, spec, gpus, engine, slo, concurrency, context, max_gpus, gpus_per_node)
     answer = PlanAnswer(spec.name, engine.name, engine.label, concurrency, context, tuple(rows),
-                        launch_hint=engine.launch_hint)
+                        launch_hint=engine.launch_hint, slo=slo)
     best = answer.best
     if best is None:
         return answer
@@ -71,6 +75,19 @@ def plan(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], engin
     from .._record import replace
 
     return replace(answer, levers=tuple(lever_rows))
+
+
+def _within_slo(rows: list[Deployment], spec: ModelSpec, gpus: list[GPU], engine: Engine, slo: SLO, concurrency: int,
+                context: int, max_gpus: int, gpus_per_node: int | None) -> list[Deployment]:
+    """The rows re-sized to what each serves within ``slo`` (plan/slo.py), re-ranked, each launch written for its
+    new replica count."""
+    from .._record import replace
+    from ..plan.search import _launch, _rank
+    from ..plan.slo import apply_slo
+
+    rows = apply_slo(rows, spec, {g.name: g for g in gpus}, slo, concurrency, context, max_gpus)
+    rows = [replace(d, launch=_launch(engine, spec.name, d, d.gpus_per_node) if d.serves else None) for d in rows]
+    return sorted(rows, key=_rank)
 
 
 def _levers(spec: ModelSpec, gpu: GPU, engine: Engine, settings: Any, context: int, gpus_per_node: int | None,

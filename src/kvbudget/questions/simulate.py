@@ -49,17 +49,12 @@ class SimAnswer:
 
 def step_time(spec: ModelSpec, gpu: GPU, row: EnginePlan, gpus: int) -> StepTime | None:
     """The roofline step-time model for this plan, or None when the GPU has no bandwidth or throughput figure."""
-    from ..sim.timing import StepTime
+    from ..sim.timing import StepTime, flops_per_token
 
     bandwidth, tflops = gpu.bandwidth_bytes_per_s, gpu.bf16_tflops
     if not bandwidth or not tflops or not row.kv_tokens:
         return None
-    roles = spec.params_by_role()
-    experts = roles.get("experts", 0)
-    active = spec.params - roles.get("embeddings", 0)
-    if spec.num_experts and spec.experts_per_token:
-        active -= experts - experts * spec.experts_per_token // spec.num_experts
-    return StepTime(row.weights_bytes, row.kv_budget_bytes // max(row.kv_tokens, 1), 2 * active / max(gpus, 1),
+    return StepTime(row.weights_bytes, row.kv_budget_bytes // max(row.kv_tokens, 1), flops_per_token(spec) / max(gpus, 1),
                     float(bandwidth), float(tflops) * 1e12, gpu.name)
 
 

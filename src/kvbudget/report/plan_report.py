@@ -41,6 +41,8 @@ def plan_doc(model: str, concurrency: int, context: int, rows: list[Deployment],
             "weights_bytes": d.weights_bytes, "kv_cache_bytes": d.kv_cache_bytes, "kv_cache_tokens": d.kv_cache_tokens,
             "gpus_per_node": d.gpus_per_node,
         }
+        if d.slo_batch is not None:
+            row["slo"] = {"batch_per_replica": d.slo_batch, "ttft_s": d.ttft_s, "tpot_s": d.tpot_s}
         if d.serves:
             row["launch"] = launch_doc(d)
         plans.append(row)
@@ -97,6 +99,10 @@ def _why(reason: str) -> str:
         return "the KV cache cannot hold one request"
     if reason.startswith("needs"):
         return "too many GPUs for the load"
+    if reason.startswith("misses the SLO"):
+        return "misses the latency target even with one request per replica"
+    if reason.startswith("within the SLO"):
+        return "too many GPUs for the load within the latency target"
     if "does not divide" in reason:
         return "TP does not divide the heads"
     head = reason.split(";")[0].split(":")[0]  # the rule, without the GPU it was broken on
@@ -211,6 +217,9 @@ def plan_answer_doc(a: PlanAnswer, units: str) -> dict[str, Any]:
     """``plan --json``: every row, the best one with its levers (one replica), as ``levers --json`` gives them."""
     doc = plan_doc(a.model, a.concurrency, a.context, list(a.rows), units)
     doc["engine"] = {"name": a.engine}
+    if a.slo is not None:
+        doc["slo"] = {"ttft_s": a.slo.ttft_s, "tpot_s": a.slo.tpot_s, "prompt": a.slo.prompt or a.context,
+                      "model": "roofline step-time estimate (a lower bound on latency)"}
     if a.best is not None:
         doc["plans"][0]["levers"] = lever_docs(list(a.levers))
     return doc
@@ -219,9 +228,29 @@ def plan_answer_doc(a: PlanAnswer, units: str) -> dict[str, Any]:
 def plan_answer_text(a: PlanAnswer, units: str, top: int, max_gpus: int, gpus_per_node: int | None) -> str:
     out = plan_text(a.model, a.concurrency, a.context, list(a.rows), units, top, max_gpus, gpus_per_node, a.label,
                     a.launch_hint)
+    if a.slo is not None:
+        out += "\n\n" + _slo_text(a)
     if a.best is not None:
         out += "\n\nFor the best deployment (one replica) -- " + levers_table(list(a.levers), a.context, units)
     return out
+
+
+def _slo_text(a: PlanAnswer) -> str:
+    """The latency of the deployments that serve, at the batch each replica runs within the target."""
+    from ..plan.slo import _ms
+    from .text import table
+
+    assert a.slo is not None
+    good = [d for d in a.rows if d.serves][:5]
+    prompt = min(a.slo.prompt or a.context, a.context)
+    out = [f"Within the SLO ({a.slo.words()}; TTFT for a prompt of {prompt:,} tokens): roofline step-time estimates, a "
+           "lower bound on latency (real steps are slower: leave a margin)"]
+    if good:
+        out.append(table(["#", "GPU", "GPUs", "requests per replica", "TTFT", "TPOT"],
+                         [[str(i), d.gpu, str(d.num_gpus), f"{d.slo_batch:,}", _ms(d.ttft_s), _ms(d.tpot_s)]
+                          for i, d in enumerate(good, 1)], right=[True, False, True, True, True, True]))
+        out.append("  (run each replica at that many requests at once: its scheduler cap, e.g. vLLM --max-num-seqs)")
+    return "\n".join(out)
 
 
 def levers_answer_doc(a: LeversAnswer) -> dict[str, Any]:

@@ -13,6 +13,21 @@ from dataclasses import dataclass
 
 from ..units import InputError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..model.spec import ModelSpec
+
+
+def flops_per_token(spec: ModelSpec) -> float:
+    """2 x the parameters one token passes through: all but the embeddings, and of the routed experts only the
+    ``experts_per_token`` a token is sent to."""
+    roles = spec.params_by_role()
+    experts = roles.get("experts", 0)
+    active = spec.params - roles.get("embeddings", 0)
+    if spec.num_experts and spec.experts_per_token:
+        active -= experts - experts * spec.experts_per_token // spec.num_experts
+    return 2.0 * active
+
 
 @dataclass(frozen=True)
 class StepTime:

@@ -228,3 +228,37 @@ def test_a_server_that_does_not_speak_http() -> None:
         thread.start()
         _fails(Prometheus(f"http://127.0.0.1:{listener.getsockname()[1]}"), r"http://127\.0\.0\.1:\d+ does not answer in HTTP \(BadStatusLine.*is --prometheus the Prometheus server's HOST:PORT\?$")
         thread.join(2)
+
+
+def test_diagnose_a_fleet_end_to_end(prom: Prometheus, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kvbudget diagnose --prometheus URL` against the real Prometheus: every replica ranked by risk, each judged as
+    a single server would be (the overloaded vLLM replica: KV cache full and preempting), the DCGM GPUs in bytes."""
+    from kvbudget.cli import main
+
+    argv = ["diagnose", "--prometheus", prom.url, "--selector", ALL, "--window", WINDOW]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["instance"] for r in doc["ranking"]] == ["node-b:8000", "node-c:30000", "node-a:8000"]
+    node_b = [d for d in doc["diagnoses"] if d["subject"] == "vllm (instance=node-b:8000)"]
+    assert node_b[0]["severity"] == "critical" and "17 waiting with the KV cache 97.0% full" in node_b[0]["evidence"]
+    a = next(g for g in doc["gpus"] if g["host"] == "node-a" and g["gpu"] == "0")
+    assert (a["used_bytes"], a["free_bytes"]) == (73667 * 2**20, 7412 * 2**20)
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].endswith(f"replicas matching {ALL}: 3 (rates over {WINDOW})")
+    assert main([*argv, "--watch", "0.1", "--count", "2", "--json"]) == 0
+    polls = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [p["poll"] for p in polls] == [1, 2] and not any(p["down"] for p in polls)
+
+
+def test_diagnose_a_fleet_refuses_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.cli import main
+
+    port = free_port()
+    assert main(["diagnose", "--prometheus", f"http://127.0.0.1:{port}", "--timeout", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(port) in err
+    assert main(["diagnose", "--metrics", "x.prom", "--selector", '{job="a"}']) == 2
+    assert "--selector and --window are read with --prometheus" in capsys.readouterr().err
+    assert main(["diagnose", "--prometheus", "http://127.0.0.1:1", "--window", "5 minutes"]) == 2
+    assert "not a Prometheus duration" in capsys.readouterr().err

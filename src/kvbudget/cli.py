@@ -259,6 +259,10 @@ def _diagnose(args: argparse.Namespace, registry: Registry) -> str:
     expect = _expect(args, registry)
     if args.count is not None and args.watch is None:
         raise InputError("--count bounds --watch: give --watch N as well")
+    if args.prometheus is not None:
+        return _fleet(args, expect)
+    if args.selector != '{job="vllm"}' or args.window != "5m":
+        raise InputError("--selector and --window are read with --prometheus URL (a fleet through Prometheus)")
     if args.watch is not None:
         return _watch(args, expect)
     answer = diagnose_once(args.metrics, dcgm=args.dcgm, nvidia_smi=args.nvidia_smi, expect=expect,
@@ -266,6 +270,54 @@ def _diagnose(args: argparse.Namespace, registry: Registry) -> str:
     if args.json:
         return _render(args, diagnose_report.diagnose_doc(answer), "")
     return diagnose_report.diagnose_text(answer, args.units)
+
+
+def _fleet(args: argparse.Namespace, expect: Any) -> str:
+    """``--prometheus``: every replica at once, ranked by risk; with --watch, asked again every N seconds."""
+    import time
+
+    from .questions.diagnose import diagnose_fleet
+    from .report import diagnose_report
+    from .report.text import fit_width
+
+    if args.dcgm or args.nvidia_smi:
+        raise InputError("with --prometheus the GPUs' memory comes from the DCGM series Prometheus holds: leave out "
+                         "--dcgm / --nvidia-smi")
+
+    def ask() -> Any:
+        return diagnose_fleet(args.prometheus, selector=args.selector, window=args.window, expect=expect,
+                              timeout=args.timeout)
+
+    if args.watch is None:
+        answer = ask()
+        if args.json:
+            return _render(args, diagnose_report.fleet_doc(answer), "")
+        return diagnose_report.fleet_text(answer, args.units)
+    tty = sys.stdout.isatty() and not args.json
+    n = 0
+    try:
+        while args.count is None or n < args.count:
+            n += 1
+            try:
+                answer = ask()
+                block = diagnose_report.fleet_text(answer, args.units)
+                doc: dict[str, Any] = {"poll": n, "down": False, **diagnose_report.fleet_doc(answer)}
+            except InputError as exc:  # Prometheus down or refusing: say so and keep watching
+                block = f"Prometheus {args.prometheus} DOWN (still watching): {exc}"
+                doc = {"poll": n, "down": True, "problem": str(exc)}
+            if args.json:
+                import json
+
+                sys.stdout.write(json.dumps(doc) + "\n")
+            else:
+                block = f"poll {n} at {time.strftime('%H:%M:%S')}\n" + (block if args.wide else fit_width(block))
+                sys.stdout.write(("\x1b[H\x1b[J" if tty else ("\n" if n > 1 else "")) + block + "\n")
+            sys.stdout.flush()
+            if args.count is None or n < args.count:
+                time.sleep(args.watch)
+    except KeyboardInterrupt:
+        pass
+    return ""
 
 
 def _watch(args: argparse.Namespace, expect: Any) -> str:

@@ -289,8 +289,15 @@ def _seconds0(text: str) -> float:
 
 
 def _diagnose_args(p: argparse.ArgumentParser, registry: Registry) -> None:
-    p.add_argument("--metrics", required=True, metavar="URL|FILE",
-                   help="the engine's /metrics: http(s)://HOST:PORT/metrics, or a saved copy of the page")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--metrics", metavar="URL|FILE",
+                        help="the engine's /metrics: http(s)://HOST:PORT/metrics, or a saved copy of the page")
+    source.add_argument("--prometheus", metavar="URL",
+                        help="a Prometheus server (http://HOST:9090) that scrapes the engines: every replica at once, "
+                             "ranked by risk")
+    p.add_argument("--selector", default='{job="vllm"}', metavar="'{job=\"vllm\"}'",
+                   help="with --prometheus: the label matchers that pick the serving replicas (default {job=\"vllm\"})")
+    p.add_argument("--window", default="5m", help="with --prometheus: the window rates are taken over (default 5m)")
     gpu = p.add_mutually_exclusive_group()
     gpu.add_argument("--dcgm", metavar="URL|FILE", help="the DCGM exporter's /metrics (DCGM_FI_DEV_FB_USED/FREE)")
     gpu.add_argument("--nvidia-smi", metavar="FILE", help="saved output of nvidia-smi --query-gpu=index,name,memory.used,"

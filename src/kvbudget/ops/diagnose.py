@@ -282,9 +282,14 @@ def diagnose(now: Snapshot, before: Snapshot | None = None, gpus: Sequence[GpuMe
 
     previous = servers_by_key(before)
     seconds = now.taken_at - before.taken_at if before is not None else 0.0
-    out: list[Diagnosis] = framebuffer(gpus, now.servers)
-    for s in now.servers:
-        r = rates(s, previous.get(s.key), seconds)
+    return judge([(s, rates(s, previous.get(s.key), seconds)) for s in now.servers], gpus, expected)
+
+
+def judge(servers: Sequence[tuple[Signals, Rates | None]], gpus: Sequence[GpuMemory] = (),
+          expected: Expected | None = None) -> tuple[Diagnosis, ...]:
+    """Every finding for each server with its rates (None: one snapshot), the worst first."""
+    out: list[Diagnosis] = framebuffer(gpus, [s for s, _ in servers])
+    for s, r in servers:
         found = [*kv_pressure(s, r, expected), *scheduler_cap(s, expected), *blocks_differ(s, expected)]
         if not any(d.severity in ("critical", "warning") for d in found):
             found.append(Diagnosis("healthy", "ok", s.name, _figures(s, r)))

@@ -186,7 +186,7 @@ def parse_selector(selector: str) -> tuple[str, ...]:
     return tuple(matchers)
 
 
-def _check_window(window: str) -> str:
+def check_window(window: str) -> str:
     if not _WINDOW.fullmatch(window):
         raise PrometheusError(f"rate window {window!r} is not a Prometheus duration: use e.g. 5m, 30s or 1h")
     return window
@@ -378,7 +378,7 @@ _BY = "by (" + ", ".join(REPLICA_LABELS) + ")"
 def fleet_queries(selector: str = DEFAULT_SELECTOR, window: str = DEFAULT_WINDOW, dcgm_selector: str = "{}") -> dict[str, str]:
     """The PromQL of each fleet signal for ``selector``: both vLLM metric generations, then SGLang's."""
     inner = ",".join(parse_selector(selector))
-    w = _check_window(window)
+    w = check_window(window)
 
     def s(metric: str) -> str:
         return f"{metric}{{{inner}}}"

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from ..ops.diagnose import Diagnosis
     from ..ops.gpu_memory import GpuMemory
+    from ..ops.prometheus import Fleet, FleetReplica, RankedReplica
     from .fit import FitAnswer
 
 DEFAULT_INTERVAL_S = 2.0  # vLLM refreshes its gauges every engine step and its log line every 10 s; 2 s sees a change
@@ -136,3 +137,73 @@ def polls(metrics: str, every: float, *, count: int | None = None, dcgm: str | N
             continue
         yield Poll(i, _answer(metrics, now, last, gpus, gpu_source, expected, tuple(problems)), False)
         last = now
+
+
+# --- a fleet, through a Prometheus server ---------------------------------------------------------------------------
+
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+
+
+def window_seconds(window: str) -> float:
+    """A Prometheus duration (``5m``, ``1h30m``, ``90s``) in seconds."""
+    import re
+
+    from ..ops.prometheus import check_window
+
+    check_window(window)
+    return sum(float(n) * _UNIT_S[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ms|[smhdwy])", window))
+
+
+def replica_signals(r: FleetReplica, seconds: float) -> tuple[Signals, Rates]:
+    """One replica as the single-server diagnoses read it: its gauges, and its rates over the query window."""
+    labels = (("instance", r.instance),) + ((("pod", r.pod),) if r.pod else ())
+    s = Signals(r.engine or "vllm", "", labels, r.running, r.waiting, r.kv_usage, prefix_hit_rate=r.prefix_hit_rate,
+                num_gpu_blocks=r.num_gpu_blocks, block_size=r.block_size,
+                gpu_memory_utilization=r.gpu_memory_utilization, kv_tokens=r.max_total_num_tokens)
+    return s, Rates(seconds, r.preemptions_per_s, None, r.prefix_hit_rate)
+
+
+def fleet_gpus(fleet: Fleet) -> tuple[GpuMemory, ...]:
+    """The DCGM framebuffer of every GPU Prometheus holds for the fleet, in bytes (DCGM reports MiB)."""
+    from ..ops.gpu_memory import GpuMemory
+
+    out = []
+    for g in [*(g for r in fleet.replicas for g in r.gpus), *fleet.unmatched_gpus]:
+        if g.fb_used_mib is None or g.fb_free_mib is None:
+            continue
+        used, free = round(g.fb_used_mib * 2**20), round(g.fb_free_mib * 2**20)
+        out.append(GpuMemory(g.gpu, "", g.pod or g.hostname or g.instance, used, used + free, free,
+                             source="DCGM via Prometheus"))
+    return tuple(out)
+
+
+@record
+class FleetAnswer:
+    """``diagnose --prometheus``: every replica the selector matched, ranked by risk, with the findings."""
+
+    prometheus: str
+    selector: str
+    window: str
+    answer: DiagnoseAnswer  # the replicas as servers, rates over ``window``
+    ranking: tuple[RankedReplica, ...]
+
+
+def diagnose_fleet(url: str, *, selector: str, window: str, expect: Callable[[Snapshot], Expected] | None = None,
+                   timeout: float = 10.0) -> FleetAnswer:
+    """Ask the Prometheus server at ``url`` for every replica ``selector`` matches (one instant, rates over
+    ``window``), judge each as ``diagnose`` judges one server, and rank them by risk."""
+    from ..ops.diagnose import judge
+    from ..ops.prometheus import Prometheus, fleet_signals, rank_by_risk
+
+    seconds = window_seconds(window)
+    fleet = fleet_signals(Prometheus(url, timeout), selector, window=window)
+    if not fleet.replicas:
+        raise InputError(f"Prometheus at {url} holds no vLLM or SGLang series matching {selector}: check --selector "
+                         "(e.g. '{job=\"vllm\"}') and that Prometheus scrapes the engines' /metrics")
+    servers = tuple(replica_signals(r, seconds) for r in fleet.replicas)
+    gpus = fleet_gpus(fleet)
+    snapshot = Snapshot(url, fleet.at, tuple(s for s, _ in servers))
+    expected = expect(snapshot) if expect is not None else None
+    answer = DiagnoseAnswer(f"Prometheus {url} {selector}", snapshot, None, servers, gpus, expected,
+                            judge(servers, gpus, expected), "DCGM via Prometheus" if gpus else "")
+    return FleetAnswer(url, selector, window, answer, rank_by_risk(fleet.replicas))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._record import asdict
-from ..questions.diagnose import DiagnoseAnswer, Poll
+from ..questions.diagnose import DiagnoseAnswer, FleetAnswer, Poll
 from ..units import fmt_bytes
 from .text import table
 
@@ -127,3 +127,29 @@ def diagnose_doc(a: DiagnoseAnswer) -> dict[str, Any]:
 
 def poll_doc(p: Poll) -> dict[str, Any]:
     return {"poll": p.index, "down": p.down, **diagnose_doc(p.answer)}
+
+
+def fleet_text(f: FleetAnswer, units: str = "GiB") -> str:
+    """The replicas most at risk first, each with why; the GPUs; the findings per replica."""
+    a = f.answer
+    lines = [f"Prometheus {f.prometheus}, replicas matching {f.selector}: {len(f.ranking)} (rates over {f.window})", ""]
+    rows = [[str(r.rank), r.replica.name, r.replica.engine or "-", _opt(r.replica.running), _opt(r.replica.waiting),
+             _pct(r.replica.kv_usage), _opt(r.replica.preemptions_per_s, "{:,.2f}"), _pct(r.replica.prefix_hit_rate),
+             r.reason] for r in f.ranking]
+    lines += [table(["risk", "replica", "engine", "running", "waiting", "KV used", "preempted/s", "prefix hits", "why"],
+                    rows, [True, False, False, True, True, True, True, True, False]), ""]
+    if a.gpus:
+        lines += [f"GPU memory ({a.gpu_source}):", gpu_table(a, units), ""]
+    lines += _expected(a)
+    lines += findings(a)
+    return "\n".join(lines).rstrip()
+
+
+def fleet_doc(f: FleetAnswer) -> dict[str, Any]:
+    """``diagnose --prometheus --json``: the single-server document over every replica, plus the risk ranking."""
+    doc = diagnose_doc(f.answer)
+    doc["prometheus"] = {"url": f.prometheus, "selector": f.selector, "window": f.window}
+    doc["interval_s"] = None
+    doc["ranking"] = [{"rank": r.rank, "replica": r.replica.name, "instance": r.replica.instance, "pod": r.replica.pod,
+                       "reason": r.reason} for r in f.ranking]
+    return doc

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .plan.search import Deployment as PlanRow
     from .questions.plan import LeversAnswer, PlanAnswer
     from .questions.simulate import SimAnswer
+    from .questions.size import SizeAnswer
     from .sim.trace import RequestSpec
 
 __all__ = ["FitAnswer", "InputError", "explain", "fewest_gpus", "find_gpu", "fit", "kv", "levers", "load_model",
@@ -462,3 +463,60 @@ def kv_plot(model: str | ModelSpec, path: str, *, context: int | None = None, kv
     spec = _spec(model)
     weights = stages(spec, weight_format(spec, "auto"), tp, 1)[0].weights_bytes
     draw(spec, weights, path, context=context, kv_dtype=kv_dtype, tp=tp)
+
+
+DEFAULT_WORKLOAD = "requests=500,rate=4,prompt=sharegpt,output=sharegpt,seed=0"
+
+
+def size(model: str, *, gpu: str | None = None, gpu_memory: int | None = None, engine: str = "vllm", tp: int = 1,
+         pp: int = 1, weights_dtype: str = "auto", kv_dtype: str = "auto", context: int | None = None,
+         log: str | None = None, trace: str | None = None, synthetic: str | None = None, tokenizer: str | None = None,
+         metrics: str | None = None, dcgm: str | None = None, nvidia_smi: str | None = None, interval: float = 2.0,
+         timeout: float = 5.0, options: dict[str, object] | None = None, registry: Registry | None = None,
+         on_step: Any = None) -> SizeAnswer:
+    """``kvbudget size``: the sizing checklist in one run (``questions/size.py``): KV per token, the engine's
+    start-up figures (checked against its start-up ``log`` text when given), a load test through that cache (a
+    ``trace`` file, a ``synthetic`` spec, or a ShareGPT-like default), the running server's ``metrics`` judged
+    against the plan when given, and the budget re-run with the measured prefix-cache reuse."""
+    from .engines.base import default_registry
+    from .questions.diagnose import diagnose_once, expected_from_fit
+    from .questions.readers import check as _check
+    from .questions.size import SizeAnswer, rerun
+
+    reg = registry or default_registry()
+    spec = _spec(model)
+    fitted = fit(spec, gpu=gpu, gpu_memory=gpu_memory, engine=engine, tp=tp, pp=pp, weights_dtype=weights_dtype,
+                 kv_dtype=kv_dtype, context=context, options=options, registry=reg)
+    steps = [("KV per token", f"from {spec.name}'s config"),
+             ("start-up", f"{fitted.label}'s plan on {fitted.device.name}")]
+    kv_answer = kv(spec, context=fitted.row.context or context, kv_dtype="auto" if kv_dtype == "auto" else kv_dtype,
+                   tp=tp)
+    checked = None
+    if log is not None:
+        checked = _check(log, {"model": model, "gpu": gpu, "gpu_memory": gpu_memory, "flags": []}, reg)
+        steps.append(("start-up log", f"{checked[0].label}'s log checked against kvbudget's figures"))
+    else:
+        steps.append(("start-up log", "skipped: give --log FILE (the engine's start-up log) to check the prediction"))
+    sim = None
+    if fitted.row.starts and fitted.row.blocks:
+        workload = synthetic if (trace is not None or synthetic is not None) else DEFAULT_WORKLOAD
+        sim = simulate(spec, gpu=gpu, gpu_memory=gpu_memory, trace=trace, synthetic=workload if trace is None else None,
+                       tokenizer=tokenizer, engine=engine, tp=tp, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype,
+                       context=context, options=options, registry=reg, on_step=on_step)
+        what = (f"trace {trace}" if trace is not None else f"synthetic workload {workload}"
+                + ("" if synthetic is not None else " (no --trace or --synthetic given: a ShareGPT-like default)"))
+        steps.append(("load test", f"{sim.requests:,} requests replayed: {what}"))
+    else:
+        why = "it does not start" if not fitted.row.starts else "its KV cache is not a paged pool"
+        steps.append(("load test", f"skipped: {fitted.label} {why} with these settings"))
+    diag = None
+    if metrics is not None:
+        diag = diagnose_once(metrics, dcgm=dcgm, nvidia_smi=nvidia_smi, expect=lambda _: expected_from_fit(fitted),
+                             interval=interval, timeout=timeout)
+        steps.append(("monitoring", f"{metrics} judged against the plan"))
+    else:
+        steps.append(("monitoring", "skipped: give --metrics URL|FILE (the running server's /metrics)"))
+    again = rerun(fitted, sim, diag)
+    steps.append(("budget re-run", f"prefix-cache hit rate from {again.source}" if again.hit_rate is not None
+                  else "no measured reuse (prefix caching off, or no traffic): the static figure stands"))
+    return SizeAnswer(spec.name, kv_answer, fitted, checked, sim, diag, again, tuple(steps))

@@ -350,6 +350,35 @@ def _watch(args: argparse.Namespace, expect: Any) -> str:
     return f"stopped after {done:,} poll{'s' if done != 1 else ''}"
 
 
+def _size(args: argparse.Namespace, registry: Registry) -> str:
+    from . import api, inputs
+    from .report import size_report
+
+    tp, pp = _parallelism(args)
+    if args.report is not None and not args.report.lower().endswith((".md", ".html", ".htm")):
+        raise InputError(f"--report {args.report}: give a .md or .html file")
+    if args.metrics is None and (args.dcgm or args.nvidia_smi):
+        raise InputError("--dcgm / --nvidia-smi are read with --metrics (step 4): give the server's /metrics too")
+    log = inputs.read_text(args.log, "log", inputs.MAX_LOG_BYTES, errors="replace") if args.log else None
+    progress = None if args.json or args.no_progress or not sys.stderr.isatty() else _Progress()
+    try:
+        answer = api.size(args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, engine=args.engine, tp=tp, pp=pp,
+                          weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context, log=log,
+                          trace=args.trace, synthetic=args.synthetic, tokenizer=args.tokenizer, metrics=args.metrics,
+                          dcgm=args.dcgm, nvidia_smi=args.nvidia_smi, interval=args.interval, timeout=args.timeout,
+                          options=_options(args, registry, "fit"), registry=registry, on_step=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    note = ""
+    if args.report:
+        written = size_report.write_report(answer, args.report, args.units)
+        note = f"\nreport written: {', '.join(written)}"
+    if args.json:
+        return _render(args, size_report.size_doc(answer, args.units), "")
+    return size_report.size_text(answer, args.units) + note
+
+
 class _Progress:
     """A progress bar per allocation policy on standard error (tqdm), requests finished out of the trace's."""
 
@@ -390,7 +419,8 @@ def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
                 "check": lambda: _check(args, registry), "compare": lambda: _compare(args, registry),
                 "calibrate": lambda: _calibrate(args, registry),
                 "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults),
-                "simulate": lambda: _simulate(args, registry), "diagnose": lambda: _diagnose(args, registry)}
+                "simulate": lambda: _simulate(args, registry), "diagnose": lambda: _diagnose(args, registry),
+                "size": lambda: _size(args, registry)}
     if args.command in commands:
         return commands[args.command]()
     if args.command == "models":

@@ -139,6 +139,8 @@ _COMMANDS = {
                 "preemptions, queueing, prefix-cache reuse",
     "diagnose": "read a running engine's /metrics (vLLM, SGLang) and GPU memory (DCGM, nvidia-smi): KV cache full, "
                 "preemptions, max_num_seqs too low, framebuffer full, blocks against the plan, each with its fix",
+    "size": "the sizing checklist in one run: KV per token, the engine's start-up figures (and its log), a load test, "
+            "the running server's metrics, the budget re-run with the measured reuse; --report FILE.md|.html",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
 }
@@ -250,7 +252,8 @@ def _levers_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     _engine_choice(p, registry)
 
 
-def _simulate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+def _deployment(p: argparse.ArgumentParser, registry: Registry) -> None:
+    """The deployment simulate and size run on: the model, the GPU, the layout, the precisions and the engine."""
     p.add_argument("model", help="catalog name or alias, HF repo id, config.json or model folder")
     _hardware(p, "GPU name (H100, L4 ...)")
     _layout(p)
@@ -258,6 +261,10 @@ def _simulate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--kv-dtype", default="auto", help="the deployment's KV cache dtype")
     p.add_argument("--context", type=_count, help="max_model_len (default: the engine's, from the model)")
     _engine_choice(p, registry)
+
+
+def _simulate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    _deployment(p, registry)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", metavar="FILE", help="JSON Lines, one request per line: arrival (s), prompt (token ids), "
                      "prompt_tokens or text, output_tokens (docs/simulate.md)")
@@ -271,6 +278,26 @@ def _simulate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     p.add_argument("--steps", action="store_true", help="with --json: every step's running, waiting and KV usage")
     p.add_argument("--plot", metavar="FILE", help="also draw KV usage, running and waiting requests over time (.png/.svg)")
+
+
+def _size_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    _deployment(p, registry)
+    p.add_argument("--log", metavar="FILE", help="step 2: the engine's start-up log, checked against the prediction")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--trace", metavar="FILE", help="step 3: the traffic to replay (JSON Lines, docs/simulate.md)")
+    src.add_argument("--synthetic", metavar="SPEC", help="step 3: a synthetic workload (default: "
+                     "requests=500,rate=4,prompt=sharegpt,output=sharegpt,seed=0)")
+    p.add_argument("--tokenizer", metavar="FILE", help="a local tokenizer.json to count a trace's 'text' prompts")
+    p.add_argument("--metrics", metavar="URL|FILE", help="step 4: the running server's /metrics (or a saved copy)")
+    gpu = p.add_mutually_exclusive_group()
+    gpu.add_argument("--dcgm", metavar="URL|FILE", help="step 4: the DCGM exporter's /metrics")
+    gpu.add_argument("--nvidia-smi", metavar="FILE", help="step 4: saved nvidia-smi --query-gpu CSV")
+    p.add_argument("--interval", type=_seconds0, default=2.0, metavar="S",
+                   help="seconds between the two scrapes of a metrics URL (default 2)")
+    p.add_argument("--timeout", type=_seconds, default=5.0, metavar="S", help="seconds a scrape may take (default 5)")
+    p.add_argument("--report", metavar="FILE", help="also write the whole report as one Markdown (.md, plots beside "
+                   "it as PNG) or HTML (.html, plots inline) file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
 
 
 def _seconds(text: str) -> float:
@@ -324,7 +351,8 @@ def _kv(p: argparse.ArgumentParser, registry: Registry) -> None:
 
 _ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "calibrate": _calibrate_args,
          "compare": _compare_args,
-         "plan": _plan_args, "levers": _levers_args, "simulate": _simulate_args, "diagnose": _diagnose_args}
+         "plan": _plan_args, "levers": _levers_args, "simulate": _simulate_args, "diagnose": _diagnose_args,
+         "size": _size_args}
 _METAVARS = {"count": "N", "layers": "N", "fraction": "F", "size": "SIZE", "size0": "SIZE", "text": "NAME",
              "json": "FILE"}
 _KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
@@ -333,8 +361,8 @@ _KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": 
 
 def _engine_options(p: argparse.ArgumentParser, command: str, registry: Registry) -> None:
     """Each engine's own options for ``command``, in a group per engine (an option two engines read is the first's);
-    simulate and diagnose take fit's."""
-    command = "fit" if command in ("simulate", "diagnose") else command
+    simulate, diagnose and size take fit's."""
+    command = "fit" if command in ("simulate", "diagnose", "size") else command
     seen: set[str] = set()
     readers: dict[str, list[str]] = {}  # an option several engines read: who
     for engine in registry:

@@ -155,3 +155,14 @@ def test_every_engines_log_is_opened_the_same_way() -> None:
     cache = parse_llamacpp_log(llama).caches[0]
     assert (cache.total_mib, cache.k_mib, cache.cells) == (512.0, 256.0, 4096)
     assert parse_vllm_log("GPU KV cache size: 100 tokens\r\n").kv_cache_tokens == 100
+
+
+def test_an_sglang_log_without_its_kv_allocation_line_is_sglangs_not_vllms(capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang 0.4.0 printed only max_total_num_tokens (no K/V sizes): it used to be read as a vLLM log and refused with
+    vLLM's phrases; it is SGLang's, and the refusal names the figure it has and what to compare it with."""
+    from kvbudget.cli import main
+
+    log = Path(__file__).parent / "data" / "sglang_logs" / "v0.4.0-era_24gb_mistral-7b-v0.1_default.log"
+    assert main(["check", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "SGLang log prints max_total_num_tokens=56,524" in err and "vLLM" not in err

@@ -182,6 +182,11 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
 
     log = open_log(text, "the engine")
     rows = check_sglang_log(log, model) + check_trtllm_log(log)
+    total = log.last("max_total_num_tokens=", r"max_total_num_tokens=" + NUM)
+    if not rows and total:
+        raise InputError(f"this SGLang log prints max_total_num_tokens={count(total.group(1), 'SGLang tokens'):,} but no 'KV Cache is allocated' "
+                         "line (K and V sizes), so the pool cannot be recomputed from the log; compare the figure with "
+                         "kvbudget fit MODEL --gpu G --engine sglang")
     if not rows:
         raise InputError("no SGLang ('KV Cache is allocated') or TensorRT-LLM ('Allocated ... for max tokens in paged KV cache') "
                          "figures found in the log")

@@ -157,7 +157,13 @@ class SGLangEngine(PoolServer):
         return "sglang.launch_server" in words or program(words) == "sglang.launch_server"
 
     def reads_log(self, text: str) -> bool:
-        return "KV Cache is allocated" in text
+        """SGLang's own phrases (server_args, the weight loader, the memory pool), in every release line's log:
+        a log that stopped before its KV cache was allocated is still SGLang's, not vLLM's."""
+        return any(mark in text for mark in _MARKS)
+
+
+_MARKS = ("KV Cache is allocated", "ServerArgs(", "sglang.srt", "sglang.launch_server", "Load weight begin",
+          "Memory pool end", "max_total_num_tokens=")
 
 
 def _line(version: str) -> str:

@@ -239,11 +239,12 @@ function drawKv(doc, context) {
     points: points.map((p) => `${X(p.context).toFixed(1)},${Y(p.kv_bytes).toFixed(1)}`).join(" ") }));
   if (context && context <= xmax) {
     s.append(svg("line", { x1: X(context), x2: X(context), y1: top, y2: base, stroke: "#C44E52", "stroke-dasharray": "2 3" }));
-    s.append(svg("text", { x: X(context) + 3, y: top + 10 }, `${whole(context)} tokens`));
+    s.append(svg("text", { x: X(context) + 3, y: base - 6 }, `${whole(context)} tokens`));
   }
-  s.append(svg("text", { x: width - right, y: top + 10, "text-anchor": "end" }, `batch ${doc.batch}` +
-    (doc.crossover ? `: KV > weights from ${whole(doc.crossover)} tokens` : "")));
   box("kv-plot", s);
+  $("kv-plot-note").textContent = `one sequence, per GPU: ` + (doc.crossover
+    ? `its KV cache outgrows the weights from ${whole(doc.crossover)} tokens`
+    : `its KV cache stays below the weights up to the model's ${whole(doc.max_context)} tokens`);
 }
 const box = (id, node) => $(id).replaceChildren(node);
 
@@ -270,7 +271,7 @@ async function update() {
   try {
     const model = modelInput();
     const launch = text("launch");
-    const gpu = $("gpu").value, numGpus = orNull(text("num-gpus"));
+    const gpu = text("gpu"), numGpus = orNull(text("num-gpus"));
     let fit, part;
     if (launch) {
       const body = { command: launch, gpu };
@@ -333,8 +334,7 @@ async function start() {
   engines = engineList;
   const list = $("model-list");
   for (const m of models) for (const name of [m.id, ...m.aliases]) list.append(el("option", { value: name }));
-  for (const g of gpus) $("gpu").append(el("option", { value: g.name }, `${g.name} (${(g.memory_bytes / GiB).toFixed(0)} GiB)`));
-  $("gpu").value = (gpus.find((g) => g.name.startsWith("H100")) || gpus[0]).name;
+  for (const g of gpus) for (const name of [g.name, ...g.aliases]) $("gpu-list").append(el("option", { value: name }));
   for (const e of engines) $("engine").append(el("option", { value: e.name }, e.label));
   restoreHash();
   $("inputs").addEventListener("input", later);

@@ -215,23 +215,40 @@ def test_quick_answers_do_not_wait_for_a_search(base: str) -> None:
 
 def test_api_fuzzed_against_its_openapi(base: str) -> None:
     """Every operation of /openapi.json, with bodies schemathesis draws from it (KVBUDGET_WEB_FUZZ_EXAMPLES each,
-    default 20): never a server error, and a refusal is always {"error": one line}."""
+    default 20), each sent as drawn and again with a real model, GPU or command in it (so that the other fields
+    reach the library, not only the model lookup): never a server error, and a refusal is always one line."""
     schema = schemathesis.openapi.from_url(base + "/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 12
+    answered: dict[str, int] = {}
+
+    def check(case: Any) -> None:
+        response = case.call(timeout=60)
+        assert response.status_code < 500, (case.path, case.body, response.text[:300])
+        if response.status_code >= 400:
+            doc = response.json()
+            assert set(doc) == {"error"} and "\n" not in doc["error"], doc
+        else:
+            answered[case.path] = answered.get(case.path, 0) + 1
+
     for operation in operations:
 
         @settings(max_examples=int(os.environ.get("KVBUDGET_WEB_FUZZ_EXAMPLES", "20")), deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy())
         def one(case: Any) -> None:
-            response = case.call(timeout=60)
-            assert response.status_code < 500, (case.path, case.body, response.text[:300])
-            if response.status_code >= 400:
-                doc = response.json()
-                assert set(doc) == {"error"} and "\n" not in doc["error"], doc
+            check(case)
+            if isinstance(case.body, dict):
+                real = {"command": QWEN_COMMAND} if "command" in case.body else {"model": LLAMA}
+                if "/kv" not in case.path:
+                    real["gpu"] = "H100"
+                if "synthetic" in case.body:  # a short workload unless the drawn spec says how many
+                    real["synthetic"] = f"requests=20,{case.body['synthetic']}"
+                case.body = {**{k: v for k, v in case.body.items() if k != "config"}, **real}
+                check(case)
 
         one()
+    assert sum(answered.values()) >= 20, answered  # the drawn bodies did reach answers, not only refusals
 
 
 # ---- the page, in headless Chromium --------------------------------------------------------------------------
@@ -310,3 +327,37 @@ def test_page_reads_a_pasted_command_and_shows_errors(base: str, page: Page) -> 
     expect(page.locator("#error")).to_have_text(cli_error("fit", LLAMA, "--gpu", "H1000"))
     page.fill("#gpu", "H100")
     expect(page.locator("#error")).to_be_hidden()
+
+
+def test_the_serve_command(tmp_path: Path) -> None:
+    """`kvbudget serve` as a user starts it: loopback, the page and the API; the CLI's own start-up imports no web
+    framework."""
+    import socket
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
+    probe = "import sys, kvbudget.cli; print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette', 'pydantic') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "kvbudget", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                status, doc = call(f"http://127.0.0.1:{port}", "/api/engines")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "kvbudget serve did not start"
+                time.sleep(0.1)
+        assert status == 200 and doc[0]["name"] == "vllm"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+            html = response.read().decode()
+            assert 'id="num-gpu-blocks"' in html and "default-src 'self'" in response.headers["content-security-policy"]
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=10)[0]
+    assert f"http://127.0.0.1:{port}/" in out and "Traceback" not in out

@@ -188,6 +188,15 @@ def test_a_pasted_config_is_read_as_content(base: str) -> None:
 def test_limits(base: str) -> None:
     status, doc = call(base, "/api/fit", data=b'{"model": "' + b"x" * (1 << 20) + b'"}')
     assert status == 413 and "1,048,576" in doc["error"]
+    import http.client
+
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)  # streamed, no length said: counted as it comes
+    conn.request("POST", "/api/fit", body=iter([b" " * 65536] * 32), headers={"content-type": "application/json"},
+                 encode_chunked=True)
+    response = conn.getresponse()
+    assert response.status == 413 and "1,048,576" in json.loads(response.read())["error"]
+    conn.close()
     status, doc = call(base, "/api/simulate", {"model": LLAMA, "gpu": "H100", "synthetic": "requests=100000,rate=8"})
     assert status == 400 and "at most 2,000" in doc["error"]
     status, doc = call(base, "/api/fit", {"model": LLAMA, "gpu": "H100", "context": [1]})

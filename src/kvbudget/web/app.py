@@ -42,6 +42,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 1 << 20  # bytes in a request body: a config.json is a few KB
+DRAIN = 8  # a body over MAX_BODY is read up to DRAIN x MAX_BODY before the 413 (then the connection just closes)
 MAX_SIM_REQUESTS = 2000  # requests in a simulated workload from the web (kvbudget simulate takes more)
 SLOW_AT_ONCE = 4  # plan searches and simulations running at once (the others wait, the quick answers do not)
 NO_FILES = "the web page reads no files: paste the config.json (or the profile) as content instead"
@@ -62,21 +63,22 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope.get("headers") or ()).get(b"content-length", b"0")
-        if not length.isdigit() or int(length) > self.limit:
-            await _too_large(scope, receive, send, self.limit)
-            return
-        chunks, size, more = [], 0, True
-        while more:
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        refused = length is not None and (not length.isdigit() or int(length) > self.limit)
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more and size <= DRAIN * self.limit:  # read (and drop) what is sent, so that the client hears the 413
             message = await receive()
             if message["type"] != "http.request":
                 break
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
+            body = message.get("body", b"")
+            size += len(body)
             more = message.get("more_body", False)
-            if size > self.limit:
-                await _too_large(scope, receive, send, self.limit)
-                return
+            if size <= self.limit and not refused:
+                chunks.append(body)
+        if refused or size > self.limit:
+            await _too_large(scope, receive, send, self.limit)
+            return
         sent = False
 
         async def replay() -> Message:

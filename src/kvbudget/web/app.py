@@ -203,7 +203,7 @@ def create_app(*, allow_hub: bool = False, registry: Registry | None = None, max
     """The web page and its API. ``allow_hub``: look Hub ids up (config.json only); ``allowed_hosts``: the Host
     headers answered (loopback names by default, against DNS rebinding; None: any, for a server bound elsewhere)."""
     reg = registry or default_registry()
-    app = FastAPI(title="kvbudget", version=_version(), docs_url="/api/docs", redoc_url=None,
+    app = FastAPI(title="kvbudget", version=_version(), docs_url=None, redoc_url=None,  # their pages load a CDN
                   description="GPU memory for LLM serving: the answers `kvbudget ... --json` prints, for the same inputs.")
     slow = anyio.CapacityLimiter(SLOW_AT_ONCE)
     models_cache: list[Any] = []

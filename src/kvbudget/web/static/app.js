@@ -186,8 +186,8 @@ function showFit(doc) {
 function drawPartition(doc) {
   const box = $("partition");
   const n = doc.gpus.length;
-  const width = Math.max(260, 70 + n * 46 + 170), height = 240, top = 10, base = 210, left = 40;
-  const bar = Math.min(40, Math.max(8, (width - 170 - left) / n - 6));
+  const legend = 230, width = Math.max(330, 70 + n * 46 + legend), height = 240, top = 10, base = 210, left = 40;
+  const bar = Math.min(40, Math.max(8, (width - legend - left) / n - 6));
   const s = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", id: "partition-svg",
     "aria-label": `memory per GPU of ${doc.gpu}` });
   const scale = (b) => (b / doc.memory_bytes) * (base - top);
@@ -210,7 +210,10 @@ function drawPartition(doc) {
   doc.gpus[0].forEach((p, j) => {
     const y = top + 8 + j * 18;
     s.append(svg("rect", { x: legendX, y: y - 9, width: 10, height: 10, fill: COLORS[p.name] || OTHER[j % OTHER.length] }));
-    s.append(svg("text", { x: legendX + 14, y }, `${p.name} ${bytes(p.bytes)}`));
+    const name = p.name.length > 24 ? p.name.slice(0, 23) + "…" : p.name;
+    const label = svg("text", { x: legendX + 14, y }, `${name} ${bytes(p.bytes)}`);
+    label.append(svg("title", {}, `${p.name}: ${bytes(p.bytes)}`));
+    s.append(label);
   });
   s.append(svg("text", { x: left, y: height - 4 }, n > 1 ? `GPU (tp ${doc.tp}, pp ${doc.pp})` : "GPU 0"));
   box.replaceChildren(s);
@@ -239,7 +242,8 @@ function drawKv(doc, context) {
     points: points.map((p) => `${X(p.context).toFixed(1)},${Y(p.kv_bytes).toFixed(1)}`).join(" ") }));
   if (context && context <= xmax) {
     s.append(svg("line", { x1: X(context), x2: X(context), y1: top, y2: base, stroke: "#C44E52", "stroke-dasharray": "2 3" }));
-    s.append(svg("text", { x: X(context) + 3, y: base - 6 }, `${whole(context)} tokens`));
+    const far = X(context) > width * 0.7;
+    s.append(svg("text", { x: X(context) + (far ? -3 : 3), y: base - 6, "text-anchor": far ? "end" : "start" }, `${whole(context)} tokens`));
   }
   box("kv-plot", s);
   $("kv-plot-note").textContent = `one sequence, per GPU: ` + (doc.crossover
@@ -290,7 +294,7 @@ async function update() {
     const which = launch ? { model: fit.model } : model;
     const context = fit.max_model_len ?? fit.context ?? fit.n_ctx ?? null;
     const kvDtype = launch ? "auto" : text("kv-dtype") || "auto";
-    const tp = fit.tp ?? 1;
+    const tp = fit.tp ?? (launch ? 1 : Number(numGpus || 1)); // the engine's own figure when its document has one
     const [kv, curve] = await Promise.all([
       api("kv", { ...which, context, kv_dtype: kvDtype, tp }),
       api("kv/curve", { ...which, kv_dtype: kvDtype, tp }),
@@ -303,7 +307,8 @@ async function update() {
     const plain = { ...which, gpu, context: context || 8192 };
     api("compare", { ...plain, kv_dtype: kvDtype === "auto" || kvDtype === "fp8" ? kvDtype : "auto" })
       .then((doc) => mine === asked && showCompare(doc), (e) => mine === asked && tableMessage("compare", e.message));
-    api("plan", { ...which, concurrency: launch ? 1 : text("batch") || "1", context: context || 8192, engine: fit.engine.name })
+    const searched = engines.find((e) => e.name === fit.engine.name && e.serving) ? fit.engine.name : "vllm";
+    api("plan", { ...which, concurrency: launch ? 1 : text("batch") || "1", context: context || 8192, engine: searched })
       .then((doc) => mine === asked && showPlan(doc), (e) => mine === asked && tableMessage("plan", e.message));
   } catch (e) {
     if (mine !== asked) return;

@@ -370,3 +370,28 @@ def test_the_serve_command(tmp_path: Path) -> None:
         proc.terminate()
         out = proc.communicate(timeout=10)[0]
     assert f"http://127.0.0.1:{port}/" in out and "Traceback" not in out
+
+
+def test_allow_hub_asks_the_hub_and_the_seal_stays_in_its_request(base: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --allow-hub a Hub id goes to the Hub reader (offline here: its own message, not the server's refusal);
+    the seal holds inside each request only: the same process still reads a config.json path from Python."""
+    from kvbudget import api
+    from kvbudget.model import catalog
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    server, thread, url = run_server(create_app(allow_hub=True))
+    try:
+        status, doc = call(url, "/api/kv", {"model": "someone/not-in-the-catalog"})
+        assert status == 400 and "looks nothing up" not in doc["error"] and "HF_HUB_OFFLINE" in doc["error"]
+        status, doc = call(url, "/api/kv", {"model": "/etc/passwd"})
+        assert status == 400 and "reads no files" in doc["error"]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+    entry = catalog.find(LLAMA)
+    assert entry is not None
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(entry.config))
+    assert call(base, "/api/kv", {"model": str(path)})[0] == 400
+    assert api.kv(str(path), context=8192).bytes_per_token == cli_json("kv", LLAMA, "--context", "8192")["kv_bytes_per_token"]

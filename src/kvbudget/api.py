@@ -456,13 +456,29 @@ def levers(model: str | ModelSpec, *, context: int, gpu: str | GPU | None = None
 
 def kv_plot(model: str | ModelSpec, path: str, *, context: int | None = None, kv_dtype: str = "auto", tp: int = 1) -> None:
     """Draw the KV cache against length and batch, with the crossover where it outgrows the weights, to ``path``."""
-    from .engines.textbook import weight_format
-    from .parallel import stages
     from .report.plots import kv_plot as draw
 
     spec = _spec(model)
-    weights = stages(spec, weight_format(spec, "auto"), tp, 1)[0].weights_bytes
-    draw(spec, weights, path, context=context, kv_dtype=kv_dtype, tp=tp)
+    draw(spec, _kv_weights(spec, tp), path, context=context, kv_dtype=kv_dtype, tp=tp)
+
+
+def _kv_weights(spec: ModelSpec, tp: int) -> int:
+    """The weights per GPU the KV cache is set against in ``kv``'s figures (the checkpoint's format)."""
+    from .engines.textbook import weight_format
+    from .parallel import stages
+
+    return stages(spec, weight_format(spec, "auto"), tp, 1)[0].weights_bytes
+
+
+def kv_curve(model: str | ModelSpec, *, batch: int = 1, kv_dtype: str = "auto", tp: int = 1) -> dict[str, Any]:
+    """KV cache bytes per GPU against sequence length for ``batch`` sequences, with the weights and the crossover:
+    the data of ``kv --plot``'s left panel, as JSON (``report.plots.kv_curve_doc``)."""
+    from .report.plots import kv_curve_doc
+
+    spec = _spec(model)
+    tp = _count("--tp", tp, MAX_PARALLEL)
+    return kv_curve_doc(spec, _kv_weights(spec, tp), batch=_count("--batch", batch, MAX_BATCH),
+                        kv_dtype=_name("--kv-dtype", kv_dtype), tp=tp)
 
 
 DEFAULT_WORKLOAD = "requests=500,rate=4,prompt=sharegpt,output=sharegpt,seed=0"

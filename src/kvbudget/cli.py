@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .cli_args import _COMMANDS, PROG, build_parser, one_line
+from .cli_args import _COMMANDS, PROG, build_parser, error_line
 from .units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -26,20 +26,11 @@ def _given(args: argparse.Namespace, defaults: dict[str, object]) -> list[str]:
 
 
 def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
-    tp, pp, n = args.tp, args.pp, args.num_gpus
-    if n is None:
-        return tp or 1, pp or 1
-    if tp is None and pp is None:
-        args.tp_from_num_gpus = n  # an error about this TP names --num-gpus, the flag the user gave
-        return n, 1
-    given = " x ".join(f"--{name} {v}" for name, v in (("tp", tp), ("pp", pp)) if v)
-    if n % ((tp or 1) * (pp or 1)):
-        raise InputError(f"--num-gpus {n} is not a multiple of {given}")
-    tp = tp or n // (pp or 1)
-    pp = pp or n // tp
-    if tp * pp != n:
-        raise InputError(f"--num-gpus {n} is not {given}")
-    return tp, pp
+    from .inputs import gpu_layout
+
+    if args.num_gpus is not None and args.tp is None and args.pp is None:
+        args.tp_from_num_gpus = args.num_gpus  # an error about this TP names --num-gpus, the flag the user gave
+    return gpu_layout(args.num_gpus, args.tp, args.pp)
 
 
 def _options(args: argparse.Namespace, registry: Registry, command: str) -> dict[str, object]:
@@ -437,6 +428,17 @@ def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
     return json_doc.dumps(json_doc.gpus_doc(items)) if args.json else text.gpus_text(items, args.units)
 
 
+def _serve(args: argparse.Namespace, registry: Registry) -> int:
+    """``kvbudget serve``: the web page and its API until interrupted (FastAPI and uvicorn imported here only)."""
+    try:
+        from .web.app import serve
+    except ImportError as exc:
+        sys.stderr.write(f"{PROG}: error: serve needs FastAPI and uvicorn: pip install 'kvbudget[web]' ({exc.name} is missing)\n")
+        return 2
+    serve(args.host, args.port, allow_hub=args.allow_hub, registry=registry)
+    return 0
+
+
 def _note_gpu_variant(name: str | None) -> None:
     """A GPU name that several catalog GPUs share is read as one of them: say which, on stderr."""
     if not name or len(name) > 100:
@@ -495,15 +497,13 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
         argv = _quoted_command_last(parser, argv)
     args = parser.parse_args(argv)
     args.flags = tail
+    if args.command == "serve":
+        return _serve(args, registry)
     try:
         out = _run(args, registry, _defaults(parser, args.command))
     except InputError as exc:
-        message = str(exc)
-        n = getattr(args, "tp_from_num_gpus", None)
-        if n is not None and message.startswith(f"--tp {n} "):
-            message = (f"--num-gpus {n} (tensor parallel over all {n}) " + message[len(f"--tp {n} "):]
-                       + f" (or split the layers: --num-gpus {n} --pp {n})")
-        sys.stderr.write(f"{PROG}: error: {one_line(message)}\n")
+        message = error_line(exc, getattr(args, "tp_from_num_gpus", None))
+        sys.stderr.write(f"{PROG}: error: {message}\n")
         return 2
     except RecursionError:  # a structure nested past Python's stack in some reader: still one line
         sys.stderr.write(f"{PROG}: error: input nested too deeply to read\n")

@@ -35,6 +35,16 @@ def one_line(message: str, limit: int = 300) -> str:
     return text if len(text) <= limit else f"{text[: limit - 100]} ... {text[-95:]}"
 
 
+def error_line(exc: Exception, tp_from_num_gpus: int | None = None) -> str:
+    """The one line kvbudget prints for a refused input (after ``kvbudget: error: ``); ``tp_from_num_gpus``: the
+    --num-gpus the user gave, read as that tensor-parallel size, so that an error about it names their flag."""
+    message, n = str(exc), tp_from_num_gpus
+    if n is not None and message.startswith(f"--tp {n} "):
+        message = (f"--num-gpus {n} (tensor parallel over all {n}) " + message[len(f"--tp {n} "):]
+                   + f" (or split the layers: --num-gpus {n} --pp {n})")
+    return one_line(message)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit code 2."""
 
@@ -143,6 +153,7 @@ _COMMANDS = {
             "the running server's metrics, the budget re-run with the measured reuse; --report FILE.md|.html",
     "models": "list the built-in models",
     "gpus": "list the built-in GPUs",
+    "serve": "a local web page on the same answers, and their JSON API (needs kvbudget[web])",
 }
 
 
@@ -349,10 +360,23 @@ def _kv(p: argparse.ArgumentParser, registry: Registry) -> None:
     _kv_args(p)
 
 
+def _serve_args(p: argparse.ArgumentParser, registry: Registry) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0: any free one)")
+    p.add_argument("--allow-hub", action="store_true",
+                   help="look models up on the Hugging Face Hub by id (config.json only; off by default)")
+
+
+def _port(text: str) -> int:
+    if not text.strip().isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a port (0 to 65535)")
+    return int(text)
+
+
 _ARGS = {"kv": _kv, "fit": _fit_args, "explain": _explain_args, "check": _check_args, "calibrate": _calibrate_args,
          "compare": _compare_args,
          "plan": _plan_args, "levers": _levers_args, "simulate": _simulate_args, "diagnose": _diagnose_args,
-         "size": _size_args}
+         "size": _size_args, "serve": _serve_args}
 _METAVARS = {"count": "N", "layers": "N", "fraction": "F", "size": "SIZE", "size0": "SIZE", "text": "NAME",
              "json": "FILE"}
 _KINDS = {"json": _json_file, "count": _count, "fraction": _fraction, "layers": _layers, "size": _size, "size0": _size0, "text": None,
@@ -412,7 +436,8 @@ def build_parser(registry: Registry, only: str | None = None) -> argparse.Argume
             if name in _ARGS:
                 _ARGS[name](cmd, registry)
                 _engine_options(cmd, name, registry)
-            _common(cmd)
+            if name != "serve":  # it prints no answer
+                _common(cmd)
     return parser
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 import math
 import os
 import stat
+from contextvars import ContextVar
 
 from .units import InputError
 from .units import excerpt as excerpt  # re-exported: the readers quote input with it
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 MiB_ = 1 << 20
@@ -26,6 +28,41 @@ MAX_JSON_DEPTH = 64
 MAX_YAML_ALIASES = 100
 
 
+# What a sealed caller (``kvbudget serve``: the inputs come from a web page) may not reach: each holds the reason
+# given to the user, or None where it is allowed. Context variables, so that a seal holds for one request's
+# thread and nothing else in the process.
+_NO_FILES: ContextVar[str | None] = ContextVar("kvbudget_no_files", default=None)
+_NO_HUB: ContextVar[str | None] = ContextVar("kvbudget_no_hub", default=None)
+
+
+def sealed(files: str, hub: str | None) -> Any:
+    """A context in which no file is read (``check_file``, and so every reader, refuses a path with the reason
+    ``files``) and, when ``hub`` is a reason, no Hugging Face Hub lookup is made. For answers to inputs that come
+    from elsewhere than the user's own shell: a path typed into a web page names a file on the server."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def seal() -> Iterator[None]:
+        tokens = _NO_FILES.set(files), _NO_HUB.set(hub)
+        try:
+            yield
+        finally:
+            _NO_HUB.reset(tokens[1])
+            _NO_FILES.reset(tokens[0])
+
+    return seal()
+
+
+def files_refused() -> str | None:
+    """Why no file may be read here (inside ``sealed``), or None."""
+    return _NO_FILES.get()
+
+
+def hub_refused() -> str | None:
+    """Why the Hugging Face Hub may not be asked here (inside ``sealed``), or None."""
+    return _NO_HUB.get()
+
+
 def _why(exc: Exception) -> str:
     """An OS error in words ("Too many levels of symbolic links", "Permission denied"), else its class."""
     return getattr(exc, "strerror", None) or exc.__class__.__name__
@@ -33,6 +70,9 @@ def _why(exc: Exception) -> str:
 
 def check_file(path: str, what: str, max_bytes: int) -> int:
     """The size of ``path`` if it is a regular file no larger than ``max_bytes``; otherwise InputError."""
+    refused = _NO_FILES.get()
+    if refused is not None:
+        raise InputError(f"{what} {excerpt_path(path)}: {refused}")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -240,6 +280,24 @@ def parse_real(text: str, name: str, lo: float | None = None, hi: float | None =
     if math.isinf(value) and "inf" not in t.lower():  # 1e400: a finite number, far past any float
         raise InputError(f"{label} is {excerpt(t)}: far out of range")
     return real(value, name, lo, hi, where, lo_open)
+
+
+def gpu_layout(num_gpus: int | None, tp: int | None, pp: int | None) -> tuple[int, int]:
+    """Tensor- and pipeline-parallel sizes from ``--num-gpus`` and ``--tp`` / ``--pp`` as given (None: not given):
+    all the GPUs tensor parallel unless ``tp`` or ``pp`` say otherwise; a split that does not multiply out refused."""
+    n = num_gpus
+    if n is None:
+        return tp or 1, pp or 1
+    if tp is None and pp is None:
+        return n, 1
+    given = " x ".join(f"--{name} {v}" for name, v in (("tp", tp), ("pp", pp)) if v)
+    if n % ((tp or 1) * (pp or 1)):
+        raise InputError(f"--num-gpus {n} is not a multiple of {given}")
+    tp = tp or n // (pp or 1)
+    pp = pp or n // tp
+    if tp * pp != n:
+        raise InputError(f"--num-gpus {n} is not {given}")
+    return tp, pp
 
 
 def excerpt_path(path: str, limit: int = 60) -> str:

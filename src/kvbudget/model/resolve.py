@@ -7,7 +7,7 @@ import re
 import sys
 
 from .._record import replace
-from ..inputs import MAX_CONFIG_BYTES, load_json, read_bytes
+from ..inputs import MAX_CONFIG_BYTES, excerpt_path, files_refused, hub_refused, load_json, read_bytes
 from ..units import InputError
 from . import catalog
 from .catalog import UnknownModel
@@ -99,6 +99,9 @@ def _from_hub(ref: str) -> dict[str, Any]:
     """A repo's config.json: from the Hugging Face cache when it is there, else one GET with a short
     timeout and no retries (``hf_hub_download`` retries a failed connection for about 25 s before it
     gives up). Every failure is one UnknownModel line naming the ways round it."""
+    refused = hub_refused()
+    if refused is not None:  # sealed (kvbudget serve without --allow-hub)
+        raise UnknownModel(f"model {ref!r} is not in the catalog and {refused}")
     name = ref.split("/")[-1]
     ways = (f"pass a local copy (kvbudget kv ./{name}/config.json or its folder), use a catalog model"
             " (kvbudget models), or set HF_HUB_OFFLINE=1 to skip the Hub")
@@ -173,15 +176,18 @@ def load_model(ref: str) -> ModelSpec:
     ref = ref.strip()
     if not ref:
         raise UnknownModel("empty model name: give a catalog name (see `kvbudget models`) or a config.json path")
-    path = os.path.expanduser(ref)
+    no_files = files_refused()  # sealed (kvbudget serve): a path is refused without looking at the file system
+    path = ref if no_files else os.path.expanduser(ref)
     if path.lower().endswith(".gguf"):
-        planned = None if os.path.lexists(path) else _planned_gguf(path)
+        planned = None if not no_files and os.path.lexists(path) else _planned_gguf(path)
         if planned is not None:
             return planned
         from .gguf_spec import spec_from_gguf
 
         return spec_from_gguf(path)
-    if os.path.exists(path) or _looks_like_path(ref):
+    if no_files and _looks_like_path(ref):
+        raise UnknownModel(f"model {excerpt_path(ref)}: {no_files}")
+    if not no_files and (os.path.exists(path) or _looks_like_path(ref)):
         spec = spec_from_config(read_config_file(path), name=path)
         if os.path.isdir(path):  # a model folder: exact weights from its safetensors headers, when it holds them
             from .safetensors_reader import with_folder_weights

@@ -69,6 +69,12 @@ def _answer(source: str, now: Snapshot, before: Snapshot | None, gpus: tuple[Gpu
                           gpu_source, problems)
 
 
+def answer_of(source: str, now: Snapshot, gpus: tuple[GpuMemory, ...], gpu_source: str,
+              expected: Expected | None) -> DiagnoseAnswer:
+    """One snapshot judged (a pasted page: no rates)."""
+    return _answer(source, now, None, gpus, gpu_source, expected)
+
+
 def diagnose_once(metrics: str, *, dcgm: str | None = None, nvidia_smi: str | None = None,
                   expect: Callable[[Snapshot], Expected] | None = None, interval: float = DEFAULT_INTERVAL_S,
                   timeout: float = 5.0, sleep: Callable[[float], None] | None = None,

@@ -110,15 +110,41 @@ def kv_plot(spec: ModelSpec, weights_bytes: int, path: str, batches: tuple[int, 
     return crossings
 
 
+def partition(answer: Any, engine: Any) -> tuple[int, int, list[list[tuple[str, int]]]]:
+    """Each GPU's memory, part by part, as the engine splits it (``engine.partition``: vLLM's, each pipeline
+    stage's; otherwise the binding GPU's parts from its ``EnginePlan``, and what stays free), with the tensor- and
+    pipeline-parallel sizes: what ``fit --plot`` draws and the web page's stacked bars show."""
+    if hasattr(engine, "partition"):
+        tp, pp, per_gpu = engine.partition(answer.plan)
+        return tp, pp, per_gpu
+    parts = [(x.name, x.bytes) for x in answer.row.parts]
+    return 1, 1, [[*parts, ("free", max(answer.device.memory_bytes - sum(b for _, b in parts), 0))]]
+
+
+def partition_doc(answer: Any, engine: Any) -> dict[str, Any]:
+    """``partition`` as JSON: the GPU's memory and, per GPU, its parts in order (bottom of the bar first)."""
+    tp, pp, per_gpu = partition(answer, engine)
+    return {"model": answer.model, "gpu": answer.device.name, "memory_bytes": answer.device.memory_bytes, "tp": tp,
+            "pp": pp, "gpus": [[{"name": name, "bytes": size} for name, size in parts] for parts in per_gpu]}
+
+
+def kv_curve_doc(spec: ModelSpec, weights_bytes: int, batch: int = 1, kv_dtype: str = "auto", tp: int = 1,
+                 points: int = 64) -> dict[str, Any]:
+    """KV cache bytes per GPU for ``batch`` sequences against sequence length, ``points`` lengths up to the model's
+    context, with the weights and the crossover where the KV cache outgrows them (``kv --plot``'s left panel)."""
+    dtype = kv_element_type(spec, kv_dtype)
+    top = spec.max_context
+    lengths = sorted({max(1, top * i // points) for i in range(points + 1)})
+    return {"model": spec.name, "batch": batch, "tp": tp, "weights_bytes": weights_bytes,
+            "crossover": crossover(spec, weights_bytes, batch, kv_dtype, tp), "max_context": top,
+            "points": [{"context": n, "kv_bytes": batch * bytes_per_sequence(spec.layers, n, dtype, tp)} for n in lengths]}
+
+
 def fit_plot(answer: Any, engine: Any, path: str) -> list[tuple[str, int]]:
     """The memory partition of each GPU, as the engine splits it (``engine.partition``; otherwise the binding GPU's
     parts from its ``EnginePlan``): the parts of the first."""
     plt = _pyplot()
-    if hasattr(engine, "partition"):  # the engine's own bars (vLLM: each pipeline stage's)
-        tp, pp, per_gpu = engine.partition(answer.plan)
-    else:  # the binding GPU's parts as the engine splits them (EnginePlan.parts), and what stays free
-        parts = [(x.name, x.bytes) for x in answer.row.parts]
-        tp, pp, per_gpu = 1, 1, [[*parts, ("free", max(answer.device.memory_bytes - sum(b for _, b in parts), 0))]]
+    tp, pp, per_gpu = partition(answer, engine)
     parts = per_gpu[0]
     n = len(per_gpu)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * n + 2.5), 4.8))

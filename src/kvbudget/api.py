@@ -505,8 +505,7 @@ def size(model: str, *, gpu: str | None = None, gpu_memory: int | None = None, e
                  kv_dtype=kv_dtype, context=context, options=options, registry=reg)
     steps = [("KV per token", f"from {spec.name}'s config"),
              ("start-up", f"{fitted.label}'s plan on {fitted.device.name}")]
-    kv_answer = kv(spec, context=fitted.row.context or context, kv_dtype="auto" if kv_dtype == "auto" else kv_dtype,
-                   tp=tp)
+    kv_answer = kv(spec, context=fitted.row.context or context, kv_dtype=kv_dtype, tp=tp)
     checked = None
     if log is not None:
         checked = _check(log, {"model": model, "gpu": gpu, "gpu_memory": gpu_memory, "flags": []}, reg)
@@ -535,4 +534,4 @@ def size(model: str, *, gpu: str | None = None, gpu_memory: int | None = None, e
     again = rerun(fitted, sim, diag)
     steps.append(("budget re-run", f"prefix-cache hit rate from {again.source}" if again.hit_rate is not None
                   else "no measured reuse (prefix caching off, or no traffic): the static figure stands"))
-    return SizeAnswer(spec.name, kv_answer, fitted, checked, sim, diag, again, tuple(steps))
+    return SizeAnswer(spec.name, kv_answer, fitted, checked, sim, diag, again, tuple(steps), reg.get(fitted.engine))

@@ -269,7 +269,6 @@ def _fleet(args: argparse.Namespace, expect: Any) -> str:
 
     from .questions.diagnose import diagnose_fleet
     from .report import diagnose_report
-    from .report.text import fit_width
 
     if args.dcgm or args.nvidia_smi:
         raise InputError("with --prometheus the GPUs' memory comes from the DCGM series Prometheus holds: leave out "
@@ -284,7 +283,6 @@ def _fleet(args: argparse.Namespace, expect: Any) -> str:
         if args.json:
             return _render(args, diagnose_report.fleet_doc(answer), "")
         return diagnose_report.fleet_text(answer, args.units)
-    tty = sys.stdout.isatty() and not args.json
     n = 0
     try:
         while args.count is None or n < args.count:
@@ -296,14 +294,7 @@ def _fleet(args: argparse.Namespace, expect: Any) -> str:
             except InputError as exc:  # Prometheus down or refusing: say so and keep watching
                 block = f"Prometheus {args.prometheus} DOWN (still watching): {exc}"
                 doc = {"poll": n, "down": True, "problem": str(exc)}
-            if args.json:
-                import json
-
-                sys.stdout.write(json.dumps(doc) + "\n")
-            else:
-                block = f"poll {n} at {time.strftime('%H:%M:%S')}\n" + (block if args.wide else fit_width(block))
-                sys.stdout.write(("\x1b[H\x1b[J" if tty else ("\n" if n > 1 else "")) + block + "\n")
-            sys.stdout.flush()
+            _show_poll(args, n, f"poll {n} at {time.strftime('%H:%M:%S')}\n{block}", doc)
             if args.count is None or n < args.count:
                 time.sleep(args.watch)
     except KeyboardInterrupt:
@@ -311,29 +302,38 @@ def _fleet(args: argparse.Namespace, expect: Any) -> str:
     return ""
 
 
+def _show_poll(args: argparse.Namespace, n: int, block: str, doc: dict[str, Any]) -> None:
+    """One --watch poll: a JSON line under --json; else the block, redrawn in place on a terminal, one after the
+    other anywhere else."""
+    import json
+
+    from .report.text import fit_width
+
+    if args.json:
+        sys.stdout.write(json.dumps(doc) + "\n")
+    else:
+        block = block if args.wide else fit_width(block)
+        redraw = sys.stdout.isatty()
+        sys.stdout.write(("\x1b[H\x1b[J" if redraw else ("\n" if n > 1 else "")) + block + "\n")
+    sys.stdout.flush()
+
+
 def _watch(args: argparse.Namespace, expect: Any) -> str:
     """Poll until Ctrl-C (or --count polls): a TTY redraws in place, anything else gets one block (or one JSON line)
     per poll."""
-    import json
     import time
 
     from .questions.diagnose import polls
     from .report import diagnose_report
-    from .report.text import fit_width
 
-    tty = sys.stdout.isatty() and not args.json
     done = 0
     try:
         for poll in polls(args.metrics, args.watch, count=args.count, dcgm=args.dcgm, nvidia_smi=args.nvidia_smi,
                           expect=expect, timeout=args.timeout):
             done = poll.index
-            if args.json:
-                sys.stdout.write(json.dumps(diagnose_report.poll_doc(poll)) + "\n")
-            else:
-                block = diagnose_report.watch_text(poll, args.units, time.strftime("%H:%M:%S"))
-                block = block if args.wide else fit_width(block)
-                sys.stdout.write(("\x1b[H\x1b[J" if tty else ("\n" if done > 1 else "")) + block + "\n")
-            sys.stdout.flush()
+            _show_poll(args, done, "" if args.json else diagnose_report.watch_text(poll, args.units,
+                                                                                    time.strftime("%H:%M:%S")),
+                       diagnose_report.poll_doc(poll) if args.json else {})
     except KeyboardInterrupt:
         pass
     if args.json:

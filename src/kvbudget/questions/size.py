@@ -45,6 +45,7 @@ class SizeAnswer:
     diagnose: DiagnoseAnswer | None
     rerun: Rerun
     steps: tuple[tuple[str, str], ...]  # (step, what was done or why it was skipped)
+    engine: Any = None  # the engine that planned it (its report renders the fit)
 
 
 MAX_REUSE = 0.95  # a hit rate above this says more about the traffic's repeats than about capacity

@@ -35,7 +35,7 @@ def sections(a: SizeAnswer, units: str) -> list[tuple[str, str]]:
     """(title, text) per step, as each command prints it."""
     from . import diagnose_report, fit_report, sim_report, text
 
-    startup = fit_report.fit_text(a.fit, _engine(a), units)
+    startup = fit_report.fit_text(a.fit, a.engine, units)
     if a.check is not None:
         engine, result = a.check
         startup += "\n\n" + engine.check_text(result, units)
@@ -45,12 +45,6 @@ def sections(a: SizeAnswer, units: str) -> list[tuple[str, str]]:
                 else _skipped(a, "monitoring")))
     out.append((TITLES[4], _rerun_text(a)))
     return out
-
-
-def _engine(a: SizeAnswer) -> Any:
-    from ..engines.base import default_registry
-
-    return default_registry().get(a.fit.engine)
 
 
 def _skipped(a: SizeAnswer, step: str) -> str:
@@ -74,7 +68,7 @@ def size_doc(a: SizeAnswer, units: str = "GiB") -> dict[str, Any]:
         "model": a.model,
         "steps": [{"step": name, "done": what} for name, what in a.steps],
         "kv": json_doc.kv_doc(a.kv),
-        "fit": fit_report.fit_doc(a.fit, _engine(a), units),
+        "fit": fit_report.fit_doc(a.fit, a.engine, units),
         "check": check,
         "simulate": sim_report.sim_doc(a.simulate) if a.simulate is not None else None,
         "diagnose": diagnose_report.diagnose_doc(a.diagnose) if a.diagnose is not None else None,
@@ -92,7 +86,7 @@ def write_report(a: SizeAnswer, path: str, units: str = "GiB") -> list[str]:
     kind = target.suffix.lower()
     if kind not in (".md", ".html", ".htm"):
         raise InputError(f"--report {path}: give a .md or .html file")
-    plots: list[tuple[str, Any]] = [("Memory partition per GPU", lambda p: fit_plot(a.fit, _engine(a), p))]
+    plots: list[tuple[str, Any]] = [("Memory partition per GPU", lambda p: fit_plot(a.fit, a.engine, p))]
     if a.simulate is not None:
         sim = a.simulate
         plots.append(("KV usage, running and waiting requests over the load test", lambda p: sim_plot(sim, p)))

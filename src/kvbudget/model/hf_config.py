@@ -694,6 +694,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         notes=tuple(notes),
         num_experts=moe.experts if moe else 0,
         experts_per_token=moe.top_k if moe else 0,
+        expert_intermediate_size=moe.inter if moe else 0,
         pp_embedding="every" if q.embed_on_every_stage else "first_and_last" if tied else "first",
         mtp_layers=_mtp_layers(c, model_type),
     )

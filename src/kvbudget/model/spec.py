@@ -43,6 +43,7 @@ class ModelSpec:
     notes: tuple[str, ...] = ()
     num_experts: int = 0
     experts_per_token: int = 0
+    expert_intermediate_size: int = 0  # one routed expert's MLP width (moe_intermediate_size); 0: dense or unknown
     # Which pipeline stages hold the token embedding: "first"; "first_and_last" when the lm_head is
     # tied to it (vLLM llama.py/qwen2.py build embed_tokens on the last rank too); "every" (gemma*.py).
     pp_embedding: str = "first"

@@ -85,28 +85,90 @@ NON_TORCH_TP_BYTES = int(0.44 * GiB)
 @record
 class ActivationModel:
     """Peak of the profiling run per token of the dummy batch (in elements of the model dtype, as
-    multiples of the hidden size and of the per-rank MLP width) and per request (fp32 logits of
-    the vocabulary, as a multiple)."""
+    multiples of the hidden size and of the per-rank MLP width) and per request (the sampler's bytes
+    per vocabulary entry; ``None``: derived from the sampler's source, ``sampler_bytes``)."""
 
     hidden: float
     inter: float
-    logits: float
+    logits: float | None
     source: str
 
 
 ACTIVATION = {
     # V1 with torch.compile fuses the MLP: 1 x hidden + 1 x intermediate per token; the sampler
-    # holds ~2 logits tensors at once in the current line (a published start-up log of Llama-3.1-8B-Instruct
+    # holds ~2 fp32 logits tensors at once in the current line (a published start-up log of Llama-3.1-8B-Instruct
     # on an 80 GB GPU at utilization 0.92: activation peak + CUDA-graph estimate 1.44 GiB with 1024 x 128256
     # fp32 logits; "Available KV cache memory: 56.21 GiB", "GPU KV cache size: 460,496 tokens").
-    "current": ActivationModel(1.0, 1.0, 2.0, "a published vLLM log of Llama-3.1-8B on an 80 GB GPU"),
-    # 0.8-0.20: same forward; the sampler of that time held ~3.4 logits tensors (gpt-oss-120b TP2
-    # log: 0.69 GiB peak activation for 256 x 201088 logits; Qwen3-0.6B A100 log).
-    "v1": ActivationModel(1.0, 1.0, 3.4, "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b"),
+    "current": ActivationModel(1.0, 1.0, 8.0, "a published vLLM log of Llama-3.1-8B on an 80 GB GPU"),
+    # 0.8-0.20: same forward (v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b); the
+    # sampler's peak is read from its source per path (sampler_bytes).
+    "v1": ActivationModel(1.0, 1.0, None, "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b"),
     # V0 runs eager PyTorch: ~3 x hidden + 3 x intermediate per token (Llama-3.1-8B on an RTX 3090:
     # 2.07 GiB for 20000 tokens and 2.99 GiB for 29000, i.e. 110.7 KB per token).
-    "v0": ActivationModel(3.0, 3.0, 1.0, "v0.6.4_rtx3090_llama3.1-8b (two runs)"),
+    "v0": ActivationModel(3.0, 3.0, 4.0, "v0.6.4_rtx3090_llama3.1-8b (two runs)"),
 }
+
+SAMPLERS = ("flashinfer", "native")
+
+
+def sampler_path(settings: VllmSettings, gpu: GPU) -> str:
+    """The top-k/top-p implementation the V1 sampler picks (v1/sample/ops/topk_topp_sampler.py
+    TopKTopPSampler.__init__): FlashInfer's kernels when the flashinfer package imports on a CUDA GPU, else
+    the PyTorch-native sort; ROCm takes the native path. flashinfer-python is a requirement of the vllm wheel
+    from 0.12 and is in the project's Docker images before that; up to 0.11 a plain ``pip install vllm``
+    lacks it (an optional extra), and 0.8.5 also turns FlashInfer's sampler off for flashinfer >= 0.2.3, so
+    the default here is FlashInfer on NVIDIA and a log's own line ("FlashInfer is not available ...",
+    "Using FlashInfer for top-p & top-k sampling") or VLLM_USE_FLASHINFER_SAMPLER=0 says otherwise."""
+    if settings.sampler is not None:
+        return settings.sampler
+    return "flashinfer" if gpu.vendor == "nvidia" else "native"
+
+
+def sampler_may_differ(settings: VllmSettings, gpu: GPU, rel_key: str) -> bool:
+    """True when the sampler path is the default's guess and a release line of optional FlashInfer
+    (0.8-0.11 on NVIDIA) could run the other one."""
+    if settings.sampler is not None or gpu.vendor != "nvidia" or rel_key != "v1":
+        return False
+    minor = _minor(settings.version)
+    return minor is None or minor < 12
+
+
+def _minor(version: str) -> int | None:
+    parts = version.strip().lower().lstrip("v").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def sampler_bytes(model: ActivationModel, path: str, dtype: str) -> float:
+    """Bytes the profiling run's dummy sampler holds at its peak per request and vocabulary entry
+    (gpu_model_runner.py _dummy_sampler_run: temperature 0.5, top-p 0.9, top-k vocab - 1, so the full
+    top-k/top-p path runs). Read from the 0.10.1 source: the lm_head's logits in the model dtype stay
+    alive, the sampler's fp32 copy (sampler.py Sampler.forward), then
+    - native (topk_topp_sampler.py apply_top_k_top_p): the sort's values (fp32) and indices (int64), the
+      top-k mask (bool), the softmax of the sorted values (fp32, the cumsum in place), the top-p mask (bool)
+      and the scatter back (fp32) are alive together: 4 + 4 + 8 + 1 + 4 + 1 + 4 = 26 bytes;
+    - FlashInfer (top_k_top_p_sampling_from_logits): the top-k-masked logits and their softmax, fp32 each:
+      4 + 4 + 4 = 12 bytes."""
+    if model.logits is not None:
+        return model.logits
+    return element_type(dtype).nbytes(1) + (26 if path == "native" else 12)
+
+
+def moe_workspace_elements(spec: ModelSpec, tokens: int, tp: int, expert_parallel: bool, rel_key: str) -> int:
+    """Elements of the fused-MoE kernel's buffers for ``tokens`` tokens on one rank
+    (model_executor/layers/fused_moe/fused_moe.py fused_experts_impl, 0.10.1 and 0.33.0): ``cache13`` of
+    M x top_k x max(N, K) (N = 2 x the expert width on the rank, K = hidden), ``intermediate_cache2`` of
+    M x top_k x N/2 and the output M x K; M is the tokens, capped at VLLM_FUSED_MOE_CHUNK_SIZE (32768) before
+    0.21. With expert parallelism each rank holds whole experts (N is not split by TP)."""
+    if not spec.num_experts or not spec.expert_intermediate_size:
+        return 0
+    m = min(tokens, 32768) if rel_key == "v1" else tokens
+    n = 2 * spec.expert_intermediate_size // (1 if expert_parallel else tp)
+    k = spec.dims.hidden_size
+    return m * spec.experts_per_token * (max(n, k) + n // 2) + m * k
+
+
 GRAPH_BYTES_PER_LAYER = int(0.11 * MiB)  # CUDA-graph memory per capture size and decoder layer (same log)
 
 
@@ -121,15 +183,17 @@ def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
 
 
 def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str, last_stage: bool,
-                    model: ActivationModel) -> int:
+                    model: ActivationModel, sampler: str = "flashinfer", moe_elements: int = 0) -> int:
     """Peak of vLLM's profiling run above the weights: the dummy forward of ``tokens`` tokens
-    (hidden- and MLP-sized buffers, per rank) and, on the last stage, the sampler over one token
-    per request (fp32 logits of the full vocabulary)."""
+    (hidden- and MLP-sized buffers per rank; an MoE model's MLP is its fused-MoE workspace,
+    ``moe_elements``) and, on the last stage, the sampler over one token per request (``sampler_bytes``
+    per vocabulary entry)."""
     width = element_type(dtype).nbytes(1)
     d = spec.dims
-    forward = tokens * (model.hidden * d.hidden_size + model.inter * (d.intermediate_size // tp)) * width
-    sampler = model.logits * reqs * d.vocab_size * 4 if last_stage else 0
-    return int(forward + sampler)
+    mlp = model.inter * moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
+    forward = (tokens * model.hidden * d.hidden_size + mlp) * width
+    per_entry = sampler_bytes(model, sampler, dtype) if last_stage else 0.0
+    return int(forward + per_entry * reqs * d.vocab_size)
 
 
 def cudagraph_bytes(sizes: tuple[int, ...], stage_layers: int) -> int:

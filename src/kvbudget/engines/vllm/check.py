@@ -158,6 +158,8 @@ def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
         return replace(s, **{key: v.lower() == "true"})
     if key == "quantization" and v.lower() not in ("none", "auto"):
         return replace(s, quantization=v)
+    if key == "sampler":
+        return replace(s, sampler=v)
     if key == "dtype" and v.lower() != "auto":
         return replace(s, dtype=v.removeprefix("torch."))
     return s

@@ -234,6 +234,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             settings = replace(settings, estimate_cudagraphs=on)
         elif key == "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE":
             settings = replace(settings, chunked_local_hybrid=on)
+        elif key == "VLLM_USE_FLASHINFER_SAMPLER":
+            settings = replace(settings, sampler="flashinfer" if on else "native")
         elif key == "VLLM_PP_LAYER_PARTITION":
             env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
     model: str | None = None

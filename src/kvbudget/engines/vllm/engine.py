@@ -47,11 +47,15 @@ class VllmEngine:
                "modelled (its layers' weights and KV), n-gram takes no memory; other drafts are refused"),
         Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): its non-KV memory on "
                "runs like the logged ones", commands=("fit", "explain", "levers")),
+        Option("vllm_sampler", "choice", "the top-k/top-p sampler of the profiling run: flashinfer (Docker images, "
+               "vLLM >= 0.12) or native (a pip install of vLLM <= 0.11 without flashinfer: PyTorch sorts the logits, "
+               "more memory); default flashinfer on NVIDIA, native on AMD", choices=("flashinfer", "native"),
+               commands=("fit", "levers")),
     )
     # the `kvbudget fit` options it reads (their dests), and what to give instead of another engine's
     fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size", "profile",
                            "enforce_eager", "dp", "enable_expert_parallel", "max_num_seqs", "tp", "pp", "num_gpus", "batch",
-                           "speculative_config",
+                           "speculative_config", "vllm_sampler",
                            "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"mem_fraction_static": "--gpu-memory-utilization", "free_gpu_memory_fraction": "--gpu-memory-utilization",
                          "np": "--max-num-seqs", "overhead": "--gpu-memory-utilization", "weights_memory": "--engine textbook"}.items())
@@ -91,7 +95,8 @@ class VllmEngine:
             max_num_batched_tokens=ask.option("max_num_batched_tokens"), enforce_eager=ask.option("enforce_eager", False),
             enable_expert_parallel=bool(ask.option("enable_expert_parallel", False)),
             allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)),
-            site=_site(ask.option("profile")), **_speculative(ask.option("speculative_config")))
+            site=_site(ask.option("profile")), sampler=ask.option("vllm_sampler"),
+            **_speculative(ask.option("speculative_config")))
 
     def accepts(self, settings: object) -> bool:
         from .settings import VllmSettings

@@ -96,6 +96,24 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
     return list(out.items())
 
 
+# What the V1 sampler says of its top-k/top-p path (v1/sample/ops/topk_topp_sampler.py, 0.8 to 0.33.0).
+_SAMPLER_LINES = (
+    ("Using FlashInfer for top-p & top-k sampling", "flashinfer"),
+    ("FlashInfer is not available", "native"),
+    ("FlashInfer is available, but it is not enabled", "native"),
+    ("FlashInfer version >= 0.2.3 required", "native"),
+    ("FlashInfer top-p & top-k sampling sampler is disabled", "native"),
+    ("FlashInfer top-p/top-k sampling unavailable", "native"),
+    ("FlashInfer top-p/top-k sampling disabled", "native"),
+)
+
+
+def _sampler(log: LogText) -> list[tuple[str, str]]:
+    """The sampler path the log shows (the last such line wins: every rank prints the same)."""
+    found = [(at, path) for phrase, path in _SAMPLER_LINES for _, _, at in log.lines(phrase, reverse=True)]
+    return [("sampler", max(found)[1])] if found else []
+
+
 _ERRORS = (
     ("To serve at least one request", r"(To serve at least one request with the model\S{0,200} max seq len[^\n]{0,400})"),
     ("No available memory for the cache blocks", r"(No available memory for the cache blocks[^\n]{0,400})"),
@@ -208,7 +226,7 @@ def parse_vllm_log(text: str) -> VllmLog:
          or log.last(" GiB for CUDAGraph memory", NUM + r" GiB for CUDAGraph memory"))
     if m:
         fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
-    settings = _settings(log)
+    settings = _settings(log) + _sampler(log)
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
                        r"[#$>\s]{0,8}((?:[A-Z_]{1,64}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:

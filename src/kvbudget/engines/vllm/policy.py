@@ -33,11 +33,15 @@ from .calibration import (
     ACTIVATION,
     NON_TORCH_TP1_BYTES,
     NON_TORCH_TP_BYTES,
+    SAMPLERS,
     activation_peak,
     batch_defaults,
     capture_sizes,
     cudagraph_bytes,
+    moe_workspace_elements,
     rotary_cache_bytes,
+    sampler_may_differ,
+    sampler_path,
 )
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .settings import Release, VllmSettings, release, site_bytes
@@ -227,6 +231,8 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     max_num_seqs (``batch_defaults``), the weights as vLLM loads them (a format the GPU cannot run is
     refused), and whether the hybrid KV cache manager runs."""
     rel = release(settings.version)
+    if settings.sampler is not None and settings.sampler not in SAMPLERS:
+        raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
     tp, pp, dp = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size
     check_tp(spec, tp)
     if pp < 1 or pp > spec.num_layers:
@@ -320,10 +326,12 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
     non_torch = max(non_torch + extra, 0)
     reqs = min(r.tokens, r.seqs)
+    moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
-        act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key])
+        act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
+                              sampler_path(settings, gpu), moe)
         graphs = cudagraph_bytes(sizes, st.num_layers)
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
@@ -510,6 +518,12 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         return _request_blocks(layout.groups, block_size, r.in_flight, r.mamba_blocks, length)
 
     total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes)
+    if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
+        native = activation_peak(spec, 0, min(r.tokens, r.seqs), r.tp, r.model_dtype, True, ACTIVATION[r.rel.key], "native")
+        fast = activation_peak(spec, 0, min(r.tokens, r.seqs), r.tp, r.model_dtype, True, ACTIVATION[r.rel.key])
+        notes.append(f"sampler: FlashInfer's top-k/top-p assumed (vLLM's Docker images, vllm[flashinfer]); a plain pip "
+                     f"install of vLLM before 0.12 has no flashinfer and sorts the logits in PyTorch: "
+                     f"{(native - fast) / GiB:.2f} GiB less KV cache (a log's 'FlashInfer is not available' line)")
     k, available, num_blocks = _blocks(per_stage, settings, notes)
     if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
         notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
@@ -529,7 +543,9 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
         ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
         ("non_torch_bytes", Figure(non_torch, "calibrated", _site_band(settings, gpu, r) or band)),
-        ("activation_bytes", Figure(act, "calibrated", band)),
+        ("activation_bytes", Figure(act, "calibrated", f"{band}; the sampler's part from vLLM's source, "
+                                    f"{'PyTorch-native sort' if sampler_path(settings, gpu) == 'native' else 'FlashInfer'} path"
+                                    if r.rel.key == "v1" else band)),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
         ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
                                             band if settings.unmodelled else "")),

@@ -139,3 +139,6 @@ class VllmSettings:
     num_speculative_tokens: int = 0
     unmodelled: tuple[str, ...] = ()  # flags of the command whose memory kvbudget does not model (a wider band)
     async_scheduling: bool | None = None  # --[no-]async-scheduling; None: the release's default
+    # The top-k/top-p sampler the profiling run goes through: "flashinfer" or "native" (PyTorch sort); None: what the
+    # release does by default (calibration.sampler_path). A log's "FlashInfer is not available" line sets it.
+    sampler: str | None = None

@@ -1,0 +1,118 @@
+"""The profiling run's sampler and fused-MoE workspace in vLLM's non-KV memory (issue #11), checked against
+hand computations from vLLM's source (v1/sample/ops/topk_topp_sampler.py, v1/sample/sampler.py,
+model_executor/layers/fused_moe/fused_moe.py, 0.10.1) and the real start-up logs of tests/data/vllm_logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kvbudget
+from kvbudget.engines.vllm import VllmSettings, plan
+from kvbudget.engines.vllm.calibration import (
+    ACTIVATION,
+    moe_workspace_elements,
+    sampler_bytes,
+)
+from kvbudget.engines.vllm.check import check_log
+from kvbudget.engines.vllm.command import parse_vllm_command
+from kvbudget.engines.vllm.log import parse_vllm_log
+from kvbudget.units import GiB, InputError
+
+LOGS = Path(__file__).parent / "data" / "vllm_logs"
+QWEN_MOE = "Qwen/Qwen3-30B-A3B"
+VOCAB = 151936  # Qwen3's vocab_size
+RTX3090 = dict(version="0.10.0", quantization="awq", max_model_len=2048, gpu_memory_utilization=0.8)
+
+
+def _plan(model: str, gpu: str, **settings: object) -> kvbudget.engines.vllm.VllmPlan:  # type: ignore[name-defined]
+    return plan(kvbudget.load_model(model), kvbudget.find_gpu(gpu), VllmSettings(**settings))  # type: ignore[arg-type]
+
+
+def test_bytes_per_vocabulary_entry_from_the_source() -> None:
+    v1 = ACTIVATION["v1"]
+    # bf16 logits (2) + fp32 copy (4) + sort values (4) + sort indices int64 (8) + top-k mask (1) + sorted softmax (4)
+    # + top-p mask (1) + scatter back (4)
+    assert sampler_bytes(v1, "native", "bf16") == 2 + 4 + 4 + 8 + 1 + 4 + 1 + 4 == 28
+    # bf16 logits + fp32 copy + FlashInfer's top-k-masked logits and their softmax
+    assert sampler_bytes(v1, "flashinfer", "bf16") == 2 + 4 + 4 + 4 == 14
+    assert sampler_bytes(v1, "native", "fp32") == 30
+    # the other lines keep their measured figures whatever the path
+    assert sampler_bytes(ACTIVATION["current"], "native", "bf16") == 8.0
+    assert sampler_bytes(ACTIVATION["v0"], "flashinfer", "bf16") == 4.0
+
+
+def test_the_native_sort_costs_the_difference_in_kv_memory() -> None:
+    fast = _plan(QWEN_MOE, "RTX-3090", sampler="flashinfer", **RTX3090)
+    slow = _plan(QWEN_MOE, "RTX-3090", sampler="native", **RTX3090)
+    # 256 requests (max_num_seqs below 70 GiB) x 151,936 entries x (28 - 14) bytes
+    diff = 256 * VOCAB * (28 - 14)
+    assert slow.activation_bytes - fast.activation_bytes == diff
+    assert fast.available_kv_cache_bytes - slow.available_kv_cache_bytes == diff
+    assert round(diff / GiB, 2) == 0.51
+
+
+def test_the_default_path_and_the_note_on_releases_of_optional_flashinfer() -> None:
+    default = _plan(QWEN_MOE, "RTX-3090", **RTX3090)
+    assert default.activation_bytes == _plan(QWEN_MOE, "RTX-3090", sampler="flashinfer", **RTX3090).activation_bytes
+    (note,) = [n for n in default.notes if n.startswith("sampler:")]
+    assert "0.51 GiB less KV cache" in note and "FlashInfer is not available" in note
+    for other in ({"version": "0.12.0"}, {"sampler": "flashinfer"}, {"version": "current"}):
+        settings = {**RTX3090, **other}
+        assert not [n for n in _plan(QWEN_MOE, "RTX-3090", **settings).notes if n.startswith("sampler:")], other
+    # ROCm never takes FlashInfer's path: an MI300X plans the sort
+    amd = _plan("meta-llama/Llama-3.1-8B-Instruct", "MI300X", version="0.10.1")
+    nv = _plan("meta-llama/Llama-3.1-8B-Instruct", "MI300X", version="0.10.1", sampler="flashinfer")
+    assert amd.activation_bytes - nv.activation_bytes == 1024 * 128256 * 14
+
+
+def test_a_sampler_vllm_does_not_have_is_refused() -> None:
+    with pytest.raises(InputError, match="sampler 'cuda' is not one vLLM has: give one of flashinfer, native"):
+        _plan(QWEN_MOE, "H100", sampler="cuda")
+
+
+def test_the_logs_own_line_and_the_environment_set_the_path() -> None:
+    native = parse_vllm_log((LOGS / "v0.10.0_rtx3090_qwen3-30b-a3b-awq_len2048_gmu0.8.log").read_text(encoding="utf-8"))
+    assert ("sampler", "native") in native.settings
+    fast = parse_vllm_log((LOGS / "v0.10.1.1_a100-80gb_qwen2-7b_len16384_gmu0.5.log").read_text(encoding="utf-8"))
+    assert ("sampler", "flashinfer") in fast.settings
+    none = parse_vllm_log((LOGS / "v0.17.1_a100-80gb_llama3.1-8b_len32768.log").read_text(encoding="utf-8"))
+    assert not [kv for kv in none.settings if kv[0] == "sampler"]
+    assert parse_vllm_command("VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve m").settings.sampler == "native"
+    assert parse_vllm_command("VLLM_USE_FLASHINFER_SAMPLER=1 vllm serve m").settings.sampler == "flashinfer"
+
+
+def test_check_plans_the_path_the_log_shows() -> None:
+    text = (LOGS / "v0.10.0_rtx3090_qwen3-30b-a3b-awq_len2048_gmu0.8.log").read_text(encoding="utf-8")
+    flags = ["--quantization", "awq", "--max-model-len", "2048", "--gpu-memory-utilization", "0.8"]
+    result = check_log(text, model=QWEN_MOE, gpu="RTX-3090", version="0.10.0", flags=flags)
+    assert result.settings.sampler == "native"
+    native = _plan(QWEN_MOE, "RTX-3090", sampler="native", **RTX3090)
+    assert result.plan.available_kv_cache_bytes == native.available_kv_cache_bytes
+    # the log: "Available KV cache memory: 1.92 GiB"; FlashInfer's path would leave 0.51 GiB more than the sort does
+    logged = 1.92 * GiB
+    fast = _plan(QWEN_MOE, "RTX-3090", sampler="flashinfer", **RTX3090)
+    assert abs(native.available_kv_cache_bytes - logged) < abs(fast.available_kv_cache_bytes - logged)
+
+
+def test_fused_moe_workspace_by_hand() -> None:
+    spec = kvbudget.load_model(QWEN_MOE)  # 128 experts, 8 per token, moe_intermediate_size 768, hidden 2048
+    assert (spec.experts_per_token, spec.expert_intermediate_size, spec.dims.hidden_size) == (8, 768, 2048)
+    # cache13: M x top_k x max(N = 2 x 768, K = 2048); cache2: M x top_k x N/2; the output M x K
+    assert moe_workspace_elements(spec, 2048, 1, False, "v1") == 2048 * 8 * (2048 + 768) + 2048 * 2048
+    # TP 4 splits the expert width (N = 384, below K); expert parallelism keeps whole experts
+    assert moe_workspace_elements(spec, 2048, 4, False, "v1") == 2048 * 8 * (2048 + 192) + 2048 * 2048
+    assert moe_workspace_elements(spec, 2048, 4, True, "v1") == 2048 * 8 * (2048 + 768) + 2048 * 2048
+    # VLLM_FUSED_MOE_CHUNK_SIZE (32768) caps the tokens before 0.21; 0.33.0 runs them all at once
+    assert moe_workspace_elements(spec, 40000, 1, False, "v1") == moe_workspace_elements(spec, 32768, 1, False, "v1")
+    assert moe_workspace_elements(spec, 40000, 1, False, "current") == 40000 * 8 * (2048 + 768) + 40000 * 2048
+    assert moe_workspace_elements(kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct"), 2048, 1, False, "v1") == 0
+
+
+def test_the_moe_workspace_replaces_the_dense_mlp_term() -> None:
+    spec = kvbudget.load_model(QWEN_MOE)
+    p = _plan(QWEN_MOE, "RTX-3090", sampler="flashinfer", **RTX3090)
+    # forward: 2048 tokens x hidden + the workspace, 2 bytes each; sampler: 256 x vocab x 14 bytes
+    forward = (2048 * 2048 + moe_workspace_elements(spec, 2048, 1, False, "v1")) * 2
+    assert p.activation_bytes == forward + 256 * VOCAB * 14

@@ -166,3 +166,23 @@ def test_an_sglang_log_without_its_kv_allocation_line_is_sglangs_not_vllms(capsy
     assert main(["check", str(log)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "SGLang log prints max_total_num_tokens=56,524" in err and "vLLM" not in err
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    # the pool line alone (and pasted without TensorRT-LLM's tag): its figures, and what to compare them with
+    ("Allocated 78.30 GiB for max tokens in paged KV cache (3731744).\n", "its KV pool (3,731,744 tokens in 78.3 GiB)"),
+    # releases before 0.9 (tests/data/trtllm_logs/v0.8_a100-80gb_llama2-7b-class-sq_engine_runpy-beam5.log)
+    ("[TensorRT-LLM][INFO] Allocate 69524783104 bytes for k/v cache. \n[TensorRT-LLM][INFO] Using 132608 tokens in paged KV cache.\n",
+     "its KV pool (132,608 tokens, pre-0.9 wording)"),
+    ("[TRT-LLM] [RANK 1] [E] Failed to initialize executor on rank 1: Executor creation failed due to insufficient GPU memory.\n",
+     "stopped before its KV pool ('Executor creation failed due to insufficient GPU memory')"),
+])
+def test_a_trtllm_log_with_nothing_to_recompute_says_what_it_shows(text: str, said: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.cli import main
+
+    log = tmp_path / "trt.log"
+    log.write_text(text, encoding="utf-8")
+    assert main(["check", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "kvbudget fit MODEL --gpu G --engine trtllm" in err and err.count("\n") == 1

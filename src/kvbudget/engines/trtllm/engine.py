@@ -104,7 +104,9 @@ class TrtllmEngine(PoolServer):
         return program(words) == "trtllm-serve"
 
     def reads_log(self, text: str) -> bool:
-        return "[TensorRT-LLM]" in text or "[TRT-LLM]" in text
+        """Its tags, or (lines pasted without them) the phrases only its KV cache manager prints."""
+        return any(p in text for p in ("[TensorRT-LLM]", "[TRT-LLM]", "for max tokens in paged KV cache",
+                                       "tokens in paged KV cache", "blocks in KV cache primary pool"))
 
 
 ENGINE = TrtllmEngine()

@@ -534,8 +534,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     lines = _log_lines(rel, weights, available, num_blocks, kv_tokens, concurrency, max_len, error, total, util)
     if load_oom is not None:
         lines = (f"torch.OutOfMemoryError: {error}",)
-    band = ("calibrated on 22 published logs (tests/data/vllm_logs): KV tokens median error 1.6%, "
-            "worst 8.4% outside the explained outliers")
+    band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
+            "case per split are in docs/validation.md")
     if settings.unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
         band += (f"; wider here: the memory of {', '.join(settings.unmodelled)} is not modelled and comes out of the "
                  "KV cache (the available KV memory is an upper bound)")

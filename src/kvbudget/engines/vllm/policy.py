@@ -536,8 +536,16 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         lines = (f"torch.OutOfMemoryError: {error}",)
     band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
             "case per split are in docs/validation.md")
-    if settings.unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
-        band += (f"; wider here: the memory of {', '.join(settings.unmodelled)} is not modelled and comes out of the "
+    unmodelled = list(settings.unmodelled)
+    if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
+        # gpu_model_runner.py profile_run: the encoder runs on its largest dummy input (the encoder cache budget) and its
+        # outputs are held through the dummy forward; kvbudget counts the tower's weights, not that pass
+        unmodelled.append("the vision encoder's profiling pass")
+        notes.append("vision encoder: vLLM's profiling run also encodes its largest dummy image or video (the log's "
+                     "'Encoder cache will be initialized with a budget of N tokens') and holds the output; that memory is not "
+                     "modelled, so the KV figures are an upper bound (--limit-mm-per-prompt with 0 items skips the pass)")
+    if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
+        band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
                  "KV cache (the available KV memory is an upper bound)")
     provenance = (
         ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
@@ -548,7 +556,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                                     if r.rel.key == "v1" else band)),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
         ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
-                                            band if settings.unmodelled else "")),
+                                            band if unmodelled else "")),
         ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
         ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
     )

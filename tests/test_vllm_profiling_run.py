@@ -116,3 +116,15 @@ def test_the_moe_workspace_replaces_the_dense_mlp_term() -> None:
     # forward: 2048 tokens x hidden + the workspace, 2 bytes each; sampler: 256 x vocab x 14 bytes
     forward = (2048 * 2048 + moe_workspace_elements(spec, 2048, 1, False, "v1")) * 2
     assert p.activation_bytes == forward + 256 * VOCAB * 14
+
+
+def test_a_vision_models_encoder_pass_is_named_as_not_modelled() -> None:
+    vl = _plan("Qwen/Qwen3-VL-30B-A3B-Instruct", "H100", tensor_parallel_size=2, max_model_len=65536)
+    assert [n for n in vl.notes if n.startswith("vision encoder:")]
+    band = dict(vl.provenance)["available_kv_cache_bytes"].band
+    assert "the vision encoder's profiling pass is not modelled" in band and "upper bound" in band
+    text = _plan("Qwen/Qwen3-30B-A3B", "H100", tensor_parallel_size=2, max_model_len=32768)
+    assert not [n for n in text.notes if n.startswith("vision encoder:")]
+    assert dict(text.provenance)["available_kv_cache_bytes"].band == ""
+    # the tower's weights are counted either way: the VL model loads more than its text-only sibling
+    assert vl.weights_bytes > text.weights_bytes

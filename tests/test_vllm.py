@@ -504,3 +504,18 @@ def test_mla_block_size_follows_the_attention_backend_of_the_gpu_and_release() -
         assert (f"sets the KV block size to {block}" in " ".join(p.notes)) == (block != 16 and asked is None)
     llama = plan(kvbudget.load_model("llama-3.1-8b"), kvbudget.find_gpu("B200"), VllmSettings(max_model_len=8192))
     assert llama.block_size == 16  # not an MLA model
+
+
+def test_a_stop_after_sizing_for_something_else_is_not_a_memory_outcome() -> None:
+    sized = ("INFO [gpu_worker.py:1] Available KV cache memory: 41.21 GiB\n"
+             "INFO [kv_cache_utils.py:1] GPU KV cache size: 225,056 tokens\n"
+             "ERROR [core.py:1108] EngineCore failed to start.\n")
+    other = parse_vllm_log(sized + "torch.AcceleratorError: CUDA error: operation not permitted\n")
+    assert other.started and other.error is None
+    assert other.other_failure == "torch.AcceleratorError: CUDA error: operation not permitted"
+    oom = parse_vllm_log(sized + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert not oom.started and oom.other_failure is None
+    # before the KV cache was sized, a failure is the run's outcome whatever its cause
+    early = parse_vllm_log("INFO Model loading took 27.57 GiB\nERROR EngineCore failed to start.\n"
+                           "RuntimeError: something else\n")
+    assert not early.started and early.other_failure is None

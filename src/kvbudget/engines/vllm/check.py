@@ -131,6 +131,9 @@ def check_log(
     ref = ref or log.model
     if not ref:
         raise InputError("the log does not name its model: give --model")
+    if log.other_failure:
+        warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
+                        "'starts' compares the memory outcome")
     spec = _model(ref)
     device = _gpu(log, gpu, gpu_memory)
     predicted = plan(spec, device, settings)

@@ -38,6 +38,8 @@ class VllmLog:
     estimated_max_model_len: int | None = None
     needed_kv_gib: float | None = None
     error: str | None = None
+    # a stop after the KV cache was sized, for a reason that is not memory (its cause as the log gives it)
+    other_failure: str | None = None
     non_torch_gib: float | None = None
     activation_gib: float | None = None
     cuda_graph_gib: float | None = None
@@ -125,6 +127,20 @@ _ERRORS = (
 )
 
 
+_MEMORY_WORDS = ("out of memory", "OutOfMemory", "memory", "cache blocks")
+
+
+def _cause(text: str) -> str | None:
+    """The exception that follows vLLM's "EngineCore failed to start" (the first ``SomethingError: ...`` line after it),
+    when it names no memory; None when it is about memory or the log does not show it."""
+    at = text.rfind("EngineCore failed to start")  # the text as given: its lines not joined
+    m = re.compile(r"(?m)^[^\n]{0,200}?\b((?:[A-Za-z_]{1,40}\.){0,4}[A-Z]\w{0,60}(?:Error|Exception): [^\n]{1,300})").search(
+        text, at, at + 20000)
+    if m is None or any(w.lower() in m.group(1).lower() for w in _MEMORY_WORDS):
+        return None
+    return m.group(1).strip()
+
+
 # The lines vLLM 0.10's workers print once per rank at the end of profiling: a run of them, in any order.
 _PER_RANK = ("Available KV cache memory: ", "KV cache size: ", "Maximum concurrency for ")
 
@@ -210,6 +226,12 @@ def parse_vllm_log(text: str) -> VllmLog:
         if m:
             fields["error"] = m.group(1).strip()[:400]
             break
+    if str(fields.get("error", "")).startswith("EngineCore failed to start") and (
+            "kv_cache_tokens" in fields or float(fields.get("available_kv_gib") or 0) > 0 or fields.get("num_gpu_blocks")):
+        cause = _cause(text)
+        if cause is not None:  # sized its KV cache, then stopped for something else: not a memory outcome
+            fields["other_failure"] = cause
+            del fields["error"]
     m = log.last("maximum number of tokens that can be stored in KV cache (",
                  r"maximum number of tokens that can be stored in KV cache \(" + NUM + r"\)")
     if m and "kv_cache_tokens" not in fields:

@@ -27,7 +27,7 @@ from ...model.layers import MLA
 from ...model.spec import ModelSpec
 from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
-from ...units import GiB, InputError, element_type
+from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
 from .calibration import (
     ACTIVATION,
@@ -304,6 +304,10 @@ def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int
     return sum(g.spec.blocks(length, block_size, in_flight, mamba_blocks) for g in groups)
 
 
+# Hopper and Blackwell boards whose GPUs meet on an NVSwitch (NCCL's NVLink SHARP needs sm90 and the switch)
+_NVSWITCH_SM90 = ("H100-SXM", "H200", "H20", "B200", "B300", "GB200")
+
+
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
                block_bytes: tuple[int, ...]) -> tuple[int, int, int, list[_StageMemory]]:
     """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
@@ -544,6 +548,17 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         notes.append("vision encoder: vLLM's profiling run also encodes its largest dummy image or video (the log's "
                      "'Encoder cache will be initialized with a budget of N tokens') and holds the output; that memory is not "
                      "modelled, so the KV figures are an upper bound (--limit-mm-per-prompt with 0 items skips the pass)")
+    ranks = r.tp * r.pp
+    if ranks >= 4 and gpu.name.upper().startswith(_NVSWITCH_SM90) and settings.kv_cache_memory_bytes is None:
+        # NCCL 2.26 (src/transport/nvls.cc, p2p.cc, init.cc): per communicator and rank 12 MiB per ring channel and
+        # link (24 channels on 8 x H100), as much again for the tree, and from 4 ranks NVLink SHARP buffers of
+        # 32 MiB x ranks; vLLM turns NCCL's lazy connection off (NCCL_CUMEM_ENABLE=0), so all of it is allocated for
+        # each communicator it opens. kvbudget charges the TP=2 figure it was fitted on.
+        unmodelled.append(f"NCCL's buffers at {ranks} ranks on NVSwitch")
+        notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: ring, tree and NVLink SHARP buffers of about "
+                     f"{(24 * 24 * MiB + 32 * MiB * ranks) / GiB:.2f} GiB per communicator and rank, and vLLM opens more "
+                     f"than one; kvbudget charges {NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2): two published "
+                     "0.10.0 runs at TP 8 on H100 left 2.6 and 3.4 GiB more per rank (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
     if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
         band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
                  "KV cache (the available KV memory is an upper bound)")

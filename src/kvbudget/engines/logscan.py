@@ -179,6 +179,7 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
     per token, a NaN or a negative pool is refused, naming it."""
     from .sglang.check import check_sglang_log
     from .trtllm.check import check_trtllm_log
+    from .trtllm.check import unrecomputable as trtllm_unrecomputable
 
     log = open_log(text, "the engine")
     rows = check_sglang_log(log, model) + check_trtllm_log(log)
@@ -187,18 +188,9 @@ def check_other_log(text: str, model: str | None = None) -> list[Row]:
         raise InputError(f"this SGLang log prints max_total_num_tokens={count(total.group(1), 'SGLang tokens'):,} but no 'KV Cache is allocated' "
                          "line (K and V sizes), so the pool cannot be recomputed from the log; compare the figure with "
                          "kvbudget fit MODEL --gpu G --engine sglang")
-    pool = log.last("for max tokens in paged KV cache (", r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
-    legacy = log.last(" tokens in paged KV cache", r"Using " + NUM + r" tokens in paged KV cache")
-    if not rows and (pool or legacy):
-        said = (f"{count(pool.group(2), 'TRT-LLM tokens'):,} tokens in {figure(pool.group(1), 'TRT-LLM KV pool (GiB)', 0, MAX_GB)} GiB"
-                if pool else f"{count(legacy.group(1), 'TRT-LLM tokens'):,} tokens, pre-0.9 wording" if legacy else "")
-        raise InputError(f"this TensorRT-LLM log prints its KV pool ({said}) but no line to recompute it from (blocks in the "
-                         "primary pool, or the available memory and fraction): compare it with kvbudget fit MODEL --gpu G "
-                         "--engine trtllm")
-    failed = log.last("Executor creation failed due to insufficient GPU memory", r"(Executor creation failed due to insufficient GPU memory)")
-    if not rows and failed:
-        raise InputError("this TensorRT-LLM run stopped before its KV pool ('Executor creation failed due to insufficient GPU "
-                         "memory'): kvbudget fit MODEL --gpu G --engine trtllm says whether the settings start")
+    said = None if rows else trtllm_unrecomputable(log)
+    if said:
+        raise InputError(said)
     if not rows:
         raise InputError("no SGLang ('KV Cache is allocated') or TensorRT-LLM ('Allocated ... for max tokens in paged KV cache') "
                          "figures found in the log")

@@ -9,16 +9,39 @@ rounding allows. ``logscan.check_other_log`` runs this and SGLang's check on a l
 
 from __future__ import annotations
 
+import re
+
 from ...units import GiB
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
+
+
+def _pool(log: LogText) -> re.Match[str] | None:
+    """The ``Allocated X GiB for max tokens in paged KV cache (T)`` line: the pool and its tokens."""
+    return log.last("GiB for max tokens in paged KV cache (",
+                    r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
+
+
+def unrecomputable(log: LogText) -> str | None:
+    """What a TensorRT-LLM log shows when it has nothing ``check_trtllm_log`` can recompute: its pool (or, before
+    0.9, its tokens) with no line to check it against, or the executor's stop for lack of memory; None otherwise."""
+    pool, legacy = _pool(log), log.last(" tokens in paged KV cache", r"Using " + NUM + r" tokens in paged KV cache")
+    if pool or legacy:
+        said = (f"{count(pool.group(2), 'TRT-LLM tokens'):,} tokens in {figure(pool.group(1), 'TRT-LLM KV pool (GiB)', 0, MAX_GB)} GiB"
+                if pool else f"{count(legacy.group(1), 'TRT-LLM tokens'):,} tokens, pre-0.9 wording" if legacy else "")
+        return (f"this TensorRT-LLM log prints its KV pool ({said}) but no line to recompute it from (blocks in the "
+                "primary pool, or the available memory and fraction): compare it with kvbudget fit MODEL --gpu G "
+                "--engine trtllm")
+    if log.last("Executor creation failed due to insufficient GPU memory", r"Executor creation failed"):
+        return ("this TensorRT-LLM run stopped before its KV pool ('Executor creation failed due to insufficient GPU "
+                "memory'): kvbudget fit MODEL --gpu G --engine trtllm says whether the settings start")
+    return None
 
 
 def check_trtllm_log(log: LogText) -> list[Row]:
     """(figure, reported, recomputed, matches) for every TensorRT-LLM figure the log lets us recompute (none:
     an empty list)."""
     rows: list[Row] = []
-    pool = log.last("GiB for max tokens in paged KV cache (",
-                    r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
+    pool = _pool(log)
     if pool:
         x = figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB)
         t = count(pool.group(2), "TRT-LLM max tokens in paged KV cache")

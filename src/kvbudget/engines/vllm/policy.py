@@ -40,6 +40,7 @@ from .calibration import (
     cudagraph_bytes,
     moe_workspace_elements,
     rotary_cache_bytes,
+    sampler_bytes,
     sampler_may_differ,
     sampler_path,
 )
@@ -523,11 +524,12 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
 
     total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes)
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
-        native = activation_peak(spec, 0, min(r.tokens, r.seqs), r.tp, r.model_dtype, True, ACTIVATION[r.rel.key], "native")
-        fast = activation_peak(spec, 0, min(r.tokens, r.seqs), r.tp, r.model_dtype, True, ACTIVATION[r.rel.key])
+        model = ACTIVATION[r.rel.key]
+        per_entry = sampler_bytes(model, "native", r.model_dtype) - sampler_bytes(model, "flashinfer", r.model_dtype)
         notes.append(f"sampler: FlashInfer's top-k/top-p assumed (vLLM's Docker images, vllm[flashinfer]); a plain pip "
                      f"install of vLLM before 0.12 has no flashinfer and sorts the logits in PyTorch: "
-                     f"{(native - fast) / GiB:.2f} GiB less KV cache (a log's 'FlashInfer is not available' line)")
+                     f"{per_entry * min(r.tokens, r.seqs) * spec.dims.vocab_size / GiB:.2f} GiB less KV cache "
+                     "(a log's 'FlashInfer is not available' line)")
     k, available, num_blocks = _blocks(per_stage, settings, notes)
     if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
         notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")

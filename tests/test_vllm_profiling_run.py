@@ -23,7 +23,7 @@ from kvbudget.units import GiB, InputError
 LOGS = Path(__file__).parent / "data" / "vllm_logs"
 QWEN_MOE = "Qwen/Qwen3-30B-A3B"
 VOCAB = 151936  # Qwen3's vocab_size
-RTX3090 = dict(version="0.10.0", quantization="awq", max_model_len=2048, gpu_memory_utilization=0.8)
+RTX3090 = dict(version="0.10.0", quantization="awq_marlin", max_model_len=2048, gpu_memory_utilization=0.8)
 
 
 def _plan(model: str, gpu: str, **settings: object) -> kvbudget.engines.vllm.VllmPlan:  # type: ignore[name-defined]
@@ -85,7 +85,7 @@ def test_the_logs_own_line_and_the_environment_set_the_path() -> None:
 
 def test_check_plans_the_path_the_log_shows() -> None:
     text = (LOGS / "v0.10.0_rtx3090_qwen3-30b-a3b-awq_len2048_gmu0.8.log").read_text(encoding="utf-8")
-    flags = ["--quantization", "awq", "--max-model-len", "2048", "--gpu-memory-utilization", "0.8"]
+    flags = ["--quantization", "awq_marlin", "--max-model-len", "2048", "--gpu-memory-utilization", "0.8"]
     result = check_log(text, model=QWEN_MOE, gpu="RTX-3090", version="0.10.0", flags=flags)
     assert result.settings.sampler == "native"
     native = _plan(QWEN_MOE, "RTX-3090", sampler="native", **RTX3090)

@@ -13,7 +13,7 @@ from ...hardware import GPU
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...units import GiB, MiB, element_type
-from .settings import Release, VllmSettings
+from .settings import Release, VllmSettings, version_minor
 
 
 def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len: int) -> tuple[int, int]:
@@ -129,15 +129,8 @@ def sampler_may_differ(settings: VllmSettings, gpu: GPU, rel_key: str) -> bool:
     (0.8-0.11 on NVIDIA) could run the other one."""
     if settings.sampler is not None or gpu.vendor != "nvidia" or rel_key != "v1":
         return False
-    minor = _minor(settings.version)
+    minor = version_minor(settings.version)
     return minor is None or minor < 12
-
-
-def _minor(version: str) -> int | None:
-    parts = version.strip().lower().lstrip("v").split(".")
-    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
-        return None
-    return int(parts[1])
 
 
 def sampler_bytes(model: ActivationModel, path: str, dtype: str) -> float:

@@ -90,7 +90,7 @@ class VllmEngine:
         return VllmSettings(
             version=ask.option("vllm_version", "current"), gpu_memory_utilization=ask.option("gpu_memory_utilization"),
             max_model_len=ask.context, block_size=ask.option("block_size"), kv_cache_dtype=ask.kv_dtype,
-            quantization=None if ask.weights == "auto" else ask.weights, tensor_parallel_size=ask.tp,
+            quantization=_quantization(ask.weights), tensor_parallel_size=ask.tp,
             pipeline_parallel_size=ask.pp, data_parallel_size=ask.option("dp", 1), max_num_seqs=ask.option("max_num_seqs"),
             max_num_batched_tokens=ask.option("max_num_batched_tokens"), enforce_eager=ask.option("enforce_eager", False),
             enable_expert_parallel=bool(ask.option("enable_expert_parallel", False)),
@@ -170,7 +170,9 @@ class VllmEngine:
         return p.tp, p.pp, [one] * max(p.tp * p.pp, 1)
 
     def layout(self, s: VllmSettings) -> Layout:
-        return Layout(s.tensor_parallel_size, s.pipeline_parallel_size, s.quantization or "auto", s.kv_cache_dtype,
+        from .quant import format_name
+
+        return Layout(s.tensor_parallel_size, s.pipeline_parallel_size, format_name(s.quantization) or "auto", s.kv_cache_dtype,
                       s.gpu_memory_utilization, s.version)
 
     def launch(self, model: str, s: VllmSettings) -> Launch:
@@ -178,7 +180,9 @@ class VllmEngine:
         from .launch import vllm_argv
 
         group = s.data_parallel_size  # one vllm serve runs every DP engine (one pod of dp x tp x pp GPUs)
-        return Launch(tuple(vllm_argv(model, s)), checkpoint_note(model, s.quantization), group=group)
+        from .quant import format_name
+
+        return Launch(tuple(vllm_argv(model, s)), checkpoint_note(model, format_name(s.quantization)), group=group)
 
     def reads_command(self, words: list[str]) -> bool:
         return True  # vLLM reads what no other engine claims (vllm serve, python -m vllm.entrypoints ...)
@@ -256,6 +260,17 @@ def _speculative(value: object) -> dict[str, Any]:
         raise InputError(f"--speculative-config: kvbudget models MTP from the model's own checkpoint and n-gram "
                          f"proposers, not the {sc.method} draft's weights and KV cache")
     return {"speculative_method": sc.method, "num_speculative_tokens": sc.tokens}
+
+
+def _quantization(weights: str) -> str | None:
+    """--quantization for kvbudget's ``--weights``: none for the checkpoint's own; an AWQ or GPTQ checkpoint of the
+    model as vLLM runs one it detects (``auto_awq``/``auto_gptq``: Marlin where the GPU has it, quant.py)."""
+    if weights == "auto":
+        return None
+    from .quant import format_name
+
+    name = format_name(weights)
+    return f"auto_{name}" if name in ("awq", "gptq") and weights.strip().lower() in ("awq", "gptq", "int4", "4bit") else weights
 
 
 def _site(doc: object) -> tuple[Any, ...]:

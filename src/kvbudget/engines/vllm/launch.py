@@ -13,19 +13,23 @@ if TYPE_CHECKING:
     from .settings import VllmSettings
 
 # kvbudget's weight formats as vLLM's --quantization methods (vLLM 0.33.0,
-# model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS); 16-bit formats are --dtype.
-VLLM_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes", "awq": "awq", "gptq": "gptq", "mxfp4": "mxfp4",
+# model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS); 16-bit formats are --dtype. AWQ and GPTQ
+# as awq_marlin / gptq_marlin: vLLM accepts them for such checkpoints in every release from 0.5.3, where a bare
+# awq or gptq would force the plain kernel before 0.24 / 0.22 (quant.py).
+VLLM_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes", "awq": "awq_marlin", "gptq": "gptq_marlin", "mxfp4": "mxfp4",
                      "nvfp4": "modelopt_fp4", "int8": "compressed-tensors"}
 
 
 def vllm_quantization(quantization: str | None) -> str | None:
     """The --quantization value that loads ``quantization`` (a kvbudget weight format or vLLM's own word)."""
-    if quantization in (None, "", "auto", "none"):
-        return None
     from ...model.weights import parse_weight_format
+    from .quant import format_name
 
+    name = format_name(quantization)
+    if name in (None, "awq", "gptq"):
+        return VLLM_QUANTIZATION.get(name or "")
     try:
-        name = parse_weight_format(quantization).name
+        name = parse_weight_format(quantization or "").name
     except InputError:
         return quantization  # vLLM's own method name, passed through as given
     return VLLM_QUANTIZATION.get(name)

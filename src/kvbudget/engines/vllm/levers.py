@@ -57,7 +57,7 @@ def levers(spec: ModelSpec, gpu: GPU, base: VllmSettings, gpus_per_node: int | N
                      p0.max_model_len, p0.starts, p0.error or "")
     if not weight_format(spec, base).quantized:  # a 16- or 32-bit checkpoint: the smaller formats are levers
         add("FP8 weights", "--quantization fp8", replace(base, quantization="fp8"))
-        add("4-bit weights (AWQ)", "an AWQ checkpoint", replace(base, quantization="awq"))
+        add("4-bit weights (AWQ)", "an AWQ checkpoint", replace(base, quantization="auto_awq"))
     if p0.kv_cache_dtype not in FP8_KV_DTYPES:
         add("FP8 KV cache", "--kv-cache-dtype fp8", replace(base, kv_cache_dtype="fp8"))
     half = base.max_model_len // 2

@@ -25,7 +25,7 @@ from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
 from ...model.layers import MLA
 from ...model.spec import ModelSpec
-from ...model.weights import WeightFormat, parse_weight_format
+from ...model.weights import WeightFormat
 from ...parallel import stages
 from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
@@ -135,16 +135,12 @@ def check_capability(fmt: WeightFormat, gpu: GPU) -> None:
 
 
 def weight_format(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
-    """The weight format vLLM loads for ``settings``: the checkpoint's (in the serving dtype), or --quantization's."""
-    if settings.quantization in (None, "", "auto", "none"):
-        if spec.weight_format is None:
-            raise InputError(f"{spec.name}: the checkpoint's quantization_config is not one kvbudget reads: "
-                             "give --quantization (e.g. fp8, awq, gptq)")
-        dense = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
-        if not spec.weight_format.quantized:
-            return WeightFormat(dense, dense_dtype=dense)
-        return spec.weight_format
-    return parse_weight_format(settings.quantization, dense_dtype=serving_dtype(spec))
+    """The weight format vLLM loads for ``settings``: the checkpoint's (in the serving dtype), or --quantization's
+    (``quant.loaded_format``)."""
+    from .quant import loaded_format
+
+    dense = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
+    return loaded_format(spec, settings.quantization, dense)
 
 
 def _vllm_loading(fmt: WeightFormat, notes: list[str]) -> WeightFormat:
@@ -332,11 +328,12 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
     non_torch = max(non_torch + extra, 0)
     reqs = min(r.tokens, r.seqs)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
+    dequant = _dequant(spec, gpu, settings, r)
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
         act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
-                              sampler_path(settings, gpu), moe)
+                              sampler_path(settings, gpu), moe) + dequant
         graphs = cudagraph_bytes(sizes, st.num_layers)
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
@@ -344,6 +341,15 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
             available = requested - weights - non_torch - act - graphs
         per_stage.append((st, bpb, weights, act, graphs, available))
     return total, requested, non_torch, per_stage
+
+
+def _dequant(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> int:
+    """Bytes the plain AWQ or GPTQ kernel adds to the profiling run's peak (quant.py): the 16-bit copy of the
+    largest quantized weight on a rank; 0 with Marlin or other formats."""
+    from .quant import dequant_bytes, int4_kernel
+
+    kernel = int4_kernel(r.fmt, settings.quantization, gpu, settings.version)
+    return dequant_bytes(spec, r.fmt, kernel, r.tp, r.tokens)
 
 
 def _blocks(per_stage: list[_StageMemory], settings: VllmSettings, notes: list[str]) -> tuple[int, int, int]:
@@ -530,6 +536,11 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                      f"install of vLLM before 0.12 has no flashinfer and sorts the logits in PyTorch: "
                      f"{per_entry * min(r.tokens, r.seqs) * spec.dims.vocab_size / GiB:.2f} GiB less KV cache "
                      "(a log's 'FlashInfer is not available' line)")
+    dequant = _dequant(spec, gpu, settings, r)
+    if dequant and settings.kv_cache_memory_bytes is None:
+        from .quant import dequant_note
+
+        notes.append(dequant_note(r.fmt, settings.quantization, gpu, settings.version, dequant))
     k, available, num_blocks = _blocks(per_stage, settings, notes)
     if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
         notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")

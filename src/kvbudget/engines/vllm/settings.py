@@ -81,6 +81,15 @@ RELEASES: dict[str, Release] = {
 }
 
 
+def version_minor(version: str | None) -> int | None:
+    """The minor number of a 0.x release (``0.13.0`` -> 13, ``v0.8.5.post1`` -> 8); None for ``current``, a
+    release-line name (``v1``, ``v0``) or anything else that names no release."""
+    parts = (version or "").strip().lower().lstrip("v").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
 def release(version: str | None) -> Release:
     """The release line of a version string (``0.33.0``, ``v0.6.3.post1``, ``current``, ``v1``, ``v0``)."""
     if version is None or version in ("", "current", "latest"):

@@ -1,0 +1,180 @@
+"""vLLM's ``--quantization``: the weight format it loads and the kernel that runs the 4-bit linear layers.
+
+vLLM's method names (model_executor/layers/quantization/__init__.py QUANTIZATION_METHODS, 0.10.1 to 0.33.0) are
+more than kvbudget's weight formats: ``awq_marlin``, ``gptq_marlin``, ``marlin``, ``auto_awq``/``auto_gptq``
+(0.24/0.22 on), ``moe_wna16`` and ``compressed-tensors`` run a checkpoint's own 4-bit or 8-bit weights with another
+kernel; ``fp8``, ``ptpc_fp8``, ``bitsandbytes``, ``experts_int8`` quantize a 16-bit checkpoint while loading.
+A checkpoint whose ``quantization_config`` names another family stops vLLM (config/model.py
+``_verify_quantization``: "Quantization method specified in the model config ... does not match ...").
+
+The kernel matters to memory: vLLM's plain AWQ and GPTQ kernels dequantize a whole weight matrix to 16 bits
+for the matmul (AWQ for batches of 256 tokens or more, ``awq.py``/``auto_awq.py`` apply; GPTQ on every call,
+``csrc/quantization/gptq/q_gemm.cu`` gptq_gemm's ``temp_dq``), so the profiling run's peak holds the largest
+one. Marlin kernels do not. vLLM takes Marlin when the GPU can run it (``marlin_utils.py``
+query_marlin_supported_quant_types: compute capability 8.0 up to 0.13, 7.5 from 0.14) unless the command names
+the plain kernel: ``--quantization awq`` forced it up to 0.23 ("... you specified quantization=awq explicitly,
+so forcing awq"; 0.24 brought ``auto_awq``, which picks Marlin for it too) and ``--quantization gptq`` up to
+0.21 (``auto_gptq`` from 0.22). Read from the 0.13.0, 0.14.0, 0.21.0, 0.22.0, 0.23.0, 0.24.0 and 0.33.0 wheels.
+"""
+
+from __future__ import annotations
+
+from ..._record import replace
+from ...hardware import GPU, capability
+from ...model.params import ROLES
+from ...model.spec import ModelSpec
+from ...model.weights import WeightFormat, parse_weight_format
+from ...units import InputError
+from .settings import version_minor
+
+# vLLM's method names that run a checkpoint's own 4-bit integer weights (AWQ or GPTQ packing)
+_INT4_KERNELS = ("awq", "awq_marlin", "auto_awq", "gptq", "gptq_marlin", "auto_gptq", "marlin", "moe_wna16")
+# names that read the scheme from the checkpoint's quantization_config, whatever it is
+_FROM_CONFIG = ("compressed-tensors", "compressed_tensors", "modelopt", "modelopt_mixed", "quark", "inc", "humming")
+# vLLM's own names for formats kvbudget prices, where they differ from kvbudget's words
+_VLLM_NAMES: dict[str, WeightFormat] = {
+    "awq_marlin": WeightFormat("awq", bits=4, dense_dtype="fp16"),
+    "auto_awq": WeightFormat("awq", bits=4, dense_dtype="fp16"),
+    "moe_wna16": WeightFormat("awq", bits=4, dense_dtype="fp16"),
+    "gptq_marlin": WeightFormat("gptq", bits=4, dense_dtype="fp16"),
+    "auto_gptq": WeightFormat("gptq", bits=4, dense_dtype="fp16"),
+    "marlin": WeightFormat("gptq", bits=4, dense_dtype="fp16"),
+    "fbgemm_fp8": WeightFormat("fp8", bits=8, fp8_scales="per_channel"),
+    "ptpc_fp8": WeightFormat("fp8", bits=8, fp8_scales="per_channel"),
+    "fp8_per_channel": WeightFormat("fp8", bits=8, fp8_scales="per_channel"),
+    "fp8_per_tensor": WeightFormat("fp8", bits=8),
+    "fp8_per_block": WeightFormat("fp8", bits=8, block=(128, 128), fp8_scales="block"),
+    "int8_per_channel_weight_only": WeightFormat("int8", bits=8),
+    "nvfp4_per_token": WeightFormat("nvfp4", bits=4),
+    "gpt_oss_mxfp4": WeightFormat("mxfp4", bits=4),
+}
+# every role but the routed experts: what experts_int8 leaves in 16 bits
+_NOT_EXPERTS = frozenset(set(ROLES) - {"experts"})
+# families a --quantization word belongs to, to match a checkpoint's own format (vLLM's override rules)
+_FAMILY = {"awq": "int4", "gptq": "int4", "fp8": "fp8", "int8": "int8", "nf4": "bnb", "mxfp4": "mxfp4",
+           "nvfp4": "nvfp4"}
+_WORD_FAMILY = {"bitsandbytes": ("bnb", "int8"), "fp8": ("fp8",), "fbgemm_fp8": ("fp8",), "mxfp4": ("mxfp4",),
+                "gpt_oss_mxfp4": ("mxfp4",), "modelopt_fp4": ("nvfp4",), "modelopt_mxfp8": ("fp8",)}
+
+
+def _word(quantization: str | None) -> str:
+    return "" if quantization is None else quantization.strip().lower()
+
+
+def loaded_format(spec: ModelSpec, quantization: str | None, dense: str) -> WeightFormat:
+    """The weight format vLLM loads: the checkpoint's own (in the serving dtype ``dense``), or the one
+    ``--quantization`` names for a 16-bit checkpoint; a word of another family than the checkpoint's stops vLLM."""
+    word = _word(quantization)
+    own = spec.weight_format
+    if word in ("", "auto", "none"):
+        if own is None:
+            raise InputError(f"{spec.name}: the checkpoint's quantization_config is not one kvbudget reads: "
+                             "give --quantization (e.g. fp8, awq, gptq)")
+        return own if own.quantized else WeightFormat(dense, dense_dtype=dense)
+    if own is not None and own.quantized:
+        family = _FAMILY.get(own.name, own.name)
+        if word in _FROM_CONFIG or (word in _INT4_KERNELS and family == "int4") or family in _WORD_FAMILY.get(word, ()):
+            return own
+        fmt = _from_word(spec, word, dense)
+        if _FAMILY.get(fmt.name, fmt.name) != family:
+            raise InputError(f"{spec.name} is a {own.describe()} checkpoint and --quantization {quantization} names "
+                             f"another format: vLLM stops ('Quantization method specified in the model config does not "
+                             f"match the quantization method specified in the quantization argument'); drop "
+                             f"--quantization (vLLM reads the checkpoint's) or serve a 16-bit checkpoint")
+        return own
+    return _from_word(spec, word, dense)
+
+
+def _from_word(spec: ModelSpec, word: str, dense: str) -> WeightFormat:
+    """A 16-bit checkpoint served with ``--quantization word``."""
+    if word in _FROM_CONFIG:
+        raise InputError(f"vLLM's --quantization {word} reads the scheme from the checkpoint's quantization_config, "
+                         f"and {spec.name} has none: pass the quantized checkpoint (its Hub id or config.json), or "
+                         "name the weights' format (fp8, int8, awq, gptq)")
+    if word == "gguf":
+        raise InputError("vLLM's --quantization gguf serves a .gguf file: kvbudget prices GGUF files for llama.cpp "
+                         "(--engine llama.cpp with the file); under vLLM give the format it holds (e.g. awq for 4-bit)")
+    if word == "experts_int8":  # fused_moe experts quantized to int8 while loading; every other linear stays 16-bit
+        if not spec.num_experts:
+            raise InputError(f"vLLM's --quantization experts_int8 quantizes MoE experts, and {spec.name} has none")
+        return WeightFormat("int8", bits=8, dense_dtype=dense, skip_roles=_NOT_EXPERTS)
+    if word in _VLLM_NAMES:
+        return replace(_VLLM_NAMES[word], dense_dtype=dense if _VLLM_NAMES[word].name not in ("awq", "gptq") else "fp16")
+    try:
+        return parse_weight_format(word, dense_dtype=dense)
+    except InputError:
+        raise InputError(f"--quantization {word!r} is not a vLLM method kvbudget prices: use the checkpoint's own "
+                         "(leave it out), or one of fp8, awq, awq_marlin, gptq, gptq_marlin, bitsandbytes, mxfp4, "
+                         "modelopt_fp4, experts_int8, ptpc_fp8") from None
+
+
+def marlin_capable(gpu: GPU, version: str, fmt: WeightFormat) -> bool:
+    """Whether vLLM's Marlin kernels run ``fmt`` on ``gpu`` (marlin_utils.py: 4- and 8-bit, groups of -1, 32,
+    64 or 128, compute capability 8.0 up to 0.13 and 7.5 from 0.14; CUDA only). An unknown GPU counts as able."""
+    if gpu.vendor != "nvidia" or fmt.bits not in (4, 8) or fmt.group_size not in (-1, 32, 64, 128):
+        return False
+    minor = version_minor(version)
+    have = capability(gpu)
+    return have is None or have >= (8.0 if minor is not None and minor <= 13 else 7.5)
+
+
+def int4_kernel(fmt: WeightFormat, quantization: str | None, gpu: GPU, version: str) -> str:
+    """The kernel family vLLM runs AWQ/GPTQ weights with: "marlin", or the plain "awq"/"gptq" kernel."""
+    if fmt.name not in ("awq", "gptq"):
+        return ""
+    word, minor = _word(quantization), version_minor(version)
+    forced = (word == "awq" == fmt.name and minor is not None and minor <= 23) or (
+        word == "gptq" == fmt.name and minor is not None and minor <= 21)
+    return fmt.name if forced or not marlin_capable(gpu, version, fmt) else "marlin"
+
+
+def largest_linear(spec: ModelSpec, fmt: WeightFormat, tp: int) -> int:
+    """Elements of the largest quantized linear layer on one TP rank as vLLM builds it (q, k and v merged in
+    QKVParallelLinear, gate and up in MergedColumnParallelLinear); routed experts run their own MoE kernel."""
+    best = 0
+    for block in set(spec.inventory.layers):
+        merged: dict[tuple[str, int], int] = {}
+        for t in block:
+            if not fmt.packs(t) or t.role == "experts":
+                continue
+            rows, cols = t.shape_per_rank(tp)
+            if t.split in ("col", "kv"):
+                merged[(t.role, cols)] = merged.get((t.role, cols), 0) + rows * t.count
+            else:
+                best = max(best, rows * cols)
+        best = max([best, *(rows * cols for (_, cols), rows in merged.items())])
+    return best
+
+
+def dequant_bytes(spec: ModelSpec, fmt: WeightFormat, kernel: str, tp: int, tokens: int) -> int:
+    """Bytes of the 16-bit copy a plain AWQ (for ``tokens`` >= 256) or GPTQ kernel makes of the largest weight."""
+    if kernel == "gptq" or (kernel == "awq" and tokens >= 256):
+        return 2 * largest_linear(spec, fmt, tp)
+    return 0
+
+
+def dequant_note(fmt: WeightFormat, quantization: str | None, gpu: GPU, version: str, nbytes: int) -> str:
+    """Why the plain kernel runs, and what its copy costs."""
+    name = fmt.name.upper()
+    copy = (f"it dequantizes each weight to 16 bits for the matmul, and the largest, {nbytes / 2**30:.2f} GiB a rank, "
+            "is in the profiling run's peak")
+    if marlin_capable(gpu, version, fmt):
+        last = "0.23" if fmt.name == "awq" else "0.21"
+        return (f"--quantization {fmt.name} forces vLLM's plain {name} kernel over Marlin (up to {last}): {copy}; "
+                f"leave --quantization out (or give {fmt.name}_marlin) and Marlin runs without it")
+    return (f"{name} weights on vLLM's plain {name} kernel ({gpu.name} cannot run Marlin, which needs an NVIDIA GPU of "
+            f"compute capability 8.0, 7.5 from vLLM 0.14, and 4- or 8-bit weights in groups of 32, 64, 128 or all): {copy}")
+
+
+def format_name(quantization: str | None) -> str | None:
+    """kvbudget's name for the format a --quantization word loads (``auto_awq`` -> awq, ``ptpc_fp8`` -> fp8); the
+    word itself when it names none kvbudget prices; None for none."""
+    word = _word(quantization)
+    if word in ("", "auto", "none"):
+        return None
+    if word in _VLLM_NAMES:
+        return _VLLM_NAMES[word].name
+    try:
+        return parse_weight_format(word).name
+    except InputError:
+        return word

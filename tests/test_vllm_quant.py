@@ -164,3 +164,15 @@ def test_the_awq_lever_is_a_checkpoint_vllm_runs_on_marlin() -> None:
 def test_version_minor() -> None:
     assert [version_minor(v) for v in ("0.13.0", "v0.8.5.post1", "0.24", "current", "v1", "1.0.0", "")] == [
         13, 8, 24, None, None, None, None]
+
+
+@pytest.mark.parametrize(("word", "name"), [("awq_marlin", "awq"), ("gptq_marlin", "gptq"), ("w8a8_fp8", "fp8"),
+                                            ("w8a8_int8", "int8"), ("moe_wna16", "awq"), ("modelopt_fp8", "fp8")])
+def test_sglang_reads_the_engines_method_names_too(capsys: pytest.CaptureFixture[str], word: str, name: str) -> None:
+    # SGLang's QUANTIZATION_CHOICES (sglang/srt/arg_groups/choices.py, 0.5.23) share these words with vLLM
+    from kvbudget.model.weights import parse_weight_format
+
+    assert parse_weight_format(word).name == name
+    code = main(["explain", "--gpu", "L40S", "--", "python", "-m", "sglang.launch_server", "--model-path", QWEN14,
+                 "--quantization", word])
+    assert code == 0, capsys.readouterr().err

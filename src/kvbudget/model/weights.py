@@ -127,6 +127,11 @@ _FORMAT_ALIASES = {
     "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "auto": "auto",
     "fp8_e4m3": "fp8", "int4": "awq", "4bit": "awq", "bnb": "nf4", "bitsandbytes": "nf4",
     "w8a8": "int8", "mxfp4": "mxfp4", "fp4": "nvfp4", "modelopt_fp4": "nvfp4", "compressed_tensors": "int8",
+    # engines' own method names for these formats (vLLM QUANTIZATION_METHODS, SGLang QUANTIZATION_CHOICES): the
+    # kernel they name does not change the bytes stored
+    "awq_marlin": "awq", "auto_awq": "awq", "moe_wna16": "awq", "gptq_marlin": "gptq", "auto_gptq": "gptq",
+    "marlin": "gptq", "w8a8_fp8": "fp8", "w8a8_int8": "int8", "modelopt_fp8": "fp8", "ptpc_fp8": "fp8",
+    "fbgemm_fp8": "fp8", "nvfp4_online": "nvfp4", "petit_nvfp4": "nvfp4", "gpt_oss_mxfp4": "mxfp4",
 }
 
 

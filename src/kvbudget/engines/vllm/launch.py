@@ -23,15 +23,18 @@ VLLM_QUANTIZATION = {"fp8": "fp8", "nf4": "bitsandbytes", "awq": "awq_marlin", "
 def vllm_quantization(quantization: str | None) -> str | None:
     """The --quantization value that loads ``quantization`` (a kvbudget weight format or vLLM's own word)."""
     from ...model.weights import parse_weight_format
-    from .quant import format_name
+    from .quant import VLLM_METHODS, format_name
 
     name = format_name(quantization)
     if name in (None, "awq", "gptq"):
         return VLLM_QUANTIZATION.get(name or "")
+    word = (quantization or "").strip().lower()
+    if word in VLLM_METHODS:
+        return word  # vLLM's own method name, passed through as given
     try:
-        name = parse_weight_format(quantization or "").name
+        name = parse_weight_format(word).name
     except InputError:
-        return quantization  # vLLM's own method name, passed through as given
+        return quantization
     return VLLM_QUANTIZATION.get(name)
 
 

@@ -48,6 +48,14 @@ _VLLM_NAMES: dict[str, WeightFormat] = {
     "nvfp4_per_token": WeightFormat("nvfp4", bits=4),
     "gpt_oss_mxfp4": WeightFormat("mxfp4", bits=4),
 }
+# vLLM's own method words (0.33.0 QUANTIZATION_METHODS, and bitsandbytes, ptpc_fp8, gguf of earlier lines): a launch
+# command passes them through as given
+VLLM_METHODS = frozenset({"awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+                          "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming",
+                          "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4",
+                          "gpt_oss_mxfp4", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel",
+                          "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8", "bitsandbytes", "ptpc_fp8",
+                          "gguf", "marlin"})
 # every role but the routed experts: what experts_int8 leaves in 16 bits
 _NOT_EXPERTS = frozenset(set(ROLES) - {"experts"})
 # families a --quantization word belongs to, to match a checkpoint's own format (vLLM's override rules)

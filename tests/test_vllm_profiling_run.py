@@ -40,7 +40,9 @@ def test_bytes_per_vocabulary_entry_from_the_source() -> None:
     assert sampler_bytes(v1, "native", "fp32") == 30
     # the other lines keep their measured figures whatever the path
     assert sampler_bytes(ACTIVATION["current"], "native", "bf16") == 8.0
-    assert sampler_bytes(ACTIVATION["v0"], "flashinfer", "bf16") == 4.0
+    # V0's sampler (model_executor/layers/sampler.py, 0.7.3): model-dtype logits (2), fp32 copy (4), sorted values (4)
+    # and indices (8), top-k mask (1), sorted softmax (4) and its cumsum (4), top-p mask (1), scattered result (4)
+    assert sampler_bytes(ACTIVATION["v0"], "flashinfer", "bf16") == 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4 == 32
 
 
 def test_the_native_sort_costs_the_difference_in_kv_memory() -> None:
@@ -139,3 +141,35 @@ def test_nccl_at_four_or_more_ranks_on_nvswitch_is_named_with_its_size() -> None
     for gpu, tp in (("H100", 2), ("L40S", 4), ("A100-SXM4-80GB", 8)):  # below 4 ranks; no switch; no SHARP before sm90
         p = _plan("Qwen/Qwen3-32B", gpu, tensor_parallel_size=tp, max_model_len=32768)
         assert not [n for n in p.notes if n.startswith("NCCL at")], (gpu, tp)
+
+
+def test_v0_peak_is_the_larger_of_forward_and_sampler() -> None:
+    # the V0 sampler runs after the forward's buffers are freed: the peak is the larger of the forward and the
+    # forward's output + 32 B a vocabulary entry for every dummy request (calibration.ActivationModel "max")
+    from kvbudget.engines.vllm.calibration import activation_peak
+
+    spec = kvbudget.load_model("meta-llama/Llama-3.2-3B-Instruct")  # hidden 3072, intermediate 8192, vocab 128256
+    # Unsloth's Colab run on a T4 (0.8.2 falls back to V0 there): 2048 tokens, 192 sequences, fp16
+    act = activation_peak(spec, 2048, 192, 1, "fp16", True, ACTIVATION["v0"])
+    assert act == 2048 * 3072 * 2 + 192 * 128256 * 32  # sampler-bound: 0.75 GiB of the logged 0.90
+    # RTX 3090, 0.6.4, 20,000 tokens of Llama-3.1-8B: forward-bound, 3 x (hidden + intermediate) a token
+    llama = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert activation_peak(llama, 20000, 256, 1, "bf16", True, ACTIVATION["v0"]) == 20000 * (3 * 4096 + 3 * 14336) * 2
+
+
+def test_v0_t4_run_and_the_0_6_4_cuda_context() -> None:
+    from kvbudget.engines.vllm.calibration import NON_TORCH_0_6_4_BYTES, NON_TORCH_TP1_BYTES
+
+    # "# cuda blocks: 3637" (the T4 log, tests/data/vllm_logs/v0.8.2_t4_llama3.2-3b_len2048_gmu0.89): 0.4.3-0.6.3
+    # and 0.6.5 on count the non-torch increase only (the log prints 0.05 GiB)
+    from kvbudget.hardware import custom_gpu
+
+    t4 = plan(kvbudget.load_model("meta-llama/Llama-3.2-3B-Instruct"), custom_gpu(int(14.74 * GiB)),
+              VllmSettings(version="v0", max_model_len=2048, gpu_memory_utilization=0.8938626454842437, max_num_seqs=192,
+                           max_num_batched_tokens=2048, dtype="float16"))
+    assert t4.non_torch_bytes == NON_TORCH_TP1_BYTES["v0"]
+    assert abs(t4.num_gpu_blocks / 3637 - 1) < 0.03  # was +8.4% with the sum and 4 B a vocabulary entry
+    # 0.6.4 counts every byte torch did not allocate, the CUDA context included: the 3090 logs' 0.35 GiB
+    old = _plan("meta-llama/Llama-3.1-8B-Instruct", "RTX-3090", version="0.6.4", max_model_len=20000)
+    assert old.non_torch_bytes == NON_TORCH_0_6_4_BYTES
+    assert parse_vllm_log((LOGS / "v0.6.4_rtx3090_llama3.1-8b_len20000.log").read_text(encoding="utf-8")).version == "0.6.4"

@@ -69,8 +69,14 @@ def capture_sizes(max_num_seqs: int, max_num_tokens: int, gpu: GPU) -> tuple[int
 NON_TORCH_TP1_BYTES = {
     "current": int(0.27 * GiB),  # published 0.2x log, Llama-3.1-8B, 80 GB: consumed 15.26 GiB = 14.99 loaded + 0.27
     "v1": int(0.05 * GiB),  # v0.10.2dev_a100_qwen3-0.6b (0.54 GiB above the weights in all)
-    "v0": int(0.2 * GiB),  # 0.35 GiB in v0.6.4_rtx3090_llama3.1-8b, 0.03-0.05 in the 0.7-0.8 V0 logs
+    "v0": int(0.05 * GiB),  # the increase over the worker's baseline: 0.03-0.05 in the 0.7-0.8 V0 logs
 }
+# vLLM 0.6.4 alone (worker.py determine_num_available_blocks) counts every byte on the device that torch did not
+# allocate, the CUDA context and cuBLAS's workspace included: "non_torch_memory=0.35GiB" in both RTX 3090 logs
+# (v0.6.4_rtx3090_llama3.1-8b); 0.4.3-0.6.3 measure from the worker's start and 0.6.5 on the increase over a
+# baseline, so neither counts the context. Single GPU.
+NON_TORCH_0_6_4_BYTES = int(0.35 * GiB)
+
 # What vLLM's source sizes of it is small: custom all-reduce (distributed/device_communicators/custom_all_reduce.py
 # CustomAllreduce.__init__) allocates per rank, outside torch, a metadata buffer of meta_size() + max_size and a data
 # buffer of max_size (8 MiB each in 0.8.5 and 0.10.1; 0.33.0: the data buffer is max(max_size 8 MiB, all-gather
@@ -92,6 +98,7 @@ class ActivationModel:
     inter: float
     logits: float | None
     source: str
+    peak: str = "sum"  # "max": the sampler runs after the forward's buffers are freed (the larger of the two)
 
 
 ACTIVATION = {
@@ -105,7 +112,12 @@ ACTIVATION = {
     "v1": ActivationModel(1.0, 1.0, None, "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b"),
     # V0 runs eager PyTorch: ~3 x hidden + 3 x intermediate per token (Llama-3.1-8B on an RTX 3090:
     # 2.07 GiB for 20000 tokens and 2.99 GiB for 29000, i.e. 110.7 KB per token).
-    "v0": ActivationModel(3.0, 3.0, 4.0, "v0.6.4_rtx3090_llama3.1-8b (two runs)"),
+    # The V0 sampler (model_executor/layers/sampler.py, 0.7.3) sorts the full vocabulary of every dummy request
+    # (top-k vocab - 1, top-p 0.99): at the scatter back the model-dtype logits (2), their fp32 copy (4), the sorted
+    # values (4) and int64 indices (8), the top-k mask (1), the sorted softmax (4) and its cumsum (4), the top-p
+    # mask (1) and the scattered result (4) are alive: 32 bytes a vocabulary entry. It runs after the forward's
+    # buffers are freed, so the peak is the larger of the two (the forward's output kept for it).
+    "v0": ActivationModel(3.0, 3.0, 32.0, "v0.6.4_rtx3090_llama3.1-8b (two runs); sampler from its source", "max"),
 }
 
 SAMPLERS = ("flashinfer", "native")
@@ -186,6 +198,9 @@ def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str
     mlp = model.inter * moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
     forward = (tokens * model.hidden * d.hidden_size + mlp) * width
     per_entry = sampler_bytes(model, sampler, dtype) if last_stage else 0.0
+    if model.peak == "max":
+        held = tokens * d.hidden_size * width  # the forward's output, kept for the sampler
+        return int(max(forward, held + per_entry * reqs * d.vocab_size))
     return int(forward + per_entry * reqs * d.vocab_size)
 
 

@@ -177,6 +177,10 @@ def parse_vllm_log(text: str) -> VllmLog:
          or log.first("version ", r"\bversion ([0-9]{1,4}\.[0-9]{1,4}\.[0-9][\w.+\-]{0,40})"))
     if m:
         fields["version"] = m.group(1)
+    elif log.first("initial_memory_usage=", r"Memory profiling results: total_gpu_memory=[^\n]{0,80}initial_memory_usage="):
+        # worker.py of 0.6.4 alone prints this one-line form (0.6.3 prints none, 0.6.5 on a multi-line one), and
+        # that release counts the CUDA context as non-torch memory (calibration.NON_TORCH_0_6_4_BYTES)
+        fields["version"] = "0.6.4"
     m = (log.first("model=", r"model=['\"]([^'\"\n]{1,400})['\"]")
          or log.first(("'model'", '"model"'), r"['\"]model['\"][ \t]{0,8}:[ \t]{0,8}['\"]([^'\"\n]{1,400})['\"]")
          or log.first("Starting to load model ", r"Starting to load model ([^\s.]{1,200}(?:\.[^\s.]{1,200}){0,8})"))

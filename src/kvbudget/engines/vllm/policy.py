@@ -31,6 +31,7 @@ from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
 from .calibration import (
     ACTIVATION,
+    NON_TORCH_0_6_4_BYTES,
     NON_TORCH_TP1_BYTES,
     NON_TORCH_TP_BYTES,
     SAMPLERS,
@@ -321,6 +322,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
     # every DP engine holds the attention (split by its own TP) and, of an MoE model, its share of the experts
     stage_list = stages(spec, r.fmt, r.tp, r.pp, r.dp, settings.enable_expert_parallel)
     non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else NON_TORCH_TP1_BYTES[rel.key]
+    if r.tp * r.pp == 1 and (settings.version.strip().lower().lstrip("v") + ".").startswith("0.6.4."):
+        non_torch = NON_TORCH_0_6_4_BYTES  # that release counts the CUDA context as non-torch memory
     extra = site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0]  # a site profile, when given
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "

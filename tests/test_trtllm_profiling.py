@@ -117,3 +117,26 @@ def test_engine_path_unchanged() -> None:
     runtime, decoder = trtllm.engine_buffers(2048, 1, spec.max_context, d.vocab_size)
     assert e.peak_bytes == e.weights_bytes + act + runtime + decoder + trtllm.NON_TORCH_BYTES
     assert e.temporary_kv_bytes == 0
+
+
+def test_cuda_graph_config_from_the_options_file(tmp_path: Path) -> None:
+    from kvbudget.engines.cmdscan import parse_other_command
+    from kvbudget.engines.trtllm.launch import options_note, yaml_options
+
+    def settings(body: str) -> trtllm.TrtllmSettings:
+        f = tmp_path / "opts.yml"
+        f.write_text(body, encoding="utf-8")
+        t = parse_other_command(f"trtllm-serve {LLAMA8} --extra_llm_api_options {f}")
+        assert t.trtllm is not None
+        return t.trtllm
+
+    # the scored 0.20 log's options file: graphs for batch 128 only
+    assert settings("cuda_graph_config: {batch_sizes: [128]}\nenable_attention_dp: true\n").cuda_graph_max_batch_size == 128
+    assert settings("cuda_graph_config: {max_batch_size: 64, enable_padding: true}\n").cuda_graph_max_batch_size == 64
+    assert settings("cuda_graph_config: null\n").cuda_graph_max_batch_size == 0
+    assert settings("cuda_graph_config: {}\n").cuda_graph_max_batch_size is None
+    with pytest.raises(InputError):
+        settings("cuda_graph_config: 5\n")
+    s = trtllm.TrtllmSettings(cuda_graph_max_batch_size=0)
+    assert yaml_options(s) == {"cuda_graph_config": None} and "cuda_graph_config: null" in options_note(s)
+    assert "cuda_graph_config: {max_batch_size: 64}" in options_note(trtllm.TrtllmSettings(cuda_graph_max_batch_size=64))

@@ -153,11 +153,13 @@ def act_quant_bytes(weight_format: str) -> float:
 
 def mlp_peak_bytes_per_token(hidden: int, intermediate: int, quant: float = 0.0, act: int = 2) -> int:
     """Activation bytes alive per token at the MLP's peak (GatedMLP.forward, modules/gated_mlp.py, 0.19 to main):
-    the layer's residual and the normed input (hidden each), gate_up_proj's output h1 (2 x intermediate), swiglu's h2
+    the token embeddings (the model's forward keeps ``inputs_embeds`` referenced through the whole layer loop:
+    ``hidden_states = inputs_embeds.to(self.dtype)`` in the _torch/models/modeling_*.py forwards), the layer's
+    residual and the normed input (hidden each), gate_up_proj's output h1 (2 x intermediate), swiglu's h2
     (intermediate; h1 is still referenced while down_proj runs), down_proj's quantized copy of h2 (``quant`` bytes an
     element) and its output (hidden). ``intermediate`` is this rank's width; a MoE layer's expert rows count
     experts_per_token times (the fused MoE sizes its buffers for every routed row)."""
-    return int((3 * hidden + 3 * intermediate) * act + quant * intermediate)
+    return int((4 * hidden + 3 * intermediate) * act + quant * intermediate)
 
 
 def logits_bytes(requests: int, vocab: int) -> int:

@@ -12,12 +12,13 @@ from ..lazy import lazy_exports
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from .policy import (
-        ACT_BYTES_PER_TOKEN_HIDDEN,
         NON_TORCH_BYTES,
+        ProfilingPeak,
         TrtllmPlan,
         engine_buffers,
         per_token_bytes,
         plan,
+        profiling_peak,
         replica,
         summary,
     )
@@ -26,13 +27,13 @@ if TYPE_CHECKING:
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
 _EXPORTS = (
-    dict.fromkeys(("ACT_BYTES_PER_TOKEN_HIDDEN", "NON_TORCH_BYTES", "TrtllmPlan", "engine_buffers", "per_token_bytes",
-        "plan", "replica", "summary",), ".policy")
+    dict.fromkeys(("NON_TORCH_BYTES", "ProfilingPeak", "TrtllmPlan", "engine_buffers", "per_token_bytes",
+        "plan", "profiling_peak", "replica", "summary",), ".policy")
     | dict.fromkeys(("TrtllmSettings",), ".settings")
 )
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
-__all__ = ["ACT_BYTES_PER_TOKEN_HIDDEN", "NON_TORCH_BYTES", "TrtllmPlan", "TrtllmSettings", "engine_buffers",
-           "per_token_bytes", "plan", "replica", "summary"]
+__all__ = ["NON_TORCH_BYTES", "ProfilingPeak", "TrtllmPlan", "TrtllmSettings", "engine_buffers",
+           "per_token_bytes", "plan", "profiling_peak", "replica", "summary"]

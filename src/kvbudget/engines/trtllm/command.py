@@ -97,8 +97,28 @@ def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
                     take(_KV_OPTIONS[sub], f"kv_cache_config.{sub}", item)
                 else:
                     ignored.append(f"kv_cache_config.{sub}")
+        elif key == "cuda_graph_config":
+            out["cuda_graph_max_batch_size"] = _cuda_graph_batch(value, where, ignored)
         elif key in _OPTIONS:
             take(_OPTIONS[key], str(key), value)
         else:
             ignored.append(str(key))
     return out, ignored
+
+
+def _cuda_graph_batch(value: object, where: str, ignored: list[str]) -> int | None:
+    """The largest batch ``cuda_graph_config`` captures a graph for: null turns CUDA graphs off (0); max_batch_size,
+    else the largest of batch_sizes (llmapi/llm_args.py CudaGraphConfig); an empty mapping: the default (None)."""
+    if value is None:
+        return 0
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: cuda_graph_config must be a mapping (max_batch_size: ..., batch_sizes: [...]) or null")
+    ignored += [f"cuda_graph_config.{sub}" for sub in value if sub not in ("max_batch_size", "batch_sizes")]
+    sizes = value.get("batch_sizes")
+    if sizes:
+        if not isinstance(sizes, list):
+            raise InputError(f"{where}: cuda_graph_config.batch_sizes must be a list of batch sizes")
+        return max(whole(b, "cuda_graph_config.batch_sizes", 1, 1 << 20, where=where) for b in sizes)
+    if value.get("max_batch_size") is not None:
+        return whole(value["max_batch_size"], "cuda_graph_config.max_batch_size", 0, 1 << 20, where=where)
+    return None

@@ -39,6 +39,8 @@ def yaml_options(s: TrtllmSettings) -> dict[str, object]:
         out["moe_tensor_parallel_size"] = s.moe_tp
     if s.enable_attention_dp:
         out["enable_attention_dp"] = True
+    if s.cuda_graph_max_batch_size is not None:  # null turns CUDA graphs off
+        out["cuda_graph_config"] = {"max_batch_size": s.cuda_graph_max_batch_size} if s.cuda_graph_max_batch_size else None
     return out
 
 
@@ -47,5 +49,10 @@ def options_note(s: TrtllmSettings) -> str:
     options = yaml_options(s)
     if not options:
         return ""
-    body = "".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n" for k, v in options.items())
+    def show(v: object) -> str:
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {x}" for k, x in v.items()) + "}"
+        return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+    body = "".join(f"{k}: {show(v)}\n" for k, v in options.items())
     return f"llm_api_options.yaml (trtllm-serve has no flag for these): {body.strip().replace(chr(10), '; ')}"

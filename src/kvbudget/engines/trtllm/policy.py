@@ -10,6 +10,8 @@ path ``kvCacheManager.cpp`` (free memory after the engine and its buffers x frac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..._record import record, replace
 from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
@@ -20,16 +22,37 @@ from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
 from ...units import GiB, InputError
 from ..base import Replica
+from ..textbook import CUDA_CONTEXT_BYTES, NON_TORCH_TP_BYTES
 from .settings import _KV_DTYPES, TrtllmSettings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..base import EnginePlan
 
-# Calibrated on tests/data/trtllm_logs (the peak of the profiling run above the weights: activations
-# of max_num_tokens tokens and non-torch memory), per rank.
+# The C++ engine path's memory outside the engine and its buffers (CUDA context, cuBLAS, NCCL), calibrated on
+# tests/data/trtllm_logs (engine rows), per rank.
 NON_TORCH_BYTES = int(0.6 * GiB)
-ACT_BYTES_PER_TOKEN_HIDDEN = 8  # x hidden_size x 2 bytes per token of max_num_tokens
+
+# --- the PyTorch backend's profiling run, from TensorRT-LLM's source ------------------------------------------
+# KvCacheCreator (tensorrt_llm/_torch/pyexecutor/_util.py; in 0.19 the functions create_dummy_context_requests /
+# estimate_max_kv_cache_tokens of the same file) runs after PyExecutor.__init__ has warmed the model up and captured
+# its CUDA graphs (py_executor.py: model_engine.warmup in the constructor, in every release). It empties the torch
+# cache, resets the peak, pushes dummy context requests of max_num_tokens tokens in all through the executor, then
+# takes peak = torch's allocated_bytes.all.peak + (device used - torch allocated, after empty_cache) and
+# available = (total - peak + the temporary KV pool) x free_gpu_memory_fraction: 0.19 to main in 2026 (0.20:
+# _cal_max_tokens with alloc_kv_tokens x kv size; 1.0+, after PR #5933: _cal_max_memory with the pool's
+# allocated_bytes). The temporary pool is counted in the peak (outside torch) and added back, so it cancels: what
+# the pool is not given is the weights, every torch buffer alive before or made during the run, and the memory
+# held outside torch.
+# TensorRT-LLM's attention keeps one workspace for all layers, grown to the largest step and never shrunk; its
+# context part begins with a cuBLAS workspace of CUBLAS_WORKSPACE_SIZE = 32 MiB (attentionOp.cpp
+# getWorkspaceSizeForContext, workspaces[0]; the constant from cudaUtils.h, inherited from FasterTransformer).
+CUBLAS_WORKSPACE_BYTES = 32 << 20
+# CUDA graphs: on by default in the LLM API from 1.0 (llm_args.py: cuda_graph_config default_factory
+# CudaGraphConfig), for batches up to 128 (the 1.1.0rc3 log in tests/data/trtllm_logs prints
+# cuda_graph_max_batch_size=128 when only enable_padding was given); trtllm-bench sets max_batch_size instead
+# (bench/benchmark/utils/general.py).
+CUDA_GRAPH_MAX_BATCH = 128
 
 
 @record
@@ -56,6 +79,7 @@ class TrtllmPlan:
     ep: int = 1  # moe_expert_parallel_size, as Mapping settles it
     moe_tp: int = 1  # moe_tensor_parallel_size, as Mapping settles it
     attention_dp: bool = False
+    temporary_kv_bytes: int = 0  # PyTorch backend: the estimation pool, in TensorRT-LLM's printed peak
 
 
 def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
@@ -102,6 +126,91 @@ def engine_buffers(batch: int, beam: int, seq: int, vocab: int) -> tuple[int, in
     return u + 24 * batch * beam * seq, 4 * u + 16 * batch * beam * seq + 65536 * batch
 
 
+def dummy_request_lengths(max_num_tokens: int, max_seq_len: int) -> tuple[int, ...]:
+    """The prompt lengths of the profiling run's dummy requests: max_num_tokens tokens cut into prompts of
+    min(max_num_tokens, max_seq_len - 1), each asking for one token (KvCacheCreator._create_dummy_context_requests,
+    0.20 to main in 2026, called with net_max_seq_len - 1; 0.19's create_dummy_context_requests cut at max_seq_len
+    for the TorchSampler). With attention DP (1.0+) the list is repeated tp_size times and shared out, so each rank
+    still runs max_num_tokens tokens: the figures here are per rank."""
+    step = max(1, min(max_num_tokens, max_seq_len - 1))
+    full, rest = divmod(max_num_tokens, step)
+    return (step,) * full + ((rest,) if rest else ())
+
+
+def temporary_kv_tokens(lengths: tuple[int, ...], tokens_per_block: int, extra_per_request: int = 2) -> int:
+    """Tokens of the small KV pool the profiling run gets (KvCacheCreator._get_token_num_for_estimation): each
+    request's prompt + extra tokens, rounded up to whole blocks (requests share none). extra: 1 for the generated
+    token, + 1 with the overlap scheduler (on by default; 1.0+; 0.20 added only the 1)."""
+    return sum(-(-(n + extra_per_request) // tokens_per_block) for n in lengths) * tokens_per_block
+
+
+def act_quant_bytes(weight_format: str) -> float:
+    """Bytes per element of the quantized copy a quantized Linear makes of its input before the GEMM: FP8 (per
+    tensor or per block) 1; NVFP4 half a byte plus one FP8 scale per 16 values; other formats quantize no
+    activations (modules/linear.py, the FP8 and NVFP4 methods)."""
+    return {"fp8": 1.0, "nvfp4": 0.5 + 1 / 16}.get(weight_format, 0.0)
+
+
+def mlp_peak_bytes_per_token(hidden: int, intermediate: int, quant: float = 0.0, act: int = 2) -> int:
+    """Activation bytes alive per token at the MLP's peak (GatedMLP.forward, modules/gated_mlp.py, 0.19 to main):
+    the token embeddings (the model's forward keeps ``inputs_embeds`` referenced through the whole layer loop:
+    ``hidden_states = inputs_embeds.to(self.dtype)`` in the _torch/models/modeling_*.py forwards), the layer's
+    residual and the normed input (hidden each), gate_up_proj's output h1 (2 x intermediate), swiglu's h2
+    (intermediate; h1 is still referenced while down_proj runs), down_proj's quantized copy of h2 (``quant`` bytes an
+    element) and its output (hidden). ``intermediate`` is this rank's width; a MoE layer's expert rows count
+    experts_per_token times (the fused MoE sizes its buffers for every routed row)."""
+    return int((4 * hidden + 3 * intermediate) * act + quant * intermediate)
+
+
+def logits_bytes(requests: int, vocab: int) -> int:
+    """The logits of the profiling step: only each request's last token (LogitsProcessor.forward without
+    return_context_logits), computed in 16 bits and converted to float32 for the sampler, both alive at once."""
+    return requests * vocab * (2 + 4)
+
+
+@dataclass(frozen=True)
+class ProfilingPeak:
+    """What the PyTorch backend's profiling run counts above the weights, per rank (bytes)."""
+
+    tokens: int  # tokens in the profiling forward
+    requests: int  # dummy requests (last-token logits)
+    forward: int  # activations at the MLP's peak for ``tokens``
+    workspace: int  # the attention workspace's context part: cuBLAS workspace + the Q buffer
+    logits: int
+    cuda_graphs: int  # the graph pool: one decode step of the largest captured batch, logits included
+    non_torch: int  # CUDA context (and NCCL buffers above one rank)
+    temporary_kv: int  # the estimation pool (counted in TensorRT-LLM's printed peak, then added back)
+
+    @property
+    def total(self) -> int:
+        """The part of the peak that the pool does not get (the temporary KV pool cancels)."""
+        return self.forward + self.workspace + self.logits + self.cuda_graphs + self.non_torch
+
+
+def profiling_peak(spec: ModelSpec, s: TrtllmSettings, attn_tp: int, moe_tp: int, fmt: WeightFormat,
+                   max_seq: int, per_token: int, tokens_per_block: int) -> ProfilingPeak:
+    """The PyTorch backend's profiled peak above the weights, from the mechanism in KvCacheCreator (see the
+    module constants): the forward of the dummy context requests, the attention workspace it leaves, the last-token
+    logits, the CUDA-graph pool captured before the measurement and the memory outside torch."""
+    d = spec.dims
+    moe = spec.num_experts > 0
+    # dense MLPs split over attention's TP (whole under attention DP); routed experts over moe_tp
+    width = d.intermediate_size // (moe_tp if moe else attn_tp)
+    per_tok = mlp_peak_bytes_per_token(d.hidden_size, width, act_quant_bytes(fmt.name))
+    lengths = dummy_request_lengths(s.max_num_tokens, max_seq)
+    tokens = sum(lengths)
+    # Q buffer of the context FMHA (q_buf_2: max_num_tokens x local heads x head_dim, 16-bit; 1 byte with FP8
+    # context FMHA, taken as 16-bit here)
+    workspace = CUBLAS_WORKSPACE_BYTES + tokens * (d.num_attention_heads // attn_tp) * d.head_dim * 2
+    graph_batch = min(CUDA_GRAPH_MAX_BATCH if s.cuda_graph_max_batch_size is None else s.cuda_graph_max_batch_size,
+                      s.max_batch_size)
+    graphs = graph_batch * (per_tok + d.vocab_size * 6) if graph_batch > 0 else 0
+    non_torch = CUDA_CONTEXT_BYTES + (NON_TORCH_TP_BYTES if s.tp * s.pp > 1 else 0)
+    temp = temporary_kv_tokens(lengths, tokens_per_block) * per_token
+    return ProfilingPeak(tokens, len(lengths), tokens * per_tok, workspace, logits_bytes(len(lengths), d.vocab_size),
+                         graphs, non_torch, temp)
+
+
 def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     check_tp(spec, s.tp)
     if not 0 < s.free_gpu_memory_fraction < 1:
@@ -110,6 +219,9 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         value = getattr(s, name)
         if value is not None and value < 1:
             raise InputError(f"TensorRT-LLM's {name} must be at least 1, got {value}")
+    if s.cuda_graph_max_batch_size is not None and s.cuda_graph_max_batch_size < 0:
+        raise InputError(f"TensorRT-LLM's cuda_graph_config max_batch_size must be at least 0, got "
+                         f"{s.cuda_graph_max_batch_size}")
     if s.tokens_per_block is not None and s.tokens_per_block & (s.tokens_per_block - 1):
         raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two, got {s.tokens_per_block}")
     notes: list[str] = []
@@ -152,6 +264,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      "a floor at one head (resource_manager.py)")
     tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
     max_seq = s.max_seq_len or spec.max_context
+    temporary_kv = 0
     if s.backend == "engine":
         # the engine's execution-context memory (its activations for max_num_tokens, fixed at build time;
         # estimate: the MLP's gate and up outputs and four hidden-size tensors per token, in 16 bits)
@@ -163,8 +276,15 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      f"{runtime / GiB:.2f} GiB and decoder {decoder / GiB:.2f} GiB for max_batch_size "
                      f"{s.max_batch_size} x max_seq_len {max_seq:,} (exact), CUDA context {NON_TORCH_BYTES / GiB:.1f} GiB")
     else:
-        act = s.max_num_tokens * ACT_BYTES_PER_TOKEN_HIDDEN * spec.dims.hidden_size * 2
-        peak = stage.weights_bytes + act + NON_TORCH_BYTES
+        prof = profiling_peak(spec, s, attn_tp, moe_tp, fmt, max_seq, per_token, tpb)
+        peak = stage.weights_bytes + prof.total
+        temporary_kv = prof.temporary_kv
+        notes.append(f"profiling run: {prof.requests} dummy request(s) of {prof.tokens:,} tokens in all; activations "
+                     f"{prof.forward / GiB:.2f} GiB, attention workspace {prof.workspace / GiB:.2f} GiB, logits "
+                     f"{prof.logits / GiB:.2f} GiB, CUDA graphs {prof.cuda_graphs / GiB:.2f} GiB, outside torch "
+                     f"{prof.non_torch / GiB:.2f} GiB (estimates from TensorRT-LLM's source)")
+        if s.enable_attention_dp:
+            notes.append("attention DP: the attention-DP communication buffers and padded CUDA graphs are not modelled")
     available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
     error = None
     if available <= 0 or per_token <= 0:
@@ -179,9 +299,12 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     pool = blocks * tpb * per_token
     lines = []
     if s.backend == "pytorch":
-        lines.append(f"Peak memory during memory usage profiling (torch + non-torch): {peak / GiB:.2f} GiB, available KV "
-                     f"cache memory when calculating max tokens: {available / GiB:.2f} GiB, fraction is set "
-                     f"{s.free_gpu_memory_fraction}, kv size per token is {per_token}.")
+        # TensorRT-LLM's printed peak holds the temporary pool, which its formula adds back
+        lines.append(f"Peak memory during memory usage profiling (torch + non-torch): {(peak + temporary_kv) / GiB:.2f} "
+                     f"GiB, available KV cache memory when calculating max tokens: {available / GiB:.2f} GiB, fraction "
+                     f"is set {s.free_gpu_memory_fraction}, kv size per token is {per_token}. device total memory "
+                     f"{gpu.memory_bytes / GiB:.2f} GiB, temporary kv cache memory during profiling "
+                     f"{temporary_kv / GiB:.2f} GiB")
     else:
         free = gpu.memory_bytes - peak
         lines.append(f"[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: "
@@ -195,6 +318,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
         free_gpu_memory_fraction=s.free_gpu_memory_fraction, ep=ep, moe_tp=moe_tp, attention_dp=s.enable_attention_dp,
+        temporary_kv_bytes=temporary_kv,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
         available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,
         max_tokens=blocks * tpb, pool_bytes=pool, max_seq_len=max_seq,
@@ -211,7 +335,8 @@ def summary(p: TrtllmPlan) -> EnginePlan:
     from ..base import Part, engine_plan
 
     parts = (Part("weights", p.weights_bytes, "modelled"),
-             Part("profiled peak (activations)", max(p.peak_bytes - p.weights_bytes, 0), "calibrated"),
+             Part("profiled peak (activations)", max(p.peak_bytes - p.weights_bytes, 0),
+                  "calibrated" if p.backend == "engine" else "estimate"),
              Part("KV pool", max(p.pool_bytes, 0), "modelled"))
     return engine_plan(
         "trtllm", p.weights_bytes, p.available_bytes, p.max_tokens, p.max_concurrency, p.max_seq_len, p.starts,

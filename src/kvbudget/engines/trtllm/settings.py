@@ -26,6 +26,9 @@ class TrtllmSettings:
     quantization: str | None = None
     max_seq_len: int | None = None  # default: the model's max_position_embeddings
     max_beam_width: int = 1
+    # the largest batch PyTorch-backend CUDA graphs are captured for (cuda_graph_config.max_batch_size); None:
+    # TensorRT-LLM's default, 128 (llmapi/llm_args.py CudaGraphConfig), capped by max_batch_size; 0: graphs off
+    cuda_graph_max_batch_size: int | None = None
 
 
 # The KV cache dtypes kvbudget models for TensorRT-LLM and what each stores: FP8 (e4m3, kv_cache_config.dtype

@@ -176,3 +176,14 @@ def test_sglang_reads_the_engines_method_names_too(capsys: pytest.CaptureFixture
     code = main(["explain", "--gpu", "L40S", "--", "python", "-m", "sglang.launch_server", "--model-path", QWEN14,
                  "--quantization", word])
     assert code == 0, capsys.readouterr().err
+
+
+def test_no_bfloat16_below_compute_capability_8(capsys: pytest.CaptureFixture[str]) -> None:
+    # platforms/cuda.py (0.33.0): supported_dtypes has no bfloat16 below 8.0; "auto" falls back to float16
+    # (config/model.py _resolve_auto_dtype) and an explicit bfloat16 stops the worker (check_if_supports_dtype)
+    p = _plan("Qwen/Qwen2.5-7B-Instruct", "T4", max_model_len=4096)
+    assert p.kv_cache_dtype == "fp16" and any("falls back to float16" in n for n in p.notes)
+    assert _plan("Qwen/Qwen2.5-7B-Instruct", "L4", max_model_len=4096).kv_cache_dtype == "bf16"
+    code = main(["explain", "--gpu", "V100", "--", "vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "bfloat16"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "--dtype half" in err

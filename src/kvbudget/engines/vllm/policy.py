@@ -238,7 +238,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
     if not 0 < util <= 1:
         raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
-    model_dtype = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
+    model_dtype = _model_dtype(spec, settings, gpu, notes)
     kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
     derived_len = spec.max_context
     auto_len = settings.max_model_len == -1
@@ -266,6 +266,28 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
         hybrid_manager=hybrid_manager, block_size=settings.block_size or _block_size(spec, gpu, rel, notes), align=align,
         in_flight=_in_flight_batches(rel, settings, pp) * tokens,
         mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
+
+
+def _model_dtype(spec: ModelSpec, settings: VllmSettings, gpu: GPU, notes: list[str]) -> str:
+    """The dtype vLLM runs the model in: --dtype, or the checkpoint's; a GPU below compute capability 8.0 has no
+    bfloat16 (platforms/cuda.py supported_dtypes): "auto" falls back to float16 with a warning
+    (config/model.py _resolve_auto_dtype) and an explicit bfloat16 stops the worker (check_if_supports_dtype)."""
+    from ...hardware import capability
+
+    cap = capability(gpu)
+    low = gpu.vendor == "nvidia" and cap is not None and cap < 8.0
+    if settings.dtype != "auto":
+        name = element_type(settings.dtype).name
+        if name == "bf16" and low:
+            raise InputError(f"vLLM stops: 'Bfloat16 is only supported on GPUs with compute capability of at least 8.0'; "
+                             f"{gpu.name} has {cap}: use --dtype half")
+        return name
+    name = serving_dtype(spec)
+    if name == "bf16" and low:
+        notes.append(f"{gpu.name} (compute capability {cap}) has no bfloat16: vLLM falls back to float16 for "
+                     f"{spec.name}'s bfloat16 weights (same bytes)")
+        return "fp16"
+    return name
 
 
 def _speculative_states(hybrid_mamba: bool, rel: Release, settings: VllmSettings, notes: list[str]) -> int:

@@ -25,3 +25,8 @@ _trace("sim-openai-usage-list", {**OPENAI, "response": {"usage": [1]}}, "needs -
 _trace("sim-openai-usage-string", {**OPENAI, "response": {"usage": "none"}}, "needs --tokenizer")
 _trace("sim-openai-content-int", {**OPENAI, "request": {"messages": [{"content": 5}], "max_tokens": 5}},
        "'content' must be a string or a list of parts")
+
+# A flag the engine refuses, with a large workload: refused before the workload is made (it took 20 s and 2 GB first).
+argv("sim-context-refused-before-the-workload",
+     [*SIM, "--context", "10000000", "--synthetic", "requests=1000000,prompt=100,output=100"],
+     expect_in="greater than the derived max_model_len")

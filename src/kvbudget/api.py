@@ -212,14 +212,17 @@ def simulate(
 
 
 def _requests(trace: str | None, synthetic: str | None, tokenizer: str | None) -> Callable[[], list[Any]]:
-    """A function giving the requests (a synthetic spec is parsed now, the trace read or the workload made later)."""
-    from .inputs import read_text
+    """A function giving the requests: the files and the spec are checked now, the trace read or the workload made
+    when it is called."""
+    from .inputs import check_file, read_text
     from .sim import trace as traces
     from .sim import workload
 
+    tokenize = _tokenizer(tokenizer) if tokenizer else None
     if trace is not None:
         path = _name("--trace", trace)
-        return lambda: traces.read_trace(path, _tokenizer(tokenizer) if tokenizer else None)
+        check_file(path, "trace", traces.MAX_TRACE_BYTES)
+        return lambda: traces.read_trace(path, tokenize)
     w = workload.parse_workload(_name("--synthetic", synthetic), lambda path: read_text(path, "histogram", 1 << 24))
     return lambda: workload.generate(w)
 

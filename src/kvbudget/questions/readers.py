@@ -40,10 +40,20 @@ def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine,
     if engine is None:
         raise InputError("no engine kvbudget knows printed this log: give a vLLM, SGLang, TensorRT-LLM or llama.cpp "
                          "start-up log")
+    # logs of two engines pasted together: the first claimant read its part and the rest went unread, unannounced
+    claims = [e.label for e in registry if not getattr(e, "default_reader", False) and e.reads_log(text)]
+    claims += [e.label for e in registry if getattr(e, "default_reader", False) and any(m in text for m in _VLLM_MARKS)]
+    if len(claims) > 1:
+        raise InputError(f"the log holds start-up lines of {claims[0]} and of {claims[1]}: give one engine's log "
+                         "(check each run on its own)")
     _only_its_own(engine, given, "check", "log", registry)
     if given.get("flags") and not getattr(engine, "reads_run_flags", False):
         raise InputError(f"this is {engine.label}'s log: the flags after -- are read for vLLM logs only (drop them)")
     return engine, engine.check(text, given)
+
+
+# Lines only vLLM prints (its API server's version, the KV budget of V1 and V0), each at the start of a run's figures.
+_VLLM_MARKS = ("vLLM API server version ", "Available KV cache memory: ", "# GPU blocks: ")
 
 
 def _only_its_own(engine: Engine, given: dict[str, Any], command: str, what: str, registry: Registry) -> None:

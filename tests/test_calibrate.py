@@ -135,6 +135,13 @@ def test_calibrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
     ('{"kvbudget_profile": 1, "terms": [' + ",".join(['{"gpu": "x", "release": "v1"}'] * 10_001) + "]}",
      "10,001 terms: a profile holds at most 10,000"),
     ("[" * 100_000, "profile"),
+    # read before as 1, as a vLLM profile, as a term no plan matches, and as the first of two figures
+    ('{"kvbudget_profile": true, "terms": []}', "not a kvbudget profile"),
+    ('{"kvbudget_profile": 1, "engine": "sglang", "terms": []}', "a profile of engine 'sglang'"),
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100-SXM-80GB", "release": "v99", "gpus": 1, "bytes": 1, "logs": 1}]}',
+     "release 'v99' is not a vLLM release line"),
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 1, "logs": 1}, '
+     '{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 5000000000, "logs": 1}]}', "terms[1]: repeats terms[0]"),
 ])
 def test_hostile_profiles_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, said: str) -> None:
     bad = tmp_path / "p.json"

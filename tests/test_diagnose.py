@@ -10,7 +10,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -472,3 +472,101 @@ def test_sglang_fixes_name_sglang_flags() -> None:
     (kv,) = [d for d in found if d.name == "kv-cache-full"]
     (hit,) = [d for d in found if d.name == "prefix-cache"]
     assert "--kv-cache-dtype fp8_e4m3" in kv.fix and hit.evidence == "prefix-cache hit rate 25.0% (the engine's own gauge)"
+
+
+def _raw_server(reply: Callable[[socket.socket], None]) -> tuple[socket.socket, str]:
+    """A loopback TCP server that answers every connection with ``reply(conn)`` (not HTTP's rules: the hostile ones)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+
+            def answer(conn: socket.socket = conn) -> None:
+                try:
+                    conn.recv(65536)
+                    reply(conn)
+                except OSError:
+                    pass
+                finally:
+                    conn.close()
+
+            threading.Thread(target=answer, daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def _trickle_headers(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    for _ in range(200):  # one header every 0.1 s: each socket wait is short, the whole answer is not
+        conn.sendall(b"X-Slow: 1\r\n")
+        time.sleep(0.1)
+
+
+def _trickle_body(conn: socket.socket) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+    for _ in range(400):  # a byte every 0.05 s: read(64 KiB) waited for all of them
+        conn.sendall(b"#")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("reply", [_trickle_headers, _trickle_body])
+def test_a_server_that_trickles_is_cut_off_by_the_deadline(reply: Callable[[socket.socket], None]) -> None:
+    from kvbudget.ops.prometheus import Prometheus, PrometheusError, query
+
+    listener, url = _raw_server(reply)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ScrapeError, match=r"no answer within 0\.5 s"):
+            fetch(url + "/metrics", timeout=0.5)
+        assert time.monotonic() - start < 2.0
+        start = time.monotonic()
+        with pytest.raises(PrometheusError, match=r"did not answer within 0\.5 s"):
+            query(Prometheus(url, timeout_s=0.5), "up")
+        assert time.monotonic() - start < 2.0
+    finally:
+        listener.close()
+
+
+def test_an_answer_that_is_not_http_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    listener, url = _raw_server(lambda conn: conn.sendall(b"\x00\x01garbage\r\n\r\n"))
+    try:
+        code, out, err = run(capsys, "diagnose", "--metrics", url + "/metrics", "--interval", "0")
+        assert code == 2 and out == "" and "is not HTTP (BadStatusLine)" in err and err.count("\n") == 1, err
+    finally:
+        listener.close()
+    listener, url = _raw_server(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 200 + b"\r\n"))
+    try:
+        code, out, err = run(capsys, "diagnose", "--metrics", url + "/metrics", "--interval", "0")
+        assert code == 2 and "is not HTTP (HTTPException)" in err and err.count("\n") == 1, err
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("flag", ["--metrics", "--prometheus"])
+@pytest.mark.parametrize("url", ["http://[::1", "http://localhost:99999/metrics", "http://localhost:abc/metrics"])
+def test_a_url_urllib_cannot_split_is_one_line(capsys: pytest.CaptureFixture[str], flag: str, url: str) -> None:
+    code, out, err = run(capsys, "diagnose", flag, url, "--interval", "0")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "not a URL kvbudget can fetch" in err or "is not a server address" in err, err
+
+
+def test_too_large_a_page_says_so_not_bad_url(site: tuple[Site, str]) -> None:
+    s, url = site
+    s.bodies = [b"a 1\n" * 1000]
+    with pytest.raises(ScrapeError, match=r"more than 100 bytes") as info:
+        fetch(url, max_bytes=100)
+    assert "not a URL" not in str(info.value)
+
+
+@pytest.mark.parametrize("line", ['vllm:num_requests_running{model_name="m"} -5',
+                                  'vllm:num_preemptions_total{model_name="m"} 1e308',
+                                  'sglang:token_usage{model_name="m"} -0.5'])
+def test_a_figure_no_engine_reports_is_refused_not_shown(line: str) -> None:
+    """-5 requests running read as '[ok] healthy'; 1e308 preemptions printed a 309-digit count."""
+    with pytest.raises(ScrapeError, match="which no engine reports"):
+        parse(line + "\n", "page", 0.0)

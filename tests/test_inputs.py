@@ -135,3 +135,20 @@ def test_split_command_and_load_options(tmp_path: Path) -> None:
         inputs.load_options(str(options), "--config")
     options.write_text("max_batch_size: 8\n")
     assert inputs.load_options(str(options), "--config") == {"max_batch_size": 8}
+
+
+def test_a_small_file_under_a_large_cap_is_read_without_allocating_the_cap(tmp_path: Path) -> None:
+    """read(n) allocates n bytes first: a 100-byte trace under the 256 MiB cap took 256 MiB of memory."""
+    import tracemalloc
+
+    from kvbudget.inputs import read_bytes
+
+    path = tmp_path / "small.jsonl"
+    path.write_bytes(b"x" * 100)
+    tracemalloc.start()
+    try:
+        data = read_bytes(str(path), "trace", 256 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == b"x" * 100 and peak < 1 << 20, peak

@@ -186,3 +186,31 @@ def test_a_trtllm_log_with_nothing_to_recompute_says_what_it_shows(text: str, sa
     assert main(["check", str(log)]) == 2
     err = capsys.readouterr().err
     assert said in err and "kvbudget fit MODEL --gpu G --engine trtllm" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("first", "second", "said"), [
+    ("vllm_logs/v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768.log", "sglang_logs/", "of SGLang and of vLLM"),
+    ("llamacpp_logs/", "vllm_logs/v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768.log", "of llama.cpp and of vLLM"),
+    ("trtllm_logs/", "sglang_logs/", "of SGLang and of TensorRT-LLM"),
+])
+def test_two_engines_logs_pasted_together_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], first: str,
+                                                      second: str, said: str) -> None:
+    """The first engine to claim the text read its part; the other engine's run went unread, with exit 0."""
+    from kvbudget.cli import main
+
+    data = Path(__file__).parent / "data"
+
+    def text(name: str) -> str:
+        path = data / name
+        if path.is_dir():
+            path = sorted(path.glob("*.log"))[0]
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    log = tmp_path / "both.log"
+    log.write_text(text(first) + "\n" + text(second), encoding="utf-8")
+    try:
+        code = main(["check", str(log), "--gpu", "H100"])
+    except SystemExit as exc:
+        code = exc.code  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and err.count("\n") == 1, err

@@ -465,3 +465,18 @@ def test_every_step_matches_what_vllms_own_scheduler_recorded(name: str) -> None
             theirs["step"], theirs["running"], theirs["waiting"], theirs["sched"], theirs["preempted"],
             sorted(theirs["finished"]), theirs["used"], theirs["q"] + theirs["pq"], theirs["h"] + theirs["ph"],
             theirs["npre"]), f"step {theirs['step']}"
+
+
+def test_an_openai_style_line_reads_content_parts_and_a_usage_of_any_shape(tmp_path: Path) -> None:
+    """OpenAI's chat content as a list of parts is their text (not the list's Python repr); a 'usage' that is not an
+    object is no usage (it was an AttributeError)."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"request": {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "a b c"}, {"type": "image_url", "image_url": {"url": "x"}}]}], "max_tokens": 4},
+        "timestamp": 0, "response": {"usage": [1]}}) + "\n")
+    seen: list[str] = []
+    (req,) = read_trace(str(path), lambda s: seen.append(s) or list(range(len(s.split()))))
+    assert seen == ["a b c"] and req.prompt_len == 3 and req.output_len == 4
+    path.write_text(json.dumps({"request": {"messages": [{"content": 5}], "max_tokens": 4}, "timestamp": 0}) + "\n")
+    with pytest.raises(TraceError, match="'content' must be a string or a list of parts"):
+        read_trace(str(path), lambda s: [1])

@@ -227,3 +227,16 @@ def test_a_figure_printed_once_per_rank_is_read_as_the_smallest() -> None:
             "INFO [kv_cache_utils.py:837] Maximum concurrency for 32,768 tokens per request: 49.18x\n")
     log = parse_vllm_log(text)
     assert (log.kv_cache_tokens, log.max_concurrency, log.available_kv_gib) == (1_590_736, 48.55, 35.65)
+
+
+def test_a_log_of_two_start_ups_is_read_as_its_last_run() -> None:
+    """Two runs pasted one after the other read the first run's model and settings with the last run's figures:
+    qwen3-32b at TP 2 on A100 figures, 'kvbudget -13.26 GiB' in calibrate, exit 0."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    here = Path(__file__).parent / "data" / "vllm_logs"
+    first = (here / "v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768.log").read_text(encoding="utf-8", errors="replace")
+    last = (here / "v0.10.1.1_a100-80gb-x2_qwen2-7b_tp2_gmu0.25.log").read_text(encoding="utf-8", errors="replace")
+    both = parse_vllm_log(first + "\n" + last)
+    assert both == parse_vllm_log(last)
+    assert both.model is not None and "Qwen2" in both.model and both != parse_vllm_log(first)

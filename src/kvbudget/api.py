@@ -25,7 +25,7 @@ from .units import MAX_SIZE, InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     from .engines.base import Ask, Engine, Registry
@@ -204,21 +204,27 @@ def simulate(
     chosen = ("paged", *(p for p in dict.fromkeys(chosen) if p != "paged"))
     _, server, ask = _fit_ask("fit", engine, tp, pp, weights_dtype, kv_dtype, context, 1, options, registry)
     spec, device = _spec(model), _device(gpu, gpu_memory)
-    requests = list(trace) if trace is not None and not isinstance(trace, str) else _requests(trace, synthetic, tokenizer)
+    # the requests are read (or generated) once the engine's plan is known to start: a bad flag costs no trace read
+    requests = ((lambda: list(trace)) if trace is not None and not isinstance(trace, str)
+                else _requests(trace, synthetic, tokenizer))
     return _simulate(spec, device, server, ask, requests, policies=chosen, prefix_caching=bool(prefix_caching),
                      chunked_prefill=bool(chunked_prefill), on_step=on_step)
 
 
-def _requests(trace: str | None, synthetic: str | None, tokenizer: str | None) -> list[Any]:
-    from .inputs import read_text
+def _requests(trace: str | None, synthetic: str | None, tokenizer: str | None) -> Callable[[], list[Any]]:
+    """A function giving the requests: the files and the spec are checked now, the trace read or the workload made
+    when it is called."""
+    from .inputs import check_file, read_text
     from .sim import trace as traces
     from .sim import workload
 
     tokenize = _tokenizer(tokenizer) if tokenizer else None
     if trace is not None:
-        return traces.read_trace(_name("--trace", trace), tokenize)
+        path = _name("--trace", trace)
+        check_file(path, "trace", traces.MAX_TRACE_BYTES)
+        return lambda: traces.read_trace(path, tokenize)
     w = workload.parse_workload(_name("--synthetic", synthetic), lambda path: read_text(path, "histogram", 1 << 24))
-    return workload.generate(w)
+    return lambda: workload.generate(w)
 
 
 def _tokenizer(path: str) -> Any:

@@ -91,10 +91,13 @@ def check_file(path: str, what: str, max_bytes: int) -> int:
 
 def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
     """The whole of a regular file of at most ``max_bytes`` bytes."""
-    check_file(path, what, max_bytes)
+    size = check_file(path, what, max_bytes)
     try:
         with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
+            # read(n) allocates n bytes before it reads: ask for the file's size (+1 to see it grew), not the cap
+            data = f.read(size + 1)
+            if len(data) > size:  # it grew since stat: the rest, up to the cap
+                data += f.read(max_bytes + 1 - len(data))
     except OSError as exc:
         raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({_why(exc)})") from None
     if len(data) > max_bytes:

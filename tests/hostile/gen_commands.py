@@ -136,3 +136,10 @@ def _sparse(root: Path) -> str:
     with open(path, "wb") as f:
         f.truncate(4 * 2**20 + 1)
     return str(path)
+
+# CUDA_VISIBLE_DEVICES before the program hides GPUs the parallel sizes need: the engine stops at start-up (was exit 0).
+HIDDEN = "shows 1: vLLM stops at start-up"
+argv("cmd-visible-devices-one-tp2", [*GPU, "CUDA_VISIBLE_DEVICES=0", *VLLM, "--tensor-parallel-size", "2"], expect_in=HIDDEN)
+argv("cmd-visible-devices-stop-at-minus-one", [*GPU, "env", "CUDA_VISIBLE_DEVICES=0,-1,2", *VLLM, "-tp", "2"], expect_in=HIDDEN)
+argv("cmd-visible-devices-none-sglang", [*GPU, "CUDA_VISIBLE_DEVICES=", *SGLANG], expect_in="shows 0: SGLang stops")
+argv("cmd-visible-devices-enough", [*GPU, "CUDA_VISIBLE_DEVICES=0,1", *VLLM, "--tensor-parallel-size", "2"], expect=0)

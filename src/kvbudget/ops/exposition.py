@@ -34,11 +34,15 @@ from ..units import InputError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 MiB_ = 1 << 20
 MAX_EXPOSITION_BYTES = 8 * MiB_  # a busy vLLM page with every histogram is a few hundred KB; 8 MiB is far past it
 DEFAULT_TIMEOUT_S = 5.0  # each wait of a scrape (Prometheus itself gives a scrape 10 s)
 CHUNK = 64 * 1024
+MAX_FIGURE = 1e15  # requests, tokens looked up since start, pool sizes: far below; past it, a page that is not a count
 
 
 class ScrapeError(InputError):
@@ -148,12 +152,17 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
                 hit = _FIELDS.get(sample.name)
                 if hit is None or not math.isfinite(sample.value):
                     continue
+                if not 0 <= sample.value <= MAX_FIGURE:  # a count, a fraction or a size: none is negative or 1e300
+                    raise ScrapeError(f"{source}: {sample.name} is {sample.value:g}, which no engine reports (a "
+                                      f"count or fraction, 0..{MAX_FIGURE:g}); is it the engine's own /metrics page?")
                 engine, field = hit
                 slot = found.setdefault((engine, _identity(sample.labels)), {})
                 rank = _PRIORITY[sample.name]
                 old = slot.get(field)
                 if old is None or rank < old[0] or (rank == old[0] and sample.value > old[1]):
                     slot[field] = (rank, float(sample.value))
+    except ScrapeError:
+        raise
     except Exception as exc:  # the parser raises ValueError, IndexError, KeyError ... on malformed text
         line = str(exc).splitlines()[0][:80] if str(exc) else exc.__class__.__name__
         raise ScrapeError(f"{source}: not Prometheus text exposition ({line}); give the engine's /metrics page "
@@ -215,34 +224,74 @@ def is_url(source: str) -> bool:
     return source.lower().startswith(("http://", "https://"))
 
 
+def within(seconds: float, call: Callable[[], T]) -> T:
+    """``call()``, run in a daemon thread and given up on (TimeoutError) after ``seconds``: a server that trickles
+    its status line or headers a byte at a time keeps every socket wait under the timeout, so only a clock around
+    the whole exchange bounds it. The abandoned thread ends at its own socket timeout."""
+    import threading
+
+    box: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # handed to the caller's thread, whatever it is
+            box.append((False, exc))
+
+    thread = threading.Thread(target=run, name="kvbudget-fetch", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not box:
+        raise TimeoutError
+    ok, value = box[0]
+    if not ok:
+        raise value  # type: ignore[misc]
+    return value  # type: ignore[return-value]
+
+
 def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_EXPOSITION_BYTES,
           clock: Callable[[], float] | None = None) -> str:
     """The body of ``url`` (http or https), at most ``max_bytes`` bytes; ScrapeError naming the fault (refused, timed
-    out, an HTTP error status, too large). Time: each socket wait is at most ``timeout`` and the deadline is checked
-    between 64 KiB reads, so a server that trickles its page is cut off within about twice ``timeout``."""
+    out, an HTTP error status, not HTTP, too large). Time: each socket wait is at most ``timeout``, the deadline is
+    checked between reads (``read1``: whatever one wait brought), and the whole exchange is given up on after twice
+    ``timeout`` (``within``), so a server that trickles its headers or page is cut off."""
+    import http.client
     import socket
     import time
     import urllib.error
+    import urllib.parse
     import urllib.request
 
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number in 0..65535
+    except ValueError as exc:  # an unclosed IPv6 bracket, a bad port
+        raise ScrapeError(f"{url[:200]}: not a URL kvbudget can fetch ({str(exc)[:80]}); give "
+                          "http://HOST:PORT/metrics") from None
     now = clock or time.monotonic
     deadline = now() + timeout
-    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4", "User-Agent": "kvbudget"})
-    try:
+
+    def get() -> list[bytes]:
+        request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4", "User-Agent": "kvbudget"})
         with urllib.request.urlopen(request, timeout=timeout) as response:
             chunks: list[bytes] = []
             size = 0
             while True:
                 if now() > deadline:
                     raise TimeoutError
-                chunk = response.read(CHUNK)
+                chunk = response.read1(CHUNK)
                 if not chunk:
-                    break
+                    return chunks
                 size += len(chunk)
                 if size > max_bytes:
                     raise ScrapeError(f"{url}: more than {max_bytes:,} bytes, far more than an engine's /metrics page "
                                       "(is it the right URL?)")
                 chunks.append(chunk)
+
+    try:
+        chunks = within(2 * timeout, get)
+    except ScrapeError:  # too large (a ValueError, not a bad URL)
+        raise
     except urllib.error.HTTPError as exc:
         raise ScrapeError(f"{url}: HTTP {exc.code} {exc.reason or ''}".rstrip()
                           + " (is it the engine's /metrics path and port?)") from None
@@ -260,6 +309,12 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
         raise ScrapeError(f"{url}: no answer within {timeout:g} s (is the server overloaded, or stalled?)") from None
     except (ConnectionError, OSError) as exc:
         raise ScrapeError(f"{url}: the connection failed ({exc.__class__.__name__}); is the server running?") from None
+    except http.client.InvalidURL as exc:
+        raise ScrapeError(f"{url[:200]}: not a URL kvbudget can fetch ({str(exc)[:80]}); give "
+                          "http://HOST:PORT/metrics") from None
+    except http.client.HTTPException as exc:  # a bad status line, too many headers: not an HTTP server
+        raise ScrapeError(f"{url}: the answer is not HTTP ({exc.__class__.__name__}); is it the engine's address and "
+                          "port?") from None
     except ValueError as exc:  # a URL urllib cannot read (a bad port, a bad host)
         raise ScrapeError(f"{url}: not a URL kvbudget can fetch ({str(exc)[:80]})") from None
     return b"".join(chunks).decode("utf-8", errors="replace")

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._record import record, replace
 from ..units import InputError
+from .exposition import within
 
 DEFAULT_SELECTOR = '{job="vllm"}'
 DEFAULT_WINDOW = "5m"
@@ -196,7 +197,11 @@ def check_window(window: str) -> str:
 
 
 def _base_url(url: str) -> str:
-    parts = urllib.parse.urlsplit(url.strip())
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number in 0..65535
+    except ValueError:  # an unclosed IPv6 bracket, a bad port
+        parts = urllib.parse.urlsplit("")
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
         raise PrometheusError(f"--prometheus {url!r} is not a server address: give http://HOST:PORT (e.g. http://prometheus:9090)")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
@@ -252,13 +257,24 @@ def _get(prom: Prometheus, path: str, params: Mapping[str, str]) -> object:
     what = f"{base}{path}"
     promql = params.get("query", "")
     deadline = time.monotonic() + prom.timeout_s
-    request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "kvbudget"})
+
+    def get() -> tuple[bytes, urllib.error.HTTPError | None, bytes]:
+        """(the body, or the HTTP error and the start of its body)"""
+        request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "kvbudget"})
+        try:
+            with urllib.request.urlopen(request, timeout=prom.timeout_s) as resp:
+                return _read_capped(resp.read1, prom.max_bytes, deadline, what), None, b""
+        except urllib.error.HTTPError as err:
+            try:
+                data = _read_capped(err.read1, 1 << 20, deadline, what) if err.fp is not None else b""
+            except (OSError, http.client.HTTPException, AttributeError):
+                data = b""
+            return b"", err, data
+
     try:
-        with urllib.request.urlopen(request, timeout=prom.timeout_s) as resp:
-            body = _read_capped(resp.read, prom.max_bytes, deadline, what)
-        return parse_answer(body, what, promql)
-    except urllib.error.HTTPError as err:
-        failed = err
+        body, failed, data = within(2 * prom.timeout_s, get)
+        if failed is None:
+            return parse_answer(body, what, promql)
     except TimeoutError:
         raise _timed_out(base, prom) from None
     except urllib.error.URLError as err:
@@ -273,10 +289,11 @@ def _get(prom: Prometheus, path: str, params: Mapping[str, str]) -> object:
         raise PrometheusError(f"{base} does not answer in HTTP ({err!r}): is --prometheus the Prometheus server's HOST:PORT?") from None
     except OSError as err:  # reset mid-answer ...
         raise PrometheusError(f"cannot read the answer of Prometheus at {base}: {err!r}; check --prometheus") from None
-    try:
-        data = _read_capped(failed.read, 1 << 20, deadline, what) if failed.fp is not None else b""
-    except (OSError, http.client.HTTPException):
-        data = b""
+    except InputError:
+        raise
+    except ValueError as err:  # a URL urllib cannot read (a bad host)
+        raise PrometheusError(f"--prometheus {base!r} is not a URL kvbudget can fetch ({str(err)[:80]}); give "
+                              "http://HOST:9090") from None
     answer = _error_answer(data)
     if answer is not None:
         raise _rejected(promql, *answer)

@@ -30,8 +30,31 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     used, have = engine.gpus(cmd.settings), given.get("num_gpus")
     if have is not None and used > have:
         raise InputError(f"the command needs {used} GPUs (TP x PP x DP) but --num-gpus is {have}")
+    shown = _visible_devices(words)
+    if shown is not None and engine.name != "llama.cpp" and used > shown[1]:  # llama.cpp runs on the GPUs it sees
+        raise InputError(f"the command needs {used} GPUs (TP x PP x DP) but its {shown[0]} shows {shown[1]}: "
+                         f"{engine.label} stops at start-up; list {used} devices there, or lower the parallel sizes")
     return engine, fit(load_model(cmd.model), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
                        warnings=cmd.warnings, inverse=False)
+
+
+def _visible_devices(words: list[str]) -> tuple[str, int] | None:
+    """(the variable, how many devices it shows) of a CUDA_VISIBLE_DEVICES-like assignment before the program;
+    CUDA stops at the first entry that is not a device (``-1``)."""
+    for word in words:
+        name, eq, value = word.partition("=")
+        if word == "env":
+            continue
+        if not eq or not name.isidentifier() or not name.isupper():
+            return None  # the program: the assignments are over
+        if name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+            shown = 0
+            for device in value.split(","):
+                if not device.strip() or device.strip().startswith("-"):
+                    break
+                shown += 1
+            return name, shown
+    return None
 
 
 def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine, Any]:
@@ -40,10 +63,20 @@ def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine,
     if engine is None:
         raise InputError("no engine kvbudget knows printed this log: give a vLLM, SGLang, TensorRT-LLM or llama.cpp "
                          "start-up log")
+    # logs of two engines pasted together: the first claimant read its part and the rest went unread, unannounced
+    claims = [e.label for e in registry if not getattr(e, "default_reader", False) and e.reads_log(text)]
+    claims += [e.label for e in registry if getattr(e, "default_reader", False) and any(m in text for m in _VLLM_MARKS)]
+    if len(claims) > 1:
+        raise InputError(f"the log holds start-up lines of {claims[0]} and of {claims[1]}: give one engine's log "
+                         "(check each run on its own)")
     _only_its_own(engine, given, "check", "log", registry)
     if given.get("flags") and not getattr(engine, "reads_run_flags", False):
         raise InputError(f"this is {engine.label}'s log: the flags after -- are read for vLLM logs only (drop them)")
     return engine, engine.check(text, given)
+
+
+# Lines only vLLM prints (its API server's version, the KV budget of V1 and V0), each at the start of a run's figures.
+_VLLM_MARKS = ("vLLM API server version ", "Available KV cache memory: ", "# GPU blocks: ")
 
 
 def _only_its_own(engine: Engine, given: dict[str, Any], command: str, what: str, registry: Registry) -> None:

@@ -86,12 +86,14 @@ def _progress(report: Callable[[str, int, int, int], None] | None, policy: str,
     return lambda steps, done: report(policy, steps, done, total)
 
 
-def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequence[RequestSpec], *,
+def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
+             requests: Sequence[RequestSpec] | Callable[[], Sequence[RequestSpec]], *,
              settings: Any = None, policies: Sequence[str] = ("paged", "contiguous-max", "contiguous-exact"),
              prefix_caching: bool = True, chunked_prefill: bool = True, timed: bool = True,
              on_step: Callable[[str, int, int, int], None] | None = None) -> SimAnswer:
     """Replay ``requests`` on the KV pool ``engine`` plans for ``spec`` on ``gpu``. ``on_step(policy, steps,
-    requests finished or refused, requests)`` reports progress."""
+    requests finished or refused, requests)`` reports progress. ``requests`` may be a function giving them: it is
+    called once the engine is known to start (so that a refused flag costs no trace read or workload generation)."""
     from ..sim.run import replay
     from ..sim.scheduler import SchedulerSettings
     from ..sim.summary import summarize
@@ -104,6 +106,8 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask, requests: Sequ
                          f"{row.error or 'see kvbudget fit'}")
     if not row.blocks or not row.block_tokens:
         raise InputError(f"{engine.label}'s KV cache is not a paged pool kvbudget can simulate (use --engine vllm)")
+    if callable(requests):
+        requests = requests()
     warnings: list[str] = []
     if engine.name != "vllm":
         warnings.append(f"{engine.label}'s own scheduler and cache eviction are not modelled: the requests run through "

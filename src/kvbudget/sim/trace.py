@@ -135,13 +135,14 @@ def _from_openai(obj: dict[str, Any], where: str) -> dict[str, Any]:
     req = obj["request"]
     messages = req.get("messages")
     if isinstance(messages, list):
-        text = "\n".join(str(m.get("content", "")) for m in messages if isinstance(m, dict))
+        text = "\n".join(_content(m.get("content"), where) for m in messages if isinstance(m, dict))
     elif isinstance(req.get("prompt"), str):
         text = req["prompt"]
     else:
         raise TraceError(f"{where}: an OpenAI-style request needs 'messages' or a 'prompt' string")
     out: dict[str, Any] = {"text": text, "arrival": obj.get("timestamp", obj.get("arrival", 0.0))}
-    usage = obj.get("response", {}).get("usage", {}) if isinstance(obj.get("response"), dict) else {}
+    usage = obj["response"].get("usage") if isinstance(obj.get("response"), dict) else None
+    usage = usage if isinstance(usage, dict) else {}
     n = usage.get("completion_tokens", req.get("max_completion_tokens", req.get("max_tokens")))
     if n is None:
         raise TraceError(f"{where}: the request gives no output length (response usage, max_tokens)")
@@ -149,6 +150,17 @@ def _from_openai(obj: dict[str, Any], where: str) -> dict[str, Any]:
     if "id" in obj:
         out["id"] = obj["id"]
     return out
+
+
+def _content(content: Any, where: str) -> str:
+    """A chat message's text: a string, or OpenAI's list of parts (their ``text``; images and audio hold none)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    raise TraceError(f"{where}: a message's 'content' must be a string or a list of parts, got {type(content).__name__}")
 
 
 def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:

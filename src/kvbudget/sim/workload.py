@@ -184,15 +184,18 @@ def generate(w: Workload) -> list[RequestSpec]:
     (``after``) and arrive ``think`` seconds after it finishes."""
     rng = random.Random(w.seed)
     tokens = TokenSource()
-    systems = [tokens.fresh(w.prefix_tokens) for _ in range(w.prefixes)]
+    systems: dict[int, array[int]] = {}  # the shared prefixes, each made when a conversation first draws it
     conversations = -(-w.requests // w.turns)
     starts = _arrival_times(w, conversations, rng)
     out: list[RequestSpec] = []
     total = 0
     for c, start in enumerate(starts):
         history = array("q")
-        if systems and rng.random() < w.prefix_share:
-            history.extend(systems[rng.randrange(len(systems))])
+        if w.prefixes and rng.random() < w.prefix_share:
+            k = rng.randrange(w.prefixes)
+            if k not in systems:
+                systems[k] = tokens.fresh(w.prefix_tokens)
+            history.extend(systems[k])
         for t in range(w.turns):
             if len(out) >= w.requests:
                 break

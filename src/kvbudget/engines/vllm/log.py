@@ -68,6 +68,7 @@ _ARG_KEYS = (
 _SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})") for key in _ARG_KEYS}
 _GPU_BLOCKS = ("GPU blocks: ", "gpu blocks: ", "cuda blocks: ", "CUDA blocks: ")  # V0's "# GPU blocks: N, # CPU blocks: M"
 _GIB = 1e6  # a figure in GiB beyond this (a million GiB) is not a GPU's
+_RUN_START = "vLLM API server version "  # printed once per start of the API server (entrypoints/openai/api_server.py)
 
 
 def _settings(log: LogText) -> list[tuple[str, str]]:
@@ -168,7 +169,12 @@ def _per_rank_min(log: LogText, literal: str, pattern: str, group: int = 1) -> r
 
 
 def parse_vllm_log(text: str) -> VllmLog:
-    """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``)."""
+    """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``). A log that
+    holds several start-ups (a restarted server, logs pasted one after another: the API server prints its version
+    line once per start) is read from the last one on: the model and settings of one run, and its figures."""
+    start = text.rfind(_RUN_START)
+    if start > 0 and text.find(_RUN_START) < start:
+        text = text[text.rfind("\n", 0, start) + 1:]
     log = open_log(text, "vLLM", join_wrapped=True)
     fields: dict[str, object] = {}
     m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")

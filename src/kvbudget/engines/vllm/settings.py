@@ -28,18 +28,32 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
     """A profile file (``kvbudget calibrate --out``) read back, each field checked."""
     from ...inputs import whole
 
-    if not isinstance(doc, dict) or doc.get("kvbudget_profile") != 1 or not isinstance(doc.get("terms"), list):
+    if (not isinstance(doc, dict) or type(doc.get("kvbudget_profile")) is not int or doc["kvbudget_profile"] != 1
+            or not isinstance(doc.get("terms"), list)):
         raise InputError(f"{where}: not a kvbudget profile (write one with `kvbudget calibrate LOG ... --out FILE`)")
+    if doc.get("engine", "vllm") != "vllm":  # the terms are vLLM's non-KV memory: no other engine's plan reads them
+        raise InputError(f"{where}: a profile of engine {str(doc['engine'])[:40]!r}; kvbudget writes vLLM profiles only "
+                         "(engine \"vllm\"): recalibrate with `kvbudget calibrate LOG ... --out FILE`")
     if len(doc["terms"]) > 10_000:
         raise InputError(f"{where}: {len(doc['terms']):,} terms: a profile holds at most 10,000")
-    terms = []
+    terms: list[SiteTerm] = []
+    seen: dict[tuple[str, str, int], int] = {}
     for i, t in enumerate(doc["terms"]):
         at = f"{where}: terms[{i}]"
         if not isinstance(t, dict) or not isinstance(t.get("gpu"), str) or not isinstance(t.get("release"), str):
             raise InputError(f"{at}: needs gpu and release names")
-        terms.append(SiteTerm(t["gpu"][:200], t["release"][:40], whole(t.get("gpus"), "gpus", 1, 1 << 20, at),
-                              whole(t.get("bytes"), "bytes", -(1 << 50), 1 << 50, at),
-                              whole(t.get("logs"), "logs", 1, 1 << 20, at), whole(t.get("spread", 0), "spread", 0, 1 << 50, at)))
+        if t["release"] not in RELEASES:  # a term no plan would ever match: silently no calibration
+            raise InputError(f"{at}: release {t['release'][:40]!r} is not a vLLM release line kvbudget knows "
+                             f"({', '.join(RELEASES)}): recalibrate with this kvbudget")
+        term = SiteTerm(t["gpu"][:200], t["release"], whole(t.get("gpus"), "gpus", 1, 1 << 20, at),
+                        whole(t.get("bytes"), "bytes", -(1 << 50), 1 << 50, at),
+                        whole(t.get("logs"), "logs", 1, 1 << 20, at), whole(t.get("spread", 0), "spread", 0, 1 << 50, at))
+        key = (term.gpu, term.release, term.gpus)
+        if key in seen:  # two figures for the same runs: the first one read would win, unannounced
+            raise InputError(f"{at}: repeats terms[{seen[key]}] (GPU {term.gpu}, release {term.release}, {term.gpus} "
+                             "GPUs); keep one term per GPU, release and GPU count")
+        seen[key] = i
+        terms.append(term)
     return tuple(terms)
 
 

@@ -1,0 +1,32 @@
+"""simulate: synthetic specs and trace files that must be refused (or run) within the corpus's time and memory
+bounds: prefix specs whose tokens would not fit in memory, OpenAI-style request logs of odd shapes."""
+
+from __future__ import annotations
+
+import json
+
+from corpus import add, argv, write
+
+SIM = ["simulate", "llama-3.1-8b", "--gpu", "H100", "--no-progress"]
+SMALL = "requests=4,prompt=10,output=10"
+
+# 100,000 prefixes of 10M tokens (10^12 token ids) were made up front, shared or not: a hang, then MemoryError.
+argv("sim-prefixes-never-drawn", [*SIM, "--synthetic", f"{SMALL},prefixes=100000x10000000@0"], expect=0)
+argv("sim-prefixes-huge-drawn", [*SIM, "--synthetic", "requests=2,output=1,prefixes=100000x1000000@1"],
+     expect_in="every request is refused")
+
+
+def _trace(case_id: str, line: object, expect_in: str) -> None:
+    add(case_id, lambda root: [*SIM, "--trace", write(root, "t.jsonl", json.dumps(line) + "\n")], expect_in=expect_in)
+
+
+OPENAI = {"request": {"messages": [{"content": "hi"}], "max_tokens": 5}, "timestamp": 0}
+_trace("sim-openai-usage-list", {**OPENAI, "response": {"usage": [1]}}, "needs --tokenizer")  # was AttributeError
+_trace("sim-openai-usage-string", {**OPENAI, "response": {"usage": "none"}}, "needs --tokenizer")
+_trace("sim-openai-content-int", {**OPENAI, "request": {"messages": [{"content": 5}], "max_tokens": 5}},
+       "'content' must be a string or a list of parts")
+
+# A flag the engine refuses, with a large workload: refused before the workload is made (it took 20 s and 2 GB first).
+argv("sim-context-refused-before-the-workload",
+     [*SIM, "--context", "10000000", "--synthetic", "requests=1000000,prompt=100,output=100"],
+     expect_in="greater than the derived max_model_len")

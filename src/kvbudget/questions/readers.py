@@ -28,12 +28,14 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     _only_its_own(engine, given, "explain", "command", registry)
     cmd = engine.read_command(words, given)
     used, have = engine.gpus(cmd.settings), given.get("num_gpus")
+    gpus = f"{used} GPU{'s' if used != 1 else ''}"
     if have is not None and used > have:
-        raise InputError(f"the command needs {used} GPUs (TP x PP x DP) but --num-gpus is {have}")
+        raise InputError(f"the command needs {gpus} (TP x PP x DP) but --num-gpus is {have}")
     shown = _visible_devices(words)
     if shown is not None and engine.name != "llama.cpp" and used > shown[1]:  # llama.cpp runs on the GPUs it sees
-        raise InputError(f"the command needs {used} GPUs (TP x PP x DP) but its {shown[0]} shows {shown[1]}: "
-                         f"{engine.label} stops at start-up; list {used} devices there, or lower the parallel sizes")
+        raise InputError(f"the command needs {gpus} (TP x PP x DP) but its {shown[0]} shows {shown[1]}: "
+                         f"{engine.label} stops at start-up; list {used} device{'s' if used != 1 else ''} there, or lower "
+                         "the parallel sizes")
     return engine, fit(load_model(cmd.model), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
                        warnings=cmd.warnings, inverse=False)
 

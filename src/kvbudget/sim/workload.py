@@ -122,11 +122,15 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
     if len(spec) > 10_000:
         raise TraceError("--synthetic: the spec is longer than 10,000 characters")
     fields: dict[str, object] = {}
+    seen: set[str] = set()
     for item in filter(None, (x.strip() for x in spec.split(","))):
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq:
             raise TraceError(f"--synthetic: '{item}' is not key=value (e.g. requests=500,rate=4)")
+        if key in seen:
+            raise TraceError(f"--synthetic: {key} is given twice: keep one {key}=...")
+        seen.add(key)
         try:
             if key in ("requests", "burst", "turns", "seed"):
                 n = int(value)

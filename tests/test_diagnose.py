@@ -555,6 +555,12 @@ def test_a_url_urllib_cannot_split_is_one_line(capsys: pytest.CaptureFixture[str
     assert "not a URL kvbudget can fetch" in err or "is not a server address" in err, err
 
 
+def test_credentials_in_the_url_are_named_not_an_unknown_host(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "diagnose", "--metrics", "http://user:secret@127.0.0.1:9/metrics", "--interval", "0")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "credentials in the URL are not sent" in err, err
+    assert "secret" not in err and "unknown host" not in err
+
+
 def test_too_large_a_page_says_so_not_bad_url(site: tuple[Site, str]) -> None:
     s, url = site
     s.bodies = [b"a 1\n" * 1000]

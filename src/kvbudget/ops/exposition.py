@@ -268,6 +268,9 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
     except ValueError as exc:  # an unclosed IPv6 bracket, a bad port
         raise ScrapeError(f"{url[:200]}: not a URL kvbudget can fetch ({str(exc)[:80]}); give "
                           "http://HOST:PORT/metrics") from None
+    if "@" in parts.netloc:  # urllib would take user:password@host as the host name ("unknown host")
+        raise ScrapeError(f"{parts.scheme}://{parts.hostname or ''}{parts.path}: credentials in the URL are not sent; give "
+                          "http://HOST:PORT/metrics, or save a page behind authentication with curl and pass the file")
     now = clock or time.monotonic
     deadline = now() + timeout
 

@@ -77,6 +77,13 @@ NON_TORCH_TP1_BYTES = {
 # baseline, so neither counts the context. Single GPU.
 NON_TORCH_0_6_4_BYTES = int(0.35 * GiB)
 
+
+def single_gpu_non_torch(rel_key: str, version: str) -> int:
+    """Non-torch memory of a one-GPU run as the release counts it (0.6.4: the CUDA context too)."""
+    if (version.strip().lower().lstrip("v") + ".").startswith("0.6.4."):
+        return NON_TORCH_0_6_4_BYTES
+    return NON_TORCH_TP1_BYTES[rel_key]
+
 # What vLLM's source sizes of it is small: custom all-reduce (distributed/device_communicators/custom_all_reduce.py
 # CustomAllreduce.__init__) allocates per rank, outside torch, a metadata buffer of meta_size() + max_size and a data
 # buffer of max_size (8 MiB each in 0.8.5 and 0.10.1; 0.33.0: the data buffer is max(max_size 8 MiB, all-gather

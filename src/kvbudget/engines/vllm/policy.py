@@ -31,8 +31,6 @@ from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
 from .calibration import (
     ACTIVATION,
-    NON_TORCH_0_6_4_BYTES,
-    NON_TORCH_TP1_BYTES,
     NON_TORCH_TP_BYTES,
     SAMPLERS,
     activation_peak,
@@ -44,6 +42,7 @@ from .calibration import (
     sampler_bytes,
     sampler_may_differ,
     sampler_path,
+    single_gpu_non_torch,
 )
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .settings import Release, VllmSettings, release, site_bytes
@@ -328,8 +327,8 @@ def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int
 _NVSWITCH_SM90 = ("H100-SXM", "H200", "H20", "B200", "B300", "GB200")
 
 
-def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
-               block_bytes: tuple[int, ...]) -> tuple[int, int, int, list[_StageMemory]]:
+def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, block_bytes: tuple[int, ...],
+               dequant: int) -> tuple[int, int, int, list[_StageMemory]]:
     """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
     determine_available_memory): utilization x total memory, minus the weights loaded (with the rotary
     cache, less what --cpu-offload-gb keeps on the host), non-torch memory, the profiling run's activation
@@ -343,9 +342,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
     sizes = capture_sizes(r.seqs, r.tokens, gpu) if graphs_counted else ()
     # every DP engine holds the attention (split by its own TP) and, of an MoE model, its share of the experts
     stage_list = stages(spec, r.fmt, r.tp, r.pp, r.dp, settings.enable_expert_parallel)
-    non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else NON_TORCH_TP1_BYTES[rel.key]
-    if r.tp * r.pp == 1 and (settings.version.strip().lower().lstrip("v") + ".").startswith("0.6.4."):
-        non_torch = NON_TORCH_0_6_4_BYTES  # that release counts the CUDA context as non-torch memory
+    non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else single_gpu_non_torch(rel.key, settings.version)
     extra = site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0]  # a site profile, when given
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
@@ -353,7 +350,6 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
     non_torch = max(non_torch + extra, 0)
     reqs = min(r.tokens, r.seqs)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
-    dequant = _dequant(spec, gpu, settings, r)
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
@@ -553,7 +549,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     def per_request(length: int) -> int:
         return _request_blocks(layout.groups, block_size, r.in_flight, r.mamba_blocks, length)
 
-    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes)
+    dequant = _dequant(spec, gpu, settings, r)
+    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant)
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
         per_entry = sampler_bytes(model, "native", r.model_dtype) - sampler_bytes(model, "flashinfer", r.model_dtype)
@@ -561,7 +558,6 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                      f"install of vLLM before 0.12 has no flashinfer and sorts the logits in PyTorch: "
                      f"{per_entry * min(r.tokens, r.seqs) * spec.dims.vocab_size / GiB:.2f} GiB less KV cache "
                      "(a log's 'FlashInfer is not available' line)")
-    dequant = _dequant(spec, gpu, settings, r)
     if dequant and settings.kv_cache_memory_bytes is None:
         from .quant import dequant_note
 

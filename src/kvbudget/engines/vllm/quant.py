@@ -31,14 +31,8 @@ from .settings import version_minor
 _INT4_KERNELS = ("awq", "awq_marlin", "auto_awq", "gptq", "gptq_marlin", "auto_gptq", "marlin", "moe_wna16")
 # names that read the scheme from the checkpoint's quantization_config, whatever it is
 _FROM_CONFIG = ("compressed-tensors", "compressed_tensors", "modelopt", "modelopt_mixed", "quark", "inc", "humming")
-# vLLM's own names for formats kvbudget prices, where they differ from kvbudget's words
+# vLLM's own names whose format carries more than the shared word aliases (model/weights.py) say: FP8 scale layouts
 _VLLM_NAMES: dict[str, WeightFormat] = {
-    "awq_marlin": WeightFormat("awq", bits=4, dense_dtype="fp16"),
-    "auto_awq": WeightFormat("awq", bits=4, dense_dtype="fp16"),
-    "moe_wna16": WeightFormat("awq", bits=4, dense_dtype="fp16"),
-    "gptq_marlin": WeightFormat("gptq", bits=4, dense_dtype="fp16"),
-    "auto_gptq": WeightFormat("gptq", bits=4, dense_dtype="fp16"),
-    "marlin": WeightFormat("gptq", bits=4, dense_dtype="fp16"),
     "fbgemm_fp8": WeightFormat("fp8", bits=8, fp8_scales="per_channel"),
     "ptpc_fp8": WeightFormat("fp8", bits=8, fp8_scales="per_channel"),
     "fp8_per_channel": WeightFormat("fp8", bits=8, fp8_scales="per_channel"),
@@ -46,7 +40,6 @@ _VLLM_NAMES: dict[str, WeightFormat] = {
     "fp8_per_block": WeightFormat("fp8", bits=8, block=(128, 128), fp8_scales="block"),
     "int8_per_channel_weight_only": WeightFormat("int8", bits=8),
     "nvfp4_per_token": WeightFormat("nvfp4", bits=4),
-    "gpt_oss_mxfp4": WeightFormat("mxfp4", bits=4),
 }
 # vLLM's own method words (0.33.0 QUANTIZATION_METHODS, and bitsandbytes, ptpc_fp8, gguf of earlier lines): a launch
 # command passes them through as given
@@ -107,7 +100,7 @@ def _from_word(spec: ModelSpec, word: str, dense: str) -> WeightFormat:
             raise InputError(f"vLLM's --quantization experts_int8 quantizes MoE experts, and {spec.name} has none")
         return WeightFormat("int8", bits=8, dense_dtype=dense, skip_roles=_NOT_EXPERTS)
     if word in _VLLM_NAMES:
-        return replace(_VLLM_NAMES[word], dense_dtype=dense if _VLLM_NAMES[word].name not in ("awq", "gptq") else "fp16")
+        return replace(_VLLM_NAMES[word], dense_dtype=dense)
     try:
         return parse_weight_format(word, dense_dtype=dense)
     except InputError:

@@ -126,6 +126,10 @@ def test_log_checks() -> None:
         "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 4060\n[TensorRT-LLM][INFO] Number of tokens per block: 64.\n"
         "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 63.44 GiB for max tokens in paged KV cache (259840).\n")
     assert trt == [("TRT-LLM tokens = blocks x tokens per block", 259840, 259840, True)]
+    # TensorRT-LLM 1.x names the pool in one line (a real 1.2.0rc2 log, provenance in its .json): 1,444 x 32 = 46,208
+    v1 = (DATA / "trtllm_logs" / "v1.2.0rc2_rtx5060ti_qwen3-8b-fp8_pytorch_llmapi.log").read_text()
+    assert check_other_log(v1)[0] == ("TRT-LLM tokens = blocks x tokens per block", 46208, 46208, True)
+    assert not check_other_log(v1.replace("primary blocks=1444", "primary blocks=1445"))[0][3]
     with pytest.raises(InputError, match="no SGLang"):
         check_other_log("hello\n")
 

@@ -2,7 +2,7 @@
 
 TensorRT-LLM (``_torch/pyexecutor/_util.py``, ``kvCacheManager.cpp``): ``available: A GiB`` (engine path) or ``available KV cache memory when
 calculating max tokens: A GiB ... kv size [per token] is S`` (PyTorch backend), ``Number of blocks in
-KV cache primary pool: N``, ``Allocated X GiB for max tokens in paged KV cache (T)``. Every logged
+KV cache primary pool: N`` (1.x: ``primary blocks=N``), ``Allocated X GiB for max tokens in paged KV cache (T)``. Every logged
 figure is rounded to 0.01 GB, so a recomputed figure counts as matching when it lies within what that
 rounding allows. ``logscan.check_other_log`` runs this and SGLang's check on a log.
 """
@@ -46,7 +46,10 @@ def check_trtllm_log(log: LogText) -> list[Row]:
         x = figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB)
         t = count(pool.group(2), "TRT-LLM max tokens in paged KV cache")
         blocks = log.last("Number of blocks in KV cache primary pool: ", r"Number of blocks in KV cache primary pool: " + NUM)
-        tpb = log.last("Number of tokens per block: ", r"Number of tokens per block: " + NUM)
+        # 1.x (kvCacheManager.cpp) names the pool in one line instead: "... tokens per block=32, primary blocks=1444, ..."
+        blocks = blocks or log.last("primary blocks=", r"primary blocks=" + NUM)
+        tpb = (log.last("Number of tokens per block: ", r"Number of tokens per block: " + NUM)
+               or log.last("tokens per block=", r"tokens per block=" + NUM))
         if blocks and tpb:
             n = count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool")
             b = count(tpb.group(1), "TRT-LLM tokens per block", 1, 1 << 20)

@@ -21,13 +21,13 @@ from collections.abc import Callable
 
 from ..._record import record, replace
 from ...dtypes import KVDtype
-from ...hardware import GPU
+from ...hardware import GPU, capability
 from ...kvcache import check_tp, serving_dtype
 from ...model.layers import MLA
 from ...model.spec import ModelSpec
 from ...model.weights import WeightFormat
 from ...parallel import stages
-from ...units import GiB, InputError, MiB, element_type
+from ...units import GiB, InputError, element_type
 from ..base import Replica
 from .calibration import (
     ACTIVATION,
@@ -45,6 +45,7 @@ from .calibration import (
     single_gpu_non_torch,
 )
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
+from .nccl import eager_nvswitch_bytes, nccl_line
 from .settings import Release, VllmSettings, release, site_bytes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -327,6 +328,14 @@ def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int
 _NVSWITCH_SM90 = ("H100-SXM", "H200", "H20", "B200", "B300", "GB200")
 
 
+def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None:
+    """NCCL's memory per rank on an NVSwitch board at three or more TP ranks, for the releases that connect NCCL
+    eagerly (nccl.py); None elsewhere (kvbudget charges the two-GPU figure there)."""
+    if r.pp != 1 or r.tp < 3 or not gpu.name.upper().startswith(_NVSWITCH_SM90):
+        return None
+    return eager_nvswitch_bytes(settings.version, r.tp, int(capability(gpu) or 9.0))
+
+
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, block_bytes: tuple[int, ...],
                dequant: int) -> tuple[int, int, int, list[_StageMemory]]:
     """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
@@ -343,6 +352,9 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     # every DP engine holds the attention (split by its own TP) and, of an MoE model, its share of the experts
     stage_list = stages(spec, r.fmt, r.tp, r.pp, r.dp, settings.enable_expert_parallel)
     non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else single_gpu_non_torch(rel.key, settings.version)
+    nccl = _nvswitch_nccl(gpu, settings, r)
+    if nccl is not None:  # NCCL's buffers by mechanism (nccl.py) on top of the one-GPU figure
+        non_torch = single_gpu_non_torch(rel.key, settings.version) + nccl
     extra = site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0]  # a site profile, when given
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
@@ -583,23 +595,32 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                      "'Encoder cache will be initialized with a budget of N tokens') and holds the output; that memory is not "
                      "modelled, so the KV figures are an upper bound (--limit-mm-per-prompt with 0 items skips the pass)")
     ranks = r.tp * r.pp
-    if ranks >= 4 and gpu.name.upper().startswith(_NVSWITCH_SM90) and settings.kv_cache_memory_bytes is None:
-        # NCCL 2.26 (src/transport/nvls.cc, p2p.cc, init.cc): per communicator and rank 12 MiB per ring channel and
-        # link (24 channels on 8 x H100), as much again for the tree, and from 4 ranks NVLink SHARP buffers of
-        # 32 MiB x ranks; vLLM turns NCCL's lazy connection off (NCCL_CUMEM_ENABLE=0), so all of it is allocated for
-        # each communicator it opens. kvbudget charges the TP=2 figure it was fitted on.
+    nccl = _nvswitch_nccl(gpu, settings, r)
+    if nccl is not None and settings.kv_cache_memory_bytes is None:
+        notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version} runs NCCL {nccl_line(settings.version)} "
+                     f"with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
+                     f"and allocate NVLink SHARP buffers at start-up: {nccl / GiB:.2f} GiB per rank outside torch, "
+                     "counted in the non-torch memory (the chain's first and last ranks hold a little less; "
+                     "NCCL_NVLS_ENABLE=0 saves the SHARP part)")
+    elif ranks >= 3 and gpu.name.upper().startswith(_NVSWITCH_SM90) and settings.kv_cache_memory_bytes is None:
+        # From 0.10.2 vLLM leaves NCCL's cuMem on, so NCCL connects each algorithm's channels and allocates the
+        # NVLink SHARP buffers on first use (init.cc runtimeConn): which of them the profiling run's collectives
+        # reach is NCCL's tuning choice, not modelled. Eager releases are nccl.py's.
         unmodelled.append(f"NCCL's buffers at {ranks} ranks on NVSwitch")
-        notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: ring, tree and NVLink SHARP buffers of about "
-                     f"{(24 * 24 * MiB + 32 * MiB * ranks) / GiB:.2f} GiB per communicator and rank, and vLLM opens more "
-                     f"than one; kvbudget charges {NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2): two published "
-                     "0.10.0 runs at TP 8 on H100 left 2.6 and 3.4 GiB more per rank (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
+        at_most = eager_nvswitch_bytes("0.10.0", r.tp, int(capability(gpu) or 9.0)) if r.pp == 1 else None
+        notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: this release leaves NCCL's cuMem on, so NCCL "
+                     "allocates ring, tree and NVLink SHARP buffers when a collective first uses them; kvbudget charges "
+                     f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"
+                     + (f", up to {at_most / GiB:.2f} GiB if every algorithm is connected" if at_most else "")
+                     + " (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
     if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
         band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
                  "KV cache (the available KV memory is an upper bound)")
     provenance = (
         ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
         ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
-        ("non_torch_bytes", Figure(non_torch, "calibrated", _site_band(settings, gpu, r) or band)),
+        ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
+                                   _site_band(settings, gpu, r) or band)),
         ("activation_bytes", Figure(act, "calibrated", f"{band}; the sampler's part from vLLM's source, "
                                     f"{'PyTorch-native sort' if sampler_path(settings, gpu) == 'native' else 'FlashInfer'} path"
                                     if r.rel.key == "v1" else band)),

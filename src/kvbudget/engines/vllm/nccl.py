@@ -1,0 +1,90 @@
+"""NCCL's communicator buffers on an NVSwitch board (Hopper, Blackwell) at three or more tensor-parallel ranks.
+
+Up to 0.10.1 vLLM sets ``NCCL_CUMEM_ENABLE=0`` for every worker (worker/worker_base.py in 0.6.x, vllm/__init__.py in
+0.7.x, env_override.py in 0.8-0.10.1; 0.10.2 dropped the override). Without cuMem NCCL has no runtime connection
+(init.cc of NCCL 2.26: ``runtimeConn = cuMemSupport && NCCL_RUNTIME_CONNECT``), so ``ncclCommInitRank`` connects
+the ring and the tree of every channel and allocates the NVLink SHARP (NVLS) buffers at once. vLLM opens two NCCL
+communicators over the tensor-parallel group before its memory profile ends: pynccl's (``PyNcclCommunicator``,
+at start-up) and torch's process group (its first collective is the logits' all-gather of the profiling run).
+
+Per channel and communicator a middle rank of the chain holds two connections (transport/p2p.cc,
+``p2pSendSetup``/``p2pRecvSetup``, each half aligned to ``CUDA_IPC_MIN`` = 2 MiB): the ring's send to the next
+rank and receive from the previous one, and the tree's send to its parent and receive from its child. A receive
+half holds the LL (512 KiB), LL128 (4.6875 MiB) and Simple (4 MiB) buffers (init.cc ``DEFAULT_*_BUFFSIZE``):
+10 MiB aligned; a send half only its header: 2 MiB. 24 channels on 8 x H100 (NCCL's own
+"24 coll channels, 24 collnet channels, 16 nvls channels" on such a board). The chain's root and leaf miss one
+tree half each (2 and 10 MiB a channel), which is why two published 0.10.0 runs on 8 x H100 show rank 0 with
+0.09 GiB and rank 7 with 0.47 GiB more KV memory than ranks 1-6: 2 communicators x 24 channels x 2 / 10 MiB.
+
+NVLS (transport/nvls.cc, ``ncclNvlsBufferSetup``; from three GPUs, on a multicast-capable board): every rank
+backs ``channels x 2 x buffer x ranks`` of unicast memory. The buffer per release of NCCL: the Simple buffer
+(4 MiB) plus a 2 MiB credit area up to 2.20, a 1 MiB chunk (128 KiB x 8 steps) plus the 2 MiB area in 2.21,
+the 1 MiB chunk alone from 2.22; 16 NVLS channels on sm90, 32 on sm100 from 2.26.
+
+Which NCCL each vLLM release runs is the one its pinned torch ships: torch 2.3-2.4 (vLLM 0.4.3-0.6.3) NCCL 2.20.5,
+torch 2.5-2.6 (0.6.4-0.8.x) 2.21.5, torch 2.7 (0.9.0-0.10.1) 2.26.2 (the 0.10.0 logs print 'vLLM is using
+nccl==2.26.2').
+"""
+
+from __future__ import annotations
+
+from ...units import MiB
+
+CHANNELS = 24  # ring/tree channels NCCL builds on an 8-GPU NVSwitch board
+COMMUNICATORS = 2  # pynccl's and torch's process group over the TP group
+_SEND_HALF = 2 * MiB
+_RECV_HALF = 10 * MiB
+CUSTOM_ALL_REDUCE = 18 * MiB  # custom_all_reduce.py (0.8.5-0.10.1): meta_size() + 8 MiB and 8 MiB, cudaMalloc'd
+
+
+def _release(version: str | None) -> tuple[int, int] | None:
+    """(minor, patch) of a 0.x release string; None for anything else."""
+    parts = (version or "").strip().lower().lstrip("v").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    patch = parts[2] if len(parts) > 2 else "0"
+    digits = "".join(ch for ch in patch[:3] if ch.isdigit()) if patch[:1].isdigit() else "0"
+    return int(parts[1]), int(digits or 0)
+
+
+def nccl_line(version: str | None) -> str | None:
+    """The NCCL release line a vLLM release runs when it connects NCCL eagerly ("2.20", "2.21", "2.26");
+    None from 0.10.2 (cuMem on: buffers come lazily, on first use) and for releases before 0.4.3."""
+    rel = _release(version)
+    if rel is None:
+        return None
+    if rel < (4, 3) or rel >= (10, 2):
+        return None
+    if rel < (6, 4):
+        return "2.20"
+    if rel < (9, 0):
+        return "2.21"
+    return "2.26"
+
+
+def nvls_bytes(line: str, ranks: int, sm_major: int) -> int:
+    """The NVLS unicast buffer one rank backs per communicator of ``ranks`` GPUs (none below three)."""
+    if ranks < 3:
+        return 0
+    channels = 32 if (sm_major >= 10 and line == "2.26") else 16
+    buffer = {"2.20": 4 * MiB + 2 * MiB, "2.21": 1 * MiB + 2 * MiB}.get(line, 1 * MiB)
+    return channels * 2 * buffer * ranks
+
+
+def connection_bytes(ranks: int) -> int:
+    """Ring and tree connections of one communicator on a middle rank (the binding one: vLLM sizes every rank's
+    pool to the smallest)."""
+    if ranks < 2:
+        return 0
+    tree = _SEND_HALF + _RECV_HALF if ranks >= 3 else 0  # two ranks: the tree reuses the ring's connections
+    return CHANNELS * (_SEND_HALF + _RECV_HALF + tree)
+
+
+def eager_nvswitch_bytes(version: str | None, ranks: int, sm_major: int) -> int | None:
+    """NCCL's memory per rank, outside torch, for a TP group of ``ranks`` GPUs on an NVSwitch board under a
+    release that connects eagerly: two communicators' connections and NVLS buffers plus custom all-reduce's;
+    None where this does not apply (fewer than three ranks, or a release that connects lazily)."""
+    line = nccl_line(version)
+    if line is None or ranks < 3:
+        return None
+    return CUSTOM_ALL_REDUCE + COMMUNICATORS * (connection_bytes(ranks) + nvls_bytes(line, ranks, sm_major))

@@ -1,0 +1,73 @@
+"""NCCL's buffers at three or more TP ranks on an NVSwitch board (engines/vllm/nccl.py), by hand from NCCL's source
+(init.cc DEFAULT_*_BUFFSIZE, transport/p2p.cc halves aligned to 2 MiB, transport/nvls.cc ncclNvlsBufferSetup) and
+checked on the per-rank figures of two published vLLM 0.10.0 runs on 8 x H100 (provenance in their .json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kvbudget
+from kvbudget.engines.vllm import VllmSettings, plan
+from kvbudget.engines.vllm.calibration import NON_TORCH_TP1_BYTES, NON_TORCH_TP_BYTES
+from kvbudget.engines.vllm.nccl import connection_bytes, eager_nvswitch_bytes, nccl_line, nvls_bytes
+from kvbudget.units import GiB, MiB
+
+LOGS = Path(__file__).parent / "data" / "vllm_logs"
+QWEN32 = "Qwen/Qwen3-32B"
+
+
+@pytest.mark.parametrize(("version", "line"), [
+    ("0.4.2", None), ("0.4.3", "2.20"), ("0.6.3.post1", "2.20"), ("0.6.4", "2.21"), ("0.8.5", "2.21"),
+    ("0.9.0", "2.26"), ("0.10.0", "2.26"), ("0.10.1.1", "2.26"), ("0.10.2", None), ("0.11.0", None),
+    ("0.33.0", None), ("current", None), ("v1", None), (None, None),
+])
+def test_nccl_line_per_release(version: str | None, line: str | None) -> None:
+    # torch 2.3-2.4 ship NCCL 2.20.5, 2.5-2.6 2.21.5, 2.7 2.26.2; 0.10.2 stopped forcing NCCL_CUMEM_ENABLE=0
+    assert nccl_line(version) == line
+
+
+def test_buffers_by_hand() -> None:
+    # NVLS from 2.22: 16 channels x 2 x (128 KiB x 8 steps) x 8 heads = 256 MiB, what NCCL itself logs on 8 x H100
+    # ("NVLS comm ... nHeads 8 ... buffSize 1048576 nvlsPerRankSize 33554432 nvlsTotalSize 268435456")
+    assert nvls_bytes("2.26", 8, 9) == 268435456
+    assert nvls_bytes("2.26", 8, 10) == 2 * 268435456  # 32 NVLS channels on sm100
+    assert nvls_bytes("2.21", 8, 9) == 16 * 2 * 3 * MiB * 8  # 1 MiB chunk + the 2 MiB area
+    assert nvls_bytes("2.20", 4, 9) == 16 * 2 * 6 * MiB * 4  # the 4 MiB Simple buffer + the 2 MiB area
+    assert nvls_bytes("2.26", 2, 9) == 0  # NCCL turns NVLS on from three GPUs
+    # receive half: LL 512 KiB + LL128 120 x 640 x 8 x 8 B + Simple 4 MiB (+ header) -> 10 MiB; send half 2 MiB
+    assert 512 * 1024 + 120 * 640 * 8 * 8 + 4 * MiB <= 10 * MiB
+    assert connection_bytes(8) == 24 * (2 + 10 + 2 + 10) * MiB  # ring + tree on a middle rank
+    assert connection_bytes(2) == 24 * 12 * MiB  # two ranks: the tree rides on the ring's connections
+    assert eager_nvswitch_bytes("0.10.0", 8, 9) == 18 * MiB + 2 * (576 * MiB + 256 * MiB)
+    assert eager_nvswitch_bytes("0.10.0", 2, 9) is None and eager_nvswitch_bytes("0.12.0", 8, 9) is None
+
+
+@pytest.mark.parametrize("record", [
+    "v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768", "v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768"])
+def test_end_ranks_hold_less_as_the_chain_says(record: str) -> None:
+    # the chain's root misses the tree's send half (2 MiB a channel), its leaf the receive half (10 MiB), in both
+    # communicators: 2 x 24 x 2 MiB = 0.09 GiB and 2 x 24 x 10 MiB = 0.47 GiB more KV memory than ranks 1-6
+    rep = json.loads((LOGS / f"{record}.json").read_text())["reported"]
+    middle = rep["available_kv_cache_gib"]
+    assert rep["available_kv_cache_gib_rank0"] - middle == pytest.approx(2 * 24 * 2 * MiB / GiB, abs=0.011)
+    assert rep["available_kv_cache_gib_rank7"] - middle == pytest.approx(2 * 24 * 10 * MiB / GiB, abs=0.011)
+
+
+def _plan(gpu: str, **settings: object) -> kvbudget.engines.vllm.VllmPlan:  # type: ignore[name-defined]
+    return plan(kvbudget.load_model(QWEN32), kvbudget.find_gpu(gpu), VllmSettings(**settings))  # type: ignore[arg-type]
+
+
+def test_plan_charges_it_where_it_applies() -> None:
+    p = _plan("H100-SXM-80GB", version="0.10.0", tensor_parallel_size=8, max_model_len=32768)
+    assert p.non_torch_bytes == NON_TORCH_TP1_BYTES["v1"] + eager_nvswitch_bytes("0.10.0", 8, 9)
+    assert any(n.startswith("NCCL at TP 8 on H100-SXM-80GB's NVSwitch: 0.10.0 runs NCCL 2.26") for n in p.notes)
+    # two ranks, a board without NVSwitch, or a release that connects lazily: the calibrated two-GPU figure
+    assert _plan("H100-SXM-80GB", version="0.10.0", tensor_parallel_size=2).non_torch_bytes == NON_TORCH_TP_BYTES
+    assert _plan("H100-PCIe-80GB", version="0.10.0", tensor_parallel_size=8,
+                 max_model_len=32768).non_torch_bytes == NON_TORCH_TP_BYTES
+    lazy = _plan("H100-SXM-80GB", version="0.12.0", tensor_parallel_size=8, max_model_len=32768)
+    assert lazy.non_torch_bytes == NON_TORCH_TP_BYTES
+    assert any("NCCL at 8 ranks" in n for n in lazy.notes)  # still said, as not modelled

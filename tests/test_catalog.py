@@ -172,6 +172,7 @@ RESOLVES: list[tuple[str, tuple[str, ...]]] = [
     ("ibm-granite/granite-3.3-8b-instruct", ("ibm-granite/granite-3.3-8b-instruct",)),
     ("HuggingFaceTB/SmolLM2-1.7B-Instruct", ("HuggingFaceTB/SmolLM2-1.7B-Instruct",)),
     ("google/gemma-2-2b", ("google/gemma-2-2b",)),
+    ("mistralai/Mistral-Small-24B-Instruct-2501", ("mistralai/Mistral-Small-24B-Instruct-2501",)),
     ("ibm-granite/granite-3.0-3b-a800m-instruct", ("ibm-granite/granite-3.0-3b-a800m-base",
                                                    "ibm-granite/granite-3.0-3b-a800m-instruct")),
 ]

@@ -1,5 +1,5 @@
 """Catalog entries for checkpoints people serve as-is: quantized repos (AWQ, block FP8), the bf16
-Qwen3-Coder-480B, Qwen3-VL sizes, Qwen3-4B-Instruct-2507, Granite 3.3, SmolLM2 and Gemma-2-2B.
+Qwen3-Coder-480B, Qwen3-VL sizes, Qwen3-4B-Instruct-2507, Granite 3.3, SmolLM2, Gemma-2-2B and Mistral-Small-24B-2501.
 
 Each entry's KV bytes per token are checked against a hand computation from its own config.json
 fields (2 (K and V) x layers x KV heads x head_dim x bytes), every name it lists resolves to it, the
@@ -39,6 +39,7 @@ ADDED: dict[str, int] = {
     "granite-3.3-8b-instruct.json": 2 * 40 * 8 * 128 * 2,  # 163,840
     "smollm2-1.7b-instruct.json": 2 * 24 * 32 * 64 * 2,  # 196,608
     "gemma-2-2b.json": 2 * 26 * 4 * 256 * 2,  # 106,496 (the 13 sliding layers hold at most 4096 tokens)
+    "mistral-small-24b-instruct-2501.json": 2 * 40 * 8 * 128 * 2,  # 163,840
     "qwen2.5-7b-instruct-awq.json": 2 * 28 * 4 * 128 * 2,  # 57,344
     "qwen2.5-14b-instruct-awq.json": 2 * 48 * 8 * 128 * 2,  # 196,608
     "qwen2.5-32b-instruct-awq.json": 2 * 64 * 8 * 128 * 2,  # 262,144

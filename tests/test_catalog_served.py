@@ -1,0 +1,242 @@
+"""Catalog entries for checkpoints people serve as-is: quantized repos (AWQ, block FP8), the bf16
+Qwen3-Coder-480B, Qwen3-VL sizes, Qwen3-4B-Instruct-2507, Granite 3.3, SmolLM2, Gemma-2-2B and Mistral-Small-24B-2501.
+
+Each entry's KV bytes per token are checked against a hand computation from its own config.json
+fields (2 (K and V) x layers x KV heads x head_dim x bytes), every name it lists resolves to it, the
+quantized ones load with their checkpoint's format, and their weight bytes are checked against a
+published figure (a repo's total file size or a published start-up log) or, where none was found, a
+hand computation of the format's bytes from the config.
+"""
+
+from __future__ import annotations
+
+import json
+from math import ceil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kvbudget
+from kvbudget.cli import main
+from kvbudget.model import catalog
+from kvbudget.model.hf_config import text_config
+from kvbudget.units import GiB
+
+MODEL_DIR = Path(catalog.CATALOG_DIR)
+
+# file -> KV bytes per token at the checkpoint's 16-bit dtype, written out by hand from the numbers in
+# the entry's notes (layers x KV heads x head_dim); the test also recomputes it from the config's fields.
+ADDED: dict[str, int] = {
+    "qwen3-32b-fp8.json": 2 * 64 * 8 * 128 * 2,  # 262,144
+    "qwen3-30b-a3b-fp8.json": 2 * 48 * 4 * 128 * 2,  # 98,304
+    "qwen3-vl-2b-instruct.json": 2 * 28 * 8 * 128 * 2,  # 114,688
+    "qwen3-vl-4b-instruct.json": 2 * 36 * 8 * 128 * 2,  # 147,456
+    "qwen3-vl-32b-instruct.json": 2 * 64 * 8 * 128 * 2,  # 262,144
+    "qwen3-vl-235b-a22b-instruct.json": 2 * 94 * 4 * 128 * 2,  # 192,512
+    "qwen3-coder-480b-a35b-instruct.json": 2 * 62 * 8 * 128 * 2,  # 253,952
+    "qwen3-4b-instruct-2507.json": 2 * 36 * 8 * 128 * 2,  # 147,456
+    "granite-3.3-8b-instruct.json": 2 * 40 * 8 * 128 * 2,  # 163,840
+    "smollm2-1.7b-instruct.json": 2 * 24 * 32 * 64 * 2,  # 196,608
+    "gemma-2-2b.json": 2 * 26 * 4 * 256 * 2,  # 106,496 (the 13 sliding layers hold at most 4096 tokens)
+    "mistral-small-24b-instruct-2501.json": 2 * 40 * 8 * 128 * 2,  # 163,840
+    "qwen2.5-7b-instruct-awq.json": 2 * 28 * 4 * 128 * 2,  # 57,344
+    "qwen2.5-14b-instruct-awq.json": 2 * 48 * 8 * 128 * 2,  # 196,608
+    "qwen2.5-32b-instruct-awq.json": 2 * 64 * 8 * 128 * 2,  # 262,144
+    "qwen2.5-72b-instruct-awq.json": 2 * 80 * 8 * 128 * 2,  # 327,680
+}
+
+_BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto" runs a float32 checkpoint in 16 bits
+
+
+def _raw(fname: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((MODEL_DIR / fname).read_text(encoding="utf-8"))
+    return data
+
+
+def _hand_kv_per_token(config: dict[str, Any]) -> int:
+    c, _ = text_config(config)
+    layers = c["num_hidden_layers"]
+    kv_heads = c.get("num_key_value_heads", c["num_attention_heads"])
+    head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    dtype = c.get("torch_dtype") or c.get("dtype") or config.get("torch_dtype")
+    return 2 * layers * kv_heads * head_dim * _BYTES[dtype]
+
+
+@pytest.mark.parametrize("fname", sorted(ADDED))
+def test_kv_bytes_per_token_is_the_hand_computation_from_the_config(fname: str) -> None:
+    data = _raw(fname)
+    hand = _hand_kv_per_token(data["config"])
+    assert hand == ADDED[fname]
+    report = kvbudget.kv(data["id"])
+    assert report.bytes_per_token == hand
+    assert report.kv_dtype in ("bf16", "fp16")
+
+
+@pytest.mark.parametrize("fname", sorted(ADDED))
+def test_every_name_of_an_added_entry_resolves_to_it(fname: str) -> None:
+    data = _raw(fname)
+    assert data["aliases"], fname
+    for name in (data["id"], *data["aliases"]):
+        for variant in (name, name.upper(), name.rsplit("/", 1)[-1]):
+            assert kvbudget.load_model(variant).name == data["id"], variant
+
+
+@pytest.mark.parametrize("fname", sorted(ADDED))
+def test_added_entries_cite_their_config_and_say_what_was_verified(fname: str) -> None:
+    data = _raw(fname)
+    assert data["config_source"] == f"https://huggingface.co/{data['id']}/blob/main/config.json"
+    assert data["official_params_source"].strip() and data["notes"].strip()
+    assert "verified" in data["notes"].lower() or "UNVERIFIED" in data["notes"]
+
+
+@pytest.mark.parametrize(("name", "entry"), [
+    ("Qwen/Qwen3-VL-32B-Thinking", "Qwen/Qwen3-VL-32B-Instruct"),  # configs compared: identical
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3"),  # architecture compared (nvidia's NVFP4 copy)
+    ("qwen3-coder-480b-a35b", "Qwen/Qwen3-Coder-480B-A35B-Instruct"),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"),
+    ("Qwen/Qwen3-4B", "Qwen/Qwen3-4B"),  # the original release keeps its own (40960-position) entry
+    ("Qwen/Qwen2.5-14B-Instruct", "Qwen/Qwen2.5-14B-Instruct"),  # the bf16 repo is not the AWQ one
+])
+def test_related_names_resolve_where_their_configs_say(name: str, entry: str) -> None:
+    assert kvbudget.load_model(name).name == entry
+
+
+def test_qwen3_coder_480b_bf16_is_no_longer_priced_as_fp8() -> None:
+    bf16 = kvbudget.load_model("Qwen/Qwen3-Coder-480B-A35B-Instruct")
+    fp8 = kvbudget.load_model("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8")
+    assert bf16.weight_format is not None and bf16.weight_format.name == "bf16"
+    assert fp8.weight_format is not None and fp8.weight_format.name == "fp8" and fp8.weight_format.block == (128, 128)
+    # same architecture: same count and the same KV per token
+    assert bf16.params == fp8.params
+    assert kvbudget.kv(bf16).bytes_per_token == kvbudget.kv(fp8).bytes_per_token == 253_952
+
+
+def test_2507_and_original_qwen3_4b_differ_only_in_context() -> None:
+    new, old = kvbudget.load_model("Qwen/Qwen3-4B-Instruct-2507"), kvbudget.load_model("Qwen/Qwen3-4B")
+    assert new.params == old.params == 4_022_468_096
+    assert kvbudget.kv(new).max_context == 262_144 and kvbudget.kv(old).max_context == 40_960
+
+
+# --- quantized checkpoints: the format they load with ---------------------------------------------------
+
+QUANTIZED = {
+    "Qwen/Qwen2.5-7B-Instruct-AWQ": "weights awq 4-bit, group 128",
+    "Qwen/Qwen2.5-14B-Instruct-AWQ": "weights awq 4-bit, group 128",
+    "Qwen/Qwen2.5-32B-Instruct-AWQ": "weights awq 4-bit, group 128",
+    "Qwen/Qwen2.5-72B-Instruct-AWQ": "weights awq 4-bit, group 128",
+    "Qwen/Qwen3-32B-FP8": "weights fp8 (e4m3) with block 128x128 fp32 scales",
+    "Qwen/Qwen3-30B-A3B-FP8": "weights fp8 (e4m3) with block 128x128 fp32 scales",
+}
+
+
+def _explain(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["explain", *args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.mark.parametrize("model", sorted(QUANTIZED))
+def test_quantized_entries_load_with_their_checkpoint_format_on_vllm(model: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _explain(capsys, "--gpu", "H200", "--", "vllm", "serve", model, "--max-model-len", "4096")
+    assert code == 0, out
+    assert QUANTIZED[model] in out
+    assert f"{model} (" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize("word", ["awq", "awq_marlin"])
+def test_awq_checkpoint_takes_vllms_own_method_words(word: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _explain(capsys, "--gpu", "A100-80GB", "--", "vllm", "serve", "Qwen/Qwen2.5-14B-Instruct-AWQ",
+                         "--quantization", word, "--max-model-len", "8192")
+    assert code == 0, out
+    assert "weights awq 4-bit, group 128" in out
+
+
+def _weights(capsys: pytest.CaptureFixture[str], model: str, gpu: str = "H200", *flags: str) -> tuple[int, int]:
+    """(weights, model loading) bytes of ``kvbudget explain --json`` for a vLLM launch of ``model``."""
+    code = main(["explain", "--json", "--gpu", gpu, "--", "vllm", "serve", model, "--max-model-len", "4096", *flags])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    return doc["memory"]["weights_bytes"], doc["memory"]["model_loading_bytes"]
+
+
+def test_qwen2_5_72b_awq_weights_match_the_repos_file_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """The repo's files total 41,607,438,677 bytes (a public model-source resolver's candidate list,
+    github: crowdtensor kaggle_dense_model_source_resolver tests). kvbudget's 4-bit AWQ weights from
+    the padded config (intermediate_size 29696) sit just under it; the unpadded 29568 would be 0.35%
+    further off."""
+    weights, _ = _weights(capsys, "Qwen/Qwen2.5-72B-Instruct-AWQ")
+    files = 41_607_438_677
+    assert weights == 41_595_518_976
+    assert 0.999 * files < weights < files
+
+
+def test_qwen2_5_14b_awq_model_loading_is_within_1_percent_of_the_published_log(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.13.0, --quantization awq --dtype half (github.com/kumaxxp/duo-talk vllm.log):
+    'Model loading took 9.3795 GiB memory'."""
+    _, loading = _weights(capsys, "Qwen/Qwen2.5-14B-Instruct-AWQ", "A100-80GB", "--quantization", "awq", "--dtype", "half")
+    assert loading == 9_988_417_536
+    assert abs(loading / GiB - 9.3795) / 9.3795 < 0.01
+
+
+def test_qwen2_5_7b_awq_weights_are_within_1_1_percent_of_the_published_sglang_log(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang, Qwen/Qwen2.5-7B-Instruct-AWQ (github.com/AgentiviumAI/workflow-aware-prompt-cache
+    sglang.log): 'Load weight end. ... quant=awq, bits=4, ... mem usage=5.25 GB' (SGLang's GB are GiB)."""
+    code = main(["explain", "--json", "--gpu", "RTX-4080-16GB", "--", "python", "-m", "sglang.launch_server",
+                 "--model-path", "Qwen/Qwen2.5-7B-Instruct-AWQ", "--mem-fraction-static", "0.82", "--disable-cuda-graph"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    weights = doc["memory"]["weights_bytes"]
+    assert weights == 5_579_136_000
+    assert abs(weights / GiB - 5.25) / 5.25 < 0.011
+
+
+def _fp8_block(rows: int, cols: int) -> int:
+    """An fp8 e4m3 matrix with one fp32 scale per 128 x 128 block (vLLM fp8.py, weight_block_size)."""
+    return rows * cols + ceil(rows / 128) * ceil(cols / 128) * 4
+
+
+def test_qwen3_32b_fp8_weights_are_the_block_fp8_bytes_of_its_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """No published byte total was found for this repo, so the format's bytes are written out from the
+    config: every linear weight fp8 with block scales; embeddings, lm_head and norms bf16."""
+    c = _raw("qwen3-32b-fp8.json")["config"]
+    h, n, heads, kv, d = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    inter, vocab = c["intermediate_size"], c["vocab_size"]
+    assert (h, n, heads, kv, d, inter, vocab) == (5120, 64, 64, 8, 128, 25600, 151936)
+    attention = _fp8_block(heads * d, h) + 2 * _fp8_block(kv * d, h) + _fp8_block(h, heads * d)
+    mlp = 2 * _fp8_block(inter, h) + _fp8_block(h, inter)
+    norms = 2 * (2 * h + 2 * d)  # input / post-attention norms, q_norm / k_norm, bf16
+    total = n * (attention + mlp + norms) + 2 * vocab * h * 2 + 2 * h  # untied embed + lm_head, final norm
+    assert total == 34_326_243_328
+    assert _weights(capsys, "Qwen/Qwen3-32B-FP8")[0] == total
+
+
+def test_qwen3_30b_a3b_fp8_weights_are_the_block_fp8_bytes_of_its_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """As above, MoE: 128 experts of width 768 a layer in fp8; the router (mlp.gate, which the
+    checkpoint's modules_to_not_convert lists) stays bf16."""
+    c = _raw("qwen3-30b-a3b-fp8.json")["config"]
+    h, n, heads, kv, d = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    experts, width, vocab = c["num_experts"], c["moe_intermediate_size"], c["vocab_size"]
+    assert (h, n, heads, kv, d, experts, width) == (2048, 48, 32, 4, 128, 128, 768)
+    assert "model.layers.0.mlp.gate" in c["quantization_config"]["modules_to_not_convert"]
+    attention = _fp8_block(heads * d, h) + 2 * _fp8_block(kv * d, h) + _fp8_block(h, heads * d)
+    moe = experts * (2 * _fp8_block(width, h) + _fp8_block(h, width)) + experts * h * 2  # + bf16 router
+    norms = 2 * (2 * h + 2 * d)
+    total = n * (attention + moe + norms) + 2 * vocab * h * 2 + 2 * h
+    assert total == 31_174_545_408
+    assert _weights(capsys, "Qwen/Qwen3-30B-A3B-FP8")[0] == total
+
+
+# --- the catalog listing ---------------------------------------------------------------------------------
+
+
+def test_models_listing_renders_with_the_added_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models"]) == 0
+    text = capsys.readouterr().out
+    for fname in ADDED:
+        assert _raw(fname)["id"] in text, fname
+    assert main(["models", "--json"]) == 0
+    ids = {e["id"] for e in json.loads(capsys.readouterr().out)}
+    assert {_raw(f)["id"] for f in ADDED} <= ids

@@ -27,9 +27,11 @@ The steps, each from vLLM's source (release named where the rule changed):
    (patches x channels x temporal_patch_size x patch_size^2, cast to the model dtype by
    multimodal/processing.py's call of the HF processor) stay alive too (``batched_dummy_mm_inputs``).
 4. The tower's peak, per rank: the pixels, plus the largest live set of one ViT block for the batch's patches
-   (flash / SDPA attention: no patches x patches matrix). Qwen2.5-VL (qwen2_5_vl.py Qwen2_5_VisionBlock, fused
-   add-RMSNorm in place): the block input and residual, gate_up (2 x intermediate / TP), its activation and the
-   down projection's output: 3 x hidden + 3 x intermediate / TP elements a patch. Qwen3-VL (qwen3_vl.py
+   (flash / SDPA attention: no patches x patches matrix). Qwen2.5-VL (qwen2_5_vl.py Qwen2_5_VisionBlock and
+   Qwen2_5_VisionMLP): the block input, norm2's output and the residual, gate_up (2 x intermediate / TP) and
+   SiluAndMul on its native path (custom ops are off under torch.compile, vLLM's default, 'custom_ops': ['none'] in
+   the logs; the tower itself runs eager): the SiLU of the gate half and the product (1 + 1):
+   3 x hidden + 4 x intermediate / TP elements a patch. Qwen3-VL (qwen3_vl.py
    Qwen3_VisionBlock): the input, the sum after attention, norm2's output, fc1's output and its activation:
    3 x hidden + 2 x intermediate / TP. In attention both hold the input, norm1's output and the output projection
    (3 x hidden) and, split by TP, qkv (3), the contiguous q/k copy (2), the rotated q/k (2) and the attention
@@ -262,7 +264,7 @@ def _memory(v: VisionTower, modality: str, items: int, item: _Item, budget: int,
     on_rank = -(-items // tp) if data_mode else items  # data mode: the items split over the ranks
     s = on_rank * patches
     h, i = v.hidden_size, v.intermediate_size
-    mlp = 3 * h + (3 if v.kind == "qwen2_5_vl" else 2) * i / t
+    mlp = 3 * h + (4 if v.kind == "qwen2_5_vl" else 2) * i / t
     attention = 3 * h + 8 * h / t
     block = s * max(mlp, attention) + v.deepstack_layers * on_rank * item.rows * v.out_hidden_size
     return EncoderPass(modality, items, item.tokens, item.rows, patches, budget, held * b, pixels * b, int(block * b),

@@ -322,14 +322,15 @@ def parse_processor_kwargs(value: str, label: str) -> tuple[int | None, int | No
         raise InputError(f"{label}: not a JSON object (e.g. '{{\"max_pixels\": 1003520}}')") from None
     if not isinstance(loaded, dict):
         raise InputError(f"{label}: give a JSON object (e.g. '{{\"max_pixels\": 1003520}}')")
-    size = loaded.get("size") if isinstance(loaded.get("size"), dict) else {}
-    bounds = []
+    raw_size = loaded.get("size")
+    size: dict[str, object] = raw_size if isinstance(raw_size, dict) else {}
+    bounds: list[int | None] = []
     for key, alt in (("max_pixels", "longest_edge"), ("min_pixels", "shortest_edge")):
         raw = loaded.get(key, size.get(alt))
         if raw is None:
             bounds.append(None)
             continue
-        if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 1 << 40:
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 1 << 32:  # 4.3 gigapixels at most
             raise InputError(f"{label}: {key} must be a whole number of pixels, got {str(raw)[:40]!r}")
         bounds.append(raw)
     return bounds[0], bounds[1]

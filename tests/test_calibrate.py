@@ -61,15 +61,19 @@ def test_leave_one_out_on_the_same_gpu_and_release_line() -> None:
     # the two 0.10.0 TP8 runs on 8 H100s (Qwen3-235B-A22B-FP8 with EP, Qwen3-32B: 1.39 and 2.13 GiB once NCCL's
     # buffers are modelled) to 0.74 each.
     # Two H100 runs of other users (a Llama-3-8B AWQ on 0.15, Qwen2.5-Coder-14B on 0.19.1: -0.85 and 0.16 GiB off)
-    # take the gpt-oss-120b pair's term and end 4.99 and 3.98 GiB off: a profile is one site's.
-    assert len(rows) == 25, rows
+    # take the gpt-oss-120b pair's term and end 4.99 and 3.98 GiB off: a profile is one site's. So does the 0.12.0
+    # Qwen3-VL-30B-A3B TP 2 H100 run (1.0 GiB off once its vision encoder pass is priced; 3.1 with that term). The
+    # 0.11.0 Qwen3-VL TP 4 run on four RTX 3090s (0.15 GiB) takes the two TP 1 runs' term and ends 0.02 off; those two
+    # keep each other's (the nearest TP size).
+    assert len(rows) == 26, rows
     by_log = {log: round(b, 1) for log, b, _ in rows}  # what is left at TP 8 on H100 with NCCL's buffers modelled
     assert (by_log["v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768"],
             by_log["v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768"]) == (1.4, 2.1)
-    assert (round(before / GiB, 1), round(after / GiB, 1)) == (31.9, 14.3)  # the README's figures
+    assert (round(before / GiB, 1), round(after / GiB, 1)) == (29.3, 17.0)  # the README's figures
     worse = [log for log, b, a in rows if abs(a) > abs(b) + 0.1]
     assert worse == ["v0.10.0_rtx3090_qwen3-30b-a3b-awq_len2048_gmu0.8", "v0.10.1.1_a100-40gb-x2_qwen2-7b_tp2-ray_gmu0.5",
-                     "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default", "v0.15.0dev_80gb_llama3-8b-w4a16-awq_default",
+                     "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default", "v0.12.0_h100x2_qwen3-vl-30b-a3b_tp2_len65536",
+                     "v0.15.0dev_80gb_llama3-8b-w4a16-awq_default",
                      "v0.19.1_h100_qwen2.5-coder-14b_default_graph-capture-fail",
                      "v0.19.1_rtx3090-wsl_phi-3-mini-4k_fp16_len4096_gmu0.85"], rows
 

@@ -120,13 +120,18 @@ def test_the_moe_workspace_replaces_the_dense_mlp_term() -> None:
     assert p.activation_bytes == forward + 256 * VOCAB * 14
 
 
-def test_a_vision_models_encoder_pass_is_named_as_not_modelled() -> None:
+def test_a_vision_models_encoder_pass_is_modelled_for_qwen_towers_and_named_as_not_modelled_otherwise() -> None:
+    """Qwen3-VL's pass is priced (engines/vllm/encoder_profile.py; its figures in tests/test_vllm_encoder_profile.py):
+    a note with the figure and no wider band; Gemma 3's SigLIP tower keeps the warning and the wider band."""
     vl = _plan("Qwen/Qwen3-VL-30B-A3B-Instruct", "H100", tensor_parallel_size=2, max_model_len=65536)
-    assert [n for n in vl.notes if n.startswith("vision encoder:")]
-    band = dict(vl.provenance)["available_kv_cache_bytes"].band
+    assert [n for n in vl.notes if n.startswith("vision encoder profiling")]
+    assert dict(vl.provenance)["available_kv_cache_bytes"].band == ""
+    gemma = _plan("google/gemma-3-27b-it", "H100", tensor_parallel_size=2, max_model_len=32768)
+    band = dict(gemma.provenance)["available_kv_cache_bytes"].band
     assert "the vision encoder's profiling pass is not modelled" in band and "upper bound" in band
+    assert [n for n in gemma.notes if n.startswith("vision encoder:")]
     text = _plan("Qwen/Qwen3-30B-A3B", "H100", tensor_parallel_size=2, max_model_len=32768)
-    assert not [n for n in text.notes if n.startswith("vision encoder:")]
+    assert not [n for n in text.notes if n.startswith("vision encoder")]
     assert dict(text.provenance)["available_kv_cache_bytes"].band == ""
     # the tower's weights are counted either way: the VL model loads more than its text-only sibling
     assert vl.weights_bytes > text.weights_bytes

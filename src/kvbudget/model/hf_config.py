@@ -19,7 +19,7 @@ from . import params as P
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from .params import Inventory, Tensor
 from .params import inventory as make_inventory
-from .spec import Dims, ModelSpec
+from .spec import Dims, ModelSpec, VisionTower
 from .weights import WeightFormat, from_quantization_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -256,10 +256,28 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
     if isinstance(vision, Mapping):
         # Qwen2.5-VL's vision_config names no model_type: its tower is the wrapper's.
         kind = str(vision.get("model_type") or raw.get("model_type"))
-        tensors = _vision_tower(_Cfg(vision, f"{name} vision_config"), kind, spec.dims.hidden_size, notes)
+        v = _Cfg(vision, f"{name} vision_config")
+        tensors = _vision_tower(v, kind, spec.dims.hidden_size, notes)
         inv = spec.inventory
-        spec = replace(spec, inventory=Inventory(inv.head + tuple(tensors), inv.layers, inv.tail), notes=tuple(notes))
+        spec = replace(spec, inventory=Inventory(inv.head + tuple(tensors), inv.layers, inv.tail), notes=tuple(notes),
+                       vision=_vision_shapes(v, kind) if tensors else VisionTower(kind))
     return spec
+
+
+def _vision_shapes(v: _Cfg, kind: str) -> VisionTower:
+    """The tower's shapes for vLLM's profiling pass (the Qwen-VL towers' merge and temporal patch sizes; the other
+    towers' are read as 1: no merge, no temporal patch)."""
+    qwen = kind in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+    deepstack = v.get("deepstack_visual_indexes", []) if kind in ("qwen3_vl", "qwen3_vl_moe") else []
+    return VisionTower(
+        kind="qwen3_vl" if kind == "qwen3_vl_moe" else kind, hidden_size=v.int("hidden_size"),
+        intermediate_size=v.int("intermediate_size"), depth=v.int("num_hidden_layers", "depth"),
+        num_heads=v.int("num_heads", "num_attention_heads", default=0), patch_size=v.int("patch_size"),
+        merge_size=v.int("spatial_merge_size", default=2) if qwen else 1,
+        temporal_patch_size=v.int("temporal_patch_size", default=2) if qwen else 1,
+        in_channels=v.int("num_channels", "in_channels", default=3),
+        out_hidden_size=v.int("out_hidden_size", default=0) if qwen else 0,
+        deepstack_layers=len(deepstack) if isinstance(deepstack, list) else 0)
 
 
 def _vision_tower(v: _Cfg, kind: str, text_hidden: int, notes: list[str]) -> list[Tensor]:

@@ -22,6 +22,25 @@ class Dims:
 
 
 @record
+class VisionTower:
+    """The shapes of a vision encoder that vLLM's multimodal profiling pass runs (engines/vllm/encoder_profile.py),
+    from the checkpoint's ``vision_config``. ``kind`` is the tower's model type (qwen2_5_vl, qwen3_vl,
+    siglip_vision_model, llama4_vision_model ...); the sizes are 0 where kvbudget does not read them."""
+
+    kind: str
+    hidden_size: int = 0
+    intermediate_size: int = 0
+    depth: int = 0
+    num_heads: int = 0
+    patch_size: int = 0
+    merge_size: int = 1  # spatial_merge_size: patches merged (per side) into one output token
+    temporal_patch_size: int = 1
+    in_channels: int = 3
+    out_hidden_size: int = 0  # the width of one output token (the language model's hidden size)
+    deepstack_layers: int = 0  # Qwen3-VL: blocks whose merged features are output too (deepstack_visual_indexes)
+
+
+@record
 class ModelSpec:
     """A decoder as kvbudget sees it.
 
@@ -52,6 +71,7 @@ class ModelSpec:
     # model types vLLM serves them as an MTP draft of (config/speculative.py); 0: none. Not in ``inventory``:
     # vLLM loads them only with --speculative-config '{"method": "mtp", ...}' (engines/vllm/speculative.py).
     mtp_layers: int = 0
+    vision: VisionTower | None = None  # the vision encoder vLLM loads with the decoder (None: text-only)
 
     @property
     def params(self) -> int:

@@ -165,4 +165,13 @@ def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
         return replace(s, sampler=v)
     if key == "dtype" and v.lower() != "auto":
         return replace(s, dtype=v.removeprefix("torch."))
+    if key in ("limit_mm_per_prompt", "mm_processor_kwargs"):  # a Python dict as the log prints it, read as JSON
+        from .command import _multimodal
+
+        as_json = v.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+        return _multimodal(s, key, "--" + key.replace("_", "-"), as_json, f"the log's engine argument {key}")
+    if key in ("skip_mm_profiling", "language_model_only"):
+        return replace(s, **{key: v.lower() == "true"})
+    if key == "mm_encoder_tp_mode" and v.strip("'\"") in ("weights", "data"):
+        return replace(s, mm_encoder_tp_mode=v.strip("'\""))
     return s

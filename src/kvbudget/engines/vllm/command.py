@@ -113,10 +113,8 @@ _UNMODELLED = {
     "enable_lora": "LoRA adapter slots", "max_loras": "LoRA adapter slots", "max_lora_rank": "LoRA adapter slots",
     "speculative_config": "a speculative-decoding draft model's weights and KV cache",
     "kv_transfer_config": "a KV connector's buffers", "kv_offloading_size": "KV offloading buffers",
-    "limit_mm_per_prompt": "the multimodal encoder's cache and profiling run",
     "mm_encoder_tp_mode": "the multimodal encoder's weights, whole on every TP rank in data mode",
     "mm_ipc_gpu_memory_gb": "GPU memory set aside for the API server's multimodal work, out of the KV cache",
-    "skip_mm_profiling": "the multimodal encoder's activations, left out of the profiling run",
     "decode_context_parallel_size": "decode context parallelism",
     "enable_eplb": "redundant experts of expert-parallel load balancing",
     "offload_group_size": "weights offloaded to host memory by layer group (prefetch offloading)",
@@ -141,6 +139,34 @@ def unmodelled(name: str, dest: str | None, value: str | None) -> str | None:
     if value is not None and value.strip().lower() in ("false", "0", "off", "no") and dest not in _UNMODELLED_UNLESS:
         return None  # --enable-lora=false, a config file's enable_lora: false
     return f"{name}: kvbudget does not model the memory it takes ({what})"
+
+
+# Engine arguments of the multimodal profiling pass (encoder_profile.py); --enable-multimodal-encoder-data-parallel is
+# 0.10-0.12's name for --mm-encoder-tp-mode data (engine/arg_utils.py of 0.12.0).
+_MULTIMODAL = ("limit_mm_per_prompt", "mm_processor_kwargs", "skip_mm_profiling", "mm_encoder_tp_mode",
+               "language_model_only", "enable_multimodal_encoder_data_parallel")
+_JSON_KEYED = ("limit_mm_per_prompt", "mm_processor_kwargs")  # also given one key at a time: --limit-mm-per-prompt.video 0
+
+
+def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None, label: str) -> VllmSettings:
+    """An engine argument of the vision encoder's profiling pass into the settings."""
+    from .encoder_profile import parse_limits, parse_processor_kwargs
+
+    off = name.startswith("--no-") or (value is not None and value.strip().lower() in ("false", "0", "off", "no"))
+    if dest == "limit_mm_per_prompt":
+        merged = {**dict(settings.mm_limits), **dict(parse_limits(value or "", label))}
+        return replace(settings, mm_limits=tuple(merged.items()))
+    if dest == "mm_processor_kwargs":
+        hi, lo = parse_processor_kwargs(value or "{}", label)
+        return replace(settings, mm_max_pixels=hi or settings.mm_max_pixels, mm_min_pixels=lo or settings.mm_min_pixels)
+    if dest == "mm_encoder_tp_mode":
+        mode = (value or "").strip().lower()
+        if mode not in ("weights", "data"):
+            raise InputError(f"{label} {excerpt(value or '')}: vLLM takes weights or data")
+        return replace(settings, mm_encoder_tp_mode=mode)
+    if dest == "enable_multimodal_encoder_data_parallel":
+        return replace(settings, mm_encoder_tp_mode="weights" if off else "data")
+    return replace(settings, **{dest: not off})
 
 
 def _speculative(settings: VllmSettings, name: str, value: str | None, label: str) -> tuple[VllmSettings, list[str]]:
@@ -252,6 +278,16 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 warnings.append(f"ignored extra word {tok!r}")
             continue
         name, eq, inline = dashed(tok).partition("=")
+        head, dot, key = name.partition(".")
+        if dot and head in flags and flags[head][0] in _JSON_KEYED and key:
+            # FlexibleArgumentParser's dotted form: --limit-mm-per-prompt.video 0 sets one key of the JSON value
+            if not eq:
+                if i >= len(args):
+                    raise InputError(f"{name} needs a value")
+                inline, i = args[i], i + 1
+            number = inline.strip()
+            pending.append((head, json.dumps({key[:40]: int(number) if number.isdigit() else number[:40]}), name))
+            continue
         if name not in flags and name.startswith("--no-") and "--" + name[5:] in flags:
             flags[name] = (flags["--" + name[5:]][0], False)  # BooleanOptionalAction's --no-X of older releases
         if name not in flags and name not in historical:
@@ -278,6 +314,11 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
     for name, arg, label in pending:
+        if name == "--enable-multimodal-encoder-data-parallel":  # a flag of 0.10-0.12, gone from 0.33's list
+            settings = _multimodal(settings, "enable_multimodal_encoder_data_parallel", name, arg, label)
+            if settings.mm_encoder_tp_mode == "data":
+                warnings.append(f"{name}: kvbudget does not model the memory it takes ({_UNMODELLED['mm_encoder_tp_mode']})")
+            continue
         if name not in flags:
             if (said := unmodelled(name, None, arg)) is not None:
                 warnings.append(said)
@@ -290,6 +331,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         elif dest == "speculative_config":
             settings, spec_warnings = _speculative(settings, name, arg, label)
             warnings += spec_warnings
+        elif dest in _MULTIMODAL:
+            settings = _multimodal(settings, dest, name, arg, label)
         else:
             settings = _apply(settings, dest, name, arg, label)
     if not model:

@@ -61,8 +61,13 @@ _ARG_KEYS = (
     "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len", "max_seq_len",
     "gpu_memory_utilization", "kv_cache_dtype", "enforce_eager", "quantization", "block_size", "max_num_seqs",
     "max_num_batched_tokens", "dtype", "enable_prefix_caching", "enable_chunked_prefill", "num_gpu_blocks_override",
-    "kv_cache_memory_bytes", "cpu_offload_gb",
+    "kv_cache_memory_bytes", "cpu_offload_gb", "skip_mm_profiling", "mm_encoder_tp_mode", "language_model_only",
 )
+# Engine arguments whose value is a mapping ('limit_mm_per_prompt': {'image': 0, 'video': {'count': 1}}), read whole
+# (one level of nesting) from the non-default args line.
+_DICT_KEYS = ("limit_mm_per_prompt", "mm_processor_kwargs")
+_DICT_SETTING = {key: re.compile("['\"]" + key + r"['\"]:[ \t]{0,8}(\{(?:[^{}\n]|\{[^{}\n]{0,400}\}){0,400}\})")
+                 for key in _DICT_KEYS}
 # 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
 # literal (a key is whole: not the tail of mamba_block_size).
 _SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})") for key in _ARG_KEYS}
@@ -95,6 +100,12 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
                 value = found.group(1).rstrip(".")
                 if value != "None":
                     out["max_model_len" if key == "max_seq_len" else key] = value
+                break
+    for key, rx in _DICT_SETTING.items():
+        for start, stop, _ in log.lines(key, reverse=True):
+            found = rx.search(text, start, stop)
+            if found is not None:
+                out[key] = found.group(1)
                 break
     return list(out.items())
 

@@ -44,6 +44,7 @@ from .calibration import (
     sampler_path,
     single_gpu_non_torch,
 )
+from .encoder_profile import EncoderPass, profile_pass
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .nccl import eager_nvswitch_bytes, nccl_line
 from .settings import Release, VllmSettings, release, site_bytes
@@ -337,7 +338,7 @@ def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None
 
 
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, block_bytes: tuple[int, ...],
-               dequant: int) -> tuple[int, int, int, list[_StageMemory]]:
+               dequant: int, encoder: EncoderPass | None = None) -> tuple[int, int, int, list[_StageMemory]]:
     """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
     determine_available_memory): utilization x total memory, minus the weights loaded (with the rotary
     cache, less what --cpu-offload-gb keeps on the host), non-torch memory, the profiling run's activation
@@ -367,6 +368,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
         act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
                               sampler_path(settings, gpu), moe) + dequant
+        if encoder is not None:  # the vision encoder's pass: its stage or the text stage with its tensors held
+            act = encoder.peak(act)
         graphs = cudagraph_bytes(sizes, st.num_layers)
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
@@ -562,7 +565,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         return _request_blocks(layout.groups, block_size, r.in_flight, r.mamba_blocks, length)
 
     dequant = _dequant(spec, gpu, settings, r)
-    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant)
+    encoder = profile_pass(spec, settings, rel, r.max_len, r.tokens, r.seqs, r.tp, r.model_dtype)
+    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, encoder)
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
         per_entry = sampler_bytes(model, "native", r.model_dtype) - sampler_bytes(model, "flashinfer", r.model_dtype)
@@ -588,12 +592,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
             "case per split are in docs/validation.md")
     unmodelled = list(settings.unmodelled)
     if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
-        # gpu_model_runner.py profile_run: the encoder runs on its largest dummy input (the encoder cache budget) and its
-        # outputs are held through the dummy forward; kvbudget counts the tower's weights, not that pass
-        unmodelled.append("the vision encoder's profiling pass")
-        notes.append("vision encoder: vLLM's profiling run also encodes its largest dummy image or video (the log's "
-                     "'Encoder cache will be initialized with a budget of N tokens') and holds the output; that memory is not "
-                     "modelled, so the KV figures are an upper bound (--limit-mm-per-prompt with 0 items skips the pass)")
+        _vision_note(spec, settings, encoder, unmodelled, notes)
     ranks = r.tp * r.pp
     nccl = _nvswitch_nccl(gpu, settings, r)
     if nccl is not None and settings.kv_cache_memory_bytes is None:
@@ -645,6 +644,30 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
         ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1,
     )
+
+
+def _vision_note(spec: ModelSpec, settings: VllmSettings, encoder: EncoderPass | None, unmodelled: list[str],
+                 notes: list[str]) -> None:
+    """What the plan says of the vision encoder's profiling pass (gpu_model_runner.py profile_run): its figure, why
+    there is none, or, for a tower kvbudget does not model, a warning and a wider band."""
+    from .encoder_profile import PROCESSOR_PIXELS, note
+
+    vision = spec.vision
+    if encoder is not None and vision is not None:
+        notes.append(note(encoder, vision))
+    elif vision is not None and vision.kind in PROCESSOR_PIXELS:
+        why = ("--skip-mm-profiling: vLLM logs 'Skipping memory profiling for multimodal encoder and encoder cache.'"
+               if settings.skip_mm_profiling else "every modality's limit is 0 (--limit-mm-per-prompt / --language-model-only)")
+        notes.append(f"vision encoder: no profiling pass ({why}); an image or video served later needs memory the KV "
+                     "cache did not leave")
+    else:
+        # gpu_model_runner.py profile_run: the encoder runs on its largest dummy input (the encoder cache budget) and its
+        # outputs are held through the dummy forward; kvbudget counts this tower's weights, not that pass
+        unmodelled.append("the vision encoder's profiling pass")
+        notes.append("vision encoder: vLLM's profiling run also encodes its largest dummy image or video (the log's "
+                     "'Encoder cache will be initialized with a budget of N tokens') and holds the output; kvbudget models "
+                     "that pass for the Qwen2.5-VL and Qwen3-VL towers only, so here the KV figures are an upper bound "
+                     "(--limit-mm-per-prompt with 0 items skips the pass)")
 
 
 def request_blocks(p: VllmPlan, length: int) -> int:

@@ -165,3 +165,13 @@ class VllmSettings:
     # The top-k/top-p sampler the profiling run goes through: "flashinfer" or "native" (PyTorch sort); None: what the
     # release does by default (calibration.sampler_path). A log's "FlashInfer is not available" line sets it.
     sampler: str | None = None
+    # The multimodal profiling pass (encoder_profile.py): --limit-mm-per-prompt's items per modality (a modality not
+    # named keeps vLLM's default, 999), --mm-processor-kwargs' pixel bounds (None: the checkpoint's processor),
+    # --skip-mm-profiling, --mm-encoder-tp-mode ("weights": the tower sharded like the decoder; "data": whole on every
+    # rank, the items split over the ranks) and --language-model-only (every modality's limit 0).
+    mm_limits: tuple[tuple[str, int], ...] = ()
+    mm_max_pixels: int | None = None
+    mm_min_pixels: int | None = None
+    skip_mm_profiling: bool = False
+    mm_encoder_tp_mode: str = "weights"
+    language_model_only: bool = False

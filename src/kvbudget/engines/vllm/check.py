@@ -70,9 +70,17 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
         return find_gpu(gpu)
     if log.gpu_name:
         try:
-            return find_gpu(log.gpu_name)
+            device = find_gpu(log.gpu_name)
         except UnknownGPU:
             pass
+        else:
+            total = round(log.total_gib * GiB) if log.total_gib else None
+            if total is not None and abs(device.memory_bytes - total) > 0.1 * total:
+                # one device name, two boards (the 8 and 16 GB RTX 4060 Ti, 5060 Ti, 3060): the log's own total
+                # decides the memory, the catalog card the compute capability
+                return replace(device, name=f"{device.name} ({log.total_gib:.2f} GiB as the log prints)", memory_bytes=total,
+                               nvidia_smi_mib=None, memory_source="the log's total GPU memory")
+            return device
     if log.total_gib:
         return custom_gpu(round(log.total_gib * GiB))
     raise InputError("the log does not say which GPU it ran on: give --gpu or --gpu-memory")

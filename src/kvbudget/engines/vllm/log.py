@@ -206,6 +206,10 @@ def parse_vllm_log(text: str) -> VllmLog:
     m = log.first("NVIDIA ", r"(NVIDIA [A-Z0-9][\w\- ]{0,60}?(?:GB|HBM3e?|PCIe|SXM\d?|Ti|Laptop GPU)?)(?=[,'\")]| with| \(|$)")
     if m:
         fields["gpu_name"] = m.group(1).strip()
+    elif m := log.first("device_name=", r"device_name=((?:NVIDIA|AMD)_[A-Za-z0-9_\-]{1,80})(?:,|\.json)"):
+        # the fused-MoE config file it looks up names the device with spaces and slashes as underscores
+        # (utils/platform_utils.py get_device_name_as_file_name, vLLM 0.33.0): "device_name=NVIDIA_GeForce_RTX_4060_Ti.json"
+        fields["gpu_name"] = m.group(1).replace("_", " ")
     m = (log.first("total_gpu_memory", r"total_gpu_memory[ \t]{0,8}\(?=?[ \t]{0,8}" + NUM + r"[ \t]{0,8}GiB")
          or log.first("Free memory on device", r"Free memory on device[^(\n]{0,200}\(" + NUM + r"/" + NUM + r" GiB\)"))
     if m:

@@ -71,3 +71,24 @@ def test_plan_charges_it_where_it_applies() -> None:
     lazy = _plan("H100-SXM-80GB", version="0.12.0", tensor_parallel_size=8, max_model_len=32768)
     assert lazy.non_torch_bytes == NON_TORCH_TP_BYTES
     assert any("NCCL at 8 ranks" in n for n in lazy.notes)  # still said, as not modelled
+
+
+def test_nccl_environment_in_the_launch_command() -> None:
+    from kvbudget.engines.vllm.command import parse_vllm_command
+
+    def non_torch(cmd: str, version: str) -> int:
+        launch = parse_vllm_command(cmd, VllmSettings(version=version))
+        return plan(kvbudget.load_model(QWEN32), kvbudget.find_gpu("H100-SXM-80GB"), launch.settings).non_torch_bytes
+
+    base = f"vllm serve {QWEN32} -tp 8 --max-model-len 32768"
+    eager = NON_TORCH_TP1_BYTES["v1"] + eager_nvswitch_bytes("0.10.0", 8, 9)
+    assert non_torch(base, "0.10.0") == eager
+    # NCCL_NVLS_ENABLE=0: no SHARP buffers, 2 x 256 MiB less
+    assert non_torch("NCCL_NVLS_ENABLE=0 " + base, "0.10.0") == eager - 2 * 256 * MiB
+    # 0.8-0.10.1 keep a user's NCCL_CUMEM_ENABLE=1 (lazy: the calibrated figure); 0.7 overwrites it with 0
+    assert non_torch("NCCL_CUMEM_ENABLE=1 " + base, "0.10.0") == NON_TORCH_TP_BYTES
+    assert nccl_line("0.7.3", True) == "2.21"
+    # from 0.10.2 a user's NCCL_CUMEM_ENABLE=0 brings eager connection back, with 2.26's buffer rules
+    assert non_torch(base, "0.12.0") == NON_TORCH_TP_BYTES
+    assert non_torch("NCCL_CUMEM_ENABLE=0 " + base, "0.12.0") == NON_TORCH_TP1_BYTES["v1"] + eager_nvswitch_bytes(
+        "0.10.0", 8, 9)

@@ -262,6 +262,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             settings = replace(settings, chunked_local_hybrid=on)
         elif key == "VLLM_USE_FLASHINFER_SAMPLER":
             settings = replace(settings, sampler="flashinfer" if on else "native")
+        elif key == "NCCL_CUMEM_ENABLE":
+            settings = replace(settings, nccl_cumem=on)
+        elif key == "NCCL_NVLS_ENABLE":
+            settings = replace(settings, nccl_nvls=on)
         elif key == "VLLM_PP_LAYER_PARTITION":
             env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
     model: str | None = None

@@ -23,7 +23,7 @@ the 1 MiB chunk alone from 2.22; 16 NVLS channels on sm90, 32 on sm100 from 2.26
 
 Which NCCL each vLLM release runs is the one its pinned torch ships: torch 2.3-2.4 (vLLM 0.4.3-0.6.3) NCCL 2.20.5,
 torch 2.5-2.6 (0.6.4-0.8.x) 2.21.5, torch 2.7 (0.9.0-0.10.1) 2.26.2 (the 0.10.0 logs print 'vLLM is using
-nccl==2.26.2').
+nccl==2.26.2'), torch 2.8 and later (0.10.2-) 2.27 or later, whose buffers follow 2.26's rules.
 """
 
 from __future__ import annotations
@@ -47,13 +47,15 @@ def _release(version: str | None) -> tuple[int, int] | None:
     return int(parts[1]), int(digits or 0)
 
 
-def nccl_line(version: str | None) -> str | None:
-    """The NCCL release line a vLLM release runs when it connects NCCL eagerly ("2.20", "2.21", "2.26");
-    None from 0.10.2 (cuMem on: buffers come lazily, on first use) and for releases before 0.4.3."""
+def nccl_line(version: str | None, cumem: bool | None = None) -> str | None:
+    """The NCCL release line a vLLM release runs when it connects NCCL eagerly ("2.20", "2.21", "2.26", "2.27");
+    None where NCCL connects lazily (cuMem on: buffers come on first use) and for releases before 0.4.3.
+    ``cumem`` is the user's NCCL_CUMEM_ENABLE (None: unset): 0.8-0.10.1 keep a user's 1 (env_override.py skips
+    its override), 0.6-0.7 overwrite it; from 0.10.2 a user's 0 turns eager connection back on."""
     rel = _release(version)
-    if rel is None:
-        return None
-    if rel < (4, 3) or rel >= (10, 2):
+    if rel is None or rel >= (10, 2):
+        return "2.27" if cumem is False else None
+    if rel < (4, 3) or (cumem and rel >= (8, 0)):
         return None
     if rel < (6, 4):
         return "2.20"
@@ -66,7 +68,7 @@ def nvls_bytes(line: str, ranks: int, sm_major: int) -> int:
     """The NVLS unicast buffer one rank backs per communicator of ``ranks`` GPUs (none below three)."""
     if ranks < 3:
         return 0
-    channels = 32 if (sm_major >= 10 and line == "2.26") else 16
+    channels = 32 if (sm_major >= 10 and line in ("2.26", "2.27")) else 16
     buffer = {"2.20": 4 * MiB + 2 * MiB, "2.21": 1 * MiB + 2 * MiB}.get(line, 1 * MiB)
     return channels * 2 * buffer * ranks
 
@@ -80,11 +82,14 @@ def connection_bytes(ranks: int) -> int:
     return CHANNELS * (_SEND_HALF + _RECV_HALF + tree)
 
 
-def eager_nvswitch_bytes(version: str | None, ranks: int, sm_major: int) -> int | None:
+def eager_nvswitch_bytes(version: str | None, ranks: int, sm_major: int, cumem: bool | None = None,
+                         nvls: bool = True) -> int | None:
     """NCCL's memory per rank, outside torch, for a TP group of ``ranks`` GPUs on an NVSwitch board under a
-    release that connects eagerly: two communicators' connections and NVLS buffers plus custom all-reduce's;
-    None where this does not apply (fewer than three ranks, or a release that connects lazily)."""
-    line = nccl_line(version)
+    release that connects eagerly: two communicators' connections and NVLS buffers (none with
+    NCCL_NVLS_ENABLE=0) plus custom all-reduce's; None where this does not apply (fewer than three ranks, or
+    NCCL connecting lazily)."""
+    line = nccl_line(version, cumem)
     if line is None or ranks < 3:
         return None
-    return CUSTOM_ALL_REDUCE + COMMUNICATORS * (connection_bytes(ranks) + nvls_bytes(line, ranks, sm_major))
+    sharp = nvls_bytes(line, ranks, sm_major) if nvls else 0
+    return CUSTOM_ALL_REDUCE + COMMUNICATORS * (connection_bytes(ranks) + sharp)

@@ -334,7 +334,8 @@ def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None
     eagerly (nccl.py); None elsewhere (kvbudget charges the two-GPU figure there)."""
     if r.pp != 1 or r.tp < 3 or not gpu.name.upper().startswith(_NVSWITCH_SM90):
         return None
-    return eager_nvswitch_bytes(settings.version, r.tp, int(capability(gpu) or 9.0))
+    return eager_nvswitch_bytes(settings.version, r.tp, int(capability(gpu) or 9.0), settings.nccl_cumem,
+                                settings.nccl_nvls)
 
 
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, block_bytes: tuple[int, ...],
@@ -596,17 +597,19 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     ranks = r.tp * r.pp
     nccl = _nvswitch_nccl(gpu, settings, r)
     if nccl is not None and settings.kv_cache_memory_bytes is None:
-        notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version} runs NCCL {nccl_line(settings.version)} "
-                     f"with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
+        notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version or 'this release'} runs NCCL "
+                     f"{nccl_line(settings.version, settings.nccl_cumem)} with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
                      f"and allocate NVLink SHARP buffers at start-up: {nccl / GiB:.2f} GiB per rank outside torch, "
-                     "counted in the non-torch memory (the chain's first and last ranks hold a little less; "
-                     "NCCL_NVLS_ENABLE=0 saves the SHARP part)")
+                     "counted in the non-torch memory (the chain's first and last ranks hold a little less"
+                     + ("; NCCL_NVLS_ENABLE=0 saves the SHARP part)" if settings.nccl_nvls else
+                        "; NCCL_NVLS_ENABLE=0: no SHARP buffers)"))
     elif ranks >= 3 and gpu.name.upper().startswith(_NVSWITCH_SM90) and settings.kv_cache_memory_bytes is None:
         # From 0.10.2 vLLM leaves NCCL's cuMem on, so NCCL connects each algorithm's channels and allocates the
         # NVLink SHARP buffers on first use (init.cc runtimeConn): which of them the profiling run's collectives
         # reach is NCCL's tuning choice, not modelled. Eager releases are nccl.py's.
         unmodelled.append(f"NCCL's buffers at {ranks} ranks on NVSwitch")
-        at_most = eager_nvswitch_bytes("0.10.0", r.tp, int(capability(gpu) or 9.0)) if r.pp == 1 else None
+        at_most = (eager_nvswitch_bytes("0.10.0", r.tp, int(capability(gpu) or 9.0), None, settings.nccl_nvls)
+                   if r.pp == 1 else None)
         notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: this release leaves NCCL's cuMem on, so NCCL "
                      "allocates ring, tree and NVLink SHARP buffers when a collective first uses them; kvbudget charges "
                      f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"

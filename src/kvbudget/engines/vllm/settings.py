@@ -165,6 +165,9 @@ class VllmSettings:
     # The top-k/top-p sampler the profiling run goes through: "flashinfer" or "native" (PyTorch sort); None: what the
     # release does by default (calibration.sampler_path). A log's "FlashInfer is not available" line sets it.
     sampler: str | None = None
+    # NCCL_CUMEM_ENABLE and NCCL_NVLS_ENABLE from the launch command's environment (None / True: unset)
+    nccl_cumem: bool | None = None
+    nccl_nvls: bool = True
     # The multimodal profiling pass (encoder_profile.py): --limit-mm-per-prompt's items per modality (a modality not
     # named keeps vLLM's default, 999), --mm-processor-kwargs' pixel bounds (None: the checkpoint's processor),
     # --skip-mm-profiling, --mm-encoder-tp-mode ("weights": the tower sharded like the decoder; "data": whole on every

@@ -16,7 +16,7 @@ from .units import excerpt as excerpt  # re-exported: the readers quote input wi
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import Any
+    from typing import Any, BinaryIO
 
 MiB_ = 1 << 20
 # Caps on what kvbudget reads: a config.json is a few KB, a safetensors index a few MB, a start-up
@@ -79,6 +79,10 @@ def check_file(path: str, what: str, max_bytes: int) -> int:
         raise InputError(f"{what} {excerpt_path(path)}: no such file") from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({_why(exc)})") from None
+    return _regular(st, path, what, max_bytes)
+
+
+def _regular(st: os.stat_result, path: str, what: str, max_bytes: int) -> int:
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{what} {excerpt_path(path)}: is a folder, give a file")
     if not stat.S_ISREG(st.st_mode):
@@ -89,11 +93,36 @@ def check_file(path: str, what: str, max_bytes: int) -> int:
     return st.st_size
 
 
+def open_regular(path: str, what: str, max_bytes: int) -> tuple[BinaryIO, int]:
+    """``path`` opened for reading, and its size, when what was opened is a regular file of at most ``max_bytes``.
+
+    ``check_file`` first (its messages), then the open itself is non-blocking and the opened descriptor is checked
+    again: a path swapped for a FIFO or a device between the two would otherwise block the open (a FIFO with no
+    writer) or the read for ever."""
+    check_file(path, what, max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise InputError(f"{what} {excerpt_path(path)}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({_why(exc)})") from None
+    try:
+        size = _regular(os.fstat(fd), path, what, max_bytes)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a regular file: reads never wait on it
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    return f, size
+
+
 def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
     """The whole of a regular file of at most ``max_bytes`` bytes."""
-    size = check_file(path, what, max_bytes)
+    f, size = open_regular(path, what, max_bytes)
     try:
-        with open(path, "rb") as f:
+        with f:
             # read(n) allocates n bytes before it reads: ask for the file's size (+1 to see it grew), not the cap
             data = f.read(size + 1)
             if len(data) > size:  # it grew since stat: the rest, up to the cap

@@ -221,3 +221,14 @@ for tag, (qc, about) in QUANT.items():
 
         # transformers sized an unread checkpoint as 16-bit weights, exit 0
         add(f"config-quant-fit-{engine}-{tag}", build, expect_in=about)
+
+# bitsandbytes flags transformers' BitsAndBytesConfig refuses (a string read as true: nf4; both: int8), and a router
+# picking more experts than there are: each was exit 0.
+BNB = {"quant_method": "bitsandbytes", "load_in_4bit": True, "load_in_8bit": False}
+config_case("config-quant-fit-bnb-string", {**LLAMA, "quantization_config": {**BNB, "load_in_4bit": "yes"}},
+            "load_in_4bit must be true or false", command="fit")
+config_case("config-quant-fit-bnb-both", {**LLAMA, "quantization_config": {**BNB, "load_in_8bit": True}},
+            "load_in_4bit and load_in_8bit are both true", command="fit")
+for command in ("kv", "fit"):
+    config_case(f"config-moe-top-k-above-experts-{command}", {**_config("mixtral-8x7b"), "num_experts_per_tok": 9},
+                "routed to 9 experts (num_experts_per_tok) of only 8", command=command)

@@ -732,6 +732,9 @@ class _MoE:
     def read(c: _Cfg, q: Quirks) -> _MoE:
         experts = c.int("num_local_experts", "num_experts", "n_routed_experts")
         top_k = c.int("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "top_k_experts", default=2)
+        if top_k > experts:  # a router picks top_k of the experts (torch.topk stops past their number)
+            raise ConfigError(f"{c.where}: each token is routed to {top_k:,} experts (num_experts_per_tok) of only "
+                              f"{experts:,}: fix the config.json")
         inter = c.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
         shared = 0
         if c.has("n_shared_experts"):

@@ -257,6 +257,12 @@ def _weights_of(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
             raise InputError(f"{method} bits must be {'4 or 8' if method == 'awq' else '2, 3, 4 or 8'}, got {bits}")
         return WeightFormat(method, bits=bits, group_size=group, dense_dtype="fp16", skip_roles=skip)
     if method == "bitsandbytes":
+        flags = {name: qc.get(name) for name in ("load_in_4bit", "load_in_8bit")}
+        for name, value in flags.items():  # transformers' BitsAndBytesConfig refuses a non-boolean and both at once
+            if value is not None and not isinstance(value, bool):
+                raise InputError(f"bitsandbytes {name} must be true or false, got {value!r}")
+        if flags["load_in_4bit"] and flags["load_in_8bit"]:
+            raise InputError("bitsandbytes load_in_4bit and load_in_8bit are both true: keep one")
         if qc.get("load_in_8bit"):
             return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
         return WeightFormat("nf4", bits=4, dense_dtype=dense_dtype, skip_roles=skip,

@@ -344,10 +344,56 @@ def load_options(path: str, flag: str) -> object:
     return load_yaml(read_text(path, flag, MAX_OPTIONS_BYTES), f"{flag} {excerpt_path(path)}")
 
 
+MAX_COMMAND_CHARS = 64 * 1024  # a launch command, option values and all, is a few KB; shlex is quadratic in a word
+
+
+def check_command_size(size: int) -> None:
+    if size > MAX_COMMAND_CHARS:
+        raise InputError(f"the launch command is {size:,} characters, more than the {MAX_COMMAND_CHARS:,} kvbudget "
+                         "reads: paste the command alone")
+
+
+def _without_comments(text: str) -> str:
+    """``text`` less its shell comments: a ``#`` that starts a word, outside quotes, to the end of its line (a ``#``
+    inside a word, as in ``a#b``, is the word's, as the shell reads it; shlex's ``comments=True`` cut there)."""
+    out: list[str] = []
+    quote = ""
+    i, n, word_start = 0, len(text), True
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"' and i + 1 < n:
+                out.append(ch)
+                i += 1
+                ch = text[i]
+        elif ch == "\\" and i + 1 < n:
+            out.append(ch)
+            i += 1
+            ch = text[i]
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and word_start:
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        out.append(ch)
+        word_start = ch.isspace()
+        i += 1
+    return "".join(out)
+
+
 def split_command(text: str) -> list[str]:
-    """A pasted launch command as a POSIX shell splits it; one line of error for an unbalanced quote."""
+    """A pasted launch command as a POSIX shell splits it: comments dropped (``... --max-model-len 8192 # -tp 4``
+    planned TP 4), Windows line ends read as line ends, at most MAX_COMMAND_CHARS long; one line of error for an
+    unbalanced quote."""
     import shlex
 
+    check_command_size(len(text))
+    text = text.replace("\r\n", "\n")
+    if "#" in text:
+        text = _without_comments(text)
     try:
         return shlex.split(text)
     except ValueError as exc:

@@ -6,6 +6,7 @@ excerpt of what it read."""
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import stat
 from contextvars import ContextVar
@@ -242,6 +243,8 @@ def whole(value: object, name: str, lo: int | None = None, hi: int | None = None
     """``value`` as a whole number in ``[lo, hi]`` (a float only when it is integral and finite;
     never a bool or a string); InputError naming ``name`` otherwise."""
     label = f"{where}: {name}" if where else name
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+        value = int(value)  # numpy's integers (np.bool_ is no Integral)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{label} must be a whole number, not {excerpt(value)}")
     if isinstance(value, float):
@@ -259,6 +262,8 @@ def real(value: object, name: str, lo: float | None = None, hi: float | None = N
          lo_open: bool = False) -> float:
     """``value`` as a finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
     label = f"{where}: {name}" if where else name
+    if isinstance(value, (numbers.Integral, numbers.Real)) and not isinstance(value, (bool, int, float)):
+        value = float(value)  # numpy's floats and integers, Fraction (Decimal is no Real: refused)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{label} must be a number, not {excerpt(value)}")
     try:

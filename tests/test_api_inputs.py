@@ -147,3 +147,36 @@ def test_answers_are_finite_numbers() -> None:
         value = getattr(plan, name)
         assert isinstance(value, int) and value >= 0 and not math.isnan(value)
     assert kvbudget.max_concurrency(SPEC, gpu="H100", context=4096, settings=VllmSettings()) > 0
+
+
+@pytest.mark.parametrize("options", [[1], "max_num_seqs=8", ("max_num_seqs", 8), 5])
+def test_options_that_are_not_a_dict_are_refused(options: object) -> None:
+    """A list or a string for ``options`` raised AttributeError ('list' object has no attribute 'items')."""
+    for call in (lambda: kvbudget.fit(SPEC, gpu="H100", options=options),
+                 lambda: kvbudget.levers(SPEC, gpu="H100", context=4096, options=options)):
+        with pytest.raises(kvbudget.InputError, match="options must be a dict"):
+            call()
+
+
+def test_numpy_and_fraction_numbers_are_the_numbers_they_hold() -> None:
+    """numpy's integers are whole numbers and its floats numbers (np.int64(4096) was 'not a whole number'); numpy's
+    bool, a Decimal and a numeric string stay refused. The figures are those of the plain ints."""
+    np = pytest.importorskip("numpy")
+    from fractions import Fraction
+
+    plain = kvbudget.kv(SPEC, context=4096, batch=2).bytes_per_sequence
+    assert kvbudget.kv(SPEC, context=np.int64(4096), batch=np.int32(2)).bytes_per_sequence == plain
+    fit = kvbudget.fit(SPEC, gpu="H100", options={"gpu_memory_utilization": 0.5})
+    for fraction in (np.float32(0.5), Fraction(1, 2)):
+        assert kvbudget.fit(SPEC, gpu="H100", options={"gpu_memory_utilization": fraction}) == fit
+    for bad in (np.bool_(True), np.float64("nan"), np.int64(-1)):
+        with pytest.raises(kvbudget.InputError, match="--context"):
+            kvbudget.kv(SPEC, context=bad)
+
+
+def test_a_policy_given_as_a_string_is_one_policy() -> None:
+    """policies='paged' was read letter by letter: "unknown policy 'p'"."""
+    answer = kvbudget.simulate(SPEC, gpu="H100", synthetic="requests=3,prompt=10,output=5", policies="paged")
+    assert [r.policy for r in answer.results] == ["paged"]
+    with pytest.raises(kvbudget.InputError, match="unknown policy 'pagde'"):
+        kvbudget.simulate(SPEC, gpu="H100", synthetic="requests=3", policies="pagde")

@@ -140,3 +140,14 @@ def test_hub_config_is_planned(online: None, monkeypatch: pytest.MonkeyPatch, ca
     assert err[0] == "fetching config.json from the Hub…"
     assert json.loads(out)["model"] == REPO and json.loads(out)["kv_bytes_per_token"] == 131072
     assert seen[0] == f"/{REPO}/resolve/main/config.json"
+
+
+@pytest.mark.parametrize("ref", ["a/b c", "acme/" + "b" * 100, "acme/-b", "acme/b.", "acme/b--c", "acme/x\x00"])
+def test_a_name_the_hub_refuses_is_one_line_before_any_fetch(ref: str, online: None, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """huggingface_hub's own repo-id check raised HFValidationError as a traceback (online, outside the cache)."""
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    for args in (["kv", ref], ["explain", "--gpu", "H100", "--", f"vllm serve '{ref}'"]):
+        code, out, err = _run(args, capsys)
+        assert code == 2 and out == "" and len(err) == 1, err
+        assert "not a catalog name, a local path nor a Hugging Face id" in err[0]

@@ -152,3 +152,34 @@ def test_a_small_file_under_a_large_cap_is_read_without_allocating_the_cap(tmp_p
     finally:
         tracemalloc.stop()
     assert data == b"x" * 100 and peak < 1 << 20, peak
+
+
+def test_a_fifo_swapped_in_after_the_check_is_refused_not_waited_on(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path passes the stat as a regular file, then is a FIFO nobody writes to when it is opened: a blocking
+    open waited for a writer for ever (the test would hang; the alarm fails it instead)."""
+    import signal
+
+    from kvbudget.model.gguf_reader import read_gguf_header
+    from kvbudget.model.safetensors_reader import read_header
+
+    fifo = tmp_path / "swapped"
+    os.mkfifo(fifo)
+    regular = (tmp_path / "regular.json")
+    regular.write_text("{}")
+    real_stat = os.stat
+    monkeypatch.setattr(inputs.os, "stat", lambda p, *a, **k: real_stat(regular if p == str(fifo) else p, *a, **k))
+
+    def hang(_signum: int, _frame: object) -> None:
+        raise TimeoutError("the open waited on the FIFO")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(5)
+    try:
+        for read in (lambda: inputs.read_bytes(str(fifo), "config", 100), lambda: read_header(str(fifo)),
+                     lambda: read_gguf_header(str(fifo))):
+            with pytest.raises(InputError, match="not a regular file"):
+                read()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

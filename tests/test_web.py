@@ -167,6 +167,15 @@ def test_no_files_and_no_hub_from_the_web(base: str, body: dict[str, Any]) -> No
     assert "reads no files" in doc["error"] or "Hugging Face Hub" in doc["error"]
 
 
+@pytest.mark.parametrize(("field", "value"), [("context", True), ("batch", False), ("tp", True), ("gpu_memory", True),
+                                             ("context", 4096.0)])
+def test_a_count_is_a_json_integer_or_the_cli_text(base: str, field: str, value: object) -> None:
+    """pydantic's lax int read true as 1: {"context": true} planned a context of 1 token, 200 OK."""
+    body = {"model": LLAMA, "gpu": "H100", field: value} if field != "gpu_memory" else {"model": LLAMA, field: value}
+    status, doc = call(base, "/api/fit", body)
+    assert status == 400 and doc["error"].startswith(f"{field}."), doc
+
+
 def test_a_pasted_command_reads_no_file(base: str) -> None:
     for command in ("vllm serve /etc", "llama-server -m /tmp/model.gguf", "trtllm-serve " + LLAMA + " --extra_llm_api_options /etc/hostname"):
         status, doc = call(base, "/api/explain", {"command": command, "gpu": "H100"})

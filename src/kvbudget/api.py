@@ -72,6 +72,16 @@ def _names(what: str, value: object) -> tuple[str, ...]:
     return tuple(_name(what, v) for v in value)
 
 
+def _options(value: object) -> dict[str, object]:
+    """An engine's ``options`` as a dict of option names (a list or a string raised AttributeError)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > 64:
+        raise InputError(f"options must be a dict of the engine's option names to values, e.g. "
+                         f"{{'max_num_seqs': 64}}, not {excerpt(value)}")
+    return {_name("option", k): v for k, v in value.items()}
+
+
 def _spec(model: object) -> ModelSpec:
     return model if isinstance(model, ModelSpec) else _load_model(_name("model", model))
 
@@ -149,7 +159,7 @@ def _fit_ask(command: str, engine: object, tp: object, pp: object, weights_dtype
     reg = registry or default_registry()
     server = reg.get(_name("engine", engine))
     given: dict[str, object] = {}
-    for dest, value in (*textbook.items(), *(options or {}).items()):
+    for dest, value in (*textbook.items(), *_options(options).items()):
         if value is not None:
             given[_name("option", dest)] = value
     ask = Ask(context=_maybe_count("--context", context, MAX_CONTEXT), batch=_count("--batch", batch, MAX_BATCH),
@@ -197,7 +207,7 @@ def simulate(
 
     if (trace is None) == (synthetic is None):
         raise InputError("simulate needs exactly one of --trace FILE or --synthetic SPEC")
-    chosen = _names("--policies", list(policies))
+    chosen = _names("--policies", policies)  # a bare string is one policy (list() made it its letters)
     bad = [p for p in chosen if p not in POLICIES]
     if bad:
         raise InputError(f"--policies: unknown policy {bad[0]!r} (use {', '.join(POLICIES)})")
@@ -436,7 +446,7 @@ def plan_deployments(model: str | ModelSpec, *, concurrency: int, context: int, 
         server.check_weights(name)  # an unknown format is one error line, before the search
     for name in k:
         server.check_kv(name)
-    version = str((options or {}).get("vllm_version") or "current")
+    version = str(_options(options).get("vllm_version") or "current")
     return _plan(_spec(model), _count("--concurrency", concurrency, MAX_BATCH), whole(context, "--context", lo=1),
                  chosen, server, max_gpus=whole(max_gpus, "--max-gpus", lo=1),
                  gpus_per_node=_maybe_count("--gpus-per-node", gpus_per_node, MAX_PARALLEL), weights=w, kv=k,
@@ -456,7 +466,7 @@ def levers(model: str | ModelSpec, *, context: int, gpu: str | GPU | None = None
     server = reg.get(_name("engine", engine))
     return _levers(_spec(model), _device(gpu, gpu_memory), server, _count("--context", context, MAX_CONTEXT),
                    tp=whole(tp, "--tp", lo=1), pp=whole(pp, "--pp", lo=1),
-                   weights=_name("--weights-dtype", weights), kv=_name("--kv-dtype", kv_dtype), options=dict(options or {}),
+                   weights=_name("--weights-dtype", weights), kv=_name("--kv-dtype", kv_dtype), options=_options(options),
                    registry=reg)
 
 

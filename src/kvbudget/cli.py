@@ -435,7 +435,11 @@ def _serve(args: argparse.Namespace, registry: Registry) -> int:
     except ImportError as exc:
         sys.stderr.write(f"{PROG}: error: serve needs FastAPI and uvicorn: pip install 'kvbudget[web]' ({exc.name} is missing)\n")
         return 2
-    serve(args.host, args.port, allow_hub=args.allow_hub, registry=registry)
+    try:
+        serve(args.host, args.port, allow_hub=args.allow_hub, registry=registry)
+    except InputError as exc:  # the address cannot be listened on: refused before uvicorn starts
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
     return 0
 
 

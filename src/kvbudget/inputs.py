@@ -6,6 +6,7 @@ excerpt of what it read."""
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import stat
 from contextvars import ContextVar
@@ -16,7 +17,7 @@ from .units import excerpt as excerpt  # re-exported: the readers quote input wi
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from typing import Any
+    from typing import Any, BinaryIO
 
 MiB_ = 1 << 20
 # Caps on what kvbudget reads: a config.json is a few KB, a safetensors index a few MB, a start-up
@@ -79,6 +80,10 @@ def check_file(path: str, what: str, max_bytes: int) -> int:
         raise InputError(f"{what} {excerpt_path(path)}: no such file") from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({_why(exc)})") from None
+    return _regular(st, path, what, max_bytes)
+
+
+def _regular(st: os.stat_result, path: str, what: str, max_bytes: int) -> int:
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{what} {excerpt_path(path)}: is a folder, give a file")
     if not stat.S_ISREG(st.st_mode):
@@ -89,11 +94,36 @@ def check_file(path: str, what: str, max_bytes: int) -> int:
     return st.st_size
 
 
+def open_regular(path: str, what: str, max_bytes: int) -> tuple[BinaryIO, int]:
+    """``path`` opened for reading, and its size, when what was opened is a regular file of at most ``max_bytes``.
+
+    ``check_file`` first (its messages), then the open itself is non-blocking and the opened descriptor is checked
+    again: a path swapped for a FIFO or a device between the two would otherwise block the open (a FIFO with no
+    writer) or the read for ever."""
+    check_file(path, what, max_bytes)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise InputError(f"{what} {excerpt_path(path)}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{what} {excerpt_path(path)}: cannot read it ({_why(exc)})") from None
+    try:
+        size = _regular(os.fstat(fd), path, what, max_bytes)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a regular file: reads never wait on it
+        f = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    return f, size
+
+
 def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
     """The whole of a regular file of at most ``max_bytes`` bytes."""
-    size = check_file(path, what, max_bytes)
+    f, size = open_regular(path, what, max_bytes)
     try:
-        with open(path, "rb") as f:
+        with f:
             # read(n) allocates n bytes before it reads: ask for the file's size (+1 to see it grew), not the cap
             data = f.read(size + 1)
             if len(data) > size:  # it grew since stat: the rest, up to the cap
@@ -213,6 +243,8 @@ def whole(value: object, name: str, lo: int | None = None, hi: int | None = None
     """``value`` as a whole number in ``[lo, hi]`` (a float only when it is integral and finite;
     never a bool or a string); InputError naming ``name`` otherwise."""
     label = f"{where}: {name}" if where else name
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+        value = int(value)  # numpy's integers (np.bool_ is no Integral)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{label} must be a whole number, not {excerpt(value)}")
     if isinstance(value, float):
@@ -230,6 +262,8 @@ def real(value: object, name: str, lo: float | None = None, hi: float | None = N
          lo_open: bool = False) -> float:
     """``value`` as a finite number in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``)."""
     label = f"{where}: {name}" if where else name
+    if isinstance(value, (numbers.Integral, numbers.Real)) and not isinstance(value, (bool, int, float)):
+        value = float(value)  # numpy's floats and integers, Fraction (Decimal is no Real: refused)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{label} must be a number, not {excerpt(value)}")
     try:
@@ -315,10 +349,56 @@ def load_options(path: str, flag: str) -> object:
     return load_yaml(read_text(path, flag, MAX_OPTIONS_BYTES), f"{flag} {excerpt_path(path)}")
 
 
+MAX_COMMAND_CHARS = 64 * 1024  # a launch command, option values and all, is a few KB; shlex is quadratic in a word
+
+
+def check_command_size(size: int) -> None:
+    if size > MAX_COMMAND_CHARS:
+        raise InputError(f"the launch command is {size:,} characters, more than the {MAX_COMMAND_CHARS:,} kvbudget "
+                         "reads: paste the command alone")
+
+
+def _without_comments(text: str) -> str:
+    """``text`` less its shell comments: a ``#`` that starts a word, outside quotes, to the end of its line (a ``#``
+    inside a word, as in ``a#b``, is the word's, as the shell reads it; shlex's ``comments=True`` cut there)."""
+    out: list[str] = []
+    quote = ""
+    i, n, word_start = 0, len(text), True
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"' and i + 1 < n:
+                out.append(ch)
+                i += 1
+                ch = text[i]
+        elif ch == "\\" and i + 1 < n:
+            out.append(ch)
+            i += 1
+            ch = text[i]
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and word_start:
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        out.append(ch)
+        word_start = ch.isspace()
+        i += 1
+    return "".join(out)
+
+
 def split_command(text: str) -> list[str]:
-    """A pasted launch command as a POSIX shell splits it; one line of error for an unbalanced quote."""
+    """A pasted launch command as a POSIX shell splits it: comments dropped (``... --max-model-len 8192 # -tp 4``
+    planned TP 4), Windows line ends read as line ends, at most MAX_COMMAND_CHARS long; one line of error for an
+    unbalanced quote."""
     import shlex
 
+    check_command_size(len(text))
+    text = text.replace("\r\n", "\n")
+    if "#" in text:
+        text = _without_comments(text)
     try:
         return shlex.split(text)
     except ValueError as exc:

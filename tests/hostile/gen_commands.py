@@ -143,3 +143,27 @@ argv("cmd-visible-devices-one-tp2", [*GPU, "CUDA_VISIBLE_DEVICES=0", *VLLM, "--t
 argv("cmd-visible-devices-stop-at-minus-one", [*GPU, "env", "CUDA_VISIBLE_DEVICES=0,-1,2", *VLLM, "-tp", "2"], expect_in=HIDDEN)
 argv("cmd-visible-devices-none-sglang", [*GPU, "CUDA_VISIBLE_DEVICES=", *SGLANG], expect_in="shows 0: SGLang stops")
 argv("cmd-visible-devices-enough", [*GPU, "CUDA_VISIBLE_DEVICES=0,1", *VLLM, "--tensor-parallel-size", "2"], expect=0)
+
+# Each of these was read into a plan with exit 0 that the pasted command would not have run:
+# a word-processor dash in place of '-' (the flag passed over: TP 1), a shell comment read as flags (TP 4), a
+# CUDA_VISIBLE_DEVICES that names no device ('abc': CUDA shows none), two models (positional and --model: the
+# second planned); a 1 MB pasted command held the reader for minutes (shlex grows a word one character at a time).
+M = "meta-llama/Llama-3.1-8B-Instruct"
+for n, (dash, flag) in enumerate([("\u2014", "tensor-parallel-size"), ("\u2013", "max-model-len"), ("\u2212", "tp"),
+                                  ("\uff0d", "tp")]):
+    for how, words in (("words", [*VLLM, f"{dash}{flag}", "2"]), ("quoted", [f"vllm serve {M} {dash}{flag} 2"])):
+        argv(f"cmd-unicode-dash-{how}-{n}", [*GPU, *words], expect_in=f"starts with '{dash}'")
+argv("cmd-unicode-dash-sglang", [*GPU, *SGLANG, "\u2014tp", "2"], expect_in="type -tp")
+argv("cmd-unicode-dash-llama", [*GPU, "llama-server", "-m", "x.gguf", "\u2013c", "4096"], expect_in="type -c")
+argv("cmd-comment-not-flags", [*GPU, f"vllm serve {M} --max-model-len 8192 # was -tp 4"], expect=0)
+argv("cmd-comment-tp-checked", ["explain", "--gpu", "H100", "--num-gpus", "1", "--",
+                                f"vllm serve {M} -tp 1 # -tp 4"], expect=0)
+argv("cmd-comment-only", [*GPU, f"# vllm serve {M}"], expect_in="give the launch command")
+for n, value in enumerate(["abc", "x,0", "none"]):
+    argv(f"cmd-visible-devices-none-{n}", [*GPU, f"CUDA_VISIBLE_DEVICES={value}", *VLLM],
+         expect_in="CUDA_VISIBLE_DEVICES shows 0")
+argv("cmd-two-models", [*GPU, *VLLM, "--model", "qwen3-8b"], expect_in="the command names two models")
+argv("cmd-two-models-eq", [*GPU, *VLLM, "--model=qwen3-8b"], expect_in="the command names two models")
+argv("cmd-huge-word", [*GPU, f"vllm serve {M} --served-model-name " + "x" * 1_000_000],
+     expect_in="1,000,064 characters, more than the 65,536")
+argv("cmd-huge-words", [*GPU, *VLLM, *(["--max-model-len", "8192"] * 100_000)], expect_in="more than the 65,536")

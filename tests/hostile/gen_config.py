@@ -195,3 +195,40 @@ add("config-file-missing-in-folder", _folder_without_config, expect_in="must hol
 add("config-file-is-a-folder", _config_is_a_folder, expect_in="is a folder")
 add("config-file-dev-zero", lambda _root: ["kv", "/dev/zero"], expect_in="not a regular file")
 add("config-file-dev-null", lambda _root: ["kv", "/dev/null"], expect_in="not a regular file")
+
+# quantization_config fields no kernel loads: each was a plan with exit 0 (a group of 7 or 2^62, AWQ at 3 bits,
+# compressed-tensors' group_size 0 read as 128) or a line that did not say which field ("not one kvbudget reads").
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+CT_INT4 = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+    "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 0}}}}
+QUANT: dict[str, tuple[dict[str, Any], str]] = {
+    "awq-group-7": ({**AWQ, "group_size": 7}, "group_size 7 does not divide hidden_size 4,096"),
+    "awq-group-2p62": ({**AWQ, "group_size": 2**62}, "does not divide hidden_size 4,096"),
+    "gptq-group-7": ({**GPTQ, "group_size": 7}, "group_size 7 does not divide hidden_size 4,096"),
+    "gptq-group-0": ({**GPTQ, "group_size": 0}, "group_size must be a positive whole number, got 0"),
+    "gptq-group-neg3": ({**GPTQ, "group_size": -3}, "group_size must be a positive whole number, got -3"),
+    "awq-bits-3": ({**AWQ, "bits": 3}, "awq bits must be 4 or 8, got 3"),
+    "ct-group-0": (CT_INT4, "group_size must be a positive whole number, got 0"),
+}
+for tag, (qc, about) in QUANT.items():
+    config_case(f"config-quant-fit-{tag}", {**LLAMA, "quantization_config": qc}, about, command="fit")
+    for engine in ("sglang", "trtllm", "transformers"):
+
+        def build(root: Path, qc: dict[str, Any] = qc, engine: str = engine) -> list[str]:
+            write(root, "model/config.json", _text({**LLAMA, "quantization_config": qc}))
+            return ["fit", str(root / "model"), "--gpu", "H100", "--engine", engine]
+
+        # transformers sized an unread checkpoint as 16-bit weights, exit 0
+        add(f"config-quant-fit-{engine}-{tag}", build, expect_in=about)
+
+# bitsandbytes flags transformers' BitsAndBytesConfig refuses (a string read as true: nf4; both: int8), and a router
+# picking more experts than there are: each was exit 0.
+BNB = {"quant_method": "bitsandbytes", "load_in_4bit": True, "load_in_8bit": False}
+config_case("config-quant-fit-bnb-string", {**LLAMA, "quantization_config": {**BNB, "load_in_4bit": "yes"}},
+            "load_in_4bit must be true or false", command="fit")
+config_case("config-quant-fit-bnb-both", {**LLAMA, "quantization_config": {**BNB, "load_in_8bit": True}},
+            "load_in_4bit and load_in_8bit are both true", command="fit")
+for command in ("kv", "fit"):
+    config_case(f"config-moe-top-k-above-experts-{command}", {**_config("mixtral-8x7b"), "num_experts_per_tok": 9},
+                "routed to 9 experts (num_experts_per_tok) of only 8", command=command)

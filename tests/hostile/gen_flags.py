@@ -102,3 +102,9 @@ add("flags-config-symlink-loop", lambda root: ["fit", _symlink_loop(root), "--gp
 add("flags-log-symlink-loop", lambda root: ["check", _symlink_loop(root)], expect_in="Too many levels of symbolic links")
 add("flags-prices-symlink-loop", lambda root: [*PLAN, "--prices", _symlink_loop(root)],
     expect_in="Too many levels of symbolic links")
+
+# --vllm-version read by int(): '' took the newest rules unasked, '-1' and '0.-5' V0's, '1_0.5' and full-width digits
+# a release line; each was exit 0 with some release's accounting
+for n, value in enumerate(["", " ", "-1", "0.-5", "1_0.5", "\uff10.\uff16", "0", "vvv0.6"]):
+    argv(f"flags-vllm-version-{n}", ["fit", MODEL, "--gpu", "H100", f"--vllm-version={value}"],
+         expect_in="unknown vLLM version")

@@ -30,3 +30,9 @@ _trace("sim-openai-content-int", {**OPENAI, "request": {"messages": [{"content":
 argv("sim-context-refused-before-the-workload",
      [*SIM, "--context", "10000000", "--synthetic", "requests=1000000,prompt=100,output=100"],
      expect_in="greater than the derived max_model_len")
+
+# An empty spec (or only commas and spaces) ran the default workload of 1,000 requests with exit 0, as if asked for.
+for n, spec in enumerate(["", " ", ",", " , ,"]):
+    argv(f"sim-synthetic-empty-{n}", [*SIM, "--synthetic", spec], expect_in="names no key")
+    argv(f"size-synthetic-empty-{n}", ["size", "llama-3.1-8b", "--gpu", "H100", "--synthetic", spec],
+         expect_in="names no key")

@@ -11,8 +11,7 @@ from .._bisect import largest
 from .._record import field, record, replace
 from ..hardware import GPU
 from ..kvcache import MAX_BATCH, MAX_CONTEXT, bytes_per_sequence, check_tp, kv_element_type, serving_dtype
-from ..model.hf_config import ConfigError
-from ..model.spec import ModelSpec
+from ..model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ..model.weights import WeightFormat, parse_weight_format
 from ..parallel import Stage, stages
 from ..units import GiB, InputError, element_type
@@ -103,10 +102,7 @@ class MemoryPlan:
 def weight_format(spec: ModelSpec, weights: str) -> WeightFormat:
     """The checkpoint's own format for ``auto``, else the one asked for."""
     if weights.strip().lower() == "auto":
-        if spec.weight_format is None:
-            note = next((n for n in spec.notes if n.startswith("quantization_config")), "")
-            raise ConfigError(f"{spec.name}: {note or 'unknown weight format'}: pass --weights-dtype (e.g. fp8, awq)")
-        return spec.weight_format
+        return checkpoint_format(spec, WEIGHTS_FIX)
     return parse_weight_format(weights, dense_dtype=serving_dtype(spec))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 
 from .._record import record
-from ..inputs import check_file, excerpt
+from ..inputs import excerpt, open_regular
 from ..units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -178,11 +178,7 @@ class _Stream:
 def read_gguf_header(path: str, keep_arrays: int = 4096) -> GGUFHeader:
     """Metadata and tensor infos of the GGUF file at ``path``. Arrays longer than
     ``keep_arrays`` (token lists) are skipped and kept as their length only, under ``<key>.length``."""
-    size = check_file(path, "GGUF file", _ANY_SIZE)
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise GGUFError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
+    f, size = open_regular(path, "GGUF file", _ANY_SIZE)  # a FIFO swapped in after the stat is refused too
     with f:
         s = _Stream(f, path, size)
         if size < 4:

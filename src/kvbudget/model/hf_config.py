@@ -19,7 +19,7 @@ from . import params as P
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from .params import Inventory, Tensor
 from .params import inventory as make_inventory
-from .spec import Dims, ModelSpec, VisionTower
+from .spec import UNREAD_WEIGHTS, Dims, ModelSpec, VisionTower
 from .weights import WeightFormat, from_quantization_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -677,10 +677,11 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     if isinstance(qc, Mapping):
         try:
             fmt = from_quantization_config(qc, dense_dtype)
+            _groups_divide(fmt, hidden, inter if moe is None else 0)
         except (InputError, ValueError, TypeError, IndexError, KeyError) as exc:
             # KV sizing does not need the weights: keep going, and let weight sizing ask for --weights-dtype.
             fmt = None
-            notes.append(f"quantization_config not understood ({exc}); weights need --weights-dtype")
+            notes.append(f"{UNREAD_WEIGHTS} ({exc}); weights need --weights-dtype")
     elif qc is not None:
         raise ConfigError(f"{c.where}: field 'quantization_config' must be an object, got {excerpt(qc)}")
 
@@ -749,6 +750,9 @@ class _MoE:
     def read(c: _Cfg, q: Quirks) -> _MoE:
         experts = c.int("num_local_experts", "num_experts", "n_routed_experts")
         top_k = c.int("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "top_k_experts", default=2)
+        if top_k > experts:  # a router picks top_k of the experts (torch.topk stops past their number)
+            raise ConfigError(f"{c.where}: each token is routed to {top_k:,} experts (num_experts_per_tok) of only "
+                              f"{experts:,}: fix the config.json")
         inter = c.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
         shared = 0
         if c.has("n_shared_experts"):
@@ -887,3 +891,16 @@ def _gated_delta_net(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[
     state = RecurrentState("gated_delta_net", kernel, conv_dim, vh, kd * vd, state_dtype=ssm_dtype, conv_dtype=dtype)
     return state, tensors
 
+
+
+def _groups_divide(fmt: WeightFormat, hidden: int, inter: int) -> None:
+    """A GPTQ/AWQ group size must divide each quantized layer's input: vLLM stops otherwise ('The input size is not
+    aligned with the quantized weight shape', quantization/awq.py and gptq.py in every release; the 0.33.0 kernels in
+    kernels/linear/mixed_precision/ check full_weight_shape[0] % group_size). Checked for the q/k/v and gate/up
+    projections (input hidden_size) and a dense MLP's down projection (input intermediate_size)."""
+    if fmt.name not in ("gptq", "awq") or fmt.group_size <= 0:
+        return
+    for field, size in (("hidden_size", hidden), ("intermediate_size", inter)):
+        if size and size % fmt.group_size:
+            raise InputError(f"group_size {fmt.group_size:,} does not divide {field} {size:,}: no {fmt.name.upper()} "
+                             "kernel loads it")

@@ -8,7 +8,7 @@ import sys
 
 from .._record import replace
 from ..inputs import MAX_CONFIG_BYTES, excerpt_path, files_refused, hub_refused, load_json, read_bytes
-from ..units import InputError
+from ..units import InputError, excerpt
 from . import catalog
 from .catalog import UnknownModel
 from .hf_config import ConfigError, spec_from_config
@@ -95,6 +95,10 @@ def _hub_timeout() -> float:
     return value if 0 < value <= 600 else HUB_TIMEOUT_S
 
 
+_HUB_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?"  # no '-' or '.' at either end
+_HUB_ID = re.compile(f"{_HUB_PART}/{_HUB_PART}", re.ASCII)
+
+
 def _from_hub(ref: str) -> dict[str, Any]:
     """A repo's config.json: from the Hugging Face cache when it is there, else one GET with a short
     timeout and no retries (``hf_hub_download`` retries a failed connection for about 25 s before it
@@ -102,6 +106,13 @@ def _from_hub(ref: str) -> dict[str, Any]:
     refused = hub_refused()
     if refused is not None:  # sealed (kvbudget serve without --allow-hub)
         raise UnknownModel(f"model {ref!r} is not in the catalog and {refused}")
+    # the Hub's own rule for a repo id (huggingface_hub validate_repo_id): huggingface_hub raised it as a traceback
+    # for 'a/b\x00' or a name past 96 characters
+    if not _HUB_ID.fullmatch(ref) or "--" in ref or ".." in ref or len(ref.split("/")[1]) > 96:
+        hint = catalog.suggest(ref)
+        did = f"; did you mean {' or '.join(hint)}?" if hint else ""
+        raise UnknownModel(f"unknown model {excerpt(ref, 80)}: not a catalog name, a local path nor a Hugging Face id "
+                           f"(owner/name in letters, digits, '-', '_' and '.'){did}")
     name = ref.split("/")[-1]
     ways = (f"pass a local copy (kvbudget kv ./{name}/config.json or its folder), use a catalog model"
             " (kvbudget models), or set HF_HUB_OFFLINE=1 to skip the Hub")

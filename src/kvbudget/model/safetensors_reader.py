@@ -25,7 +25,7 @@ import re
 import struct
 
 from .._record import record, replace
-from ..inputs import MAX_CONFIG_BYTES, check_file, excerpt, load_json, read_bytes
+from ..inputs import MAX_CONFIG_BYTES, excerpt, load_json, open_regular, read_bytes
 from ..units import InputError
 from .params import ROLES, Tensor
 from .params import inventory as make_inventory
@@ -207,13 +207,8 @@ def parse_header(raw: bytes, where: str, data_size: int | None = None) -> list[L
 def read_header(path: str) -> tuple[list[Listed], int]:
     """The tensors one ``.safetensors`` file lists, and how many bytes were read (8 + N): the
     header only, whatever the size of the file."""
-    check_file(path, "safetensors file", 1 << 62)
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise SafetensorsError(f"{path}: cannot read it ({exc.__class__.__name__})") from None
+    f, size = open_regular(path, "safetensors file", 1 << 62)  # a FIFO swapped in after the stat is refused too
     with f:
-        size = os.fstat(f.fileno()).st_size
         head = f.read(8)
         if len(head) < 8:
             raise SafetensorsError(f"{path}: {len(head)} bytes long: too short for a safetensors file (it starts with an 8-byte header length)")

@@ -21,6 +21,11 @@ class Dims:
     head_dim: int
 
 
+UNREAD_WEIGHTS = "quantization_config not understood"  # how a note about an unread quantization_config starts
+# what to do about it, with the engines whose weight format a flag names
+WEIGHTS_FIX = "fix the config.json, or name the format with --weights-dtype (in a launch command: --quantization)"
+
+
 @record
 class VisionTower:
     """The shapes of a vision encoder that vLLM's multimodal profiling pass runs (engines/vllm/encoder_profile.py),
@@ -91,3 +96,15 @@ class ModelSpec:
 
     def source(self, field: str) -> str:
         return dict(self.sources).get(field, "")
+
+
+def checkpoint_format(spec: ModelSpec, fix: str) -> WeightFormat:
+    """The checkpoint's own weight format, or one InputError naming why its quantization_config was not read (the
+    note the config reader left) and ``fix``: how to name the format instead."""
+    if spec.weight_format is not None:
+        return spec.weight_format
+    why = next((n.split("; weights need")[0] for n in spec.notes if n.startswith(UNREAD_WEIGHTS)),
+               "the checkpoint's weight format is unknown")
+    from .hf_config import ConfigError  # a fault of the config.json, as the reader's own errors
+
+    raise ConfigError(f"{spec.name}: {why}: {fix}")

@@ -201,7 +201,8 @@ def _compressed_tensors(qc: Mapping[str, Any], dense_dtype: str, skip: frozenset
         if kind == "int" and bits == 8:
             return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
         if kind == "int" and bits in (2, 3, 4):
-            group_size = w.get("group_size") or 128
+            group_size = w.get("group_size")  # an explicit 0 is refused below (``or 128`` read it as 128)
+            group_size = 128 if group_size is None else group_size
             return WeightFormat("gptq", bits=bits, group_size=_whole(group_size, "group_size", allow=(-1,)),
                                 dense_dtype=dense_dtype, skip_roles=skip)
         raise InputError(f"compressed-tensors weights of type {kind!r} with {bits} bits are not supported")
@@ -252,10 +253,16 @@ def _weights_of(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
     if method in ("gptq", "awq"):
         bits = _whole(qc.get("bits", qc.get("w_bit", 4)), "bits")
         group = _whole(qc.get("group_size", qc.get("q_group_size", 128)), "group_size", allow=(-1,))
-        if bits not in (2, 3, 4, 8):
-            raise InputError(f"{method} bits must be 2, 3, 4 or 8, got {bits}")
+        if bits not in ((4, 8) if method == "awq" else (2, 3, 4, 8)):  # AWQ: 4-bit (vLLM awq.py; 8 from 0.33's Marlin)
+            raise InputError(f"{method} bits must be {'4 or 8' if method == 'awq' else '2, 3, 4 or 8'}, got {bits}")
         return WeightFormat(method, bits=bits, group_size=group, dense_dtype="fp16", skip_roles=skip)
     if method == "bitsandbytes":
+        flags = {name: qc.get(name) for name in ("load_in_4bit", "load_in_8bit")}
+        for name, value in flags.items():  # transformers' BitsAndBytesConfig refuses a non-boolean and both at once
+            if value is not None and not isinstance(value, bool):
+                raise InputError(f"bitsandbytes {name} must be true or false, got {value!r}")
+        if flags["load_in_4bit"] and flags["load_in_8bit"]:
+            raise InputError("bitsandbytes load_in_4bit and load_in_8bit are both true: keep one")
         if qc.get("load_in_8bit"):
             return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
         return WeightFormat("nf4", bits=4, dense_dtype=dense_dtype, skip_roles=skip,

@@ -3,7 +3,7 @@ log reads it; a command is then planned as ``fit`` plans it."""
 
 from __future__ import annotations
 
-from ..units import InputError
+from ..units import InputError, excerpt
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     from ..model.resolve import load_model
     from .fit import fit
 
+    _words_read(words)
     engine = registry.reader(lambda e: e.reads_command(words))
     if engine is None:
         raise InputError(f"no engine kvbudget knows reads {words[0]!r}: give a vllm serve, python -m "
@@ -40,6 +41,26 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
                        warnings=cmd.warnings, inverse=False)
 
 
+# Dashes a word processor or a chat window puts in place of '-': en and em dash, the minus sign, hyphens ...
+_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+
+
+def _words_read(words: list[str]) -> None:
+    """What every engine's command reader needs of the words: a bounded size, and flags written with '-'. A word
+    like '\u2014tensor-parallel-size' is a stray positional word to the engine's argparse (it stops at start-up),
+    and kvbudget's readers passed it over: the plan was the default layout, exit 0."""
+    from ..inputs import check_command_size
+
+    check_command_size(sum(len(w) + 1 for w in words))
+    for word in words:
+        if word[:1] in _DASHES and word.lstrip(_DASHES)[:1].isalpha():
+            name = word.lstrip(_DASHES).split("=")[0]
+            fixed = ("-" if len(name) <= 3 else "--") + name  # -tp, -c, -ngl; --tensor-parallel-size
+            raise InputError(f"{excerpt(word.split('=')[0], 40)} starts with {word[0]!r} (U+{ord(word[0]):04X}), not '-' "
+                             f"(a text editor changed the dashes): the engine reads it as a stray word and stops; "
+                             f"type {excerpt(fixed, 40)[1:-1]}")
+
+
 def _visible_devices(words: list[str]) -> tuple[str, int] | None:
     """(the variable, how many devices it shows) of a CUDA_VISIBLE_DEVICES-like assignment before the program;
     CUDA stops at the first entry that is not a device (``-1``)."""
@@ -52,8 +73,9 @@ def _visible_devices(words: list[str]) -> tuple[str, int] | None:
         if name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
             shown = 0
             for device in value.split(","):
-                if not device.strip() or device.strip().startswith("-"):
-                    break
+                entry = device.strip()
+                if not (entry.isdigit() and entry.isascii()) and not entry.upper().startswith(("GPU-", "MIG-")):
+                    break  # '-1', 'abc', '': CUDA shows the devices before it only
                 shown += 1
             return name, shown
     return None

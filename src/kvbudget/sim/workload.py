@@ -123,7 +123,11 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
         raise TraceError("--synthetic: the spec is longer than 10,000 characters")
     fields: dict[str, object] = {}
     seen: set[str] = set()
-    for item in filter(None, (x.strip() for x in spec.split(","))):
+    items = [x for x in (x.strip() for x in spec.split(",")) if x]
+    if not items:  # "" ran the default workload, as if a spec had been given
+        raise TraceError(f"--synthetic {spec!r} names no key: give key=value pairs, e.g. requests=1000 for the "
+                         "defaults (requests=1000,rate=4: docs/simulate.md)")
+    for item in items:
         key, eq, value = item.partition("=")
         key = key.strip()
         if not eq:

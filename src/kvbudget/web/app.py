@@ -12,6 +12,7 @@ FastAPI and uvicorn are imported here only (``pip install 'kvbudget[web]'``): th
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -451,15 +452,47 @@ def _version() -> str:
     return __version__
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` for the server, or one InputError line: an empty host (every interface,
+    without saying so), a name that does not resolve, a port in use or not this machine's address. Bound here,
+    before uvicorn starts, so that a failure is the CLI's one line and exit 2 (uvicorn logs it and exits 3)."""
+    from ..inputs import excerpt
+
+    name = host.strip()
+    if not name:
+        raise InputError(f"--host {host!r} names no address (it would listen on every interface): give 127.0.0.1 "
+                         "for this machine only, or 0.0.0.0 to listen beyond it (docs/web.md, Safety)")
+    bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or exc.__class__.__name__
+        raise InputError(f"--host {excerpt(host, 60)} is not an address to listen on ({why}): give 127.0.0.1, "
+                         "::1, 0.0.0.0 or an address of this machine") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: a restart is not refused
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"--host {excerpt(host, 60)} --port {port}: cannot listen there ({exc.strerror or exc}): "
+                         "pick another --port (0: any free one), or stop the server that holds it") from None
+    return sock
+
+
 def serve(host: str, port: int, *, allow_hub: bool = False, registry: Registry | None = None) -> None:
     """Run the page until interrupted (uvicorn), loopback only unless ``host`` says otherwise."""
     import uvicorn
 
+    sock = listen(host, port)
     hosts = LOOPBACK if host in LOOPBACK else None
     app = create_app(allow_hub=allow_hub, registry=registry, allowed_hosts=hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False, server_header=False)
     server = uvicorn.Server(config)
-    print(f"kvbudget: the page is at http://{'[' + host + ']' if ':' in host else host}:{port or '(a free port)'}/"
-          + ("" if allow_hub else "  (Hub lookups off: --allow-hub to look ids up)"), flush=True)
-    server.run()
+    bound = sock.getsockname()[1]
+    print(f"kvbudget: the page is at http://{'[' + host + ']' if ':' in host and not host.startswith('[') else host}"
+          f":{bound}/" + ("" if allow_hub else "  (Hub lookups off: --allow-hub to look ids up)"), flush=True)
+    with sock:
+        server.run(sockets=[sock])
 

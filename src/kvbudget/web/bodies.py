@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-Count = int | str  # 8192, "8K" (8,192), "8k" (8,000), "8,192": as the CLI's flags read them
+# 8192, "8K" (8,192), "8k" (8,000), "8,192": as the CLI's flags read them. StrictInt: pydantic's lax int read a JSON
+# true as 1 (context true planned a context of 1 token, 200 OK) and 4096.0 as 4096
+Count = StrictInt | str
 OptionValue = bool | int | float | str | dict[str, Any]  # an engine option's value (dict: a pasted profile)
 Units = Literal["GiB", "GB"]
 
@@ -30,7 +32,7 @@ class ModelInput(Body):
 
 class GpuInput(ModelInput):
     gpu: str | None = Field(None, max_length=_NAME, description="GPU type (H100, A100-80GB, L40S ...: `kvbudget gpus`)")
-    gpu_memory: int | str | None = Field(None, description="memory of a GPU not in the catalog: bytes, or '48GiB'")
+    gpu_memory: StrictInt | str | None = Field(None, description="memory of a GPU not in the catalog: bytes, or '48GiB'")
 
 
 class Layout(GpuInput):

@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..._bisect import largest
 from ..._record import record, replace
 from ...hardware import GPU
-from ...model.spec import ModelSpec
+from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...units import GiB, InputError, MiB
 from ..base import Replica
 from . import calibration as eras
@@ -231,9 +231,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
             out[f"kv_dev{d}"] = nb
         return out
 
-    fmt = spec.weight_format
-    if fmt is None:
-        raise InputError(f"{spec.name}: weight format unknown")
+    fmt = checkpoint_format(spec, WEIGHTS_FIX)
     gpu_w = cpu_w = 0
     w_dev = [0] * devices
     inv = spec.inventory

@@ -17,7 +17,7 @@ from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import MAX_PARALLEL, check_positive, check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow
-from ...model.spec import ModelSpec
+from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...parallel import Stage, pp_partition, stages
 from ...units import GiB, InputError, MiB
 from ..base import Replica
@@ -237,9 +237,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
                         f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format
 
-    fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, model_dtype)
-    if fmt is None:
-        raise InputError(f"{spec.name}: unknown weight format: give --quantization")
+    fmt = (checkpoint_format(spec, WEIGHTS_FIX) if s.quantization in (None, "")
+           else parse_weight_format(s.quantization, model_dtype))
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(model_dtype, dense_dtype=model_dtype)
     stage = max(rank_stages(spec, fmt, s), key=lambda st: st.weights_bytes)

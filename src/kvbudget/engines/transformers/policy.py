@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..._record import record
 from ...hardware import GPU
-from ...model.spec import ModelSpec
+from ...model.spec import ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat
 from ...units import GiB, InputError, element_type, plural
 from ..textbook import CUDA_CONTEXT_BYTES, activation_bytes
@@ -48,8 +48,8 @@ def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto
     name = spec.native_dtype if dtype.strip().lower() == "auto" else element_type(dtype).name
     if name not in ("fp32", "fp16", "bf16"):
         raise InputError(f"transformers runs the model in fp32, fp16 or bf16, not {dtype}")
-    fmt = spec.weight_format
-    if fmt is None or (not fmt.quantized and fmt.name != "stored"):
+    fmt = checkpoint_format(spec, "fix the config.json (transformers loads the checkpoint as it is stored)")
+    if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(name, dense_dtype=name)
     weights = sum(fmt.tensor_bytes(t) for t in spec.inventory.tensors())
     cache = kv_layout.plan(spec, batch, context, name, kind)

@@ -17,7 +17,7 @@ from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention
-from ...model.spec import ModelSpec
+from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
 from ...units import GiB, InputError
@@ -226,9 +226,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two, got {s.tokens_per_block}")
     notes: list[str] = []
     dtype = serving_dtype(spec)
-    fmt = spec.weight_format if s.quantization in (None, "") else parse_weight_format(s.quantization, dtype)
-    if fmt is None:
-        raise InputError(f"{spec.name}: unknown weight format: give the quantization")
+    fmt = (checkpoint_format(spec, WEIGHTS_FIX) if s.quantization in (None, "")
+           else parse_weight_format(s.quantization, dtype))
     if s.kv_cache_dtype == "auto" and s.quantization in (None, "") and fmt.kv_cache == "fp8":
         # "auto" takes the checkpoint's own KV quantization (llmapi/llm_utils.py: "Setting kv_cache_quant_algo=...
         # from HF quant config")

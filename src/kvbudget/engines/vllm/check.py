@@ -119,7 +119,7 @@ def check_log(
     """Predict what the logged run should have printed and compare, figure by figure."""
     log = parse_vllm_log(text)
     warnings: list[str] = []
-    settings = VllmSettings(version=version or _version_from_format(log, text))
+    settings = VllmSettings(version=version if version is not None else _version_from_format(log, text))
     ref = model
     if log.command:
         try:

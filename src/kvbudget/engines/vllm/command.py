@@ -331,6 +331,12 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if (said := unmodelled(name, dest, arg)) is not None:
             warnings.append(said)
         if dest == "model" and arg:
+            if model is not None and model != arg and label == name:
+                # 0.33 moves --model to the front, and the positional one is then an unrecognized argument
+                # (utils/argparse_utils.py); 0.10 and before served the positional one (entrypoints/cli/serve.py)
+                raise InputError(f"the command names two models, {excerpt(model, 60)} and {name} {excerpt(arg, 60)}: "
+                                 "vLLM 0.33 stops at start-up (unrecognized arguments) and older releases serve the "
+                                 "first; keep one")
             model = arg
         elif dest == "speculative_config":
             settings, spec_warnings = _speculative(settings, name, arg, label)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from ..._record import replace
 from ...hardware import GPU, capability
 from ...model.params import ROLES
-from ...model.spec import ModelSpec
+from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat, parse_weight_format
 from ...units import InputError
 from .settings import version_minor
@@ -68,9 +68,7 @@ def loaded_format(spec: ModelSpec, quantization: str | None, dense: str) -> Weig
     word = _word(quantization)
     own = spec.weight_format
     if word in ("", "auto", "none"):
-        if own is None:
-            raise InputError(f"{spec.name}: the checkpoint's quantization_config is not one kvbudget reads: "
-                             "give --quantization (e.g. fp8, awq, gptq)")
+        own = checkpoint_format(spec, WEIGHTS_FIX)
         return own if own.quantized else WeightFormat(dense, dense_dtype=dense)
     if own is not None and own.quantized:
         family = _FAMILY.get(own.name, own.name)

@@ -5,8 +5,10 @@ Read from vLLM 0.33.0's Python sources (paths relative to the ``vllm`` package);
 
 from __future__ import annotations
 
+import re
+
 from ..._record import record
-from ...units import InputError
+from ...units import InputError, excerpt
 
 # --- release lines -----------------------------------------------------------------------------
 
@@ -106,16 +108,17 @@ def version_minor(version: str | None) -> int | None:
 
 def release(version: str | None) -> Release:
     """The release line of a version string (``0.33.0``, ``v0.6.3.post1``, ``current``, ``v1``, ``v0``)."""
-    if version is None or version in ("", "current", "latest"):
+    if version is None or version in ("current", "latest"):
         return RELEASES["current"]
     key = version.strip().lower()
     if key in RELEASES:
         return RELEASES[key]
-    parts = key.lstrip("v").split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        raise InputError(f"unknown vLLM version {version!r}: give e.g. 0.33.0, 0.10.1, 0.6.3, or current/v1/v0") from None
+    # MAJOR.MINOR in ASCII digits, then anything a release adds (.3, rc1, .post1, .dev26+g1234abc): int() alone took
+    # '' (the newest rules, unasked), '-1' and '0.-5' (V0), '1_0.5' and full-width digits
+    m = re.match(r"v?([0-9]{1,4})\.([0-9]{1,4})(?![0-9])(?:[.+\-_a-z0-9]*)$", key)
+    if m is None:
+        raise InputError(f"unknown vLLM version {excerpt(version)}: give e.g. 0.33.0, 0.10.1, 0.6.3, or current/v1/v0")
+    major, minor = int(m.group(1)), int(m.group(2))
     if major > 0 or minor >= 21:
         return RELEASES["current"]
     if minor >= 8:

@@ -526,6 +526,10 @@ _LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_lengt
 _ROPE_PRESCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling", "default")
 
 
+# The RoPE types transformers (modeling_rope_utils.py ROPE_INIT_FUNCTIONS) and vLLM's rotary layers know.
+_ROPE_TYPES = (*_ROPE_PRESCALED, "linear", "dynamic", "mrope", "ntk", "dynamic_ntk", "proportional")
+
+
 def _max_len(c: _Cfg, model_type: str, notes: list[str]) -> tuple[int, int]:
     """The model's maximum length as vLLM derives it, and the length vLLM serves by default."""
     found = [c.int(k) for k in _LEN_KEYS if c.has(k)]
@@ -539,6 +543,9 @@ def _max_len(c: _Cfg, model_type: str, notes: list[str]) -> tuple[int, int]:
         raise ConfigError(f"{c.where}: field 'rope_scaling' must be an object, not {excerpt(rope)}")
     if isinstance(rope, Mapping):
         rope_type = str(rope.get("rope_type") or rope.get("type") or "default")
+        if rope_type not in _ROPE_TYPES:  # transformers' ROPE_INIT_FUNCTIONS refuse any other type
+            raise ConfigError(f"{c.where}: unknown rope_scaling type {excerpt(rope_type)} (known: "
+                              f"{', '.join(_ROPE_TYPES)}): fix the config.json")
         factor = rope.get("factor")
         if factor is not None:  # transformers' rope validation: a float factor >= 1
             try:

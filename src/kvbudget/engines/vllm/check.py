@@ -178,6 +178,11 @@ def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
 
         as_json = v.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
         return _multimodal(s, key, "--" + key.replace("_", "-"), as_json, f"the log's engine argument {key}")
+    if key in ("rope_scaling", "hf_overrides"):  # a Python dict as the log prints it, read as JSON
+        from .command import _overrides
+
+        as_json = v.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+        return _overrides(s, "--" + key.replace("_", "-"), as_json, f"the log's engine argument {key}")[0]
     if key in ("skip_mm_profiling", "language_model_only"):
         return replace(s, **{key: v.lower() == "true"})
     if key == "mm_encoder_tp_mode" and v.strip("'\"") in ("weights", "data"):

@@ -169,6 +169,29 @@ def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None,
     return replace(settings, **{dest: not off})
 
 
+def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tuple[VllmSettings, list[str]]:
+    """``--rope-scaling JSON`` or ``--hf-overrides JSON`` into the settings: the RoPE scaling is read (rope.py); any
+    other override of the model's config is named in a warning, since kvbudget plans the config as published."""
+    from .rope import parse_rope
+
+    if name == "--rope-scaling":
+        return replace(settings, rope_scaling=parse_rope(value, label)), []
+    try:
+        data = json.loads(value) if len(value) <= 65536 else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise InputError(f"{label} {excerpt(value)}: give a JSON object of config.json keys, e.g. "
+                         '\'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}\'')
+    rope = data.get("rope_scaling", data.get("rope_parameters"))
+    if rope is not None:
+        settings = replace(settings, rope_scaling=parse_rope(json.dumps(rope), f"{label} rope_scaling"))
+    others = sorted(k for k in data if k not in ("rope_scaling", "rope_parameters"))
+    said = [f"{label}: kvbudget plans the published config; the override of {', '.join(map(str, others))[:120]} "
+            "is not modelled"] if others else []
+    return settings, said
+
+
 def _speculative(settings: VllmSettings, name: str, value: str | None, label: str) -> tuple[VllmSettings, list[str]]:
     """``--speculative-config JSON`` into the settings, and the warning for a draft whose memory kvbudget does not
     model (an EAGLE head, a separate draft model ...)."""
@@ -318,6 +341,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
     for name, arg, label in pending:
+        if name in ("--rope-scaling", "--hf-overrides"):  # --rope-scaling: flags of 0.10 and earlier
+            settings, extra = _overrides(settings, name, arg or "", label)
+            warnings.extend(extra)
+            continue
         if name == "--enable-multimodal-encoder-data-parallel":  # a flag of 0.10-0.12, gone from 0.33's list
             settings = _multimodal(settings, "enable_multimodal_encoder_data_parallel", name, arg, label)
             if settings.mm_encoder_tp_mode == "data":

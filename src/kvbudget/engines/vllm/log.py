@@ -65,7 +65,7 @@ _ARG_KEYS = (
 )
 # Engine arguments whose value is a mapping ('limit_mm_per_prompt': {'image': 0, 'video': {'count': 1}}), read whole
 # (one level of nesting) from the non-default args line.
-_DICT_KEYS = ("limit_mm_per_prompt", "mm_processor_kwargs")
+_DICT_KEYS = ("limit_mm_per_prompt", "mm_processor_kwargs", "rope_scaling", "hf_overrides")
 _DICT_SETTING = {key: re.compile("['\"]" + key + r"['\"]:[ \t]{0,8}(\{(?:[^{}\n]|\{[^{}\n]{0,400}\}){0,400}\})")
                  for key in _DICT_KEYS}
 # 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a

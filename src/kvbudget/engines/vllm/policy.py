@@ -242,8 +242,15 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     model_dtype = _model_dtype(spec, settings, gpu, notes)
     kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
     derived_len = spec.max_context
+    if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
+        from .rope import derived_len as rope_len
+        from .settings import version_minor
+
+        derived_len, said = rope_len(settings.rope_scaling, spec.max_context, version_minor(settings.version))
+        notes.append(said)
     auto_len = settings.max_model_len == -1
-    max_len = (spec.default_context or derived_len) if settings.max_model_len in (None, -1) else settings.max_model_len
+    default_len = derived_len if settings.rope_scaling is not None else (spec.default_context or derived_len)
+    max_len = default_len if settings.max_model_len in (None, -1) else settings.max_model_len
     if max_len <= 0:
         raise InputError(f"--max-model-len must be positive or auto, got {max_len}")
     if max_len > derived_len and not settings.allow_long_max_model_len:

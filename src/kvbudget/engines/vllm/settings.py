@@ -171,6 +171,8 @@ class VllmSettings:
     # NCCL_CUMEM_ENABLE and NCCL_NVLS_ENABLE from the launch command's environment (None / True: unset)
     nccl_cumem: bool | None = None
     nccl_nvls: bool = True
+    # a RoPE scaling from --rope-scaling or --hf-overrides (rope.py parse_rope's JSON); None: the config's own
+    rope_scaling: str | None = None
     # The multimodal profiling pass (encoder_profile.py): --limit-mm-per-prompt's items per modality (a modality not
     # named keeps vLLM's default, 999), --mm-processor-kwargs' pixel bounds (None: the checkpoint's processor),
     # --skip-mm-profiling, --mm-encoder-tp-mode ("weights": the tower sharded like the decoder; "data": whole on every

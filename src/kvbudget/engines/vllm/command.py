@@ -172,15 +172,12 @@ def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None,
 def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tuple[VllmSettings, list[str]]:
     """``--rope-scaling JSON`` or ``--hf-overrides JSON`` into the settings: the RoPE scaling is read (rope.py); any
     other override of the model's config is named in a warning, since kvbudget plans the config as published."""
-    from .rope import parse_rope
+    from .rope import json_object, parse_rope
 
     if name == "--rope-scaling":
         return replace(settings, rope_scaling=parse_rope(value, label)), []
-    try:
-        data = json.loads(value) if len(value) <= 65536 else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
+    data = json_object(value, 65536)
+    if data is None:
         raise InputError(f"{label} {excerpt(value)}: give a JSON object of config.json keys, e.g. "
                          '\'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}\'')
     rope = data.get("rope_scaling", data.get("rope_parameters"))

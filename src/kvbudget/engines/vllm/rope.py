@@ -10,21 +10,29 @@ wheels); any other type multiplies the length by its factor.
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from ...inputs import excerpt, real, whole
+from ...inputs import excerpt, load_json, real, whole
 from ...units import InputError
 
 _KEEP = ("su", "longrope", "llama3", "deepseek_yarn", "deepseek_llama_scaling")
 _TYPES = (*_KEEP, "default", "linear", "dynamic", "yarn", "mrope", "ntk")
 
 
+def json_object(text: str, limit: int) -> dict[str, Any] | None:
+    """A flag's JSON object (inputs.load_json: strict, bounded nesting), or None when ``text`` is longer than
+    ``limit``, not JSON or not an object: the caller names the fix."""
+    try:
+        data = load_json(text, "flag") if len(text) <= limit else None
+    except InputError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def parse_rope(text: str, label: str) -> str:
     """The rope scaling object of ``--rope-scaling`` as canonical JSON, checked; one error line if it is not one."""
-    try:
-        rope = json.loads(text) if len(text) <= 4096 else None
-    except ValueError:
-        rope = None
-    if not isinstance(rope, dict):
+    rope = json_object(text, 4096)
+    if rope is None:
         raise InputError(f"{label} {excerpt(text)}: give a JSON object such as "
                          '\'{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}\'')
     kind = rope.get("rope_type", rope.get("type", "default"))

@@ -151,3 +151,47 @@ def test_a_name_the_hub_refuses_is_one_line_before_any_fetch(ref: str, online: N
         code, out, err = _run(args, capsys)
         assert code == 2 and out == "" and len(err) == 1, err
         assert "not a catalog name, a local path nor a Hugging Face id" in err[0]
+
+
+# A re-published catalog model (a quantization, a copy under another owner): the Hub's config.json when the Hub
+# answers, the catalog model it is named after when the Hub cannot be asked, and the Hub's refusal when it says no.
+DERIVED = "someone-quantized/Qwen2.5-7B-Instruct-GPTQ-Int4"
+
+
+def test_unreachable_hub_plans_a_republished_model_by_name(online: None, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    code, out, err = _run(["kv", DERIVED, "--json"], capsys)
+    assert code == 0, err
+    assert err[0] == "fetching config.json from the Hub…" and len(err) == 2
+    assert err[1].startswith("kvbudget: warning: ") and "planned as Qwen/Qwen2.5-7B-Instruct" in err[1]
+    assert "GPTQ 4-bit" in err[1] and "config.json" in err[1]
+    doc = json.loads(out)
+    assert doc["model"] == DERIVED and any("planned as Qwen/Qwen2.5-7B-Instruct" in n for n in doc["notes"])
+    assert sum(row["count"] for row in doc["layers"]) == 28  # Qwen2.5-7B-Instruct's config.json
+
+
+def test_a_hub_refusal_is_not_papered_over_by_the_name(online: None, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    server, _ = _server(404)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, out, err = _run(["kv", DERIVED], capsys)
+    finally:
+        server.shutdown()
+    assert code == 2 and out == "" and "HTTP 404" in err[-1]
+
+
+def test_the_hubs_config_wins_over_the_name(online: None, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    entry = catalog.find("qwen2.5-7b-instruct")
+    assert entry is not None
+    config = {**entry.config, "num_hidden_layers": 7}  # not what the name suggests: the file decides
+    server, _ = _server(200, json.dumps(config).encode())
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, out, err = _run(["kv", DERIVED, "--json"], capsys)
+    finally:
+        server.shutdown()
+    assert code == 0 and not any("warning" in line for line in err), err
+    assert sum(row["count"] for row in json.loads(out)["layers"]) == 7

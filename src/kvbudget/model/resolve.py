@@ -11,6 +11,7 @@ from ..inputs import MAX_CONFIG_BYTES, excerpt_path, files_refused, hub_refused,
 from ..units import InputError, excerpt
 from . import catalog
 from .catalog import UnknownModel
+from .derived import derive
 from .hf_config import ConfigError, spec_from_config
 from .spec import ModelSpec
 
@@ -99,13 +100,17 @@ _HUB_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?"  # no '-' or '.' at
 _HUB_ID = re.compile(f"{_HUB_PART}/{_HUB_PART}", re.ASCII)
 
 
+class HubUnreachable(UnknownModel):
+    """The Hub could not be asked (sealed, offline, not installed, no connection): not a verdict on the name."""
+
+
 def _from_hub(ref: str) -> dict[str, Any]:
     """A repo's config.json: from the Hugging Face cache when it is there, else one GET with a short
     timeout and no retries (``hf_hub_download`` retries a failed connection for about 25 s before it
     gives up). Every failure is one UnknownModel line naming the ways round it."""
     refused = hub_refused()
     if refused is not None:  # sealed (kvbudget serve without --allow-hub)
-        raise UnknownModel(f"model {ref!r} is not in the catalog and {refused}")
+        raise HubUnreachable(f"model {ref!r} is not in the catalog and {refused}")
     # the Hub's own rule for a repo id (huggingface_hub validate_repo_id): huggingface_hub raised it as a traceback
     # for 'a/b\x00' or a name past 96 characters
     if not _HUB_ID.fullmatch(ref) or "--" in ref or ".." in ref or len(ref.split("/")[1]) > 96:
@@ -121,7 +126,7 @@ def _from_hub(ref: str) -> dict[str, Any]:
         from huggingface_hub.utils._headers import build_hf_headers
         from huggingface_hub.utils._http import get_session
     except ImportError:  # pragma: no cover - it is a dependency
-        raise UnknownModel(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {ways}") from None
+        raise HubUnreachable(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {ways}") from None
     try:  # a copy already downloaded: no network
         cached = hub.try_to_load_from_cache(ref, "config.json")
     except Exception:  # an id the cache cannot hold (the Hub would refuse it too)
@@ -129,7 +134,7 @@ def _from_hub(ref: str) -> dict[str, Any]:
     if isinstance(cached, str):
         return read_config_file(cached)
     if hub_offline():
-        raise UnknownModel(f"model {ref!r} is not in the catalog nor the Hugging Face cache, and HF_HUB_OFFLINE is set:"
+        raise HubUnreachable(f"model {ref!r} is not in the catalog nor the Hugging Face cache, and HF_HUB_OFFLINE is set:"
                            f" {ways.replace(', or set HF_HUB_OFFLINE=1 to skip the Hub', '')}, or unset HF_HUB_OFFLINE")
     endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or None
     url = hub.hf_hub_url(ref, "config.json", endpoint=endpoint)
@@ -146,7 +151,7 @@ def _from_hub(ref: str) -> dict[str, Any]:
     except ConfigError:
         raise
     except Exception as exc:  # connection refused, DNS, timeout, TLS, proxy: one line, no retry
-        raise UnknownModel(f"model {ref!r} is not in the catalog and the Hub could not be reached"
+        raise HubUnreachable(f"model {ref!r} is not in the catalog and the Hub could not be reached"
                            f" ({exc.__class__.__name__}): {ways}") from None
     if status in (401, 403):
         raise UnknownModel(f"model {ref!r}: the Hub has no public repo of that name (HTTP {status}: missing, private or"
@@ -209,7 +214,14 @@ def load_model(ref: str) -> ModelSpec:
     if entry is not None:
         return spec_from_config(entry.config, name=entry.id)
     if ref.count("/") == 1 and all(ref.split("/")):
-        spec = spec_from_config(_from_hub(ref), name=ref)
+        try:
+            raw = _from_hub(ref)
+        except HubUnreachable:
+            by_name = _by_name(ref)
+            if by_name is None:
+                raise
+            return by_name
+        spec = spec_from_config(raw, name=ref)
         # online already: the exact weights from the repo's safetensors headers (range requests, no weights
         # downloaded); a repo without them (or a failure) keeps the config-derived count, with a note
         from .safetensors_reader import SafetensorsError, with_hub_weights
@@ -218,6 +230,44 @@ def load_model(ref: str) -> ModelSpec:
             return with_hub_weights(spec, ref)
         except (SafetensorsError, ConfigError) as exc:
             return replace(spec, notes=(*spec.notes, f"weights from config.json: {exc}"))
+    by_name = _by_name(ref) if "/" not in ref else None
+    if by_name is not None:
+        return by_name
     hint = catalog.suggest(ref)
     did = f"; did you mean {' or '.join(hint)}?" if hint else ""
     raise UnknownModel(f"unknown model {ref!r}{did} (see `kvbudget models`, or pass a config.json path)")
+
+
+def load_foreign_model(ref: str) -> ModelSpec:
+    """A model named on another machine (in a start-up log, a pasted launch command): as ``load_model``, and
+    when that fails (a local path over there, a Hub id with no Hub here), the catalog model its last path part
+    names or re-publishes (``derived.derive``), with a note saying so."""
+    try:
+        return load_model(ref)
+    except InputError:
+        base = os.path.basename(ref.strip().rstrip("/"))
+        if not base or base == ref.strip():
+            raise
+        entry = catalog.find(base)
+        if entry is not None:
+            return _stand_in(spec_from_config(entry.config, name=entry.id),
+                             f"{ref} is not here: planned as {entry.id}, the catalog model its folder is named after")
+        spec = _by_name(base)
+        if spec is None:
+            raise
+        return spec
+
+
+def _by_name(ref: str) -> ModelSpec | None:
+    """A re-published catalog model (``derived.derive``) planned from the catalog's config, with a note."""
+    found = derive(ref)
+    if found is None:
+        return None
+    _, config, note = found
+    return _stand_in(spec_from_config(config, name=ref), note)
+
+
+def _stand_in(spec: ModelSpec, note: str) -> ModelSpec:
+    """A model planned from a catalog config standing in for the one named: said on stderr, kept in its notes."""
+    print(f"kvbudget: warning: {note[:600]}", file=sys.stderr, flush=True)
+    return replace(spec, notes=(*spec.notes, note))

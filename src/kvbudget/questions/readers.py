@@ -18,7 +18,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     """The engine whose launch command ``words`` is, and its plan of it (``given``: the engine options the user
     gave kvbudget, such as a vLLM release or a llama.cpp build, and ``num_gpus``, the GPUs the machine has)."""
     from ..engines.base import Ask
-    from ..model.resolve import load_model
+    from ..model.resolve import load_foreign_model
     from .fit import fit
 
     _words_read(words)
@@ -37,7 +37,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
         raise InputError(f"the command needs {gpus} (TP x PP x DP) but its {shown[0]} shows {shown[1]}: "
                          f"{engine.label} stops at start-up; list {used} device{'s' if used != 1 else ''} there, or lower "
                          "the parallel sizes")
-    return engine, fit(load_model(cmd.model), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
+    return engine, fit(load_foreign_model(cmd.model), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
                        warnings=cmd.warnings, inverse=False)
 
 

@@ -69,11 +69,11 @@ def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
     the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies."""
     from ...model.layers import MLA
-    from ...model.resolve import load_model
+    from ...model.resolve import load_foreign_model
     from ...units import element_type
     from .policy import pool_of
 
-    spec = load_model(ref)
+    spec = load_foreign_model(ref)
     tp_match = log.last("tp_size=", r"tp_size=" + NUM) or log.last("--tp", r"--tp(?:-size)?[ =]" + NUM)
     # log lines are tagged TP0 .. TP(n-1)
     ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 from ..._record import record, replace
 from ...hardware import GPU, UnknownGPU, custom_gpu, find_gpu
-from ...model import catalog
-from ...model.resolve import load_model
+from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
 from .command import _INT_FIELDS, _apply, parse_vllm_command
@@ -53,14 +50,7 @@ def _version_from_format(log: VllmLog, text: str) -> str:
 
 
 def _model(ref: str) -> ModelSpec:
-    try:
-        return load_model(ref)
-    except InputError:
-        base = os.path.basename(ref.rstrip("/"))
-        entry = catalog.find(base) if base else None
-        if entry is None:
-            raise
-        return load_model(entry.id)
+    return load_foreign_model(ref)
 
 
 def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:

@@ -130,6 +130,15 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     layers: list[Layer] = []
     layer_of: list[int] = []
     notes: list[str] = []
+    # llama.cpp caches the MLA latent only for a GGUF converted for it (llama_hparams::is_mla(): key_length_mla and
+    # value_length_mla both set, written by convert_hf_to_gguf.py since llama.cpp PR #12801, April 2025). An older
+    # DeepSeek-V2/V3 conversion keeps the decompressed per-head K (key_length) and V (value_length) of every head,
+    # and every build caches those in full.
+    mla = bool(num("attention.key_length_mla", 0) and num("attention.value_length_mla", 0))
+    if num("attention.kv_lora_rank", 0) and not mla:
+        notes.append(f"{arch}: converted before llama.cpp's MLA cache (no attention.key_length_mla): llama.cpp caches "
+                     f"full per-head K ({head_k}) and V ({head_v}) for every head, not the {num('attention.kv_lora_rank')}"
+                     "-wide latent; re-convert with a current convert_hf_to_gguf.py for the latent cache")
     if kv_from_start < n:
         notes.append(f"layers {kv_from_start}-{n - 1} reuse earlier layers' KV: no cache of their own")
     for il in range(n):
@@ -150,7 +159,7 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
                 continue
         if kv == 0:
             continue
-        if num("attention.kv_lora_rank", 0):
+        if num("attention.kv_lora_rank", 0) and mla:
             lora = num("attention.kv_lora_rank")
             rope = num("rope.dimension_count", max(head_k - lora, 0))
             layers.append(MLA(lora, rope))

@@ -6,6 +6,29 @@ KV) x free_gpu_memory_fraction, 0.9 by default; tokens_per_block 32), per-token 
 ``resource_manager.py: KVCacheManager.get_cache_size_per_token`` (2 x head_dim x KV heads // TP x
 layers x bytes, no max(1, ...); MLA: (kv_lora_rank + rope) x layers, not split), and the C++ engine
 path ``kvCacheManager.cpp`` (free memory after the engine and its buffers x fraction, blocks of 64).
+
+The memory outside the pool, by mechanism and release line:
+
+- C++ engine path (0.5 to 0.19 logs): ``trtGptModelInflightBatching.cpp``'s constructor loads the engine (its
+  weights: "Loaded engine size"), creates TensorRT's execution context ("Allocated ... for execution context
+  memory": the activations TensorRT's builder planned for max_num_tokens; TensorRT's, not in TensorRT-LLM's
+  source, so kvbudget estimates it), the runtime buffers and the decoder (``engine_buffers``, exact; 0.10 to 0.13
+  hold one more batch x vocab fp32 buffer, ``release_rules``), then the KV cache manager reads cudaMemGetInfo's
+  free memory ("Memory usage when calculating max tokens in paged kv cache: total: T GiB, available: A GiB") and
+  takes fraction x A, in whole blocks rounded down; a host pool of kv_cache_host_memory_bytes (the "secondary
+  pool") adds no GPU memory. What no line names (CUDA context, cuBLAS, NCCL, other processes) is NON_TORCH_BYTES.
+  ``check`` sets an engine log's total - available against its named parts (``check.engine_memory``).
+- PyTorch backend (0.19 to main in 2026): ``KvCacheCreator`` (below) measures a peak after a dummy forward;
+  the fraction applies to total - peak + the temporary pool. Its "non-torch" part is the device's used memory
+  (``torch.cuda.mem_get_info``, every process's) minus torch's allocated bytes, so memory another process holds
+  on the GPU (a desktop session on a consumer card) lowers the pool; torch's cache is emptied before each
+  reading, so only what is allocated (and the CUDA-graph pools) counts. From 1.0 the estimate is also stored as
+  ``kv_cache_config.max_gpu_total_bytes`` (capped by a user's value; main's ``_util.py``), and the final
+  ``KVCacheManager.calculate_max_num_blocks`` (``resource_manager.py``) takes the smaller of the estimate's
+  tokens and fraction x the free memory when the final pool is made (the weights, CUDA graphs and workspace still
+  held then are in the peak too, so the estimate binds), in whole blocks (up to 1.1 rounded up, ``release_rules``).
+  The sampler holds next to nothing before the estimate (the 1.0rc H200 log's component table: "Sampler: 110.70 /
+  110.70" GiB).
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def release_line(release: str | None) -> tuple[int, int] | None:
     """(major, minor) of a release string such as '0.13', '0.20.0' or '1.1.0rc3'; None for the current source."""
     if release is None or release.strip().lower() in ("", "current", "main"):
         return None
-    m = re.fullmatch(r"v?(\d{1,2})\.(\d{1,3})(?:[.+-]?[a-z0-9]{1,24}){0,4}", release.strip().lower())
+    m = re.fullmatch(r"v?(\d{1,2})\.(\d{1,3})(?:[.+-][a-z0-9]{1,24}|[a-z][a-z0-9]{0,23}){0,4}", release.strip().lower())
     if m is None:
         raise InputError(f"TensorRT-LLM release {excerpt(release)} is not a release line (give one such as 0.13, 0.20 or "
                          "1.1.0rc3)")

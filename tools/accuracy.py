@@ -83,12 +83,25 @@ def _reported_tokens(meta: dict[str, Any]) -> int:
     raise ValueError(f"{meta['url']}: no KV token count in 'reported'")
 
 
+def _device(kb: dict[str, Any]) -> Any:
+    """The record's GPU; with ``gpu_memory_gib`` (the device total the log itself prints, e.g. TensorRT-LLM's
+    "Memory usage when calculating max tokens in paged kv cache: total: X GiB"), that total instead of the
+    catalog's, whose figure comes from another driver."""
+    import kvbudget
+    from kvbudget._record import replace
+    from kvbudget.units import GiB
+
+    gpu = kvbudget.find_gpu(kb["gpu"])
+    gib = kb.get("gpu_memory_gib")
+    return replace(gpu, memory_bytes=round(gib * GiB)) if gib else gpu
+
+
 def _pool(engine_dir: str, meta: dict[str, Any]) -> tuple[str | None, float | None, bool | None]:
     import kvbudget
     from kvbudget.engines import sglang, trtllm
 
     kb = meta["kvbudget"]
-    spec, gpu = kvbudget.load_model(kb["model"]), kvbudget.find_gpu(kb["gpu"])
+    spec, gpu = kvbudget.load_model(kb["model"]), _device(kb)
     want = _reported_tokens(meta)
     started = meta["reported"].get("started", True)  # every record so far logged a pool, i.e. started
     if engine_dir == "sglang_logs":

@@ -10,6 +10,7 @@ rounding allows. ``logscan.check_other_log`` runs this and SGLang's check on a l
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ...units import GiB
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
@@ -35,6 +36,68 @@ def unrecomputable(log: LogText) -> str | None:
         return ("this TensorRT-LLM run stopped before its KV pool ('Executor creation failed due to insufficient GPU "
                 "memory'): kvbudget fit MODEL --gpu G --engine trtllm says whether the settings start")
     return None
+
+
+# The C++ runtime's "[MemUsageChange]" lines print sizes with binary units (memoryCounters.cpp bytesToString: B, KB,
+# MB, GB, each 1024 of the one before); the engine size is in MiB (tllmRuntime.cpp "Loaded engine size").
+_UNIT = {"B": 1, "KB": 1 << 10, "KIB": 1 << 10, "MB": 1 << 20, "MIB": 1 << 20, "GB": 1 << 30, "GIB": 1 << 30}
+
+
+@dataclass(frozen=True)
+class EngineMemory:
+    """What a C++-runtime (engine) log says about the memory outside the KV cache, in bytes: the named parts
+    TensorRT-LLM allocates before it measures the free memory (trtGptModelInflightBatching.cpp constructor: the
+    engine, TensorRT's execution context, the runtime buffers, the decoder) and the measurement itself
+    ("Memory usage when calculating max tokens in paged kv cache: total: T GiB, available: A GiB",
+    kvCacheManager.cpp). ``rest`` is what no line names: the CUDA context, cuBLAS/cuBLASLt and NCCL, and any
+    other process on the GPU."""
+
+    total: float
+    available: float
+    engine: float
+    execution_context: float
+    runtime_buffers: float
+    decoder: float
+
+    @property
+    def outside_kv(self) -> float:
+        return self.total - self.available
+
+    @property
+    def named(self) -> float:
+        return self.engine + self.execution_context + self.runtime_buffers + self.decoder
+
+    @property
+    def rest(self) -> float:
+        return self.outside_kv - self.named
+
+
+def _size(log: LogText, literal: str, pattern: str, name: str) -> float:
+    """Bytes of the last "<number> <unit>" match of ``pattern`` (0 when the line is absent)."""
+    m = log.last(literal, pattern)
+    if m is None:
+        return 0.0
+    return figure(m.group(1), name, 0, MAX_GB * 1024) * _UNIT[m.group(2).upper()]
+
+
+def engine_memory(log: LogText) -> EngineMemory | None:
+    """The engine log's memory outside the KV cache by named part; None without the engine-size line and the
+    total/available measurement (the PyTorch backend prints neither)."""
+    usage = log.last("Memory usage when calculating max tokens in paged kv cache",
+                     r"total: " + NUM + r" GiB, available: " + NUM + r" GiB")
+    engine = log.last("Loaded engine size: ", r"Loaded engine size: " + NUM + r" MiB")
+    if usage is None or engine is None:
+        return None
+    total = figure(usage.group(1), "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) * GiB
+    available = figure(usage.group(2), "TRT-LLM available GPU memory (GiB)", 0, MAX_GB) * GiB
+    unit = r" ?([KMG]i?B|B)\b"
+    return EngineMemory(
+        total, available, figure(engine.group(1), "TRT-LLM loaded engine size (MiB)", 0, MAX_GB * 1024) * (1 << 20),
+        _size(log, "for execution context memory", r"Allocated " + NUM + unit + r" for execution context memory",
+              "TRT-LLM execution context memory"),
+        _size(log, "GPU memory for runtime buffers", r"Allocated " + NUM + unit + r" GPU memory for runtime buffers",
+              "TRT-LLM runtime buffers"),
+        _size(log, "GPU memory for decoder", r"Allocated " + NUM + unit + r" GPU memory for decoder", "TRT-LLM decoder"))
 
 
 def check_trtllm_log(log: LogText) -> list[Row]:
@@ -71,4 +134,11 @@ def check_trtllm_log(log: LogText) -> list[Row]:
             s = figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True)
             most = int((a + 0.005) * GiB // s)
             rows.append(("TRT-LLM tokens <= available / kv size per token", t, most, t <= most))
+    parts = engine_memory(log)
+    if parts is not None:
+        # every named part is allocated before the free memory is measured, so together they fit in total -
+        # available; what they leave is the unnamed rest (printed to 0.01: each figure carries its rounding)
+        rows.append(("TRT-LLM GiB outside the KV cache (total - available) >= engine + execution context + runtime "
+                     "buffers + decoder", round(parts.outside_kv / GiB, 2), round(parts.named / GiB, 2),
+                     parts.named <= parts.outside_kv + 0.011 * GiB))
     return rows

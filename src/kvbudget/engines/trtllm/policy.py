@@ -6,10 +6,34 @@ KV) x free_gpu_memory_fraction, 0.9 by default; tokens_per_block 32), per-token 
 ``resource_manager.py: KVCacheManager.get_cache_size_per_token`` (2 x head_dim x KV heads // TP x
 layers x bytes, no max(1, ...); MLA: (kv_lora_rank + rope) x layers, not split), and the C++ engine
 path ``kvCacheManager.cpp`` (free memory after the engine and its buffers x fraction, blocks of 64).
+
+The memory outside the pool, by mechanism and release line:
+
+- C++ engine path (0.5 to 0.19 logs): ``trtGptModelInflightBatching.cpp``'s constructor loads the engine (its
+  weights: "Loaded engine size"), creates TensorRT's execution context ("Allocated ... for execution context
+  memory": the activations TensorRT's builder planned for max_num_tokens; TensorRT's, not in TensorRT-LLM's
+  source, so kvbudget estimates it), the runtime buffers and the decoder (``engine_buffers``, exact; 0.10 to 0.13
+  hold one more batch x vocab fp32 buffer, ``release_rules``), then the KV cache manager reads cudaMemGetInfo's
+  free memory ("Memory usage when calculating max tokens in paged kv cache: total: T GiB, available: A GiB") and
+  takes fraction x A, in whole blocks rounded down; a host pool of kv_cache_host_memory_bytes (the "secondary
+  pool") adds no GPU memory. What no line names (CUDA context, cuBLAS, NCCL, other processes) is NON_TORCH_BYTES.
+  ``check`` sets an engine log's total - available against its named parts (``check.engine_memory``).
+- PyTorch backend (0.19 to main in 2026): ``KvCacheCreator`` (below) measures a peak after a dummy forward;
+  the fraction applies to total - peak + the temporary pool. Its "non-torch" part is the device's used memory
+  (``torch.cuda.mem_get_info``, every process's) minus torch's allocated bytes, so memory another process holds
+  on the GPU (a desktop session on a consumer card) lowers the pool; torch's cache is emptied before each
+  reading, so only what is allocated (and the CUDA-graph pools) counts. From 1.0 the estimate is also stored as
+  ``kv_cache_config.max_gpu_total_bytes`` (capped by a user's value; main's ``_util.py``), and the final
+  ``KVCacheManager.calculate_max_num_blocks`` (``resource_manager.py``) takes the smaller of the estimate's
+  tokens and fraction x the free memory when the final pool is made (the weights, CUDA graphs and workspace still
+  held then are in the peak too, so the estimate binds), in whole blocks (up to 1.1 rounded up, ``release_rules``).
+  The sampler holds next to nothing before the estimate (the 1.0rc H200 log's component table: "Sampler: 110.70 /
+  110.70" GiB).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..._record import record, replace
@@ -20,7 +44,7 @@ from ...model.layers import MLA, FullAttention
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
-from ...units import GiB, InputError
+from ...units import GiB, InputError, excerpt
 from ..base import Replica
 from ..textbook import CUDA_CONTEXT_BYTES, NON_TORCH_TP_BYTES
 from .settings import _KV_DTYPES, TrtllmSettings
@@ -114,16 +138,63 @@ def per_token_bytes(spec: ModelSpec, layers: tuple[object, ...], tp: int, nbytes
     return total
 
 
-def engine_buffers(batch: int, beam: int, seq: int, vocab: int) -> tuple[int, int]:
+@dataclass(frozen=True)
+class ReleaseRules:
+    """Where TensorRT-LLM's arithmetic differs by release line (``TrtllmSettings.release``; None: the current source)."""
+
+    penalty_logits_copy: bool  # engine path: PenaltyLayer keeps its own fp32 runtime-logits buffer (one more U)
+    ceil_blocks: bool  # PyTorch backend: the final pool rounds max_tokens UP to whole blocks
+
+
+def release_line(release: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a release string such as '0.13', '0.20.0' or '1.1.0rc3'; None for the current source."""
+    if release is None or release.strip().lower() in ("", "current", "main"):
+        return None
+    m = re.fullmatch(r"v?(\d{1,2})\.(\d{1,3})(?:[.+-][a-z0-9]{1,24}|[a-z][a-z0-9]{0,23}){0,4}", release.strip().lower())
+    if m is None:
+        raise InputError(f"TensorRT-LLM release {excerpt(release)} is not a release line (give one such as 0.13, 0.20 or "
+                         "1.1.0rc3)")
+    major, minor = int(m.group(1)), int(m.group(2))
+    return major, minor
+
+
+def release_rules(release: str | None) -> ReleaseRules:
+    """The per-release rules, each from TensorRT-LLM's source and checked against a log's printed figures.
+
+    penalty_logits_copy (engine path, 0.10 to 0.13): ``cpp/tensorrt_llm/layers/penaltyLayer.cpp``
+    ``PenaltyLayer::allocateBuffer`` of those releases allocates its own ``mRuntimeLogitsDevice`` (batch x tokens
+    per step x beam x padded vocab x sizeof(float)) beside DynamicDecodeLayer's buffers; later sources keep one
+    runtime-logits buffer for every layer in ``DecodingLayerWorkspace`` (``layers/decodingLayerWorkspace.cpp``).
+    The 0.13 GLM-4 log's "Allocated 2.98 MB GPU memory for decoder" at batch 1, vocab 151,552 is 4U + one more U;
+    the release that introduced the shared workspace is not established (after 0.13, by 0.19's figures).
+
+    ceil_blocks (PyTorch backend, up to 1.1): ``tensorrt_llm/_torch/pyexecutor/resource_manager.py``
+    ``KVCacheManager.calculate_max_num_blocks`` of 0.19 to 1.1 takes ``math.ceil(max_tokens / tokens_per_block)``
+    blocks (the 0.20 log: 860,308 estimated tokens, 860,320 allocated; the 1.1.0rc3 log: 86,711 -> 86,720); main
+    in 2026 takes ``int(max_tokens // tokens_per_block)``. Releases 1.2 on are taken as main (the change's release
+    is not established; it moves the pool by under one block)."""
+    line = release_line(release)
+    return ReleaseRules(penalty_logits_copy=line is not None and (0, 10) <= line <= (0, 13),
+                        ceil_blocks=line is not None and line <= (1, 1))
+
+
+def engine_buffers(batch: int, beam: int, seq: int, vocab: int, penalty_logits_copy: bool = False) -> tuple[int, int]:
     """Bytes of the C++ runtime's "runtime buffers" and "decoder" allocations, made before the free
     memory is measured (trtGptModelInflightBatching.cpp constructor order). With U = batch x beam x
     vocab fp32 logits: runtime buffers = U (runtimeBuffers.cpp logits) + 24 x batch x beam x seq (cache
     indirection in transformerBuffers.cpp and decoderBuffers.cpp, in and out, int32; log-probs fp32;
     the slots' output ids and log-probs); decoder = 4U (decodingLayerWorkspace runtime logits, the top-k
     scratch, penaltyLayer workspace, decoderState embedding bias) + 16 x batch x seq (ids, parent ids,
-    log-probs, tiled log-probs) + 64 KiB x batch (top-k's 1024 x 8 x 8-byte scratch)."""
+    log-probs, tiled log-probs) + 64 KiB x batch (top-k's 1024 x 8 x 8-byte scratch); with
+    ``penalty_logits_copy`` (0.10 to 0.13, ``release_rules``) one more U, PenaltyLayer's own runtime logits."""
     u = batch * beam * vocab * 4
-    return u + 24 * batch * beam * seq, 4 * u + 16 * batch * beam * seq + 65536 * batch
+    return u + 24 * batch * beam * seq, (5 if penalty_logits_copy else 4) * u + 16 * batch * beam * seq + 65536 * batch
+
+
+def pool_blocks(max_tokens: int, tokens_per_block: int, ceil: bool = False) -> int:
+    """The blocks of the final pool for ``max_tokens`` (``release_rules``: rounded up up to 1.1 on the PyTorch
+    backend, down in the C++ engine path and on main)."""
+    return -(-max_tokens // tokens_per_block) if ceil else max_tokens // tokens_per_block
 
 
 def dummy_request_lengths(max_num_tokens: int, max_seq_len: int) -> tuple[int, ...]:
@@ -262,6 +333,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         notes.append("TP exceeds the KV heads: TRT-LLM's per-token estimate divides heads x head_dim by TP without "
                      "a floor at one head (resource_manager.py)")
     tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
+    rules = release_rules(s.release)
     max_seq = s.max_seq_len or spec.max_context
     temporary_kv = 0
     if s.backend == "engine":
@@ -269,7 +341,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         # estimate: the MLP's gate and up outputs and four hidden-size tensors per token, in 16 bits)
         d = spec.dims
         act = s.max_num_tokens * (2 * d.intermediate_size // s.tp + 4 * d.hidden_size) * 2
-        runtime, decoder = engine_buffers(s.max_batch_size, s.max_beam_width, max_seq, d.vocab_size)
+        runtime, decoder = engine_buffers(s.max_batch_size, s.max_beam_width, max_seq, d.vocab_size,
+                                          rules.penalty_logits_copy)
         peak = stage.weights_bytes + act + runtime + decoder + NON_TORCH_BYTES
         notes.append(f"engine runtime: execution context {act / GiB:.2f} GiB (estimate), runtime buffers "
                      f"{runtime / GiB:.2f} GiB and decoder {decoder / GiB:.2f} GiB for max_batch_size "
@@ -294,7 +367,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         if s.max_tokens is not None and s.max_tokens < tokens:
             notes.append("both free_gpu_memory_fraction and max_tokens are set: the smaller value is used")
             tokens = s.max_tokens
-        blocks = tokens // tpb
+        blocks = pool_blocks(tokens, tpb, rules.ceil_blocks and s.backend == "pytorch")
     pool = blocks * tpb * per_token
     lines = []
     if s.backend == "pytorch":

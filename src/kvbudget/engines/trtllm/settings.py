@@ -29,6 +29,9 @@ class TrtllmSettings:
     # the largest batch PyTorch-backend CUDA graphs are captured for (cuda_graph_config.max_batch_size); None:
     # TensorRT-LLM's default, 128 (llmapi/llm_args.py CudaGraphConfig), capped by max_batch_size; 0: graphs off
     cuda_graph_max_batch_size: int | None = None
+    # the release line the run used ('0.13', '0.20', '1.1.0rc3'): where TensorRT-LLM's arithmetic changed between
+    # releases (policy.release_rules); None: the current source (main in 2026)
+    release: str | None = None
 
 
 # The KV cache dtypes kvbudget models for TensorRT-LLM and what each stores: FP8 (e4m3, kv_cache_config.dtype

@@ -40,6 +40,8 @@ class CheckResult:
 
 
 def _version_from_format(log: VllmLog, text: str) -> str:
+    if "Falling back to V0" in text or "Initializing a V0 LLM engine" in text:  # 0.8-0.10 ran V0 (arg_utils.py)
+        return "v0"
     if log.version:
         return log.version
     if log.num_gpu_blocks is not None and "KV cache size" not in text:

@@ -557,11 +557,28 @@ def _draft(spec: ModelSpec, settings: VllmSettings, notes: list[str]) -> ModelSp
     return with_mtp(spec)
 
 
+def _v0_fallback(settings: VllmSettings, gpu: GPU, notes: list[str]) -> VllmSettings:
+    """vLLM 0.8.0 - 0.10.1 run their V0 engine on a GPU below compute capability 8.0 (engine/arg_utils.py
+    ``_is_v1_supported_oracle``: "Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to V0.";
+    the check is gone from 0.10.2): a T4, a V100 or an RTX 20x0 is planned with V0's accounting there."""
+    parts = (settings.version or "").strip().lower().lstrip("v").split(".")
+    numbers = [int(p) for p in parts[:3] if p.isdigit()] if len(parts) >= 2 and parts[0] == "0" else []
+    if len(numbers) < 2 or not (8, 0) <= (numbers[1], numbers[2] if len(numbers) > 2 else 0) <= (10, 1):
+        return settings
+    cap = capability(gpu)
+    if gpu.vendor != "nvidia" or cap is None or cap >= 8.0:
+        return settings
+    notes.append(f"vLLM {settings.version} falls back to its V0 engine on {gpu.name} (compute capability {cap} < 8.0): "
+                 "V0's memory accounting")
+    return replace(settings, version="v0")
+
+
 def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     """Predict vLLM's start-up memory figures for ``spec`` on ``gpu`` with ``settings``: the settings as vLLM
     fills them in, what each worker has for its KV cache, then kv_cache_utils.py's steps (groups -> page
     size -> blocks -> checks -> capacity) and the lines vLLM logs."""
     notes: list[str] = []
+    settings = _v0_fallback(settings, gpu, notes)
     spec = _draft(spec, settings, notes)
     r = _resolve(spec, gpu, settings, notes)
     rel, util = r.rel, r.util

@@ -350,8 +350,9 @@ def summary(p: SGLangPlan) -> EnginePlan:
 
     # what mem_fraction_static leaves out of the pool: activations, CUDA graphs and the rest, as one reserve
     reserve = max(p.pre_load_bytes - p.weights_bytes - max(p.rest_bytes, 0), 0)
-    parts = (Part("weights", p.weights_bytes, "modelled"), Part("KV pool", max(p.rest_bytes, 0), "modelled"),
-             Part("reserved (1 - mem_fraction_static)", reserve, "modelled"))
+    parts: tuple[Part, ...] = (Part("weights", p.weights_bytes, "modelled"),
+                               Part("KV pool", max(p.rest_bytes, 0), "modelled"),
+                               Part("reserved (1 - mem_fraction_static)", reserve, "modelled"))
     if p.comms_bytes:
         parts += (Part("NCCL and custom all-reduce", p.comms_bytes, "modelled"),)
     return engine_plan(

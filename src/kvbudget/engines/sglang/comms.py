@@ -1,9 +1,10 @@
 """What SGLang's tensor-parallel group holds on each GPU before it measures the free memory its pool is sized from.
 
-``ModelRunner.init_torch_distributed`` (sglang 0.4.3.post4, 0.4.9.post2, 0.5.4 and 0.5.23,
+``ModelRunner.init_torch_distributed`` (sglang 0.4.3.post4, 0.4.9.post2 and 0.5.4,
 ``srt/model_executor/model_runner.py``) builds the TP group (``srt/distributed/parallel_state.py:
-GroupCoordinator``) and only then takes ``min_per_gpu_memory``, the smallest free memory over the group: the
-"free before loading" that the pool formula multiplies by ``1 - mem_fraction_static`` (``profile_max_num_token``).
+GroupCoordinator``) and only then takes ``min_per_gpu_memory``, the smallest free memory over the group (0.5.23:
+``distributed/bootstrap.py: measure_pre_model_load_memory``, "after parallel initialization and before allocating
+model weights"): the "free before loading" that the pool formula multiplies by ``1 - mem_fraction_static``.
 So every byte the group holds lowers the pool by ``mem_fraction_static`` of it. The group holds:
 
 - one NCCL communicator, pynccl's (``PyNcclCommunicator``: ``ncclCommInitRank`` and a one-element all-reduce).
@@ -12,7 +13,7 @@ So every byte the group holds lowers the pool by ``mem_fraction_static`` of it. 
   attention-TP group has no pynccl unless SYNC_TOKEN_IDS_ACROSS_TP is set: 0.5.4's ``initialize_model_parallel``
   and ``layers/dp_attention.py``).
   ``entrypoints/engine.py: _set_envs_and_config`` sets ``NCCL_CUMEM_ENABLE=0`` (0.4.x always; 0.5.4 unless
-  --enable-symm-mem; 0.5.23 unless the environment sets it or symmetric memory is on) and ``NCCL_NVLS_ENABLE`` to
+  --enable-symm-mem; 0.5.23 unless the environment sets it, or symmetric memory or the KV-shard gather is on) and ``NCCL_NVLS_ENABLE`` to
   --enable-nccl-nvls (off by default). Without cuMem NCCL connects the ring and tree of every channel at
   ``ncclCommInitRank``, and without NVLS there are no SHARP buffers: the connections of ``vllm/nccl.py`` (NCCL's
   own sources), once. The published 8 x H200 0.5.4 log (sgl-project/sglang PR #11716) shows it rank by rank:

@@ -89,3 +89,8 @@ def test_disable_custom_all_reduce_is_read_and_written() -> None:
     assert isinstance(s, sglang.SGLangSettings) and s.disable_custom_all_reduce
     assert "--disable-custom-all-reduce" in sglang_argv("Qwen/Qwen3-32B", s)
     assert "--disable-custom-all-reduce" not in sglang_argv("Qwen/Qwen3-32B", sglang.SGLangSettings(tp=4))
+    spec, gpu = kvbudget.load_model("Qwen/Qwen3-32B"), kvbudget.find_gpu("H100-SXM-80GB")
+    on, off = sglang.plan(spec, gpu, sglang.SGLangSettings(tp=4)), sglang.plan(spec, gpu, s)
+    assert on.pre_load_bytes - off.pre_load_bytes == -(10 + 8 + 8) * MiB
+    assert any("connections and custom all-reduce" in n for n in on.notes)
+    assert not any("custom all-reduce" in n for n in off.notes)

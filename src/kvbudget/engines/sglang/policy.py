@@ -250,8 +250,11 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     comms = communicator_bytes(gpu, s)  # the TP group's buffers, held before min_per_gpu_memory is taken
     pre = gpu.memory_bytes - CONTEXT_BYTES - comms
     if comms:
-        notes.append(f"TP group: {comms / GiB:.2f} GiB of NCCL connections and custom all-reduce buffers per GPU "
-                     "before the free memory is measured (pynccl's communicator, NCCL_CUMEM_ENABLE=0)")
+        from ..vllm.nccl import connection_bytes
+
+        ca = " and custom all-reduce buffers" if comms > connection_bytes(s.tp) else ""
+        notes.append(f"TP group: {comms / GiB:.2f} GiB of NCCL connections{ca} per GPU before the free memory is "
+                     "measured (pynccl's communicator, NCCL_CUMEM_ENABLE=0)")
     after = pre - weights
     slack = pre * (1 - frac)
     rest = int(after - slack)

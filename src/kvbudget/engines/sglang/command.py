@@ -23,7 +23,8 @@ _SGLANG = {  # flag -> (field, kind)
     "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--max-total-tokens": ("max_total_tokens", "int"),
     "--quantization": ("quantization", "str"), "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "float"),
 }
-_SGLANG_SWITCHES = {"--disable-cuda-graph": "disable_cuda_graph", "--enable-dp-attention": "enable_dp_attention"}
+_SGLANG_SWITCHES = {"--disable-cuda-graph": "disable_cuda_graph", "--enable-dp-attention": "enable_dp_attention",
+                    "--disable-custom-all-reduce": "disable_custom_all_reduce"}
 
 # Ranges of the numeric flags, as SGLang takes them (python/sglang/srt/server_args.py: sizes of at least 1,
 # chunked_prefill_size -1 to disable it, fractions in (0, 1)).

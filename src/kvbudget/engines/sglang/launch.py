@@ -27,4 +27,6 @@ def sglang_argv(model: str, s: SGLangSettings) -> list[str]:
             argv += [flag, str(value)]
     if s.enable_dp_attention and s.dp > 1:
         argv.append("--enable-dp-attention")
+    if s.disable_custom_all_reduce:
+        argv.append("--disable-custom-all-reduce")
     return argv

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from ...model.weights import WeightFormat
     from ..base import EnginePlan
 
-# Free memory the CUDA context, NCCL and cuBLAS take before SGLang measures "pre_model_load_memory"
-# (calibrated on tests/data/sglang_logs: "Load weight begin. avail mem" vs the device total).
+# Free memory the CUDA context and cuBLAS take before SGLang measures "pre_model_load_memory" on one GPU
+# (calibrated on tests/data/sglang_logs: "Load weight begin. avail mem" vs the device total). A TP group's NCCL
+# connections and custom all-reduce buffers come on top where comms.py models them.
 CONTEXT_BYTES = int(0.55 * GiB)
 
 
@@ -65,6 +66,7 @@ class SGLangPlan:
     attn_tp: int = 1  # attention TP size: tp / dp under --enable-dp-attention, else tp
     attn_dp: int = 1  # attention data-parallel workers in the server, each with its own pool of max_total_num_tokens
     ep_size: int = 1  # expert-parallel size applied (1 for a dense model)
+    comms_bytes: int = 0  # NCCL connections and custom all-reduce buffers held before the pre-load measurement
 
 
 def _prefill_graph_sizes(max_bs: int) -> list[int]:
@@ -243,7 +245,16 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         fmt = WeightFormat(model_dtype, dense_dtype=model_dtype)
     stage = max(rank_stages(spec, fmt, s), key=lambda st: st.weights_bytes)
     weights = stage.weights_bytes + rotary_cache_bytes(spec, model_dtype)
-    pre = gpu.memory_bytes - CONTEXT_BYTES
+    from .comms import communicator_bytes
+
+    comms = communicator_bytes(gpu, s)  # the TP group's buffers, held before min_per_gpu_memory is taken
+    pre = gpu.memory_bytes - CONTEXT_BYTES - comms
+    if comms:
+        from ..vllm.nccl import connection_bytes
+
+        ca = " and custom all-reduce buffers" if comms > connection_bytes(s.tp) else ""
+        notes.append(f"TP group: {comms / GiB:.2f} GiB of NCCL connections{ca} per GPU before the free memory is "
+                     "measured (pynccl's communicator, NCCL_CUMEM_ENABLE=0)")
     after = pre - weights
     slack = pre * (1 - frac)
     rest = int(after - slack)
@@ -326,7 +337,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         swa_tokens=swa_tokens, mamba_cache_size=mamba_size, k_size_bytes=k_size, v_size_bytes=v_size,
         max_running_requests=max(reqs, 0), context_len=context,
         max_concurrency=tokens / context if context else 0.0, starts=starts, error=error, log_lines=tuple(lines),
-        attn_tp=attn_tp, attn_dp=a_dp, ep_size=ep,
+        attn_tp=attn_tp, attn_dp=a_dp, ep_size=ep, comms_bytes=comms,
         notes=tuple(notes) + ((f"default mem_fraction_static {frac:.4g} = (nvidia-smi {gpu_mib} MiB - reserved "
                                f"{reserved:.0f} MiB) / {gpu_mib} MiB",) if reserved else ()),
     )
@@ -342,8 +353,11 @@ def summary(p: SGLangPlan) -> EnginePlan:
 
     # what mem_fraction_static leaves out of the pool: activations, CUDA graphs and the rest, as one reserve
     reserve = max(p.pre_load_bytes - p.weights_bytes - max(p.rest_bytes, 0), 0)
-    parts = (Part("weights", p.weights_bytes, "modelled"), Part("KV pool", max(p.rest_bytes, 0), "modelled"),
-             Part("reserved (1 - mem_fraction_static)", reserve, "modelled"))
+    parts: tuple[Part, ...] = (Part("weights", p.weights_bytes, "modelled"),
+                               Part("KV pool", max(p.rest_bytes, 0), "modelled"),
+                               Part("reserved (1 - mem_fraction_static)", reserve, "modelled"))
+    if p.comms_bytes:
+        parts += (Part("NCCL and custom all-reduce", p.comms_bytes, "modelled"),)
     return engine_plan(
         "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
         p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:.4g}) x free memory before loading",

@@ -26,6 +26,7 @@ class SGLangSettings:
     swa_full_tokens_ratio: float = 0.8
     mamba_full_memory_ratio: float = 0.9
     quantization: str | None = None
+    disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (comms.py)
 
 
 # server_args.py: the --kv-cache-dtype choices (matched as given), each with what it stores ("": the model's dtype)

@@ -73,13 +73,27 @@ def nvls_bytes(line: str, ranks: int, sm_major: int) -> int:
     return channels * 2 * buffer * ranks
 
 
-def connection_bytes(ranks: int) -> int:
-    """Ring and tree connections of one communicator on a middle rank (the binding one: vLLM sizes every rank's
-    pool to the smallest)."""
+def connection_bytes(ranks: int, position: str = "middle") -> int:
+    """Ring and tree connections of one communicator on a rank of the chain: ``middle`` (the binding one: vLLM
+    sizes every rank's pool to the smallest, SGLang the pool from the smallest free memory of the group), ``root``
+    (no parent: the tree's send half is missing) or ``leaf`` (no child: the tree's receive half is missing)."""
+    if position not in ("middle", "root", "leaf"):
+        raise ValueError(f"position is middle, root or leaf, not {position!r}")
     if ranks < 2:
         return 0
     tree = _SEND_HALF + _RECV_HALF if ranks >= 3 else 0  # two ranks: the tree reuses the ring's connections
+    if tree and position != "middle":
+        tree -= _SEND_HALF if position == "root" else _RECV_HALF
     return CHANNELS * (_SEND_HALF + _RECV_HALF + tree)
+
+
+# Hopper and Blackwell boards whose GPUs meet on an NVSwitch (NCCL's NVLink SHARP needs sm90 and the switch)
+NVSWITCH_BOARDS = ("H100-SXM", "H200", "H20", "B200", "B300", "GB200")
+
+
+def on_nvswitch(gpu_name: str) -> bool:
+    """Whether kvbudget's GPU of that name sits on an NVSwitch board (the boards this model's channels are of)."""
+    return gpu_name.upper().startswith(NVSWITCH_BOARDS)
 
 
 def eager_nvswitch_bytes(version: str | None, ranks: int, sm_major: int, cumem: bool | None = None,

@@ -46,7 +46,7 @@ from .calibration import (
 )
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
-from .nccl import eager_nvswitch_bytes, nccl_line
+from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .settings import Release, VllmSettings, release, site_bytes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -332,14 +332,10 @@ def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int
     return sum(g.spec.blocks(length, block_size, in_flight, mamba_blocks) for g in groups)
 
 
-# Hopper and Blackwell boards whose GPUs meet on an NVSwitch (NCCL's NVLink SHARP needs sm90 and the switch)
-_NVSWITCH_SM90 = ("H100-SXM", "H200", "H20", "B200", "B300", "GB200")
-
-
 def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None:
     """NCCL's memory per rank on an NVSwitch board at three or more TP ranks, for the releases that connect NCCL
     eagerly (nccl.py); None elsewhere (kvbudget charges the two-GPU figure there)."""
-    if r.pp != 1 or r.tp < 3 or not gpu.name.upper().startswith(_NVSWITCH_SM90):
+    if r.pp != 1 or r.tp < 3 or not on_nvswitch(gpu.name):
         return None
     return eager_nvswitch_bytes(settings.version, r.tp, int(capability(gpu) or 9.0), settings.nccl_cumem,
                                 settings.nccl_nvls)
@@ -627,7 +623,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                      "counted in the non-torch memory (the chain's first and last ranks hold a little less"
                      + ("; NCCL_NVLS_ENABLE=0 saves the SHARP part)" if settings.nccl_nvls else
                         "; NCCL_NVLS_ENABLE=0: no SHARP buffers)"))
-    elif ranks >= 3 and gpu.name.upper().startswith(_NVSWITCH_SM90) and settings.kv_cache_memory_bytes is None:
+    elif ranks >= 3 and on_nvswitch(gpu.name) and settings.kv_cache_memory_bytes is None:
         # From 0.10.2 vLLM leaves NCCL's cuMem on, so NCCL connects each algorithm's channels and allocates the
         # NVLink SHARP buffers on first use (init.cc runtimeConn): which of them the profiling run's collectives
         # reach is NCCL's tuning choice, not modelled. Eager releases are nccl.py's.

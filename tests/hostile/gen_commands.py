@@ -167,3 +167,18 @@ argv("cmd-two-models-eq", [*GPU, *VLLM, "--model=qwen3-8b"], expect_in="the comm
 argv("cmd-huge-word", [*GPU, f"vllm serve {M} --served-model-name " + "x" * 1_000_000],
      expect_in="1,000,064 characters, more than the 65,536")
 argv("cmd-huge-words", [*GPU, *VLLM, *(["--max-model-len", "8192"] * 100_000)], expect_in="more than the 65,536")
+
+# Two launch commands pasted together were read as one (the second's words as the first's flags, or the second
+# engine's reader claiming the lot): exit 0 with a plan of neither. Refused; shell setup around one command is not.
+TWO = "the text holds 2 launch commands"
+for n, text in enumerate([f"vllm serve {M} -tp 2 && vllm serve Qwen/Qwen3-8B", f"vllm serve {M} -tp 2\nvllm serve Qwen/Qwen3-8B",
+                          f"vllm serve {M}; python -m sglang.launch_server --model-path Qwen/Qwen3-8B",
+                          f"trtllm-serve {M} || llama-server -m x.gguf", f"vllm serve {M} & vllm serve Qwen/Qwen3-8B &"]):
+    argv(f"cmd-two-commands-{n}", [*GPU, text], expect_in=TWO)
+argv("cmd-two-commands-words", [*GPU, *VLLM, "-tp", "2", "vllm", "serve", "qwen3-8b"], expect_in=TWO)
+argv("cmd-two-commands-sglang-words", [*GPU, *SGLANG, "--tp", "2", *SGLANG], expect_in=TWO)
+argv("cmd-one-command-in-setup", [*GPU, f"cd /srv && source venv/bin/activate; vllm serve {M} -tp 2 2>&1 | tee run.log"],
+     expect=0)
+argv("cmd-export-applies", [*GPU, f"export CUDA_VISIBLE_DEVICES=0 && vllm serve {M} -tp 2"], expect_in=HIDDEN)
+argv("cmd-lines-without-backslashes", [*GPU, f"vllm serve {M}\n  --tensor-parallel-size 2\n  --max-model-len 8192\n"],
+     expect=0)

@@ -182,3 +182,19 @@ argv("cmd-one-command-in-setup", [*GPU, f"cd /srv && source venv/bin/activate; v
 argv("cmd-export-applies", [*GPU, f"export CUDA_VISIBLE_DEVICES=0 && vllm serve {M} -tp 2"], expect_in=HIDDEN)
 argv("cmd-lines-without-backslashes", [*GPU, f"vllm serve {M}\n  --tensor-parallel-size 2\n  --max-model-len 8192\n"],
      expect=0)
+
+# A flag SGLang's or trtllm-serve's own parser does not know was passed over with a warning (exit 0: a misspelt
+# --mem-fraction-statc planned the default fraction); each stops the engine at start-up, and is refused so.
+for n, (words, expect_in) in enumerate([
+        ([*SGLANG, "--mem-fraction-statc", "0.8"], "unrecognized arguments: --mem-fraction-statc` (did you mean --mem-fraction-static?)"),
+        ([*SGLANG, "--context-lenght=8192"], "unrecognized arguments: --context-lenght` (did you mean --context-length?)"),
+        ([*SGLANG, "--tp", "2", "stray"], "unrecognized arguments: stray`"),
+        ([*SGLANG, "--e", "2"], "ambiguous option: --e could match"),
+        ([*TRT, "--max_batch_sze", "8"], "No such option: --max_batch_sze` (did you mean --max_batch_size?)"),
+        ([*TRT, "--tp-size", "2"], "No such option: --tp-size` (did you mean --tp_size?)"),
+        ([*TRT, "--kv-cache-free-gpu-memory-fraction", "0.5"], "No such option: --kv-cache-free-gpu-memory-fraction"),
+        ([*TRT, "--host", "0.0.0.0", "stray"], "Got unexpected extra argument (stray)")]):
+    argv(f"cmd-unknown-flag-{n}", [*GPU, *words], expect_in=expect_in)
+argv("cmd-sglang-known-flags-taken", [*GPU, *SGLANG, "--host", "0.0.0.0", "--trust-remote-code", "--cuda-graph-bs-decode",
+                                      "1", "2", "4", "--port", "30000"], expect=0)
+argv("cmd-trt-known-flags-taken", [*GPU, *TRT, "--host", "0.0.0.0", "--trust_remote_code", "--log_level", "info"], expect=0)

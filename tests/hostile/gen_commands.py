@@ -198,3 +198,14 @@ for n, (words, expect_in) in enumerate([
 argv("cmd-sglang-known-flags-taken", [*GPU, *SGLANG, "--host", "0.0.0.0", "--trust-remote-code", "--cuda-graph-bs-decode",
                                       "1", "2", "4", "--port", "30000"], expect=0)
 argv("cmd-trt-known-flags-taken", [*GPU, *TRT, "--host", "0.0.0.0", "--trust_remote_code", "--log_level", "info"], expect=0)
+
+# A speculative method whose draft is a model of its own, with no "model": vLLM 0.33's SpeculativeConfig stops (was a
+# warning, exit 0); --spec-* short forms are read into the config, a key given both ways refused.
+for n, (flags, expect_in) in enumerate([
+        (["--speculative-config", '{"method": "eagle"}'], "method eagle needs 'model' and 'num_speculative_tokens'"),
+        (["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 2}'], "method eagle3 needs 'model'"),
+        (["--spec-method", "eagle", "--spec-tokens", "2"], "method eagle needs 'model'"),
+        (["--spec-tokens", "2", "--speculative-config", '{"num_speculative_tokens": 1, "method": "mtp"}'],
+         "are mutually exclusive"),
+        (["--spec-tokens", "-1"], "--spec-tokens is -1")]):
+    argv(f"cmd-vllm-speculative-{n}", [*GPU, *VLLM, *flags], expect_in=expect_in)

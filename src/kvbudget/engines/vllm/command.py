@@ -204,6 +204,34 @@ def _speculative(settings: VllmSettings, name: str, value: str | None, label: st
     return settings, [f"{name}: kvbudget does not model the memory it takes ({what})"]
 
 
+# vLLM 0.33's short forms of --speculative-config's keys (engine/arg_utils.py create_speculative_config)
+_SPEC_FLAGS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
+
+
+def _spec_flags(spec: tuple[str, str | None, str] | None, flags: dict[str, tuple[str, str]]) -> tuple[str, str, str]:
+    """--speculative-config with --spec-method / --spec-model / --spec-tokens set into it, as create_speculative_config
+    does (a key given both ways stops vLLM); was: the short forms passed over, an MTP draft's memory left out."""
+    from .speculative import parse_speculative_config
+
+    doc: dict[str, object] = {}
+    if spec is not None and (spec[1] or "").strip().lower() not in ("", "none", "null"):
+        try:
+            loaded = json.loads(spec[1] or "") if len(spec[1] or "") <= 10_000 else None
+        except (ValueError, RecursionError):
+            loaded = None
+        if not isinstance(loaded, dict):
+            parse_speculative_config(spec[1], spec[2])  # names what is wrong with the value
+            raise InputError(f"{spec[2]}: must be a JSON object")  # not reached: the line above refuses it
+        doc = loaded
+    for key, (flag, value) in flags.items():
+        if key in doc:
+            raise InputError(f"vLLM stops at start-up: \"{flag} and --speculative-config['{key}'] are mutually "
+                             "exclusive\": give one")
+        doc[key] = inputs.parse_whole(value, flag, 1, 1 << 16) if key == "num_speculative_tokens" else value[:300]
+    return " + ".join([*(f for f, _ in flags.values()), *(["--speculative-config"] if spec else [])]), json.dumps(doc), \
+        "/".join(f for f, _ in flags.values())
+
+
 def _program(tokens: list[str]) -> tuple[list[str], str]:
     """Drop the program part; return the argument tokens and the entry point."""
     for i, tok in enumerate(tokens):
@@ -337,6 +365,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     for name, arg, _ in list(pending):
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
+    spec: tuple[str, str | None, str] | None = None  # --speculative-config's (flag, value, label), read after the loop
+    spec_flags: dict[str, tuple[str, str]] = {}  # --spec-method, --spec-model, --spec-tokens: its keys
     for name, arg, label in pending:
         if name in ("--rope-scaling", "--hf-overrides"):  # --rope-scaling: flags of 0.10 and earlier
             settings, extra = _overrides(settings, name, arg or "", label)
@@ -363,12 +393,19 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                                  "first; keep one")
             model = arg
         elif dest == "speculative_config":
-            settings, spec_warnings = _speculative(settings, name, arg, label)
-            warnings += spec_warnings
+            spec = (name, arg, label)
+        elif dest in _SPEC_FLAGS:
+            spec_flags[_SPEC_FLAGS[dest]] = (name, arg or "")
         elif dest in _MULTIMODAL:
             settings = _multimodal(settings, dest, name, arg, label)
         else:
             settings = _apply(settings, dest, name, arg, label)
+    if spec is not None or spec_flags:
+        if spec_flags:
+            spec = _spec_flags(spec, spec_flags)
+        assert spec is not None
+        settings, spec_warnings = _speculative(settings, spec[0], spec[1], spec[2])
+        warnings += spec_warnings
     if not model:
         raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
     if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:

@@ -209,3 +209,7 @@ for n, (flags, expect_in) in enumerate([
          "are mutually exclusive"),
         (["--spec-tokens", "-1"], "--spec-tokens is -1")]):
     argv(f"cmd-vllm-speculative-{n}", [*GPU, *VLLM, *flags], expect_in=expect_in)
+
+# NCCL's integer switches given text NCCL releases read differently (0, or the default): refused (were read as off/on)
+for n, env in enumerate(["NCCL_NVLS_ENABLE=abc", "NCCL_CUMEM_ENABLE=true", "NCCL_NVLS_ENABLE=on"]):
+    argv(f"cmd-vllm-nccl-text-{n}", [*GPU, env, *VLLM, "-tp", "2"], expect_in=f"{env} is not a number NCCL reads")

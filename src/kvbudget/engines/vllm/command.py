@@ -232,6 +232,25 @@ def _spec_flags(spec: tuple[str, str | None, str] | None, flags: dict[str, tuple
         "/".join(f for f, _ in flags.values())
 
 
+_STRTOLL = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)")
+
+
+def _nccl_param(key: str, value: str) -> bool | None:
+    """An NCCL integer parameter from the environment, on (non-zero) or off, as NCCL's ncclLoadParam reads it with
+    strtoll (leading blanks skipped, base 0, a numeric prefix taken: '2' is on, not off); None where it is empty
+    (NCCL's default). Text with no number ('abc', 'true') is 0 to NCCL releases that check errno only and the
+    default to those that check the end pointer: refused rather than guessed."""
+    text = value.lstrip(" \t")
+    if not text:
+        return None
+    match = _STRTOLL.match(text)
+    if match is None:
+        raise InputError(f"{key}={excerpt(value, 30)[1:-1]} is not a number NCCL reads (older NCCL takes it as 0, "
+                         f"newer keeps its default): give {key}=0 or {key}=1")
+    digits = match.group(1)
+    return any(c not in "0xX" for c in digits)
+
+
 def _program(tokens: list[str]) -> tuple[list[str], str]:
     """Drop the program part; return the argument tokens and the entry point."""
     for i, tok in enumerate(tokens):
@@ -310,10 +329,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             settings = replace(settings, chunked_local_hybrid=on)
         elif key == "VLLM_USE_FLASHINFER_SAMPLER":
             settings = replace(settings, sampler="flashinfer" if on else "native")
-        elif key == "NCCL_CUMEM_ENABLE":
-            settings = replace(settings, nccl_cumem=on)
-        elif key == "NCCL_NVLS_ENABLE":
-            settings = replace(settings, nccl_nvls=on)
+        elif key == "NCCL_CUMEM_ENABLE" and (nccl := _nccl_param(key, env_value)) is not None:
+            settings = replace(settings, nccl_cumem=nccl)
+        elif key == "NCCL_NVLS_ENABLE" and (nccl := _nccl_param(key, env_value)) is not None:
+            settings = replace(settings, nccl_nvls=nccl)
         elif key == "VLLM_PP_LAYER_PARTITION":
             env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
     model: str | None = None

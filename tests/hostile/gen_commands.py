@@ -213,3 +213,6 @@ for n, (flags, expect_in) in enumerate([
 # NCCL's integer switches given text NCCL releases read differently (0, or the default): refused (were read as off/on)
 for n, env in enumerate(["NCCL_NVLS_ENABLE=abc", "NCCL_CUMEM_ENABLE=true", "NCCL_NVLS_ENABLE=on"]):
     argv(f"cmd-vllm-nccl-text-{n}", [*GPU, env, *VLLM, "-tp", "2"], expect_in=f"{env} is not a number NCCL reads")
+argv("cmd-vllm-hf-overrides-two-ropes", [*GPU, *VLLM, "--hf-overrides", '{"rope_parameters": {"rope_type": "yarn", "factor": 4, '
+     '"original_max_position_embeddings": 8192}, "rope_scaling": {"rope_type": "linear", "factor": 2}}'],
+     expect_in="sets rope_scaling and rope_parameters to different values")

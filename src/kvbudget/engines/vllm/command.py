@@ -181,6 +181,9 @@ def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tup
         raise InputError(f"{label} {excerpt(value)}: give a JSON object of config.json keys, e.g. "
                          '\'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}\'')
     rope = data.get("rope_scaling", data.get("rope_parameters"))
+    if "rope_scaling" in data and "rope_parameters" in data and data["rope_scaling"] != data["rope_parameters"]:
+        # transformers 5 reads rope_parameters and older releases rope_scaling: which applies depends on the install
+        raise InputError(f"{label} sets rope_scaling and rope_parameters to different values: give one")
     if rope is not None:
         settings = replace(settings, rope_scaling=parse_rope(json.dumps(rope), f"{label} rope_scaling"))
     others = sorted(k for k in data if k not in ("rope_scaling", "rope_parameters"))

@@ -137,6 +137,22 @@ def test_split_command_and_load_options(tmp_path: Path) -> None:
     assert inputs.load_options(str(options), "--config") == {"max_batch_size": 8}
 
 
+def test_split_command_keeps_the_shells_list_operators() -> None:
+    """Two commands joined by ``&&``, ``;``, ``|`` or a line end were one list of words (``2;`` a word, the second
+    command's words flags of the first): each operator is a word of its own now, outside quotes only; a line end
+    before a line that starts with '-' (a command copied without its backslashes) continues the command, and the
+    ``&`` of a redirection is not an operator."""
+    split = inputs.split_command
+    assert split("vllm serve a -tp 2&&vllm serve b") == ["vllm", "serve", "a", "-tp", "2", "&&", "vllm", "serve", "b"]
+    assert split("a 'x;y' \"p|q\"; b") == ["a", "x;y", "p|q", ";", "b"]
+    assert split("a\nb") == ["a", ";", "b"]
+    assert split("vllm serve a\n  --tp 2\n\t-c 3\n") == ["vllm", "serve", "a", "--tp", "2", "-c", "3"]
+    assert split("a 2>&1 &> x | tee y &") == ["a", "2>&1", "&>", "x", "|", "tee", "y"]
+    assert split("a || b |& c ;; d") == ["a", "||", "b", "|&", "c", ";;", "d"]
+    assert split("a 'x\ny' z") == ["a", "x\ny", "z"]
+    assert split("\n" * 60_000 + "a") == [";"] * 60_000 + ["a"]  # linear: 60,000 line ends in well under a second
+
+
 def test_a_small_file_under_a_large_cap_is_read_without_allocating_the_cap(tmp_path: Path) -> None:
     """read(n) allocates n bytes first: a 100-byte trace under the 256 MiB cap took 256 MiB of memory."""
     import tracemalloc

@@ -136,6 +136,25 @@ def test_command_reads_and_launch_writes_the_flags() -> None:
     assert "--enable-dp-attention" not in sglang_argv(V3, replace(s.sglang, enable_dp_attention=False))
 
 
+def test_command_is_read_as_sglangs_own_parser_reads_it() -> None:
+    """flags.json lists SGLang 0.5.23's option strings (server_args.py): each flag kvbudget reads is one of them (or
+    a prefix argparse reads as one), a prefix of one flag reads as that flag, its values are passed over by count
+    (--cuda-graph-bs-decode takes several), and a flag it does not know stops SGLang, so it is refused."""
+    from kvbudget.engines.sglang.command import _SGLANG, _SGLANG_SWITCHES, _parser
+
+    known = _parser().flags
+    assert len(known) > 500 and known["--mem-fraction-static"] == 1 and known["--trust-remote-code"] == 0
+    for flag in [*_SGLANG, *_SGLANG_SWITCHES]:
+        assert flag in known or sum(k.startswith(flag) for k in known) >= 1, flag
+    cmd = parse_other_command(f"python -m sglang.launch_server --model-path {QWEN} --context-len 8192 "
+                              "--cuda-graph-bs-decode 1 2 4 --mem-frac 0.7")
+    assert cmd.sglang is not None and (cmd.sglang.context_length, cmd.sglang.mem_fraction_static) == (8192, 0.7)
+    with pytest.raises(InputError, match=r"unrecognized arguments: --mem-fraction-statc` \(did you mean --mem-fraction-static\?\)"):
+        parse_other_command(f"python -m sglang.launch_server --model-path {QWEN} --mem-fraction-statc 0.7")
+    with pytest.raises(InputError, match="No such option: --max_batch_sze` \\(did you mean --max_batch_size\\?\\)"):
+        parse_other_command(f"trtllm-serve {QWEN} --max_batch_sze 8")
+
+
 def test_fit_options(capsys: pytest.CaptureFixture[str]) -> None:
     """fit --engine sglang --dp/--enable-dp-attention/--ep-size: one server of tp GPUs under DP attention, holding every
     worker's requests; --dp alone: replicas of tp GPUs each, one launch_server (one pod) starting them all."""

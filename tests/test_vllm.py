@@ -253,6 +253,19 @@ def test_explain_suggests_fixes() -> None:
     assert any(f.startswith("--max-model-len ") and s.starts for f, s in fixes)
 
 
+def test_explain_reads_the_one_launch_command_of_a_pasted_script() -> None:
+    """Shell setup around a launch command is passed over and its ``export`` applies; lines copied without their
+    backslashes are one command; two launch commands are refused (were one plan of their words, exit 0)."""
+    one = kvbudget.explain("vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 2", gpu="H100")
+    pasted = kvbudget.explain("cd /srv && export NCCL_NVLS_ENABLE=0\nvllm serve meta-llama/Llama-3.1-70B-Instruct\n"
+                              "  --tensor-parallel-size 2 2>&1 | tee run.log", gpu="H100")
+    assert pasted.plan == one.plan  # TP 2 read from its own line; NVLS off changes nothing at TP 2 on one node here
+    with pytest.raises(InputError, match=r"the text holds 2 launch commands \(`vllm serve a` and `vllm serve b`\)"):
+        kvbudget.explain("vllm serve a -tp 2; vllm serve b", gpu="H100")
+    with pytest.raises(InputError, match="holds 2 launch commands"):
+        kvbudget.explain(["vllm", "serve", "a", "vllm", "serve", "b"], gpu="H100")
+
+
 # --- logs --------------------------------------------------------------------------------------
 
 

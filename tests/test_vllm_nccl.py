@@ -92,3 +92,22 @@ def test_nccl_environment_in_the_launch_command() -> None:
     assert non_torch(base, "0.12.0") == NON_TORCH_TP_BYTES
     assert non_torch("NCCL_CUMEM_ENABLE=0 " + base, "0.12.0") == NON_TORCH_TP1_BYTES["v1"] + eager_nvswitch_bytes(
         "0.10.0", 8, 9)
+
+
+def test_nccl_variables_are_read_as_nccl_reads_them() -> None:
+    """NCCL reads NCCL_CUMEM_ENABLE / NCCL_NVLS_ENABLE with strtoll (src/misc/param.cc ncclLoadParam): any non-zero
+    integer is on ('2' was read as off), '' is NCCL's default; text with no number is 0 to older NCCL and the default
+    to newer, so it is refused ('true' and 'abc' were read as on and off)."""
+    from kvbudget.engines.vllm.command import parse_vllm_command
+    from kvbudget.units import InputError
+
+    def read(env: str) -> tuple[bool | None, bool]:
+        s = parse_vllm_command(f"{env} vllm serve m -tp 2").settings
+        return s.nccl_cumem, s.nccl_nvls
+
+    assert read("NCCL_CUMEM_ENABLE=2 NCCL_NVLS_ENABLE=0x0") == (True, False)
+    assert read("NCCL_CUMEM_ENABLE=0 NCCL_NVLS_ENABLE=' 1'") == (False, True)
+    assert read("NCCL_CUMEM_ENABLE= NCCL_NVLS_ENABLE=") == read("") == (None, True)
+    for env in ("NCCL_NVLS_ENABLE=abc", "NCCL_CUMEM_ENABLE=true", "NCCL_CUMEM_ENABLE=-"):
+        with pytest.raises(InputError, match=f"^{env.split('=')[0]}=.* is not a number NCCL reads"):
+            read(env)

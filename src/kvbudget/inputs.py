@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 import stat
 from contextvars import ContextVar
 
@@ -399,7 +400,51 @@ def split_command(text: str) -> list[str]:
     text = text.replace("\r\n", "\n")
     if "#" in text:
         text = _without_comments(text)
+    words: list[str] = []
     try:
-        return shlex.split(text)
+        for part, operator in _shell_list(text):
+            words += shlex.split(part)
+            if operator:
+                words.append(operator)
     except ValueError as exc:
         raise InputError(f"the launch command cannot be split into words ({exc}): close its quotes") from None
+    while words and words[-1] in SHELL_OPERATORS:  # a line end or '&' after the command ends nothing
+        words.pop()
+    return words
+
+
+# The words a shell runs one command after another by (a line end is ';'): ``split_command`` keeps each as a word.
+SHELL_OPERATORS = frozenset((";", "&&", "||", "|", "&", "|&", ";;"))
+_NEXT_LINE_FLAG = re.compile(r"[ \t]*-")
+
+
+def _shell_list(text: str) -> list[tuple[str, str]]:
+    """``text`` cut at the shell's list operators outside quotes (``;``, ``&&``, ``||``, ``|``, ``&``, a line end) as
+    (the text before, the operator), so that two commands pasted together are not read as one. A line end after a
+    backslash, or before a line that starts with '-' (a command copied from a page that dropped its backslashes),
+    continues the command; ``&`` in a redirection (``2>&1``, ``&>``) is not an operator."""
+    out: list[tuple[str, str]] = []
+    quote = ""
+    start, i, n = 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch == "\\":
+            i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\n" and not _NEXT_LINE_FLAG.match(text, i + 1):
+            out.append((text[start:i], ";"))
+            start = i + 1
+        elif ch in ";|&" and not (ch == "&" and ((text[i - 1:i] in "<>" and i > 0) or text[i + 1:i + 2] == ">")):
+            op = text[i:i + 2] if text[i:i + 2] in ("&&", "||", "|&", ";;") else ch
+            out.append((text[start:i], op))
+            start = i = i + len(op)
+            continue
+        i += 1
+    out.append((text[start:], ""))
+    return out

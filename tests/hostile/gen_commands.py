@@ -167,3 +167,52 @@ argv("cmd-two-models-eq", [*GPU, *VLLM, "--model=qwen3-8b"], expect_in="the comm
 argv("cmd-huge-word", [*GPU, f"vllm serve {M} --served-model-name " + "x" * 1_000_000],
      expect_in="1,000,064 characters, more than the 65,536")
 argv("cmd-huge-words", [*GPU, *VLLM, *(["--max-model-len", "8192"] * 100_000)], expect_in="more than the 65,536")
+
+# Two launch commands pasted together were read as one (the second's words as the first's flags, or the second
+# engine's reader claiming the lot): exit 0 with a plan of neither. Refused; shell setup around one command is not.
+TWO = "the text holds 2 launch commands"
+for n, text in enumerate([f"vllm serve {M} -tp 2 && vllm serve Qwen/Qwen3-8B", f"vllm serve {M} -tp 2\nvllm serve Qwen/Qwen3-8B",
+                          f"vllm serve {M}; python -m sglang.launch_server --model-path Qwen/Qwen3-8B",
+                          f"trtllm-serve {M} || llama-server -m x.gguf", f"vllm serve {M} & vllm serve Qwen/Qwen3-8B &"]):
+    argv(f"cmd-two-commands-{n}", [*GPU, text], expect_in=TWO)
+argv("cmd-two-commands-words", [*GPU, *VLLM, "-tp", "2", "vllm", "serve", "qwen3-8b"], expect_in=TWO)
+argv("cmd-two-commands-sglang-words", [*GPU, *SGLANG, "--tp", "2", *SGLANG], expect_in=TWO)
+argv("cmd-one-command-in-setup", [*GPU, f"cd /srv && source venv/bin/activate; vllm serve {M} -tp 2 2>&1 | tee run.log"],
+     expect=0)
+argv("cmd-export-applies", [*GPU, f"export CUDA_VISIBLE_DEVICES=0 && vllm serve {M} -tp 2"], expect_in=HIDDEN)
+argv("cmd-lines-without-backslashes", [*GPU, f"vllm serve {M}\n  --tensor-parallel-size 2\n  --max-model-len 8192\n"],
+     expect=0)
+
+# A flag SGLang's or trtllm-serve's own parser does not know was passed over with a warning (exit 0: a misspelt
+# --mem-fraction-statc planned the default fraction); each stops the engine at start-up, and is refused so.
+for n, (words, expect_in) in enumerate([
+        ([*SGLANG, "--mem-fraction-statc", "0.8"], "unrecognized arguments: --mem-fraction-statc` (did you mean --mem-fraction-static?)"),
+        ([*SGLANG, "--context-lenght=8192"], "unrecognized arguments: --context-lenght` (did you mean --context-length?)"),
+        ([*SGLANG, "--tp", "2", "stray"], "unrecognized arguments: stray`"),
+        ([*SGLANG, "--e", "2"], "ambiguous option: --e could match"),
+        ([*TRT, "--max_batch_sze", "8"], "No such option: --max_batch_sze` (did you mean --max_batch_size?)"),
+        ([*TRT, "--tp-size", "2"], "No such option: --tp-size` (did you mean --tp_size?)"),
+        ([*TRT, "--kv-cache-free-gpu-memory-fraction", "0.5"], "No such option: --kv-cache-free-gpu-memory-fraction"),
+        ([*TRT, "--host", "0.0.0.0", "stray"], "Got unexpected extra argument (stray)")]):
+    argv(f"cmd-unknown-flag-{n}", [*GPU, *words], expect_in=expect_in)
+argv("cmd-sglang-known-flags-taken", [*GPU, *SGLANG, "--host", "0.0.0.0", "--trust-remote-code", "--cuda-graph-bs-decode",
+                                      "1", "2", "4", "--port", "30000"], expect=0)
+argv("cmd-trt-known-flags-taken", [*GPU, *TRT, "--host", "0.0.0.0", "--trust_remote_code", "--log_level", "info"], expect=0)
+
+# A speculative method whose draft is a model of its own, with no "model": vLLM 0.33's SpeculativeConfig stops (was a
+# warning, exit 0); --spec-* short forms are read into the config, a key given both ways refused.
+for n, (flags, expect_in) in enumerate([
+        (["--speculative-config", '{"method": "eagle"}'], "method eagle needs 'model' and 'num_speculative_tokens'"),
+        (["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 2}'], "method eagle3 needs 'model'"),
+        (["--spec-method", "eagle", "--spec-tokens", "2"], "method eagle needs 'model'"),
+        (["--spec-tokens", "2", "--speculative-config", '{"num_speculative_tokens": 1, "method": "mtp"}'],
+         "are mutually exclusive"),
+        (["--spec-tokens", "-1"], "--spec-tokens is -1")]):
+    argv(f"cmd-vllm-speculative-{n}", [*GPU, *VLLM, *flags], expect_in=expect_in)
+
+# NCCL's integer switches given text NCCL releases read differently (0, or the default): refused (were read as off/on)
+for n, env in enumerate(["NCCL_NVLS_ENABLE=abc", "NCCL_CUMEM_ENABLE=true", "NCCL_NVLS_ENABLE=on"]):
+    argv(f"cmd-vllm-nccl-text-{n}", [*GPU, env, *VLLM, "-tp", "2"], expect_in=f"{env} is not a number NCCL reads")
+argv("cmd-vllm-hf-overrides-two-ropes", [*GPU, *VLLM, "--hf-overrides", '{"rope_parameters": {"rope_type": "yarn", "factor": 4, '
+     '"original_max_position_embeddings": 8192}, "rope_scaling": {"rope_type": "linear", "factor": 2}}'],
+     expect_in="sets rope_scaling and rope_parameters to different values")

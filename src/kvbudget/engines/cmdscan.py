@@ -49,13 +49,34 @@ def fraction(value: float, label: str, below_one: bool = True) -> float:
     return value
 
 
+@record
+class Parser:
+    """What an engine's own command-line parser knows, so that a flag it would refuse is refused here too (it was
+    passed over with a warning: a misspelt ``--mem-fraction-statc`` planned the default fraction, exit 0)."""
+    label: str  # the engine, as the error names it
+    flags: dict[str, int | str]  # every option string -> the values it takes (argparse nargs: 0, 1, '?', '+', '*')
+    unknown: str  # the parser's error for an unknown option, {flag} in it
+    extra: str  # its error for a stray word, {word} in it
+    ambiguous: str = ""  # argparse's error for a prefix of several flags ({flag}, {matches}); "" where prefixes are not read
+
+
+def _refuse(parser: Parser, message: str, flag: str, table: dict[str, tuple[str, str]]) -> InputError:
+    import difflib
+
+    close = difflib.get_close_matches(flag, [*parser.flags, *table], n=2, cutoff=0.75) if len(flag) <= 80 else []
+    hint = f" (did you mean {' or '.join(dict.fromkeys(close))}?)" if close else ""
+    return InputError(f"{parser.label} stops at start-up: `{message}`{hint}")
+
+
 def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], value: Callable[[str, str, str, str], object],
-               switches: dict[str, str], positional_model: bool) -> tuple[str, dict[str, object], list[str]]:
+               switches: dict[str, str], positional_model: bool,
+               parser: Parser | None = None) -> tuple[str, dict[str, object], list[str]]:
     """Walk the arguments after the program: ``--flag value`` and ``--flag=value`` of ``table`` (flag ->
     (field, kind); ``value(kind, text, flag, field)`` checks each, kind ``raw`` keeps the text as given),
     the ``switches`` (flag -> field set to True), a bare model name where the program takes one
-    (``positional_model``); any other flag (and the value after it) is ignored with a warning. The model,
-    the fields and the warnings."""
+    (``positional_model``); another flag of the engine's ``parser`` (and the values it takes) is ignored with a
+    warning, and a flag or word the parser does not know is refused as the engine refuses it (with the closest
+    flags); argparse's unambiguous prefixes read as the flag. The model, the fields and the warnings."""
     fields: dict[str, object] = {}
     model = ""
     warnings: list[str] = []
@@ -63,6 +84,8 @@ def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], 
     while i < len(args):
         flag, eq, inline = args[i].partition("=")
         i += 1
+        if parser is not None and flag.startswith("--") and flag not in table and flag not in switches:
+            flag = _known(parser, flag, table)
         if flag in table:
             if not eq:
                 if i >= len(args):
@@ -79,13 +102,40 @@ def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], 
             fields[switches[flag]] = True
         elif not flag.startswith("-") and positional_model and not model:
             model = flag
+        elif parser is not None and (not flag.startswith("-") or flag == "-"):
+            raise _refuse(parser, parser.extra.format(word=excerpt(args[i - 1], 60)[1:-1]), "", {})
         elif flag.startswith("-"):
-            if not eq and i < len(args) and not args[i].startswith("-"):
+            if parser is not None:
+                takes = parser.flags.get(flag)
+                if takes is None:
+                    raise _refuse(parser, parser.unknown.format(flag=excerpt(flag, 60)[1:-1]), flag, table)
+                if not eq and takes == 1 and i < len(args):
+                    i += 1
+                elif not eq and takes in ("?", "+", "*"):
+                    while i < len(args) and not args[i].startswith("-"):
+                        i += 1
+                        if takes == "?":
+                            break
+            elif not eq and i < len(args) and not args[i].startswith("-"):
                 i += 1
             warnings.append(f"{engine} flag {flag} does not change memory in kvbudget's model: ignored")
     if not model:
         raise InputError("the command names no model")
     return model, fields, warnings
+
+
+def _known(parser: Parser, flag: str, table: dict[str, tuple[str, str]]) -> str:
+    """``flag`` as the engine's parser reads it: itself, or the one flag it is a prefix of (argparse's
+    allow_abbrev); a prefix of several is argparse's 'ambiguous option' error."""
+    if flag in parser.flags or not parser.ambiguous:
+        return flag
+    matches = [f for f in parser.flags if f.startswith(flag)] if len(flag) > 2 else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        shown = ", ".join(matches[:4]) + (", ..." if len(matches) > 4 else "")
+        raise _refuse(parser, parser.ambiguous.format(flag=excerpt(flag, 60)[1:-1], matches=shown), "", {})
+    return flag
 
 
 def parse_other_command(argv: list[str] | str) -> OtherCommand:

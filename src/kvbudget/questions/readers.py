@@ -22,6 +22,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     from .fit import fit
 
     _words_read(words)
+    words = _one_command(words, registry)
     engine = registry.reader(lambda e: e.reads_command(words))
     if engine is None:
         raise InputError(f"no engine kvbudget knows reads {words[0]!r}: give a vllm serve, python -m "
@@ -59,6 +60,62 @@ def _words_read(words: list[str]) -> None:
             raise InputError(f"{excerpt(word.split('=')[0], 40)} starts with {word[0]!r} (U+{ord(word[0]):04X}), not '-' "
                              f"(a text editor changed the dashes): the engine reads it as a stray word and stops; "
                              f"type {excerpt(fixed, 40)[1:-1]}")
+
+
+# Where a launch command starts: ``vllm serve``, vLLM's API server modules and image, SGLang's module, trtllm-serve and
+# llama.cpp's programs (by name, so that a second one pasted after the first is seen).
+_VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+_PROGRAMS = ("sglang.launch_server", "trtllm-serve", "llama-server", "llama-cli", "llama-run", "llama-bench")
+
+
+def _starts(words: list[str]) -> list[int]:
+    """The indices of ``words`` where a launch command's program is named."""
+    import os
+
+    out = []
+    for i, word in enumerate(words):
+        base = os.path.basename(word)
+        if ((base == "vllm" and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES or base in _PROGRAMS
+                or "vllm/vllm-openai" in word):
+            out.append(i)
+    return out
+
+
+def _one_command(words: list[str], registry: Registry) -> list[str]:
+    """The one launch command in ``words``: shell setup around it (``cd``, ``source``, ``| tee LOG``) is passed over,
+    ``export NAME=VALUE`` before it applies to it; two launch commands (joined by ``&&``, ``;``, a line end, or
+    pasted one after the other) are refused: each would be planned as the other's flags, or one of them unread."""
+    from ..inputs import SHELL_OPERATORS
+
+    segments: list[list[str]] = [[]]
+    for word in words:
+        if word in SHELL_OPERATORS:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    segments = [s for s in segments if s]
+    if len(segments) == 1 and len(_starts(segments[0])) < 2:
+        return segments[0]
+    named = [e for e in registry if not getattr(e, "default_reader", False)]
+    launches: list[tuple[int, list[str]]] = []  # (its segment, its words)
+    for n, segment in enumerate(segments):
+        starts = _starts(segment)
+        if not starts and any(e.reads_command(segment) for e in named):
+            starts = [0]
+        launches += [(n, segment[i:j]) for i, j in zip(starts, [*starts[1:], len(segment)][:len(starts)], strict=True)]
+    if len(launches) > 1:
+        shown = " and ".join(f"`{excerpt(' '.join(c[:3]), 60)[1:-1]}`" for _, c in launches[:2])
+        raise InputError(f"the text holds {len(launches)} launch commands ({shown}): kvbudget explain plans one; "
+                         "pass each on its own")
+    if not launches:
+        return segments[0] if segments else []
+    at = launches[0][0]
+    env: list[str] = []
+    for segment in segments[:at]:
+        assigned = segment[1:] if segment[0] == "export" else segment
+        if assigned and all("=" in w and w.partition("=")[0].isidentifier() for w in assigned):
+            env += assigned
+    return env + segments[at]
 
 
 def _visible_devices(words: list[str]) -> tuple[str, int] | None:

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+
 from ..._record import replace
 from ...units import InputError
-from ..cmdscan import PARALLEL, WHOLE, OtherCommand, flag_value, scan_flags
+from ..cmdscan import PARALLEL, WHOLE, OtherCommand, Parser, flag_value, scan_flags
 from .settings import SGLangSettings
 
 _SGLANG = {  # flag -> (field, kind)
@@ -40,9 +44,24 @@ def _value(kind: str, text: str, flag: str, field: str) -> object:
     return value
 
 
+_FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
+
+
+@functools.cache
+def _parser() -> Parser:
+    """SGLang 0.5.23's own parser (``flags.json``): ``prepare_server_args`` builds it as ``sglang serve``, argparse's
+    defaults (prefixes read, unknown arguments an error) in place."""
+    with open(_FLAGS_FILE, encoding="utf-8") as f:
+        flags = json.load(f)["flags"]
+    return Parser("SGLang", flags, "sglang serve: error: unrecognized arguments: {flag}",
+                  "sglang serve: error: unrecognized arguments: {word}",
+                  "sglang serve: error: ambiguous option: {flag} could match {matches}")
+
+
 def sglang_command(args: list[str]) -> OtherCommand:
     """The arguments after ``sglang.launch_server``."""
-    model, fields, warnings = scan_flags("sglang", args, _SGLANG, _value, _SGLANG_SWITCHES, positional_model=False)
+    model, fields, warnings = scan_flags("sglang", args, _SGLANG, _value, _SGLANG_SWITCHES, positional_model=False,
+                                         parser=_parser())
     attn = fields.pop("attn_dp_size", 1)
     if attn != 1:  # --attn-dp-size N is --dp N --enable-dp-attention (arg_groups/parallel_hook.py)
         if fields.get("dp", 1) != 1:

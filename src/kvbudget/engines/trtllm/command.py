@@ -6,25 +6,37 @@ from __future__ import annotations
 from ..._record import replace
 from ...inputs import excerpt, excerpt_path, load_options, parse_real, parse_whole, real, whole
 from ...units import InputError
-from ..cmdscan import PARALLEL, WHOLE, OtherCommand, flag_value, fraction, scan_flags
+from ..cmdscan import PARALLEL, WHOLE, OtherCommand, Parser, flag_value, fraction, scan_flags
 from .settings import TrtllmSettings
 
 _TRTLLM = {  # flag -> (field, kind)
-    "--tp_size": ("tp", "int"), "--tp-size": ("tp", "int"), "--pp_size": ("pp", "int"), "--pp-size": ("pp", "int"),
+    "--tp_size": ("tp", "int"), "--pp_size": ("pp", "int"),
     "--kv_cache_free_gpu_memory_fraction": ("free_gpu_memory_fraction", "float"),
-    "--kv-cache-free-gpu-memory-fraction": ("free_gpu_memory_fraction", "float"),
+    "--free_gpu_memory_fraction": ("free_gpu_memory_fraction", "float"),
     "--tensor_parallel_size": ("tp", "int"), "--pipeline_parallel_size": ("pp", "int"),
     # trtllm-serve's MoE expert parallelism (tensorrt_llm/commands/serve.py: --moe_expert_parallel_size / --ep_size,
     # default None); moe_tensor_parallel_size and enable_attention_dp have no flag: the options file sets them
     "--moe_expert_parallel_size": ("moe_ep", "int"), "--ep_size": ("moe_ep", "int"),
-    "--max_batch_size": ("max_batch_size", "int"), "--max-batch-size": ("max_batch_size", "int"),
-    "--max_num_tokens": ("max_num_tokens", "int"), "--max-num-tokens": ("max_num_tokens", "int"),
-    "--max_seq_len": ("max_seq_len", "int"), "--max-seq-len": ("max_seq_len", "int"),
-    "--backend": ("backend", "raw"),
-    "--kv_cache_dtype": ("kv_cache_dtype", "str"), "--kv-cache-dtype": ("kv_cache_dtype", "str"),
+    "--max_batch_size": ("max_batch_size", "int"), "--max_num_tokens": ("max_num_tokens", "int"),
+    "--max_seq_len": ("max_seq_len", "int"), "--backend": ("backend", "raw"),
+    "--kv_cache_dtype": ("kv_cache_dtype", "str"),  # kvbudget's own launch line writes it
     "--config": ("options", "raw"), "--extra_llm_api_options": ("options", "raw"),
-    "--extra-llm-api-options": ("options", "raw"),
 }
+# trtllm-serve's other options (tensorrt_llm/commands/serve.py, the click command ``serve``: each takes one value
+# but the three switches). Click reads no prefixes and no dashed spellings of these names: --tp-size is
+# 'No such option'.
+_PARSER = Parser("TensorRT-LLM", {
+    **{f: 1 for f in ("--tokenizer", "--custom_tokenizer", "--host", "--port", "--custom_module_dirs", "--log_level",
+                      "--max_beam_width", "--context_parallel_size", "--cp_size", "--moe_cluster_parallel_size",
+                      "--cluster_size", "--gpus_per_node", "--num_postprocess_workers", "--revision", "--reasoning_parser",
+                      "--tool_parser", "--metadata_server_config_file", "--server_role", "--otlp_traces_endpoint",
+                      "--disagg_cluster_uri", "--media_io_kwargs", "--chat_template")},
+    **{f: 0 for f in ("--trust_remote_code", "--fail_fast_on_attention_window_too_large", "--enable_chunked_prefill")},
+    **{f: 1 for f in ("--tp_size", "--pp_size", "--tensor_parallel_size", "--pipeline_parallel_size", "--ep_size",
+                      "--moe_expert_parallel_size", "--free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction",
+                      "--max_batch_size", "--max_num_tokens", "--max_seq_len", "--backend", "--config",
+                      "--extra_llm_api_options", "--kv_cache_dtype")}},
+    "trtllm-serve: Error: No such option: {flag}", "trtllm-serve: Error: Got unexpected extra argument ({word})")
 
 # Ranges of the numeric flags, as TensorRT-LLM takes them (tensorrt_llm/llmapi/llm_args.py: counts of at
 # least 1, free_gpu_memory_fraction in (0, 1)).
@@ -39,7 +51,7 @@ def _value(kind: str, text: str, flag: str, field: str) -> object:
 def trtllm_command(args: list[str]) -> OtherCommand:
     """The arguments after ``trtllm-serve``: the model, the flags, then the LLM API options file (it overrides
     the flags, as trtllm-serve merges it)."""
-    model, fields, warnings = scan_flags("trtllm", args, _TRTLLM, _value, {}, positional_model=True)
+    model, fields, warnings = scan_flags("trtllm", args, _TRTLLM, _value, {}, positional_model=True, parser=_PARSER)
     options = fields.pop("options", "")
     if "backend" in fields:
         fields["backend"] = "engine" if fields["backend"] in ("trt", "tensorrt") else "pytorch"

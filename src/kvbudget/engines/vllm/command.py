@@ -181,6 +181,9 @@ def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tup
         raise InputError(f"{label} {excerpt(value)}: give a JSON object of config.json keys, e.g. "
                          '\'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}\'')
     rope = data.get("rope_scaling", data.get("rope_parameters"))
+    if "rope_scaling" in data and "rope_parameters" in data and data["rope_scaling"] != data["rope_parameters"]:
+        # transformers 5 reads rope_parameters and older releases rope_scaling: which applies depends on the install
+        raise InputError(f"{label} sets rope_scaling and rope_parameters to different values: give one")
     if rope is not None:
         settings = replace(settings, rope_scaling=parse_rope(json.dumps(rope), f"{label} rope_scaling"))
     others = sorted(k for k in data if k not in ("rope_scaling", "rope_parameters"))
@@ -202,6 +205,53 @@ def _speculative(settings: VllmSettings, name: str, value: str | None, label: st
         return settings, []
     what = f"the {sc.method} draft model's weights and KV cache" + (f" ({excerpt(sc.model, 60)})" if sc.model else "")
     return settings, [f"{name}: kvbudget does not model the memory it takes ({what})"]
+
+
+# vLLM 0.33's short forms of --speculative-config's keys (engine/arg_utils.py create_speculative_config)
+_SPEC_FLAGS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
+
+
+def _spec_flags(spec: tuple[str, str | None, str] | None, flags: dict[str, tuple[str, str]]) -> tuple[str, str, str]:
+    """--speculative-config with --spec-method / --spec-model / --spec-tokens set into it, as create_speculative_config
+    does (a key given both ways stops vLLM); was: the short forms passed over, an MTP draft's memory left out."""
+    from .speculative import parse_speculative_config
+
+    doc: dict[str, object] = {}
+    if spec is not None and (spec[1] or "").strip().lower() not in ("", "none", "null"):
+        try:
+            loaded = json.loads(spec[1] or "") if len(spec[1] or "") <= 10_000 else None
+        except (ValueError, RecursionError):
+            loaded = None
+        if not isinstance(loaded, dict):
+            parse_speculative_config(spec[1], spec[2])  # names what is wrong with the value
+            raise InputError(f"{spec[2]}: must be a JSON object")  # not reached: the line above refuses it
+        doc = loaded
+    for key, (flag, value) in flags.items():
+        if key in doc:
+            raise InputError(f"vLLM stops at start-up: \"{flag} and --speculative-config['{key}'] are mutually "
+                             "exclusive\": give one")
+        doc[key] = inputs.parse_whole(value, flag, 1, 1 << 16) if key == "num_speculative_tokens" else value[:300]
+    return " + ".join([*(f for f, _ in flags.values()), *(["--speculative-config"] if spec else [])]), json.dumps(doc), \
+        "/".join(f for f, _ in flags.values())
+
+
+_STRTOLL = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)")
+
+
+def _nccl_param(key: str, value: str) -> bool | None:
+    """An NCCL integer parameter from the environment, on (non-zero) or off, as NCCL's ncclLoadParam reads it with
+    strtoll (leading blanks skipped, base 0, a numeric prefix taken: '2' is on, not off); None where it is empty
+    (NCCL's default). Text with no number ('abc', 'true') is 0 to NCCL releases that check errno only and the
+    default to those that check the end pointer: refused rather than guessed."""
+    text = value.lstrip(" \t")
+    if not text:
+        return None
+    match = _STRTOLL.match(text)
+    if match is None:
+        raise InputError(f"{key}={excerpt(value, 30)[1:-1]} is not a number NCCL reads (older NCCL takes it as 0, "
+                         f"newer keeps its default): give {key}=0 or {key}=1")
+    digits = match.group(1)
+    return any(c not in "0xX" for c in digits)
 
 
 def _program(tokens: list[str]) -> tuple[list[str], str]:
@@ -282,10 +332,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             settings = replace(settings, chunked_local_hybrid=on)
         elif key == "VLLM_USE_FLASHINFER_SAMPLER":
             settings = replace(settings, sampler="flashinfer" if on else "native")
-        elif key == "NCCL_CUMEM_ENABLE":
-            settings = replace(settings, nccl_cumem=on)
-        elif key == "NCCL_NVLS_ENABLE":
-            settings = replace(settings, nccl_nvls=on)
+        elif key == "NCCL_CUMEM_ENABLE" and (nccl := _nccl_param(key, env_value)) is not None:
+            settings = replace(settings, nccl_cumem=nccl)
+        elif key == "NCCL_NVLS_ENABLE" and (nccl := _nccl_param(key, env_value)) is not None:
+            settings = replace(settings, nccl_nvls=nccl)
         elif key == "VLLM_PP_LAYER_PARTITION":
             env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
     model: str | None = None
@@ -337,6 +387,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     for name, arg, _ in list(pending):
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
+    spec: tuple[str, str | None, str] | None = None  # --speculative-config's (flag, value, label), read after the loop
+    spec_flags: dict[str, tuple[str, str]] = {}  # --spec-method, --spec-model, --spec-tokens: its keys
     for name, arg, label in pending:
         if name in ("--rope-scaling", "--hf-overrides"):  # --rope-scaling: flags of 0.10 and earlier
             settings, extra = _overrides(settings, name, arg or "", label)
@@ -363,12 +415,19 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                                  "first; keep one")
             model = arg
         elif dest == "speculative_config":
-            settings, spec_warnings = _speculative(settings, name, arg, label)
-            warnings += spec_warnings
+            spec = (name, arg, label)
+        elif dest in _SPEC_FLAGS:
+            spec_flags[_SPEC_FLAGS[dest]] = (name, arg or "")
         elif dest in _MULTIMODAL:
             settings = _multimodal(settings, dest, name, arg, label)
         else:
             settings = _apply(settings, dest, name, arg, label)
+    if spec is not None or spec_flags:
+        if spec_flags:
+            spec = _spec_flags(spec, spec_flags)
+        assert spec is not None
+        settings, spec_warnings = _speculative(settings, spec[0], spec[1], spec[2])
+        warnings += spec_warnings
     if not model:
         raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
     if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:

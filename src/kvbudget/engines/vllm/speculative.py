@@ -94,11 +94,23 @@ def parse_speculative_config(value: object, label: str = "--speculative-config")
         method = "ngram"
     n = doc.get("num_speculative_tokens")
     tokens = 0 if n is None else whole(n, "num_speculative_tokens", 1, 1 << 16, label)
-    if method == "mtp" and model is None and tokens == 0:
-        # __post_init__ takes the target as the draft only when num_speculative_tokens is given
-        raise InputError(f"{label}: method mtp needs num_speculative_tokens (vLLM: \"num_speculative_tokens was "
-                         "provided but without speculative model\" otherwise the draft is never built)")
+    missing = [key for key, absent in (("model", method not in _OWN_DRAFT), ("num_speculative_tokens", tokens == 0))
+               if absent] if model is None else []
+    if missing:
+        # __post_init__: an EAGLE head or draft model has nothing to load without "model"; _verify_args: only a named
+        # draft whose config has n_predict supplies the count
+        said = ("num_speculative_tokens must be provided with speculative model unless the draft model config contains "
+                "an n_predict parameter") if tokens == 0 else "num_speculative_tokens was provided but without speculative model"
+        raise InputError(f"{label}: method {excerpt(method, 40)[1:-1]} needs {' and '.join(map(repr, missing))} "
+                         f"(vLLM stops: \"{said}\"); add {'them' if len(missing) > 1 else 'it'}")
     return Speculative(method, tokens, model)
+
+
+# Methods config/speculative.py SpeculativeConfig.__post_init__ (0.33.0) gives a draft of their own when "model" is
+# absent: the target's checkpoint (mtp, dspark), a proposer with no weights (ngram, ngram_gpu, suffix), or the
+# target's hidden states (extract_hidden_states). Any other method (eagle, eagle3, draft_model, a custom class ...)
+# without a model stops the engine.
+_OWN_DRAFT = frozenset({"mtp", "dspark", "ngram", "ngram_gpu", "suffix", "extract_hidden_states"})
 
 
 def _full(layer: object) -> bool:

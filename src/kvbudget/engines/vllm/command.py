@@ -66,7 +66,7 @@ def _bool(value: str | None) -> bool:
 # Engine arguments that set a VllmSettings field of the same name, by the kind of value they take.
 _INT_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size", "max_num_seqs",
                "max_num_batched_tokens", "kv_cache_memory_bytes", "num_gpu_blocks_override", "max_loras", "max_lora_rank",
-               "max_cpu_loras", "lora_extra_vocab_size")
+               "max_cpu_loras")
 # Their ranges, as vLLM 0.33.0 declares them (vllm/config/parallel.py, cache.py, scheduler.py: Field(ge=1),
 # block_size Field(gt=0)); the upper bounds are beyond any machine (they keep sizes from overflowing).
 _INT_RANGES = {
@@ -76,7 +76,6 @@ _INT_RANGES = {
     # config/lora.py max_loras Field(ge=1); the rank's allowed values and max_cpu_loras >= max_loras per release are
     # lora.py check's (the bounds here only keep sizes sane)
     "max_loras": (1, 1 << 20), "max_lora_rank": (1, 1 << 20), "max_cpu_loras": (1, 1 << 20),
-    "lora_extra_vocab_size": (1, 1 << 20),
 }
 _TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode", "lora_dtype")
 # Boolean switches: the field, and the flag prefix that turns it on (--enable-x / --disable-x / --x / --no-x).
@@ -356,7 +355,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 warnings.append(f"{name}: kvbudget does not model the memory it takes ({_UNMODELLED['mm_encoder_tp_mode']})")
             continue
         if name == "--lora-extra-vocab-size":  # a flag of 0.11 and earlier (lora.py: the extra vocabulary rows)
-            settings = _apply(settings, "lora_extra_vocab_size", name, arg, label)
+            settings = replace(settings, lora_extra_vocab_size=whole(human_int(arg or "", label), label, 1, 1 << 20))
             continue
         if name not in flags:
             if (said := unmodelled(name, None, arg)) is not None:

@@ -52,8 +52,8 @@ from .settings import Release, VllmSettings, release, site_bytes
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ...parallel import Stage
-    from .lora import LoraMemory
     from ..base import EnginePlan
+    from .lora import LoraMemory
 
 
 # --- the plan ----------------------------------------------------------------------------------

@@ -308,11 +308,11 @@ def test_log_formats() -> None:
 
 def test_environment_variables_and_unmodelled_flags() -> None:
     cmd = parse_vllm_command("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 "
-                             "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 200000 --enable-lora "
+                             "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 200000 --kv-offloading-size 8 "
                              "--cpu-offload-gb 4")
     s = cmd.settings
     assert s.allow_long_max_model_len and not s.estimate_cudagraphs and s.cpu_offload_bytes == 4 * GiB
-    assert any("LoRA" in w for w in cmd.warnings)
+    assert any("KV offloading" in w for w in cmd.warnings)
     p = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), s)
     assert p.max_model_len == 200000 and p.cudagraph_bytes == 0
     assert p.model_loading_bytes == _plan(max_model_len=8192).model_loading_bytes - 4 * GiB
@@ -429,9 +429,8 @@ _UNMODELLED_FLAGS = [
      "\"num_speculative_tokens\": 4}'", "--speculative-config", "draft model"),
     ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--speculative-model", "draft model"),
     ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--num-speculative-tokens", "draft model"),
-    ("--enable-lora", "--enable-lora", "LoRA"),
-    ("--max-loras 4", "--max-loras", "LoRA"),
-    ("--max-lora-rank 64", "--max-lora-rank", "LoRA"),
+    ("--enable-lora --enable-tower-connector-lora", "--enable-tower-connector-lora", "LoRA"),
+    ("--enable-lora --enable-lora-bias", "--enable-lora-bias", "LoRA"),
     ("--kv-transfer-config '{\"kv_connector\": \"LMCacheConnectorV1\"}'", "--kv-transfer-config", "KV connector"),
     ("--kv-offloading-size 64", "--kv-offloading-size", "KV offloading"),
     ("--mm-encoder-tp-mode data", "--mm-encoder-tp-mode", "encoder"),

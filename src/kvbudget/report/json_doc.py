@@ -153,6 +153,7 @@ def vllm_doc(
             "requested_bytes": p.requested_bytes,
             "weights_bytes": p.weights_bytes,
             "model_loading_bytes": p.model_loading_bytes,
+            "lora_bytes": p.lora_bytes,  # --enable-lora's adapter slots, inside model_loading_bytes
             "non_torch_bytes": p.non_torch_bytes,
             "activation_bytes": p.activation_bytes,
             "cudagraph_bytes": p.cudagraph_bytes,

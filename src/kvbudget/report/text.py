@@ -148,7 +148,9 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
 
     rows = [
         ["budget: total x gpu_memory_utilization", fmt_bytes(p.requested_bytes, units), f"{p.utilization:g} x {fmt_bytes(p.total_bytes, units)}"],
-        ["- model loading (weights, rotary cache)", fmt_bytes(p.model_loading_bytes, units), tag("weights_bytes")],
+        ["- model loading (weights, rotary cache" + (", LoRA slots)" if p.lora_bytes else ")"),
+         fmt_bytes(p.model_loading_bytes, units), tag("weights_bytes")],
+        *([["    of which LoRA adapter slots", fmt_bytes(p.lora_bytes, units), tag("lora_bytes")]] if p.lora_bytes else []),
         ["- non-torch memory", fmt_bytes(p.non_torch_bytes, units), tag("non_torch_bytes")],
         ["- activation peak of the profiling run", fmt_bytes(p.activation_bytes, units), tag("activation_bytes")],
         ["- CUDA-graph memory", fmt_bytes(p.cudagraph_bytes, units), tag("cudagraph_bytes")],

@@ -65,19 +65,23 @@ def _bool(value: str | None) -> bool:
 
 # Engine arguments that set a VllmSettings field of the same name, by the kind of value they take.
 _INT_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size", "max_num_seqs",
-               "max_num_batched_tokens", "kv_cache_memory_bytes", "num_gpu_blocks_override")
+               "max_num_batched_tokens", "kv_cache_memory_bytes", "num_gpu_blocks_override", "max_loras", "max_lora_rank",
+               "max_cpu_loras")
 # Their ranges, as vLLM 0.33.0 declares them (vllm/config/parallel.py, cache.py, scheduler.py: Field(ge=1),
 # block_size Field(gt=0)); the upper bounds are beyond any machine (they keep sizes from overflowing).
 _INT_RANGES = {
     "tensor_parallel_size": (1, 1 << 16), "pipeline_parallel_size": (1, 1 << 16), "data_parallel_size": (1, 1 << 16),
     "block_size": (1, 1 << 20), "max_num_seqs": (1, 1 << 32), "max_num_batched_tokens": (1, 1 << 40),
     "kv_cache_memory_bytes": (0, 1 << 60), "num_gpu_blocks_override": (1, 1 << 48),
+    # config/lora.py max_loras Field(ge=1); the rank's allowed values and max_cpu_loras >= max_loras per release are
+    # lora.py check's (the bounds here only keep sizes sane)
+    "max_loras": (1, 1 << 20), "max_lora_rank": (1, 1 << 20), "max_cpu_loras": (1, 1 << 20),
 }
-_TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode")
+_TEXT_FIELDS = ("kv_cache_dtype", "dtype", "quantization", "performance_mode", "lora_dtype")
 # Boolean switches: the field, and the flag prefix that turns it on (--enable-x / --disable-x / --x / --no-x).
 _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", "enable_chunked_prefill": "--enable",
              "disable_hybrid_kv_cache_manager": "--disable", "enable_expert_parallel": "--enable",
-             "async_scheduling": "--async"}
+             "async_scheduling": "--async", "enable_lora": "--enable", "fully_sharded_loras": "--fully"}
 
 
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
@@ -110,7 +114,9 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
 # Engine arguments that change GPU memory in ways kvbudget does not model: said, not ignored (vLLM 0.33.0's
 # engine arguments; the value after the flag that leaves memory as it is, where there is one).
 _UNMODELLED = {
-    "enable_lora": "LoRA adapter slots", "max_loras": "LoRA adapter slots", "max_lora_rank": "LoRA adapter slots",
+    "enable_tower_connector_lora": "LoRA slots on the vision tower and connector",
+    "enable_moe_shared_loras": "MoE LoRA factors shared across experts (kvbudget counts per-expert slots)",
+    "specialize_active_lora": "CUDA graphs captured per count of active LoRA adapters",
     "speculative_config": "a speculative-decoding draft model's weights and KV cache",
     "kv_transfer_config": "a KV connector's buffers", "kv_offloading_size": "KV offloading buffers",
     "mm_encoder_tp_mode": "the multimodal encoder's weights, whole on every TP rank in data mode",
@@ -123,6 +129,7 @@ _UNMODELLED_UNLESS = {"mm_encoder_tp_mode": ("weights",), "mm_ipc_gpu_memory_gb"
                       "offload_group_size": ("0",), "decode_context_parallel_size": ("1",)}
 # Flags of older releases (flags.json "historical") that took memory kvbudget does not model.
 _UNMODELLED_HISTORICAL = {"--speculative-model": "a speculative-decoding draft model's weights and KV cache",
+                          "--enable-lora-bias": "LoRA bias slots", "--long-lora-scaling-factors": "long-context LoRA",
                           "--num-speculative-tokens": "a speculative-decoding draft model's weights and KV cache"}
 
 
@@ -399,6 +406,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             if settings.mm_encoder_tp_mode == "data":
                 warnings.append(f"{name}: kvbudget does not model the memory it takes ({_UNMODELLED['mm_encoder_tp_mode']})")
             continue
+        if name == "--lora-extra-vocab-size":  # a flag of 0.11 and earlier (lora.py: the extra vocabulary rows)
+            settings = replace(settings, lora_extra_vocab_size=whole(human_int(arg or "", label), label, 1, 1 << 20))
+            continue
         if name not in flags:
             if (said := unmodelled(name, None, arg)) is not None:
                 warnings.append(said)
@@ -420,6 +430,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             spec_flags[_SPEC_FLAGS[dest]] = (name, arg or "")
         elif dest in _MULTIMODAL:
             settings = _multimodal(settings, dest, name, arg, label)
+        elif dest == "lora_target_modules" and arg:
+            warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
+                            "take less")
         else:
             settings = _apply(settings, dest, name, arg, label)
     if spec is not None or spec_flags:

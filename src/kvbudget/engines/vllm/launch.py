@@ -61,6 +61,14 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
     if s.speculative_method and s.num_speculative_tokens:  # the form parse_speculative_config reads back
         argv += ["--speculative-config", json.dumps({"method": s.speculative_method,
                                                      "num_speculative_tokens": s.num_speculative_tokens})]
+    if s.enable_lora:  # the form command.py reads back (lora.py models the slots)
+        argv += ["--enable-lora", "--max-loras", str(s.max_loras), "--max-lora-rank", str(s.max_lora_rank)]
+        if s.max_cpu_loras is not None:
+            argv += ["--max-cpu-loras", str(s.max_cpu_loras)]
+        if s.lora_dtype != "auto":
+            argv += ["--lora-dtype", s.lora_dtype]
+        if s.fully_sharded_loras:
+            argv.append("--fully-sharded-loras")
     if s.enforce_eager:
         argv.append("--enforce-eager")
     if s.data_parallel_size > 1:

@@ -53,6 +53,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from ...parallel import Stage
     from ..base import EnginePlan
+    from .lora import LoraMemory
 
 
 # --- the plan ----------------------------------------------------------------------------------
@@ -114,6 +115,7 @@ class VllmPlan:
     # activation peak, CUDA graphs; every stage also holds non_torch_bytes
     stage_memory: tuple[tuple[int, int, int, int], ...] = ()
     ep: int = 1  # expert-parallel group (DP x TP with --enable-expert-parallel on an MoE model; 1: none)
+    lora_bytes: int = 0  # --enable-lora: the adapter slots of the binding rank (lora.py), inside model_loading_bytes
 
 
 def _gib(n: int | float) -> str:
@@ -342,7 +344,8 @@ def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None
 
 
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, block_bytes: tuple[int, ...],
-               dequant: int, encoder: EncoderPass | None = None) -> tuple[int, int, int, list[_StageMemory]]:
+               dequant: int, encoder: EncoderPass | None = None,
+               lora: LoraMemory | None = None) -> tuple[int, int, int, list[_StageMemory]]:
     """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
     determine_available_memory): utilization x total memory, minus the weights loaded (with the rotary
     cache, less what --cpu-offload-gb keeps on the host), non-torch memory, the profiling run's activation
@@ -370,10 +373,14 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
+        if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
+            weights += lora.per_stage[st.index]
         act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
                               sampler_path(settings, gpu), moe) + dequant
         if encoder is not None:  # the vision encoder's pass: its stage or the text stage with its tensors held
             act = encoder.peak(act)
+        if lora is not None:
+            act += lora.activation
         graphs = cudagraph_bytes(sizes, st.num_layers)
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
@@ -587,7 +594,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
 
     dequant = _dequant(spec, gpu, settings, r)
     encoder = profile_pass(spec, settings, rel, r.max_len, r.tokens, r.seqs, r.tp, r.model_dtype)
-    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, encoder)
+    lora = _lora(spec, settings, r)
+    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, encoder, lora)
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
         per_entry = sampler_bytes(model, "native", r.model_dtype) - sampler_bytes(model, "flashinfer", r.model_dtype)
@@ -603,6 +611,11 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
         notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
     st, bpb, weights, act, graphs, _ = per_stage[k]
+    lora_bytes = lora.per_stage[st.index] if lora is not None else 0
+    if lora is not None:
+        from .lora import note as lora_note
+
+        notes.append(lora_note(lora, settings, lora_bytes))
     error, max_len, estimated, load_oom, available, num_blocks = _checks(
         r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
     per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request)
@@ -647,6 +660,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                                     f"{'PyTorch-native sort' if sampler_path(settings, gpu) == 'native' else 'FlashInfer'} path"
                                     if r.rel.key == "v1" else band)),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
+        *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
+                                 f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),
         ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
                                             band if unmodelled else "")),
         ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
@@ -665,8 +680,22 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         provenance=provenance, log_lines=lines, notes=tuple(notes),
         weights_format=r.fmt.describe(),
         stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
-        ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1,
+        ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
     )
+
+
+def _lora(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> LoraMemory | None:
+    """The LoRA adapter slots of each pipeline stage on one TP rank (lora.py), in the LoRA dtype (auto: the model's)."""
+    if not settings.enable_lora:
+        return None
+    from .lora import lora_memory
+
+    name = settings.lora_dtype.strip().lower().removeprefix("torch.")
+    nbytes = element_type(r.model_dtype if name == "auto" else name).nbytes(1)
+    ep = r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1
+    layers = tuple((st.first_layer, st.num_layers) for st in stages(spec, r.fmt, r.tp, r.pp, r.dp,
+                                                                     settings.enable_expert_parallel))
+    return lora_memory(spec, settings, r.rel, layers, r.tp, ep, r.tokens, r.seqs, nbytes)
 
 
 def _vision_note(spec: ModelSpec, settings: VllmSettings, encoder: EncoderPass | None, unmodelled: list[str],

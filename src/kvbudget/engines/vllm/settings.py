@@ -183,3 +183,13 @@ class VllmSettings:
     skip_mm_profiling: bool = False
     mm_encoder_tp_mode: str = "weights"
     language_model_only: bool = False
+    # --enable-lora and its sizes (lora.py): adapter slots per wrapped layer, the largest rank, the CPU cache of
+    # adapters (None: max_loras), the slots' dtype (auto: the model's), fully sharded slots, and the extra vocabulary
+    # rows of the releases up to 0.11 (--lora-extra-vocab-size)
+    enable_lora: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    max_cpu_loras: int | None = None
+    lora_dtype: str = "auto"
+    fully_sharded_loras: bool = False
+    lora_extra_vocab_size: int = 256

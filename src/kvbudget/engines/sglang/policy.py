@@ -92,8 +92,34 @@ def _tiers(gpu_mib: int | None, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
+OLD_LINES = ("0.4", "0.4.8")  # releases before 0.5.3's memory rules (no SWA pool, the fixed VLM factor)
+
+
+def _tiered_fraction(gpu_mib: int | None, s: SGLangSettings) -> float:
+    """0.4.8 - 0.5.2 (srt/server_args.py ``__post_init__``): (memory - reserved) / memory, the reserve by the GPU's
+    memory tier (2.8 GiB + parallel size / 10 below 35 GiB, 9.5 + parallel size / 2 below 90, 12 + that below 160, 32
+    above), 4 GiB more under DP attention; 0.88 when the memory is unknown."""
+    if gpu_mib is None:
+        return 0.88
+    n = s.tp * s.pp
+    gib = 1024
+    if gpu_mib < 35 * gib:
+        reserved = (2.8 + n / 10) * gib
+    elif gpu_mib < 90 * gib:
+        reserved = (9.5 + n / 2) * gib
+    elif gpu_mib < 160 * gib:
+        reserved = (12 + n / 2) * gib
+    else:
+        reserved = 32.0 * gib
+    if s.enable_dp_attention:
+        reserved += 4 * gib
+    return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
 def default_fraction(spec: ModelSpec, gpu_mib: int | None, s: SGLangSettings, chunk: int, max_bs: int) -> tuple[float, float]:
     """SGLang's default mem_fraction_static and the reserved MiB behind it."""
+    if s.version == "0.4.8":
+        return _tiered_fraction(gpu_mib, s), 0.0
     if s.version == "0.4":
         tp = s.tp
         frac = 0.79 if tp >= 16 else 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
@@ -225,7 +251,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     elif vit is not None:  # memory_hook.py adjust_mem_fraction_for_vlm: room for the image encoder
         vit_layers, vit_hidden = vit
         factor = 0.95
-        if s.version != "0.4":  # later releases scale it by the encoder's size against ViT-L/14
+        if s.version not in OLD_LINES:  # later releases scale it by the encoder's size against ViT-L/14
             factor *= max(0.8, min(1.05, 1.0 - 0.1 * (vit_layers * vit_hidden**2 / (24 * 1024**2) - 1.0)))
         frac = frac * factor
         notes.append(f"default mem_fraction_static scaled by {factor:.4f} for the vision encoder")
@@ -261,7 +287,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     page = s.page_size or 1  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
     layers = stage.layers
     # SGLang 0.4 gave sliding-window layers a full-length pool like every other layer (no SWA pool yet)
-    old = s.version == "0.4"
+    old = s.version in OLD_LINES
     pools: dict[str, list[Layer]] = {"full": [], "swa": [], "mamba": [], "": []}
     for x in layers:
         pools[pool_of(x, old)].append(x)
@@ -374,7 +400,7 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     from ..base import cap_raised_to_load
 
     s, p, pool = cap_raised_to_load(
-        SGLangSettings(version="0.4" if version == "0.4" else "current", tp=tp, pp=pp, context_length=context,
+        SGLangSettings(version=version if version in OLD_LINES else "current", tp=tp, pp=pp, context_length=context,
                        kv_cache_dtype=kv_name,
                        quantization=None if weights == "auto" else weights, mem_fraction_static=fraction),
         lambda s: plan(spec, gpu, s), lambda p: p.max_total_num_tokens // context if p.starts else 0,

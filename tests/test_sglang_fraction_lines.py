@@ -35,3 +35,15 @@ def test_each_line_plans_with_its_own_fraction() -> None:
     assert fractions["0.4"] == 0.88  # TP 1
     assert fractions["0.4.8"] == pytest.approx((mib - 10 * 1024) / mib, abs=0.001)  # 9.5 + 1 / 2 GiB
     assert fractions["current"] != fractions["0.4.8"]
+
+
+def test_sglang_reads_pp_as_its_parser_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """'--pp' is a prefix of three options of SGLang 0.5.23's parser (--pp-size, --pp-max-micro-batch-size,
+    --pp-async-batch-depth): argparse stops on it as ambiguous, and so does kvbudget (it read it as --pp-size)."""
+    from kvbudget.cli import main
+
+    code = main(["explain", "--gpu", "H100", "--", "python", "-m", "sglang.launch_server", "--model-path",
+                 "meta-llama/Llama-3.1-8B-Instruct", "--pp", "2"])
+    assert code == 2 and "ambiguous option: --pp" in capsys.readouterr().err
+    assert main(["explain", "--gpu", "H100", "--", "python", "-m", "sglang.launch_server", "--model-path",
+                 "meta-llama/Llama-3.1-8B-Instruct", "--pp-size", "2"]) == 0

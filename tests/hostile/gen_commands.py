@@ -53,7 +53,7 @@ _flag_cases("vllm", VLLM, {
     "--kv-cache-memory-bytes": [], "--tensor_parallel_size": ["0"], "--gpu_memory_utilization": ["1.01"],
 }, VLLM_REALS, eq=True)
 _flag_cases("sglang", SGLANG, {
-    "--tp": ["0"], "--pp": ["0"], "--dp": ["0"], "--context-length": ["0"], "--page-size": ["0"],
+    "--tp": ["0"], "--pp-size": ["0"], "--dp": ["0"], "--context-length": ["0"], "--page-size": ["0"],
     "--max-running-requests": ["0"], "--max-total-tokens": ["0"], "--chunked-prefill-size": ["0"],
     "--mem-fraction-static": ["0", "1", "1.5"], "--cuda-graph-max-bs": ["0"],
 }, ("--mem-fraction-static",))

@@ -14,7 +14,7 @@ from .settings import SGLangSettings
 
 _SGLANG = {  # flag -> (field, kind)
     "--model-path": ("model", "str"), "--model": ("model", "str"), "--tp": ("tp", "int"), "--tp-size": ("tp", "int"),
-    "--tensor-parallel-size": ("tp", "int"), "--pp": ("pp", "int"), "--pp-size": ("pp", "int"),
+    "--tensor-parallel-size": ("tp", "int"), "--pp-size": ("pp", "int"),
     "--pipeline-parallel-size": ("pp", "int"), "--dp": ("dp", "int"), "--dp-size": ("dp", "int"),
     "--data-parallel-size": ("dp", "int"),
     # sglang 0.5.23 arg_groups/fields/parallel.py: ep_size (aliases --expert-parallel-size, --ep) and attn_dp_size

@@ -29,6 +29,7 @@ nccl==2.26.2'), torch 2.8 and later (0.10.2-) 2.27 or later, whose buffers follo
 from __future__ import annotations
 
 from ...units import MiB
+from .settings import minor_patch
 
 CHANNELS = 24  # ring/tree channels NCCL builds on an 8-GPU NVSwitch board
 COMMUNICATORS = 2  # pynccl's and torch's process group over the TP group
@@ -37,22 +38,12 @@ _RECV_HALF = 10 * MiB
 CUSTOM_ALL_REDUCE = 18 * MiB  # custom_all_reduce.py (0.8.5-0.10.1): meta_size() + 8 MiB and 8 MiB, cudaMalloc'd
 
 
-def _release(version: str | None) -> tuple[int, int] | None:
-    """(minor, patch) of a 0.x release string; None for anything else."""
-    parts = (version or "").strip().lower().lstrip("v").split(".")
-    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
-        return None
-    patch = parts[2] if len(parts) > 2 else "0"
-    digits = "".join(ch for ch in patch[:3] if ch.isdigit()) if patch[:1].isdigit() else "0"
-    return int(parts[1]), int(digits or 0)
-
-
 def nccl_line(version: str | None, cumem: bool | None = None) -> str | None:
     """The NCCL release line a vLLM release runs when it connects NCCL eagerly ("2.20", "2.21", "2.26", "2.27");
     None where NCCL connects lazily (cuMem on: buffers come on first use) and for releases before 0.4.3.
     ``cumem`` is the user's NCCL_CUMEM_ENABLE (None: unset): 0.8-0.10.1 keep a user's 1 (env_override.py skips
     its override), 0.6-0.7 overwrite it; from 0.10.2 a user's 0 turns eager connection back on."""
-    rel = _release(version)
+    rel = minor_patch(version)
     if rel is None or rel >= (10, 2):
         return "2.27" if cumem is False else None
     if rel < (4, 3) or (cumem and rel >= (8, 0)):

@@ -47,7 +47,7 @@ from .calibration import (
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
-from .settings import Release, VllmSettings, release, site_bytes
+from .settings import Release, VllmSettings, minor_patch, release, site_bytes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -564,9 +564,8 @@ def _v0_fallback(settings: VllmSettings, gpu: GPU, notes: list[str]) -> VllmSett
     """vLLM 0.8.0 - 0.10.1 run their V0 engine on a GPU below compute capability 8.0 (engine/arg_utils.py
     ``_is_v1_supported_oracle``: "Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to V0.";
     the check is gone from 0.10.2): a T4, a V100 or an RTX 20x0 is planned with V0's accounting there."""
-    parts = (settings.version or "").strip().lower().lstrip("v").split(".")
-    numbers = [int(p) for p in parts[:3] if p.isdigit()] if len(parts) >= 2 and parts[0] == "0" else []
-    if len(numbers) < 2 or not (8, 0) <= (numbers[1], numbers[2] if len(numbers) > 2 else 0) <= (10, 1):
+    release_number = minor_patch(settings.version)
+    if release_number is None or not (8, 0) <= release_number <= (10, 1):
         return settings
     cap = capability(gpu)
     if gpu.vendor != "nvidia" or cap is None or cap >= 8.0:

@@ -106,6 +106,17 @@ def version_minor(version: str | None) -> int | None:
     return int(parts[1])
 
 
+def minor_patch(version: str | None) -> tuple[int, int] | None:
+    """(minor, patch) of a 0.x release string (``0.10.1.1`` -> (10, 1), ``0.8.5.post1`` -> (8, 5)); None for a
+    release-line name or anything else."""
+    parts = (version or "").strip().lower().lstrip("v").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    patch = parts[2] if len(parts) > 2 else "0"
+    digits = "".join(ch for ch in patch[:3] if ch.isdigit()) if patch[:1].isdigit() else "0"
+    return int(parts[1]), int(digits or 0)
+
+
 def release(version: str | None) -> Release:
     """The release line of a version string (``0.33.0``, ``v0.6.3.post1``, ``current``, ``v1``, ``v0``)."""
     if version is None or version in ("current", "latest"):

@@ -177,7 +177,7 @@ _ENCODER_LINE = re.compile(r"Encoder cache will be initialized with a budget of 
 
 
 @pytest.mark.parametrize(("record", "tp", "mnbt", "bound"), [
-    ("v0.12.0_h100x2_qwen3-vl-30b-a3b_tp2_len65536", 2, 8192, 0.03),  # +9.98% before the pass was modelled
+    ("v0.12.0_h100x2_qwen3-vl-30b-a3b_tp2_len65536", 2, 8192, 0.04),  # +9.98% before the pass was modelled
     ("v0.11.0_rtx3090x4_qwen3-vl-30b-a3b_tp4_len65536", 4, 2048, 0.07),  # +122.69% before
 ])
 def test_published_logs_encoder_line_and_kv_tokens(record: str, tp: int, mnbt: int, bound: float) -> None:

@@ -31,42 +31,68 @@ def _plan(model: str, gpu: str, **settings: object) -> kvbudget.engines.vllm.Vll
 
 
 def test_bytes_per_vocabulary_entry_from_the_source() -> None:
+    from kvbudget.engines.vllm.calibration import sort_bytes
+
     v1 = ACTIVATION["v1"]
-    # bf16 logits (2) + fp32 copy (4) + sort values (4) + sort indices int64 (8) + top-k mask (1) + sorted softmax (4)
-    # + top-p mask (1) + scatter back (4)
-    assert sampler_bytes(v1, "native", "bf16") == 2 + 4 + 4 + 8 + 1 + 4 + 1 + 4 == 28
+    # torch.sort on CUDA (SortStable.cu): fp32 values (4) + int64 indices (8) out, and around CUB's non-overwriting
+    # sort: >= 128 rows or one row, int64 starting indices (8) + CUB's third key (4) and value (8) buffers
+    assert sort_bytes(256) == sort_bytes(128) == sort_bytes(1) == 4 + 8 + 8 + 4 + 8 == 32
+    # 2-127 rows (segmented_sort_pairs_by_full_sort): two int2 arrays (8 + 8), the sorted keys (4), CUB's third
+    # key (4) and int2 value (8) buffers
+    assert sort_bytes(127) == sort_bytes(2) == 4 + 8 + 8 + 8 + 4 + 4 + 8 == 44
+    # the sort is the native path's peak: bf16 logits (2) + fp32 copy (4) + the sort; the masks, softmax and
+    # scatter after it hold 2 + 4 + 4 + 8 + 1 + 4 + 1 + 4 = 28, less
+    assert sampler_bytes(v1, "native", "bf16", 256, "0.10.2") == 2 + 4 + 32 == 38
+    assert sampler_bytes(v1, "native", "bf16", 64, "0.10.2") == 2 + 4 + 44 == 50
     # bf16 logits + fp32 copy + FlashInfer's top-k-masked logits and their softmax
-    assert sampler_bytes(v1, "flashinfer", "bf16") == 2 + 4 + 4 + 4 == 14
-    assert sampler_bytes(v1, "native", "fp32") == 30
-    # the other lines keep their measured figures whatever the path
+    assert sampler_bytes(v1, "flashinfer", "bf16", 256, "0.10.2") == 2 + 4 + 4 + 4 == 14
+    # an fp32 model's logits are already fp32: no copy
+    assert sampler_bytes(v1, "native", "fp32", 256, "0.10.2") == 4 + 32
+    # 0.17-0.20 mask in place with a Triton kernel from 8 requests (topk_topp_sampler.py apply_top_k_top_p):
+    # the softmax and the exponential noise, like FlashInfer's path; below 8 they still sort
+    assert sampler_bytes(v1, "native", "bf16", 256, "0.17.1") == 14
+    assert sampler_bytes(v1, "native", "bf16", 4, "0.17.1") == 2 + 4 + 44
+    # the current line keeps its measured figure whatever the path
     assert sampler_bytes(ACTIVATION["current"], "native", "bf16") == 8.0
-    # V0's sampler (model_executor/layers/sampler.py, 0.7.3): model-dtype logits (2), fp32 copy (4), sorted values (4)
-    # and indices (8), top-k mask (1), sorted softmax (4) and its cumsum (4), top-p mask (1), scattered result (4)
-    assert sampler_bytes(ACTIVATION["v0"], "flashinfer", "bf16") == 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4 == 32
+    # V0's sampler (model_executor/layers/sampler.py, 0.8.5) converts to fp32 and sorts the same way
+    assert sampler_bytes(ACTIVATION["v0"], "native", "fp16", 192) == 2 + 4 + 32
 
 
 def test_the_native_sort_costs_the_difference_in_kv_memory() -> None:
     fast = _plan(QWEN_MOE, "RTX-3090", sampler="flashinfer", **RTX3090)
     slow = _plan(QWEN_MOE, "RTX-3090", sampler="native", **RTX3090)
-    # 256 requests (max_num_seqs below 70 GiB) x 151,936 entries x (28 - 14) bytes
-    diff = 256 * VOCAB * (28 - 14)
+    # the sampler outweighs the forward either way (the peak is the larger): 256 requests (max_num_seqs below
+    # 70 GiB) x 151,936 entries x (38 - 14) bytes
+    diff = 256 * VOCAB * (38 - 14)
     assert slow.activation_bytes - fast.activation_bytes == diff
     assert fast.available_kv_cache_bytes - slow.available_kv_cache_bytes == diff
-    assert round(diff / GiB, 2) == 0.51
+    assert round(diff / GiB, 2) == 0.87
 
 
 def test_the_default_path_and_the_note_on_releases_of_optional_flashinfer() -> None:
+    # before 0.12 a plain pip install has no flashinfer: the sort is the default, and the note prices FlashInfer's path
     default = _plan(QWEN_MOE, "RTX-3090", **RTX3090)
-    assert default.activation_bytes == _plan(QWEN_MOE, "RTX-3090", sampler="flashinfer", **RTX3090).activation_bytes
+    assert default.activation_bytes == _plan(QWEN_MOE, "RTX-3090", sampler="native", **RTX3090).activation_bytes
     (note,) = [n for n in default.notes if n.startswith("sampler:")]
-    assert "0.51 GiB less KV cache" in note and "FlashInfer is not available" in note
-    for other in ({"version": "0.12.0"}, {"sampler": "flashinfer"}, {"version": "current"}):
+    assert "0.87 GiB more" in note and "Using FlashInfer for top-p & top-k sampling" in note
+    # told FlashInfer, the note prices the sort instead
+    (note,) = [n for n in _plan(QWEN_MOE, "RTX-3090", **{**RTX3090, "version": "0.11.0"}).notes
+               if n.startswith("sampler:")]
+    assert "PyTorch's sort" in note
+    for other in ({"version": "0.12.0"}, {"sampler": "flashinfer"}, {"sampler": "native"}, {"version": "current"}):
         settings = {**RTX3090, **other}
         assert not [n for n in _plan(QWEN_MOE, "RTX-3090", **settings).notes if n.startswith("sampler:")], other
-    # ROCm never takes FlashInfer's path: an MI300X plans the sort
+    # from 0.12 flashinfer-python is a requirement of the wheel: FlashInfer's path
+    p12 = _plan(QWEN_MOE, "RTX-3090", **{**RTX3090, "version": "0.12.0"})
+    assert p12.activation_bytes == _plan(QWEN_MOE, "RTX-3090", **{**RTX3090, "version": "0.12.0",
+                                                                    "sampler": "flashinfer"}).activation_bytes
+    # ROCm never takes FlashInfer's path, whatever it is told: an MI300X plans the sort
     amd = _plan("meta-llama/Llama-3.1-8B-Instruct", "MI300X", version="0.10.1")
-    nv = _plan("meta-llama/Llama-3.1-8B-Instruct", "MI300X", version="0.10.1", sampler="flashinfer")
-    assert amd.activation_bytes - nv.activation_bytes == 1024 * 128256 * 14
+    told = _plan("meta-llama/Llama-3.1-8B-Instruct", "MI300X", version="0.10.1", sampler="flashinfer")
+    assert amd.activation_bytes == told.activation_bytes
+    nv = _plan("meta-llama/Llama-3.1-8B-Instruct", "H100", version="0.10.1", sampler="flashinfer")
+    nv_sort = _plan("meta-llama/Llama-3.1-8B-Instruct", "H100", version="0.10.1", sampler="native")
+    assert nv_sort.activation_bytes - nv.activation_bytes == 1024 * 128256 * (38 - 14)
 
 
 def test_a_sampler_vllm_does_not_have_is_refused() -> None:
@@ -113,11 +139,27 @@ def test_fused_moe_workspace_by_hand() -> None:
 
 
 def test_the_moe_workspace_replaces_the_dense_mlp_term() -> None:
+    from kvbudget.engines.vllm.calibration import activation_peak
+
     spec = kvbudget.load_model(QWEN_MOE)
+    # forward: 2 x hidden a token (residual, normed input) + the workspace's own elements, 2 bytes each
+    forward = (2 * 2048 * 2048 + moe_workspace_elements(spec, 2048, 1, False, "v1")) * 2
+    one = activation_peak(spec, 2048, 1, 1, "bf16", False, ACTIVATION["v1"], "flashinfer",
+                          moe_workspace_elements(spec, 2048, 1, False, "v1"))
+    assert one == forward  # not the last stage: no sampler, the forward alone
+    # the sampler runs after the forward is freed: the plan's peak is the larger, 256 x vocab x 14 bytes + the
+    # forward's output (2048 x hidden x 2 bytes) kept for it
     p = _plan(QWEN_MOE, "RTX-3090", sampler="flashinfer", **RTX3090)
-    # forward: 2048 tokens x hidden + the workspace, 2 bytes each; sampler: 256 x vocab x 14 bytes
-    forward = (2048 * 2048 + moe_workspace_elements(spec, 2048, 1, False, "v1")) * 2
-    assert p.activation_bytes == forward + 256 * VOCAB * 14
+    assert p.activation_bytes == max(forward, 2048 * 2048 * 2 + 256 * VOCAB * 14) == 2048 * 2048 * 2 + 256 * VOCAB * 14
+
+
+def test_the_0_10_2_h100_log_peak_activation_is_the_sort() -> None:
+    # 'Actual usage is 56.93 GiB for weight, 5.58 GiB for peak activation' (Qwen3-30B-A3B bf16 on one H100, 0.10.2,
+    # 1024 dummy requests): the sort's 1024 x 151,936 x 38 B and the forward's output; FlashInfer's path would be
+    # 2.03 GiB, the sum of forward and sampler 5.91
+    p = _plan("Qwen/Qwen3-30B-A3B-Instruct-2507", "H100", version="0.10.2", max_model_len=6144, sampler="native")
+    assert p.activation_bytes == 8192 * 2048 * 2 + 1024 * VOCAB * 38
+    assert abs(p.activation_bytes / GiB - 5.58) < 0.05
 
 
 def test_a_vision_models_encoder_pass_is_modelled_for_qwen_towers_and_named_as_not_modelled_otherwise() -> None:
@@ -151,13 +193,13 @@ def test_nccl_at_three_or_more_ranks_on_nvswitch_is_named_with_its_size() -> Non
 
 def test_v0_peak_is_the_larger_of_forward_and_sampler() -> None:
     # the V0 sampler runs after the forward's buffers are freed: the peak is the larger of the forward and the
-    # forward's output + 32 B a vocabulary entry for every dummy request (calibration.ActivationModel "max")
+    # forward's output + 38 B a vocabulary entry for every dummy request, the sort's (calibration.ActivationModel "max")
     from kvbudget.engines.vllm.calibration import activation_peak
 
     spec = kvbudget.load_model("meta-llama/Llama-3.2-3B-Instruct")  # hidden 3072, intermediate 8192, vocab 128256
     # Unsloth's Colab run on a T4 (0.8.2 falls back to V0 there): 2048 tokens, 192 sequences, fp16
-    act = activation_peak(spec, 2048, 192, 1, "fp16", True, ACTIVATION["v0"])
-    assert act == 2048 * 3072 * 2 + 192 * 128256 * 32  # sampler-bound: 0.75 GiB of the logged 0.90
+    act = activation_peak(spec, 2048, 192, 1, "fp16", True, ACTIVATION["v0"], "native")
+    assert act == 2048 * 3072 * 2 + 192 * 128256 * 38  # sampler-bound: 0.88 GiB of the logged 0.90
     # RTX 3090, 0.6.4, 20,000 tokens of Llama-3.1-8B: forward-bound, 3 x (hidden + intermediate) a token
     llama = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
     assert activation_peak(llama, 20000, 256, 1, "bf16", True, ACTIVATION["v0"]) == 20000 * (3 * 4096 + 3 * 14336) * 2

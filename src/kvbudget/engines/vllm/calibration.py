@@ -114,33 +114,44 @@ ACTIVATION = {
     # on an 80 GB GPU at utilization 0.92: activation peak + CUDA-graph estimate 1.44 GiB with 1024 x 128256
     # fp32 logits; "Available KV cache memory: 56.21 GiB", "GPU KV cache size: 460,496 tokens").
     "current": ActivationModel(1.0, 1.0, 8.0, "a published vLLM log of Llama-3.1-8B on an 80 GB GPU"),
-    # 0.8-0.20: same forward (v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b); the
-    # sampler's peak is read from its source per path (sampler_bytes).
-    "v1": ActivationModel(1.0, 1.0, None, "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default, v0.10.2dev_a100_qwen3-0.6b"),
+    # 0.8-0.20: profile_run (v1/worker/gpu_model_runner.py) runs the dummy forward, returns its output and only
+    # then the dummy sampler, so torch's peak is the larger of the two (as in V0). The forward's live set at its
+    # widest point, the MLP of a torch.compile'd decoder layer: the residual and the normed input (2 x hidden),
+    # the gate/up projection (2 x intermediate) and the activation's output (1 x intermediate) per token. The
+    # sampler's peak is read from its source per path and batch (sampler_bytes): the 0.10.2 H100 log of
+    # Qwen3-30B-A3B prints 5.58 GiB of peak activation, 1024 x 151936 x 38 B = 5.51 GiB of it the sort.
+    "v1": ActivationModel(2.0, 3.0, None, "the 0.10.2 source (gpu_model_runner.py profile_run); PyTorch's CUDA sort",
+                          "max"),
     # V0 runs eager PyTorch: ~3 x hidden + 3 x intermediate per token (Llama-3.1-8B on an RTX 3090:
     # 2.07 GiB for 20000 tokens and 2.99 GiB for 29000, i.e. 110.7 KB per token).
-    # The V0 sampler (model_executor/layers/sampler.py, 0.7.3) sorts the full vocabulary of every dummy request
-    # (top-k vocab - 1, top-p 0.99): at the scatter back the model-dtype logits (2), their fp32 copy (4), the sorted
-    # values (4) and int64 indices (8), the top-k mask (1), the sorted softmax (4) and its cumsum (4), the top-p
-    # mask (1) and the scattered result (4) are alive: 32 bytes a vocabulary entry. It runs after the forward's
-    # buffers are freed, so the peak is the larger of the two (the forward's output kept for it).
-    "v0": ActivationModel(3.0, 3.0, 32.0, "v0.6.4_rtx3090_llama3.1-8b (two runs); sampler from its source", "max"),
+    # The V0 sampler (model_executor/layers/sampler.py, 0.7.3 and 0.8.5) converts the logits to fp32 and sorts the
+    # full vocabulary of every dummy request (top-k vocab - 1, top-p 0.99), like V1's PyTorch path: its peak is
+    # the sort's (sampler_bytes; the T4 log's 0.90 GiB for 192 requests x 128256 entries is 38.8 B an entry).
+    # It runs after the forward's buffers are freed, so the peak is the larger of the two (the forward's output
+    # kept for it).
+    "v0": ActivationModel(3.0, 3.0, None, "v0.6.4_rtx3090_llama3.1-8b (two runs); sampler from its source", "max"),
 }
 
 SAMPLERS = ("flashinfer", "native")
 
 
-def sampler_path(settings: VllmSettings, gpu: GPU) -> str:
+def sampler_path(settings: VllmSettings, gpu: GPU, rel_key: str = "v1") -> str:
     """The top-k/top-p implementation the V1 sampler picks (v1/sample/ops/topk_topp_sampler.py
     TopKTopPSampler.__init__): FlashInfer's kernels when the flashinfer package imports on a CUDA GPU, else
     the PyTorch-native sort; ROCm takes the native path. flashinfer-python is a requirement of the vllm wheel
-    from 0.12 and is in the project's Docker images before that; up to 0.11 a plain ``pip install vllm``
-    lacks it (an optional extra), and 0.8.5 also turns FlashInfer's sampler off for flashinfer >= 0.2.3, so
-    the default here is FlashInfer on NVIDIA and a log's own line ("FlashInfer is not available ...",
-    "Using FlashInfer for top-p & top-k sampling") or VLLM_USE_FLASHINFER_SAMPLER=0 says otherwise."""
+    from 0.12, so FlashInfer is the default there on NVIDIA. Up to 0.11 a plain ``pip install vllm`` lacks it
+    (an optional extra; the project's Docker images have it), and 0.8.5 also turns FlashInfer's sampler off for
+    flashinfer >= 0.2.3, so the default before 0.12 is the sort (9 of the 14 corpus logs of 0.10-0.11 that say
+    which print "FlashInfer is not available"). A log's own line ("FlashInfer is not available ...", "Using
+    FlashInfer for top-p & top-k sampling"), the Docker image's install path, or VLLM_USE_FLASHINFER_SAMPLER
+    says otherwise. V0's sampler
+    (model_executor/layers/sampler.py) sorts in PyTorch unless VLLM_USE_FLASHINFER_SAMPLER=1."""
+    if rel_key == "v0" or gpu.vendor != "nvidia":  # FlashInfer's sampler is taken on CUDA only
+        return "native"
     if settings.sampler is not None:
         return settings.sampler
-    return "flashinfer" if gpu.vendor == "nvidia" else "native"
+    minor = version_minor(settings.version)
+    return "flashinfer" if minor is None or minor >= 12 else "native"
 
 
 def sampler_may_differ(settings: VllmSettings, gpu: GPU, rel_key: str) -> bool:
@@ -152,19 +163,37 @@ def sampler_may_differ(settings: VllmSettings, gpu: GPU, rel_key: str) -> bool:
     return minor is None or minor < 12
 
 
-def sampler_bytes(model: ActivationModel, path: str, dtype: str) -> float:
+def sort_bytes(rows: int) -> int:
+    """Bytes per element that ``torch.sort`` holds at once on CUDA while it sorts a [rows, vocab] fp32 tensor
+    with its int64 indices (PyTorch 2.x aten/src/ATen/native/cuda/SortStable.cu launch_stable_sort_kernel): the
+    outputs (fp32 values 4 + int64 indices 8) and what it allocates around CUB's sort, whose non-overwriting
+    form keeps a third key buffer and a third value buffer in its temporary storage:
+    - one row or >= 128 rows (segmented_sort_large_segments / segmented_sort_pairs): the int64 starting
+      indices (8) and CUB's third buffers (4 + 8): 12 + 20 = 32;
+    - 2 to 127 rows (segmented_sort_pairs_by_full_sort): two int2 (index, segment) arrays (8 + 8), the sorted
+      keys (4) and CUB's third buffers (4 + 8 for the int2 values): 12 + 32 = 44."""
+    return 44 if 1 < rows < 128 else 32
+
+
+def sampler_bytes(model: ActivationModel, path: str, dtype: str, reqs: int = 256, version: str | None = None) -> float:
     """Bytes the profiling run's dummy sampler holds at its peak per request and vocabulary entry
     (gpu_model_runner.py _dummy_sampler_run: temperature 0.5, top-p 0.9, top-k vocab - 1, so the full
-    top-k/top-p path runs). Read from the 0.10.1 source: the lm_head's logits in the model dtype stay
-    alive, the sampler's fp32 copy (sampler.py Sampler.forward), then
-    - native (topk_topp_sampler.py apply_top_k_top_p): the sort's values (fp32) and indices (int64), the
-      top-k mask (bool), the softmax of the sorted values (fp32, the cumsum in place), the top-p mask (bool)
-      and the scatter back (fp32) are alive together: 4 + 4 + 8 + 1 + 4 + 1 + 4 = 26 bytes;
-    - FlashInfer (top_k_top_p_sampling_from_logits): the top-k-masked logits and their softmax, fp32 each:
-      4 + 4 + 4 = 12 bytes."""
+    top-k/top-p path runs). Read from the 0.10.2 source: the lm_head's logits in the model dtype stay
+    alive in the caller, the sampler's fp32 copy (sampler.py Sampler.forward; none of an fp32 model), then
+    - native up to 0.16, and 0.17-0.20 below 8 requests (topk_topp_sampler.py apply_top_k_top_p): the peak is
+      the sort of the fp32 logits (``sort_bytes``: 32 or 44 B); the masks, softmax and scatter after it hold less;
+    - FlashInfer (top_k_top_p_sampling_from_logits), and native from 0.17 at 8 requests or more (the Triton
+      top-k/top-p kernel masks in place): two more fp32 tensors (the masked logits or probabilities and their
+      softmax or the exponential noise), 4 + 4.
+    V0's sampler (model_executor/layers/sampler.py) takes the sort path."""
     if model.logits is not None:
         return model.logits
-    return element_type(dtype).nbytes(1) + (26 if path == "native" else 12)
+    copy = element_type(dtype).nbytes(1) + (0 if element_type(dtype).nbytes(1) == 4 else 4)
+    minor = version_minor(version) if version is not None else None
+    triton = minor is not None and minor >= 17 and reqs >= 8
+    if path == "native" and not triton:
+        return copy + sort_bytes(reqs)
+    return copy + 4 + 4
 
 
 def moe_workspace_elements(spec: ModelSpec, tokens: int, tp: int, expert_parallel: bool, rel_key: str) -> int:
@@ -195,16 +224,17 @@ def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
 
 
 def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str, last_stage: bool,
-                    model: ActivationModel, sampler: str = "flashinfer", moe_elements: int = 0) -> int:
+                    model: ActivationModel, sampler: str = "flashinfer", moe_elements: int = 0,
+                    version: str | None = None) -> int:
     """Peak of vLLM's profiling run above the weights: the dummy forward of ``tokens`` tokens
     (hidden- and MLP-sized buffers per rank; an MoE model's MLP is its fused-MoE workspace,
     ``moe_elements``) and, on the last stage, the sampler over one token per request (``sampler_bytes``
     per vocabulary entry)."""
     width = element_type(dtype).nbytes(1)
     d = spec.dims
-    mlp = model.inter * moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
+    mlp = moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
     forward = (tokens * model.hidden * d.hidden_size + mlp) * width
-    per_entry = sampler_bytes(model, sampler, dtype) if last_stage else 0.0
+    per_entry = sampler_bytes(model, sampler, dtype, reqs, version) if last_stage else 0.0
     if model.peak == "max":
         held = tokens * d.hidden_size * width  # the forward's output, kept for the sampler
         return int(max(forward, held + per_entry * reqs * d.vocab_size))

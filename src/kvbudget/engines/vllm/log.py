@@ -122,10 +122,18 @@ _SAMPLER_LINES = (
 )
 
 
+# Where vLLM's own Docker image (vllm/vllm-openai, Ubuntu's Python 3.12) has vllm installed, as tracebacks and
+# warnings print it; the image ships flashinfer.
+_DOCKER_IMAGE_PATH = "/usr/local/lib/python3.12/dist-packages/vllm/"
+
+
 def _sampler(log: LogText) -> list[tuple[str, str]]:
-    """The sampler path the log shows (the last such line wins: every rank prints the same)."""
+    """The sampler path the log shows (the last such line wins: every rank prints the same); without one, a
+    run from vLLM's Docker image has flashinfer."""
     found = [(at, path) for phrase, path in _SAMPLER_LINES for _, _, at in log.lines(phrase, reverse=True)]
-    return [("sampler", max(found)[1])] if found else []
+    if found:
+        return [("sampler", max(found)[1])]
+    return [("sampler", "flashinfer")] if _DOCKER_IMAGE_PATH in log.text else []
 
 
 _ERRORS = (

@@ -376,7 +376,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
             weights += lora.per_stage[st.index]
         act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
-                              sampler_path(settings, gpu), moe) + dequant
+                              sampler_path(settings, gpu, rel.key), moe, settings.version) + dequant
         if encoder is not None:  # the vision encoder's pass: its stage or the text stage with its tensors held
             act = encoder.peak(act)
         if lora is not None:
@@ -597,11 +597,18 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, encoder, lora)
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
-        per_entry = sampler_bytes(model, "native", r.model_dtype) - sampler_bytes(model, "flashinfer", r.model_dtype)
-        notes.append(f"sampler: FlashInfer's top-k/top-p assumed (vLLM's Docker images, vllm[flashinfer]); a plain pip "
-                     f"install of vLLM before 0.12 has no flashinfer and sorts the logits in PyTorch: "
-                     f"{per_entry * min(r.tokens, r.seqs) * spec.dims.vocab_size / GiB:.2f} GiB less KV cache "
-                     "(a log's 'FlashInfer is not available' line)")
+        reqs = min(r.tokens, r.seqs)
+        per_entry = (sampler_bytes(model, "native", r.model_dtype, reqs, settings.version)
+                     - sampler_bytes(model, "flashinfer", r.model_dtype, reqs, settings.version))
+        gap = f"{per_entry * reqs * spec.dims.vocab_size / GiB:.2f} GiB"
+        if sampler_path(settings, gpu, r.rel.key) == "native":
+            notes.append(f"sampler: PyTorch's sort of the logits assumed (a plain pip install of vLLM before 0.12 has no "
+                         f"flashinfer); with FlashInfer's top-k/top-p (vLLM's Docker images, vllm[flashinfer]) the KV "
+                         f"cache has {gap} more (a log's 'Using FlashInfer for top-p & top-k sampling' line)")
+        else:
+            notes.append(f"sampler: FlashInfer's top-k/top-p assumed (vLLM's Docker images, vllm[flashinfer]); without "
+                         f"flashinfer vLLM sorts the logits in PyTorch: {gap} less KV cache (a log's 'FlashInfer is not "
+                         "available' line)")
     if dequant and settings.kv_cache_memory_bytes is None:
         from .quant import dequant_note
 
@@ -656,7 +663,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
                                    _site_band(settings, gpu, r) or band)),
         ("activation_bytes", Figure(act, "calibrated", f"{band}; the sampler's part from vLLM's source, "
-                                    f"{'PyTorch-native sort' if sampler_path(settings, gpu) == 'native' else 'FlashInfer'} path"
+                                    f"{'PyTorch-native sort' if sampler_path(settings, gpu, r.rel.key) == 'native' else 'FlashInfer'} path"
                                     if r.rel.key == "v1" else band)),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
         *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "

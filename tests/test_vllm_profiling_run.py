@@ -82,10 +82,20 @@ def test_the_default_path_and_the_note_on_releases_of_optional_flashinfer() -> N
     for other in ({"version": "0.12.0"}, {"sampler": "flashinfer"}, {"sampler": "native"}, {"version": "current"}):
         settings = {**RTX3090, **other}
         assert not [n for n in _plan(QWEN_MOE, "RTX-3090", **settings).notes if n.startswith("sampler:")], other
-    # from 0.12 flashinfer-python is a requirement of the wheel: FlashInfer's path
-    p12 = _plan(QWEN_MOE, "RTX-3090", **{**RTX3090, "version": "0.12.0"})
-    assert p12.activation_bytes == _plan(QWEN_MOE, "RTX-3090", **{**RTX3090, "version": "0.12.0",
-                                                                    "sampler": "flashinfer"}).activation_bytes
+    # 0.12-0.20 ship flashinfer but sample with it only on VLLM_USE_FLASHINFER_SAMPLER=1 (topk_topp_sampler.py:
+    # "available but disabled by default"): the sort; 0.21 on turn it on by default
+    from kvbudget.engines.vllm.calibration import sampler_path
+
+    rtx = kvbudget.find_gpu("RTX-3090")
+    for version, rel, path in (("0.9.2", "v1", "native"), ("0.12.0", "v1", "native"), ("0.16.0", "v1", "native"),
+                               ("0.21.0", "current", "flashinfer"), ("0.33.0", "current", "flashinfer"),
+                               ("v1", "v1", "native"), ("current", "current", "flashinfer")):
+        assert sampler_path(VllmSettings(version=version), rtx, rel) == path, version
+    for version in ("0.12.0", "0.16.0"):
+        default = _plan(QWEN_MOE, "RTX-3090", **{**RTX3090, "version": version})
+        told = _plan(QWEN_MOE, "RTX-3090", **{**RTX3090, "version": version, "sampler": "native"})
+        assert default.activation_bytes == told.activation_bytes, version
+    assert parse_vllm_command("VLLM_USE_FLASHINFER_SAMPLER=1 vllm serve m").settings.sampler == "flashinfer"
     # ROCm never takes FlashInfer's path, whatever it is told: an MI300X plans the sort
     amd = _plan("meta-llama/Llama-3.1-8B-Instruct", "MI300X", version="0.10.1")
     told = _plan("meta-llama/Llama-3.1-8B-Instruct", "MI300X", version="0.10.1", sampler="flashinfer")

@@ -137,21 +137,26 @@ SAMPLERS = ("flashinfer", "native")
 
 def sampler_path(settings: VllmSettings, gpu: GPU, rel_key: str = "v1") -> str:
     """The top-k/top-p implementation the V1 sampler picks (v1/sample/ops/topk_topp_sampler.py
-    TopKTopPSampler.__init__): FlashInfer's kernels when the flashinfer package imports on a CUDA GPU, else
-    the PyTorch-native sort; ROCm takes the native path. flashinfer-python is a requirement of the vllm wheel
-    from 0.12, so FlashInfer is the default there on NVIDIA. Up to 0.11 a plain ``pip install vllm`` lacks it
-    (an optional extra; the project's Docker images have it), and 0.8.5 also turns FlashInfer's sampler off for
-    flashinfer >= 0.2.3, so the default before 0.12 is the sort (9 of the 14 corpus logs of 0.10-0.11 that say
-    which print "FlashInfer is not available"). A log's own line ("FlashInfer is not available ...", "Using
-    FlashInfer for top-p & top-k sampling"), the Docker image's install path, or VLLM_USE_FLASHINFER_SAMPLER
-    says otherwise. V0's sampler
-    (model_executor/layers/sampler.py) sorts in PyTorch unless VLLM_USE_FLASHINFER_SAMPLER=1."""
+    TopKTopPSampler.__init__), by release:
+    - 0.8-0.11: FlashInfer's kernels when the flashinfer package imports on a CUDA GPU (0.8.5: only below
+      flashinfer 0.2.3), else the PyTorch-native sort. A plain ``pip install vllm`` lacks it (an optional extra; the
+      project's Docker images have it), so the default is the sort (9 of the 14 corpus logs of 0.10-0.11 that say
+      which print "FlashInfer is not available").
+    - 0.12-0.20: FlashInfer's sampler is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1; "available but disabled by
+      default"), although flashinfer-python is a requirement of the wheel: the native path.
+    - 0.21 on: VLLM_USE_FLASHINFER_SAMPLER defaults to on, on GPUs FlashInfer's backend supports.
+    A log's own line ("FlashInfer is not available ...", "Using FlashInfer for top-p & top-k sampling"), the
+    Docker image's install path in a 0.8-0.11 log, or VLLM_USE_FLASHINFER_SAMPLER says otherwise. ROCm takes
+    the native path; V0's sampler (model_executor/layers/sampler.py) sorts in PyTorch unless
+    VLLM_USE_FLASHINFER_SAMPLER=1."""
     if rel_key == "v0" or gpu.vendor != "nvidia":  # FlashInfer's sampler is taken on CUDA only
         return "native"
     if settings.sampler is not None:
         return settings.sampler
     minor = version_minor(settings.version)
-    return "flashinfer" if minor is None or minor >= 12 else "native"
+    if minor is None:
+        return "flashinfer" if rel_key == "current" else "native"
+    return "flashinfer" if minor >= 21 else "native"
 
 
 def sampler_may_differ(settings: VllmSettings, gpu: GPU, rel_key: str) -> bool:
@@ -225,15 +230,16 @@ def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
 
 def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str, last_stage: bool,
                     model: ActivationModel, sampler: str = "flashinfer", moe_elements: int = 0,
-                    version: str | None = None) -> int:
+                    version: str | None = None, forward_extra: int = 0) -> int:
     """Peak of vLLM's profiling run above the weights: the dummy forward of ``tokens`` tokens
     (hidden- and MLP-sized buffers per rank; an MoE model's MLP is its fused-MoE workspace,
     ``moe_elements``) and, on the last stage, the sampler over one token per request (``sampler_bytes``
-    per vocabulary entry)."""
+    per vocabulary entry).
+    ``forward_extra``: bytes the forward alone holds besides (a plain AWQ/GPTQ kernel's 16-bit weight copy)."""
     width = element_type(dtype).nbytes(1)
     d = spec.dims
     mlp = moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
-    forward = (tokens * model.hidden * d.hidden_size + mlp) * width
+    forward = (tokens * model.hidden * d.hidden_size + mlp) * width + forward_extra
     per_entry = sampler_bytes(model, sampler, dtype, reqs, version) if last_stage else 0.0
     if model.peak == "max":
         held = tokens * d.hidden_size * width  # the forward's output, kept for the sampler

@@ -17,6 +17,7 @@ import re
 from ..._record import record
 from ...units import InputError
 from ..logscan import NUM, LogText, count, figure, open_log
+from .settings import version_minor
 
 
 @record
@@ -123,17 +124,20 @@ _SAMPLER_LINES = (
 
 
 # Where vLLM's own Docker image (vllm/vllm-openai, Ubuntu's Python 3.12) has vllm installed, as tracebacks and
-# warnings print it; the image ships flashinfer.
+# warnings print it; the image ships flashinfer, which 0.8-0.11 sample with when it is installed (0.12-0.20 only
+# with VLLM_USE_FLASHINFER_SAMPLER=1).
 _DOCKER_IMAGE_PATH = "/usr/local/lib/python3.12/dist-packages/vllm/"
 
 
-def _sampler(log: LogText) -> list[tuple[str, str]]:
+def _sampler(log: LogText, version: str | None) -> list[tuple[str, str]]:
     """The sampler path the log shows (the last such line wins: every rank prints the same); without one, a
-    run from vLLM's Docker image has flashinfer."""
+    0.8-0.11 run from vLLM's Docker image has flashinfer."""
     found = [(at, path) for phrase, path in _SAMPLER_LINES for _, _, at in log.lines(phrase, reverse=True)]
     if found:
         return [("sampler", max(found)[1])]
-    return [("sampler", "flashinfer")] if _DOCKER_IMAGE_PATH in log.text else []
+    minor = version_minor(version)
+    docker = minor is not None and 8 <= minor <= 11 and _DOCKER_IMAGE_PATH in log.text
+    return [("sampler", "flashinfer")] if docker else []
 
 
 _ERRORS = (
@@ -282,7 +286,7 @@ def parse_vllm_log(text: str) -> VllmLog:
          or log.last(" GiB for CUDAGraph memory", NUM + r" GiB for CUDAGraph memory"))
     if m:
         fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
-    settings = _settings(log) + _sampler(log)
+    settings = _settings(log) + _sampler(log, fields.get("version"))  # type: ignore[arg-type]
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
                        r"[#$>\s]{0,8}((?:[A-Z_]{1,64}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:

@@ -376,7 +376,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
             weights += lora.per_stage[st.index]
         act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
-                              sampler_path(settings, gpu, rel.key), moe, settings.version) + dequant
+                              sampler_path(settings, gpu, rel.key), moe, settings.version, dequant)
         if encoder is not None:  # the vision encoder's pass: its stage or the text stage with its tensors held
             act = encoder.peak(act)
         if lora is not None:

@@ -156,7 +156,7 @@ def dequant_note(fmt: WeightFormat, quantization: str | None, gpu: GPU, version:
     """Why the plain kernel runs, and what its copy costs."""
     name = fmt.name.upper()
     copy = (f"it dequantizes each weight to 16 bits for the matmul, and the largest, {nbytes / 2**30:.2f} GiB a rank, "
-            "is in the profiling run's peak")
+            "is held through the profiling run's forward (the run's peak is the larger of the forward and the sampler)")
     if marlin_capable(gpu, version, fmt):
         last = "0.23" if fmt.name == "awq" else "0.21"
         return (f"--quantization {fmt.name} forces vLLM's plain {name} kernel over Marlin (up to {last}): {copy}; "

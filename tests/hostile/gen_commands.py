@@ -216,3 +216,18 @@ for n, env in enumerate(["NCCL_NVLS_ENABLE=abc", "NCCL_CUMEM_ENABLE=true", "NCCL
 argv("cmd-vllm-hf-overrides-two-ropes", [*GPU, *VLLM, "--hf-overrides", '{"rope_parameters": {"rope_type": "yarn", "factor": 4, '
      '"original_max_position_embeddings": 8192}, "rope_scaling": {"rope_type": "linear", "factor": 2}}'],
      expect_in="sets rope_scaling and rope_parameters to different values")
+
+# --limit-mm-per-prompt values vLLM 0.33 refuses (engine/arg_utils.py json.loads only since 0.10; config/multimodal.py's
+# dummy options: a count that is not an integer, a size below 1, a key the modality forbids): were planned, exit 0
+VL = ["vllm", "serve", "qwen2.5-vl-7b", "--limit-mm-per-prompt"]
+for n, (value, expect_in) in enumerate([
+        ("image=2,video=1", "vLLM 0.33 reads a JSON object only"), ("", "vLLM 0.33 reads a JSON object only"),
+        ('{"image": "2"}', "'image' needs a whole count of 0 or more items, got '2'"),
+        ('{"image": {"count": 2, "width": -5}}', "image.width must be a whole number of 1 or more, got '-5'"),
+        ('{"image": {"count": 2, "width": 1e308}}', "image.width must be a whole number of 1 or more"),
+        ('{"video": {"count": 1, "fps": 2}}', "'video' takes count, num_frames, width, height, not 'fps'")]):
+    argv(f"cmd-vllm-mm-limits-{n}", [*GPU, *VL, value], expect_in=expect_in)
+argv("cmd-vllm-mm-limits-dotted-nested", [*GPU, *VL[:3], "--limit-mm-per-prompt.image.width", "0"],
+     expect_in="image.width must be a whole number of 1 or more, got '0'")
+argv("cmd-vllm-mm-limits-old-release", ["explain", "--gpu", "H100", "--vllm-version", "0.9.2", "--", *VL, "image=2,video=0"],
+     expect=0)

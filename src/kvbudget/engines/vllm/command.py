@@ -155,13 +155,33 @@ _MULTIMODAL = ("limit_mm_per_prompt", "mm_processor_kwargs", "skip_mm_profiling"
 _JSON_KEYED = ("limit_mm_per_prompt", "mm_processor_kwargs")  # also given one key at a time: --limit-mm-per-prompt.video 0
 
 
+def _dotted_value(text: str) -> object:
+    """The value of a dotted key as FlexibleArgumentParser reads it (utils/argparse_utils.py, 0.33.0): JSON, else a
+    human-readable integer (2k), else the text."""
+    try:
+        return json.loads(text[:10_000])
+    except ValueError:
+        return human_readable_int(text.strip()) if human_readable_int(text.strip()) is not None else text[:40]
+
+
+def _merge_dotted(into: dict[str, object], keys: list[str], value: object) -> None:
+    """One dotted argument's keys into the flag's value (a later key wins, nested objects merge)."""
+    for key in keys[:-1]:
+        inner = into.get(key[:40])
+        if not isinstance(inner, dict):
+            inner = into[key[:40]] = {}
+        into = inner
+    into[keys[-1][:40]] = value
+
+
 def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None, label: str) -> VllmSettings:
     """An engine argument of the vision encoder's profiling pass into the settings."""
     from .encoder_profile import parse_limits, parse_processor_kwargs
 
     off = name.startswith("--no-") or (value is not None and value.strip().lower() in ("false", "0", "off", "no"))
     if dest == "limit_mm_per_prompt":
-        merged = {**dict(settings.mm_limits), **dict(parse_limits(value or "", label))}
+        limits, _notes = parse_limits(value or "", label, settings.version)
+        merged = {**dict(settings.mm_limits), **dict(limits)}
         return replace(settings, mm_limits=tuple(merged.items()))
     if dest == "mm_processor_kwargs":
         hi, lo = parse_processor_kwargs(value or "{}", label)
@@ -348,6 +368,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     model: str | None = None
     warnings: list[str] = list(env_warnings)
     pending: list[tuple[str, str | None, str]] = []
+    dotted: dict[str, tuple[dict[str, object], str]] = {}  # --limit-mm-per-prompt.image.count 2: the keys per flag
     i = 0
     while i < len(args):
         tok = args[i]
@@ -366,8 +387,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 if i >= len(args):
                     raise InputError(f"{name} needs a value")
                 inline, i = args[i], i + 1
-            number = inline.strip()
-            pending.append((head, json.dumps({key[:40]: int(number) if number.isdigit() else number[:40]}), name))
+            dotted.setdefault(head, ({}, name))
+            _merge_dotted(dotted[head][0], key.split(".")[:8], _dotted_value(inline))
             continue
         if name not in flags and name.startswith("--no-") and "--" + name[5:] in flags:
             flags[name] = (flags["--" + name[5:]][0], False)  # BooleanOptionalAction's --no-X of older releases
@@ -391,6 +412,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             raise InputError(f"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: {excerpt(name, 60)[1:-1]}`"
                              f"{hint}")
         pending.append((name, arg, name))
+    # FlexibleArgumentParser adds the dotted keys back as one JSON value after the other words: they win
+    pending += [(head, json.dumps(value), label) for head, (value, label) in dotted.items()]
     for name, arg, _ in list(pending):
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
@@ -430,6 +453,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             spec_flags[_SPEC_FLAGS[dest]] = (name, arg or "")
         elif dest in _MULTIMODAL:
             settings = _multimodal(settings, dest, name, arg, label)
+            if dest == "limit_mm_per_prompt":
+                from .encoder_profile import parse_limits
+
+                warnings.extend(parse_limits(arg or "", label, settings.version)[1])
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")

@@ -231,3 +231,14 @@ argv("cmd-vllm-mm-limits-dotted-nested", [*GPU, *VL[:3], "--limit-mm-per-prompt.
      expect_in="image.width must be a whole number of 1 or more, got '0'")
 argv("cmd-vllm-mm-limits-old-release", ["explain", "--gpu", "H100", "--vllm-version", "0.9.2", "--", *VL, "image=2,video=0"],
      expect=0)
+
+# --hf-overrides of config.json keys kvbudget reads were planned as the published config (exit 0, a warning); they
+# are applied to the config, so a value transformers or vLLM refuses is refused as config.json's would be
+for n, (value, expect_in) in enumerate([
+        ('{"max_position_embeddings": -1}', "field 'max_position_embeddings' must be positive, got -1"),
+        ('{"max_position_embeddings": 0}', "must be positive, got 0"), ('{"max_position_embeddings": 1e30}', "31 digits"),
+        ('{"max_position_embeddings": "8192"}', "must be a whole number, not '8192'"),
+        ('{"num_hidden_layers": 0}', "field 'num_hidden_layers' must be positive, got 0"),
+        ('{"num_key_value_heads": 3}', "3 KV heads do not divide 32 attention heads")]):
+    argv(f"cmd-vllm-hf-overrides-{n}", [*GPU, *VLLM, "--hf-overrides", value], expect_in=expect_in)
+argv("cmd-vllm-hf-overrides-layers-applied", [*GPU, *VLLM, "--hf-overrides", '{"num_hidden_layers": 16}'], expect=0)

@@ -20,6 +20,10 @@ from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
 from .settings import VllmSettings
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 _FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
 _TRUE = ("1", "true", "yes", "on")
 
@@ -32,6 +36,7 @@ class LaunchCommand:
     settings: VllmSettings
     warnings: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    overrides: str = ""  # --hf-overrides' config.json keys other than RoPE's, as a JSON object ("": none)
 
 
 def _flags() -> tuple[dict[str, tuple[str, bool]], dict[str, bool]]:
@@ -197,8 +202,8 @@ def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None,
 
 
 def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tuple[VllmSettings, list[str]]:
-    """``--rope-scaling JSON`` or ``--hf-overrides JSON`` into the settings: the RoPE scaling is read (rope.py); any
-    other override of the model's config is named in a warning, since kvbudget plans the config as published."""
+    """``--rope-scaling JSON`` or ``--hf-overrides JSON`` into the settings: the RoPE scaling is read (rope.py); the
+    other keys of the model's config are returned by ``config_overrides`` and applied to the config planned."""
     from .rope import json_object, parse_rope
 
     if name == "--rope-scaling":
@@ -213,10 +218,15 @@ def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tup
         raise InputError(f"{label} sets rope_scaling and rope_parameters to different values: give one")
     if rope is not None:
         settings = replace(settings, rope_scaling=parse_rope(json.dumps(rope), f"{label} rope_scaling"))
-    others = sorted(k for k in data if k not in ("rope_scaling", "rope_parameters"))
-    said = [f"{label}: kvbudget plans the published config; the override of {', '.join(map(str, others))[:120]} "
-            "is not modelled"] if others else []
-    return settings, said
+    return settings, []
+
+
+def config_overrides(value: str) -> dict[str, Any]:
+    """--hf-overrides' keys of the model's config other than RoPE's (read into the settings by ``_overrides``)."""
+    from .rope import json_object
+
+    data = json_object(value, 65536) or {}
+    return {k: v for k, v in data.items() if k not in ("rope_scaling", "rope_parameters")}
 
 
 def _speculative(settings: VllmSettings, name: str, value: str | None, label: str) -> tuple[VllmSettings, list[str]]:
@@ -417,12 +427,15 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     for name, arg, _ in list(pending):
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
+    overrides = ""
     spec: tuple[str, str | None, str] | None = None  # --speculative-config's (flag, value, label), read after the loop
     spec_flags: dict[str, tuple[str, str]] = {}  # --spec-method, --spec-model, --spec-tokens: its keys
     for name, arg, label in pending:
         if name in ("--rope-scaling", "--hf-overrides"):  # --rope-scaling: flags of 0.10 and earlier
             settings, extra = _overrides(settings, name, arg or "", label)
             warnings.extend(extra)
+            if name == "--hf-overrides":  # the last one wins, as argparse keeps the last value
+                overrides = json.dumps(config_overrides(arg or "")) if config_overrides(arg or "") else ""
             continue
         if name == "--enable-multimodal-encoder-data-parallel":  # a flag of 0.10-0.12, gone from 0.33's list
             settings = _multimodal(settings, "enable_multimodal_encoder_data_parallel", name, arg, label)
@@ -475,4 +488,4 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     unmodelled_flags = tuple(dict.fromkeys(w.split(":", 1)[0] for w in warnings if "does not model the memory" in w))
     if unmodelled_flags:  # the figures carry a wider band: memory the run spends that kvbudget does not count
         settings = replace(settings, unmodelled=unmodelled_flags)
-    return LaunchCommand(model, settings, tuple(warnings), tuple(env))
+    return LaunchCommand(model, settings, tuple(warnings), tuple(env), overrides)

@@ -145,6 +145,11 @@ def test_calibrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
      "release 'v99' is not a vLLM release line"),
     ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 1, "logs": 1}, '
      '{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 5000000000, "logs": 1}]}', "terms[1]: repeats terms[0]"),
+    # a GPU name no plan carries: the term silently never applied (exit 0, kvbudget's own figure)
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H10", "release": "v1", "gpus": 1, "bytes": 1, "logs": 1}]}',
+     "terms[0]: GPU 'H10' is not a GPU kvbudget knows"),
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100", "release": "v1", "gpus": 1, "bytes": 1, "logs": 1}, '
+     '{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 5, "logs": 1}]}', "terms[1]: repeats terms[0]"),
 ])
 def test_hostile_profiles_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, said: str) -> None:
     bad = tmp_path / "p.json"
@@ -170,3 +175,25 @@ def test_a_profile_term_beyond_a_quarter_of_the_gpu_is_refused(tmp_path: Path, c
             {"gpu": "L4-24GB", "release": "v1", "gpus": 1, "bytes": gib * GiB, "logs": 1}]}))
         assert main(["fit", "llama-3.1-8b", "--gpu", "L4", "--vllm-version", "v1", "--profile", str(p)]) == 2
         assert "more than a quarter of the GPU" in capsys.readouterr().err
+
+
+def test_a_term_names_its_gpu_as_plans_do() -> None:
+    """A hand-written term's GPU alias is the catalog's name ('H100' -> 'H100-SXM-80GB'), so that it applies; a custom
+    GPU keeps calibrate's name ('custom (48.00 GiB)', hardware.custom_gpu)."""
+    from kvbudget.engines.vllm.settings import site_profile
+    from kvbudget.hardware import custom_gpu
+
+    term = {"release": "v1", "gpus": 1, "bytes": 1, "logs": 1}
+    doc = {"kvbudget_profile": 1, "terms": [{**term, "gpu": "H100"}, {**term, "gpu": custom_gpu(48 * GiB).name}]}
+    assert [t.gpu for t in site_profile(doc)] == ["H100-SXM-80GB", "custom (48.00 GiB)"]
+
+
+def test_one_run_given_twice_counts_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same log named twice, or a copy of it, was two logs of spread 0 in the term (a median of one run)."""
+    log = DATA / f"{GPT_OSS[0]}.log"
+    copy = tmp_path / "copy.log"
+    copy.write_bytes(log.read_bytes())
+    assert main(["calibrate", str(log), str(log), str(copy), "--model", "gpt-oss-120b", "--gpu", "H100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [t["logs"] for t in doc["profile"]["terms"]] == [1]
+    assert sum("the same log as" in s["reason"] for s in doc["skipped"]) == 2

@@ -576,3 +576,28 @@ def test_a_figure_no_engine_reports_is_refused_not_shown(line: str) -> None:
     """-5 requests running read as '[ok] healthy'; 1e308 preemptions printed a 309-digit count."""
     with pytest.raises(ScrapeError, match="which no engine reports"):
         parse(line + "\n", "page", 0.0)
+
+
+def test_a_page_holding_two_scrapes_is_refused() -> None:
+    """A series twice on one page (a /metrics page saved twice, `tee -a`): the larger value of each was shown as the
+    server's state (99% KV used from a page that said 96.2%). An engine exposes each series once."""
+    page = (DATA / "vllm-0.33-busy.prom").read_text()
+    with pytest.raises(ScrapeError, match=r'vllm:num_requests_running\{engine="0",model_name="Qwen/Qwen3-8B"\} appears '
+                                          "twice: the page holds more than one scrape"):
+        parse(page + page, "twice.prom", 0.0)
+    usage = next(line for line in page.splitlines() if line.startswith("vllm:kv_cache_usage_perc{"))
+    with pytest.raises(ScrapeError, match=r"kv_cache_usage_perc.* appears twice"):
+        parse(page + usage.rsplit(" ", 1)[0] + " 0.99\n", "dup.prom", 0.0)
+    assert parse(page, "once.prom", 0.0).servers[0].kv_usage == pytest.approx(0.962)
+
+
+@pytest.mark.parametrize(("page", "engine", "shown"), [("vllm-0.33-busy.prom", "sglang", "vllm"),
+                                                       ("sglang-0.5.23-busy.prom", "vllm", "sglang"),
+                                                       ("vllm-0.33-busy.prom", "trtllm", "vllm")])
+def test_expect_under_another_engine_than_the_page_is_refused(page: str, engine: str, shown: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--expect planned under --engine X against engine Y's page: one engine's blocks held against another's (exit 0)."""
+    assert main(["diagnose", "--metrics", str(DATA / page), "--engine", engine, "--expect", "qwen3-8b", "--gpu",
+                 "H100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--engine {engine}, but the page is {shown}'s /metrics: give --engine {shown}" in err

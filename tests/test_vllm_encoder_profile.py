@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import kvbudget
-from kvbudget.engines.vllm.command import parse_vllm_command
+from kvbudget.engines.vllm.command import LaunchCommand, parse_vllm_command
 from kvbudget.engines.vllm.encoder_profile import EncoderPass, most_features_size, profile_pass, smart_resize, video_smart_resize
 from kvbudget.engines.vllm.policy import plan
 from kvbudget.engines.vllm.settings import VllmSettings, release
@@ -207,19 +207,56 @@ def test_flag_forms() -> None:
     read = lambda *a: parse_vllm_command(["vllm", "serve", "M", *a]).settings  # noqa: E731
     assert read("--limit-mm-per-prompt", '{"image": 2, "video": 0}').mm_limits == (("image", 2), ("video", 0))
     assert read("--limit-mm-per-prompt", '{"video": {"count": 1, "num_frames": 8}}').mm_limits == (("video", 1),)
-    assert read("--limit-mm-per-prompt", "image=3,video=0").mm_limits == (("image", 3), ("video", 0))
+    old = lambda *a: parse_vllm_command(["vllm", "serve", "M", *a], VllmSettings(version="0.9.2")).settings  # noqa: E731
+    assert old("--limit-mm-per-prompt", "image=3,video=0").mm_limits == (("image", 3), ("video", 0))
     assert read("--limit-mm-per-prompt.video", "0", "--limit-mm-per-prompt.image=1").mm_limits == (("video", 0), ("image", 1))
+    # FlexibleArgumentParser nests dotted keys and adds them after the other words (utils/argparse_utils.py, 0.33.0)
+    assert read("--limit-mm-per-prompt.image.count", "0", "--limit-mm-per-prompt.image.width=512",
+                "--limit-mm-per-prompt", '{"image": 5, "video": 0}').mm_limits == (("image", 0), ("video", 0))
+    assert read("--limit-mm-per-prompt.image", "2k").mm_limits == (("image", 2000),)
     assert read("--skip-mm-profiling").skip_mm_profiling and not read("--no-skip-mm-profiling").skip_mm_profiling
     assert read("--mm-encoder-tp-mode", "data").mm_encoder_tp_mode == "data"
     assert read("--enable-multimodal-encoder-data-parallel").mm_encoder_tp_mode == "data"
     assert read("--language-model-only").language_model_only
     assert read("--mm-processor-kwargs", '{"size": {"longest_edge": 802816, "shortest_edge": 3136}}').mm_max_pixels == 802816
-    with pytest.raises(InputError, match="needs a count of 0 or more"):
+    with pytest.raises(InputError, match="needs a whole count of 0 or more"):
         read("--limit-mm-per-prompt", '{"image": -1}')
     with pytest.raises(InputError, match="weights or data"):
         read("--mm-encoder-tp-mode", "both")
     with pytest.raises(InputError, match="not a JSON object"):
         read("--mm-processor-kwargs", "{max_pixels")
+
+
+def test_limits_as_each_release_reads_them() -> None:
+    """vLLM 0.10+ reads --limit-mm-per-prompt with json.loads only (engine/arg_utils.py parse_type; 0.9.2 still took
+    image=2,video=0 through nullable_kvs); a count that is a string or a float stops vLLM 0.33 (config/multimodal.py
+    _validate_limit_per_prompt: ImageDummyOptions(**v) of a non-mapping), as do a dummy size below 1 (Field(gt=0)) and
+    a key the modality's options forbid (extra="forbid"). The {"count": N} object is 0.11's."""
+    def read(value: str, version: str = "current") -> LaunchCommand:
+        return parse_vllm_command(["vllm", "serve", "M", "--limit-mm-per-prompt", value], VllmSettings(version=version))
+
+    for value in ("image=2,video=1", "", "image=2"):
+        with pytest.raises(InputError, match="reads a JSON object only"):
+            read(value)
+    with pytest.raises(InputError, match=r"vLLM 0\.10 reads a JSON object only"):
+        read("image=2,video=1", "0.10.1")
+    assert read("image=2,video=1", "0.9.2").settings.mm_limits == (("image", 2), ("video", 1))
+    with pytest.raises(InputError, match="'video' is not KEY=VALUE"):
+        read("image=2,video", "0.8.5")
+    for value, words in [('{"image": "2"}', "got '2'"), ('{"image": 2.0}', "got '2.0'"), ('{"image": null}', "got 'None'"),
+                         ('{"image": {"count": 2, "width": -5}}', "image.width must be a whole number of 1 or more"),
+                         ('{"image": {"count": 2, "width": 1e308}}', "image.width must be"),
+                         ('{"image": {"count": 2, "frames": 4}}', "'image' takes count, width, height, not 'frames'"),
+                         ('{"video": {"count": "x"}}', "got 'x'")]:
+        with pytest.raises(InputError, match=re.escape(words)):
+            read(value)
+    with pytest.raises(InputError, match=re.escape('the "count" object is from 0.11')):
+        read('{"video": {"count": 1}}', "0.10.1")
+    # accepted, with a note: a modality name vLLM passes over, a dummy size kvbudget does not shrink the item by
+    said = read('{"imag": 0, "video": {"count": 1, "num_frames": 8}}').warnings
+    assert any("'imag' is not image, video or audio" in w for w in said)
+    assert any("the video dummy num_frames override" in w for w in said)
+    assert read('{"vision_chunk": {"count": 1, "anything": 2}}').settings.mm_limits == (("vision_chunk", 1),)
 
 
 def test_a_logs_non_default_args_carry_the_limits() -> None:

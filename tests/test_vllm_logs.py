@@ -240,3 +240,19 @@ def test_a_log_of_two_start_ups_is_read_as_its_last_run() -> None:
     both = parse_vllm_log(first + "\n" + last)
     assert both == parse_vllm_log(last)
     assert both.model is not None and "Qwen2" in both.model and both != parse_vllm_log(first)
+
+
+def test_a_log_saved_as_utf16_reads_as_its_utf8_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Windows PowerShell 5's `vllm serve ... > run.log` writes UTF-16 with a byte-order mark: it was refused as binary
+    (its NUL bytes). Read through the mark, it gives the same check as the UTF-8 log; a UTF-8 mark is dropped too."""
+    from kvbudget.cli import main
+
+    log = Path(__file__).parent / "data" / "vllm_logs" / "v0.22.1_h100_qwen3-30b-a3b-2507_fp8-online_len8192_gmu0.92_mns64.log"
+    text = log.read_text(encoding="utf-8")
+    outs = []
+    for name, data in [("utf8.log", text.encode("utf-8")), ("utf16.log", text.encode("utf-16")),
+                       ("utf16be.log", b"\xfe\xff" + text.encode("utf-16-be")), ("bom8.log", b"\xef\xbb\xbf" + text.encode())]:
+        (tmp_path / name).write_bytes(data)
+        assert main(["check", str(tmp_path / name), "--gpu", "H100"]) == 0
+        outs.append(capsys.readouterr().out.replace(str(tmp_path / name), "LOG"))
+    assert "available KV cache (GiB)    42.54" in outs[0] and outs[1:] == outs[:1] * 3

@@ -49,9 +49,9 @@ def test_the_command_line_lifts_the_length_as_vllm_does() -> None:
         _max_len(base, "0.10.0")  # no scaling: 40,960
     with pytest.raises(InputError, match="greater than the derived max_model_len"):
         _max_len(base + f"--hf-overrides '{{\"rope_scaling\": {YARN}}}'", "0.33.0")  # 0.31 on: 40,960 stands
-    # other overrides are named, not silently planned
+    # other overrides are kept for the config planned (test_overrides_apply_to_the_config)
     launch = parse_vllm_command('vllm serve Qwen/Qwen3-32B --hf-overrides \'{"num_hidden_layers": 2}\'')
-    assert any("num_hidden_layers" in w and "not modelled" in w for w in launch.warnings)
+    assert launch.overrides == '{"num_hidden_layers": 2}'
     with pytest.raises(InputError, match="JSON object"):
         parse_vllm_command("vllm serve Qwen/Qwen3-32B --hf-overrides '[1]'")
 
@@ -60,3 +60,22 @@ def test_check_reads_the_scaling_from_the_logs_arguments() -> None:
     # a published 0.10.0 TP 4 run with YaRN x4 (provenance in its .json): the log's own max_model_len is planned
     result = check_log(LOG.read_text(), gpu="H100-SXM-80GB")
     assert result.plan.max_model_len == 131072
+
+
+def test_overrides_apply_to_the_config() -> None:
+    """--hf-overrides' config.json keys are applied to the config planned, as vLLM 0.33.0 applies them
+    (config/model.py: PretrainedConfig.update of the flat keys). Llama-3.1-8B's config (32 layers, 8 KV heads,
+    head_dim 128) with 16 layers holds 16 x 2 x 8 x 128 x 2 B = 65,536 B of bf16 KV a token, not 131,072; before, the
+    published config was planned (exit 0, a warning)."""
+    half = kvbudget.explain("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192 "
+                            "--hf-overrides '{\"num_hidden_layers\": 16}'", gpu="H100")
+    whole = kvbudget.explain("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192", gpu="H100")
+    assert half.plan.bytes_per_block // half.plan.block_size == 16 * 2 * 8 * 128 * 2
+    assert whole.plan.bytes_per_block == 2 * half.plan.bytes_per_block
+    # a value transformers or vLLM refuses is refused in one line naming the override (was planned, exit 0)
+    for value, words in [('{"num_hidden_layers": 0}', "field 'num_hidden_layers' must be positive, got 0"),
+                         ('{"max_position_embeddings": -1}', "must be positive, got -1"),
+                         ('{"max_position_embeddings": "8192"}', "must be a whole number, not '8192'"),
+                         ('{"num_key_value_heads": 3}', "3 KV heads do not divide 32 attention heads")]:
+        with pytest.raises(InputError, match=f"--hf-overrides .* on 'meta-llama/Llama-3.1-8B-Instruct': .*{words}"):
+            kvbudget.explain(["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--hf-overrides", value], gpu="H100")

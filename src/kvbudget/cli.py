@@ -233,6 +233,10 @@ def _expect(args: argparse.Namespace, registry: Registry) -> Any:
 
     def plan(snapshot: Any) -> Any:
         engine = args.engine or snapshot.servers[0].engine
+        shown = sorted({s.engine for s in snapshot.servers})
+        if engine not in shown:  # the plan of one engine held against another's figures: blocks of another size
+            raise InputError(f"--engine {engine}, but the page is {' and '.join(shown)}'s /metrics: give --engine "
+                             f"{shown[0]}, or the {engine} server's page")
         options = {o.dest: getattr(args, o.dest) for o in registry.get(engine).options
                    if "fit" in o.commands and getattr(args, o.dest, None) is not None}
         answer = api.fit(args.expect, gpu=args.gpu, gpu_memory=args.gpu_memory, engine=engine, tp=tp, pp=pp,

@@ -139,8 +139,12 @@ def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
 def read_text(path: str, what: str, max_bytes: int, errors: str = "strict") -> str:
     """A UTF-8 text file (``errors="replace"`` for logs, where a stray byte is harmless)."""
     data = read_bytes(path, what, max_bytes)
+    if errors == "replace" and data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        # a log saved by Windows PowerShell 5 (`> run.log`, Out-File) is UTF-16 with its byte-order mark: it was
+        # refused as binary (its NUL bytes); the mark says how to read it
+        return data.decode("utf-16", errors=errors)
     try:
-        return data.decode("utf-8", errors=errors)
+        return data.decode("utf-8", errors=errors).removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {excerpt_path(path)}: not UTF-8 text (byte {exc.start})") from None
 

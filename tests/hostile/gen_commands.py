@@ -216,3 +216,29 @@ for n, env in enumerate(["NCCL_NVLS_ENABLE=abc", "NCCL_CUMEM_ENABLE=true", "NCCL
 argv("cmd-vllm-hf-overrides-two-ropes", [*GPU, *VLLM, "--hf-overrides", '{"rope_parameters": {"rope_type": "yarn", "factor": 4, '
      '"original_max_position_embeddings": 8192}, "rope_scaling": {"rope_type": "linear", "factor": 2}}'],
      expect_in="sets rope_scaling and rope_parameters to different values")
+
+# --limit-mm-per-prompt values vLLM 0.33 refuses (engine/arg_utils.py json.loads only since 0.10; config/multimodal.py's
+# dummy options: a count that is not an integer, a size below 1, a key the modality forbids): were planned, exit 0
+VL = ["vllm", "serve", "qwen2.5-vl-7b", "--limit-mm-per-prompt"]
+for n, (value, expect_in) in enumerate([
+        ("image=2,video=1", "vLLM 0.33 reads a JSON object only"), ("", "vLLM 0.33 reads a JSON object only"),
+        ('{"image": "2"}', "'image' needs a whole count of 0 or more items, got '2'"),
+        ('{"image": {"count": 2, "width": -5}}', "image.width must be a whole number of 1 or more, got '-5'"),
+        ('{"image": {"count": 2, "width": 1e308}}', "image.width must be a whole number of 1 or more"),
+        ('{"video": {"count": 1, "fps": 2}}', "'video' takes count, num_frames, width, height, not 'fps'")]):
+    argv(f"cmd-vllm-mm-limits-{n}", [*GPU, *VL, value], expect_in=expect_in)
+argv("cmd-vllm-mm-limits-dotted-nested", [*GPU, *VL[:3], "--limit-mm-per-prompt.image.width", "0"],
+     expect_in="image.width must be a whole number of 1 or more, got '0'")
+argv("cmd-vllm-mm-limits-old-release", ["explain", "--gpu", "H100", "--vllm-version", "0.9.2", "--", *VL, "image=2,video=0"],
+     expect=0)
+
+# --hf-overrides of config.json keys kvbudget reads were planned as the published config (exit 0, a warning); they
+# are applied to the config, so a value transformers or vLLM refuses is refused as config.json's would be
+for n, (value, expect_in) in enumerate([
+        ('{"max_position_embeddings": -1}', "field 'max_position_embeddings' must be positive, got -1"),
+        ('{"max_position_embeddings": 0}', "must be positive, got 0"), ('{"max_position_embeddings": 1e30}', "31 digits"),
+        ('{"max_position_embeddings": "8192"}', "must be a whole number, not '8192'"),
+        ('{"num_hidden_layers": 0}', "field 'num_hidden_layers' must be positive, got 0"),
+        ('{"num_key_value_heads": 3}', "3 KV heads do not divide 32 attention heads")]):
+    argv(f"cmd-vllm-hf-overrides-{n}", [*GPU, *VLLM, "--hf-overrides", value], expect_in=expect_in)
+argv("cmd-vllm-hf-overrides-layers-applied", [*GPU, *VLLM, "--hf-overrides", '{"num_hidden_layers": 16}'], expect=0)

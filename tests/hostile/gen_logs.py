@@ -97,7 +97,9 @@ BINARY = "binary, not text"
 _file("logs-empty", b"", NONE_FOUND)
 _file("logs-binary", bytes(range(256)) * 64, BINARY)
 _file("logs-binary-nul-in-vllm", b"Available KV cache memory: 1.0 GiB\x00\n", BINARY)
-_file("logs-utf16", "Available KV cache memory: 1.0 GiB\n".encode("utf-16"), BINARY)
+# UTF-16 with its byte-order mark (Windows PowerShell's `>`) is read as text, then judged as any log; without the mark
+_file("logs-utf16", "Available KV cache memory: 1.0 GiB\n".encode("utf-16"), "the log does not name its model")
+_file("logs-utf16-no-mark", "Available KV cache memory: 1.0 GiB\n".encode("utf-16-le"), BINARY)
 _file("logs-digits-line", "7" * 1_000_000, LONG)
 _file("logs-blank-lines", "\n" * 1_000_000, NONE_FOUND)
 _file("logs-spaces", " " * 1_000_000, NONE_FOUND)

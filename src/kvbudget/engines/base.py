@@ -269,6 +269,7 @@ class Command:
     model: str
     settings: Any
     warnings: tuple[str, ...] = ()
+    overrides: str = ""  # keys of the model's config the command overrides (vLLM's --hf-overrides), a JSON object
 
 
 @record

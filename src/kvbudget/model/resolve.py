@@ -185,10 +185,29 @@ def _planned_gguf(path: str) -> ModelSpec | None:
     return replace(spec, weight_format=weight_format(ftype), notes=(*spec.notes, note))
 
 
-def load_model(ref: str) -> ModelSpec:
+class OverrideError(ConfigError):
+    """A config that --hf-overrides makes wrong (a layer count of 0, KV heads that do not divide the heads)."""
+
+
+def with_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """A config.json with vLLM's --hf-overrides applied as vLLM 0.33.0 applies them (config/model.py: flat keys
+    through PretrainedConfig.update, a JSON object into a nested config such as text_config key by key, any other
+    object set whole)."""
+    out = dict(raw)
+    for key, value in overrides.items():
+        nested = out.get(key)
+        out[key] = with_overrides(nested, value) if isinstance(value, dict) and isinstance(nested, dict) and (
+            key.endswith("_config") and key != "quantization_config") else value
+    return out
+
+
+def load_model(ref: str, overrides: str = "") -> ModelSpec:
     """Resolve a model reference: a GGUF file (its header only), a path to a config.json or a folder
     holding one (with its ``*.safetensors``, the weights are their headers' exact bytes), a catalog id
-    or alias (case-insensitive), or a Hugging Face repo id fetched with huggingface_hub."""
+    or alias (case-insensitive), or a Hugging Face repo id fetched with huggingface_hub. ``overrides``: a JSON
+    object of config.json keys a launch command overrides (vLLM's --hf-overrides), applied to the config read."""
+    if overrides:
+        return _overridden(ref, load_json(overrides, "--hf-overrides"))
     ref = ref.strip()
     if not ref:
         raise UnknownModel("empty model name: give a catalog name (see `kvbudget models`) or a config.json path")
@@ -238,23 +257,60 @@ def load_model(ref: str) -> ModelSpec:
     raise UnknownModel(f"unknown model {ref!r}{did} (see `kvbudget models`, or pass a config.json path)")
 
 
-def load_foreign_model(ref: str) -> ModelSpec:
+def _overridden(ref: str, overrides: dict[str, Any]) -> ModelSpec:
+    """The model of ``ref`` planned from its config with ``overrides`` applied; a GGUF file or a model with no
+    config.json here keeps its own shapes, with a note naming the keys not applied."""
+    keys = ", ".join(sorted(map(str, overrides)))[:120]
+    path = os.path.expanduser(ref.strip())
+    raw: dict[str, Any] | None = None
+    if not files_refused() and not path.lower().endswith(".gguf") and (os.path.exists(path) or _looks_like_path(ref)):
+        raw = read_config_file(path)
+    elif (entry := catalog.find(ref.strip())) is not None:
+        raw, ref = dict(entry.config), entry.id
+        path = ""
+    elif ref.strip().count("/") == 1 and all(ref.strip().split("/")) and not path.lower().endswith(".gguf"):
+        try:
+            raw = _from_hub(ref.strip())
+        except HubUnreachable:
+            raw = None
+    if raw is None:
+        return _stand_in(load_model(ref), f"--hf-overrides of {keys} not applied: kvbudget has no config.json of "
+                         f"{excerpt(ref.strip(), 60)} to apply it to")
+    try:
+        spec = spec_from_config(with_overrides(raw, overrides), name=ref.strip())
+    except ConfigError as exc:
+        said = str(exc).removeprefix(f"{ref.strip()}: ").replace(": fix the config.json", "")
+        raise OverrideError(f"--hf-overrides {keys} on {excerpt(ref.strip(), 60)}: {said}: fix the override") from None
+    if os.path.isdir(path) and not files_refused():
+        from .safetensors_reader import with_folder_weights
+
+        spec = with_folder_weights(spec, path)
+    return _stand_in(spec, f"--hf-overrides: {keys} applied to the config.json of {excerpt(ref.strip(), 60)}")
+
+
+def load_foreign_model(ref: str, overrides: str = "") -> ModelSpec:
     """A model named on another machine (in a start-up log, a pasted launch command): as ``load_model``, and
     when that fails (a local path over there, a Hub id with no Hub here), the catalog model its last path part
     names or re-publishes (``derived.derive``), with a note saying so."""
     try:
-        return load_model(ref)
+        return load_model(ref, overrides)
+    except OverrideError:
+        raise  # the overrides make a config kvbudget (and transformers) refuse: no stand-in hides that
     except InputError:
         base = os.path.basename(ref.strip().rstrip("/"))
         if not base or base == ref.strip():
             raise
         entry = catalog.find(base)
         if entry is not None:
-            return _stand_in(spec_from_config(entry.config, name=entry.id),
+            return _stand_in(load_model(entry.id, overrides) if overrides else spec_from_config(entry.config, name=entry.id),
                              f"{ref} is not here: planned as {entry.id}, the catalog model its folder is named after")
         spec = _by_name(base)
         if spec is None:
             raise
+        if overrides:
+            keys = ", ".join(sorted(map(str, load_json(overrides, "--hf-overrides"))))[:120]
+            spec = _stand_in(spec, f"--hf-overrides of {keys} not applied: kvbudget has no config.json of "
+                             f"{excerpt(ref.strip(), 60)} to apply it to")
         return spec
 
 

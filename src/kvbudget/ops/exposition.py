@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 from .._record import record
-from ..units import InputError
+from ..units import InputError, excerpt
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -143,6 +143,7 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
 
     found: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, tuple[int, float]]] = {}
     configs: list[dict[str, str]] = []
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # the series read: an engine exposes each once
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -150,7 +151,15 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
                     configs.append(dict(sample.labels))
                     continue
                 hit = _FIELDS.get(sample.name)
-                if hit is None or not math.isfinite(sample.value):
+                if hit is None:
+                    continue
+                series = (sample.name, tuple(sorted(sample.labels.items())))
+                if series in seen:  # two scrapes in one file (a page saved twice, tee -a): the larger was taken
+                    labels = ",".join(f'{k}="{v}"' for k, v in series[1])
+                    raise ScrapeError(f"{source}: {excerpt(sample.name + '{' + labels + '}', 100)[1:-1]} appears twice: "
+                                      "the page holds more than one scrape; give one /metrics page")
+                seen.add(series)
+                if not math.isfinite(sample.value):
                     continue
                 if not 0 <= sample.value <= MAX_FIGURE:  # a count, a fraction or a size: none is negative or 1e300
                     raise ScrapeError(f"{source}: {sample.name} is {sample.value:g}, which no engine reports (a "

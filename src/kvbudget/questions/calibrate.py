@@ -9,6 +9,7 @@ non-torch memory on every plan that matches, and says so in the figure's provena
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 
 from .._record import record
@@ -57,7 +58,13 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
 
     points: list[Point] = []
     skipped: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}  # a digest of each log's text -> its name: one run given twice is one point, not two
     for name, text in logs:
+        digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+        if digest in seen:
+            skipped.append((name, f"the same log as {seen[digest]}: one run counts once"))
+            continue
+        seen[digest] = name
         engine = registry.reader(lambda e, t=text: e.reads_log(t))  # type: ignore[misc]
         point = getattr(engine, "calibration_point", None)
         if engine is None or point is None:

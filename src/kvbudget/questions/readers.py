@@ -38,7 +38,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
         raise InputError(f"the command needs {gpus} (TP x PP x DP) but its {shown[0]} shows {shown[1]}: "
                          f"{engine.label} stops at start-up; list {used} device{'s' if used != 1 else ''} there, or lower "
                          "the parallel sizes")
-    return engine, fit(load_foreign_model(cmd.model), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
+    return engine, fit(load_foreign_model(cmd.model, cmd.overrides), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
                        warnings=cmd.warnings, inverse=False)
 
 

@@ -20,6 +20,10 @@ from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
 from .settings import VllmSettings
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 _FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
 _TRUE = ("1", "true", "yes", "on")
 
@@ -32,6 +36,7 @@ class LaunchCommand:
     settings: VllmSettings
     warnings: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    overrides: str = ""  # --hf-overrides' config.json keys other than RoPE's, as a JSON object ("": none)
 
 
 def _flags() -> tuple[dict[str, tuple[str, bool]], dict[str, bool]]:
@@ -155,13 +160,33 @@ _MULTIMODAL = ("limit_mm_per_prompt", "mm_processor_kwargs", "skip_mm_profiling"
 _JSON_KEYED = ("limit_mm_per_prompt", "mm_processor_kwargs")  # also given one key at a time: --limit-mm-per-prompt.video 0
 
 
+def _dotted_value(text: str) -> object:
+    """The value of a dotted key as FlexibleArgumentParser reads it (utils/argparse_utils.py, 0.33.0): JSON, else a
+    human-readable integer (2k), else the text."""
+    try:
+        return json.loads(text[:10_000])
+    except ValueError:
+        return human_readable_int(text.strip()) if human_readable_int(text.strip()) is not None else text[:40]
+
+
+def _merge_dotted(into: dict[str, object], keys: list[str], value: object) -> None:
+    """One dotted argument's keys into the flag's value (a later key wins, nested objects merge)."""
+    for key in keys[:-1]:
+        inner = into.get(key[:40])
+        if not isinstance(inner, dict):
+            inner = into[key[:40]] = {}
+        into = inner
+    into[keys[-1][:40]] = value
+
+
 def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None, label: str) -> VllmSettings:
     """An engine argument of the vision encoder's profiling pass into the settings."""
     from .encoder_profile import parse_limits, parse_processor_kwargs
 
     off = name.startswith("--no-") or (value is not None and value.strip().lower() in ("false", "0", "off", "no"))
     if dest == "limit_mm_per_prompt":
-        merged = {**dict(settings.mm_limits), **dict(parse_limits(value or "", label))}
+        limits, _notes = parse_limits(value or "", label, settings.version)
+        merged = {**dict(settings.mm_limits), **dict(limits)}
         return replace(settings, mm_limits=tuple(merged.items()))
     if dest == "mm_processor_kwargs":
         hi, lo = parse_processor_kwargs(value or "{}", label)
@@ -177,8 +202,8 @@ def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None,
 
 
 def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tuple[VllmSettings, list[str]]:
-    """``--rope-scaling JSON`` or ``--hf-overrides JSON`` into the settings: the RoPE scaling is read (rope.py); any
-    other override of the model's config is named in a warning, since kvbudget plans the config as published."""
+    """``--rope-scaling JSON`` or ``--hf-overrides JSON`` into the settings: the RoPE scaling is read (rope.py); the
+    other keys of the model's config are returned by ``config_overrides`` and applied to the config planned."""
     from .rope import json_object, parse_rope
 
     if name == "--rope-scaling":
@@ -193,10 +218,15 @@ def _overrides(settings: VllmSettings, name: str, value: str, label: str) -> tup
         raise InputError(f"{label} sets rope_scaling and rope_parameters to different values: give one")
     if rope is not None:
         settings = replace(settings, rope_scaling=parse_rope(json.dumps(rope), f"{label} rope_scaling"))
-    others = sorted(k for k in data if k not in ("rope_scaling", "rope_parameters"))
-    said = [f"{label}: kvbudget plans the published config; the override of {', '.join(map(str, others))[:120]} "
-            "is not modelled"] if others else []
-    return settings, said
+    return settings, []
+
+
+def config_overrides(value: str) -> dict[str, Any]:
+    """--hf-overrides' keys of the model's config other than RoPE's (read into the settings by ``_overrides``)."""
+    from .rope import json_object
+
+    data = json_object(value, 65536) or {}
+    return {k: v for k, v in data.items() if k not in ("rope_scaling", "rope_parameters")}
 
 
 def _speculative(settings: VllmSettings, name: str, value: str | None, label: str) -> tuple[VllmSettings, list[str]]:
@@ -348,6 +378,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     model: str | None = None
     warnings: list[str] = list(env_warnings)
     pending: list[tuple[str, str | None, str]] = []
+    dotted: dict[str, tuple[dict[str, object], str]] = {}  # --limit-mm-per-prompt.image.count 2: the keys per flag
     i = 0
     while i < len(args):
         tok = args[i]
@@ -366,8 +397,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 if i >= len(args):
                     raise InputError(f"{name} needs a value")
                 inline, i = args[i], i + 1
-            number = inline.strip()
-            pending.append((head, json.dumps({key[:40]: int(number) if number.isdigit() else number[:40]}), name))
+            dotted.setdefault(head, ({}, name))
+            _merge_dotted(dotted[head][0], key.split(".")[:8], _dotted_value(inline))
             continue
         if name not in flags and name.startswith("--no-") and "--" + name[5:] in flags:
             flags[name] = (flags["--" + name[5:]][0], False)  # BooleanOptionalAction's --no-X of older releases
@@ -391,15 +422,20 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             raise InputError(f"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: {excerpt(name, 60)[1:-1]}`"
                              f"{hint}")
         pending.append((name, arg, name))
+    # FlexibleArgumentParser adds the dotted keys back as one JSON value after the other words: they win
+    pending += [(head, json.dumps(value), label) for head, (value, label) in dotted.items()]
     for name, arg, _ in list(pending):
         if name in flags and flags[name][0] == "config" and arg:
             pending[:0] = _config_file(arg)  # the command line wins over the file
+    overrides = ""
     spec: tuple[str, str | None, str] | None = None  # --speculative-config's (flag, value, label), read after the loop
     spec_flags: dict[str, tuple[str, str]] = {}  # --spec-method, --spec-model, --spec-tokens: its keys
     for name, arg, label in pending:
         if name in ("--rope-scaling", "--hf-overrides"):  # --rope-scaling: flags of 0.10 and earlier
             settings, extra = _overrides(settings, name, arg or "", label)
             warnings.extend(extra)
+            if name == "--hf-overrides":  # the last one wins, as argparse keeps the last value
+                overrides = json.dumps(config_overrides(arg or "")) if config_overrides(arg or "") else ""
             continue
         if name == "--enable-multimodal-encoder-data-parallel":  # a flag of 0.10-0.12, gone from 0.33's list
             settings = _multimodal(settings, "enable_multimodal_encoder_data_parallel", name, arg, label)
@@ -430,6 +466,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             spec_flags[_SPEC_FLAGS[dest]] = (name, arg or "")
         elif dest in _MULTIMODAL:
             settings = _multimodal(settings, dest, name, arg, label)
+            if dest == "limit_mm_per_prompt":
+                from .encoder_profile import parse_limits
+
+                warnings.extend(parse_limits(arg or "", label, settings.version)[1])
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")
@@ -448,4 +488,4 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     unmodelled_flags = tuple(dict.fromkeys(w.split(":", 1)[0] for w in warnings if "does not model the memory" in w))
     if unmodelled_flags:  # the figures carry a wider band: memory the run spends that kvbudget does not count
         settings = replace(settings, unmodelled=unmodelled_flags)
-    return LaunchCommand(model, settings, tuple(warnings), tuple(env))
+    return LaunchCommand(model, settings, tuple(warnings), tuple(env), overrides)

@@ -51,7 +51,7 @@ import math
 
 from ..._record import record
 from ...model.spec import ModelSpec, VisionTower
-from ...units import GiB, InputError, element_type
+from ...units import GiB, InputError, element_type, excerpt
 from .settings import Release, VllmSettings, version_minor
 
 # The pixel bounds of the checkpoints' processors (preprocessor_config.json "min_pixels" / "max_pixels" of
@@ -284,33 +284,75 @@ def note(p: EncoderPass, v: VisionTower) -> str:
 # --- engine arguments ---------------------------------------------------------------------------------------------
 
 
-def parse_limits(value: str, label: str) -> tuple[tuple[str, int], ...]:
-    """--limit-mm-per-prompt as vLLM reads it: a JSON object of counts ('{"image": 2, "video": 0}'; from 0.11 a count
-    may be an object with "count" and dummy sizes, config/multimodal.py), or the older key=value form
-    ('image=2,video=0')."""
+# Dummy-data options a count may carry from 0.11 (config/multimodal.py of 0.33.0: ImageDummyOptions, VideoDummyOptions,
+# AudioDummyOptions, each with extra="forbid"; another modality's BaseDummyOptions takes count only)
+_DUMMY_KEYS = {"image": ("width", "height"), "video": ("num_frames", "width", "height"), "audio": ("length",)}
+_LIMITS_EG = '\'{"image": 2, "video": 0}\''
+
+
+def parse_limits(value: str, label: str, version: str = "current") -> tuple[tuple[tuple[str, int], ...], list[str]]:
+    """--limit-mm-per-prompt as vLLM reads it, and the notes on it: a JSON object of counts ('{"image": 2, "video": 0}';
+    from 0.11 a count may be an object with "count" and dummy sizes, config/multimodal.py), or, up to 0.9, the
+    key=value form ('image=2,video=0', engine/arg_utils.py nullable_kvs; 0.10 reads JSON only)."""
+    from .settings import version_minor
+
+    minor = version_minor(version)
     text = value.strip()
     pairs: list[tuple[str, object]]
     if text.startswith("{"):
         try:
             loaded = json.loads(text[:10_000])
         except ValueError:
-            raise InputError(f"{label}: not a JSON object of counts (e.g. '{{\"image\": 2, \"video\": 0}}')") from None
+            raise InputError(f"{label}: not a JSON object of counts (e.g. {_LIMITS_EG})") from None
         if not isinstance(loaded, dict):
-            raise InputError(f"{label}: give a JSON object of counts (e.g. '{{\"image\": 2, \"video\": 0}}')")
+            raise InputError(f"{label}: give a JSON object of counts (e.g. {_LIMITS_EG})")
         pairs = list(loaded.items())
+    elif minor is not None and minor <= 9:
+        pairs = []
+        for part in text.split(","):
+            word, eq, given = part.partition("=")
+            if not eq or not word.strip():
+                raise InputError(f"{label}: {excerpt(part, 40)} is not KEY=VALUE (e.g. image=2,video=0)")
+            try:  # nullable_kvs: int() of each value
+                pairs.append((word.strip().lower(), int(given.strip())))
+            except ValueError:
+                pairs.append((word.strip().lower(), given.strip()))
     else:
-        pairs = [tuple(p.split("=", 1)) if "=" in p else (p, None) for p in text.split(",") if p.strip()]  # type: ignore[misc]
+        release = f"vLLM 0.{minor}" if minor is not None else "vLLM 0.33"
+        raise InputError(f"{label} {excerpt(text, 40)}: {release} reads a JSON object only (the image=2,video=0 form "
+                         f"went in 0.10); give e.g. {_LIMITS_EG}")
     out: list[tuple[str, int]] = []
+    notes: list[str] = []
     for key, raw in pairs[:32]:
-        count = raw.get("count") if isinstance(raw, dict) else raw
-        try:
-            n = int(str(count).strip()) if not isinstance(count, bool) and count is not None else -1
-        except ValueError:
-            n = -1
-        if n < 0 or n > 1 << 20:
-            raise InputError(f"{label}: {str(key).strip()[:40]!r} needs a count of 0 or more items (e.g. image=2,video=0)")
-        out.append((str(key).strip()[:40], n))
-    return tuple(out)
+        name = str(key).strip()[:40]
+        count: object = raw
+        if isinstance(raw, dict):
+            if minor is not None and minor <= 10:
+                raise InputError(f"{label}: {name!r} is an object; vLLM 0.{minor} takes a count per modality (the "
+                                 "\"count\" object is from 0.11)")
+            allowed = _DUMMY_KEYS.get(name, ())
+            for field, size in raw.items():
+                if field == "count" or (field not in allowed and name not in _DUMMY_KEYS):
+                    continue  # another modality's options take count only (extra keys ignored)
+                if field not in allowed:
+                    raise InputError(f"{label}: {name!r} takes {', '.join(('count', *allowed))}, not "
+                                     f"{str(field)[:40]!r} (vLLM's dummy options)")
+                if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 1 << 20:
+                    raise InputError(f"{label}: {name}.{field} must be a whole number of 1 or more, got "
+                                     f"{str(size)[:40]!r}")
+            sizes = sorted(f for f in raw if f != "count" and f in allowed)
+            if sizes:
+                notes.append(f"{label}: kvbudget does not model the memory it takes (the {name} dummy "
+                             f"{'/'.join(sizes)} override; the profile is of the largest item)")
+            count = raw.get("count", 999)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 1 << 20:
+            raise InputError(f"{label}: {name!r} needs a whole count of 0 or more items, got {str(count)[:40]!r} "
+                             f"(e.g. {_LIMITS_EG})")
+        if name not in _DUMMY_KEYS:
+            notes.append(f"{label}: {name!r} is not image, video or audio; vLLM passes over a modality the model does "
+                         "not take, and the others keep 999 items")
+        out.append((name, count))
+    return tuple(out), notes
 
 
 def parse_processor_kwargs(value: str, label: str) -> tuple[int | None, int | None]:

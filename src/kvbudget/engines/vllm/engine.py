@@ -195,7 +195,7 @@ class VllmEngine:
         version = given.get("vllm_version")
         cmd = parse_vllm_command(words, VllmSettings(version=version) if version is not None else None)
         settings = replace(cmd.settings, site=_site(given.get("profile"))) if given.get("profile") else cmd.settings
-        return Command(cmd.model, settings, cmd.warnings)
+        return Command(cmd.model, settings, cmd.warnings, cmd.overrides)
 
     def gpus(self, s: VllmSettings) -> int:
         return s.tensor_parallel_size * s.pipeline_parallel_size * s.data_parallel_size

@@ -47,7 +47,7 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
         if t["release"] not in RELEASES:  # a term no plan would ever match: silently no calibration
             raise InputError(f"{at}: release {t['release'][:40]!r} is not a vLLM release line kvbudget knows "
                              f"({', '.join(RELEASES)}): recalibrate with this kvbudget")
-        term = SiteTerm(t["gpu"][:200], t["release"], whole(t.get("gpus"), "gpus", 1, 1 << 20, at),
+        term = SiteTerm(_term_gpu(t["gpu"], at), t["release"], whole(t.get("gpus"), "gpus", 1, 1 << 20, at),
                         whole(t.get("bytes"), "bytes", -(1 << 50), 1 << 50, at),
                         whole(t.get("logs"), "logs", 1, 1 << 20, at), whole(t.get("spread", 0), "spread", 0, 1 << 50, at))
         key = (term.gpu, term.release, term.gpus)
@@ -57,6 +57,21 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
         seen[key] = i
         terms.append(term)
     return tuple(terms)
+
+
+def _term_gpu(name: str, at: str) -> str:
+    """A term's GPU as a plan names it: the catalog's name of an alias ('H100' -> 'H100-SXM-80GB'), or a custom GPU
+    as calibrate writes one ('custom (47.50 GiB)'). Another name matches no plan: the term would silently not apply."""
+    from ...hardware import UnknownGPU, find_gpu
+
+    if re.fullmatch(r"custom \([0-9]{1,7}\.[0-9]{2} GiB\)", name):
+        return name
+    try:
+        return find_gpu(name).name
+    except UnknownGPU:
+        raise InputError(f"{at}: GPU {excerpt(name, 40)} is not a GPU kvbudget knows (see `kvbudget gpus`) nor a custom "
+                         "one ('custom (47.50 GiB)'): no plan would use the term; recalibrate with `kvbudget calibrate "
+                         "LOG ... --out FILE`") from None
 
 
 def site_bytes(site: tuple[SiteTerm, ...], gpu: str, release: str, gpus: int) -> tuple[int, SiteTerm | None]:

@@ -194,7 +194,7 @@ def sampler_bytes(model: ActivationModel, path: str, dtype: str, reqs: int = 256
     if model.logits is not None:
         return model.logits
     copy = element_type(dtype).nbytes(1) + (0 if element_type(dtype).nbytes(1) == 4 else 4)
-    minor = version_minor(version) if version is not None else None
+    minor = version_minor(version)
     triton = minor is not None and minor >= 17 and reqs >= 8
     if path == "native" and not triton:
         return copy + sort_bytes(reqs)

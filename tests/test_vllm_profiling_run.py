@@ -4,6 +4,7 @@ model_executor/layers/fused_moe/fused_moe.py, 0.10.1) and the real start-up logs
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,38 @@ def test_v0_t4_run_and_the_0_6_4_cuda_context() -> None:
     old = _plan("meta-llama/Llama-3.1-8B-Instruct", "RTX-3090", version="0.6.4", max_model_len=20000)
     assert old.non_torch_bytes == NON_TORCH_0_6_4_BYTES
     assert parse_vllm_log((LOGS / "v0.6.4_rtx3090_llama3.1-8b_len20000.log").read_text(encoding="utf-8")).version == "0.6.4"
+
+
+def test_releases_that_count_the_cuda_context() -> None:
+    """0.6.4's V0 worker and the V1 worker of 0.8.0-0.9.0 add everything on the device torch did not allocate
+    (mem_get_info's used bytes minus torch's allocated bytes, no baseline); 0.6.3, 0.6.5 on and 0.9.1 on count
+    the increase over the worker's start only."""
+    from kvbudget.engines.vllm.calibration import (
+        CUDA_CONTEXT_BYTES,
+        NON_TORCH_0_6_4_BYTES,
+        NON_TORCH_TP1_BYTES,
+        NON_TORCH_TP_BYTES,
+        counts_whole_device,
+    )
+
+    assert [counts_whole_device("v1", v) for v in ("0.7.3", "0.8.0", "0.8.5.post1", "0.9.0", "0.9.0.1", "0.9.1", "0.10.0")] \
+        == [False, True, True, True, True, False, False]
+    assert [counts_whole_device("v0", v) for v in ("0.6.3.post1", "0.6.4", "0.6.4.post1", "0.6.5", "0.8.5")] \
+        == [False, True, True, False, False]
+    assert not counts_whole_device("v1", "v1") and not counts_whole_device("current", "0.8.5")
+    one = _plan("meta-llama/Llama-3.1-8B-Instruct", "A100-SXM4-40GB", version="0.8.5.post1", max_model_len=4096)
+    assert one.non_torch_bytes == NON_TORCH_0_6_4_BYTES
+    later = _plan("meta-llama/Llama-3.1-8B-Instruct", "A100-SXM4-40GB", version="0.9.1", max_model_len=4096)
+    assert later.non_torch_bytes == NON_TORCH_TP1_BYTES["v1"]
+    assert one.available_kv_cache_bytes == later.available_kv_cache_bytes - CUDA_CONTEXT_BYTES
+    # the 0.6.4.post1 TP 4 log on four 48 GB PCIe cards prints "non_torch_memory=0.71GiB": the TP figure plus the context
+    meta = json.loads((LOGS / "v0.6.4.post1_48gb-pcie-x4_llama3.1-8b_tp4_default.json").read_text(encoding="utf-8"))
+    assert meta["reported"]["non_torch_memory_gib"] == 0.71
+    k = meta["kvbudget"]
+    tp4 = check_log((LOGS / "v0.6.4.post1_48gb-pcie-x4_llama3.1-8b_tp4_default.log").read_text(encoding="utf-8"),
+                    model=k["model"], gpu=k.get("gpu"), gpu_memory=round(k["gpu_memory_gib"] * GiB) if k.get("gpu_memory_gib") else None,
+                    version=k.get("version"), flags=k.get("flags"))
+    assert tp4.plan.non_torch_bytes == NON_TORCH_TP_BYTES + CUDA_CONTEXT_BYTES
+    assert abs(tp4.plan.non_torch_bytes / GiB - 0.71) < 0.05
+    blocks = next(r for r in tp4.rows if r.figure == "GPU blocks")
+    assert blocks.error_pct is not None and abs(blocks.error_pct) < 0.5  # was +0.82% without the context

@@ -13,7 +13,7 @@ from ...hardware import GPU
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...units import GiB, MiB, element_type
-from .settings import Release, VllmSettings, version_minor
+from .settings import Release, VllmSettings, minor_patch, version_minor
 
 
 def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len: int) -> tuple[int, int]:
@@ -71,18 +71,40 @@ NON_TORCH_TP1_BYTES = {
     "v1": int(0.05 * GiB),  # v0.10.2dev_a100_qwen3-0.6b (0.54 GiB above the weights in all)
     "v0": int(0.05 * GiB),  # the increase over the worker's baseline: 0.03-0.05 in the 0.7-0.8 V0 logs
 }
-# vLLM 0.6.4 alone (worker.py determine_num_available_blocks) counts every byte on the device that torch did not
+# vLLM 0.6.4 (worker.py determine_num_available_blocks) counts every byte on the device that torch did not
 # allocate, the CUDA context and cuBLAS's workspace included: "non_torch_memory=0.35GiB" in both RTX 3090 logs
 # (v0.6.4_rtx3090_llama3.1-8b); 0.4.3-0.6.3 measure from the worker's start and 0.6.5 on the increase over a
-# baseline, so neither counts the context. Single GPU.
+# baseline, so neither counts the context. The V1 worker of 0.7.0-0.9.0 does as 0.6.4 did
+# (v1/worker/gpu_worker.py determine_available_memory: the torch peak plus ``mem_get_info`` used minus torch's
+# allocated bytes, no baseline); 0.9.1 took 0.6.5's baseline snapshot (``memory_profiling``).
 NON_TORCH_0_6_4_BYTES = int(0.35 * GiB)
+# What such a release counts on top of the increase the others count: the device's memory at the worker's start
+CUDA_CONTEXT_BYTES = NON_TORCH_0_6_4_BYTES - int(0.05 * GiB)
+
+
+def counts_whole_device(rel_key: str, version: str) -> bool:
+    """Whether the release counts the CUDA context (everything on the device torch did not allocate) as non-torch
+    memory: V0 in 0.6.4, V1 in 0.8.0-0.9.0 (a V1 run of 0.7.x names its line "v1", with no release)."""
+    rel = minor_patch(version)
+    if rel is None:
+        return False
+    if rel_key == "v0":
+        return rel == (6, 4)
+    return rel_key == "v1" and (8, 0) <= rel <= (9, 0)
 
 
 def single_gpu_non_torch(rel_key: str, version: str) -> int:
-    """Non-torch memory of a one-GPU run as the release counts it (0.6.4: the CUDA context too)."""
-    if (version.strip().lower().lstrip("v") + ".").startswith("0.6.4."):
+    """Non-torch memory of a one-GPU run as the release counts it (0.6.4, 0.8.0-0.9.0 V1: the CUDA context too)."""
+    if counts_whole_device(rel_key, version):
         return NON_TORCH_0_6_4_BYTES
     return NON_TORCH_TP1_BYTES[rel_key]
+
+
+def multi_gpu_non_torch(rel_key: str, version: str) -> int:
+    """Non-torch memory of a rank of a TP/PP group (off NVSwitch, or NCCL connecting lazily): the fitted TP 2
+    figure, plus the CUDA context where the release counts it (the 0.6.4.post1 TP 4 log prints 0.71 GiB)."""
+    return NON_TORCH_TP_BYTES + (CUDA_CONTEXT_BYTES if counts_whole_device(rel_key, version) else 0)
+
 
 # What vLLM's source sizes of it is small: custom all-reduce (distributed/device_communicators/custom_all_reduce.py
 # CustomAllreduce.__init__) allocates per rank, outside torch, a metadata buffer of meta_size() + max_size and a data

@@ -31,13 +31,16 @@ from ...units import GiB, InputError, element_type
 from ..base import Replica
 from .calibration import (
     ACTIVATION,
+    CUDA_CONTEXT_BYTES,
     NON_TORCH_TP_BYTES,
     SAMPLERS,
     activation_peak,
     batch_defaults,
     capture_sizes,
+    counts_whole_device,
     cudagraph_bytes,
     moe_workspace_elements,
+    multi_gpu_non_torch,
     rotary_cache_bytes,
     sampler_bytes,
     sampler_may_differ,
@@ -359,7 +362,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     sizes = capture_sizes(r.seqs, r.tokens, gpu) if graphs_counted else ()
     # every DP engine holds the attention (split by its own TP) and, of an MoE model, its share of the experts
     stage_list = stages(spec, r.fmt, r.tp, r.pp, r.dp, settings.enable_expert_parallel)
-    non_torch = NON_TORCH_TP_BYTES if r.tp * r.pp > 1 else single_gpu_non_torch(rel.key, settings.version)
+    non_torch = (multi_gpu_non_torch(rel.key, settings.version) if r.tp * r.pp > 1
+                 else single_gpu_non_torch(rel.key, settings.version))
     nccl = _nvswitch_nccl(gpu, settings, r)
     if nccl is not None:  # NCCL's buffers by mechanism (nccl.py) on top of the one-GPU figure
         non_torch = single_gpu_non_torch(rel.key, settings.version) + nccl
@@ -633,6 +637,10 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     unmodelled = list(settings.unmodelled)
     if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
         _vision_note(spec, settings, encoder, unmodelled, notes)
+    if counts_whole_device(rel.key, settings.version) and settings.kv_cache_memory_bytes is None:
+        notes.append(f"vLLM {settings.version} counts the CUDA context (everything on the device torch did not allocate) "
+                     f"as non-torch memory: {CUDA_CONTEXT_BYTES / GiB:.2f} GiB more than the releases that count the "
+                     "increase over the worker's start (0.6.3, 0.6.5-0.8 V0, 0.9.1 on)")
     ranks = r.tp * r.pp
     nccl = _nvswitch_nccl(gpu, settings, r)
     if nccl is not None and settings.kv_cache_memory_bytes is None:

@@ -267,3 +267,23 @@ def test_releases_that_count_the_cuda_context() -> None:
     assert abs(tp4.plan.non_torch_bytes / GiB - 0.71) < 0.05
     blocks = next(r for r in tp4.rows if r.figure == "GPU blocks")
     assert blocks.error_pct is not None and abs(blocks.error_pct) < 0.5  # was +0.82% without the context
+
+
+def test_the_a800_takes_the_large_batch_defaults() -> None:
+    """engine/arg_utils.py (0.13.0) gives a GPU of 70 GiB or more 8192 batched tokens and 1024 sequences unless 'a100'
+    is in its device name: the A800 (same memory as the A100 80GB) takes them, as the 0.13.0 TP 4 log prints."""
+    from kvbudget.engines.vllm.calibration import batch_defaults
+    from kvbudget.engines.vllm.settings import release
+
+    a800, a100 = kvbudget.find_gpu("NVIDIA A800-SXM4-80GB"), kvbudget.find_gpu("A100-SXM4-80GB")
+    assert a800.memory_bytes == a100.memory_bytes
+    assert batch_defaults(a800, VllmSettings(version="0.13.0"), release("0.13.0"), 8192) == (8192, 1024)
+    assert batch_defaults(a100, VllmSettings(version="0.13.0"), release("0.13.0"), 8192) == (2048, 256)
+    name = "v0.13.0_a800-80gb-x4_llama3-8b_tp4_default"
+    assert "max_num_batched_tokens=8192" in (LOGS / f"{name}.log").read_text(encoding="utf-8")
+    meta = json.loads((LOGS / f"{name}.json").read_text(encoding="utf-8"))
+    k = meta["kvbudget"]
+    result = check_log((LOGS / f"{name}.log").read_text(encoding="utf-8"), model=k["model"], gpu=k["gpu"],
+                       version=k["version"], flags=k["flags"])
+    tokens = next(r for r in result.rows if r.figure == "KV cache tokens")
+    assert tokens.error_pct is not None and abs(tokens.error_pct) < 1  # +5.44% as an A100 (256 sequences' sampler)

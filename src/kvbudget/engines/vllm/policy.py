@@ -698,7 +698,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ("activation_bytes", Figure(act, "calibrated", f"{band}; the sampler's part from vLLM's source, "
                                     f"{'PyTorch-native sort' if sampler_path(settings, gpu, r.rel.key) == 'native' else 'FlashInfer'} path"
                                     if r.rel.key == "v1" else band)),
-        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs else
+        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
                                    (cudagraph.why_none if cudagraph is not None else ""))),
         *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
                                  f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),

@@ -255,4 +255,4 @@ def test_a_log_saved_as_utf16_reads_as_its_utf8_text(tmp_path: Path, capsys: pyt
         (tmp_path / name).write_bytes(data)
         assert main(["check", str(tmp_path / name), "--gpu", "H100"]) == 0
         outs.append(capsys.readouterr().out.replace(str(tmp_path / name), "LOG"))
-    assert "available KV cache (GiB)    42.54" in outs[0] and outs[1:] == outs[:1] * 3
+    assert "available KV cache (GiB)     42.54" in outs[0] and outs[1:] == outs[:1] * 3

@@ -53,8 +53,9 @@ def test_bytes_per_vocabulary_entry_from_the_source() -> None:
     # the softmax and the exponential noise, like FlashInfer's path; below 8 they still sort
     assert sampler_bytes(v1, "native", "bf16", 256, "0.17.1") == 14
     assert sampler_bytes(v1, "native", "bf16", 4, "0.17.1") == 2 + 4 + 44
-    # the current line keeps its measured figure whatever the path
-    assert sampler_bytes(ACTIVATION["current"], "native", "bf16") == 8.0
+    # the current line keeps its fitted figure whatever the path (5.65: fitted with the CUDA-graph estimate on the
+    # Llama-3.1-8B log, calibration.py ACTIVATION; 8.0 while that estimate was 0.11 MiB a size and layer)
+    assert sampler_bytes(ACTIVATION["current"], "native", "bf16") == 5.65
     # V0's sampler (model_executor/layers/sampler.py, 0.8.5) converts to fp32 and sorts the same way
     assert sampler_bytes(ACTIVATION["v0"], "native", "fp16", 192) == 2 + 4 + 32
 

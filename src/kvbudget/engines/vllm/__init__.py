@@ -22,16 +22,16 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from .calibration import (
         ACTIVATION,
-        GRAPH_BYTES_PER_LAYER,
         NON_TORCH_TP1_BYTES,
         NON_TORCH_TP_BYTES,
         ActivationModel,
         activation_peak,
         batch_defaults,
         capture_sizes,
-        cudagraph_bytes,
+        forward_bytes,
         rotary_cache_bytes,
     )
+    from .cudagraph import GRAPH_CAPTURE_BYTES, GraphEstimate
     from .kv_layout import _KV_DTYPES as _KV_DTYPES
     from .kv_layout import (
         ChunkedSpec,
@@ -67,8 +67,9 @@ if TYPE_CHECKING:
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
 _EXPORTS = (
-    dict.fromkeys(("ACTIVATION", "GRAPH_BYTES_PER_LAYER", "NON_TORCH_TP1_BYTES", "NON_TORCH_TP_BYTES", "ActivationModel",
-        "activation_peak", "batch_defaults", "capture_sizes", "cudagraph_bytes", "rotary_cache_bytes",), ".calibration")
+    dict.fromkeys(("ACTIVATION", "NON_TORCH_TP1_BYTES", "NON_TORCH_TP_BYTES", "ActivationModel",
+        "activation_peak", "batch_defaults", "capture_sizes", "forward_bytes", "rotary_cache_bytes",), ".calibration")
+    | dict.fromkeys(("GRAPH_CAPTURE_BYTES", "GraphEstimate",), ".cudagraph")
     | dict.fromkeys(("_KV_DTYPES", "ChunkedSpec", "FullSpec", "KVGroup", "KVLayout", "MambaSpec", "MLASpec", "ModelFacts",
         "SlidingSpec", "blocks_per_request", "bytes_per_block", "kv_cache_dtype", "kv_layout",
         "kv_spec", "layer_pages", "model_facts", "stage_block_bytes",), ".kv_layout")
@@ -82,7 +83,7 @@ __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "ACTIVATION",
-    "GRAPH_BYTES_PER_LAYER",
+    "GRAPH_CAPTURE_BYTES",
     "MIN_CAPABILITY",
     "NON_TORCH_TP1_BYTES",
     "NON_TORCH_TP_BYTES",
@@ -91,6 +92,7 @@ __all__ = [
     "ChunkedSpec",
     "Figure",
     "FullSpec",
+    "GraphEstimate",
     "KVGroup",
     "KVLayout",
     "MLASpec",
@@ -107,7 +109,7 @@ __all__ = [
     "capacity",
     "capture_sizes",
     "check_capability",
-    "cudagraph_bytes",
+    "forward_bytes",
     "kv_cache_dtype",
     "kv_layout",
     "kv_spec",

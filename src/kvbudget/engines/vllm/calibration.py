@@ -12,7 +12,7 @@ from ..._record import record
 from ...hardware import GPU
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
-from ...units import GiB, MiB, element_type
+from ...units import GiB, element_type
 from .settings import Release, VllmSettings, minor_patch, version_minor
 
 
@@ -131,11 +131,13 @@ class ActivationModel:
 
 
 ACTIVATION = {
-    # V1 with torch.compile fuses the MLP: 1 x hidden + 1 x intermediate per token; the sampler
-    # holds ~2 fp32 logits tensors at once in the current line (a published start-up log of Llama-3.1-8B-Instruct
-    # on an 80 GB GPU at utilization 0.92: activation peak + CUDA-graph estimate 1.44 GiB with 1024 x 128256
-    # fp32 logits; "Available KV cache memory: 56.21 GiB", "GPU KV cache size: 460,496 tokens").
-    "current": ActivationModel(1.0, 1.0, 8.0, "a published vLLM log of Llama-3.1-8B on an 80 GB GPU"),
+    # V1 with torch.compile fuses the MLP: 1 x hidden + 1 x intermediate per token; the sampler's bytes per entry
+    # are fitted with the CUDA-graph estimate on a published start-up log of Llama-3.1-8B-Instruct on an 80 GB GPU
+    # at utilization 0.92 ("Available KV cache memory: 56.21 GiB", "GPU KV cache size: 460,496 tokens"), which
+    # prints no breakdown: activation peak + CUDA-graph estimate = 1.44 GiB there, with 1024 x 128256 logits.
+    # The estimate is now modelled by mechanism (cudagraph.py: 0.46 GiB for its 51 + 51 graphs, was 0.18 at 0.11 MiB a
+    # size and layer), so the sampler keeps the rest: 5.65 bytes an entry (was 8.0).
+    "current": ActivationModel(1.0, 1.0, 5.65, "a published vLLM log of Llama-3.1-8B on an 80 GB GPU"),
     # 0.8-0.20: profile_run (v1/worker/gpu_model_runner.py) runs the dummy forward, returns its output and only
     # then the dummy sampler, so torch's peak is the larger of the two (as in V0). The forward's live set at its
     # widest point, the MLP of a torch.compile'd decoder layer: the residual and the normed input (2 x hidden),
@@ -237,9 +239,6 @@ def moe_workspace_elements(spec: ModelSpec, tokens: int, tp: int, expert_paralle
     return m * spec.experts_per_token * (max(n, k) + n // 2) + m * k
 
 
-GRAPH_BYTES_PER_LAYER = int(0.11 * MiB)  # CUDA-graph memory per capture size and decoder layer (same log)
-
-
 @lru_cache(maxsize=16, typed=True)
 def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
     """vLLM's rotary embedding cos/sin cache: max positions x rotary dim in the model dtype
@@ -269,6 +268,12 @@ def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str
     return int(forward + per_entry * reqs * d.vocab_size)
 
 
-def cudagraph_bytes(sizes: tuple[int, ...], stage_layers: int) -> int:
-    """vLLM's estimate of CUDA-graph memory (GPUModelRunner.profile_cudagraph_memory)."""
-    return len(sizes) * stage_layers * GRAPH_BYTES_PER_LAYER
+def forward_bytes(spec: ModelSpec, tokens: int, tp: int, dtype: str, moe_elements: int = 0) -> int:
+    """The dummy forward's live set at its widest point for ``tokens`` tokens on one rank, as the 0.8-0.20 profiling
+    run holds it (ACTIVATION["v1"], read from the 0.10.2 source): the residual and the normed input, the gate/up
+    projection and the activation's output per token; an MoE model's MLP is its fused-MoE workspace
+    (``moe_elements``). The CUDA-graph estimate's first capture holds it (cudagraph.py)."""
+    model = ACTIVATION["v1"]
+    d = spec.dims
+    mlp = moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
+    return int((tokens * model.hidden * d.hidden_size + mlp) * element_type(dtype).nbytes(1))

@@ -99,9 +99,25 @@ def _rows(log: VllmLog, p: VllmPlan) -> tuple[Row, ...]:
         rows.append(_row("max concurrency (x)", log.max_concurrency, round(p.max_concurrency, 2)))
     if log.estimated_max_model_len is not None:
         rows.append(_row("estimated max model len", log.estimated_max_model_len, p.estimated_max_model_len))
+    rows += _graph_rows(log, p)
     started = log.started
     rows.append(Row("starts", float(started), float(p.starts), None if started == p.starts else 100.0))
     return tuple(rows)
+
+
+def _graph_rows(log: VllmLog, p: VllmPlan) -> list[Row]:
+    """vLLM's CUDA-graph estimate (>= 0.21) against kvbudget's (cudagraph.py): the graphs of each mode the log counts
+    ("Profiling CUDA graph memory: PIECEWISE=n (largest=a), FULL=m (largest=b)") and the estimate in GiB
+    (log.VllmLog.graph_estimate: from the equivalent-utilization line to 4 decimals of the total)."""
+    rows = []
+    g = p.cudagraph
+    for mode, n, _ in log.graph_modes:
+        predicted = None if g is None else {"PIECEWISE": g.piecewise, "FULL": g.full}.get(mode)
+        rows.append(_row(f"{mode} CUDA graphs", n, predicted))
+    reported = log.graph_estimate(p.total_bytes / GiB)
+    if reported is not None:
+        rows.append(_row("CUDA-graph estimate (GiB)", reported, round(g.bytes / GiB, 3) if g is not None else None))
+    return rows
 
 
 def check_log(
@@ -143,7 +159,8 @@ def check_log(
     return CheckResult(
         log=log, model=spec.name, gpu=device.name, settings=settings, plan=predicted, given_available=given,
         rows=_rows(log, predicted),
-        arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)"))
+        arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)")
+                              and "CUDA graph" not in r.figure and "CUDA-graph" not in r.figure)
         if given else (),
         warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
     )

@@ -44,6 +44,22 @@ class VllmLog:
     non_torch_gib: float | None = None
     activation_gib: float | None = None
     cuda_graph_gib: float | None = None
+    # >= 0.21, vLLM's CUDA-graph estimate (gpu_worker.py determine_available_memory): the utilization as given and its
+    # equivalent without the estimate ("The current --gpu-memory-utilization=X is equivalent to
+    # --gpu-memory-utilization=Y without CUDA graph memory profiling", four decimals), and the estimate in GiB as the
+    # V1 runner ("Estimated CUDA graph memory: E GiB total") or the capture's check ("..., E GiB (estimated)") prints it
+    graph_util: tuple[float, float] | None = None
+    graph_estimate_gib: float | None = None
+    # "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)": (mode, graphs, largest) each
+    graph_modes: tuple[tuple[str, int, int], ...] = ()
+
+    def graph_estimate(self, total_gib: float | None) -> float | None:
+        """vLLM's CUDA-graph estimate in GiB: (X - Y) x the GPU's total from the equivalent-utilization line (to
+        +-0.00005 of the total), else the GiB line; None when the log shows neither (or no total is known)."""
+        total = self.total_gib or total_gib
+        if self.graph_util is not None and total:
+            return round((self.graph_util[0] - self.graph_util[1]) * total, 4)
+        return self.graph_estimate_gib
 
     @property
     def started(self) -> bool:
@@ -191,6 +207,28 @@ def _per_rank_min(log: LogText, literal: str, pattern: str, group: int = 1) -> r
 
 
 
+def _graph_fields(log: LogText) -> dict[str, object]:
+    """The CUDA-graph estimate's lines of vLLM >= 0.21 (v1/worker/gpu_worker.py, gpu_model_runner.py
+    profile_cudagraph_memory, 0.21.0-0.33.0); the last of each (every rank prints the same)."""
+    out: dict[str, object] = {}
+    m = log.last(" is equivalent to --gpu-memory-utilization=", r"--gpu-memory-utilization=" + NUM
+                 + r" is equivalent to --gpu-memory-utilization=" + NUM + r" without CUDA graph memory profiling")
+    if m:
+        given = figure(m.group(1), "--gpu-memory-utilization (CUDA-graph line)", 0, 1)
+        out["graph_util"] = (given, figure(m.group(2), "equivalent --gpu-memory-utilization (CUDA-graph line)", 0, given))
+    m = (log.last("Estimated CUDA graph memory: ", r"Estimated CUDA graph memory: " + NUM + r" GiB total")
+         or log.last(" GiB (estimated)", r"CUDA graph pool memory: [^\n]{0,60}?" + NUM + r" GiB \(estimated\)"))
+    if m:
+        out["graph_estimate_gib"] = figure(m.group(1), "estimated CUDA graph memory (GiB)", 0, _GIB)
+    m = log.last("Profiling CUDA graph memory: ", r"Profiling CUDA graph memory: ((?:[A-Z]{1,20}=[0-9]{1,9} "
+                 r"\(largest=[0-9]{1,9}\)(?:, )?){1,4})")
+    if m:
+        out["graph_modes"] = tuple((mode, count(n, f"{mode} CUDA graphs"), count(big, f"largest {mode} CUDA graph"))
+                                   for mode, n, big in re.findall(r"([A-Z]{1,20})=([0-9]{1,9}) \(largest=([0-9]{1,9})\)",
+                                                                  m.group(1)))
+    return out
+
+
 def parse_vllm_log(text: str) -> VllmLog:
     """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``). A log that
     holds several start-ups (a restarted server, logs pasted one after another: the API server prints its version
@@ -286,6 +324,7 @@ def parse_vllm_log(text: str) -> VllmLog:
          or log.last(" GiB for CUDAGraph memory", NUM + r" GiB for CUDAGraph memory"))
     if m:
         fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
+    fields.update(_graph_fields(log))
     settings = _settings(log) + _sampler(log, fields.get("version"))  # type: ignore[arg-type]
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
                        r"[#$>\s]{0,8}((?:[A-Z_]{1,64}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")

@@ -27,7 +27,7 @@ from ...model.layers import MLA
 from ...model.spec import ModelSpec
 from ...model.weights import WeightFormat
 from ...parallel import stages
-from ...units import GiB, InputError, element_type
+from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
 from .calibration import (
     ACTIVATION,
@@ -38,7 +38,7 @@ from .calibration import (
     batch_defaults,
     capture_sizes,
     counts_whole_device,
-    cudagraph_bytes,
+    forward_bytes,
     moe_workspace_elements,
     multi_gpu_non_torch,
     rotary_cache_bytes,
@@ -47,6 +47,7 @@ from .calibration import (
     sampler_path,
     single_gpu_non_torch,
 )
+from .cudagraph import GraphEstimate, estimate
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
@@ -119,6 +120,7 @@ class VllmPlan:
     stage_memory: tuple[tuple[int, int, int, int], ...] = ()
     ep: int = 1  # expert-parallel group (DP x TP with --enable-expert-parallel on an MoE model; 1: none)
     lora_bytes: int = 0  # --enable-lora: the adapter slots of the binding rank (lora.py), inside model_loading_bytes
+    cudagraph: GraphEstimate | None = None  # >= 0.21: vLLM's CUDA-graph estimate, how kvbudget models it (cudagraph.py)
 
 
 def _gib(n: int | float) -> str:
@@ -358,8 +360,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     total = gpu.memory_bytes
     requested = math.ceil(total * r.util)
     rotary = rotary_cache_bytes(spec, r.model_dtype)
-    graphs_counted = rel.cudagraph_subtracted and settings.estimate_cudagraphs and not settings.enforce_eager
-    sizes = capture_sizes(r.seqs, r.tokens, gpu) if graphs_counted else ()
+    graph_estimate = _graph_estimate(spec, gpu, settings, r)
+    graphs_counted = graph_estimate is not None and settings.estimate_cudagraphs
     # every DP engine holds the attention (split by its own TP) and, of an MoE model, its share of the experts
     stage_list = stages(spec, r.fmt, r.tp, r.pp, r.dp, settings.enable_expert_parallel)
     non_torch = (multi_gpu_non_torch(rel.key, settings.version) if r.tp * r.pp > 1
@@ -385,13 +387,35 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             act = encoder.peak(act)
         if lora is not None:
             act += lora.activation
-        graphs = cudagraph_bytes(sizes, st.num_layers)
+        graphs = graph_estimate.bytes if graph_estimate is not None and graphs_counted else 0
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
         else:
             available = requested - weights - non_torch - act - graphs
         per_stage.append((st, bpb, weights, act, graphs, available))
     return total, requested, non_torch, per_stage
+
+
+def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> GraphEstimate | None:
+    """vLLM's CUDA-graph estimate (>= 0.21; cudagraph.py), computed whether or not VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    applies it (the worker logs it either way); None before 0.21, which estimates nothing."""
+    if not r.rel.cudagraph_subtracted:
+        return None
+    sizes = () if settings.enforce_eager else capture_sizes(r.seqs, r.tokens, gpu)
+    first = 0
+    if sizes:
+        moe = moe_workspace_elements(spec, sizes[-1], r.tp, settings.enable_expert_parallel, r.rel.key)
+        first = forward_bytes(spec, sizes[-1], r.tp, r.model_dtype, moe)
+    quantized = r.fmt.name not in ("bf16", "fp16", "fp32") or settings.quantization is not None
+    query = 1 + (settings.num_speculative_tokens if settings.speculative_method else 0)
+    return estimate(spec, sizes, r.seqs, first, settings.version, quantized, gpu.vendor, query)
+
+
+def _graph_band(g: GraphEstimate) -> str:
+    """The CUDA-graph figure's provenance: what is counted, and how."""
+    return (f"vLLM's estimate (profile_cudagraph_memory, {g.runner.upper()} model runner): {g.piecewise} PIECEWISE "
+            f"(largest {g.largest_piecewise}) + {g.full} FULL graphs; first capture = the largest size's forward twice "
+            f"({g.first_capture / MiB:.0f} MiB), each later graph {g.per_graph / MiB:.2f} MiB (fitted on two logs)")
 
 
 def _dequant(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> int:
@@ -621,6 +645,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
         notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
     st, bpb, weights, act, graphs, _ = per_stage[k]
+    cudagraph = _graph_estimate(spec, gpu, settings, r)
     lora_bytes = lora.per_stage[st.index] if lora is not None else 0
     if lora is not None:
         from .lora import note as lora_note
@@ -673,7 +698,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ("activation_bytes", Figure(act, "calibrated", f"{band}; the sampler's part from vLLM's source, "
                                     f"{'PyTorch-native sort' if sampler_path(settings, gpu, r.rel.key) == 'native' else 'FlashInfer'} path"
                                     if r.rel.key == "v1" else band)),
-        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", band if graphs else "")),
+        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
+                                   (cudagraph.why_none if cudagraph is not None else ""))),
         *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
                                  f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),
         ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
@@ -695,6 +721,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         weights_format=r.fmt.describe(),
         stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
         ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
+        cudagraph=cudagraph,
     )
 
 

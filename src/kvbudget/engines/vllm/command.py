@@ -189,8 +189,8 @@ def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None,
         merged = {**dict(settings.mm_limits), **dict(limits)}
         return replace(settings, mm_limits=tuple(merged.items()))
     if dest == "mm_processor_kwargs":
-        hi, lo = parse_processor_kwargs(value or "{}", label)
-        return replace(settings, mm_max_pixels=hi or settings.mm_max_pixels, mm_min_pixels=lo or settings.mm_min_pixels)
+        hi, lo, scoped, _notes = parse_processor_kwargs(value or "{}", label)
+        return replace(settings, mm_max_pixels=hi, mm_min_pixels=lo, mm_scoped_pixels=scoped)
     if dest == "mm_encoder_tp_mode":
         mode = (value or "").strip().lower()
         if mode not in ("weights", "data"):
@@ -470,6 +470,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 from .encoder_profile import parse_limits
 
                 warnings.extend(parse_limits(arg or "", label, settings.version)[1])
+            if dest == "mm_processor_kwargs":
+                from .encoder_profile import parse_processor_kwargs
+
+                warnings.extend(parse_processor_kwargs(arg or "{}", label)[3])
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")

@@ -75,7 +75,7 @@ def _starts(words: list[str]) -> list[int]:
     out = []
     for i, word in enumerate(words):
         base = os.path.basename(word)
-        if ((base == "vllm" and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES or base in _PROGRAMS
+        if ((base in ("vllm", "sglang") and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES or base in _PROGRAMS
                 or "vllm/vllm-openai" in word):
             out.append(i)
     return out

@@ -6,6 +6,7 @@ src/kvbudget/engines/vllm/), and public logs (tests/data/vllm_logs/).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -570,3 +571,24 @@ def test_a_stop_after_sizing_for_something_else_is_not_a_memory_outcome() -> Non
     early = parse_vllm_log("INFO Model loading took 27.57 GiB\nERROR EngineCore failed to start.\n"
                            "RuntimeError: something else\n")
     assert not early.started and early.other_failure is None
+
+
+def test_kv_cache_dtype_as_each_release_takes_it() -> None:
+    """--kv-cache-dtype is checked as written against the release's values (config/cache.py CacheDType: 0.8.5
+    auto/fp8/fp8_e4m3/fp8_e5m2, fp8_inc by 0.10.1, bfloat16 in 0.11.0, float16 in 0.18.0; 0.33.0 matches names
+    case-sensitively, is_known_kv_cache_dtype). 'half', 'float32' and 'FP8' were planned (a float32 cache at 4 bytes
+    an element, exit 0) where vLLM stops at start-up."""
+    def kv(value: str, version: str | None = None) -> str:
+        base = VllmSettings(version=version) if version else None
+        return parse_vllm_command(f"vllm serve m --kv-cache-dtype {value}", base).settings.kv_cache_dtype
+
+    assert kv("fp8") == "fp8" and kv("float16") == "float16" and kv("fp8_e5m2", "0.6.3") == "fp8_e5m2"
+    assert kv("bfloat16", "0.11.0") == "bfloat16" and kv("fp8_inc", "0.10.1") == "fp8_inc"
+    for value, version, words in [("float32", None, "not a KV-cache dtype vLLM 0.33 takes, it stops at start-up"),
+                                  ("half", None, "names are matched as written: float16"),
+                                  ("FP8", None, "names are matched as written: fp8"),
+                                  ("float16", "0.17.0", "vLLM 0.17 does not take it (added in 0.18)"),
+                                  ("bfloat16", "0.10.1", "vLLM 0.10 does not take it (added in 0.11)"),
+                                  ("turboquant_k8v4", None, "kvbudget does not size this KV-cache format")]:
+        with pytest.raises(InputError, match=re.escape(words)):
+            kv(value, version)

@@ -146,14 +146,14 @@ def _get(url: str) -> bytes:
 
 
 @contextmanager
-def running_prometheus(tmp: Path, scrapes: int = 6, wait_s: float = 30.0) -> Iterator[str]:
-    """A real Prometheus scraping ``TARGETS`` on loopback; yields its URL once every target has ``scrapes`` samples."""
+def running_prometheus(tmp: Path, scrapes: int = 6, wait_s: float = 30.0, targets: tuple[Target, ...] = TARGETS) -> Iterator[str]:
+    """A real Prometheus scraping ``targets`` on loopback; yields its URL once every target has ``scrapes`` samples."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("the prometheus binary is not on PATH: `make test` installs it (apt-get install -y prometheus)", pytrace=False)
-    with exposition_server() as exporter_port:
+    with exposition_server(targets) as exporter_port:
         config = tmp / "prometheus.yml"
-        config.write_text(scrape_config(exporter_port), encoding="utf-8")
+        config.write_text(scrape_config(exporter_port, targets), encoding="utf-8")
         port = free_port()
         log = tmp / "prometheus.log"
         with log.open("wb") as out:
@@ -164,7 +164,7 @@ def running_prometheus(tmp: Path, scrapes: int = 6, wait_s: float = 30.0) -> Ite
             )
         url = f"http://127.0.0.1:{port}"
         try:
-            _wait_ready(proc, url, len(TARGETS), scrapes, time.monotonic() + wait_s, log)
+            _wait_ready(proc, url, len(targets), scrapes, time.monotonic() + wait_s, log)
             yield url
         finally:
             proc.terminate()

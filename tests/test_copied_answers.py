@@ -177,6 +177,22 @@ def test_llama_server_hf_reads_as_the_catalog_models_quantized_file(capsys: pyte
     assert "download the GGUF and give -m PATH" in capsys.readouterr().err
 
 
+
+def test_llama_server_hf_file_names_the_file_downloaded(capsys: pytest.CaptureFixture[str]) -> None:
+    """--hf-file / -hff names the repo's file llama-server downloads, over -hf's tag (common/arg.cpp: the tag only
+    picks a file when --hf-file is empty). Was 'not one kvbudget knows: ignored' and Q4_K_M planned for a Q8_0 run."""
+    hff = _explained(capsys, "llama-server --hf-repo bartowski/Meta-Llama-3.1-8B-Instruct-GGUF --hf-file "
+                     "Meta-Llama-3.1-8B-Instruct-Q8_0.gguf -c 16384", "RTX4090")
+    m = _explained(capsys, "llama-server -m Llama-3.1-8B-Instruct-Q8_0.gguf -c 16384", "RTX4090")
+    q4 = _explained(capsys, "llama-server -hf bartowski/Meta-Llama-3.1-8B-Instruct-GGUF -c 16384", "RTX4090")
+    assert hff["memory"] == m["memory"] and hff["memory"]["weights_bytes"] > q4["memory"]["weights_bytes"]
+    tagged = _explained(capsys, "llama-server -hf bartowski/Meta-Llama-3.1-8B-Instruct-GGUF:Q4_K_M -hff "
+                        "Meta-Llama-3.1-8B-Instruct-Q8_0.gguf -c 16384", "RTX4090")
+    assert tagged["memory"] == m["memory"]
+    assert main(["explain", "--gpu", "RTX4090", "--", "llama-server", "-hff", "x-Q8_0.gguf"]) == 2
+    assert "give the repo with -hf REPO" in capsys.readouterr().err
+
+
 def test_llamacpp_that_does_not_fit_says_what_would(capsys: pytest.CaptureFixture[str]) -> None:
     # gemma-3-27b-it in bf16 (47.68 GiB of weights) does not load on one L40S (44.52 GiB)
     argv = ["fit", "gemma-3-27b", "--gpu", "L40S", "--context", "8192", "--engine", "llama.cpp"]

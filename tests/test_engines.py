@@ -110,6 +110,27 @@ def test_other_commands() -> None:
         parse_other_command("python -m sglang.launch_server --tp 2")
 
 
+
+def test_other_command_spellings() -> None:
+    """The spellings the engines' own CLIs take: `trtllm-serve serve MODEL` (tensorrt_llm/commands/serve.py: a
+    click group whose default subcommand is serve) was refused ('unexpected extra argument'); an environment
+    assignment before trtllm-serve was refused ('not an SGLang or TensorRT-LLM launch command'); `sglang serve`
+    (SGLang 0.5.23's console script, sglang/cli/serve.py: a bare first word is --model-path) was refused."""
+    for text in ("trtllm-serve serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2",
+                 "CUDA_VISIBLE_DEVICES=0,1 trtllm-serve meta-llama/Llama-3.1-8B-Instruct --tp_size 2"):
+        t = kvbudget.explain(text, gpu="H100")
+        assert (t.engine, t.model, t.settings.tp) == ("trtllm", LLAMA8, 2)
+    for text in (f"sglang serve {LLAMA8} --tp 2 --context-length 4096",
+                 f"sglang serve --model-path {LLAMA8} --model-type llm --tp 2 --context-length 4096",
+                 f"python3 -m sglang.launch_server --model {LLAMA8} --tp 2 --context-length 4096"):
+        s = kvbudget.explain(text, gpu="H100")
+        assert (s.engine, s.model, s.settings.tp, s.settings.context_length) == ("sglang", LLAMA8, 2, 4096)
+    with pytest.raises(InputError, match=r"^trtllm-serve disaggregated is not a server kvbudget plans"):
+        kvbudget.explain("trtllm-serve disaggregated -c disagg.yaml", gpu="H100")
+    with pytest.raises(InputError, match=r"--model-type 'diffusion': kvbudget plans the LLM server only"):
+        kvbudget.explain("sglang serve --model-type diffusion black-forest-labs/FLUX.1-dev", gpu="H100")
+
+
 def test_log_checks() -> None:
     # A real SGLang 0.4.3.post4 log (QwQ-32B, TP4 on L4s, provenance in its .json): free 21.63 GB before and
     # 6.09 GB after loading, fraction 0.85 -> (6.09 - 21.63 x 0.15) GB / 64 KiB per token = 46,620 +- 95.

@@ -262,3 +262,44 @@ def test_diagnose_a_fleet_refuses_in_one_line(capsys: pytest.CaptureFixture[str]
     assert "--selector and --window are read with --prometheus" in capsys.readouterr().err
     assert main(["diagnose", "--prometheus", "http://127.0.0.1:1", "--window", "5 minutes"]) == 2
     assert "not a Prometheus duration" in capsys.readouterr().err
+
+
+def test_one_server_scraped_twice_is_refused_and_nan_shows_as_a_dash(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A real Prometheus scraping node-a's vLLM page under two jobs holds each of its series twice; the fleet's
+    sums counted it twice (24 running where the page says 7 + 5 = 12, exit 0), as a page saved twice did on the
+    --metrics path. Now refused in one line; one job alone reads 12. A replica whose gauges are NaN shows '-'."""
+    from kvbudget.cli import main
+    from prom_fixture import DATA, Target
+
+    nan_page = tmp_path / "nan.prom"
+    text = (DATA / "vllm-0.33.0.prom").read_text(encoding="utf-8")
+    nan_page.write_text(text.replace("vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 0.41",
+                                     "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} NaN")
+                        .replace("vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 0.35",
+                                 "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} NaN"),
+                        encoding="utf-8")
+    assert nan_page.read_text(encoding="utf-8").count(" NaN") == 2
+    targets = (Target("a", "vllm-0.33.0.prom", "vllm", "node-a:8000"), Target("a", "vllm-0.33.0.prom", "vllm-copy", "node-a:8000"),
+               Target("n", str(nan_page), "vllm-holes", "node-n:8000"))
+    (tmp_path / "p").mkdir()
+    with running_prometheus(tmp_path / "p", targets=targets) as url:
+        argv = ["diagnose", "--prometheus", url, "--window", WINDOW, "--selector"]
+        assert main([*argv, '{instance="node-a:8000"}']) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and 'instance="node-a:8000"} 2 times' in err and "narrow --selector" in err
+        assert main([*argv, '{job="vllm"}', "--json"]) == 0
+        [replica] = json.loads(capsys.readouterr().out)["servers"]
+        assert replica["running"] == 7 + 5
+        assert main([*argv, '{job="vllm-holes"}']) == 0
+        out = capsys.readouterr().out
+        row = next(line for line in out.splitlines() if line.strip().startswith("1  node-n:8000"))
+        assert row.split()[3:6] == ["12", "0", "-"] and "nan" not in out.lower()
+
+
+def test_two_answers_for_one_replica_are_refused() -> None:
+    """A running query answered for one instance twice (vLLM and SGLang series under one instance label, tagged apart
+    by their engine label): the later one overwrote the earlier, silently."""
+    running = [Series((("engine", e), ("instance", "x:1")), v, 1.0) for e, v in (("vllm", 3.0), ("sglang", 9.0))]
+    with pytest.raises(PrometheusError, match=r"two running series for replica x:1 .*narrow --selector"):
+        fleet_from_results({"running": running}, 1.0)

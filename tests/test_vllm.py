@@ -6,6 +6,7 @@ src/kvbudget/engines/vllm/), and public logs (tests/data/vllm_logs/).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -216,6 +217,47 @@ def test_launch_command_forms(command: str) -> None:
     assert cmd.settings.tensor_parallel_size == 4
     assert cmd.settings.max_model_len in (32768, 32000)
     assert cmd.warnings == ()
+
+
+
+def test_docker_image_tag_and_environment() -> None:
+    """`docker run ... vllm/vllm-openai:v0.9.2 ...` runs vLLM 0.9.2: planned with that release's rules when
+    --vllm-version is not given (was the newest rules, exit 0); the container's -e NAME=VALUE apply as a leading
+    assignment does (-e VLLM_USE_V1=0 was passed over); a tag that names no release is said."""
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    tagged = parse_vllm_command(f"docker run --gpus all -p 8000:8000 -v /data:/root/.cache vllm/vllm-openai:v0.9.2 "
+                                f"--model {llama} --max-model-len 4096")
+    assert (tagged.model, tagged.settings.version, tagged.settings.max_model_len, tagged.warnings) == (llama, "0.9.2", 4096, ())
+    assert parse_vllm_command(f"docker run vllm/vllm-openai:v0.8.5.post1 --model {llama}").settings.version == "0.8.5.post1"
+    assert parse_vllm_command(f"docker run vllm/vllm-openai:latest --model {llama}").settings.version == "current"
+    given = parse_vllm_command(f"docker run vllm/vllm-openai:v0.9.2 --model {llama}", VllmSettings(version="0.10.1"))
+    assert given.settings.version == "0.10.1" and "is vLLM 0.9.2; planned with --vllm-version 0.10.1" in given.warnings[0]
+    nightly = parse_vllm_command(f"docker run vllm/vllm-openai:nightly --model {llama}")
+    assert nightly.settings.version == "current" and "'nightly' names no vLLM release" in nightly.warnings[0]
+    v0 = parse_vllm_command(f"docker run --gpus all -e VLLM_USE_V1=0 vllm/vllm-openai:v0.9.2 --model {llama}")
+    assert v0.settings.version == "v0" and ("VLLM_USE_V1", "0") in v0.env
+    # kvbudget explain: the image's GPUs (docker's --gpus, the NVIDIA runtime's variable) hold the parallel layout
+    with pytest.raises(InputError, match=r"needs 2 GPUs .* but its docker run --gpus shows 1: vLLM stops at start-up"):
+        kvbudget.explain(f"docker run --gpus '\"device=3\"' vllm/vllm-openai --model {llama} -tp 2", gpu="H100")
+    with pytest.raises(InputError, match=r"needs 4 GPUs .* but its NVIDIA_VISIBLE_DEVICES shows 2"):
+        kvbudget.explain(f"docker run --runtime nvidia -e NVIDIA_VISIBLE_DEVICES=0,1 vllm/vllm-openai --model {llama} "
+                         "-tp 4", gpu="H100")
+    for gpus in ("all", "2", "'\"device=0,1\"'", "count=2"):
+        assert kvbudget.explain(f"docker run --gpus {gpus} vllm/vllm-openai --model {llama} -tp 2", gpu="H100").settings.tensor_parallel_size == 2
+
+
+def test_vllm_use_v1_off_as_each_release_takes_it() -> None:
+    """VLLM_USE_V1=0 runs V0 on 0.8-0.10 (engine/arg_utils.py), stops 0.11 (entrypoints/openai/api_server.py asserts
+    V1) and is no variable of 0.12 on (envs.py). It was planned as V0 whatever the release given."""
+    def version(given: str) -> str:
+        return parse_vllm_command("VLLM_USE_V1=0 vllm serve m", VllmSettings(version=given)).settings.version
+
+    assert version("0.9.2") == "v0" and version("0.6.3") == "v0"
+    assert version("0.33.0") == "0.33.0" and version("0.12.0") == "0.12.0" and version("current") == "current"
+    with pytest.raises(InputError, match=r"VLLM_USE_V1=0: vLLM 0.11 stops at start-up"):
+        version("0.11.0")
+    unnamed = parse_vllm_command("VLLM_USE_V1=0 vllm serve m")
+    assert unnamed.settings.version == "v0" and "give --vllm-version" in unnamed.warnings[0]
 
 
 def test_launch_command_details(tmp_path: Path) -> None:
@@ -529,3 +571,24 @@ def test_a_stop_after_sizing_for_something_else_is_not_a_memory_outcome() -> Non
     early = parse_vllm_log("INFO Model loading took 27.57 GiB\nERROR EngineCore failed to start.\n"
                            "RuntimeError: something else\n")
     assert not early.started and early.other_failure is None
+
+
+def test_kv_cache_dtype_as_each_release_takes_it() -> None:
+    """--kv-cache-dtype is checked as written against the release's values (config/cache.py CacheDType: 0.8.5
+    auto/fp8/fp8_e4m3/fp8_e5m2, fp8_inc by 0.10.1, bfloat16 in 0.11.0, float16 in 0.18.0; 0.33.0 matches names
+    case-sensitively, is_known_kv_cache_dtype). 'half', 'float32' and 'FP8' were planned (a float32 cache at 4 bytes
+    an element, exit 0) where vLLM stops at start-up."""
+    def kv(value: str, version: str | None = None) -> str:
+        base = VllmSettings(version=version) if version else None
+        return parse_vllm_command(f"vllm serve m --kv-cache-dtype {value}", base).settings.kv_cache_dtype
+
+    assert kv("fp8") == "fp8" and kv("float16") == "float16" and kv("fp8_e5m2", "0.6.3") == "fp8_e5m2"
+    assert kv("bfloat16", "0.11.0") == "bfloat16" and kv("fp8_inc", "0.10.1") == "fp8_inc"
+    for value, version, words in [("float32", None, "not a KV-cache dtype vLLM 0.33 takes, it stops at start-up"),
+                                  ("half", None, "names are matched as written: float16"),
+                                  ("FP8", None, "names are matched as written: fp8"),
+                                  ("float16", "0.17.0", "vLLM 0.17 does not take it (added in 0.18)"),
+                                  ("bfloat16", "0.10.1", "vLLM 0.10 does not take it (added in 0.11)"),
+                                  ("turboquant_k8v4", None, "kvbudget does not size this KV-cache format")]:
+        with pytest.raises(InputError, match=re.escape(words)):
+            kv(value, version)

@@ -96,6 +96,40 @@ def test_mm_processor_kwargs_max_pixels_shrinks_the_item() -> None:
     assert p is not None and p.rows_per_item == 32 * 40 == 1280
 
 
+
+def test_mm_processor_kwargs_scopes_and_keys_as_vllm_reads_them() -> None:
+    """vLLM 0.33.0 (multimodal/processing/context.py, qwen2_vl.py _get_vision_size): images_kwargs / videos_kwargs
+    bound one modality and win over the flat keys; "size" is merged into the processor's size dict, so a number
+    there stops vLLM. Before, the scopes were passed over (the 16,384-token video planned, exit 0), size 448 and
+    images_kwargs 5 were planned as no override, and a misspelt key was dropped without a word."""
+    def read(value: str) -> LaunchCommand:
+        return parse_vllm_command(["vllm", "serve", QWEN25_VL, "--mm-processor-kwargs", value])
+
+    scoped = read('{"videos_kwargs": {"max_pixels": 100352}, "max_pixels": 1003520}').settings
+    assert scoped.mm_scoped_pixels == (("video", 100352, None),) and scoped.mm_max_pixels == 1003520
+    # the video bound alone: vLLM sizes a frame from the image's most-features size (3584 x 3584 under the image's
+    # 12,845,056 pixels) put through smart_resize under 100,352: beta = 3584 / sqrt(100352) = 11.31, 11 units of 28 a
+    # side = 308 x 308 -> 11 x 11 = 121 tokens per two frames, 14 frames (qwen2_vl.py's cap) -> 7 x 121. The flat
+    # 100,352 also shrinks the image first: 128 cells -> 8 x 16 units (224 x 448) -> 128 tokens per two frames.
+    video = _pass(QWEN25_VL, "0.33.0", 32768, 8192, mm_limits=(("image", 0),), mm_scoped_pixels=scoped.mm_scoped_pixels)
+    flat = _pass(QWEN25_VL, "0.33.0", 32768, 8192, mm_limits=(("image", 0),), mm_max_pixels=100352)
+    assert video is not None and flat is not None and (video.rows_per_item, flat.rows_per_item) == (7 * 121, 7 * 128)
+    # the image keeps the flat 1,003,520 (1,280 cells: 32 x 40), the video scope does not touch it
+    image = _pass(QWEN25_VL, "0.33.0", 32768, 8192, mm_limits=(("video", 0),), mm_max_pixels=1003520,
+                  mm_scoped_pixels=scoped.mm_scoped_pixels)
+    assert image is not None and image.rows_per_item == 32 * 40
+    typo = read('{"max_pixel": 100352}')
+    assert typo.settings.mm_max_pixels is None
+    assert any("'max_pixel' changes no size kvbudget models (did you mean max_pixels?)" in w for w in typo.warnings)
+    assert any("min_pixels 200,000 is above max_pixels 100,352" in w
+               for w in read('{"min_pixels": 200000, "max_pixels": 100352}').warnings)
+    for value, words in [('{"size": 448}', "size must be an object of pixel bounds, got '448'"),
+                         ('{"images_kwargs": 5}', "images_kwargs must be an object of the image processor's options"),
+                         ('{"videos_kwargs": {"max_pixels": -1}}', "videos_kwargs: max_pixels must be a whole number")]:
+        with pytest.raises(InputError, match=re.escape(words)):
+            read(value)
+
+
 # --- step 2: the budget and the item count ---------------------------------------------------------------------------
 
 

@@ -79,3 +79,27 @@ def test_overrides_apply_to_the_config() -> None:
                          ('{"num_key_value_heads": 3}', "3 KV heads do not divide 32 attention heads")]:
         with pytest.raises(InputError, match=f"--hf-overrides .* on 'meta-llama/Llama-3.1-8B-Instruct': .*{words}"):
             kvbudget.explain(["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--hf-overrides", value], gpu="H100")
+
+
+LLAMA_LOG = Path(__file__).parent / "data" / "vllm_logs" / "v0.11.0_a100-40gb_llama3.1-8b_len4096.log"
+
+
+def test_check_applies_the_logs_own_overrides() -> None:
+    """A log whose non-default args carry hf_overrides ran with them applied (vLLM 0.33.0 config/model.py applies
+    them before anything reads the config), so `check` plans the overridden config, as `explain` does for the flag:
+    16 of Llama-3.1-8B's 32 layers hold 16 x 2 x 8 x 128 x 2 B = 65,536 B a token. Before, the published config was
+    planned (exit 0, the log's 16-layer run compared against a 32-layer prediction)."""
+    text = LLAMA_LOG.read_text()
+    args = "'max_model_len': 4096}"
+    assert args in text
+    whole = check_log(text, gpu="A100-SXM4-40GB")
+    assert whole.plan.bytes_per_block // whole.plan.block_size == 32 * 2 * 8 * 128 * 2
+    half = check_log(text.replace(args, "'max_model_len': 4096, 'hf_overrides': {'num_hidden_layers': 16}}"),
+                     gpu="A100-SXM4-40GB")
+    assert half.plan.bytes_per_block // half.plan.block_size == 16 * 2 * 8 * 128 * 2
+    # the flag after -- wins over the log's, as in the command line vLLM read last
+    flag = check_log(text, gpu="A100-SXM4-40GB", flags=["--hf-overrides", '{"num_hidden_layers": 8}'])
+    assert flag.plan.bytes_per_block // flag.plan.block_size == 8 * 2 * 8 * 128 * 2
+    with pytest.raises(InputError, match=r"--hf-overrides num_hidden_layers on .*must be positive, got 0"):
+        check_log(text.replace(args, "'max_model_len': 4096, 'hf_overrides': {'num_hidden_layers': 0}}"),
+                  gpu="A100-SXM4-40GB")

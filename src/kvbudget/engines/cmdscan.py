@@ -4,6 +4,7 @@ engine's reader (``engines/sglang/command.py``, ``engines/trtllm/command.py``)."
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from .._record import record
@@ -138,15 +139,61 @@ def _known(parser: Parser, flag: str, table: dict[str, tuple[str, str]]) -> str:
     return flag
 
 
+# trtllm-serve's subcommands other than serve (tensorrt_llm/commands/serve.py: a first word that is not one of them
+# is the model of the default ``serve``)
+_TRTLLM_OTHERS = ("grpc", "disaggregated", "disaggregated_mpi_worker", "mm_embedding_serve")
+
+
+def sglang_serve_at(tokens: list[str]) -> int | None:
+    """Where ``sglang serve`` (SGLang 0.5's console script, sglang/cli/main.py) starts in ``tokens``."""
+    return next((i for i, t in enumerate(tokens[:-1]) if os.path.basename(t) == "sglang" and tokens[i + 1] == "serve"),
+                None)
+
+
+def _sglang_serve_args(args: list[str]) -> list[str]:
+    """The arguments of ``sglang serve`` as SGLang 0.5.23's sglang/cli/serve.py hands them to the server: its
+    ``--model-type`` backend selector taken out, a first bare word read as ``--model-path``."""
+    out: list[str] = []
+    backend = "auto"
+    i = 0
+    while i < len(args):
+        if args[i] == "--model-type" and i + 1 < len(args):
+            backend, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith("--model-type="):
+            backend, i = args[i].split("=", 1)[1], i + 1
+            continue
+        out.append(args[i])
+        i += 1
+    if backend not in ("auto", "llm"):
+        raise InputError(f"sglang serve --model-type {excerpt(backend, 30)}: kvbudget plans the LLM server only "
+                         "(--model-type llm)")
+    if out and not out[0].startswith("-"):
+        out = ["--model-path", out[0], *out[1:]]
+    return out
+
+
 def parse_other_command(argv: list[str] | str) -> OtherCommand:
-    """Read an SGLang or TensorRT-LLM launch command."""
+    """Read an SGLang or TensorRT-LLM launch command (environment assignments and wrappers before the program
+    passed over)."""
     tokens = split_command(argv) if isinstance(argv, str) else list(argv)
     if "sglang.launch_server" in tokens:
         from .sglang.command import sglang_command
 
         return sglang_command(tokens[tokens.index("sglang.launch_server") + 1:])
-    if tokens and tokens[0].endswith("trtllm-serve"):
+    at = sglang_serve_at(tokens)
+    if at is not None:
+        from .sglang.command import sglang_command
+
+        return sglang_command(_sglang_serve_args(tokens[at + 2:]))
+    at = next((i for i, t in enumerate(tokens) if os.path.basename(t) == "trtllm-serve"), None)
+    if at is not None:
         from .trtllm.command import trtllm_command
 
-        return trtllm_command(tokens[1:])
+        args = tokens[at + 1:]
+        if args[:1] == ["serve"]:  # trtllm-serve serve MODEL: the default subcommand named
+            args = args[1:]
+        elif args[:1] and args[0] in _TRTLLM_OTHERS:
+            raise InputError(f"trtllm-serve {args[0]} is not a server kvbudget plans: give trtllm-serve [serve] MODEL ...")
+        return trtllm_command(args)
     raise InputError("not an SGLang or TensorRT-LLM launch command")

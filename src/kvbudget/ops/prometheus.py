@@ -49,7 +49,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._record import record, replace
-from ..units import InputError
+from ..units import InputError, excerpt
 from .exposition import within
 
 DEFAULT_SELECTOR = '{job="vllm"}'
@@ -410,6 +410,7 @@ def fleet_queries(selector: str = DEFAULT_SELECTOR, window: str = DEFAULT_WINDOW
         return f'label_replace({expr}, "engine", "{engine}", "", "")'
 
     dcgm = ",".join(parse_selector(dcgm_selector))
+    counted = ",".join(('__name__=~"' + "|".join(_COUNTED) + '"', *parse_selector(selector)))
     return {
         "running": f"{tagged(agg('sum', 'vllm:num_requests_running'), 'vllm')} or {tagged(agg('sum', 'sglang:num_running_reqs'), 'sglang')}",
         "waiting": f"{agg('sum', 'vllm:num_requests_waiting')} or {agg('sum', 'sglang:num_queue_reqs')}",
@@ -424,7 +425,16 @@ def fleet_queries(selector: str = DEFAULT_SELECTOR, window: str = DEFAULT_WINDOW
         "max_total_num_tokens": agg("max", "sglang:max_total_num_tokens"),
         "fb_used": f"DCGM_FI_DEV_FB_USED{{{dcgm}}}",
         "fb_free": f"DCGM_FI_DEV_FB_FREE{{{dcgm}}}",
+        # one engine series held twice (two scrape jobs of one server): the sums above would count it twice
+        "duplicates": f"count by (__name__, {', '.join(_SERIES_LABELS)}) ({{{counted}}}) > 1",
     }
+
+
+# The series the fleet's sums add up, and the labels that tell one engine's series apart on a replica (vLLM's engine
+# index and model, SGLang's ranks); what else differs (job, service, endpoint) is where Prometheus scraped it from.
+_COUNTED = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_preemptions_total",
+            "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:num_retracted_requests_total")
+_SERIES_LABELS = (*REPLICA_LABELS, "engine", "model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank", "moe_ep_rank")
 
 
 def fleet_signals(
@@ -505,9 +515,19 @@ def fleet_from_results(results: Mapping[str, Sequence[Series]], at: float) -> Fl
     def entry(s: Series) -> dict[str, object]:
         return fields.setdefault(_key(s), {})
 
+    for s in results.get("duplicates", ())[:1]:
+        said = ",".join(f'{k}="{v}"' for k, v in s.labels if k in (*REPLICA_LABELS, "engine", "tp_rank", "dp_rank"))
+        raise PrometheusError(f"Prometheus holds {excerpt(s.label('__name__') or 'a series', 50)[1:-1]}{{"
+                              f"{excerpt(said, 90)[1:-1]}}} {s.value:g} times (one server scraped by more than one "
+                              "job?): the sums would count it that often; narrow --selector to one scrape job")
     for name in ("running", "waiting", "kv_usage", "preemptions_per_s", "prefix_hit_rate"):
         for s in results.get(name, ()):
             e = entry(s)
+            if name in e:  # each query aggregates by replica: a second series is another engine's answer
+                raise PrometheusError(f"Prometheus answered two {name} series for replica {excerpt(_key(s)[0], 60)[1:-1]}"
+                                      f"{' pod ' + excerpt(_key(s)[1] or '', 60)[1:-1] if _key(s)[1] else ''} (vLLM and "
+                                      "SGLang metrics under one instance label): narrow --selector to one engine's "
+                                      "scrape job")
             e[name] = _finite(s.value)
             if name == "running" and s.label("engine"):
                 e["engine"] = s.label("engine")

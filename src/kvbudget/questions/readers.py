@@ -33,7 +33,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     gpus = f"{used} GPU{'s' if used != 1 else ''}"
     if have is not None and used > have:
         raise InputError(f"the command needs {gpus} (TP x PP x DP) but --num-gpus is {have}")
-    shown = _visible_devices(words)
+    shown = _visible_devices(words) or _container_gpus(words)
     if shown is not None and engine.name != "llama.cpp" and used > shown[1]:  # llama.cpp runs on the GPUs it sees
         raise InputError(f"the command needs {gpus} (TP x PP x DP) but its {shown[0]} shows {shown[1]}: "
                          f"{engine.label} stops at start-up; list {used} device{'s' if used != 1 else ''} there, or lower "
@@ -75,7 +75,7 @@ def _starts(words: list[str]) -> list[int]:
     out = []
     for i, word in enumerate(words):
         base = os.path.basename(word)
-        if ((base == "vllm" and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES or base in _PROGRAMS
+        if ((base in ("vllm", "sglang") and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES or base in _PROGRAMS
                 or "vllm/vllm-openai" in word):
             out.append(i)
     return out
@@ -116,6 +116,59 @@ def _one_command(words: list[str], registry: Registry) -> list[str]:
         if assigned and all("=" in w and w.partition("=")[0].isidentifier() for w in assigned):
             env += assigned
     return env + segments[at]
+
+
+_CONTAINER_PROGRAMS = ("docker", "podman", "nerdctl")
+
+
+def _container_gpus(words: list[str]) -> tuple[str, int] | None:
+    """(how it is given, how many GPUs) a ``docker run`` gives its container before the image: ``--gpus N`` or
+    ``--gpus '"device=0,1"'`` (Docker's CSV form), else ``-e NVIDIA_VISIBLE_DEVICES=0,1`` (the NVIDIA runtime);
+    None for ``all`` or no such option."""
+    import csv
+    import os
+
+    at = next((i for i, w in enumerate(words[:-1]) if os.path.basename(w) in _CONTAINER_PROGRAMS and words[i + 1] == "run"),
+              None)
+    if at is None:
+        return None
+    found: tuple[str, str] | None = None
+    rest = words[at + 2:]
+    for i, word in enumerate(rest):
+        if word in ("--gpus", "-e", "--env") and i + 1 < len(rest):
+            flag, value = word, rest[i + 1]
+        elif word.startswith(("--gpus=", "--env=")):
+            flag, _, value = word.partition("=")
+        elif not word.startswith("-") and (i == 0 or rest[i - 1] not in ("--gpus", "-e", "--env", "-p", "-v", "--name",
+                                                                         "--runtime", "--ipc", "--shm-size", "--network",
+                                                                         "-w", "--mount", "--env-file", "--entrypoint")):
+            break  # the image: what follows is the container's command
+        else:
+            continue
+        if flag == "--gpus":
+            found = ("docker run --gpus", value)
+        elif value.startswith("NVIDIA_VISIBLE_DEVICES=") and found is None:
+            found = ("NVIDIA_VISIBLE_DEVICES", value.partition("=")[2])
+    if found is None:
+        return None
+    what, value = found
+    if what == "NVIDIA_VISIBLE_DEVICES":  # a plain list of indices or UUIDs; all / none / void are no count
+        listed = [d for d in value.split(",") if d.strip()]
+        return None if not listed or listed[0].strip().lower() in ("all", "none", "void") else (what, len(listed))
+    devices: int | None = None
+    for n, field in enumerate(next(csv.reader([value]), [])):
+        key, eq, item = field.strip().strip('"').partition("=")
+        if not eq and n == 0:
+            if key.strip().lower() == "all" or not key.strip().isdigit():
+                return None
+            devices = int(key)  # --gpus 2: two GPUs
+        elif not eq and devices is not None and key.strip():
+            devices += 1  # device=0,1 unquoted: CSV cut the list
+        elif key == "device":
+            devices = len([d for d in item.split(",") if d.strip()])
+        elif key == "count":
+            devices = int(item) if item.isdigit() else None
+    return None if devices is None else (what, devices)
 
 
 def _visible_devices(words: list[str]) -> tuple[str, int] | None:

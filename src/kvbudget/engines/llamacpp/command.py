@@ -11,7 +11,7 @@ from .settings import LlamaCppSettings
 
 # llama.cpp flags that matter for memory (common/arg.cpp), and what they set.
 _VALUE_FLAGS = {
-    "-m": "model", "--model": "model", "-hf": "hf", "--hf-repo": "hf",
+    "-m": "model", "--model": "model", "-hf": "hf", "--hf-repo": "hf", "-hff": "hf_file", "--hf-file": "hf_file",
     "-c": "n_ctx", "--ctx-size": "n_ctx", "-np": "n_parallel", "--parallel": "n_parallel",
     "-ctk": "type_k", "--cache-type-k": "type_k", "-ctv": "type_v", "--cache-type-v": "type_v",
     "-b": "n_batch", "--batch-size": "n_batch", "-ub": "n_ubatch", "--ubatch-size": "n_ubatch",
@@ -82,7 +82,7 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
     if prog not in ("llama-server", "llama-cli", "server", "main", "llama-run", "llama-bench"):
         raise InputError(f"not a llama.cpp command: {tokens[0]!r} (expected llama-server or llama-cli)")
     settings = LlamaCppSettings(program="server" if prog in ("llama-server", "server") else "cli")
-    model = hf = ""
+    model = hf = hf_file = ""
     warnings: list[str] = []
     i = 1
     while i < len(tokens):
@@ -104,6 +104,8 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
                 model = value
             elif field == "hf":  # llama-server downloads REPO's QUANT file (Q4_K_M when none is named; arg.cpp)
                 hf = value
+            elif field == "hf_file":  # -hff FILE: the repo's file to download, over -hf's QUANT (arg.cpp)
+                hf_file = value
             elif field in ("type_k", "type_v", "flash_attn"):
                 settings = replace(settings, **{field: value.lower()})
             elif field == "fit":
@@ -124,7 +126,14 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
                 warnings.append(f"flag {flag} is not one kvbudget knows: ignored")
         else:
             warnings.append(f"ignored extra word {tok!r}")
-    if not model and hf:
+    if hf_file and not hf:
+        raise InputError(f"--hf-file {excerpt(hf_file, 60)[1:-1]} names a file of a Hugging Face repo: give the repo "
+                         "with -hf REPO (or -m PATH.gguf for a file here)")
+    if not model and hf_file:
+        model = hf_file.replace("\\", "/").rsplit("/", 1)[-1]
+        warnings.append(f"-hf {hf} --hf-file {hf_file}: planned as {model} (the file llama-server downloads); give -m "
+                        "PATH for the file itself")
+    elif not model and hf:
         # read as that model's quantized file: kvbudget plans it from the catalog when it knows the model
         repo, _, quant = hf.partition(":")
         base = repo.rstrip("/").rsplit("/", 1)[-1]

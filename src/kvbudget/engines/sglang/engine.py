@@ -155,7 +155,10 @@ class SGLangEngine(PoolServer):
         return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization), group=replicas(s))
 
     def reads_command(self, words: list[str]) -> bool:
-        return "sglang.launch_server" in words or program(words) == "sglang.launch_server"
+        from ..cmdscan import sglang_serve_at
+
+        return ("sglang.launch_server" in words or program(words) == "sglang.launch_server"
+                or sglang_serve_at(words) is not None)
 
     def reads_log(self, text: str) -> bool:
         """SGLang's own phrases (server_args, the weight loader, the memory pool), in every release line's log:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 from ..._record import record, replace
 from ...hardware import GPU, UnknownGPU, custom_gpu, find_gpu
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from .command import _INT_FIELDS, _apply, parse_vllm_command
+from .command import _INT_FIELDS, _apply, config_overrides, parse_vllm_command
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
 from .settings import VllmSettings
@@ -51,8 +53,15 @@ def _version_from_format(log: VllmLog, text: str) -> str:
     return "v0" if "Memory profiling" in text or "model weights take" in text else "current"
 
 
-def _model(ref: str) -> ModelSpec:
-    return load_foreign_model(ref)
+def _model(ref: str, overrides: str = "") -> ModelSpec:
+    return load_foreign_model(ref, overrides)
+
+
+def _log_overrides(value: str) -> str:
+    """The config.json keys (other than RoPE's) of the log's hf_overrides, as a JSON object ("": none)."""
+    as_json = value.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+    keys = config_overrides(as_json)
+    return json.dumps(keys) if keys else ""
 
 
 def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
@@ -129,19 +138,27 @@ def check_log(
     warnings: list[str] = []
     settings = VllmSettings(version=version if version is not None else _version_from_format(log, text))
     ref = model
+    # --hf-overrides' config.json keys: vLLM applies them before anything reads the config (config/model.py of
+    # 0.33.0), from the log's command, its non-default args, then the flags after -- (the last one wins)
+    overrides = ""
     if log.command:
         try:
             cmd = parse_vllm_command(log.command, settings)
             settings, ref = cmd.settings, ref or cmd.model
             warnings += cmd.warnings
+            overrides = cmd.overrides
         except InputError as exc:
             warnings.append(f"the launch command in the log could not be read: {exc}")
     for key, value in log.settings:
         settings = _setting(settings, key, value)
+        if key == "hf_overrides":
+            overrides = _log_overrides(value)
     if flags:
         cmd = parse_vllm_command(["vllm", "serve", ref or "model", *flags], settings)
         settings = cmd.settings
         warnings += cmd.warnings
+        if any(f == "--hf-overrides" or f.startswith(("--hf-overrides=", "--hf-overrides.")) for f in flags):
+            overrides = cmd.overrides
     if log.concurrency_len and settings.max_model_len is None:
         settings = replace(settings, max_model_len=log.concurrency_len)
     ref = ref or log.model
@@ -150,7 +167,7 @@ def check_log(
     if log.other_failure:
         warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
                         "'starts' compares the memory outcome")
-    spec = _model(ref)
+    spec = _model(ref, overrides)
     device = _gpu(log, gpu, gpu_memory)
     predicted = plan(spec, device, settings)
     given = None

@@ -18,7 +18,7 @@ from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
-from .settings import VllmSettings
+from .settings import VllmSettings, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -89,6 +89,42 @@ _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", 
              "async_scheduling": "--async", "enable_lora": "--enable", "fully_sharded_loras": "--fully"}
 
 
+# --kv-cache-dtype's values by the release that added them (config/cache.py CacheDType of each release; argparse
+# choices up to 0.10, checked as written: 'FP8' and 'half' stop vLLM at start-up). Values kvbudget does not size
+# (turboquant, octave ...) are refused where the plan reads the dtype.
+_KV_DTYPE_SINCE = {
+    "auto": 0, "fp8": 0, "fp8_e4m3": 0, "fp8_e5m2": 0, "fp8_inc": 10, "bfloat16": 11, "fp8_ds_mla": 12,
+    "float16": 18, "fp8_per_token_head": 20, "int8_per_token_head": 20, "nvfp4": 20, "int4_per_token_head": 25,
+    "nvfp4_4over6": 28,
+}
+_KV_DTYPE_UNSIZED = {  # values vLLM takes whose pages kvbudget does not size
+    "turboquant_k8v4": 20, "turboquant_4bit_nc": 20, "turboquant_k3v4_nc": 20, "turboquant_3bit_nc": 20,
+    "nvfp4_ds_mla": 30, "ultraquant_4bit": 32, "octave_k3v4": 33, "octave_k3v3": 33, "octave_k3v3_compact": 33,
+}
+
+
+def _kv_dtype_taken(value: str, version: str, label: str) -> None:
+    """--kv-cache-dtype as the release's parser takes it: a value it lists, written as it lists it."""
+    minor = version_minor(version)
+    newest = 33 if minor is None and version != "v0" else 10 if minor is None else minor
+    since = _KV_DTYPE_SINCE.get(value)
+    if since is not None and since <= newest:
+        return
+    shown = "0.33" if minor is None and version != "v0" else f"0.{newest}"
+    listed = ", ".join(k for k in ("auto", "fp8", "fp8_e5m2", "bfloat16", "float16", "nvfp4")
+                       if _KV_DTYPE_SINCE[k] <= newest)
+    if since is not None:
+        raise InputError(f"{label} {value}: vLLM {shown} does not take it (added in 0.{since}); give e.g. {listed}")
+    if _KV_DTYPE_UNSIZED.get(value, 99) <= newest:
+        raise InputError(f"{label} {value}: kvbudget does not size this KV-cache format; give one it sizes, e.g. {listed}")
+    near = value.lower().replace("half", "float16")
+    hint = f" (names are matched as written: {near})" if _KV_DTYPE_SINCE.get(near, 99) <= newest else ""
+    if value.lower() in ("float32", "fp32"):
+        hint = " (no release keeps the KV cache in float32)"
+    raise InputError(f"{label} {excerpt(value, 30)[1:-1]}: not a KV-cache dtype vLLM {shown} takes, it stops at "
+                     f"start-up{hint}; give e.g. {listed}")
+
+
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
     """Set what engine argument ``dest`` (given as ``flag value``) means for the memory plan, checked
     against the range vLLM itself enforces; errors name ``label`` (the flag, or the file and key it came from)."""
@@ -101,6 +137,8 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
         v = v.strip()
         if not v or len(v) > 64:
             raise InputError(f"{label} {excerpt(v)}: give a name such as auto, bfloat16 or fp8")
+        if dest == "kv_cache_dtype":
+            _kv_dtype_taken(v, settings.version, label)
         return replace(settings, **{dest: v.removeprefix("torch.") if dest == "dtype" else v})
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
@@ -189,8 +227,8 @@ def _multimodal(settings: VllmSettings, dest: str, name: str, value: str | None,
         merged = {**dict(settings.mm_limits), **dict(limits)}
         return replace(settings, mm_limits=tuple(merged.items()))
     if dest == "mm_processor_kwargs":
-        hi, lo = parse_processor_kwargs(value or "{}", label)
-        return replace(settings, mm_max_pixels=hi or settings.mm_max_pixels, mm_min_pixels=lo or settings.mm_min_pixels)
+        hi, lo, scoped, _notes = parse_processor_kwargs(value or "{}", label)
+        return replace(settings, mm_max_pixels=hi, mm_min_pixels=lo, mm_scoped_pixels=scoped)
     if dest == "mm_encoder_tp_mode":
         mode = (value or "").strip().lower()
         if mode not in ("weights", "data"):
@@ -291,6 +329,70 @@ def _nccl_param(key: str, value: str) -> bool | None:
     return any(c not in "0xX" for c in digits)
 
 
+_IMAGE = "vllm/vllm-openai"  # vLLM's Docker image (Docker Hub), whose entrypoint is the OpenAI API server
+_TAG = re.compile(r"v?(0\.[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3}|\.post[0-9]{1,3})?)(?:[-_][A-Za-z0-9_.\-]{0,40})?")
+
+
+def _docker_env(words: list[str]) -> list[tuple[str, str]]:
+    """The NAME=VALUE pairs of ``docker run``'s -e / --env options before the image (a bare -e NAME passes the
+    host's value on: unknown here, left out)."""
+    out: list[tuple[str, str]] = []
+    for i, word in enumerate(words):
+        if word in ("-e", "--env") and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith("--env="):
+            value = word[6:]
+        elif word.startswith("-e") and len(word) > 2 and "=" in word:
+            value = word[2:]
+        else:
+            continue
+        key, eq, val = value.partition("=")
+        if eq and key.isidentifier():
+            out.append((key, val))
+    return out
+
+
+def _image_release(image: str, base: VllmSettings | None) -> tuple[str | None, list[str]]:
+    """The vLLM release a ``vllm/vllm-openai:TAG`` image names (``v0.9.2`` -> 0.9.2), planned when --vllm-version is
+    not given; a tag that names no release (nightly, a digest, a model name) is said in a warning."""
+    name = image.rsplit("/", 1)[-1]
+    tag = name.partition(":")[2] if "@" not in name else ""
+    if "@" in name:
+        said = f"the image {excerpt(image, 60)} is pinned by digest, which names no vLLM release"
+    elif not tag or tag == "latest":
+        return None, []
+    elif (m := _TAG.fullmatch(tag)) is not None:
+        if base is None:
+            return m.group(1), []
+        if version_minor(base.version) is not None and version_minor(base.version) != version_minor(m.group(1)):
+            return None, [f"the image {excerpt(image, 60)[1:-1]} is vLLM {m.group(1)}; planned with --vllm-version "
+                          f"{base.version} as given"]
+        return None, []
+    else:
+        said = f"the image tag {excerpt(tag, 40)} names no vLLM release"
+    if base is not None:
+        return None, []
+    return None, [f"{said}: planned with the newest release's rules; give --vllm-version for the one it runs"]
+
+
+def _v0_asked(settings: VllmSettings, named: bool) -> tuple[VllmSettings, list[str]]:
+    """VLLM_USE_V1=0 as each release takes it: 0.8-0.10 run the V0 engine (engine/arg_utils.py), 0.11's API server
+    asserts V1 (entrypoints/openai/api_server.py: it stops), 0.12 on have no such variable (envs.py: ignored), and
+    up to 0.7 V0 is the engine anyway. With no release named, the V0 engine is planned and said."""
+    minor = version_minor(settings.version)
+    if (settings.version == "current" and named) or (minor is not None and minor >= 12):
+        shown = "0.33" if minor is None else f"0.{minor}"
+        return settings, [f"VLLM_USE_V1=0: vLLM {shown} has no V0 engine and does not read it (gone from envs.py in "
+                          "0.12): planned as V1"]
+    if minor == 11:
+        raise InputError("VLLM_USE_V1=0: vLLM 0.11 stops at start-up (its API server asserts the V1 engine, "
+                         "entrypoints/openai/api_server.py): unset it, or give the --vllm-version that runs V0 (0.10 "
+                         "or earlier)")
+    said = [] if named else ["VLLM_USE_V1=0: planned as the V0 engine of vLLM 0.10 and earlier (0.11 stops on it, "
+                             "0.12 on ignore it); give --vllm-version for the release it runs"]
+    return replace(settings, version="v0"), said
+
+
 def _program(tokens: list[str]) -> tuple[list[str], str]:
     """Drop the program part; return the argument tokens and the entry point."""
     for i, tok in enumerate(tokens):
@@ -354,13 +456,22 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         env.append((key, value))
     if tokens and tokens[0] == "env":
         tokens.pop(0)
+    image_at = next((i for i, t in enumerate(tokens) if _IMAGE in t), None)
+    tag_version: str | None = None
+    image_warnings: list[str] = []
+    if image_at is not None:  # docker run [-e NAME=VALUE ...] vllm/vllm-openai:TAG ...: the container's environment
+        env += _docker_env(tokens[:image_at])
+        tag_version, image_warnings = _image_release(tokens[image_at], base)
     args, entry = _program(tokens)
     flags, historical = _flags()
-    settings = replace(base or VllmSettings(), entrypoint="serve" if entry == "serve" else "llm")
+    settings = replace(base or VllmSettings(version=tag_version or "current"),
+                       entrypoint="serve" if entry == "serve" else "llm")
+    named = base is not None or tag_version is not None  # a release the user (or the image tag) names
     for key, env_value in env:
         on = env_value.strip().lower() in _TRUE
         if key == "VLLM_USE_V1" and not on:
-            settings = replace(settings, version="v0")
+            settings, v0_said = _v0_asked(settings, named)
+            env_warnings += v0_said
         elif key == "VLLM_ALLOW_LONG_MAX_MODEL_LEN":
             settings = replace(settings, allow_long_max_model_len=on)
         elif key == "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS":
@@ -376,7 +487,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         elif key == "VLLM_PP_LAYER_PARTITION":
             env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
     model: str | None = None
-    warnings: list[str] = list(env_warnings)
+    warnings: list[str] = [*image_warnings, *env_warnings]
     pending: list[tuple[str, str | None, str]] = []
     dotted: dict[str, tuple[dict[str, object], str]] = {}  # --limit-mm-per-prompt.image.count 2: the keys per flag
     i = 0
@@ -470,6 +581,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 from .encoder_profile import parse_limits
 
                 warnings.extend(parse_limits(arg or "", label, settings.version)[1])
+            if dest == "mm_processor_kwargs":
+                from .encoder_profile import parse_processor_kwargs
+
+                warnings.extend(parse_processor_kwargs(arg or "{}", label)[3])
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")

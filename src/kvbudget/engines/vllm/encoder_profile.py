@@ -46,6 +46,7 @@ of a norm, and the caching allocator's fragmentation. Other towers (SigLIP of Ge
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 
@@ -159,8 +160,11 @@ class _Item:
 
 
 def _pixels(v: VisionTower, modality: str, settings: VllmSettings) -> tuple[int, int]:
+    """A modality's (min, max) pixels: its images_kwargs / videos_kwargs bound, else the flat one, else the
+    processor's own."""
     lo, hi = PROCESSOR_PIXELS[v.kind][modality]
-    return settings.mm_min_pixels or lo, settings.mm_max_pixels or hi
+    s_hi, s_lo = next(((h, low) for name, h, low in settings.mm_scoped_pixels if name == modality), (None, None))
+    return s_lo or settings.mm_min_pixels or lo, s_hi or settings.mm_max_pixels or hi
 
 
 def _max_frames(tokens_of: object, seq_len: int, start: int, cap: int) -> int:
@@ -355,24 +359,68 @@ def parse_limits(value: str, label: str, version: str = "current") -> tuple[tupl
     return tuple(out), notes
 
 
-def parse_processor_kwargs(value: str, label: str) -> tuple[int | None, int | None]:
-    """--mm-processor-kwargs' pixel bounds: "max_pixels" / "min_pixels", or "size" {"longest_edge", "shortest_edge"}
-    (the Qwen-VL processors' keys); other keys change no profiled size kvbudget models."""
-    try:
-        loaded = json.loads(value.strip()[:10_000])
-    except ValueError:
-        raise InputError(f"{label}: not a JSON object (e.g. '{{\"max_pixels\": 1003520}}')") from None
-    if not isinstance(loaded, dict):
-        raise InputError(f"{label}: give a JSON object (e.g. '{{\"max_pixels\": 1003520}}')")
-    raw_size = loaded.get("size")
-    size: dict[str, object] = raw_size if isinstance(raw_size, dict) else {}
+_PIXELS_EG = '\'{"max_pixels": 1003520}\''
+_SCOPES = {"images_kwargs": "image", "videos_kwargs": "video"}
+_SIZE_KEYS = ("max_pixels", "min_pixels", "size")
+
+
+def _scope_bounds(obj: dict[str, object], label: str) -> tuple[int | None, int | None, list[str]]:
+    """One scope's pixel bounds (max, min) and the keys in it kvbudget passes over: "max_pixels" / "min_pixels" win
+    over "size" {"longest_edge", "shortest_edge"} (qwen2_vl.py _get_vision_size of vLLM 0.33.0)."""
+    raw_size = obj.get("size")
+    if raw_size is not None and not isinstance(raw_size, dict):
+        # _get_vision_size updates the processor's size dict with it: vLLM stops on anything but an object
+        raise InputError(f"{label}: size must be an object of pixel bounds, got {excerpt(json.dumps(raw_size), 40)} "
+                         '(e.g. \'{"size": {"longest_edge": 1003520, "shortest_edge": 3136}}\')')
+    size: dict[str, object] = raw_size or {}
     bounds: list[int | None] = []
     for key, alt in (("max_pixels", "longest_edge"), ("min_pixels", "shortest_edge")):
-        raw = loaded.get(key, size.get(alt))
+        raw = obj.get(key, size.get(alt))
         if raw is None:
             bounds.append(None)
             continue
         if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 1 << 32:  # 4.3 gigapixels at most
             raise InputError(f"{label}: {key} must be a whole number of pixels, got {str(raw)[:40]!r}")
         bounds.append(raw)
-    return bounds[0], bounds[1]
+    hi, lo = bounds
+    notes = [f"{label}: size.{str(k)[:40]} changes no size kvbudget models (it reads longest_edge and shortest_edge)"
+             for k in list(size)[:8] if k not in ("longest_edge", "shortest_edge")]
+    if hi is not None and lo is not None and lo > hi:
+        notes.append(f"{label}: min_pixels {lo:,} is above max_pixels {hi:,}; the processor's smart_resize shrinks the "
+                     "largest item to max_pixels and takes min_pixels only for smaller ones (transformers qwen2_vl)")
+    return hi, lo, notes
+
+
+def parse_processor_kwargs(value: str, label: str) -> tuple[int | None, int | None,
+                                                               tuple[tuple[str, int | None, int | None], ...], list[str]]:
+    """--mm-processor-kwargs' pixel bounds (the Qwen-VL processors' keys) as vLLM 0.33.0 reads them: the flat
+    "max_pixels" / "min_pixels" (or "size" {"longest_edge", "shortest_edge"}) for every modality, and the same keys
+    inside "images_kwargs" / "videos_kwargs" for that modality alone, winning over the flat ones
+    (multimodal/processing/context.py: a scoped value takes precedence). Returns (max, min, the scoped (modality, max,
+    min), notes); a key naming no size kvbudget models is passed over with a note (vLLM hands it to the processor)."""
+    try:
+        loaded = json.loads(value.strip()[:10_000])
+    except ValueError:
+        raise InputError(f"{label}: not a JSON object (e.g. {_PIXELS_EG})") from None
+    if not isinstance(loaded, dict):
+        raise InputError(f"{label}: give a JSON object (e.g. {_PIXELS_EG})")
+    hi, lo, notes = _scope_bounds(loaded, label)
+    scoped: list[tuple[str, int | None, int | None]] = []
+    for key, modality in _SCOPES.items():
+        inner = loaded.get(key)
+        if inner is None:
+            continue
+        if not isinstance(inner, dict):
+            raise InputError(f"{label}: {key} must be an object of the {modality} processor's options, got "
+                             f"{excerpt(json.dumps(inner), 40)} (e.g. \'{{\"{key}\": {{\"max_pixels\": 1003520}}}}\')")
+        s_hi, s_lo, s_notes = _scope_bounds(inner, f"{label} {key}")
+        notes += s_notes
+        if s_hi is not None or s_lo is not None:
+            scoped.append((modality, s_hi, s_lo))
+    other = [str(k) for k in loaded if k not in (*_SIZE_KEYS, *_SCOPES)]
+    for key in other[:8]:
+        close = difflib.get_close_matches(key.lower(), [*_SIZE_KEYS, *_SCOPES], n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        notes.append(f"{label}: {excerpt(key, 40)} changes no size kvbudget models{hint}; vLLM passes it to the "
+                     "processor, and the item is planned from max_pixels, min_pixels and size")
+    return hi, lo, tuple(scoped), notes

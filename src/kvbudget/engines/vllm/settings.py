@@ -206,6 +206,8 @@ class VllmSettings:
     mm_limits: tuple[tuple[str, int], ...] = ()
     mm_max_pixels: int | None = None
     mm_min_pixels: int | None = None
+    # the bounds of --mm-processor-kwargs' images_kwargs / videos_kwargs: (modality, max, min), over the flat ones
+    mm_scoped_pixels: tuple[tuple[str, int | None, int | None], ...] = ()
     skip_mm_profiling: bool = False
     mm_encoder_tp_mode: str = "weights"
     language_model_only: bool = False

@@ -288,3 +288,19 @@ def test_the_a800_takes_the_large_batch_defaults() -> None:
                        version=k["version"], flags=k["flags"])
     tokens = next(r for r in result.rows if r.figure == "KV cache tokens")
     assert tokens.error_pct is not None and abs(tokens.error_pct) < 1  # +5.44% as an A100 (256 sequences' sampler)
+
+
+def test_batch_default_tiers_by_release() -> None:
+    """engine/arg_utils.py: the 160 GiB tier (16,384 tokens for the server) came in 0.29 (the 0.21-0.28 wheels have
+    no such branch); 0.33 keeps the GB10 (compute capability 12.1) on the small tier (is_gb10)."""
+    from kvbudget.engines.vllm.calibration import batch_defaults
+    from kvbudget.engines.vllm.settings import release
+
+    def defaults(gpu: str, version: str) -> tuple[int, int]:
+        return batch_defaults(kvbudget.find_gpu(gpu), VllmSettings(version=version), release(version), 8192)
+
+    assert [defaults("B200", v) for v in ("0.21.0", "0.28.0", "0.29.0", "current")] == \
+        [(8192, 1024), (8192, 1024), (16384, 1024), (16384, 1024)]
+    assert [defaults("GB10", v) for v in ("0.13.0", "0.32.0", "0.33.0", "current")] == \
+        [(8192, 1024), (8192, 1024), (2048, 256), (2048, 256)]
+    assert defaults("H100", "current") == (8192, 1024) and defaults("A100-SXM4-80GB", "current") == (2048, 256)

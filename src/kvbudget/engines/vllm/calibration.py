@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..._record import record
-from ...hardware import GPU
+from ...hardware import GPU, capability
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...units import GiB, element_type
@@ -21,9 +21,14 @@ def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len
     get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args)."""
     server = settings.entrypoint != "llm"
     total = gpu.memory_bytes
-    if total >= 160 * GiB and rel.key == "current":
+    minor = version_minor(settings.version)  # None: the newest rules
+    newest = rel.key == "current" and (minor is None or minor >= 33)
+    # 0.29 added a tier for cards of 160 GiB or more (B200, B300, MI300X); 0.33 keeps the GB10 (compute capability
+    # 12.1: the memory of a large card, not its compute) on the small tier
+    gb10 = newest and capability(gpu) == 12.1
+    if total >= 160 * GiB and rel.key == "current" and (minor is None or minor >= 29):
         tokens, seqs = 16384, 1024
-    elif total >= 70 * GiB and "a100" not in gpu.name.lower():
+    elif total >= 70 * GiB and "a100" not in gpu.name.lower() and not gb10:
         tokens, seqs = (8192 if server else 16384), 1024
     else:
         tokens, seqs = (2048 if server else 8192), 256

@@ -129,7 +129,8 @@ def multi_gpu_non_torch(rel_key: str, version: str) -> int:
 # allocated before the worker's start snapshot (v1/worker/gpu_worker.py init_device: init_worker_distributed_environment,
 # then MemorySnapshot), so it is not in the non-torch figure at all; in 0.10.1 the snapshot comes first. The rest,
 # NCCL's communicator buffers (pynccl.py only calls ncclCommInitRank; their size is NCCL's, by channels and peers),
-# the source does not give: the TP>1 figure stays the one fitted above.
+# the source does not give: the TP>1 figure stays the one fitted above. V0 at TP 2 on A100s prints 1.54 GiB (0.7.2);
+# NCCL 2.21's buffers on an NVLink pair give about half of it (nccl.py), so it is not refitted on that one row.
 NON_TORCH_TP_BYTES = int(0.44 * GiB)
 
 

@@ -89,17 +89,30 @@ CUDA_CONTEXT_BYTES = NON_TORCH_0_6_4_BYTES - int(0.05 * GiB)
 
 def counts_whole_device(rel_key: str, version: str) -> bool:
     """Whether the release counts the CUDA context (everything on the device torch did not allocate) as non-torch
-    memory: V0 in 0.6.4, V1 in 0.8.0-0.9.0 (a V1 run of 0.7.x names its line "v1", with no release)."""
+    memory: V0 in 0.2.5-0.3.2 (worker.py profile_num_available_blocks: total minus free memory after the profiling
+    run, read in 0.2.5, 0.2.7 and 0.3.0; 0.3.3 takes the worker's start as its baseline) and 0.6.4, V1 in
+    0.8.0-0.9.0 (a V1 run of 0.7.x names its line "v1", with no release)."""
     rel = minor_patch(version)
     if rel is None:
         return False
     if rel_key == "v0":
-        return rel == (6, 4)
+        return rel == (6, 4) or (2, 5) <= rel < (3, 3)
     return rel_key == "v1" and (8, 0) <= rel <= (9, 0)
 
 
+def counts_no_non_torch(rel_key: str, version: str) -> bool:
+    """Whether the release counts no memory outside torch at all: V0 up to 0.2.4 sizes the KV cache from
+    ``torch.cuda.max_memory_allocated()`` after the profiling run (worker/worker.py profile_num_available_blocks,
+    0.2.4), so NCCL's buffers and the CUDA context come out of the headroom, not the cache."""
+    rel = minor_patch(version)
+    return rel_key == "v0" and rel is not None and rel <= (2, 4)
+
+
 def single_gpu_non_torch(rel_key: str, version: str) -> int:
-    """Non-torch memory of a one-GPU run as the release counts it (0.6.4, 0.8.0-0.9.0 V1: the CUDA context too)."""
+    """Non-torch memory of a one-GPU run as the release counts it (0.6.4, 0.8.0-0.9.0 V1: the CUDA context too;
+    up to 0.2.4: none)."""
+    if counts_no_non_torch(rel_key, version):
+        return 0
     if counts_whole_device(rel_key, version):
         return NON_TORCH_0_6_4_BYTES
     return NON_TORCH_TP1_BYTES[rel_key]
@@ -107,7 +120,10 @@ def single_gpu_non_torch(rel_key: str, version: str) -> int:
 
 def multi_gpu_non_torch(rel_key: str, version: str) -> int:
     """Non-torch memory of a rank of a TP/PP group (off NVSwitch, or NCCL connecting lazily): the fitted TP 2
-    figure, plus the CUDA context where the release counts it (the 0.6.4.post1 TP 4 log prints 0.71 GiB)."""
+    figure, plus the CUDA context where the release counts it (the 0.6.4.post1 TP 4 log prints 0.71 GiB); none up
+    to 0.2.4."""
+    if counts_no_non_torch(rel_key, version):
+        return 0
     return NON_TORCH_TP_BYTES + (CUDA_CONTEXT_BYTES if counts_whole_device(rel_key, version) else 0)
 
 
@@ -118,7 +134,8 @@ def multi_gpu_non_torch(rel_key: str, version: str) -> int:
 # allocated before the worker's start snapshot (v1/worker/gpu_worker.py init_device: init_worker_distributed_environment,
 # then MemorySnapshot), so it is not in the non-torch figure at all; in 0.10.1 the snapshot comes first. The rest,
 # NCCL's communicator buffers (pynccl.py only calls ncclCommInitRank; their size is NCCL's, by channels and peers),
-# the source does not give: the TP>1 figure stays the one fitted above.
+# the source does not give: the TP>1 figure stays the one fitted above. V0 at TP 2 on A100s prints 1.54 GiB (0.7.2);
+# NCCL 2.21's buffers on an NVLink pair give about half of it (nccl.py), so it is not refitted on that one row.
 NON_TORCH_TP_BYTES = int(0.44 * GiB)
 
 
@@ -133,6 +150,7 @@ class ActivationModel:
     logits: float | None
     source: str
     peak: str = "sum"  # "max": the sampler runs after the forward's buffers are freed (the larger of the two)
+    forward: str = "linear"  # "v0": the V0 decoder layer's live set read from its source (v0_forward_elements)
 
 
 ACTIVATION = {
@@ -151,14 +169,16 @@ ACTIVATION = {
     # Qwen3-30B-A3B prints 5.58 GiB of peak activation, 1024 x 151936 x 38 B = 5.51 GiB of it the sort.
     "v1": ActivationModel(2.0, 3.0, None, "the 0.10.2 source (gpu_model_runner.py profile_run); PyTorch's CUDA sort",
                           "max"),
-    # V0 runs eager PyTorch: ~3 x hidden + 3 x intermediate per token (Llama-3.1-8B on an RTX 3090:
-    # 2.07 GiB for 20000 tokens and 2.99 GiB for 29000, i.e. 110.7 KB per token).
+    # V0 runs eager PyTorch; its forward's live set is read from the source per release and model file
+    # (v0_forward_elements): 3 x hidden + 3 x intermediate a token for Llama at TP 1, as the two 0.6.4 RTX 3090 runs
+    # of Llama-3.1-8B show (2.07 GiB for 20000 tokens and 2.99 for 29000: 110 KB a token).
     # The V0 sampler (model_executor/layers/sampler.py, 0.7.3 and 0.8.5) converts the logits to fp32 and sorts the
     # full vocabulary of every dummy request (top-k vocab - 1, top-p 0.99), like V1's PyTorch path: its peak is
     # the sort's (sampler_bytes; the T4 log's 0.90 GiB for 192 requests x 128256 entries is 38.8 B an entry).
     # It runs after the forward's buffers are freed, so the peak is the larger of the two (the forward's output
     # kept for it).
-    "v0": ActivationModel(3.0, 3.0, None, "v0.6.4_rtx3090_llama3.1-8b (two runs); sampler from its source", "max"),
+    "v0": ActivationModel(3.0, 3.0, None, "the V0 source (model files, parallel_state.py); sampler from its source",
+                          "max", "v0"),
 }
 
 SAMPLERS = ("flashinfer", "native")
@@ -230,6 +250,49 @@ def sampler_bytes(model: ActivationModel, path: str, dtype: str, reqs: int = 256
     return copy + 4 + 4
 
 
+# HF model types vLLM serves with model_executor/models/llama.py (registry.py of 0.6.4-0.8.5: Llama, Mistral, Aquila,
+# InternLM, Xverse; phi3.py subclasses it), whose LlamaMLP rebinds its one name from 0.6.4 on (``x, _ =
+# self.gate_up_proj(x); x = self.act_fn(x)``), so the gate/up output is freed before the down projection. Every other
+# V0 model file (qwen2.py, gemma.py, deepseek_v2.py, ...; llama.py itself up to 0.6.3) keeps it in ``gate_up``.
+LLAMA_MLP_TYPES = frozenset({"llama", "mistral", "aquila", "internlm", "xverse", "phi3"})
+
+
+def v0_forward_elements(spec: ModelSpec, tokens: int, tp: int, version: str | None, moe_elements: int = 0) -> int:
+    """Elements the V0 profiling forward of ``tokens`` tokens holds at its widest point on one rank, from the source
+    (model_executor/models/llama.py and qwen2.py, distributed/parallel_state.py; 0.2.4, 0.4.3, 0.6.3.post1, 0.6.4,
+    0.7.2, 0.8.5). Through every decoder layer after the first three hidden-sized tensors are alive: the layer's
+    input (the model's ``for`` loop still names it while the layer runs; the input norm works in place), the
+    residual and the MLP's input. Then the MLP's larger point:
+    - after the activation: the gate/up output (2 x intermediate / TP) and the activation's output (1 x);
+    - in the down projection: the activation's output, the gate/up output where the model file keeps it
+      (``LLAMA_MLP_TYPES`` from 0.6.4 free it), the projection's output (hidden) and, at TP >= 2 from 0.6.5, the
+      all-reduce's output: ``GroupCoordinator.all_reduce`` is out of place from 0.6.5 (pynccl.py all_reduce returns
+      a new tensor), in place up to 0.6.4 for tensors larger than the custom all-reduce's 8 MiB.
+    An MoE model's MLP is its fused-MoE workspace (``moe_elements``, its output included), plus the all-reduce's
+    output. Where the release is not named the newest V0 (0.7-0.10) is assumed."""
+    d = spec.dims
+    rel = minor_patch(version)
+    copy = d.hidden_size if tp > 1 and (rel is None or rel >= (6, 5)) else 0
+    base = 3 * d.hidden_size
+    if moe_elements:
+        return tokens * (base + copy) + moe_elements
+    inter = d.intermediate_size // tp
+    frees = spec.model_type in LLAMA_MLP_TYPES and (rel is None or rel >= (6, 4))
+    at_activation = base + 2 * inter + inter
+    at_down = base + (0 if frees else 2 * inter) + inter + d.hidden_size + copy
+    return tokens * max(at_activation, at_down)
+
+
+def cublas_workspace_bytes(gpu: GPU) -> int:
+    """PyTorch's cuBLAS workspace, taken from its caching allocator by the first matmul of the profiling run and kept
+    (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize, torch 2.1-2.5): ``:4096:2:16:8`` =
+    8,519,680 bytes, 32 MiB on compute capability 9.0 (a GPU known only by its memory: the smaller); none counted
+    off NVIDIA."""
+    if gpu.vendor != "nvidia":
+        return 0
+    return 32 * 1024 * 1024 if capability(gpu) == 9.0 else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
 def moe_workspace_elements(spec: ModelSpec, tokens: int, tp: int, expert_parallel: bool, rel_key: str) -> int:
     """Elements of the fused-MoE kernel's buffers for ``tokens`` tokens on one rank
     (model_executor/layers/fused_moe/fused_moe.py fused_experts_impl, 0.10.1 and 0.33.0): ``cache13`` of
@@ -256,21 +319,26 @@ def rotary_cache_bytes(spec: ModelSpec, dtype: str) -> int:
 
 def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str, last_stage: bool,
                     model: ActivationModel, sampler: str = "flashinfer", moe_elements: int = 0,
-                    version: str | None = None, forward_extra: int = 0) -> int:
+                    version: str | None = None, forward_extra: int = 0, workspace: int = 0) -> int:
     """Peak of vLLM's profiling run above the weights: the dummy forward of ``tokens`` tokens
     (hidden- and MLP-sized buffers per rank; an MoE model's MLP is its fused-MoE workspace,
     ``moe_elements``) and, on the last stage, the sampler over one token per request (``sampler_bytes``
     per vocabulary entry).
-    ``forward_extra``: bytes the forward alone holds besides (a plain AWQ/GPTQ kernel's 16-bit weight copy)."""
+    ``forward_extra``: bytes the forward alone holds besides (a plain AWQ/GPTQ kernel's 16-bit weight copy);
+    ``workspace``: bytes allocated on the first matmul and kept through the peak (``cublas_workspace_bytes``)."""
     width = element_type(dtype).nbytes(1)
     d = spec.dims
-    mlp = moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
-    forward = (tokens * model.hidden * d.hidden_size + mlp) * width + forward_extra
+    if model.forward == "v0":
+        forward = v0_forward_elements(spec, tokens, tp, version, moe_elements) * width
+    else:
+        mlp = moe_elements if moe_elements else model.inter * tokens * (d.intermediate_size // tp)
+        forward = int((tokens * model.hidden * d.hidden_size + mlp) * width)
+    forward += forward_extra
     per_entry = sampler_bytes(model, sampler, dtype, reqs, version) if last_stage else 0.0
     if model.peak == "max":
         held = tokens * d.hidden_size * width  # the forward's output, kept for the sampler
-        return int(max(forward, held + per_entry * reqs * d.vocab_size))
-    return int(forward + per_entry * reqs * d.vocab_size)
+        return int(max(forward, held + per_entry * reqs * d.vocab_size)) + workspace
+    return int(forward + per_entry * reqs * d.vocab_size) + workspace
 
 
 def forward_bytes(spec: ModelSpec, tokens: int, tp: int, dtype: str, moe_elements: int = 0) -> int:

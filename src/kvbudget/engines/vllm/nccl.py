@@ -21,6 +21,13 @@ backs ``channels x 2 x buffer x ranks`` of unicast memory. The buffer per releas
 (4 MiB) plus a 2 MiB credit area up to 2.20, a 1 MiB chunk (128 KiB x 8 steps) plus the 2 MiB area in 2.21,
 the 1 MiB chunk alone from 2.22; 16 NVLS channels on sm90, 32 on sm100 from 2.26.
 
+Two ranks on an A100 NVSwitch board under NCCL 2.21.5 (vLLM 0.6.4-0.8.x, eager), read but not modelled: 24 ring
+channels (search.cc: 12 at 20 GB/s on 12 x 20 GB/s of NVLink; ncclTopoPostset doubles them), each a 6 MiB send half
+(sm80 NVLink reads: the Simple buffer sits with the sender) and a 6 MiB receive half, the tree reusing the ring's
+connections: 288 MiB per communicator, and torch's process group's first use in V0, the logits' gather, is NCCL
+send/receive over 32 more channels of 6 MiB. That is about 0.77 GiB with custom all-reduce's, against the 1.49 GiB
+increase the 0.7.2 A100 TP 2 log prints: the source leaves the rest open, so two-GPU groups keep the fitted figure.
+
 Which NCCL each vLLM release runs is the one its pinned torch ships: torch 2.3-2.4 (vLLM 0.4.3-0.6.3) NCCL 2.20.5,
 torch 2.5-2.6 (0.6.4-0.8.x) 2.21.5, torch 2.7 (0.9.0-0.10.1) 2.26.2 (the 0.10.0 logs print 'vLLM is using
 nccl==2.26.2'), torch 2.8 and later (0.10.2-) 2.27 or later, whose buffers follow 2.26's rules.

@@ -38,6 +38,7 @@ from .calibration import (
     batch_defaults,
     capture_sizes,
     counts_whole_device,
+    cublas_workspace_bytes,
     forward_bytes,
     moe_workspace_elements,
     multi_gpu_non_torch,
@@ -382,7 +383,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
             weights += lora.per_stage[st.index]
         act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
-                              sampler_path(settings, gpu, rel.key), moe, settings.version, dequant)
+                              sampler_path(settings, gpu, rel.key), moe, settings.version, dequant,
+                              cublas_workspace_bytes(gpu) if rel.key == "v0" else 0)
         if encoder is not None:  # the vision encoder's pass: its stage or the text stage with its tensors held
             act = encoder.peak(act)
         if lora is not None:

@@ -304,3 +304,16 @@ def test_batch_default_tiers_by_release() -> None:
     assert [defaults("GB10", v) for v in ("0.13.0", "0.32.0", "0.33.0", "current")] == \
         [(8192, 1024), (8192, 1024), (2048, 256), (2048, 256)]
     assert defaults("H100", "current") == (8192, 1024) and defaults("A100-SXM4-80GB", "current") == (2048, 256)
+
+
+def test_check_keeps_a_named_gpu_given_with_its_memory() -> None:
+    """check_log(gpu=..., gpu_memory=...) plans the named card with that total (its compute capability picks cuBLAS's
+    workspace and NCCL's board), not an unnamed custom one."""
+    name = "v0.7.2_a100-40gb-x2_qwen2.5-14b_tp2_fp16"
+    meta = json.loads((LOGS / f"{name}.json").read_text(encoding="utf-8"))
+    k = meta["kvbudget"]
+    text = (LOGS / f"{name}.log").read_text(encoding="utf-8")
+    named = check_log(text, model=k["model"], gpu=k["gpu"], gpu_memory=round(39.5 * GiB), version=k["version"], flags=k["flags"])
+    bare = check_log(text, model=k["model"], gpu_memory=round(39.5 * GiB), version=k["version"], flags=k["flags"])
+    assert named.gpu.startswith("A100-SXM4-40GB") and not bare.gpu.startswith("A100")
+    assert named.plan.total_bytes == bare.plan.total_bytes == round(39.5 * GiB)

@@ -65,25 +65,31 @@ def _log_overrides(value: str) -> str:
 
 
 def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
+    """The device of the run: the named card (``gpu``, else the log's device name; the log's total where it names
+    another board of that name), or an unnamed card of ``gpu_memory`` / the log's total. A named card given with
+    ``gpu_memory`` keeps its name (compute capability, board: cuBLAS's workspace, NCCL's NVSwitch buffers)."""
     if gpu_memory is not None:
+        if gpu:
+            return replace(find_gpu(gpu), memory_bytes=gpu_memory, nvidia_smi_mib=None, memory_source="given with the GPU")
         return custom_gpu(gpu_memory)
-    if gpu:
-        return find_gpu(gpu)
-    if log.gpu_name:
+    device = find_gpu(gpu) if gpu else None
+    if device is None and log.gpu_name:
         try:
             device = find_gpu(log.gpu_name)
         except UnknownGPU:
-            pass
-        else:
-            total = round(log.total_gib * GiB) if log.total_gib else None
-            if total is not None and abs(device.memory_bytes - total) > 0.1 * total:
-                # one device name, two boards (the 8 and 16 GB RTX 4060 Ti, 5060 Ti, 3060): the log's own total
-                # decides the memory, the catalog card the compute capability
-                return replace(device, name=f"{device.name} ({log.total_gib:.2f} GiB as the log prints)", memory_bytes=total,
-                               nvidia_smi_mib=None, memory_source="the log's total GPU memory")
+            device = None
+    total = round(log.total_gib * GiB) if log.total_gib else None
+    if device is not None:
+        if total is None:
             return device
-    if log.total_gib:
-        return custom_gpu(round(log.total_gib * GiB))
+        if abs(device.memory_bytes - total) > 0.1 * total:
+            # one device name, two boards (the 8 and 16 GB RTX 4060 Ti, 5060 Ti, 3060): the log's own total
+            # decides the memory, the catalog card the compute capability
+            return replace(device, name=f"{device.name} ({log.total_gib:.2f} GiB as the log prints)", memory_bytes=total,
+                           nvidia_smi_mib=None, memory_source="the log's total GPU memory")
+        return device  # the log prints its total to one or two decimals: the catalog's bytes are finer
+    if total is not None:
+        return custom_gpu(total)
     raise InputError("the log does not say which GPU it ran on: give --gpu or --gpu-memory")
 
 

@@ -18,6 +18,7 @@ from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
+from .kv_dtypes import kv_dtype_taken
 from .settings import VllmSettings, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -89,42 +90,6 @@ _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", 
              "async_scheduling": "--async", "enable_lora": "--enable", "fully_sharded_loras": "--fully"}
 
 
-# --kv-cache-dtype's values by the release that added them (config/cache.py CacheDType of each release; argparse
-# choices up to 0.10, checked as written: 'FP8' and 'half' stop vLLM at start-up). Values kvbudget does not size
-# (turboquant, octave ...) are refused where the plan reads the dtype.
-_KV_DTYPE_SINCE = {
-    "auto": 0, "fp8": 0, "fp8_e4m3": 0, "fp8_e5m2": 0, "fp8_inc": 10, "bfloat16": 11, "fp8_ds_mla": 12,
-    "float16": 18, "fp8_per_token_head": 20, "int8_per_token_head": 20, "nvfp4": 20, "int4_per_token_head": 25,
-    "nvfp4_4over6": 28,
-}
-_KV_DTYPE_UNSIZED = {  # values vLLM takes whose pages kvbudget does not size
-    "turboquant_k8v4": 20, "turboquant_4bit_nc": 20, "turboquant_k3v4_nc": 20, "turboquant_3bit_nc": 20,
-    "nvfp4_ds_mla": 30, "ultraquant_4bit": 32, "octave_k3v4": 33, "octave_k3v3": 33, "octave_k3v3_compact": 33,
-}
-
-
-def _kv_dtype_taken(value: str, version: str, label: str) -> None:
-    """--kv-cache-dtype as the release's parser takes it: a value it lists, written as it lists it."""
-    minor = version_minor(version)
-    newest = 33 if minor is None and version != "v0" else 10 if minor is None else minor
-    since = _KV_DTYPE_SINCE.get(value)
-    if since is not None and since <= newest:
-        return
-    shown = "0.33" if minor is None and version != "v0" else f"0.{newest}"
-    listed = ", ".join(k for k in ("auto", "fp8", "fp8_e5m2", "bfloat16", "float16", "nvfp4")
-                       if _KV_DTYPE_SINCE[k] <= newest)
-    if since is not None:
-        raise InputError(f"{label} {value}: vLLM {shown} does not take it (added in 0.{since}); give e.g. {listed}")
-    if _KV_DTYPE_UNSIZED.get(value, 99) <= newest:
-        raise InputError(f"{label} {value}: kvbudget does not size this KV-cache format; give one it sizes, e.g. {listed}")
-    near = value.lower().replace("half", "float16")
-    hint = f" (names are matched as written: {near})" if _KV_DTYPE_SINCE.get(near, 99) <= newest else ""
-    if value.lower() in ("float32", "fp32"):
-        hint = " (no release keeps the KV cache in float32)"
-    raise InputError(f"{label} {excerpt(value, 30)[1:-1]}: not a KV-cache dtype vLLM {shown} takes, it stops at "
-                     f"start-up{hint}; give e.g. {listed}")
-
-
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
     """Set what engine argument ``dest`` (given as ``flag value``) means for the memory plan, checked
     against the range vLLM itself enforces; errors name ``label`` (the flag, or the file and key it came from)."""
@@ -138,7 +103,7 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
         if not v or len(v) > 64:
             raise InputError(f"{label} {excerpt(v)}: give a name such as auto, bfloat16 or fp8")
         if dest == "kv_cache_dtype":
-            _kv_dtype_taken(v, settings.version, label)
+            kv_dtype_taken(v, settings.version, label)
         return replace(settings, **{dest: v.removeprefix("torch.") if dest == "dtype" else v})
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})

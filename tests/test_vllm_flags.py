@@ -159,3 +159,19 @@ def test_differences(tool: ModuleType) -> None:
     assert tool.differences(old, new) == ["+ --d ['d', False]", "- --c ['c', True]",
                                           "~ --b ['b', False] -> ['b', True]"]
     assert tool.differences(old, old) == []
+
+
+def test_module_entry_point_reads_no_bare_model() -> None:
+    """``python -m vllm.entrypoints.openai.api_server MODEL``: the module's parser keeps MODEL as model_tag and
+    never reads it (only entrypoints/cli/serve.py copies model_tag to model; 0.33's entrypoints/common/cli_args.py
+    make_arg_parser, 0.10.1's entrypoints/openai/cli_args.py): vLLM serves its default model. It was planned for
+    MODEL, exit 0; now refused, and with --model beside it, --model is served and the word is said."""
+    from kvbudget.engines.vllm.command import parse_vllm_command
+    from kvbudget.units import InputError
+
+    with pytest.raises(InputError, match=r"does not read the bare word 'llama-3\.1-8b' as the model"):
+        parse_vllm_command("python -m vllm.entrypoints.openai.api_server llama-3.1-8b --max-model-len 4096")
+    cmd = parse_vllm_command("python -m vllm.entrypoints.openai.api_server stray --model llama-3.1-8b")
+    assert cmd.model == "llama-3.1-8b" and cmd.settings.entrypoint == "serve"
+    assert any("passes over the bare word 'stray'" in w for w in cmd.warnings)
+    assert parse_vllm_command("vllm serve llama-3.1-8b").model == "llama-3.1-8b"  # vllm serve reads it

@@ -248,3 +248,9 @@ add("cmd-vllm-kv-fp8-inc-nvidia", lambda _r: ["explain", "--gpu", "H100", "--", 
                                               "--kv-cache-dtype", "fp8_inc"], expect_in="No valid attention backend")
 add("cmd-vllm-kv-nvfp4-4over6-hopper", lambda _r: ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b",
                                                    "--kv-cache-dtype", "nvfp4_4over6"], expect_in="runs only on Blackwell")
+
+# python -m vllm.entrypoints.openai.api_server MODEL: only `vllm serve` reads a positional model (entrypoints/cli/serve.py);
+# the module's parser keeps it as model_tag, unread, and serves the default model (0.10+): was planned for MODEL, exit 0
+add("cmd-vllm-module-bare-model", lambda _r: ["explain", "--gpu", "H100", "--", "python", "-m",
+                                              "vllm.entrypoints.openai.api_server", "llama-3.1-8b"],
+    expect_in="does not read the bare word 'llama-3.1-8b' as the model")

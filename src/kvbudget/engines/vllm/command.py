@@ -365,7 +365,7 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
         if base == "vllm" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return tokens[i + 2:], "serve"
         if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
-            return tokens[i + 1:], "serve"
+            return tokens[i + 1:], "module"  # python -m: the model only as --model
         if "vllm/vllm-openai" in tok or "vllm-openai:" in tok:
             return tokens[i + 1:], "serve"
     if tokens and tokens[0].startswith("-"):
@@ -373,6 +373,22 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
     raise InputError("not a launch command kvbudget reads: give `vllm serve MODEL ...` (or python -m "
                      "vllm.entrypoints.openai.api_server), `python -m sglang.launch_server ...`, `trtllm-serve MODEL ...` "
                      "or `llama-server -m FILE.gguf ...`")
+
+
+def _module_words(bare: list[str], model: str | None) -> tuple[str, str]:
+    """Words no flag takes after ``python -m vllm.entrypoints.openai.api_server`` (or the older
+    ``vllm.entrypoints.api_server``): the model as --model gives it, and the warning; an InputError where none does.
+    Only ``vllm serve`` serves a positional model (entrypoints/cli/serve.py: args.model = args.model_tag); the
+    module's own main parses one into model_tag from 0.10 (entrypoints/openai/cli_args.py make_arg_parser; 0.33:
+    entrypoints/common/cli_args.py) and never reads it, so the engine's default model is served (config/model.py
+    ModelConfig.model, Qwen/Qwen3-0.6B on 0.10.1 and 0.33.0); 0.9 and the demo server stop at it (unrecognized
+    arguments)."""
+    word = excerpt(bare[0], 60)
+    if model is None:
+        raise InputError(f"python -m vllm...api_server does not read the bare word {word} as the model (vLLM 0.10+ "
+                         "serves its default, Qwen/Qwen3-0.6B; 0.9 stops): give it as --model, or use vllm serve MODEL")
+    return model, (f"python -m vllm...api_server passes over the bare word {word} (vLLM 0.10+; 0.9 stops at it: "
+                   "unrecognized arguments): --model is served")
 
 
 def _config_file(path: str) -> list[tuple[str, str | None, str]]:
@@ -430,7 +446,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     args, entry = _program(tokens)
     flags, historical = _flags()
     settings = replace(base or VllmSettings(version=tag_version or "current"),
-                       entrypoint="serve" if entry == "serve" else "llm")
+                       entrypoint="serve" if entry in ("serve", "module") else "llm")
     named = base is not None or tag_version is not None  # a release the user (or the image tag) names
     for key, env_value in env:
         on = env_value.strip().lower() in _TRUE
@@ -455,6 +471,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     warnings: list[str] = [*image_warnings, *env_warnings]
     pending: list[tuple[str, str | None, str]] = []
     dotted: dict[str, tuple[dict[str, object], str]] = {}  # --limit-mm-per-prompt.image.count 2: the keys per flag
+    bare: list[str] = []  # words that are no flag's value, after python -m vllm.entrypoints...api_server
     i = 0
     while i < len(args):
         tok = args[i]
@@ -462,6 +479,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if not tok.startswith("-") or tok == "-":
             if model is None and entry == "serve":
                 model = tok
+            elif entry == "module":
+                bare.append(tok)
             else:
                 warnings.append(f"ignored extra word {tok!r}")
             continue
@@ -561,6 +580,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         assert spec is not None
         settings, spec_warnings = _speculative(settings, spec[0], spec[1], spec[2])
         warnings += spec_warnings
+    if bare:
+        model, bare_said = _module_words(bare, model)
+        warnings.append(bare_said)
     if not model:
         raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
     if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:

@@ -18,6 +18,7 @@ from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
+from ..cmdscan import revision_said
 from .kv_dtypes import kv_dtype_taken
 from .settings import VllmSettings, version_minor
 
@@ -569,6 +570,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 from .encoder_profile import parse_processor_kwargs
 
                 warnings.extend(parse_processor_kwargs(arg or "{}", label)[3])
+        elif dest in ("revision", "code_revision") and arg:  # the model's config (or its code) at another commit
+            warnings.append(revision_said(label, arg))
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")

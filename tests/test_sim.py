@@ -297,6 +297,11 @@ def test_a_bad_workload_spec_is_one_clear_error(spec: str, message: str) -> None
     ('{"arrival": 0, "prompt": [1, "a"], "output_tokens": 5}', "token ids"),
     ('{"arrival": 0, "prompt_tokens": 5}', "output_tokens"), ('{"arrival": 0, "text": "hi", "output_tokens": 5}', "tokenizer"),
     ("{not json", "not JSON"), ('{"arrival": 0, "prompt_tokens": 5, "output_tokens": 5, "after": "nobody"}', "earlier"),
+    # token ids index a vocabulary: a negative id was replayed; one at 2^40 and up is the counter TokenSource gives
+    # the prompts given as counts, so it shared their prefix-cache blocks (a reuse no engine would see)
+    ('{"arrival": 0, "prompt": [5, -1], "output_tokens": 5}', "holds token id -1"),
+    ('{"arrival": 0, "prompt": [1099511627776], "output_tokens": 5}', "holds token id 1,099,511,627,776"),
+    ('{"arrival": 0, "prompt": [5], "output": [7, -3]}', "'output' holds token id -3"),
 ])
 def test_a_bad_trace_line_is_one_clear_error(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "t.jsonl"

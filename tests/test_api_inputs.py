@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import kvbudget
+from kvbudget import api
 from kvbudget.engines.vllm import VllmSettings
 
 MODEL = "llama-3.1-8b"
@@ -180,3 +181,29 @@ def test_a_policy_given_as_a_string_is_one_policy() -> None:
     assert [r.policy for r in answer.results] == ["paged"]
     with pytest.raises(kvbudget.InputError, match="unknown policy 'pagde'"):
         kvbudget.simulate(SPEC, gpu="H100", synthetic="requests=3", policies="pagde")
+
+
+def _one_request() -> list[Any]:
+    from array import array
+
+    from kvbudget.sim.trace import RequestSpec
+
+    return [RequestSpec("r0", 0.0, array("q", range(1, 101)), array("q", [7] * 10))]
+
+
+@pytest.mark.parametrize(("call", "value"), [
+    # a trace is a file name or the requests themselves: 5 raised TypeError, ['x'] AttributeError in the replay
+    *[(lambda v: kvbudget.simulate(SPEC, gpu="H100", context=4096, trace=v), v) for v in (5, ["x"], [1], (), {}, b"t")],
+    *[(lambda v: api.size(SPEC, gpu="H100", trace=v), v) for v in (5, [1])],
+    # a log is its text: 5 raised TypeError
+    *[(lambda v: api.size(SPEC, gpu="H100", log=v), v) for v in (5, [], {})],
+    # prices is a file name: 5 read file descriptor 5 (0 would have read stdin), a dict raised TypeError
+    *[(lambda v: kvbudget.plan_deployments(SPEC, concurrency=4, context=4096, gpus="H100", prices=v), v)
+      for v in (5, 0, {"H100": 1.0}, b"p.csv")],
+    # a plot is a file name: 5 raised AttributeError, a NUL in the name ValueError
+    *[(lambda v: api.kv_plot(SPEC, v), v) for v in (5, None, b"x.png", "x\x00.png")],
+], ids=lambda v: _id(v) if not callable(v) else "call")
+def test_files_and_requests_of_the_wrong_kind_are_input_errors(call: Callable[[Any], Any], value: Any) -> None:
+    with pytest.raises(kvbudget.InputError) as info:
+        call(value)
+    assert "\n" not in str(info.value) and len(str(info.value)) <= 400

@@ -25,10 +25,14 @@ def test_fp8_flavours() -> None:
 
 def test_each_engine_accepts_its_own_caches() -> None:
     engines = default_registry()
-    engines.get("vllm").check_kv("FP8_E5M2")  # vLLM folds case
+    engines.get("vllm").check_kv("fp8_e5m2")
+    with pytest.raises(InputError, match="matched as written: fp8_e5m2"):  # 0.33 matches as written (config/cache.py)
+        engines.get("vllm").check_kv("FP8_E5M2")
     engines.get("sglang").check_kv("fp8")  # kvbudget's fp8: SGLang's fp8_e4m3
     engines.get("llama.cpp").check_kv("q4_0")
-    for engine, kv in (("trtllm", "fp8_e5m2"), ("sglang", "q8_0"), ("vllm", "q4_0")):
+    with pytest.raises(InputError, match=r"--kv-dtype q4_0: not a KV-cache dtype vLLM 0\.33 takes"):
+        engines.get("vllm").check_kv("q4_0")
+    for engine, kv in (("trtllm", "fp8_e5m2"), ("sglang", "q8_0")):
         with pytest.raises(InputError, match=f"unknown --kv-dtype '{kv}': .* caches one of"):
             engines.get(engine).check_kv(kv)
 

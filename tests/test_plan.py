@@ -264,7 +264,7 @@ def test_a_layout_wider_than_a_node_gets_a_leader_worker_set() -> None:
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--weights-dtype", "bogus"], "unknown weights dtype 'bogus'"),
-    (["--kv-dtype", "fp9"], "unknown --kv-dtype 'fp9'"),
+    (["--kv-dtype", "fp9"], "--kv-dtype fp9: not a KV-cache dtype"),
     (["--gpus", "H1000"], "unknown GPU 'H1000'"),
 ])
 def test_plan_bad_input_is_one_line(extra: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

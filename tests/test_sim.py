@@ -297,6 +297,11 @@ def test_a_bad_workload_spec_is_one_clear_error(spec: str, message: str) -> None
     ('{"arrival": 0, "prompt": [1, "a"], "output_tokens": 5}', "token ids"),
     ('{"arrival": 0, "prompt_tokens": 5}', "output_tokens"), ('{"arrival": 0, "text": "hi", "output_tokens": 5}', "tokenizer"),
     ("{not json", "not JSON"), ('{"arrival": 0, "prompt_tokens": 5, "output_tokens": 5, "after": "nobody"}', "earlier"),
+    # token ids index a vocabulary: a negative id was replayed; one at 2^40 and up is the counter TokenSource gives
+    # the prompts given as counts, so it shared their prefix-cache blocks (a reuse no engine would see)
+    ('{"arrival": 0, "prompt": [5, -1], "output_tokens": 5}', "holds token id -1"),
+    ('{"arrival": 0, "prompt": [1099511627776], "output_tokens": 5}', "holds token id 1,099,511,627,776"),
+    ('{"arrival": 0, "prompt": [5], "output": [7, -3]}', "'output' holds token id -3"),
 ])
 def test_a_bad_trace_line_is_one_clear_error(tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "t.jsonl"
@@ -481,3 +486,28 @@ def test_an_openai_style_line_reads_content_parts_and_a_usage_of_any_shape(tmp_p
     path.write_text(json.dumps({"request": {"messages": [{"content": 5}], "max_tokens": 4}, "timestamp": 0}) + "\n")
     with pytest.raises(TraceError, match="'content' must be a string or a list of parts"):
         read_trace(str(path), lambda s: [1])
+
+
+def _spaced(n: int, *, seconds: float = 0.0, steps: int = 0) -> list[RequestSpec]:
+    """n requests of 100 prompt and 50 output tokens, ``seconds`` (or ``steps``) apart."""
+    return [RequestSpec(f"r{i}", i * seconds, array("q", range(1000 * i + 1, 1000 * i + 101)), array("q", [7] * 50),
+                        i * steps if steps else None) for i in range(n)]
+
+
+def test_arrivals_are_replayed_on_the_clock_they_are_given_in() -> None:
+    """A trace of arrival_step 0, 2000, 4000 ... (recorded from a scheduler) was replayed by time, every request at
+    t=0 (its seconds defaulted to 0): 50 requests running at once, exit 0. Now replayed by step, one at a time (each
+    finishes in 51 steps). Arrivals in seconds on a GPU with no step-time model landed on step 0 too: refused where
+    they differ; equal ones (all at 0) still run."""
+    by_step = kvbudget.simulate("llama-3.1-8b", gpu="H100", context=8192, policies=("paged",),
+                                trace=_spaced(50, steps=2000))
+    assert max(st.running for st in by_step.replay.steps) == 1
+    assert any("replayed step by step" in w for w in by_step.warnings)
+    with pytest.raises(InputError, match="arrivals in seconds cannot be placed on engine steps"):
+        kvbudget.simulate("llama-3.1-8b", gpu_memory=80 * 2**30, context=8192, trace=_spaced(50, seconds=100.0))
+    together = kvbudget.simulate("llama-3.1-8b", gpu_memory=80 * 2**30, context=8192, policies=("paged",),
+                                 trace=_spaced(50))
+    assert max(st.running for st in together.replay.steps) == 50
+    mixed = [*_spaced(2, seconds=5.0), RequestSpec("s", 0.0, array("q", [1, 2]), array("q", [3]), 40)]
+    with pytest.raises(InputError, match="some arrivals as engine steps"):
+        kvbudget.simulate("llama-3.1-8b", gpu="H100", context=8192, trace=mixed)

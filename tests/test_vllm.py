@@ -135,8 +135,44 @@ def test_kv_cache_dtypes() -> None:
     assert _plan(max_model_len=8192, kv_cache_dtype="nvfp4").bytes_per_block == 32 * 16 * 8 * 2 * (64 + 8)
     assert _plan("deepseek-ai/DeepSeek-V3", "H200", tensor_parallel_size=8, max_model_len=8192,
                  kv_cache_dtype="fp8_ds_mla").bytes_per_block == 61 * 16 * 656
-    with pytest.raises(InputError, match="unknown --kv-cache-dtype"):
+    with pytest.raises(InputError, match=r"not a KV-cache dtype vLLM 0\.33 takes"):
         _plan(kv_cache_dtype="fp3")
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("half", "matched as written: float16"), ("FP8", "matched as written: fp8"), ("float32", "no release keeps"),
+    ("Fp8_E5M2", "matched as written: fp8_e5m2")])
+def test_kv_dtype_as_vllm_takes_it_on_every_path(value: str, words: str) -> None:
+    """fit's --kv-dtype and the API reach the rule a launch command's --kv-cache-dtype is read by (config/cache.py
+    CacheDType, matched as written): 'half' and 'FP8' stop vLLM 0.33 at start-up; they were planned (exit 0)."""
+    with pytest.raises(InputError, match=words):
+        _plan(kv_cache_dtype=value)
+    with pytest.raises(InputError, match=words):
+        kvbudget.fit("llama-3.1-8b", gpu="H100", kv_dtype=value)
+    with pytest.raises(InputError, match=r"added in 0\.11"):  # per release: bfloat16 is 0.11's
+        _plan(kv_cache_dtype="bfloat16", version="0.10.1")
+
+
+def test_kv_dtype_needs_a_backend_on_the_gpu() -> None:
+    """vLLM 0.33 picks the attention backend by the KV-cache dtype (platforms/cuda.py get_valid_backends): no CUDA
+    backend lists fp8_inc (Intel Gaudi's), FlashInfer alone holds NVFP4 (from compute capability 8.0; off Blackwell
+    plain nvfp4 only, not at head size 64: v1/attention/backends/flashinfer.py). Each of these was planned, exit 0."""
+    with pytest.raises(InputError, match="No valid attention backend found"):
+        _plan(kv_cache_dtype="fp8_inc")
+    with pytest.raises(InputError, match=r"needs compute capability 8\.0"):
+        _plan("meta-llama/Llama-3.2-1B-Instruct", "T4", kv_cache_dtype="nvfp4", max_model_len=8192)
+    with pytest.raises(InputError, match="head size 64"):
+        _plan("meta-llama/Llama-3.2-1B-Instruct", "L4", kv_cache_dtype="nvfp4", max_model_len=8192)
+    with pytest.raises(InputError, match="runs only on Blackwell"):
+        _plan(kv_cache_dtype="nvfp4_4over6", max_model_len=8192)
+    with pytest.raises(InputError, match="runs only on Blackwell"):  # 0.25-0.31: Blackwell only, nvfp4 too
+        _plan(kv_cache_dtype="nvfp4", max_model_len=8192, version="0.28.0")
+    assert _plan("meta-llama/Llama-3.1-8B-Instruct", "B200", kv_cache_dtype="nvfp4_4over6", max_model_len=8192).starts
+    # fp8 on T4 / V100 (Triton) and A100 (FlashInfer; FlashAttention-2 has no FP8 cache) has a backend: planned
+    for gpu in ("T4", "V100", "A100"):
+        assert _plan("meta-llama/Llama-3.2-1B-Instruct", gpu, kv_cache_dtype="fp8", max_model_len=8192).starts
+    # 0.10 chose backends otherwise (platforms/cuda.py: any fp8* name as FP8): said, not refused
+    assert any("fp8_inc" in n for n in _plan(kv_cache_dtype="fp8_inc", max_model_len=8192, version="0.10.1").notes)
 
 
 def test_does_not_start_and_estimated_length() -> None:

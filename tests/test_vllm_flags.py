@@ -159,3 +159,36 @@ def test_differences(tool: ModuleType) -> None:
     assert tool.differences(old, new) == ["+ --d ['d', False]", "- --c ['c', True]",
                                           "~ --b ['b', False] -> ['b', True]"]
     assert tool.differences(old, old) == []
+
+
+def test_module_entry_point_reads_no_bare_model() -> None:
+    """``python -m vllm.entrypoints.openai.api_server MODEL``: the module's parser keeps MODEL as model_tag and
+    never reads it (only entrypoints/cli/serve.py copies model_tag to model; 0.33's entrypoints/common/cli_args.py
+    make_arg_parser, 0.10.1's entrypoints/openai/cli_args.py): vLLM serves its default model. It was planned for
+    MODEL, exit 0; now refused, and with --model beside it, --model is served and the word is said."""
+    from kvbudget.engines.vllm.command import parse_vllm_command
+    from kvbudget.units import InputError
+
+    with pytest.raises(InputError, match=r"does not read the bare word 'llama-3\.1-8b' as the model"):
+        parse_vllm_command("python -m vllm.entrypoints.openai.api_server llama-3.1-8b --max-model-len 4096")
+    cmd = parse_vllm_command("python -m vllm.entrypoints.openai.api_server stray --model llama-3.1-8b")
+    assert cmd.model == "llama-3.1-8b" and cmd.settings.entrypoint == "serve"
+    assert any("passes over the bare word 'stray'" in w for w in cmd.warnings)
+    assert parse_vllm_command("vllm serve llama-3.1-8b").model == "llama-3.1-8b"  # vllm serve reads it
+
+
+@pytest.mark.parametrize("command", [
+    "vllm serve llama-3.1-8b --revision v2.0 --tokenizer-revision t1 --code-revision=c1",
+    "python -m sglang.launch_server --model-path llama-3.1-8b --revision v2.0",
+    "trtllm-serve llama-3.1-8b --revision=v2.0"])
+def test_a_revision_kvbudget_does_not_read_is_said(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--revision names another commit of the model's repo, whose config may differ from the one planned (the
+    catalog's or the default branch's): it was passed over silently (vLLM) or called memory-neutral (SGLang,
+    trtllm-serve). Now one warning per revision flag; the tokenizer's revision changes no memory and stays silent."""
+    from kvbudget.cli import main
+
+    assert main(["explain", "--gpu", "H100", "--", *command.split()]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the report's warnings, wrapped
+    assert "warning: --revision 'v2.0': kvbudget reads the model's config from the catalog or the repo's default" in out
+    assert "tokenizer-revision" not in out and ("'c1'" in out) == command.startswith("vllm")
+    assert "flag --revision does not change memory" not in out

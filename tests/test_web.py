@@ -425,3 +425,29 @@ def test_diagnose_reads_pasted_pages_as_the_cli_reads_the_files(base: str) -> No
     assert status == 400 and "\n" not in doc["error"]
     status, doc = call(base, "/api/diagnose", {"metrics": (data / "vllm-0.33-busy.prom").read_text(), "model": "qwen3-8b"})
     assert status == 400 and "needs its GPU" in doc["error"]
+
+
+@pytest.mark.parametrize(("data", "kind", "status", "words"), [
+    (b'{"model": "llama-3.1-8b",', "application/json", 400, "the body is not valid JSON (Expecting property name"),
+    (b'{"model": "llama-3.1-8b"}', "text/plain", 415, "Content-Type: application/json (got 'text/plain')"),
+    (b"model=llama-3.1-8b", "application/x-www-form-urlencoded", 415, "Content-Type: application/json"),
+    (b'{"model": "llama-3.1-8b"}', "", 415, "Content-Type: application/json (it has none)"),
+    (b'{"model": ' + b"[" * 5000 + b"]" * 5000 + b"}", "application/json", 400, "nested too deeply"),
+    (b'{"model": "llama-3.1-8b", "context": ' + b"9" * 5000 + b"}", "application/json", 400, "thousands of digits"),
+    ('{"model": "llamé"}'.encode("latin-1"), "application/json; charset=latin-1", 400, "not UTF-8 text"),
+    (b"[1, 2]", "application/json", 400, "one JSON object"),
+])
+def test_a_body_that_is_not_one_json_object_is_one_error_line(base: str, data: bytes, kind: str, status: int,
+                                                              words: str) -> None:
+    """Bodies FastAPI read as no body ('Input should be a valid dictionary' for JSON sent as text/plain or a form)
+    or failed on with {"detail": "There was an error parsing the body"} (deep nesting, a 5,000-digit integer,
+    latin-1 bytes): each is now {"error": one line naming the problem}."""
+    import http.client
+
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request("POST", "/api/kv", body=data, headers={"content-type": kind} if kind else {})
+    response = conn.getresponse()
+    doc = json.loads(response.read())
+    conn.close()
+    assert response.status == status and set(doc) == {"error"} and words in doc["error"]

@@ -215,10 +215,26 @@ def simulate(
     _, server, ask = _fit_ask("fit", engine, tp, pp, weights_dtype, kv_dtype, context, 1, options, registry)
     spec, device = _spec(model), _device(gpu, gpu_memory)
     # the requests are read (or generated) once the engine's plan is known to start: a bad flag costs no trace read
-    requests = ((lambda: list(trace)) if trace is not None and not isinstance(trace, str)
+    requests = ((lambda: _request_specs(trace)) if trace is not None and not isinstance(trace, str)
                 else _requests(trace, synthetic, tokenizer))
     return _simulate(spec, device, server, ask, requests, policies=chosen, prefix_caching=bool(prefix_caching),
                      chunked_prefill=bool(chunked_prefill), on_step=on_step)
+
+
+def _request_specs(trace: object) -> list[RequestSpec]:
+    """``trace`` given as the requests themselves: a list or tuple of RequestSpec (another object raised TypeError or
+    AttributeError inside the replay)."""
+    from .sim.trace import MAX_REQUESTS, RequestSpec
+
+    if not isinstance(trace, (list, tuple)) or len(trace) > MAX_REQUESTS:
+        raise InputError(f"--trace must be a file name or a list of RequestSpec (at most {MAX_REQUESTS:,}), "
+                         f"not {excerpt(trace)}")
+    bad = next((r for r in trace if not isinstance(r, RequestSpec)), None)
+    if bad is not None:
+        raise InputError(f"--trace: each request must be a kvbudget.sim.trace.RequestSpec, not {excerpt(bad)}")
+    if not trace:
+        raise InputError("--trace holds no requests")
+    return list(trace)
 
 
 def _requests(trace: str | None, synthetic: str | None, tokenizer: str | None) -> Callable[[], list[Any]]:
@@ -450,7 +466,7 @@ def plan_deployments(model: str | ModelSpec, *, concurrency: int, context: int, 
     return _plan(_spec(model), _count("--concurrency", concurrency, MAX_BATCH), whole(context, "--context", lo=1),
                  chosen, server, max_gpus=whole(max_gpus, "--max-gpus", lo=1),
                  gpus_per_node=_maybe_count("--gpus-per-node", gpus_per_node, MAX_PARALLEL), weights=w, kv=k,
-                 prices=read_prices(prices) if prices else None, version=version, registry=reg,
+                 prices=read_prices(_name("--prices", prices)) if prices is not None else None, version=version, registry=reg,
                  slo=parse_slo(_name("--slo", slo)) if slo is not None else None)
 
 
@@ -475,7 +491,7 @@ def kv_plot(model: str | ModelSpec, path: str, *, context: int | None = None, kv
     from .report.plots import kv_plot as draw
 
     spec = _spec(model)
-    draw(spec, _kv_weights(spec, tp), path, context=context, kv_dtype=kv_dtype, tp=tp)
+    draw(spec, _kv_weights(spec, tp), _name("--plot", path), context=context, kv_dtype=kv_dtype, tp=tp)
 
 
 def _kv_weights(spec: ModelSpec, tp: int) -> int:
@@ -524,6 +540,8 @@ def size(model: str, *, gpu: str | None = None, gpu_memory: int | None = None, e
     kv_answer = kv(spec, context=fitted.row.context or context, kv_dtype=kv_dtype, tp=tp)
     checked = None
     if log is not None:
+        if not isinstance(log, str):
+            raise InputError(f"--log must be the start-up log's text (a string), not {excerpt(log)}")
         checked = _check(log, {"model": model, "gpu": gpu, "gpu_memory": gpu_memory, "flags": []}, reg)
         steps.append(("start-up log", f"{checked[0].label}'s log checked against kvbudget's figures"))
     else:

@@ -206,11 +206,18 @@ def load_json(text: str | bytes, where: str) -> Any:
     float, which every count's check refuses."""
     import orjson
 
+    if text[:3] == b"\xef\xbb\xbf" or text[:1] == "\ufeff":  # UTF-8, but Python's json (transformers) refuses it too
+        raise InputError(f"{where}: starts with a byte-order mark (BOM), which JSON readers refuse: save it as UTF-8 "
+                         "without BOM")
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         if "UTF-8" in exc.msg:
             raise InputError(f"{where}: not UTF-8 text") from None
+        line = (text.split("\n", exc.lineno)[exc.lineno - 1] if isinstance(text, str)
+                else text.split(b"\n", exc.lineno)[exc.lineno - 1].decode("utf-8", "replace"))
+        if line.lstrip().startswith(("//", "/*", "#")):
+            raise InputError(f"{where}: not valid JSON (a comment at line {exc.lineno}: JSON has none, remove it)") from None
         if "depth" in exc.msg:
             raise InputError(f"{where}: JSON nested more than 1,024 levels deep") from None
         raise InputError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None

@@ -242,3 +242,15 @@ for n, (value, expect_in) in enumerate([
         ('{"num_key_value_heads": 3}', "3 KV heads do not divide 32 attention heads")]):
     argv(f"cmd-vllm-hf-overrides-{n}", [*GPU, *VLLM, "--hf-overrides", value], expect_in=expect_in)
 argv("cmd-vllm-hf-overrides-layers-applied", [*GPU, *VLLM, "--hf-overrides", '{"num_hidden_layers": 16}'], expect=0)
+
+# a --kv-cache-dtype vLLM 0.33 takes but has no attention backend for on the GPU (platforms/cuda.py): was planned
+add("cmd-vllm-kv-fp8-inc-nvidia", lambda _r: ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b",
+                                              "--kv-cache-dtype", "fp8_inc"], expect_in="No valid attention backend")
+add("cmd-vllm-kv-nvfp4-4over6-hopper", lambda _r: ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b",
+                                                   "--kv-cache-dtype", "nvfp4_4over6"], expect_in="runs only on Blackwell")
+
+# python -m vllm.entrypoints.openai.api_server MODEL: only `vllm serve` reads a positional model (entrypoints/cli/serve.py);
+# the module's parser keeps it as model_tag, unread, and serves the default model (0.10+): was planned for MODEL, exit 0
+add("cmd-vllm-module-bare-model", lambda _r: ["explain", "--gpu", "H100", "--", "python", "-m",
+                                              "vllm.entrypoints.openai.api_server", "llama-3.1-8b"],
+    expect_in="does not read the bare word 'llama-3.1-8b' as the model")

@@ -154,7 +154,7 @@ RAW: dict[str, tuple[str | bytes, str]] = {
     "infinity": (_text(LLAMA).replace('"rope_theta": 500000.0', '"rope_theta": Infinity'), "'rope_theta' is Infinity"),
     "deep": ("[" * 100_000 + "]" * 100_000, "nested"), "deep-object": ('{"a":' * 50_000 + "1" + "}" * 50_000, "nested"),
     "binary": (bytes(range(256)) * 64, NOT_UTF8), "latin1": ('{"model_type": "caf\xe9"}'.encode("latin-1"), NOT_UTF8),
-    "truncated": (_text(LLAMA)[:200], "unexpected end"), "bom": (b"\xef\xbb\xbf" + _text(LLAMA).encode(), NOT_UTF8),
+    "truncated": (_text(LLAMA)[:200], "unexpected end"), "bom": (b"\xef\xbb\xbf" + _text(LLAMA).encode(), "starts with a byte-order mark (BOM)"),
     "utf16": ("{}".encode("utf-16"), NOT_UTF8), "big-top-int": (_BIG, "5,000 digits"),
     "trailing": (_text(LLAMA) + " ]", "after document"), "no-model-type": (json.dumps({"hidden_size": 4096}), "model_type"),
 }
@@ -232,3 +232,9 @@ config_case("config-quant-fit-bnb-both", {**LLAMA, "quantization_config": {**BNB
 for command in ("kv", "fit"):
     config_case(f"config-moe-top-k-above-experts-{command}", {**_config("mixtral-8x7b"), "num_experts_per_tok": 9},
                 "routed to 9 experts (num_experts_per_tok) of only 8", command=command)
+
+# Comments (JSON has none: the line is named; a byte-order mark is config-file-bom above)
+_LLAMA = json.dumps(_config("llama-3.1-8b"), indent=1)
+config_case("config-comment-first-line", "// exported config\n" + _LLAMA, "a comment at line 1")
+config_case("config-comment-inside", _LLAMA.replace("{\n", "{\n /* dims */\n", 1), "a comment at line 2")
+config_case("config-hash-comment", _LLAMA.replace("{\n", "{\n# dims\n", 1), "a comment at line 2")

@@ -47,7 +47,7 @@ argv("flags-plan-weights-many", [*PLAN, "--gpus", "H100,L4", "--weights-dtype", 
      expect=0)
 argv("flags-plan-weights-empty", [*PLAN, "--weights-dtype", ","], expect_in="--weights-dtype and --kv-dtype need at least one value")
 argv("flags-plan-weights-unknown", [*PLAN, "--weights-dtype", "fp7"], expect_in="unknown weights dtype 'fp7'")
-argv("flags-plan-kv-unknown", [*PLAN, "--kv-dtype", "q4_k_m"], expect_in="unknown --kv-dtype 'q4_k_m'")
+argv("flags-plan-kv-unknown", [*PLAN, "--kv-dtype", "q4_k_m"], expect_in="--kv-dtype q4_k_m: not a KV-cache dtype")
 argv("flags-plan-kv-14", [*PLAN, "--kv-dtype", ",".join(f"k{i}" for i in range(14))], expect_in="--kv-dtype take at most 12 values")
 argv("flags-plan-context-beyond", ["plan", MODEL, "--concurrency", "4", "--context", "999999999"],
      expect_in="--context 999,999,999 exceeds")
@@ -108,3 +108,11 @@ add("flags-prices-symlink-loop", lambda root: [*PLAN, "--prices", _symlink_loop(
 for n, value in enumerate(["", " ", "-1", "0.-5", "1_0.5", "\uff10.\uff16", "0", "vvv0.6"]):
     argv(f"flags-vllm-version-{n}", ["fit", MODEL, "--gpu", "H100", f"--vllm-version={value}"],
          expect_in="unknown vLLM version")
+
+# fit's --kv-dtype under vLLM's rules, as a launch command's --kv-cache-dtype (config/cache.py CacheDType, matched as
+# written) and its attention backends on the GPU (platforms/cuda.py get_valid_backends): each was planned, exit 0
+for value, words in (("half", "matched as written: float16"), ("float32", "no release keeps the KV cache in float32"),
+                     ("FP8", "matched as written: fp8"), ("fp8_inc", "No valid attention backend")):
+    argv(f"flags-fit-vllm-kv-dtype-{value}", ["fit", MODEL, "--gpu", "H100", "--kv-dtype", value], expect_in=words)
+argv("flags-fit-vllm-kv-dtype-nvfp4-t4", ["fit", "llama-3.2-1b", "--gpu", "T4", "--kv-dtype", "nvfp4"],
+     expect_in="needs compute capability 8.0")

@@ -69,6 +69,18 @@ def _refuse(parser: Parser, message: str, flag: str, table: dict[str, tuple[str,
     return InputError(f"{parser.label} stops at start-up: `{message}`{hint}")
 
 
+# Flags that pick a branch, tag or commit of the model's Hub repository (vLLM --revision / --code-revision, SGLang and
+# trtllm-serve --revision): the config there may differ from the one kvbudget plans (the catalog's, or the default
+# branch's). The tokenizer's revision changes no GPU memory and is passed over silently.
+REVISION_FLAGS = ("--revision", "--code-revision")
+
+
+def revision_said(flag: str, value: str) -> str:
+    """The one-line warning for a revision kvbudget does not read."""
+    return (f"{flag} {excerpt(value, 40)}: kvbudget reads the model's config from the catalog or the repo's default "
+            "branch, not this revision; if its config.json differs, give that file (or its folder) as the model")
+
+
 def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], value: Callable[[str, str, str, str], object],
                switches: dict[str, str], positional_model: bool,
                parser: Parser | None = None) -> tuple[str, dict[str, object], list[str]]:
@@ -110,6 +122,10 @@ def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], 
                 takes = parser.flags.get(flag)
                 if takes is None:
                     raise _refuse(parser, parser.unknown.format(flag=excerpt(flag, 60)[1:-1]), flag, table)
+                if flag in REVISION_FLAGS and takes == 1 and (eq or i < len(args)):
+                    warnings.append(revision_said(flag, inline if eq else args[i]))
+                    i += 0 if eq else 1
+                    continue
                 if not eq and takes == 1 and i < len(args):
                     i += 1
                 elif not eq and takes in ("?", "+", "*"):

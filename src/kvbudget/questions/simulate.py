@@ -79,6 +79,27 @@ def _groups(row: EnginePlan, label: str, warnings: list[str]) -> tuple[Group, ..
     return tuple(groups)
 
 
+def _by_step(requests: Sequence[RequestSpec]) -> bool:
+    """Whether the requests arrive by engine step rather than by time: some give a later ``arrival_step`` and none
+    an ``arrival`` in seconds (a trace recorded from a scheduler). One that places some requests by step and others
+    by seconds has no one clock to replay on."""
+    leaders = [r for r in requests if r.after is None]
+    stepped = any(r.arrival_step and not r.arrival for r in leaders)
+    if stepped and any(r.arrival for r in leaders):
+        raise InputError("the trace gives some arrivals as engine steps ('arrival_step') and others in seconds "
+                         "('arrival'): give every request the same kind")
+    return stepped
+
+
+def _seconds_need_a_clock(requests: Sequence[RequestSpec], gpu: str) -> None:
+    """Arrivals in seconds replayed without a step-time model would all land on step 0 (a delay in seconds read as
+    steps): refused where they differ, since the run would not be the traffic asked for."""
+    first = requests[0].arrival if requests else 0.0
+    if any(r.arrival != first or r.delay for r in requests):
+        raise InputError(f"{gpu} has no memory bandwidth or tensor throughput in the catalog, so arrivals in seconds "
+                         "cannot be placed on engine steps: give a catalog GPU (--gpu), or a trace of 'arrival_step's")
+
+
 def _progress(report: Callable[[str, int, int, int], None] | None, policy: str,
               total: int) -> Callable[[int, int], None] | None:
     if report is None:
@@ -118,8 +139,13 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
     groups = _groups(row, engine.label, warnings)
     sched = SchedulerSettings(row.block_tokens, row.cap or 256, step_tokens, row.context, prefix_caching,
                               chunked_prefill, groups=groups)
-    timing = step_time(spec, gpu, row, engine.gpus(s)) if timed else None
-    if timed and timing is None:
+    by_step = _by_step(requests)
+    timing = step_time(spec, gpu, row, engine.gpus(s)) if timed and not by_step else None
+    if by_step:
+        warnings.append("the trace gives engine steps ('arrival_step'): it is replayed step by step, latencies in "
+                        "engine steps")
+    elif timed and timing is None:
+        _seconds_need_a_clock(requests, gpu.name)
         warnings.append(f"{gpu.name} has no memory bandwidth or tensor throughput in the catalog: latencies are in "
                         "engine steps, not seconds")
     results, paged = [], None

@@ -33,12 +33,16 @@ def _pyplot() -> Any:
 
 
 def _save(fig: Any, path: str) -> None:
+    from ..inputs import _why, excerpt_path
+
+    shown = excerpt_path(path)
     if not path.lower().endswith((".png", ".svg")):
-        raise InputError(f"--plot {path}: give a .png or .svg file")
+        raise InputError(f"--plot {shown}: give a .png or .svg file")
     try:
         fig.savefig(path, dpi=110, bbox_inches="tight")
-    except OSError as exc:
-        raise InputError(f"--plot {path}: cannot write it ({exc.__class__.__name__})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name (the API's path)
+        why = "a NUL character in its name" if isinstance(exc, ValueError) else _why(exc)
+        raise InputError(f"--plot {shown}: cannot write it ({why})") from None
 
 
 def crossover(spec: ModelSpec, weights_bytes: int, batch: int, kv_dtype: str = "auto", tp: int = 1) -> int | None:

@@ -26,6 +26,7 @@ MAX_TRACE_BYTES = 256 * 1024 * 1024
 MAX_REQUESTS = 1_000_000
 MAX_TOTAL_TOKENS = 200_000_000  # prompt + output tokens over the whole trace (8 bytes each held)
 MAX_REQUEST_TOKENS = 10_000_000
+MAX_TOKEN_ID = 1 << 32  # no vocabulary comes near it; below TokenSource's fresh ids
 
 
 class TraceError(InputError):
@@ -82,9 +83,16 @@ def _ids(value: Any, what: str, where: str) -> array[int]:
     if not isinstance(value, list) or len(value) > MAX_REQUEST_TOKENS:
         raise TraceError(f"{where}: {what} must be a list of token ids (at most {MAX_REQUEST_TOKENS:,})")
     try:
-        return array("q", value)
+        ids = array("q", value)
     except (TypeError, OverflowError):
         raise TraceError(f"{where}: {what} must hold whole-number token ids") from None
+    # an id is an index into the vocabulary: a negative one is none, and one at TokenSource's counter (2^40) would
+    # share prefix-cache blocks with the requests given as counts
+    if ids and not 0 <= min(ids) <= max(ids) < MAX_TOKEN_ID:
+        bad = min(ids) if min(ids) < 0 else max(ids)
+        shown = f"{bad:,}" if abs(bad) < 10**15 else "a number that large"
+        raise TraceError(f"{where}: {what} holds token id {shown}: ids index the vocabulary, 0 to {MAX_TOKEN_ID - 1:,}")
+    return ids
 
 
 def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize: Any = None) -> RequestSpec:

@@ -12,6 +12,7 @@ FastAPI and uvicorn are imported here only (``pip install 'kvbudget[web]'``): th
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
@@ -51,7 +52,8 @@ NO_HUB = ("this server looks nothing up on the Hugging Face Hub: paste the model
           "or start it with kvbudget serve --allow-hub")
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": bodies.ErrorDoc, "description": "bad input: the CLI's message"},
-                                           413: {"model": bodies.ErrorDoc, "description": "body over 1 MiB"}}
+                                           413: {"model": bodies.ErrorDoc, "description": "body over 1 MiB"},
+                                           415: {"model": bodies.ErrorDoc, "description": "a body not sent as JSON"}}
 
 
 class BodyLimit:
@@ -80,6 +82,9 @@ class BodyLimit:
         if refused or size > self.limit:
             await _too_large(scope, receive, send, self.limit)
             return
+        if scope.get("method") == "POST" and (said := _body_problem(scope, b"".join(chunks))):
+            await JSONResponse({"error": said}, 415 if said.startswith("send the body") else 400)(scope, receive, send)
+            return
         sent = False
 
         async def replay() -> Message:
@@ -90,6 +95,31 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+def _body_problem(scope: Scope, body: bytes) -> str:
+    """Why a POST body is not the one JSON object the API reads ("" when it is), in one line. FastAPI reads a body
+    of another Content-Type as no body at all ('Input should be a valid dictionary'), and its own parse failures
+    (an integer past Python's 4,300 digits, nesting past the recursion limit, bytes no UTF encoding reads) as
+    {"detail": "There was an error parsing the body"}: neither names the problem."""
+    headers = dict(scope.get("headers") or ())
+    kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower().decode("latin-1")
+    if kind != "application/json":
+        got = f"got {inputs.excerpt(kind, 40)}" if kind else "it has none"
+        return f"send the body as one JSON object with Content-Type: application/json ({got})"
+    try:
+        parsed = json.loads(body)  # as FastAPI reads it (UTF-8, -16 or -32)
+    except json.JSONDecodeError as exc:
+        return f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): send one JSON object"
+    except UnicodeDecodeError:
+        return "the body is not UTF-8 text: send one JSON object in UTF-8"
+    except RecursionError:
+        return "the body is nested too deeply to read: send one flat JSON object"
+    except ValueError:  # Python's int limit (sys.get_int_max_str_digits)
+        return "the body holds an integer of thousands of digits: give counts as ordinary numbers"
+    if not isinstance(parsed, dict):
+        return f"the body must be one JSON object ({{\"model\": ...}}), not a JSON {type(parsed).__name__}"
+    return ""
 
 
 async def _too_large(scope: Scope, receive: Receive, send: Send, limit: int) -> None:

@@ -18,6 +18,8 @@ from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
+from ..cmdscan import revision_said
+from .kv_dtypes import kv_dtype_taken
 from .settings import VllmSettings, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -89,42 +91,6 @@ _SWITCHES = {"enforce_eager": "--enforce", "enable_prefix_caching": "--enable", 
              "async_scheduling": "--async", "enable_lora": "--enable", "fully_sharded_loras": "--fully"}
 
 
-# --kv-cache-dtype's values by the release that added them (config/cache.py CacheDType of each release; argparse
-# choices up to 0.10, checked as written: 'FP8' and 'half' stop vLLM at start-up). Values kvbudget does not size
-# (turboquant, octave ...) are refused where the plan reads the dtype.
-_KV_DTYPE_SINCE = {
-    "auto": 0, "fp8": 0, "fp8_e4m3": 0, "fp8_e5m2": 0, "fp8_inc": 10, "bfloat16": 11, "fp8_ds_mla": 12,
-    "float16": 18, "fp8_per_token_head": 20, "int8_per_token_head": 20, "nvfp4": 20, "int4_per_token_head": 25,
-    "nvfp4_4over6": 28,
-}
-_KV_DTYPE_UNSIZED = {  # values vLLM takes whose pages kvbudget does not size
-    "turboquant_k8v4": 20, "turboquant_4bit_nc": 20, "turboquant_k3v4_nc": 20, "turboquant_3bit_nc": 20,
-    "nvfp4_ds_mla": 30, "ultraquant_4bit": 32, "octave_k3v4": 33, "octave_k3v3": 33, "octave_k3v3_compact": 33,
-}
-
-
-def _kv_dtype_taken(value: str, version: str, label: str) -> None:
-    """--kv-cache-dtype as the release's parser takes it: a value it lists, written as it lists it."""
-    minor = version_minor(version)
-    newest = 33 if minor is None and version != "v0" else 10 if minor is None else minor
-    since = _KV_DTYPE_SINCE.get(value)
-    if since is not None and since <= newest:
-        return
-    shown = "0.33" if minor is None and version != "v0" else f"0.{newest}"
-    listed = ", ".join(k for k in ("auto", "fp8", "fp8_e5m2", "bfloat16", "float16", "nvfp4")
-                       if _KV_DTYPE_SINCE[k] <= newest)
-    if since is not None:
-        raise InputError(f"{label} {value}: vLLM {shown} does not take it (added in 0.{since}); give e.g. {listed}")
-    if _KV_DTYPE_UNSIZED.get(value, 99) <= newest:
-        raise InputError(f"{label} {value}: kvbudget does not size this KV-cache format; give one it sizes, e.g. {listed}")
-    near = value.lower().replace("half", "float16")
-    hint = f" (names are matched as written: {near})" if _KV_DTYPE_SINCE.get(near, 99) <= newest else ""
-    if value.lower() in ("float32", "fp32"):
-        hint = " (no release keeps the KV cache in float32)"
-    raise InputError(f"{label} {excerpt(value, 30)[1:-1]}: not a KV-cache dtype vLLM {shown} takes, it stops at "
-                     f"start-up{hint}; give e.g. {listed}")
-
-
 def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, label: str = "") -> VllmSettings:
     """Set what engine argument ``dest`` (given as ``flag value``) means for the memory plan, checked
     against the range vLLM itself enforces; errors name ``label`` (the flag, or the file and key it came from)."""
@@ -138,7 +104,7 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
         if not v or len(v) > 64:
             raise InputError(f"{label} {excerpt(v)}: give a name such as auto, bfloat16 or fp8")
         if dest == "kv_cache_dtype":
-            _kv_dtype_taken(v, settings.version, label)
+            kv_dtype_taken(v, settings.version, label)
         return replace(settings, **{dest: v.removeprefix("torch.") if dest == "dtype" else v})
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
@@ -400,7 +366,7 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
         if base == "vllm" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return tokens[i + 2:], "serve"
         if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
-            return tokens[i + 1:], "serve"
+            return tokens[i + 1:], "module"  # python -m: the model only as --model
         if "vllm/vllm-openai" in tok or "vllm-openai:" in tok:
             return tokens[i + 1:], "serve"
     if tokens and tokens[0].startswith("-"):
@@ -408,6 +374,22 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
     raise InputError("not a launch command kvbudget reads: give `vllm serve MODEL ...` (or python -m "
                      "vllm.entrypoints.openai.api_server), `python -m sglang.launch_server ...`, `trtllm-serve MODEL ...` "
                      "or `llama-server -m FILE.gguf ...`")
+
+
+def _module_words(bare: list[str], model: str | None) -> tuple[str, str]:
+    """Words no flag takes after ``python -m vllm.entrypoints.openai.api_server`` (or the older
+    ``vllm.entrypoints.api_server``): the model as --model gives it, and the warning; an InputError where none does.
+    Only ``vllm serve`` serves a positional model (entrypoints/cli/serve.py: args.model = args.model_tag); the
+    module's own main parses one into model_tag from 0.10 (entrypoints/openai/cli_args.py make_arg_parser; 0.33:
+    entrypoints/common/cli_args.py) and never reads it, so the engine's default model is served (config/model.py
+    ModelConfig.model, Qwen/Qwen3-0.6B on 0.10.1 and 0.33.0); 0.9 and the demo server stop at it (unrecognized
+    arguments)."""
+    word = excerpt(bare[0], 60)
+    if model is None:
+        raise InputError(f"python -m vllm...api_server does not read the bare word {word} as the model (vLLM 0.10+ "
+                         "serves its default, Qwen/Qwen3-0.6B; 0.9 stops): give it as --model, or use vllm serve MODEL")
+    return model, (f"python -m vllm...api_server passes over the bare word {word} (vLLM 0.10+; 0.9 stops at it: "
+                   "unrecognized arguments): --model is served")
 
 
 def _config_file(path: str) -> list[tuple[str, str | None, str]]:
@@ -465,7 +447,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     args, entry = _program(tokens)
     flags, historical = _flags()
     settings = replace(base or VllmSettings(version=tag_version or "current"),
-                       entrypoint="serve" if entry == "serve" else "llm")
+                       entrypoint="serve" if entry in ("serve", "module") else "llm")
     named = base is not None or tag_version is not None  # a release the user (or the image tag) names
     for key, env_value in env:
         on = env_value.strip().lower() in _TRUE
@@ -490,6 +472,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     warnings: list[str] = [*image_warnings, *env_warnings]
     pending: list[tuple[str, str | None, str]] = []
     dotted: dict[str, tuple[dict[str, object], str]] = {}  # --limit-mm-per-prompt.image.count 2: the keys per flag
+    bare: list[str] = []  # words that are no flag's value, after python -m vllm.entrypoints...api_server
     i = 0
     while i < len(args):
         tok = args[i]
@@ -497,6 +480,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if not tok.startswith("-") or tok == "-":
             if model is None and entry == "serve":
                 model = tok
+            elif entry == "module":
+                bare.append(tok)
             else:
                 warnings.append(f"ignored extra word {tok!r}")
             continue
@@ -585,6 +570,8 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 from .encoder_profile import parse_processor_kwargs
 
                 warnings.extend(parse_processor_kwargs(arg or "{}", label)[3])
+        elif dest in ("revision", "code_revision") and arg:  # the model's config (or its code) at another commit
+            warnings.append(revision_said(label, arg))
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")
@@ -596,6 +583,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         assert spec is not None
         settings, spec_warnings = _speculative(settings, spec[0], spec[1], spec[2])
         warnings += spec_warnings
+    if bare:
+        model, bare_said = _module_words(bare, model)
+        warnings.append(bare_said)
     if not model:
         raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
     if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:

@@ -67,10 +67,9 @@ class VllmEngine:
     check_weights = staticmethod(known_weights)  # any weight format kvbudget knows
 
     def check_kv(self, name: str) -> None:
-        from ..base import known_kv
-        from .kv_layout import _KV_DTYPES
+        from .kv_dtypes import kv_dtype_taken
 
-        known_kv(name.strip().lower(), _KV_DTYPES, self.label)
+        kv_dtype_taken(name, "current", "--kv-dtype")  # as vLLM's newest parser takes it, written as it lists it
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         from .settings import VllmSettings

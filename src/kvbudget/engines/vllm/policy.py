@@ -50,6 +50,7 @@ from .calibration import (
 )
 from .cudagraph import GraphEstimate, estimate
 from .encoder_profile import EncoderPass, profile_pass
+from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .settings import Release, VllmSettings, minor_patch, release, site_bytes
@@ -248,6 +249,11 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     if not 0 < util <= 1:
         raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
     model_dtype = _model_dtype(spec, settings, gpu, notes)
+    # the value as the release takes it (as written), and an attention backend that holds it on this GPU: fit's
+    # --kv-dtype and the API reach vLLM's rules here; a launch command's --kv-cache-dtype was checked as it was read
+    kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
+    if said := kv_dtype_runs(settings.kv_cache_dtype, settings.version, gpu, spec.dims.head_dim):
+        notes.append(said)
     kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
     derived_len = spec.max_context
     if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)

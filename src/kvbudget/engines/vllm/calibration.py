@@ -13,7 +13,7 @@ from ...hardware import GPU, capability
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...units import GiB, element_type
-from .settings import Release, VllmSettings, minor_patch, version_minor
+from .settings import Release, VllmSettings, minor_patch, release_minor, version_minor
 
 
 def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len: int) -> tuple[int, int]:
@@ -21,12 +21,11 @@ def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len
     get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args)."""
     server = settings.entrypoint != "llm"
     total = gpu.memory_bytes
-    minor = version_minor(settings.version)  # None: the newest rules
-    newest = rel.key == "current" and (minor is None or minor >= 33)
+    minor = release_minor(settings.version) if rel.key == "current" else 0
     # 0.29 added a tier for cards of 160 GiB or more (B200, B300, MI300X); 0.33 keeps the GB10 (compute capability
     # 12.1: the memory of a large card, not its compute) on the small tier
-    gb10 = newest and capability(gpu) == 12.1
-    if total >= 160 * GiB and rel.key == "current" and (minor is None or minor >= 29):
+    gb10 = minor >= 33 and capability(gpu) == 12.1
+    if total >= 160 * GiB and minor >= 29:
         tokens, seqs = 16384, 1024
     elif total >= 70 * GiB and "a100" not in gpu.name.lower() and not gb10:
         tokens, seqs = (8192 if server else 16384), 1024
@@ -84,7 +83,7 @@ NON_TORCH_TP1_BYTES = {
 # allocated bytes, no baseline); 0.9.1 took 0.6.5's baseline snapshot (``memory_profiling``).
 NON_TORCH_0_6_4_BYTES = int(0.35 * GiB)
 # What such a release counts on top of the increase the others count: the device's memory at the worker's start
-CUDA_CONTEXT_BYTES = NON_TORCH_0_6_4_BYTES - int(0.05 * GiB)
+CUDA_CONTEXT_BYTES = NON_TORCH_0_6_4_BYTES - NON_TORCH_TP1_BYTES["v0"]
 
 
 def counts_whole_device(rel_key: str, version: str) -> bool:

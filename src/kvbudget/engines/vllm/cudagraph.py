@@ -38,9 +38,7 @@ from ..._record import record
 from ...model.layers import MLA, ChunkedLocal, FullAttention, RecurrentState
 from ...model.spec import ModelSpec
 from ...units import MiB
-from .settings import version_minor
-
-NEWEST_MINOR = 33  # the newest release read (0.33.0): what a plan for the current line without a release follows
+from .settings import release_minor
 
 # The device-memory step of one captured graph after the first (a PIECEWISE graph set or a FULL graph), fitted by
 # least squares on the estimates logged by the two modelling-split rows that print one:
@@ -59,12 +57,6 @@ _V2_0_22 = frozenset({"qwen3"})  # Qwen3ForCausalLM, not MoE, not quantized
 _V2_0_23 = frozenset({"qwen3", "llama", "mistral"})  # not MoE, not quantized
 _V2_0_24 = frozenset({"qwen3", "llama", "mistral", "deepseek_v2", "qwen2_moe", "granitemoe"})  # quantized too
 _V2_MOE_0_25 = frozenset({"deepseek_v2", "qwen2_moe", "granitemoe"})  # 0.25-0.28: MoE models that take it
-
-
-def release_minor(version: str | None) -> int:
-    """The 0.x minor a current-line plan follows: the version's, or the newest read when none is named."""
-    minor = version_minor(version)
-    return NEWEST_MINOR if minor is None else minor
 
 
 def model_runner(spec: ModelSpec, minor: int, quantized: bool) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ...inputs import excerpt
 from ...units import InputError
-from .settings import version_minor
+from .settings import release_minor
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,9 +35,7 @@ KV_DTYPE_UNSIZED = {  # values vLLM takes whose pages kvbudget does not size
 
 def _newest(version: str) -> tuple[int, str]:
     """The minor release whose parser applies (a release line without a number: its newest) and how to say it."""
-    minor = version_minor(version)
-    if minor is None:
-        return (10, "0.10") if version == "v0" else (33, "0.33")
+    minor = 10 if version == "v0" else release_minor(version)
     return minor, f"0.{minor}"
 
 

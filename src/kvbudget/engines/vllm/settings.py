@@ -121,6 +121,15 @@ def version_minor(version: str | None) -> int | None:
     return int(parts[1])
 
 
+NEWEST_MINOR = 33  # the newest release read (0.33.0): what a plan without a release number follows
+
+
+def release_minor(version: str | None) -> int:
+    """The 0.x minor whose rules a plan follows: the version's, or the newest read when none is named."""
+    minor = version_minor(version)
+    return NEWEST_MINOR if minor is None else minor
+
+
 def minor_patch(version: str | None) -> tuple[int, int] | None:
     """(minor, patch) of a 0.x release string (``0.10.1.1`` -> (10, 1), ``0.8.5.post1`` -> (8, 5)); None for a
     release-line name or anything else."""

@@ -34,8 +34,9 @@ MAX_DIGITS = 300
 _LONG = re.compile(r"(?<![0-9])[0-9]{" + str(MAX_DIGITS + 1) + "}")
 
 
-# A record a terminal or a paste wrapped: a line break followed by what can only continue the line before.
-_WRAPPED = re.compile(r"\n(?=[a-z0-9.,;:%)\]x ])")
+# A record a terminal or a paste wrapped: a line break followed by what can only continue the line before (not a
+# "..." line, which marks lines a paste left out)
+_WRAPPED = re.compile(r"\n(?=[a-z0-9.,;:%)\]x ])(?!\.\.\.)")
 
 
 def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:

@@ -33,6 +33,10 @@ def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len
         tokens, seqs = (2048 if server else 8192), 256
     if rel.key == "v0":
         tokens, seqs = 2048, 256  # V0: SchedulerConfig defaults; chunked prefill off below 32K contexts
+    if rel.blocks_log_line:  # the 0.7 V1 alpha (engine/arg_utils.py _override_v1_engine_args of 0.7.0-0.7.3)
+        large = "h100" in gpu.name.lower() or "h200" in gpu.name.lower()
+        tokens = (8192 if server else 16384) if large else (2048 if server else 8192)
+        seqs = 1024  # EngineArgs: 256 if not envs.VLLM_USE_V1 else 1024
     user_tokens, user_seqs = settings.max_num_batched_tokens, settings.max_num_seqs
     if settings.performance_mode == "throughput":
         tokens, seqs = tokens * 2, seqs * 2
@@ -90,13 +94,13 @@ def counts_whole_device(rel_key: str, version: str) -> bool:
     """Whether the release counts the CUDA context (everything on the device torch did not allocate) as non-torch
     memory: V0 in 0.2.5-0.3.2 (worker.py profile_num_available_blocks: total minus free memory after the profiling
     run, read in 0.2.5, 0.2.7 and 0.3.0; 0.3.3 takes the worker's start as its baseline) and 0.6.4, V1 in
-    0.8.0-0.9.0 (a V1 run of 0.7.x names its line "v1", with no release)."""
+    0.7.0-0.9.0 (the 0.7 releases' V1 alpha, VLLM_USE_V1=1, included)."""
     rel = minor_patch(version)
     if rel is None:
         return False
     if rel_key == "v0":
         return rel == (6, 4) or (2, 5) <= rel < (3, 3)
-    return rel_key == "v1" and (8, 0) <= rel <= (9, 0)
+    return rel_key == "v1" and (7, 0) <= rel <= (9, 0)
 
 
 def counts_no_non_torch(rel_key: str, version: str) -> bool:
@@ -210,8 +214,8 @@ def sampler_path(settings: VllmSettings, gpu: GPU, rel_key: str = "v1") -> str:
 def sampler_may_differ(settings: VllmSettings, gpu: GPU, rel_key: str) -> bool:
     """True when the sampler path is the default's guess and a release line of optional FlashInfer
     (0.8-0.11 on NVIDIA) could run the other one."""
-    if settings.sampler is not None or gpu.vendor != "nvidia" or rel_key != "v1":
-        return False
+    if settings.sampler is not None or gpu.vendor != "nvidia" or rel_key != "v1" or version_minor(settings.version) == 7:
+        return False  # (the 0.7 V1 alpha runs no sampler in its profiling run)
     minor = version_minor(settings.version)
     return minor is None or minor < 12
 
@@ -338,6 +342,22 @@ def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str
         held = tokens * d.hidden_size * width  # the forward's output, kept for the sampler
         return int(max(forward, held + per_entry * reqs * d.vocab_size)) + workspace
     return int(forward + per_entry * reqs * d.vocab_size) + workspace
+
+
+def v1_alpha_activation(dtype: str) -> ActivationModel:
+    """The 0.7 V1 alpha's profiling run (v1/worker/gpu_model_runner.py profile_run of 0.7.0-0.7.3): the dummy forward
+    of max_num_batched_tokens (torch.compile'd as in 0.8-0.20: ACTIVATION["v1"]'s live set), then the lm_head's logits
+    in the model dtype and no sampler ("TODO(woosuk): Consider the memory usage of the sampler"): the forward's
+    output kept and one logits row per dummy request at the model dtype's width, the larger of the two stages."""
+    return ActivationModel(2.0, 3.0, float(element_type(dtype).nbytes(1)),
+                           "the 0.7.0-0.7.3 source (v1/worker/gpu_model_runner.py profile_run: logits, no sampler)", "max")
+
+
+def v1_alpha_logit_rows(version: str, tokens: int, seqs: int) -> int:
+    """Rows of the 0.7 V1 alpha's dummy logits: every token of the batch up to 0.7.2 (compute_logits on the whole
+    hidden states), one per dummy request in 0.7.3 (the last token of each of min(max_num_seqs, tokens) requests)."""
+    rel = minor_patch(version)
+    return min(tokens, seqs) if rel is not None and rel >= (7, 3) else tokens
 
 
 def forward_bytes(spec: ModelSpec, tokens: int, tp: int, dtype: str, moe_elements: int = 0) -> int:

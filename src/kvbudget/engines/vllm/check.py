@@ -12,7 +12,7 @@ from ...units import GiB, InputError
 from .command import _INT_FIELDS, _apply, config_overrides, parse_vllm_command
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
-from .settings import VllmSettings
+from .settings import VllmSettings, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -51,6 +51,14 @@ def _version_from_format(log: VllmLog, text: str) -> str:
     if "Available KV cache memory" in text:
         return "current" if "tokens, Maximum concurrency" in text.replace("\n", "") else "v1"
     return "v0" if "Memory profiling" in text or "model weights take" in text else "current"
+
+
+def _v1_alpha_format(log: VllmLog, text: str) -> bool:
+    """The 0.7 V1 alpha's own lines: "# GPU blocks: N" from v1/core/kv_cache_utils.py, without V0's "# CPU blocks"
+    and without the 0.8+ "Available KV cache memory" / "GPU KV cache size" lines."""
+    minor = version_minor(log.version)
+    return (log.num_gpu_blocks is not None and "# CPU blocks" not in text and "KV cache size" not in text
+            and "Available KV cache memory" not in text and "kv_cache_utils" in text and minor in (None, 7))
 
 
 def _model(ref: str, overrides: str = "") -> ModelSpec:
@@ -143,6 +151,8 @@ def check_log(
     log = parse_vllm_log(text)
     warnings: list[str] = []
     settings = VllmSettings(version=version if version is not None else _version_from_format(log, text))
+    if _v1_alpha_format(log, text) and (version is None or version_minor(version) == 7):
+        settings = replace(settings, version=version or log.version or "0.7", use_v1=True)
     ref = model
     # --hf-overrides' config.json keys: vLLM applies them before anything reads the config (config/model.py of
     # 0.33.0), from the log's command, its non-default args, then the flags after -- (the last one wins)

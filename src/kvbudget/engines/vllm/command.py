@@ -359,6 +359,19 @@ def _v0_asked(settings: VllmSettings, named: bool) -> tuple[VllmSettings, list[s
     return replace(settings, version="v0"), said
 
 
+def _v1_asked(settings: VllmSettings) -> tuple[VllmSettings, list[str]]:
+    """VLLM_USE_V1=1 as each release takes it: the V1 alpha on 0.7 (planned as such: settings.is_v1_alpha), the
+    default engine from 0.8 (nothing to do), before 0.7 no V1 engine kvbudget models (envs.py of 0.6.5-0.6.6 reads
+    it for a pre-alpha engine): planned as V0 and said."""
+    minor = version_minor(settings.version)
+    if minor == 7:
+        return replace(settings, use_v1=True), []
+    if minor is not None and minor < 7:
+        return settings, [f"VLLM_USE_V1=1: vLLM 0.{minor} has no V1 engine kvbudget models (its alpha came with 0.7): "
+                          "planned as the V0 engine"]
+    return settings, []
+
+
 def _program(tokens: list[str]) -> tuple[list[str], str]:
     """Drop the program part; return the argument tokens and the entry point."""
     for i, tok in enumerate(tokens):
@@ -454,6 +467,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if key == "VLLM_USE_V1" and not on:
             settings, v0_said = _v0_asked(settings, named)
             env_warnings += v0_said
+        elif key == "VLLM_USE_V1":
+            settings, v1_said = _v1_asked(settings)
+            env_warnings += v1_said
         elif key == "VLLM_ALLOW_LONG_MAX_MODEL_LEN":
             settings = replace(settings, allow_long_max_model_len=on)
         elif key == "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS":

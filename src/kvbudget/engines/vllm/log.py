@@ -327,7 +327,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     fields.update(_graph_fields(log))
     settings = _settings(log) + _sampler(log, fields.get("version"))  # type: ignore[arg-type]
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
-                       r"[#$>\s]{0,8}((?:[A-Z_]{1,64}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
+                       r"[#$>\s]{0,8}((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:
         fields["command"] = m.group(1).strip()
     parsed = VllmLog(settings=tuple(settings), **fields)  # type: ignore[arg-type]

@@ -47,13 +47,15 @@ from .calibration import (
     sampler_may_differ,
     sampler_path,
     single_gpu_non_torch,
+    v1_alpha_activation,
+    v1_alpha_logit_rows,
 )
 from .cudagraph import GraphEstimate, estimate
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
-from .settings import Release, VllmSettings, minor_patch, release, site_bytes
+from .settings import Release, VllmSettings, minor_patch, release, settings_release, site_bytes
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -238,7 +240,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     the dtypes, max_model_len (``-1``: auto-fit, decided by ``_checks``), max_num_batched_tokens and
     max_num_seqs (``batch_defaults``), the weights as vLLM loads them (a format the GPU cannot run is
     refused), and whether the hybrid KV cache manager runs."""
-    rel = release(settings.version)
+    rel = settings_release(settings)
     if settings.sampler is not None and settings.sampler not in SAMPLERS:
         raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
     tp, pp, dp = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size
@@ -381,14 +383,17 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
     non_torch = max(non_torch + extra, 0)
-    reqs = min(r.tokens, r.seqs)
+    rows, act_model = min(r.tokens, r.seqs), ACTIVATION[rel.key]
+    if rel.blocks_log_line:  # the 0.7 V1 alpha: logits, no sampler
+        rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
+        act_model = v1_alpha_activation(r.model_dtype)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
         if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
             weights += lora.per_stage[st.index]
-        act = activation_peak(spec, r.tokens, reqs, r.tp, r.model_dtype, st.index == r.pp - 1, ACTIVATION[rel.key],
+        act = activation_peak(spec, r.tokens, rows, r.tp, r.model_dtype, st.index == r.pp - 1, act_model,
                               sampler_path(settings, gpu, rel.key), moe, settings.version, dequant,
                               cublas_workspace_bytes(gpu) if rel.key == "v0" else 0)
         if encoder is not None:  # the vision encoder's pass: its stage or the text stage with its tensors held
@@ -577,7 +582,7 @@ def _capacity(rel: Release, layout: KVLayout, num_blocks: int, max_len: int,
     if rel.key == "v1" and layout.groups:
         # 0.8-0.20 printed num_blocks // num_groups x block_size (v1/core/kv_cache_utils.py of those releases)
         kv_tokens = num_blocks // len(layout.groups) * layout.block_size
-    if rel.v0_blocks:
+    if rel.v0_blocks or rel.blocks_log_line:  # (the 0.7 V1 alpha: num_blocks x block_size / max_model_len as well)
         kv_tokens = num_blocks * layout.block_size
         concurrency = kv_tokens / max_len
     return per_req, concurrency, kv_tokens
@@ -588,7 +593,7 @@ def _draft(spec: ModelSpec, settings: VllmSettings, notes: list[str]) -> ModelSp
     layers (speculative.py ``with_mtp``); V1 engine lines only (V0 ran drafts in a worker of their own)."""
     if settings.speculative_method != "mtp":
         return spec
-    if release(settings.version).key == "v0":
+    if settings_release(settings).key == "v0":
         notes.append("MTP draft on the V0 engine: not modelled (its draft worker keeps a cache of its own)")
         return spec
     from .speculative import with_mtp
@@ -705,7 +710,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                                    _site_band(settings, gpu, r) or band)),
         ("activation_bytes", Figure(act, "calibrated", f"{band}; the sampler's part from vLLM's source, "
                                     f"{'PyTorch-native sort' if sampler_path(settings, gpu, r.rel.key) == 'native' else 'FlashInfer'} path"
-                                    if r.rel.key == "v1" else band)),
+                                    if r.rel.key == "v1" and not r.rel.blocks_log_line else band)),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
                                    (cudagraph.why_none if cudagraph is not None else ""))),
         *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
@@ -809,6 +814,9 @@ def _log_lines(rel: Release, loading: int, available: int, blocks: int, tokens: 
         if error is None:
             lines += [f"# GPU blocks: {blocks}, # CPU blocks: (not modelled)",
                       f"Maximum concurrency for {max_len} tokens per request: {conc:.2f}x"]
+    elif rel.blocks_log_line:
+        if error is None:
+            lines += [f"# GPU blocks: {blocks}", f"Maximum concurrency for {max_len} tokens per request: {conc:.2f}x"]
     else:
         lines.append(f"Available KV cache memory: {_gib(available)} GiB")
         if error is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..._record import record
+from ..._record import record, replace
 from ...units import InputError, excerpt
 
 # --- release lines -----------------------------------------------------------------------------
@@ -95,6 +95,7 @@ class Release:
     in_flight_batches: int  # batches a sliding-window reservation covers (2: async scheduling)
     v0_blocks: bool  # V0 engine: one block holds every layer, "# GPU blocks" report
     combined_log_line: bool  # "GPU KV cache size: N tokens, Maximum concurrency ..." on one line
+    blocks_log_line: bool = False  # V1 alpha (0.7): "# GPU blocks: N" with no available-memory line
 
 
 RELEASES: dict[str, Release] = {
@@ -161,6 +162,22 @@ def release(version: str | None) -> Release:
     return RELEASES["v0"]
 
 
+def is_v1_alpha(settings: VllmSettings) -> bool:
+    """VLLM_USE_V1=1 on a 0.7 release: the V1 engine's alpha (0.7.0-0.7.3 ship it beside the default V0 engine,
+    envs.py VLLM_USE_V1 default 0). It sizes the cache with the V1 worker (v1/worker/gpu_worker.py), so it plans as
+    the V1 line with the 0.7 profiling run (calibration.v1_alpha_activation)."""
+    return settings.use_v1 is True and version_minor(settings.version) == 7
+
+
+# v1/core/kv_cache_utils.py of 0.7.1-0.7.3 logs "# GPU blocks: N" and "Maximum concurrency for L tokens per request"
+V1_ALPHA = replace(RELEASES["v1"], label="vLLM 0.7 V1 engine (alpha, VLLM_USE_V1=1)", blocks_log_line=True)
+
+
+def settings_release(settings: VllmSettings) -> Release:
+    """The release line the settings run: their version's, or V1 for the 0.7 alpha (``is_v1_alpha``)."""
+    return V1_ALPHA if is_v1_alpha(settings) else release(settings.version)
+
+
 # --- settings ----------------------------------------------------------------------------------
 
 
@@ -169,6 +186,7 @@ class VllmSettings:
     """The memory-relevant engine arguments (``None``: vLLM's default for the release and GPU)."""
 
     version: str = "current"
+    use_v1: bool | None = None  # VLLM_USE_V1 as the launch environment sets it (None: unset)
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None  # -1: auto-fit ("--max-model-len auto")
     block_size: int | None = None

@@ -39,12 +39,40 @@ _LONG = re.compile(r"(?<![0-9])[0-9]{" + str(MAX_DIGITS + 1) + "}")
 _WRAPPED = re.compile(r"\n(?=[a-z0-9.,;:%)\]x ])(?!\.\.\.)")
 
 
+# What a collector puts before each line of a container's output, on at least half of a log's lines: an RFC 3339
+# time stamp (``docker logs -t``, ``kubectl logs --timestamps``), a Compose service (``vllm-1  | ``), a kubectl
+# ``--prefix`` (``[pod/name/container] ``), a journald/syslog head (``Dec 01 10:00:00 host unit[123]: ``)
+_LINE_PREFIXES = (
+    re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})? ",
+               re.M),
+    re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62} {0,32}\| ", re.M),
+    re.compile(r"^\[pod/[^\]\n]{1,250}\] ", re.M),
+    re.compile(r"^[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [^ \n]{1,64} [^ \n:]{1,64}: ", re.M),
+)
+
+
+def strip_line_prefixes(text: str) -> str:
+    """The log without what a log collector put before every line (``_LINE_PREFIXES``), each kind taken off where
+    it heads at least half of the non-empty lines (at most four passes of each kind: linear in the text)."""
+    lines = max(text.count("\n") + 1 - text.count("\n\n"), 1)
+    for _ in range(len(_LINE_PREFIXES)):  # one collector's prefix ahead of another's: each pass takes the outer one
+        taken = False
+        for rx in _LINE_PREFIXES:
+            stripped, n = rx.subn("", text)
+            if 2 * n >= lines:
+                text, taken = stripped, True
+        if not taken:
+            break
+    return text
+
+
 def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:
     """A start-up log made ready to search: refused if binary (a NUL byte), carriage returns dropped,
-    wrapped records rejoined (``join_wrapped``), and no number longer than any engine prints."""
+    a collector's line prefixes taken off (``strip_line_prefixes``), wrapped records rejoined
+    (``join_wrapped``), and no number longer than any engine prints."""
     if "\x00" in text:
         raise InputError(f"the log is binary, not text: give the text log {engine} printed")
-    text = text.replace("\r", "")
+    text = strip_line_prefixes(text.replace("\r", ""))
     log = LogText(_WRAPPED.sub("", text) if join_wrapped else text)
     log.check_numbers()
     return log

@@ -296,8 +296,6 @@ def graph_plan(flags: CompileFlags, version: str | None, *, enforce_eager: bool,
     minor = release(version)[0]
     level = 2 if flags.optimization_level is None else flags.optimization_level
     why: list[str] = []
-    if flags.optimization_level is not None:
-        why.append(f"-O{level}")
     if enforce_eager:
         return GraphPlan("NONE", (), False, "--enforce-eager: no torch.compile, no CUDA graphs")
     mode = flags.compile_mode if flags.compile_mode is not None else (3 if level > 0 else 0)

@@ -446,7 +446,7 @@ def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
                      "comes out of what the KV cache leaves")
         return
     sizes = graphs.sizes
-    span = f"{len(sizes)} capture size{'s' if len(sizes) != 1 else ''} ({sizes[0]}-{sizes[-1]})" if sizes else "none"
+    span = f"{len(sizes)} capture size{'s' if len(sizes) != 1 else ''} ({sizes[0]}-{sizes[-1]})" if sizes else "no CUDA graphs"
     notes.append(f"compilation flags read ({read}): vLLM {shown} runs cudagraph_mode {graphs.mode}, torch.compile "
                  f"{'on' if graphs.compiled else 'off'}, {span}" + (f" [{graphs.why}]" if graphs.why else "")
                  + ("; torch.compile off leaves kvbudget's activation peak as it is (as with --enforce-eager)"

@@ -217,3 +217,23 @@ def test_unmodelled_widens_the_band(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "compilation flags read (-O1): vLLM 0.33.0 runs cudagraph_mode PIECEWISE, torch.compile on, 51 capture" in \
         " ".join(out.split())
+
+
+def test_keys_file_and_its_writer() -> None:
+    """compile_keys.json as tools/gen_vllm_compile_keys.py writes it, and the spans the module's docstring cites."""
+    import importlib.util
+    import json
+
+    tool = Path(__file__).parent.parent / "tools" / "gen_vllm_compile_keys.py"
+    spec = importlib.util.spec_from_file_location("gen_vllm_compile_keys", tool)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = ("class CompilationConfig:\n    level: int = 0\n    max_capture_size: int = field(default=None, init=False)\n"
+              "    enabled: Counter[str] = field(default_factory=Counter,\n        init=False)\n"
+              "    private: int = PrivateAttr\n    kinds: ClassVar[int] = 1\n    mode: int | None = None\n")
+    assert module.init_fields(source) == ["level", "mode"]
+    keys = json.loads((Path(module.OUT)).read_text(encoding="utf-8"))["keys"]
+    assert keys["level"] == ["0.8.5", "0.17.0"] and keys["mode"][0] == keys["max_cudagraph_capture_size"][0] == "0.12.0"
+    assert keys["cudagraph_mode"][0] == "0.10.1" and keys["full_cuda_graph"] == ["0.9.2", "0.11.0"]
+    assert keys["use_cudagraph"] == ["0.8.5", "0.11.0"] and keys["cudagraph_capture_sizes"] == ["0.8.5", "0.33.0"]

@@ -53,10 +53,17 @@ def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len
     return tokens, min(seqs, tokens)
 
 
+def blackwell_ceiling(gpu: GPU) -> bool:
+    """Whether vLLM's default largest capture size is 1024 on this GPU (0.28 on: compute capability 10.x, the B200,
+    B300 and GB200 boards; config/vllm.py _set_cudagraph_sizes is_device_capability_family(100)), not 512."""
+    return gpu.name.upper().startswith(("B200", "B300", "GB200"))
+
+
 def capture_sizes(max_num_seqs: int, max_num_tokens: int, gpu: GPU) -> tuple[int, ...]:
-    """CUDA-graph capture sizes (config/vllm.py _set_cudagraph_sizes): 1, 2, 4, then steps of 8
-    below 256 and of 16 from 256, up to min(2 x max_num_seqs, 512) (1024 on Blackwell)."""
-    ceiling = 1024 if gpu.name.upper().startswith(("B200", "B300", "GB200")) else 512
+    """CUDA-graph capture sizes with no compilation flags, as 0.28-0.30 choose them (config/vllm.py
+    _set_cudagraph_sizes): 1, 2, 4, then steps of 8 below 256 and of 16 from 256, up to min(2 x max_num_seqs, 512)
+    (1024 on Blackwell). The plans resolve them per release and flag (compile_flags.graph_plan)."""
+    ceiling = 1024 if blackwell_ceiling(gpu) else 512
     top = min(2 * max_num_seqs, ceiling)
     sizes = [i for i in (1, 2, 4) if i <= top]
     sizes += list(range(8, min(top + 1, 256), 8))

@@ -248,6 +248,29 @@ def _speculative(settings: VllmSettings, name: str, value: str | None, label: st
     return settings, [f"{name}: kvbudget does not model the memory it takes ({what})"]
 
 
+# Engine arguments of compilation and CUDA graphs (compile_flags.py)
+_COMPILE_DESTS = ("compilation_config", "optimization_level", "cudagraph_capture_sizes", "max_cudagraph_capture_size")
+
+
+def _compile(settings: VllmSettings, dest: str, value: str | None, label: str) -> tuple[VllmSettings, list[str]]:
+    """A compilation or CUDA-graph flag into the settings, checked as the release checks it (compile_flags.py)."""
+    from .compile_flags import optimization_level, read_config, sizes
+
+    flags, said = settings.compile, list[str]()
+    v = value or ""
+    if dest == "compilation_config":
+        flags, said = read_config(flags, v, label, settings.version)
+    elif dest == "optimization_level":
+        flags = replace(flags, optimization_level=optimization_level(v, label))
+    elif dest == "cudagraph_capture_sizes":
+        flags = replace(flags, flag_sizes=sizes(v.split(), label))
+    else:  # --max-cudagraph-capture-size: argparse type=int; below 1 stops vLLM where graphs are captured
+        if not v.strip().lstrip("-").isdigit() or len(v.strip()) > 12:
+            raise InputError(f"vLLM stops at start-up: `argument {label}: invalid int value: {excerpt(v, 30)}`")
+        flags = replace(flags, flag_max=int(v))
+    return replace(settings, compile=flags), said
+
+
 # vLLM 0.33's short forms of --speculative-config's keys (engine/arg_utils.py create_speculative_config)
 _SPEC_FLAGS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
 
@@ -425,9 +448,22 @@ def _config_file(path: str) -> list[tuple[str, str | None, str]]:
         elif isinstance(item, dict) and name == "speculative_config" and all(
                 isinstance(v, (int, float, str, bool)) or v is None for v in item.values()):
             out.append((flag, json.dumps({str(k)[:100]: v for k, v in item.items()}), label))  # flat: no alias bomb
+        elif isinstance(item, dict) and name == "compilation_config" and len(item) <= 200 and all(
+                _small_value(v) or (isinstance(v, dict) and len(v) <= 100 and all(_small_value(w) for w in v.values()))
+                for v in item.values()):  # two levels (pass_config: {...}), each bounded: no alias bomb
+            out.append((flag, json.dumps({str(k)[:100]: v for k, v in item.items()}), label))
+        elif isinstance(item, list) and name == "cudagraph_capture_sizes" and len(item) <= 4096 and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in item):
+            out.append((flag, " ".join(str(v) for v in item), label))
         elif item is not None:  # a list or mapping: named, never printed (it may be an alias bomb)
             out.append((flag, f"<a {type(item).__name__}>", label))
     return out
+
+
+def _small_value(v: object) -> bool:
+    """A scalar, or a short list of scalars (a config file's value kvbudget passes on as JSON)."""
+    scalar = (int, float, str, bool, type(None))
+    return isinstance(v, scalar) or (isinstance(v, list) and len(v) <= 4096 and all(isinstance(w, scalar) for w in v))
 
 
 def dashed(token: str) -> str:
@@ -501,8 +537,34 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             else:
                 warnings.append(f"ignored extra word {tok!r}")
             continue
+        if tok.startswith("-O"):  # -O3, -O 3, -O=3, -O.level=3, -O '{...}': per release (compile_flags.short_o)
+            from .compile_flags import release, short_o
+
+            flag, o_value, took = short_o(tok, args[i] if i < len(args) else None, release(settings.version))
+            i += took
+            if flag.startswith("-O."):
+                dotted.setdefault("--compilation-config", ({}, tok))
+                _merge_dotted(dotted["--compilation-config"][0], flag[3:].split(".")[:8], _dotted_value(o_value or ""))
+            else:
+                pending.append((flag, o_value, tok.partition("=")[0] if tok.startswith("-O=") else tok))
+            continue
         name, eq, inline = dashed(tok).partition("=")
         head, dot, key = name.partition(".")
+        if dot and head in flags and flags[head][0] == "compilation_config" and key:
+            from .compile_flags import refused_flag, release
+
+            if (said := refused_flag(head, release(settings.version))) is not None:
+                raise InputError(said)
+            if release(settings.version) < (9, 0):  # FlexibleArgumentParser's dotted keys came with 0.9
+                raise InputError(f"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: {excerpt(name, 60)[1:-1]}`"
+                                 " (dotted keys came with 0.9): give --compilation-config '{...}'")
+            if not eq:
+                if i >= len(args):
+                    raise InputError(f"{name} needs a value")
+                inline, i = args[i], i + 1
+            dotted.setdefault("--compilation-config", ({}, name))
+            _merge_dotted(dotted["--compilation-config"][0], key.split(".")[:8], _dotted_value(inline))
+            continue
         if dot and head in flags and flags[head][0] in _JSON_KEYED and key:
             # FlexibleArgumentParser's dotted form: --limit-mm-per-prompt.video 0 sets one key of the JSON value
             if not eq:
@@ -520,7 +582,21 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 name = matches[0]
         takes_value = flags[name][1] if name in flags else historical.get(name)
         arg: str | None = inline if eq else None
-        if takes_value and not eq:
+        if name in flags and flags[name][0] in _COMPILE_DESTS:
+            from .compile_flags import refused_flag, release
+
+            if (said := refused_flag(name, release(settings.version))) is not None:
+                raise InputError(said)
+        if takes_value and not eq and name in flags and flags[name][0] == "cudagraph_capture_sizes":
+            # nargs="+": every following word that is not an option (argparse takes -1 as a value, a number)
+            taken = []
+            while i < len(args) and (not args[i].startswith("-") or args[i][1:].isdigit()):
+                taken.append(args[i])
+                i += 1
+            if not taken:
+                raise InputError(f"vLLM stops at start-up: `argument {name}: expected at least one argument`")
+            arg = " ".join(taken)
+        elif takes_value and not eq:
             if i >= len(args):
                 raise InputError(f"{name} needs a value")
             arg = args[i]
@@ -588,6 +664,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 warnings.extend(parse_processor_kwargs(arg or "{}", label)[3])
         elif dest in ("revision", "code_revision") and arg:  # the model's config (or its code) at another commit
             warnings.append(revision_said(label, arg))
+        elif dest in _COMPILE_DESTS:
+            settings, compile_said = _compile(settings, dest, arg, label)
+            warnings.extend(compile_said)
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")
@@ -599,6 +678,12 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         assert spec is not None
         settings, spec_warnings = _speculative(settings, spec[0], spec[1], spec[2])
         warnings += spec_warnings
+    if settings.compile.given:
+        from .compile_flags import checked
+
+        compile_flags, compile_said = checked(settings.compile, settings.tensor_parallel_size, settings.version)
+        settings = replace(settings, compile=compile_flags)
+        warnings += compile_said
     if bare:
         model, bare_said = _module_words(bare, model)
         warnings.append(bare_said)

@@ -106,17 +106,18 @@ def decode_sizes(sizes: tuple[int, ...], max_num_seqs: int, decode_query_len: in
     return tuple(s for s in sizes if decode_query_len <= s <= decode_query_len * max_num_seqs)
 
 
-def estimate(spec: ModelSpec, sizes: tuple[int, ...], max_num_seqs: int, first_forward: int, version: str | None,
-             quantized: bool, vendor: str, decode_query_len: int = 1) -> GraphEstimate:
-    """vLLM's CUDA-graph estimate for the capture ``sizes`` (calibration.capture_sizes; empty with --enforce-eager)
-    with the default FULL_AND_PIECEWISE mode. ``first_forward``: the forward buffers of the largest size
-    (calibration.forward_bytes); ``vendor``: the GPU's ("amd" runs no estimate before 0.26)."""
+def estimate(spec: ModelSpec, piecewise: tuple[int, ...], full: tuple[int, ...], first_forward: int,
+             version: str | None, quantized: bool, vendor: str) -> GraphEstimate:
+    """vLLM's CUDA-graph estimate for the ``piecewise`` and ``full`` graphs' capture sizes of the resolved mode
+    (compile_flags.graph_plan and graph_sizes: with the default FULL_AND_PIECEWISE, every capture size and the decode
+    sizes; none with --enforce-eager or cudagraph_mode NONE). ``first_forward``: the forward buffers of the largest
+    size of either (calibration.forward_bytes), whose capture is counted once (the modes' first captures overlay in one
+    pool); ``vendor``: the GPU's ("amd" runs no estimate before 0.26)."""
     minor = release_minor(version)
     runner = model_runner(spec, minor, quantized)
-    full_sizes = decode_sizes(sizes, max_num_seqs, decode_query_len)
-    none = GraphEstimate(runner, len(sizes), len(full_sizes), sizes[-1] if sizes else 0,
-                         full_sizes[-1] if full_sizes else 0, 0, 0, 0)
-    if not sizes:
+    none = GraphEstimate(runner, len(piecewise), len(full), piecewise[-1] if piecewise else 0,
+                         full[-1] if full else 0, 0, 0, 0)
+    if not piecewise and not full:
         return none
     if vendor != "nvidia" and minor < 26:
         return replace_why(none, f"vLLM 0.{minor} profiles CUDA-graph memory on CUDA only (gpu_worker.py)")
@@ -124,9 +125,9 @@ def estimate(spec: ModelSpec, sizes: tuple[int, ...], max_num_seqs: int, first_f
         return replace_why(none, f"vLLM 0.{minor}'s V2 model runner, which this model gets, estimates no CUDA-graph "
                                  "memory (gpu/model_runner.py profile_cudagraph_memory returns 0)")
     first = 2 * first_forward
-    later = max(len(sizes) - 1, 0) * GRAPH_CAPTURE_BYTES + max(len(full_sizes) - 1, 0) * max(
+    later = max(len(piecewise) - 1, 0) * GRAPH_CAPTURE_BYTES + max(len(full) - 1, 0) * max(
         GRAPH_CAPTURE_BYTES, MIN_PER_GRAPH_BYTES)
-    return GraphEstimate(runner, len(sizes), len(full_sizes), sizes[-1], none.largest_full, first,
+    return GraphEstimate(runner, len(piecewise), len(full), none.largest_piecewise, none.largest_full, first,
                          GRAPH_CAPTURE_BYTES, first + later)
 
 

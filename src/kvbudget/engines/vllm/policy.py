@@ -36,7 +36,7 @@ from .calibration import (
     SAMPLERS,
     activation_peak,
     batch_defaults,
-    capture_sizes,
+    blackwell_ceiling,
     counts_whole_device,
     cublas_workspace_bytes,
     forward_bytes,
@@ -50,12 +50,13 @@ from .calibration import (
     v1_alpha_activation,
     v1_alpha_logit_rows,
 )
-from .cudagraph import GraphEstimate, estimate
+from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
+from .cudagraph import GraphEstimate, estimate, model_runner
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
-from .settings import Release, VllmSettings, minor_patch, release, settings_release, site_bytes
+from .settings import Release, VllmSettings, minor_patch, release, release_minor, settings_release, site_bytes, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -260,8 +261,6 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     derived_len = spec.max_context
     if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
         from .rope import derived_len as rope_len
-        from .settings import version_minor
-
         derived_len, said = rope_len(settings.rope_scaling, spec.max_context, version_minor(settings.version))
         notes.append(said)
     auto_len = settings.max_model_len == -1
@@ -411,17 +410,52 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
 
 def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> GraphEstimate | None:
     """vLLM's CUDA-graph estimate (>= 0.21; cudagraph.py), computed whether or not VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
-    applies it (the worker logs it either way); None before 0.21, which estimates nothing."""
+    applies it (the worker logs it either way), for the mode and capture sizes the compilation flags resolve to
+    (compile_flags.graph_plan); None before 0.21, which estimates nothing."""
     if not r.rel.cudagraph_subtracted:
         return None
-    sizes = () if settings.enforce_eager else capture_sizes(r.seqs, r.tokens, gpu)
-    first = 0
-    if sizes:
-        moe = moe_workspace_elements(spec, sizes[-1], r.tp, settings.enable_expert_parallel, r.rel.key)
-        first = forward_bytes(spec, sizes[-1], r.tp, r.model_dtype, moe)
     quantized = r.fmt.name not in ("bf16", "fp16", "fp32") or settings.quantization is not None
+    graphs = _graph_plan(spec, gpu, settings, r, quantized)
     query = 1 + (settings.num_speculative_tokens if settings.speculative_method else 0)
-    return estimate(spec, sizes, r.seqs, first, settings.version, quantized, gpu.vendor, query)
+    piecewise, full = graph_sizes(graphs.mode, graphs.sizes, r.seqs, query)
+    largest = max(piecewise[-1:] + full[-1:], default=0)
+    first = 0
+    if largest:
+        moe = moe_workspace_elements(spec, largest, r.tp, settings.enable_expert_parallel, r.rel.key)
+        first = forward_bytes(spec, largest, r.tp, r.model_dtype, moe)
+    return estimate(spec, piecewise, full, first, settings.version, quantized, gpu.vendor)
+
+
+def _graph_plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, quantized: bool) -> GraphPlan:
+    """The CUDA-graph mode and capture sizes vLLM resolves the command's flags to (compile_flags.py)."""
+    return graph_plan(settings.compile, settings.version, enforce_eager=settings.enforce_eager, max_num_seqs=r.seqs,
+                      max_num_tokens=r.tokens, blackwell=blackwell_ceiling(gpu),
+                      runner=model_runner(spec, release_minor(settings.version), quantized),
+                      performance_mode=settings.performance_mode)
+
+
+def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, notes: list[str]) -> None:
+    """What the plan says of the compilation and CUDA-graph flags read (``explain``): the graphs they resolve to from
+    0.21, or, before, that the graphs come after the KV cache is sized. From 0.12 the sizes are checked as vLLM checks
+    them (the same _set_cudagraph_sizes assertions) whatever the release line."""
+    flags = settings.compile
+    if not flags.given:
+        return
+    read = describe(flags, settings.version)
+    shown = settings.version if version_minor(settings.version) is not None else "0.33"
+    quantized = r.fmt.name not in ("bf16", "fp16", "fp32") or settings.quantization is not None
+    graphs = _graph_plan(spec, gpu, settings, r, quantized) if release_minor(settings.version) >= 12 else None
+    if graphs is None or not r.rel.cudagraph_subtracted:
+        notes.append(f"compilation flags read ({read}): vLLM {shown} captures its CUDA graphs after it sizes the KV "
+                     "cache (gpu_model_runner.py capture_model), so they change no figure here; the graphs' memory "
+                     "comes out of what the KV cache leaves")
+        return
+    sizes = graphs.sizes
+    span = f"{len(sizes)} capture size{'s' if len(sizes) != 1 else ''} ({sizes[0]}-{sizes[-1]})" if sizes else "no CUDA graphs"
+    notes.append(f"compilation flags read ({read}): vLLM {shown} runs cudagraph_mode {graphs.mode}, torch.compile "
+                 f"{'on' if graphs.compiled else 'off'}, {span}" + (f" [{graphs.why}]" if graphs.why else "")
+                 + ("; torch.compile off leaves kvbudget's activation peak as it is (as with --enforce-eager)"
+                    if not graphs.compiled else ""))
 
 
 def _graph_band(g: GraphEstimate) -> str:
@@ -624,6 +658,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     settings = _v0_fallback(settings, gpu, notes)
     spec = _draft(spec, settings, notes)
     r = _resolve(spec, gpu, settings, notes)
+    _compile_note(spec, gpu, settings, r, notes)
     rel, util = r.rel, r.util
     layout = _groups(spec, r, notes)
     block_size = layout.block_size

@@ -182,6 +182,29 @@ def settings_release(settings: VllmSettings) -> Release:
 
 
 @record
+class CompileFlags:
+    """What a launch command says of vLLM's compilation and CUDA graphs (``compile_flags.py`` reads and resolves it;
+    ``None``: not given, the release's default). The compilation config's keys and the separate flags are kept apart:
+    vLLM refuses a key given both ways (engine/arg_utils.py create_engine_config, 0.12-0.33)."""
+
+    optimization_level: int | None = None  # -O N / --optimization-level N (0.12 on; before, -O N is a compilation level)
+    compile_mode: int | None = None  # compilation config "mode" (0.12 on) or "level" (0.6.5-0.17; -O N up to 0.11)
+    cudagraph_mode: str | None = None  # NONE, PIECEWISE, FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE (0.10.1 on)
+    config_sizes: tuple[int, ...] | None = None  # compilation config "cudagraph_capture_sizes"
+    config_max: int | None = None  # compilation config "max_cudagraph_capture_size" (0.12 on)
+    flag_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes (0.12 on)
+    flag_max: int | None = None  # --max-cudagraph-capture-size (0.12 on)
+    full_cuda_graph: bool | None = None  # compilation config "full_cuda_graph" (0.9-0.11)
+    use_cudagraph: bool | None = None  # compilation config "use_cudagraph" (0.6.5-0.11)
+    sequence_parallel: bool = False  # pass_config enable_sp / enable_sequence_parallelism / fuse_gemm_comms on
+    encoder_graphs: bool = False  # cudagraph_mm_encoder on (0.19 on): the vision encoder's graphs
+
+    @property
+    def given(self) -> bool:
+        return self != CompileFlags()
+
+
+@record
 class VllmSettings:
     """The memory-relevant engine arguments (``None``: vLLM's default for the release and GPU)."""
 
@@ -248,3 +271,5 @@ class VllmSettings:
     lora_dtype: str = "auto"
     fully_sharded_loras: bool = False
     lora_extra_vocab_size: int = 256
+    # -O, --optimization-level, --compilation-config / -cc, --cudagraph-capture-sizes, --max-cudagraph-capture-size
+    compile: CompileFlags = CompileFlags()

@@ -379,8 +379,9 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
 
 
 # The newest vllm/vllm-openai image whose entrypoint is ``python3 -m vllm.entrypoints.openai.api_server`` (the
-# Dockerfile's ENTRYPOINT up to 0.8.5 at least, said by the maintainers in vllm-project/vllm issue #17172; the
-# docs of 0.4-0.5, deploying_with_docker, pass the model as --model). Newer images run ``vllm serve``.
+# Dockerfile's ENTRYPOINT up to 0.8.5 at least, as a maintainer says in https://github.com/vllm-project/vllm/issues/17172;
+# https://docs.vllm.ai/en/v0.4.2/serving/deploying_with_docker.html passes the model as --model). Newer images run
+# ``vllm serve``.
 _MODULE_IMAGE_MINOR = 8
 _DEMO_GONE_MINOR = 25  # vllm/entrypoints/api_server.py, the demo server, is in the wheels up to 0.24
 

@@ -199,3 +199,20 @@ def test_one_run_given_twice_counts_once(tmp_path: Path, capsys: pytest.CaptureF
     doc = json.loads(capsys.readouterr().out)
     assert [t["logs"] for t in doc["profile"]["terms"]] == [1]
     assert sum("the same log as" in s["reason"] for s in doc["skipped"]) == 2
+
+
+def test_flags_that_contradict_the_log_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """The log prints its device's total (79.18 GiB, gpu_worker.py's 'Free memory on device (78.57/79.18 GiB)') and
+    names its model (Qwen/Qwen3-30B-A3B-Instruct-2507): --gpu-memory 24GiB made a -45.47 GiB term and --model
+    llama-3.1-8b a +42.83 GiB one, each written as a profile (exit 0). Refused, in calibrate and check alike; a
+    figure within a tenth of the total (80GB, 74.51 GiB) and a catalog model of the same shapes stay read."""
+    log = str(DATA / "v0.10.2_h100_qwen3-30b-a3b-2507_bf16_len6144.log")
+    for extra, said in ((["--gpu-memory", "24GiB"], "the log prints a total of 79.18 GiB"),
+                        (["--model", "llama-3.1-8b"], "is not the model the log runs")):
+        for command in ("calibrate", "check"):
+            assert main([command, log, *extra]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and said in err, err
+    assert main(["calibrate", log, "--gpu-memory", "80GB", "--json"]) == 0
+    assert main(["calibrate", log, "--model", "Qwen/Qwen3-30B-A3B", "--json"]) == 0
+    capsys.readouterr()

@@ -601,3 +601,23 @@ def test_expect_under_another_engine_than_the_page_is_refused(page: str, engine:
                  "H100"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--engine {engine}, but the page is {shown}'s /metrics: give --engine {shown}" in err
+
+
+@pytest.mark.parametrize(("value", "said"), [("96.2", "a fraction of the pool, 0..1, not a percent"),
+                                             ("NaN", "is nan, which no engine reports"),
+                                             ("+Inf", "is inf, which no engine reports")])
+def test_a_kv_usage_no_engine_reports_is_refused(value: str, said: str) -> None:
+    """vLLM's kv_cache_usage_perc is a fraction (1 - free / total blocks): 96.2 was shown as 9,620% full with a fix
+    of 114x the pool, and NaN or +Inf as '-' with the server called healthy (exit 0)."""
+    text = page("vllm-0.33-busy.prom").replace("} 0.962", "} " + value)
+    with pytest.raises(ScrapeError, match=said):
+        one(text)
+
+
+def test_nvidia_smi_csv_of_other_units_or_two_queries_is_refused() -> None:
+    """nvidia-smi prints MiB: a [GiB] column was read as MiB (78 GiB used shown as 0.08 GiB, CRITICAL framebuffer
+    full); a file with GPU 0 twice (two queries appended) showed both rows as GPU 0 (exit 0)."""
+    with pytest.raises(ScrapeError, match="not MiB as nvidia-smi prints it"):
+        parse_nvidia_smi("index, name, memory.used [GiB], memory.total [GiB]\n0, H100, 78, 79\n", "smi")
+    with pytest.raises(ScrapeError, match="GPU '0' appears twice"):
+        parse_nvidia_smi(page("nvidia-smi-h100.csv") + "0, NVIDIA H100 80GB HBM3, 100 MiB, 81559 MiB, 81459 MiB\n", "smi")

@@ -271,3 +271,14 @@ def test_fit_longest_context_keeps_the_commands_own_settings(capsys: pytest.Capt
     assert plan(model, l4, replace(spec, n_ctx=longest * slots, fit=False)).fits
     assert not plan(model, l4, replace(spec, n_ctx=(longest + 1) * slots, fit=False)).fits
     assert isinstance(spec, LlamaCppSettings) and spec.n_gpu_layers == 40
+
+
+def test_cache_types_are_matched_as_written() -> None:
+    """common/arg.cpp kv_cache_type_from_str compares -ctk / -ctv with ggml_type_name(type) ('q8_0') as written:
+    '-ctk Q8_0' stops llama-server ("Unsupported cache type: Q8_0"). It was lowered and planned (exit 0)."""
+    cmd = "llama-server -m Llama-3.1-8B-Instruct-Q4_K_M.gguf -c 8192 -ctk Q8_0"
+    with pytest.raises(InputError, match=r"names are matched as written: q8_0"):
+        kvbudget.explain(cmd, gpu="RTX4090")
+    with pytest.raises(InputError, match=r"names are matched as written: q4_0"):
+        plan(kvbudget.load_model("llama-3.1-8b"), kvbudget.find_gpu("RTX4090"), LlamaCppSettings(type_v="Q4_0"))
+    assert kvbudget.explain(cmd.replace("Q8_0", "q8_0"), gpu="RTX4090") is not None

@@ -540,15 +540,37 @@ def test_llm_api_options_read_numbers_written_as_text(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "words"), [
-    ("ttft=2", "give a unit"), ("tpot=abcms", "not a duration"), ("ttft=-1s", "above 0"), ("ttft=nans", "above 0"),
+    ("ttft=2", "needs its unit"), ("tpot=abcms", "not a duration"), ("ttft=-1s", "above 0"), ("ttft=nans", "not a duration"),
     ("prompt=100", "needs ttft"), ("ttft=1s,ttft=2s", "given twice"), ("latency=1s", "is not ttft"),
-    ("ttft=1s,prompt=0", "at least 1"), ("ttft=1s,prompt=x", "whole number"), ("tpot=2h", "give a unit"),
+    ("ttft=1s,prompt=0", "at least 1"), ("ttft=1s,prompt=x", "whole number"), ("tpot=2h", "unit 'h' is not one"),
+    # each used to be read as a number Python's float() takes: 1_000 ms, full-width and Arabic-Indic digits
+    ("ttft=1_000ms", "not a duration"), ("ttft=\uff12s", "not a duration"), ("ttft=1s,prompt=\u0663", "whole number"),
+    ("ttft=2min", "unit 'min'"), ("ttft=2m", "ambiguous"), ("ttft=2sec", "unit 'sec'"), ("ttft=0s", "above 0"),
+    ("ttft=infs", "not a duration"), ("ttft=1e400ms", "at most 3,600 s"), ("ttft=2s;tpot=5ms", "not a duration"),
+    ("ttft=" + "1" * 100_000 + "s", "not a duration"), ("ttft=1s,prompt=" + "9" * 30, "at most"),
 ])
 def test_a_bad_slo_is_one_clear_error(text: str, words: str) -> None:
     from kvbudget.plan.slo import parse_slo
 
-    with pytest.raises(InputError, match=words):
+    with pytest.raises(InputError, match=words) as err:
         parse_slo(text)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 200
+    if "prompt" not in text and "=" in text:  # a duration's error names the forms taken
+        assert any(w in str(err.value) for w in ("ms or s", "given twice", "DURATION"))
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("ttft=2 s", 2.0), ("TTFT=500MS", 0.5), ("ttft=1e-3s", 1e-3),
+                                               ("ttft=.5s", 0.5), ("ttft=2e3ms", 2.0)])
+def test_slo_durations_as_written(text: str, seconds: float) -> None:
+    from kvbudget.plan.slo import parse_slo
+
+    assert parse_slo(text).ttft_s == pytest.approx(seconds)
+
+
+def test_slo_prompt_longer_than_the_context_is_refused() -> None:
+    """prompt=N past --context was timed as a --context-token prompt (exit 0)."""
+    with pytest.raises(InputError, match=r"prompt=9,000 is longer than --context 8,192"):
+        kvbudget.plan_deployments("llama-3.1-8b", concurrency=8, context=8192, gpus="H100", slo="ttft=2s,prompt=9000")
 
 
 def test_slo_latency_is_the_roofline_at_the_largest_batch_that_meets_it(capsys: pytest.CaptureFixture[str]) -> None:

@@ -168,6 +168,21 @@ def test_kv_dtype_needs_a_backend_on_the_gpu() -> None:
     with pytest.raises(InputError, match="runs only on Blackwell"):  # 0.25-0.31: Blackwell only, nvfp4 too
         _plan(kv_cache_dtype="nvfp4", max_model_len=8192, version="0.28.0")
     assert _plan("meta-llama/Llama-3.1-8B-Instruct", "B200", kv_cache_dtype="nvfp4_4over6", max_model_len=8192).starts
+    # 0.20 lists nvfp4 in CacheDType but no backend does (FlashInfer's supported_kv_cache_dtypes gains it in 0.21):
+    # stops on every GPU, Blackwell too
+    with pytest.raises(InputError, match=r"vLLM 0\.20 stops with 'No valid attention backend found'"):
+        _plan("meta-llama/Llama-3.1-8B-Instruct", "B200", kv_cache_dtype="nvfp4", max_model_len=8192, version="0.20.0")
+    # 0.21-0.24: FlashInfer lists nvfp4 from capability 7.5 (8.0 in 0.24) whatever the GPU, and reads it with the
+    # trtllm-gen kernel only ("TRTLLM attention is supported if the platform is SM100", utils/flashinfer.py)
+    for version in ("0.21.0", "0.24.0"):
+        with pytest.raises(InputError, match="trtllm-gen kernel"):
+            _plan(kv_cache_dtype="nvfp4", max_model_len=8192, version=version)
+        assert _plan("meta-llama/Llama-3.1-8B-Instruct", "B200", kv_cache_dtype="nvfp4", max_model_len=8192,
+                     version=version).starts
+    with pytest.raises(InputError, match=r"needs compute capability 8\.0"):  # 0.24 raised FlashInfer's floor
+        _plan("meta-llama/Llama-3.2-1B-Instruct", "T4", kv_cache_dtype="nvfp4", max_model_len=8192, version="0.24.0")
+    with pytest.raises(InputError, match=r"needs compute capability 7\.5"):
+        _plan("meta-llama/Llama-3.2-1B-Instruct", "V100", kv_cache_dtype="nvfp4", max_model_len=8192, version="0.22.0")
     # fp8 on T4 / V100 (Triton) and A100 (FlashInfer; FlashAttention-2 has no FP8 cache) has a backend: planned
     for gpu in ("T4", "V100", "A100"):
         assert _plan("meta-llama/Llama-3.2-1B-Instruct", gpu, kv_cache_dtype="fp8", max_model_len=8192).starts
@@ -628,3 +643,21 @@ def test_kv_cache_dtype_as_each_release_takes_it() -> None:
                                   ("turboquant_k8v4", None, "kvbudget does not size this KV-cache format")]:
         with pytest.raises(InputError, match=re.escape(words)):
             kv(value, version)
+
+
+def test_mla_kv_dtype_needs_an_mla_backend() -> None:
+    """An MLA model's backend is one of vLLM's MLA backends (v1/attention/backends/mla/*.py
+    supported_kv_cache_dtypes): none lists fp8_e5m2 or nvfp4 (0.12-0.33), bfloat16 is listed from 0.15, and up to
+    0.17 FP8 only by FlashMLA (compute capability 9.x/10.x), CUTLASS MLA and FlashInfer MLA (10.x); Triton MLA takes
+    FP8 on every GPU from 0.18. Each refused case was planned, exit 0."""
+    with pytest.raises(InputError, match="no MLA attention backend takes nvfp4"):
+        _plan("deepseek-v2-lite", "B200", kv_cache_dtype="nvfp4", max_model_len=8192)
+    with pytest.raises(InputError, match="no MLA attention backend takes fp8_e5m2"):
+        _plan("deepseek-v2-lite", "H100", kv_cache_dtype="fp8_e5m2", max_model_len=8192)
+    with pytest.raises(InputError, match=r"need compute capability 9\.x or 10\.x"):
+        _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8", max_model_len=8192, version="0.14.0")
+    with pytest.raises(InputError, match=r"take bfloat16 from 0\.15"):
+        _plan("deepseek-v2-lite", "H100", kv_cache_dtype="bfloat16", max_model_len=8192, version="0.14.0")
+    assert _plan("deepseek-v2-lite", "H100", kv_cache_dtype="fp8", max_model_len=8192, version="0.14.0").starts
+    assert _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8", max_model_len=8192, version="0.18.0").starts
+    assert _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8_e5m2", max_model_len=8192, version="0.11.0").starts

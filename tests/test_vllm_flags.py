@@ -177,6 +177,33 @@ def test_module_entry_point_reads_no_bare_model() -> None:
     assert parse_vllm_command("vllm serve llama-3.1-8b").model == "llama-3.1-8b"  # vllm serve reads it
 
 
+def test_old_module_and_image_stop_at_a_bare_word() -> None:
+    """Up to 0.9 the OpenAI API server module's parser has no positional argument (0.2.7's api_server.py
+    parse_args, 0.4.3's entrypoints/openai/cli_args.py make_arg_parser): argparse stops at the word, with --model
+    given or not. vllm/vllm-openai images up to 0.8 run that module (their ENTRYPOINT), so `docker run
+    vllm/vllm-openai:v0.4.0 MODEL` stops too; the demo server (entrypoints/api_server.py, AsyncEngineArgs' flags
+    only) stops at a word in every release, and is gone from the 0.25 wheel. Each was planned, exit 0."""
+    from kvbudget.engines.vllm.command import parse_vllm_command
+    from kvbudget.engines.vllm.settings import VllmSettings
+    from kvbudget.units import InputError
+
+    old = VllmSettings(version="0.2.7")
+    with pytest.raises(InputError, match=r"vLLM 0\.4\.0 stops at start-up on the bare word 'llama-3\.1-8b'"):
+        parse_vllm_command("docker run --gpus all vllm/vllm-openai:v0.4.0 llama-3.1-8b")
+    with pytest.raises(InputError, match="give the model as --model MODEL"):
+        parse_vllm_command("python -m vllm.entrypoints.openai.api_server llama-3.1-8b", old)
+    with pytest.raises(InputError, match="drop the word, --model is served"):
+        parse_vllm_command("python -m vllm.entrypoints.openai.api_server --model llama-3.1-8b stray", old)
+    with pytest.raises(InputError, match=r"the demo server \(vllm\.entrypoints\.api_server\) takes no positional"):
+        parse_vllm_command("python -m vllm.entrypoints.api_server --model llama-3.1-8b stray",
+                           VllmSettings(version="0.20.0"))
+    with pytest.raises(InputError, match=r"vLLM 0\.26 has no such module"):
+        parse_vllm_command("python -m vllm.entrypoints.api_server --model llama-3.1-8b", VllmSettings(version="0.26.0"))
+    assert parse_vllm_command("docker run vllm/vllm-openai:v0.4.0 --model llama-3.1-8b").model == "llama-3.1-8b"
+    assert parse_vllm_command("docker run vllm/vllm-openai:v0.10.1 llama-3.1-8b").model == "llama-3.1-8b"
+    assert parse_vllm_command("docker run vllm/vllm-openai:latest llama-3.1-8b").model == "llama-3.1-8b"
+
+
 @pytest.mark.parametrize("command", [
     "vllm serve llama-3.1-8b --revision v2.0 --tokenizer-revision t1 --code-revision=c1",
     "python -m sglang.launch_server --model-path llama-3.1-8b --revision v2.0",

@@ -84,6 +84,17 @@ for model, fields, null_ok in COUNTS:
 config_case("config-big-int", _set(_config("llama-3.1-8b"), "num_attention_heads", BAD["big"]), "num_attention_heads")
 config_case("config-fit-big-int", _set(_config("llama-3.1-8b"), "hidden_size", BAD["big"]), "hidden_size", command="fit")
 
+# Whole numbers written as JSON floats (32.0, 1e3): transformers 5's config classes refuse them ("expected int,
+# got float") and vLLM's range(num_hidden_layers) stops on them; kvbudget read them as the integer (exit 0).
+_WHOLE = _config("llama-3.1-8b")
+for field in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+              "intermediate_size", "max_position_embeddings", "head_dim"):
+    config_case(f"config-whole-float-{field}", _set(_WHOLE, field, float(_WHOLE.get(field) or 128)), "a JSON float")
+config_case("config-exp-form", _text(_config("llama-3.1-8b")).replace('"num_hidden_layers": 32', '"num_hidden_layers": 3.2e1'),
+            "write it as 32")
+config_case("config-fit-whole-float", _set(_config("mixtral-8x7b"), "num_local_experts", 8.0), "num_local_experts",
+            command="fit")
+
 # Booleans: transformers keeps a string as a string, and a non-empty string is true in Python.
 BOOLS = [("llama-3.1-8b", "tie_word_embeddings"), ("llama-3.1-8b", "attention_bias"), ("llama-3.1-8b", "mlp_bias"),
          ("qwen2.5-7b", "use_sliding_window"), ("falcon-7b", "multi_query"), ("falcon-7b", "new_decoder_architecture"),

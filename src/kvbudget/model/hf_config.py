@@ -169,8 +169,15 @@ class _Cfg:
             value = self.raw.get(key)
             if value is None:
                 continue
+            limit = _LIMITS.get(key, _MAX_FIELD)
+            if isinstance(value, float) and value.is_integer() and 0 <= value <= limit:
+                # transformers 5's config classes refuse a float for an int field (strict dataclass:
+                # "expected int, got float"); older ones kept it and vLLM's make_layers (range), nn.Embedding
+                # or the head arithmetic then stop on it. Not read as the integer it looks like.
+                raise ConfigError(f"{self.where}: integer field {key!r} is {value!r}, a JSON float (transformers and"
+                                  f" the engines take an integer only): write it as {int(value)} in the config.json")
             try:
-                number = whole(value, f"integer field {key!r}", hi=_LIMITS.get(key, _MAX_FIELD), where=self.where)
+                number = whole(value, f"integer field {key!r}", hi=limit, where=self.where)
             except InputError as exc:
                 raise ConfigError(f"{exc}: fix the config.json") from None
             if number < (1 if positive else 0):

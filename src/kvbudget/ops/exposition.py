@@ -124,6 +124,7 @@ _FIELDS: dict[str, tuple[str, str]] = {
 }
 _PRIORITY = {name: i for i, name in enumerate(_FIELDS)}
 _INTEGRAL = frozenset({"kv_tokens", "block_size", "num_gpu_blocks"})
+_FRACTIONS = frozenset({"kv_usage"})  # SGLang's first cache_hit_rate was a percent: read as such below
 # Labels that tell servers apart; any other label (tp_rank, pp_rank, engine_type, le ...) is folded by taking the
 # largest value (SGLang emits from attention-TP rank 0 only; a page with several ranks reports the busiest).
 IDENTITY = ("model_name", "engine", "dp_rank", "instance", "pod")
@@ -159,12 +160,19 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
                     raise ScrapeError(f"{source}: {excerpt(sample.name + '{' + labels + '}', 100)[1:-1]} appears twice: "
                                       "the page holds more than one scrape; give one /metrics page")
                 seen.add(series)
-                if not math.isfinite(sample.value):
-                    continue
-                if not 0 <= sample.value <= MAX_FIGURE:  # a count, a fraction or a size: none is negative or 1e300
+                engine, field = hit
+                if not math.isfinite(sample.value) and field == "prefix_hit_rate":
+                    continue  # a rate of no lookups yet (0 / 0)
+                if field in _FRACTIONS and math.isfinite(sample.value) and not 0 <= sample.value <= 1:
+                    # vLLM's kv_cache_usage_perc is 1 - free / total blocks, SGLang's token_usage used / total
+                    # tokens: a percent written as 96.2 read as 9,620% full and a fix of 114x the pool (exit 0)
+                    raise ScrapeError(f"{source}: {sample.name} is {sample.value:g}, which no engine reports (a fraction "
+                                      "of the pool, 0..1, not a percent); is it the engine's own /metrics page?")
+                if not (math.isfinite(sample.value) and 0 <= sample.value <= MAX_FIGURE):
+                    # a count, a fraction or a size: none is negative, NaN or 1e300 (a NaN usage was shown as '-'
+                    # and the server called healthy)
                     raise ScrapeError(f"{source}: {sample.name} is {sample.value:g}, which no engine reports (a "
                                       f"count or fraction, 0..{MAX_FIGURE:g}); is it the engine's own /metrics page?")
-                engine, field = hit
                 slot = found.setdefault((engine, _identity(sample.labels)), {})
                 rank = _PRIORITY[sample.name]
                 old = slot.get(field)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from .._record import record
+from ..inputs import excerpt
 from ..units import MiB
 from .exposition import ScrapeError, read_source
 
@@ -109,13 +110,17 @@ def parse_nvidia_smi(text: str, source: str) -> tuple[GpuMemory, ...]:
     header = bool(first) and first[0].startswith("index")
     if header:
         columns = [c.split(" [")[0] for c in first]
+        units = [c.partition(" [")[2].rstrip("]") for c in first if c.startswith("memory.")]
+        if any(u and u != "mib" for u in units):  # nvidia-smi prints MiB: a column of GiB read as MiB is 1,024x off
+            raise ScrapeError(f"{source}: the header gives memory in {next(u for u in units if u and u != 'mib')!r}, "
+                              "not MiB as nvidia-smi prints it; save nvidia-smi's own output (--format=csv)")
         rows = rows[1:]
     else:
         columns = list(_SMI_COLUMNS[: len(rows[0])])
     missing = [c for c in ("index", "memory.used", "memory.total") if c not in columns]
     if missing:
         raise ScrapeError(f"{source}: no {missing[0]} column; query index,name,memory.used,memory.total")
-    out = []
+    out: list[GpuMemory] = []
     for n, row in enumerate(rows, start=2 if header else 1):
         if len(row) != len(columns):
             raise ScrapeError(f"{source} line {n}: {len(row)} fields where the header has {len(columns)}")
@@ -125,6 +130,9 @@ def parse_nvidia_smi(text: str, source: str) -> tuple[GpuMemory, ...]:
         free = _mib(cell["memory.free"], "memory.free", source, n) if "memory.free" in cell else max(total - used, 0)
         if used > total:
             raise ScrapeError(f"{source} line {n}: memory.used is more than memory.total")
+        if any(g.gpu == cell["index"][:12] for g in out):  # two queries in one file (a loop's output, tee -a)
+            raise ScrapeError(f"{source} line {n}: GPU {excerpt(cell['index'], 12)} appears twice: the file holds more "
+                              "than one query; save one run of nvidia-smi --query-gpu=...")
         out.append(GpuMemory(cell["index"][:12], cell.get("name", "")[:60], "", used, total, free, 0, source))
     if not out:
         raise ScrapeError(f"{source}: a header and no GPU; save the whole output of nvidia-smi --query-gpu=...")

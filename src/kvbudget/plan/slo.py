@@ -20,9 +20,11 @@ the largest batch that meets both targets and fits its KV cache, and the load ne
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .._record import replace
+from ..inputs import excerpt, parse_whole
 from ..units import InputError
 
 TYPE_CHECKING = False
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 _UNITS = {"ms": 1e-3, "s": 1.0}
 MAX_SECONDS = 3600.0
+MAX_PROMPT = 1 << 31  # tokens; a prompt past the plan's --context is refused where both are known
 
 
 @dataclass(frozen=True)
@@ -52,18 +55,30 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds * 1e3:,.0f} ms" if seconds < 1 else f"{seconds:,.2f} s"
 
 
+_FORMS = "a number and ms or s, e.g. {key}=500ms or {key}=2s"
+_NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?", re.ASCII)
+
+
 def _seconds(key: str, value: str) -> float:
+    """A duration written as a decimal number and the unit ms or s (``500ms``, ``2 s``, ``1.5e-3s``)."""
+    forms = _FORMS.format(key=key)
+    shown = excerpt(value, 30)[1:-1]
     text = value.strip().lower()
-    unit = "ms" if text.endswith("ms") else "s" if text.endswith("s") else ""
-    if not unit:
-        raise InputError(f"--slo {key}={value}: give a unit, e.g. {key}=500ms or {key}=2s")
-    try:
-        number = float(text[: -len(unit)])
-    except ValueError:
-        raise InputError(f"--slo {key}={value}: not a duration (e.g. {key}=500ms or {key}=2s)") from None
-    seconds = number * _UNITS[unit]
-    if not 0 < seconds <= MAX_SECONDS:  # also refuses nan and inf
-        raise InputError(f"--slo {key}={value}: a duration above 0 and at most {MAX_SECONDS:,.0f} s")
+    match = re.fullmatch(r"(.*?)\s*([a-zµμ]*)", text[:41])
+    if len(text) > 40 or match is None:
+        raise InputError(f"--slo {key}={shown}: not a duration: give {forms}")
+    number_text, unit = match.group(1), match.group(2)
+    if not _NUMBER.fullmatch(number_text):  # ASCII digits only: no sign, no '1_000', no other scripts' digits
+        above = " above 0" if number_text.startswith("-") else ""
+        raise InputError(f"--slo {key}={shown}: not a duration{above}: give {forms}")
+    if unit not in _UNITS:
+        if not unit:
+            raise InputError(f"--slo {key}={shown}: a duration needs its unit: give {forms}")
+        said = "ambiguous (minutes or milliseconds?)" if unit == "m" else "not one kvbudget reads"
+        raise InputError(f"--slo {key}={shown}: the unit {unit!r} is {said}: give {forms}")
+    seconds = float(number_text) * _UNITS[unit]
+    if not 0 < seconds <= MAX_SECONDS:  # 0, 1e400
+        raise InputError(f"--slo {key}={shown}: a duration above 0 and at most {MAX_SECONDS:,.0f} s: give {forms}")
     return seconds
 
 
@@ -83,12 +98,7 @@ def parse_slo(text: str) -> SLO:
         raise InputError("--slo needs ttft=DURATION and/or tpot=DURATION (e.g. --slo ttft=2s,tpot=50ms)")
     prompt = None
     if "prompt" in fields:
-        try:
-            prompt = int(fields["prompt"])
-        except ValueError:
-            raise InputError(f"--slo prompt={fields['prompt']}: a whole number of tokens") from None
-        if prompt < 1:
-            raise InputError(f"--slo prompt={prompt}: at least 1 token")
+        prompt = parse_whole(fields["prompt"], "--slo prompt", 1, MAX_PROMPT, forms="a count of tokens, e.g. prompt=2000")
     return SLO(_seconds("ttft", fields["ttft"]) if "ttft" in fields else None,
                _seconds("tpot", fields["tpot"]) if "tpot" in fields else None, prompt)
 

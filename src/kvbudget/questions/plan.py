@@ -62,6 +62,9 @@ def plan(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], engin
 
     if context > spec.max_context:
         raise InputError(f"--context {context:,} exceeds {spec.name}'s maximum context of {spec.max_context:,} tokens")
+    if slo is not None and slo.prompt is not None and slo.prompt > context:  # was timed as a --context-token prompt
+        raise InputError(f"--slo prompt={slo.prompt:,} is longer than --context {context:,} (a request's prompt and "
+                         "output fit in its context): give a prompt up to the context, or a longer --context")
     rows = search(spec, concurrency, context, gpus, max_gpus=max_gpus, gpus_per_node=gpus_per_node, weights=weights,
                   kv=kv, prices=prices, version=version, engine=engine.name, registry=registry)
     if slo is not None:

@@ -106,7 +106,9 @@ def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
                 hf = value
             elif field == "hf_file":  # -hff FILE: the repo's file to download, over -hf's QUANT (arg.cpp)
                 hf_file = value
-            elif field in ("type_k", "type_v", "flash_attn"):
+            elif field in ("type_k", "type_v"):  # matched as written (settings._cache_type)
+                settings = replace(settings, **{field: value})
+            elif field == "flash_attn":
                 settings = replace(settings, **{field: value.lower()})
             elif field == "fit":
                 settings = replace(settings, fit=value.lower() in ("on", "1", "true", "yes"))

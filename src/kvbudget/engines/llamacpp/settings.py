@@ -12,9 +12,12 @@ CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "
 
 
 def _cache_type(name: str) -> str:
-    key = name.strip().lower()
+    """A -ctk / -ctv value as llama.cpp takes it: common/arg.cpp kv_cache_type_from_str compares it with
+    ggml_type_name(type) as written, so 'Q8_0' stops llama-server ("Unsupported cache type: Q8_0")."""
+    key = name.strip()
     if key not in CACHE_TYPES:
-        raise InputError(f"cache type {name!r} is not one llama.cpp allows: {', '.join(CACHE_TYPES)}")
+        hint = f" (names are matched as written: {key.lower()})" if key.lower() in CACHE_TYPES else ""
+        raise InputError(f"cache type {name!r} is not one llama.cpp allows{hint}: {', '.join(CACHE_TYPES)}")
     return key
 
 

@@ -6,6 +6,7 @@ import json
 
 from ..._record import record, replace
 from ...hardware import GPU, UnknownGPU, custom_gpu, find_gpu
+from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
@@ -72,10 +73,31 @@ def _log_overrides(value: str) -> str:
     return json.dumps(keys) if keys else ""
 
 
+def _same_model(given: str, logged: str) -> None:
+    """--model beside a log that names its model: refused where both are catalog models of other shapes (a Qwen3-30B
+    log checked as Llama-3.1-8B was compared, and calibrated into a +42.83 GiB term, exit 0). A path or an id
+    kvbudget does not hold may be the logged model under another name: taken as given."""
+    from ...model import catalog
+
+    a, b = catalog.find(given), catalog.find(logged)
+    if a is None or b is None or a.id == b.id:
+        return
+    sa, sb = _model(a.id), _model(b.id)
+    if (sa.num_layers, sa.dims) != (sb.num_layers, sb.dims):
+        raise InputError(f"--model {excerpt(given, 60)} is not the model the log runs ({excerpt(logged, 60)}, of "
+                         "other shapes): drop --model, the log names its model")
+
+
 def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
     """The device of the run: the named card (``gpu``, else the log's device name; the log's total where it names
     another board of that name), or an unnamed card of ``gpu_memory`` / the log's total. A named card given with
     ``gpu_memory`` keeps its name (compute capability, board: cuBLAS's workspace, NCCL's NVSwitch buffers)."""
+    total = round(log.total_gib * GiB) if log.total_gib else None
+    if gpu_memory is not None and total is not None and abs(gpu_memory - total) > 0.1 * total:
+        # the log's own total is what vLLM measured on the run's device: a figure off it by more than a tenth
+        # sized another card (24 GiB given for a 79.18 GiB run: -45 GiB "outside the model", exit 0)
+        raise InputError(f"--gpu-memory {gpu_memory / GiB:.2f} GiB is not the run's device: the log prints a total of "
+                         f"{log.total_gib:.2f} GiB; drop --gpu-memory (the log's total is read)")
     if gpu_memory is not None:
         if gpu:
             return replace(find_gpu(gpu), memory_bytes=gpu_memory, nvidia_smi_mib=None, memory_source="given with the GPU")
@@ -86,7 +108,6 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
             device = find_gpu(log.gpu_name)
         except UnknownGPU:
             device = None
-    total = round(log.total_gib * GiB) if log.total_gib else None
     if device is not None:
         if total is None:
             return device
@@ -177,6 +198,8 @@ def check_log(
             overrides = cmd.overrides
     if log.concurrency_len and settings.max_model_len is None:
         settings = replace(settings, max_model_len=log.concurrency_len)
+    if model and log.model:
+        _same_model(model, log.model)
     ref = ref or log.model
     if not ref:
         raise InputError("the log does not name its model: give --model")

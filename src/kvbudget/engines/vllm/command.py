@@ -401,10 +401,12 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
         base = os.path.basename(tok)
         if base == "vllm" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return tokens[i + 2:], "serve"
-        if tok in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"):
+        if tok == "vllm.entrypoints.openai.api_server":
             return tokens[i + 1:], "module"  # python -m: the model only as --model
+        if tok == "vllm.entrypoints.api_server":
+            return tokens[i + 1:], "demo"  # the demo server: the model only as --model, and no model_tag
         if "vllm/vllm-openai" in tok or "vllm-openai:" in tok:
-            return tokens[i + 1:], "serve"
+            return tokens[i + 1:], "image"
     if tokens and tokens[0].startswith("-"):
         return tokens, "serve"
     raise InputError("not a launch command kvbudget reads: give `vllm serve MODEL ...` (or python -m "
@@ -412,15 +414,31 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
                      "or `llama-server -m FILE.gguf ...`")
 
 
-def _module_words(bare: list[str], model: str | None) -> tuple[str, str]:
-    """Words no flag takes after ``python -m vllm.entrypoints.openai.api_server`` (or the older
-    ``vllm.entrypoints.api_server``): the model as --model gives it, and the warning; an InputError where none does.
-    Only ``vllm serve`` serves a positional model (entrypoints/cli/serve.py: args.model = args.model_tag); the
-    module's own main parses one into model_tag from 0.10 (entrypoints/openai/cli_args.py make_arg_parser; 0.33:
-    entrypoints/common/cli_args.py) and never reads it, so the engine's default model is served (config/model.py
-    ModelConfig.model, Qwen/Qwen3-0.6B on 0.10.1 and 0.33.0); 0.9 and the demo server stop at it (unrecognized
-    arguments)."""
+# The newest vllm/vllm-openai image whose entrypoint is ``python3 -m vllm.entrypoints.openai.api_server`` (the
+# Dockerfile's ENTRYPOINT up to 0.8.5 at least, as a maintainer says in https://github.com/vllm-project/vllm/issues/17172;
+# https://docs.vllm.ai/en/v0.4.2/serving/deploying_with_docker.html passes the model as --model). Newer images run
+# ``vllm serve``.
+_MODULE_IMAGE_MINOR = 8
+_DEMO_GONE_MINOR = 25  # vllm/entrypoints/api_server.py, the demo server, is in the wheels up to 0.24
+
+
+def _module_words(bare: list[str], model: str | None, version: str, demo: bool) -> tuple[str, str]:
+    """Words no flag takes after ``python -m vllm.entrypoints.openai.api_server`` (or the demo server
+    ``vllm.entrypoints.api_server``): the model as --model gives it, and the warning; an InputError where vLLM
+    stops. Only ``vllm serve`` serves a positional model (entrypoints/cli/serve.py: args.model = args.model_tag);
+    the OpenAI module's own main parses one into model_tag from 0.10 (entrypoints/openai/cli_args.py
+    make_arg_parser; 0.33: entrypoints/common/cli_args.py) and never reads it, so the engine's default model is
+    served (config/model.py ModelConfig.model, Qwen/Qwen3-0.6B on 0.10.1 and 0.33.0). Up to 0.9 its parser has no
+    positional argument, nor has the demo server's in any release (entrypoints/api_server.py: AsyncEngineArgs'
+    flags only): argparse stops at the word (unrecognized arguments), with --model given or not."""
     word = excerpt(bare[0], 60)
+    minor = version_minor(version)
+    if demo or (minor is not None and minor <= 9):
+        server = "the demo server (vllm.entrypoints.api_server)" if demo else "its OpenAI API server module"
+        shown = f"vLLM {version.lstrip('v')}" if minor is not None else "vLLM"
+        fix = "drop the word, --model is served" if model is not None else "give the model as --model MODEL"
+        raise InputError(f"{shown} stops at start-up on the bare word {word} (api_server.py: error: unrecognized "
+                         f"arguments): {server} takes no positional model{' up to 0.9' if not demo else ''}; {fix}")
     if model is None:
         raise InputError(f"python -m vllm...api_server does not read the bare word {word} as the model (vLLM 0.10+ "
                          "serves its default, Qwen/Qwen3-0.6B; 0.9 stops): give it as --model, or use vllm serve MODEL")
@@ -494,9 +512,16 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         env += _docker_env(tokens[:image_at])
         tag_version, image_warnings = _image_release(tokens[image_at], base)
     args, entry = _program(tokens)
+    if entry == "image":  # the image's own entrypoint: the OpenAI API server module up to 0.8, vllm serve after
+        image_minor = version_minor(tag_version) if tag_version is not None else None
+        entry = "module" if image_minor is not None and image_minor <= _MODULE_IMAGE_MINOR else "serve"
+    named_minor = version_minor(base.version if base is not None else tag_version)
+    if entry == "demo" and named_minor is not None and named_minor >= _DEMO_GONE_MINOR:
+        raise InputError(f"python -m vllm.entrypoints.api_server: vLLM 0.{named_minor} has no such module (the demo "
+                         "server's entrypoints/api_server.py is gone from 0.25): use vllm serve MODEL")
     flags, historical = _flags()
     settings = replace(base or VllmSettings(version=tag_version or "current"),
-                       entrypoint="serve" if entry in ("serve", "module") else "llm")
+                       entrypoint="serve" if entry in ("serve", "module", "demo") else "llm")
     named = base is not None or tag_version is not None  # a release the user (or the image tag) names
     for key, env_value in env:
         on = env_value.strip().lower() in _TRUE
@@ -532,7 +557,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if not tok.startswith("-") or tok == "-":
             if model is None and entry == "serve":
                 model = tok
-            elif entry == "module":
+            elif entry in ("module", "demo"):
                 bare.append(tok)
             else:
                 warnings.append(f"ignored extra word {tok!r}")
@@ -685,7 +710,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         settings = replace(settings, compile=compile_flags)
         warnings += compile_said
     if bare:
-        model, bare_said = _module_words(bare, model)
+        model, bare_said = _module_words(bare, model, settings.version, entry == "demo")
         warnings.append(bare_said)
     if not model:
         raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")

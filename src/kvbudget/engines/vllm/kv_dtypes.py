@@ -60,12 +60,41 @@ def kv_dtype_taken(value: str, version: str, label: str) -> None:
                      f"start-up{hint}; give e.g. {listed}")
 
 
-def _nvfp4_runs(value: str, minor: int, major: int, head_size: int) -> str:
-    """Why no attention backend of release 0.``minor`` holds an NVFP4 cache on a GPU of compute capability
-    ``major``.x ("" when one does). FlashInfer is the only backend that lists nvfp4 in any release.
-    0.25-0.31 (v1/attention/backends/flashinfer.py supports_kv_cache_dtype): Blackwell (capability family 10.x)
-    only. 0.32 and 0.33: also 8.x, 9.x and 12.x through FlashAttention-2 prefill, nvfp4 only (not nvfp4_4over6)
-    and not at head size 64 (supports_combination); FlashInfer itself runs from 8.0 (supports_compute_capability)."""
+# The --kv-cache-dtype values vLLM's CUDA MLA backends list (v1/attention/backends/mla/*.py
+# supported_kv_cache_dtypes), by the release that first lists them: bfloat16 in 0.15, float16 in 0.18. No MLA
+# backend lists fp8_e5m2, the per-token-head dtypes or nvfp4 (nvfp4_ds_mla, a format of its own, from 0.30).
+_MLA_SINCE = {"auto": 12, "fp8": 12, "fp8_e4m3": 12, "fp8_ds_mla": 12, "bfloat16": 15, "float16": 18}
+
+
+def _mla_runs(value: str, minor: int, cap: float) -> str:
+    """Why no MLA attention backend of release 0.``minor`` holds a ``value`` cache on a GPU of compute capability
+    ``cap`` ("" when one does). FP8 up to 0.17: FlashMLA (9.x, 10.x), CUTLASS MLA and FlashInfer MLA (10.x) list it;
+    Triton MLA, which runs on every GPU, lists it from 0.18."""
+    since = _MLA_SINCE.get(value)
+    if since is None:
+        return f"no MLA attention backend takes {value}"
+    if minor < since:
+        return f"MLA attention backends take {value} from 0.{since}"
+    if value in ("fp8", "fp8_e4m3") and minor < 18 and int(cap) not in (9, 10):
+        return "its MLA backends with an FP8 cache need compute capability 9.x or 10.x; Triton MLA takes FP8 from 0.18"
+    return ""
+
+
+def _nvfp4_runs(value: str, minor: int, cap: float, head_size: int) -> str:
+    """Why no attention backend of release 0.``minor`` holds an NVFP4 cache on a GPU of compute capability ``cap``
+    ("" when one does). FlashInfer is the only backend that lists nvfp4 in any release. 0.20 lists nvfp4 in CacheDType but no
+    backend (FlashInfer's supported_kv_cache_dtypes gains it in 0.21). 0.21-0.24: FlashInfer from compute
+    capability 7.5 (8.0 in 0.24) to 12.1 (supports_compute_capability) whatever the dtype; its NVFP4 path is
+    Blackwell's kernel, refused in ``kv_dtype_runs``. 0.25-0.31 (supports_kv_cache_dtype): Blackwell (capability
+    family 10.x) only. 0.32 and 0.33: also 8.x, 9.x and 12.x through FlashAttention-2 prefill, nvfp4 only (not
+    nvfp4_4over6) and not at head size 64 (supports_combination); FlashInfer itself runs from 8.0
+    (supports_compute_capability)."""
+    major = int(cap)
+    if minor < 21:
+        return "no attention backend of this release lists nvfp4: FlashInfer takes it from 0.21"
+    if minor < 25:
+        floor = 8.0 if minor == 24 else 7.5
+        return f"FlashInfer, the only backend with an NVFP4 cache, needs compute capability {floor}" if cap < floor else ""
     if major == 10:
         return ""
     if minor < 32:
@@ -79,10 +108,12 @@ def _nvfp4_runs(value: str, minor: int, major: int, head_size: int) -> str:
     return ""
 
 
-def kv_dtype_runs(value: str, version: str, gpu: GPU, head_size: int = 0) -> str:
+def kv_dtype_runs(value: str, version: str, gpu: GPU, head_size: int = 0, mla: bool = False) -> str:
     """Refuse a --kv-cache-dtype for which release ``version`` has no attention backend on ``gpu`` (the error
-    vLLM stops with); return a note where kvbudget cannot tell ("" otherwise). ``head_size``: the model's
-    attention head size (0: unknown)."""
+    vLLM stops with), or whose only backend cannot run there (0.21-0.24's NVFP4 off Blackwell: the trtllm-gen
+    kernel, "supported if the platform is SM100" in utils/flashinfer.py supports_trtllm_attention); return a note
+    where kvbudget cannot tell ("" otherwise). ``head_size``: the model's attention head size (0: unknown);
+    ``mla``: the model's attention is MLA (vLLM picks among its MLA backends only)."""
     from ...hardware import capability
 
     cap = capability(gpu)
@@ -95,9 +126,19 @@ def kv_dtype_runs(value: str, version: str, gpu: GPU, head_size: int = 0) -> str
                              "with 'No valid attention backend found' (no CUDA attention backend takes it); give fp8")
         return (f"KV-cache dtype fp8_inc (Intel Gaudi's FP8 cache) sized as 1-byte FP8; vLLM {shown}'s CUDA "
                 "attention backends were not checked for it: fp8 is the CUDA form")
-    if value.startswith("nvfp4") and newest >= 25:
-        why = _nvfp4_runs(value, newest, int(cap), head_size)
+    if mla and newest >= 12:  # vLLM chooses among its MLA backends only
+        if why := _mla_runs(value, newest, cap):
+            raise InputError(f"KV-cache dtype {value} for an MLA model on {gpu.name} (compute capability {cap}): "
+                             f"vLLM {shown} stops with 'No valid attention backend found' ({why}); give auto")
+        return ""
+    if value.startswith("nvfp4") and newest >= 20:
+        why = _nvfp4_runs(value, newest, cap, head_size)
         if why:
             raise InputError(f"KV-cache dtype {value} on {gpu.name} (compute capability {cap}): vLLM {shown} stops "
                              f"with 'No valid attention backend found' ({why}); give fp8")
+        if newest < 25 and int(cap) != 10:  # FlashInfer is picked, and fails in the profiling forward
+            raise InputError(f"KV-cache dtype {value} on {gpu.name} (compute capability {cap}): vLLM {shown} picks "
+                             "FlashInfer, whose NVFP4 cache is read only by the trtllm-gen kernel, which runs on "
+                             "Blackwell (compute capability 10.x) alone, so start-up fails in the first forward; "
+                             "give fp8")
     return ""

@@ -255,7 +255,8 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     # the value as the release takes it (as written), and an attention backend that holds it on this GPU: fit's
     # --kv-dtype and the API reach vLLM's rules here; a launch command's --kv-cache-dtype was checked as it was read
     kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
-    if said := kv_dtype_runs(settings.kv_cache_dtype, settings.version, gpu, spec.dims.head_dim):
+    if said := kv_dtype_runs(settings.kv_cache_dtype, settings.version, gpu, spec.dims.head_dim,
+                             any(isinstance(layer, MLA) for layer in spec.layers)):
         notes.append(said)
     kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
     derived_len = spec.max_context

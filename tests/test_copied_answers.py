@@ -155,17 +155,18 @@ def test_llamacpp_gguf_preset_launch_reads_back_to_the_same_plan(capsys: pytest.
 
 
 def test_data_parallel_engines_share_the_load(capsys: pytest.CaptureFixture[str]) -> None:
-    # Llama-3.1-8B at 8K on an H100: 56 requests per vLLM engine (56.15x); 100 requests over 2 DP engines is
-    # 50 each, which fits, on 2 GPUs; on one engine it does not
+    # Llama-3.1-8B at 8K on an H100: 55 requests per vLLM engine (55.34x; 56.15x before the profiling run's floor
+    # from vLLM 0.33's source, whose V2 runner's warm-up sampler pass holds 1.78 GiB); 100 requests over 2 DP engines
+    # is 50 each, which fits, on 2 GPUs; on one engine it does not
     assert main(["fit", "llama-3.1-8b", "--gpu", "H100", "--dp", "2", "--context", "8192", "--batch", "100"]) == 0
     out = capsys.readouterr().out
-    assert "on 2 x H100-SXM-80GB" in out and "56 per engine, 112 over 2 DP engines" in out
+    assert "on 2 x H100-SXM-80GB" in out and "55 per engine, 110 over 2 DP engines" in out
     assert "Verdict: fits: 100 x 8,192-token requests over 2 DP engines (50 each) fit in each engine's pool" in out
     assert "Fewest" not in out
     doc = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "H100", "--dp", "2", "--context", "8192", "--batch", "100", "--json")
-    assert (doc["fits"], doc["max_batch"]) == (True, 112)
+    assert (doc["fits"], doc["max_batch"]) == (True, 110)
     one = _json(capsys, "fit", "llama-3.1-8b", "--gpu", "H100", "--context", "8192", "--batch", "100", "--json")
-    assert (one["fits"], one["max_batch"]) == (False, 56)
+    assert (one["fits"], one["max_batch"]) == (False, 55)
 
 
 def test_llama_server_hf_reads_as_the_catalog_models_quantized_file(capsys: pytest.CaptureFixture[str]) -> None:

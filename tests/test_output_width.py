@@ -114,6 +114,8 @@ def test_requests_at_once_are_whole_and_vllms_concurrency_keeps_its_decimals() -
     assert [r.split()[0] for r in rows] == ["vllm", "sglang", "trtllm", "llama.cpp", "transformers"]
     assert all(r.split()[-2].isdigit() for r in rows)  # "requests at once": 14, not 14.04
     _, fit = run("fit llama-3.1-8b --gpu H100 --context 32768")
-    assert "Maximum concurrency for 32,768 tokens per request: 14.04x" in fit  # vLLM prints it so
+    # vLLM prints it so (14.04x before the profiling run's floor from vLLM 0.33's source: its V2 runner's warm-up
+    # parameter sampler pass over 1,024 dummy requests, 1.78 GiB of peak where the fit charged 0.97)
+    assert "Maximum concurrency for 32,768 tokens per request: 13.83x" in fit
     _, sglang = run("explain --gpu H100 -- python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct")
     assert "the pool holds 3 requests of 131,072 tokens\n" in sglang

@@ -33,6 +33,7 @@ from .calibration import (
     ACTIVATION,
     CUDA_CONTEXT_BYTES,
     NON_TORCH_TP_BYTES,
+    PROFILING_RUN_CURRENT,
     SAMPLERS,
     activation_peak,
     batch_defaults,
@@ -396,6 +397,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         act = activation_peak(spec, r.tokens, rows, r.tp, r.model_dtype, st.index == r.pp - 1, act_model,
                               sampler_path(settings, gpu, rel.key), moe, settings.version, dequant,
                               cublas_workspace_bytes(gpu) if rel.key == "v0" else 0)
+        if rel.key == "current":  # never below what vLLM's source allocates in the profiling run
+            act = max(act, _source_activation(spec, gpu, settings, r, dequant, st.index == r.pp - 1))
         if encoder is not None:  # the vision encoder's pass: its stage or the text stage with its tensors held
             act = encoder.peak(act)
         if lora is not None:
@@ -415,7 +418,7 @@ def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resol
     (compile_flags.graph_plan); None before 0.21, which estimates nothing."""
     if not r.rel.cudagraph_subtracted:
         return None
-    quantized = r.fmt.name not in ("bf16", "fp16", "fp32") or settings.quantization is not None
+    quantized = _quantized(settings, r)
     graphs = _graph_plan(spec, gpu, settings, r, quantized)
     query = 1 + (settings.num_speculative_tokens if settings.speculative_method else 0)
     piecewise, full = graph_sizes(graphs.mode, graphs.sizes, r.seqs, query)
@@ -444,7 +447,7 @@ def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
         return
     read = describe(flags, settings.version)
     shown = settings.version if version_minor(settings.version) is not None else "0.33"
-    quantized = r.fmt.name not in ("bf16", "fp16", "fp32") or settings.quantization is not None
+    quantized = _quantized(settings, r)
     graphs = _graph_plan(spec, gpu, settings, r, quantized) if release_minor(settings.version) >= 12 else None
     if graphs is None or not r.rel.cudagraph_subtracted:
         notes.append(f"compilation flags read ({read}): vLLM {shown} captures its CUDA graphs after it sizes the KV "
@@ -457,6 +460,37 @@ def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
                  f"{'on' if graphs.compiled else 'off'}, {span}" + (f" [{graphs.why}]" if graphs.why else "")
                  + ("; torch.compile off leaves kvbudget's activation peak as it is (as with --enforce-eager)"
                     if not graphs.compiled else ""))
+
+
+def _source_activation(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
+                       last_stage: bool = True) -> int:
+    """The >= 0.21 profiling run's peak as vLLM's source allocates it (calibration.PROFILING_RUN_CURRENT), with the
+    dummy sampler pass (on the last stage) of the model runner the release starts for the model
+    (cudagraph.model_runner). The plan charges the larger of it and the fitted figure."""
+    moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, r.rel.key)
+    runner = model_runner(spec, release_minor(settings.version), _quantized(settings, r))
+    return activation_peak(spec, r.tokens, min(r.tokens, r.seqs), r.tp, r.model_dtype, last_stage,
+                           PROFILING_RUN_CURRENT, sampler_path(settings, gpu, r.rel.key), moe, settings.version,
+                           dequant, 0, runner, r.rel.key)
+
+
+def _activation_band(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int, band: str) -> str:
+    """The activation figure's provenance note: the sampler path of 0.8-0.20, the source's own figure >= 0.21."""
+    if r.rel.key == "v1" and not r.rel.blocks_log_line:
+        path = "PyTorch-native sort" if sampler_path(settings, gpu, r.rel.key) == "native" else "FlashInfer"
+        return f"{band}; the sampler's part from vLLM's source, {path} path"
+    if r.rel.key == "current":
+        runner = model_runner(spec, release_minor(settings.version), _quantized(settings, r))
+        source = _source_activation(spec, gpu, settings, r, dequant)
+        return (f"{band}; the larger of vLLM's source, {source / GiB:.2f} GiB allocated in the profiling run (the "
+                f"forward, then the {runner.upper()} model runner's dummy sampler: about what a start with a cached "
+                "torch.compile measures), and a figure fitted on a cold start, which holds more at 256 requests")
+    return band
+
+
+def _quantized(settings: VllmSettings, r: _Resolved) -> bool:
+    """Whether the weights are quantized (which model runner a 0.22-0.23 release starts depends on it)."""
+    return r.fmt.name not in ("bf16", "fp16", "fp32") or settings.quantization is not None
 
 
 def _graph_band(g: GraphEstimate) -> str:
@@ -744,9 +778,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
         ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
                                    _site_band(settings, gpu, r) or band)),
-        ("activation_bytes", Figure(act, "calibrated", f"{band}; the sampler's part from vLLM's source, "
-                                    f"{'PyTorch-native sort' if sampler_path(settings, gpu, r.rel.key) == 'native' else 'FlashInfer'} path"
-                                    if r.rel.key == "v1" and not r.rel.blocks_log_line else band)),
+        ("activation_bytes", Figure(act, "calibrated", _activation_band(spec, gpu, settings, r, dequant, band))),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
                                    (cudagraph.why_none if cudagraph is not None else ""))),
         *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "

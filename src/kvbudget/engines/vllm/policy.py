@@ -645,7 +645,9 @@ def _draft(spec: ModelSpec, settings: VllmSettings, notes: list[str]) -> ModelSp
         notes.append("speculative draft: its weights are in 'Model loading took' (loaded in the runner's load_model), "
                      "its attention layers' KV pages join the pool, and the profiling run and CUDA-graph capture run "
                      "it too (gpu_model_runner.py _dummy_run: drafter.dummy_run)")
-        return with_draft(spec, draft)
+        drafted = with_draft(spec, draft)
+        notes.append(drafted.notes[-1])  # what the draft adds, as with_draft describes it
+        return drafted
     return with_mtp(spec)
 
 

@@ -111,11 +111,11 @@ def test_unknown_draft_config_warns_and_widens_the_band() -> None:
 
 
 def test_flags_vllm_refuses() -> None:
-    with pytest.raises(InputError, match="draft_tensor_parallel_size 3 .*cannot be other value than 1"):
+    with pytest.raises(InputError, match=r"draft_tensor_parallel_size 3 .*cannot be other value than 1"):
         _cmd({"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3, "draft_tensor_parallel_size": 3}, tp=2)
     with pytest.raises(InputError, match="must be the same"):
         _cmd({"model": SMALL, "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1}, tp=2)
-    with pytest.raises(InputError, match="not supported yet.*0.15.0"):
+    with pytest.raises(InputError, match=r"not supported yet.*0\.15\.0"):
         _cmd({"model": SMALL, "num_speculative_tokens": 3}, version="0.14.0")
     with pytest.raises(InputError, match="n_predict"):
         _cmd({"method": "eagle3", "model": EAGLE3})

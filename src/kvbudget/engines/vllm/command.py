@@ -258,7 +258,8 @@ def _speculative(settings: VllmSettings, name: str, value: str | None, label: st
     if sc.model is None or sc.method not in DRAFT_METHODS:
         return settings, unmodelled
     method = draft_method(sc.method, sc.model, settings.version)
-    unmodelled = [f"{name}: kvbudget does not model the memory it takes (the {method} draft's weights and KV cache "
+    unmodelled = [f"{name}: kvbudget does not model the memory it takes (the {method} draft model's weights and KV "
+                  "cache "
                   f"({excerpt(sc.model, 60)}))"]
     rel = minor_patch(settings.version)
     if method == "draft_model" and rel is not None and (10, 2) <= rel < (15, 0):

@@ -91,9 +91,10 @@ def test_parse_command_and_config_file(tmp_path) -> None:
     assert not cmd.warnings and cmd.settings.speculative_method == "ngram"
 
 
-@pytest.mark.parametrize("value", ['{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", '
+@pytest.mark.parametrize("value", ['{"method": "eagle3", "model": "someone/EAGLE3-Unknown-8B", '
                                    '"num_speculative_tokens": 3}',
-                                   '{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 4}'])
+                                   '{"method": "medusa", "model": "someone/medusa-head", "num_speculative_tokens": 4}',
+                                   '{"model": "someone/Unknown-1B", "num_speculative_tokens": 4}'])
 def test_unmodelled_draft_still_warns(value: str) -> None:
     cmd = parse_vllm_command(["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--speculative-config", value])
     assert any("does not model the memory" in w for w in cmd.warnings)
@@ -152,7 +153,7 @@ def test_launch_command_round_trip() -> None:
 def test_fit_option() -> None:
     from kvbudget.engines.vllm.engine import _speculative
 
-    assert _speculative(MTP2) == {"speculative_method": "mtp", "num_speculative_tokens": 2}
+    assert _speculative(MTP2) == {"speculative_method": "mtp", "num_speculative_tokens": 2, "speculative_draft": None}
     with pytest.raises(InputError, match="eagle"):
         _speculative('{"method": "eagle", "model": "x/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 2}')
 

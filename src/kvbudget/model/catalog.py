@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 CATALOG_DIR = os.path.join(os.path.dirname(__file__), "catalog")
+# Speculative-decoding drafts (an EAGLE head is not a model one serves): their config.json only, each citing its source
+DRAFTS_DIR = os.path.join(CATALOG_DIR, "drafts")
 
 
 class UnknownModel(InputError):
@@ -87,6 +89,28 @@ def find(ref: str) -> CatalogEntry | None:
     for entry in entries():
         if _matches(entry, key):
             return entry
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _drafts() -> tuple[tuple[tuple[str, ...], dict[str, Any], str], ...]:
+    """The draft files: (names, config, source), read once per process."""
+    out = []
+    for n in sorted(os.listdir(DRAFTS_DIR)):
+        if n.endswith(".json"):
+            with open(os.path.join(DRAFTS_DIR, n), encoding="utf-8") as f:
+                data = json.load(f)
+            out.append(((data["id"], *data.get("aliases", ())), data["config"], data["config_source"]))
+    return tuple(out)
+
+
+def find_draft(ref: str) -> tuple[str, dict[str, Any], str] | None:
+    """A speculative-decoding draft's (id, config.json, source URL) when ``ref`` names one in ``catalog/drafts``
+    (HF id, its last part or an alias, case-insensitive), else None."""
+    key = _key(ref)
+    for names, config, source in _drafts():
+        if any(key in (_key(name), _key(name).rsplit("/", 1)[-1]) for name in names):
+            return names[0], dict(config), source
     return None
 
 

@@ -314,6 +314,34 @@ def load_foreign_model(ref: str, overrides: str = "") -> ModelSpec:
         return spec
 
 
+def draft_config(ref: str) -> tuple[dict[str, Any], str] | None:
+    """The config.json of a speculative-decoding draft named in ``--speculative-config``'s ``model``, and where it
+    came from: a local folder or file, the draft catalog (catalog/drafts: EAGLE heads), the model catalog (a small
+    LM used as a draft), or the Hugging Face Hub (its cache first, as ``load_model`` asks it). None when none of
+    them has it (a path on another machine, the Hub not reachable or sealed): the caller warns and keeps a band."""
+    ref = ref.strip()
+    if not ref:
+        return None
+    path = os.path.expanduser(ref)
+    if not files_refused() and (os.path.exists(path) or _looks_like_path(ref)):
+        try:
+            return read_config_file(path), _where(path)
+        except ConfigError:
+            return None
+    found = catalog.find_draft(ref)
+    if found is not None:
+        return found[1], found[2]
+    entry = catalog.find(ref)
+    if entry is not None:
+        return dict(entry.config), entry.config_source
+    if ref.count("/") == 1 and all(ref.split("/")):
+        try:
+            return _from_hub(ref), f"https://huggingface.co/{ref}/blob/main/config.json"
+        except InputError:
+            return None
+    return None
+
+
 def _by_name(ref: str) -> ModelSpec | None:
     """A re-published catalog model (``derived.derive``) planned from the catalog's config, with a note."""
     found = derive(ref)

@@ -234,18 +234,59 @@ def config_overrides(value: str) -> dict[str, Any]:
 
 
 def _speculative(settings: VllmSettings, name: str, value: str | None, label: str) -> tuple[VllmSettings, list[str]]:
-    """``--speculative-config JSON`` into the settings, and the warning for a draft whose memory kvbudget does not
-    model (an EAGLE head, a separate draft model ...)."""
-    from .speculative import parse_speculative_config
+    """``--speculative-config JSON`` into the settings: MTP and the n-gram proposers as they are; an EAGLE /
+    EAGLE-3 head or a draft model with its config.json read (the draft catalog, a local folder, the Hugging Face
+    cache or Hub: model/resolve.py ``draft_config``) and checked as vLLM checks it; a warning (and a wider band)
+    for a draft whose memory kvbudget does not model or whose config it cannot find."""
+    from ...model.resolve import draft_config
+    from .settings import minor_patch
+    from .speculative import DRAFT_METHODS, draft_method, parse_speculative_config, read_draft
 
     if value is None or value.strip().lower() in ("", "none", "null"):
-        return replace(settings, speculative_method=None, num_speculative_tokens=0), []
+        return replace(settings, speculative_method=None, num_speculative_tokens=0, speculative_draft=None), []
     sc = parse_speculative_config(value, label)
-    settings = replace(settings, speculative_method=sc.method, num_speculative_tokens=sc.tokens)
+    settings = replace(settings, speculative_method=sc.method, num_speculative_tokens=sc.tokens, speculative_draft=None)
     if sc.modelled:
         return settings, []
+    tp = settings.tensor_parallel_size
+    if sc.draft_tp is not None and sc.draft_tp not in (1, tp):
+        raise InputError(f"{label}: draft_tensor_parallel_size {sc.draft_tp} with --tensor-parallel-size {tp}: vLLM stops "
+                         "(\"cannot be other value than 1 or target model tensor_parallel_size\", config/speculative.py); "
+                         f"give 1 or {tp}")
     what = f"the {sc.method} draft model's weights and KV cache" + (f" ({excerpt(sc.model, 60)})" if sc.model else "")
-    return settings, [f"{name}: kvbudget does not model the memory it takes ({what})"]
+    unmodelled = [f"{name}: kvbudget does not model the memory it takes ({what})"]
+    if sc.model is None or sc.method not in DRAFT_METHODS:
+        return settings, unmodelled
+    method = draft_method(sc.method, sc.model, settings.version)
+    unmodelled = [f"{name}: kvbudget does not model the memory it takes (the {method} draft model's weights and KV "
+                  "cache "
+                  f"({excerpt(sc.model, 60)}))"]
+    rel = minor_patch(settings.version)
+    if method == "draft_model" and rel is not None and (10, 2) <= rel < (15, 0):
+        raise InputError(f"{label}: a separate draft model ({excerpt(sc.model, 60)}) on vLLM {settings.version}: vLLM "
+                         "stops (\"Speculative decoding with draft model is not supported yet\", config/speculative.py"
+                         " before 0.15.0); use 0.15.0 or later, or an EAGLE head")
+    if settings.version.strip().lower() == "v0" or (rel is not None and rel < (8, 5)) or (
+            method == "draft_model" and rel is not None and rel < (10, 2)):
+        return replace(settings, speculative_method=method), unmodelled  # V0's draft worker: not modelled
+    found = draft_config(sc.model)
+    if found is None:
+        return replace(settings, speculative_method=method), [
+            f"{name}: kvbudget has no config.json for the draft {excerpt(sc.model, 60)} (not in its draft catalog, "
+            "not a local folder, not in the Hugging Face cache, the Hub not asked or not reachable): pass the draft's "
+            "local folder as \"model\" to count it", *unmodelled]
+    draft = read_draft(method, sc.model, found[0], found[1])
+    tokens = sc.tokens or draft.n_predict
+    if not tokens:
+        raise InputError(f"{label}: no num_speculative_tokens and the draft's config.json has no n_predict: vLLM stops "
+                         "(\"num_speculative_tokens must be provided with speculative model unless the draft model "
+                         "config contains an n_predict parameter\"); add num_speculative_tokens")
+    if draft.method == "draft_model" and sc.draft_tp is not None and sc.draft_tp != tp:
+        raise InputError(f"{label}: draft_tensor_parallel_size {sc.draft_tp} with --tensor-parallel-size {tp}: vLLM "
+                         "stops (\"'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same\", "
+                         f"v1/spec_decode/draft_model.py); give {tp}")
+    return replace(settings, speculative_method=draft.method, num_speculative_tokens=tokens,
+                   speculative_draft=draft), []
 
 
 # Engine arguments of compilation and CUDA graphs (compile_flags.py)

@@ -3,6 +3,8 @@ command, command and log readers, each delegated to the module that does it."""
 
 from __future__ import annotations
 
+import json
+
 from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Verdict, known_weights
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -44,7 +46,8 @@ class VllmEngine:
                "whole experts of an MoE model (without it, every expert is split over them)", default=False),
         Option("speculative_config", "text", "vLLM --speculative-config JSON, e.g. '{\"method\": \"mtp\", "
                "\"num_speculative_tokens\": 1}': MTP from the model's own checkpoint (DeepSeek-V3/R1, Qwen3-Next) is "
-               "modelled (its layers' weights and KV), n-gram takes no memory; other drafts are refused"),
+               "modelled (its layers' weights and KV), n-gram takes no memory, an EAGLE / EAGLE-3 head or draft model is "
+               "read from its config.json (draft catalog, local folder, Hugging Face cache); other drafts are refused"),
         Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): its non-KV memory on "
                "runs like the logged ones", commands=("fit", "explain", "levers")),
         Option("vllm_sampler", "choice", "the top-k/top-p sampler of the profiling run: flashinfer (Docker images, "
@@ -95,7 +98,7 @@ class VllmEngine:
             enable_expert_parallel=bool(ask.option("enable_expert_parallel", False)),
             allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)),
             site=_site(ask.option("profile")), sampler=ask.option("vllm_sampler"),
-            **_speculative(ask.option("speculative_config")))
+            **_speculative(ask.option("speculative_config"), ask.option("vllm_version", "current"), ask.tp))
 
     def accepts(self, settings: object) -> bool:
         from .settings import VllmSettings
@@ -246,19 +249,23 @@ class VllmEngine:
         return check_doc(result, units)
 
 
-def _speculative(value: object) -> dict[str, Any]:
-    """``fit --speculative-config JSON`` as VllmSettings fields, read as the launch command's flag is; a draft
-    kvbudget does not model is refused (fit has no band to widen for it)."""
+def _speculative(value: object, version: str = "current", tp: int = 1) -> dict[str, Any]:
+    """``fit --speculative-config JSON`` as VllmSettings fields, read as the launch command's flag is (an EAGLE head or
+    draft model from its config.json); a draft kvbudget does not model is refused (fit has no band to widen for it)."""
     if value is None:
         return {}
     from ...units import InputError
-    from .speculative import parse_speculative_config
+    from .command import _speculative as read
+    from .settings import VllmSettings
 
-    sc = parse_speculative_config(value)
-    if not sc.modelled:
-        raise InputError(f"--speculative-config: kvbudget models MTP from the model's own checkpoint and n-gram "
-                         f"proposers, not the {sc.method} draft's weights and KV cache")
-    return {"speculative_method": sc.method, "num_speculative_tokens": sc.tokens}
+    settings, warnings = read(VllmSettings(version=version, tensor_parallel_size=tp), "--speculative-config",
+                              value if isinstance(value, str) else json.dumps(value), "--speculative-config")
+    if warnings:
+        raise InputError(f"--speculative-config: kvbudget models MTP from the model's own checkpoint, n-gram proposers "
+                         f"and EAGLE / draft models whose config.json it finds, not the {settings.speculative_method} "
+                         "draft here: " + warnings[0].split(": ", 1)[1])
+    return {"speculative_method": settings.speculative_method, "num_speculative_tokens": settings.num_speculative_tokens,
+            "speculative_draft": settings.speculative_draft}
 
 
 def _quantization(weights: str) -> str | None:

@@ -59,7 +59,8 @@ def vllm_argv(model: str, s: VllmSettings) -> list[str]:
         if value is not None:
             argv += [flag, str(value)]
     if s.speculative_method and s.num_speculative_tokens:  # the form parse_speculative_config reads back
-        argv += ["--speculative-config", json.dumps({"method": s.speculative_method,
+        draft = {"model": s.speculative_draft.name} if s.speculative_draft is not None else {}
+        argv += ["--speculative-config", json.dumps({"method": s.speculative_method, **draft,
                                                      "num_speculative_tokens": s.num_speculative_tokens})]
     if s.enable_lora:  # the form command.py reads back (lora.py models the slots)
         argv += ["--enable-lora", "--max-loras", str(s.max_loras), "--max-lora-rank", str(s.max_lora_rank)]

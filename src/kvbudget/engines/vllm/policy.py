@@ -58,6 +58,7 @@ from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .settings import Release, VllmSettings, minor_patch, release, release_minor, settings_release, site_bytes, version_minor
+from .speculative import drafter_buffers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -403,6 +404,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             act = encoder.peak(act)
         if lora is not None:
             act += lora.activation
+        if st.index == r.pp - 1:  # the proposer's buffers (speculative.py drafter_buffers)
+            act += drafter_buffers(settings.speculative_draft, r.tokens, element_type(r.model_dtype).nbytes(1))
         graphs = graph_estimate.bytes if graph_estimate is not None and graphs_counted else 0
         if settings.kv_cache_memory_bytes is not None:
             available = settings.kv_cache_memory_bytes
@@ -659,14 +662,26 @@ def _capacity(rel: Release, layout: KVLayout, num_blocks: int, max_len: int,
 
 def _draft(spec: ModelSpec, settings: VllmSettings, notes: list[str]) -> ModelSpec:
     """The model vLLM loads and caches: with ``--speculative-config`` method mtp, the target plus its own MTP
-    layers (speculative.py ``with_mtp``); V1 engine lines only (V0 ran drafts in a worker of their own)."""
-    if settings.speculative_method != "mtp":
+    layers (speculative.py ``with_mtp``); with an EAGLE / EAGLE-3 head or a draft model whose config.json was
+    read, the target plus that draft (``with_draft``). V1 engine lines only (V0 ran drafts in a worker of its own)."""
+    draft = settings.speculative_draft
+    if settings.speculative_method != "mtp" and draft is None:
         return spec
     if settings_release(settings).key == "v0":
-        notes.append("MTP draft on the V0 engine: not modelled (its draft worker keeps a cache of its own)")
+        notes.append("speculative draft on the V0 engine: not modelled (its draft worker keeps a cache of its own)")
         return spec
-    from .speculative import with_mtp
+    from .speculative import with_draft, with_mtp
 
+    if draft is not None:
+        if settings.pipeline_parallel_size > 1 and draft.model is None:
+            notes.append("EAGLE head under pipeline parallelism: vLLM shares the target's embedding only at PP 1 "
+                         "(llm_base_proposer.py _maybe_share_embeddings); the head's own copy is not counted")
+        notes.append("speculative draft: its weights are in 'Model loading took' (loaded in the runner's load_model), "
+                     "its attention layers' KV pages join the pool, and the profiling run and CUDA-graph capture run "
+                     "it too (gpu_model_runner.py _dummy_run: drafter.dummy_run)")
+        drafted = with_draft(spec, draft)
+        notes.append(drafted.notes[-1])  # what the draft adds, as with_draft describes it
+        return drafted
     return with_mtp(spec)
 
 

@@ -10,6 +10,10 @@ import re
 from ..._record import record, replace
 from ...units import InputError, excerpt
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from .speculative import Draft
+
 # --- release lines -----------------------------------------------------------------------------
 
 
@@ -239,6 +243,9 @@ class VllmSettings:
     # num_speculative_tokens; kvbudget models "mtp" from the target's own checkpoint (speculative.py)
     speculative_method: str | None = None
     num_speculative_tokens: int = 0
+    # the draft of method eagle / eagle3 / draft_model, read from its config.json (speculative.py read_draft);
+    # None: no such draft, or its config could not be found (then the command's warning and a wider band)
+    speculative_draft: Draft | None = None
     unmodelled: tuple[str, ...] = ()  # flags of the command whose memory kvbudget does not model (a wider band)
     async_scheduling: bool | None = None  # --[no-]async-scheduling; None: the release's default
     # The top-k/top-p sampler the profiling run goes through: "flashinfer" or "native" (PyTorch sort); None: what the

@@ -621,3 +621,35 @@ def test_nvidia_smi_csv_of_other_units_or_two_queries_is_refused() -> None:
         parse_nvidia_smi("index, name, memory.used [GiB], memory.total [GiB]\n0, H100, 78, 79\n", "smi")
     with pytest.raises(ScrapeError, match="GPU '0' appears twice"):
         parse_nvidia_smi(page("nvidia-smi-h100.csv") + "0, NVIDIA H100 80GB HBM3, 100 MiB, 81559 MiB, 81459 MiB\n", "smi")
+
+
+@pytest.mark.parametrize(("label", "value"), [("num_gpu_blocks", "-5"), ("num_gpu_blocks", "abc"),
+                                              ("num_gpu_blocks", "1e99"), ("num_gpu_blocks", "0"),
+                                              ("num_gpu_blocks", "24000.0"), ("block_size", "-16"),
+                                              ("kv_cache_size_tokens", "NaN"),
+                                              ("gpu_memory_utilization", "1.5"), ("gpu_memory_utilization", "abc"),
+                                              ("gpu_memory_utilization", "nan")])
+def test_a_cache_config_label_vllm_never_writes_is_refused(label: str, value: str,
+                                                           capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """vLLM writes cache_config_info's labels with str() of CacheConfig's fields (vLLM 0.33.0, vllm/config/cache.py,
+    metrics_info): a count is a decimal whole number, an unset field "None". num_gpu_blocks="-5" (or abc, 1e99) was
+    taken as absent and --expect's blocks check skipped (exit 0)."""
+    text = page("vllm-0.33-busy.prom")
+    assert f'{label}="' in text
+    start = text.index(f'{label}="') + len(label) + 2
+    bad = text[:start] + value + text[text.index('"', start):]
+    with pytest.raises(ScrapeError, match=f"vllm:cache_config_info label {label}='?{value}'?, which vLLM never"):
+        one(bad)
+    path = tmp_path / "bad.prom"
+    path.write_text(bad)
+    assert main(["diagnose", "--metrics", str(path), "--interval", "0", "--expect", "qwen3-8b", "--gpu", "H100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and label in err and "Traceback" not in err
+
+
+def test_cache_config_labels_vllm_writes_are_read() -> None:
+    """"None" is an unset field (str(None)); whole numbers and a fraction are read as written."""
+    text = page("vllm-0.33-busy.prom")
+    start = text.index('num_gpu_blocks="') + len('num_gpu_blocks="')
+    (s,) = one(text[:start] + "None" + text[text.index('"', start):]).servers
+    assert s.num_gpu_blocks is None and s.block_size == 16 and s.gpu_memory_utilization == 0.92

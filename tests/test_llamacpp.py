@@ -4,6 +4,7 @@ commands and logs. Rules: llama.cpp's sources (github.com/ggml-org/llama.cpp), f
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -204,7 +205,7 @@ def test_commands() -> None:
     s = cmd.settings
     assert (cmd.model, s.n_ctx, s.n_parallel, s.type_k, s.flash_attn, s.n_gpu_layers) == ("/models/x.gguf", 32768, 4, "q8_0", "on", 99)
     assert cmd.warnings == ()
-    old = parse_llamacpp_command("./llama-cli -m x.gguf -c 4096 -fa --temp 0.7")
+    old = parse_llamacpp_command("./llama-cli -m x.gguf -c 4096 -fa --temp 0.7", 6324)  # -fa a switch before b6325
     assert old.settings.program == "cli" and old.settings.flash_attn == "on"
     with pytest.raises(InputError, match=r"not a llama.cpp command"):
         parse_llamacpp_command("python serve.py")
@@ -282,3 +283,71 @@ def test_cache_types_are_matched_as_written() -> None:
     with pytest.raises(InputError, match=r"names are matched as written: q4_0"):
         plan(kvbudget.load_model("llama-3.1-8b"), kvbudget.find_gpu("RTX4090"), LlamaCppSettings(type_v="Q4_0"))
     assert kvbudget.explain(cmd.replace("Q8_0", "q8_0"), gpu="RTX4090") is not None
+
+
+@pytest.mark.parametrize(("command", "build", "said"), [
+    # from b6325 -fa takes a value, matched as written by common/arg.cpp (is_truthy / is_falsey / is_autoy)
+    ("-fa ON", None, "-fa 'ON' is not a value llama.cpp takes (values are matched as written: on)"),
+    ("--flash-attn On", None, "--flash-attn 'On' is not a value llama.cpp takes"),
+    ("-fa yes", None, "-fa 'yes' is not a value llama.cpp takes: write -fa on, off or auto"),
+    ("-fa -c 4096", None, "-fa is followed by -c: from b6325 llama.cpp's -fa takes a value"),
+    ("-c 4096 -fa", None, "-fa needs a value from b6325"),
+    # before b6325 -fa was a bare switch: a value after it is a stray word llama.cpp refuses
+    ("-fa on -c 4096", 5452, "llama.cpp build 5452 takes -fa as a bare switch"),
+    ("--flash-attn auto", 6324, "build 6324 takes --flash-attn as a bare switch"),
+    ("--fit ON", None, "--fit 'ON' is not a value llama.cpp takes (values are matched as written: on): write --fit on or off"),
+    ("--fit yes", None, "--fit 'yes' is not a value llama.cpp takes"),
+])
+def test_flash_attention_values_as_the_build_parses_them(command: str, build: int | None, said: str) -> None:
+    """-fa ON (or On, yes) was lowered and planned as on (exit 0), a bare -fa planned as on under today's rules and
+    -fa on under a b5452 plan: llama-server stops on each ('unknown value for --flash-attn', 'invalid argument')."""
+    with pytest.raises(InputError, match=re.escape(said)):
+        parse_llamacpp_command(f"llama-server -m x.gguf {command}", build)
+
+
+@pytest.mark.parametrize(("value", "flash"), [("on", "on"), ("enabled", "on"), ("true", "on"), ("1", "on"),
+                                              ("off", "off"), ("disabled", "off"), ("false", "off"), ("0", "off"),
+                                              ("auto", "auto"), ("-1", "auto")])
+def test_flash_attention_values_llama_cpp_takes(value: str, flash: str) -> None:
+    assert parse_llamacpp_command(f"llama-server -m x.gguf -fa {value} -c 4096").settings.flash_attn == flash
+    old = parse_llamacpp_command("llama-server -m x.gguf --flash-attn -c 4096", 6324).settings
+    assert (old.flash_attn, old.n_ctx, old.build) == ("on", 4096, 6324)
+
+
+def test_flags_as_llama_cpp_looks_them_up() -> None:
+    """common/arg.cpp turns '_' into '-' in a '--' flag (--ctx_size 32768 was ignored and the model's whole 131,072
+    context planned, exit 0) and looks each word up whole (--ctx-size=32768 stops llama-server: 'invalid argument';
+    it was read as -c 32768)."""
+    s = parse_llamacpp_command("llama-server -m x.gguf --ctx_size 32768 --cache_type_k q8_0 --n_gpu_layers 20").settings
+    assert (s.n_ctx, s.type_k, s.n_gpu_layers) == (32768, "q8_0", 20)
+    with pytest.raises(InputError, match=r"--ctx-size=32768: llama.cpp takes no FLAG=VALUE word .*write --ctx-size 32768"):
+        parse_llamacpp_command("llama-server -m x.gguf --ctx-size=32768")
+    with pytest.raises(InputError, match=r"-fa=on: llama.cpp takes no FLAG=VALUE word"):
+        parse_llamacpp_command("llama-server -m x.gguf -fa=on")
+
+
+def test_llama_arg_environment_variables_set_their_flags() -> None:
+    """LLAMA_ARG_CTX_SIZE=32768 llama-server ... (common/arg.cpp set_env) was dropped with every assignment before the
+    program: the model's whole context planned (exit 0). The command line's own flag wins over the variable."""
+    env = "LLAMA_ARG_CTX_SIZE=32768 LLAMA_ARG_N_PARALLEL=2 LLAMA_ARG_CACHE_TYPE_K=q8_0 LLAMA_ARG_FLASH_ATTN=on"
+    s = parse_llamacpp_command(f"{env} CUDA_VISIBLE_DEVICES=0 llama-server -m x.gguf -np 3").settings
+    assert (s.n_ctx, s.n_parallel, s.type_k, s.flash_attn) == (32768, 3, "q8_0", "on")
+    s = parse_llamacpp_command("LLAMA_ARG_NO_KV_UNIFIED=1 LLAMA_ARG_SWA_FULL=true llama-server -m x.gguf").settings
+    assert (s.kv_unified, s.swa_full) == (False, True)
+    assert parse_llamacpp_command("LLAMA_ARG_MODEL=/m/y.gguf llama-server -c 4096").model == "/m/y.gguf"
+    with pytest.raises(InputError, match=r"LLAMA_ARG_CTX_SIZE=abc \(llama.cpp reads it as -c\): -c 'abc' is not a whole"):
+        parse_llamacpp_command("LLAMA_ARG_CTX_SIZE=abc llama-server -m x.gguf")
+    with pytest.raises(InputError, match=r"LLAMA_ARG_FLASH_ATTN=ON .*values are matched as written"):
+        parse_llamacpp_command("LLAMA_ARG_FLASH_ATTN=ON llama-server -m x.gguf")
+
+
+@pytest.mark.parametrize("build", [5452, 6324, 6325, None])
+def test_the_launch_command_writes_flash_attention_as_the_build_reads_it(build: int | None) -> None:
+    """A plan of a build before b6325 wrote '-fa on', which that build stops on ('invalid argument: on')."""
+    from kvbudget._record import replace
+    from kvbudget.engines.llamacpp.launch import llamacpp_argv
+
+    s = parse_llamacpp_command("llama-server -m x.gguf -c 4096", build).settings
+    argv = llamacpp_argv("x.gguf", replace(s, flash_attn="on"))
+    assert ("-fa" in argv and "on" not in argv) if build and build < 6325 else argv[argv.index("-fa") + 1] == "on"
+    assert parse_llamacpp_command(argv, build).settings.flash_attn == "on"

@@ -93,15 +93,15 @@ def test_tensor_split_reproduces_the_logged_layer_split() -> None:
 
 
 def test_the_logged_command_predicts_each_gpus_kv_buffer() -> None:
-    from kvbudget._record import replace
     from kvbudget.engines.llamacpp.command import parse_llamacpp_command
 
     # b4462: llama-server ... -ts 10,6 -ngl 99 -c 32768 --flash-attn --cache-type-k q8_0 --cache-type-v q8_0 on two
     # RTX 3090 Ti: "CUDA0 KV buffer size = 2788.00 MiB", "CUDA1 KV buffer size = 1564.00 MiB"
     meta = json.loads((DATA / "b4462_2x3090ti_qwen2.5-coder-32b_q8kv_split.json").read_text(encoding="utf-8"))
-    cmd = parse_llamacpp_command(meta["command"])
+    cmd = parse_llamacpp_command(meta["command"], 4462)  # a bare --flash-attn: a switch in that build
+    assert cmd.settings.build == 4462
     assert (cmd.settings.tensor_split, cmd.settings.flash_attn, cmd.settings.type_k) == ((10.0, 6.0), "on", "q8_0")
     spec = kvbudget.load_model(meta["kvbudget"]["model"])
-    p = plan(spec, kvbudget.find_gpu("RTX-3090"), replace(cmd.settings, build=4462))
+    p = plan(spec, kvbudget.find_gpu("RTX-3090"), cmd.settings)
     assert [b / MiB for b in p.kv_device_bytes] == [meta["reported"]["kv_buffer_mib"]["CUDA0"],
                                                     meta["reported"]["kv_buffer_mib"]["CUDA1"]] == [2788.0, 1564.0]

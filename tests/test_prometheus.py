@@ -303,3 +303,15 @@ def test_two_answers_for_one_replica_are_refused() -> None:
     running = [Series((("engine", e), ("instance", "x:1")), v, 1.0) for e, v in (("vllm", 3.0), ("sglang", 9.0))]
     with pytest.raises(PrometheusError, match=r"two running series for replica x:1 .*narrow --selector"):
         fleet_from_results({"running": running}, 1.0)
+
+
+@pytest.mark.parametrize("blocks", ["-5", "abc", "1e99", "1e400"])
+def test_a_cache_config_label_vllm_never_writes_is_refused(blocks: str) -> None:
+    """The same label reader as a saved page (vLLM 0.33.0 vllm/config/cache.py metrics_info writes str() of an int):
+    -5 was kept as -5 blocks, 1e99 as a 100-digit count, abc as absent, and 1e400 stopped with an OverflowError."""
+    info = [Series((("__name__", "vllm:cache_config_info"), ("block_size", "16"), ("instance", "x:1"),
+                    ("num_gpu_blocks", blocks)), 1.0, 1.0)]
+    with pytest.raises(InputError, match=f"replica x:1: vllm:cache_config_info label num_gpu_blocks='{blocks}'"):
+        fleet_from_results({"cache_config": info}, 1.0)
+    good = [Series(tuple((k, "27495" if k == "num_gpu_blocks" else v) for k, v in info[0].labels), 1.0, 1.0)]
+    assert fleet_from_results({"cache_config": good}, 1.0).replicas[0].num_gpu_blocks == 27495

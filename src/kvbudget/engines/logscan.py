@@ -66,13 +66,49 @@ def strip_line_prefixes(text: str) -> str:
     return text
 
 
+# The head of a record, where a line of the wrap width is followed by one: vLLM's and SGLang's levels (after a worker's
+# "(VllmWorker rank=0 pid=1)"), SGLang's "[2025-01-01 10:00:00]", TensorRT-LLM's "[TensorRT-LLM]", llama.cpp's
+# "llama_context: ", TensorRT-LLM's "[10/09/2024-11:35:25]", a time stamp, a "# " note
+_RECORD_HEAD = re.compile(r"(?:\([^)\n]{1,120}\) ?)?(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\b|\[[0-9]{4}-[0-9]{2}-"
+                          r"[0-9]{2}|\[[0-9]{2}/[0-9]{2}/[0-9]{4}-|\[(?:TensorRT-LLM|TRT-LLM)\]|(?:[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40}|main|build|system_info): |(?:srv|slot|que) "
+                          r"[0-9]{4}-[0-9]{2}-[0-9]{2}T|# ")
+MIN_WRAP_WIDTH = 60  # narrower "terminals" are more likely a log of short lines
+TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})  # a terminal's usual widths: one wrapped line is enough
+
+
+def unwrap_terminal(text: str) -> str:
+    """A log copied from a terminal that wrapped it at W columns (80, 120 ...): each record longer than W is cut
+    into lines of exactly W characters and a shorter last piece. W is the longest line's length where at least two
+    lines have it (one, for a usual terminal width, ``TERMINAL_WIDTHS``); a line of W characters is joined to the
+    next unless that one is empty, heads a record (``_RECORD_HEAD``) or carries a collector's prefix
+    (``_LINE_PREFIXES``). One pass over the lines (the pieces are joined once, so a record of a million lines
+    costs its length)."""
+    lines = text.split("\n")
+    lengths = [len(line) for line in lines]
+    width = max(lengths)
+    if width < MIN_WRAP_WIDTH or lengths.count(width) < (1 if width in TERMINAL_WIDTHS else 2):
+        return text
+    out: list[str] = []
+    record: list[str] = [lines[0]]
+    for before, line in zip(lengths, lines[1:], strict=False):
+        if before == width and line and not _RECORD_HEAD.match(line) and not any(rx.match(line) for rx in _LINE_PREFIXES):
+            record.append(line)
+        else:
+            out.append("".join(record))
+            record = [line]
+    out.append("".join(record))
+    return "\n".join(out)
+
+
 def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:
-    """A start-up log made ready to search: refused if binary (a NUL byte), carriage returns dropped,
-    a collector's line prefixes taken off (``strip_line_prefixes``), wrapped records rejoined
+    """A start-up log made ready to search: refused if binary (a NUL byte), carriage returns dropped, a
+    collector's line prefixes taken off (``strip_line_prefixes``), lines a terminal wrapped at its width joined
+    (``unwrap_terminal``), wrapped records rejoined
     (``join_wrapped``), and no number longer than any engine prints."""
     if "\x00" in text:
         raise InputError(f"the log is binary, not text: give the text log {engine} printed")
-    text = strip_line_prefixes(text.replace("\r", ""))
+    # wrapped as shown (a collector's prefix on each record's first piece), then as printed (on every piece)
+    text = unwrap_terminal(strip_line_prefixes(unwrap_terminal(text.replace("\r", ""))))
     log = LogText(_WRAPPED.sub("", text) if join_wrapped else text)
     log.check_numbers()
     return log

@@ -189,7 +189,7 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
     if not found:
         raise ScrapeError(f"{source}: no vLLM or SGLang metric on this page (no vllm:... or sglang:... series); "
                           "is it the engine's /metrics (SGLang needs --enable-metrics)?")
-    servers = [_signals(engine, ident, {f: v for f, (_, v) in fields.items()}, configs)
+    servers = [_signals(engine, ident, {f: v for f, (_, v) in fields.items()}, configs, source)
                for (engine, ident), fields in found.items()]
     servers.sort(key=lambda s: (s.engine, s.model, s.labels))
     return Snapshot(source, taken_at, tuple(servers))
@@ -205,32 +205,53 @@ def _config_for(ident: dict[str, str], configs: list[dict[str, str]]) -> dict[st
     return unlabelled[0] if len(unlabelled) == 1 else (configs[0] if len(configs) == 1 else {})
 
 
-def _int(text: str | None) -> int | None:
-    if text is None or not text.strip().isdecimal() or len(text) > 18:
-        return None
-    return int(text)
+# vLLM's cache_config_info labels kvbudget reads: CacheConfig.metrics_info() writes every field with str() (vLLM 0.33.0,
+# vllm/config/cache.py), so a count is a decimal whole number and a field not yet set is "None".
+_CONFIG_COUNTS = ("num_gpu_blocks", "block_size", "kv_cache_size_tokens")
 
 
-def _float(text: str | None) -> float | None:
-    try:
-        value = float(text) if text is not None and len(text) <= 40 else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
+def cache_config_figures(labels: dict[str, str], where: str) -> dict[str, object]:
+    """The figures of one ``vllm:cache_config_info`` series: num_gpu_blocks, block_size, kv_cache_size_tokens (whole
+    numbers >= 1), gpu_memory_utilization (0 < f <= 1) and cache_dtype; a label absent or "None" is None. Any other
+    value is refused naming the label (was taken as absent, and the blocks check skipped with exit 0): vLLM writes
+    str() of an int or a float there, never -5, abc or 1e99."""
+    out: dict[str, object] = {}
+    for name in _CONFIG_COUNTS:
+        text = labels.get(name)
+        if text is None or text == "None":
+            out[name] = None
+            continue
+        if not (text.isascii() and text.isdecimal() and len(text) <= 15 and int(text) >= 1):
+            raise ScrapeError(f"{where}: vllm:cache_config_info label {name}={excerpt(text, 40)}, which vLLM never "
+                              "writes (a whole number of at least 1, or None); give the engine's own /metrics page")
+        out[name] = int(text)
+    text = labels.get("gpu_memory_utilization")
+    util: float | None = None
+    if text is not None and text != "None":
+        try:
+            util = float(text) if len(text) <= 40 and text.isascii() and "_" not in text else math.nan
+        except ValueError:
+            util = math.nan
+        if not 0 < util <= 1:
+            raise ScrapeError(f"{where}: vllm:cache_config_info label gpu_memory_utilization={excerpt(text, 40)}, "
+                              "which vLLM never runs with (a fraction in (0, 1]); give the engine's own /metrics page")
+    out["gpu_memory_utilization"] = util
+    out["cache_dtype"] = labels.get("cache_dtype")
+    return out
 
 
 def _signals(engine: str, ident: tuple[tuple[str, str], ...], fields: dict[str, float],
-             configs: list[dict[str, str]]) -> Signals:
+             configs: list[dict[str, str]], source: str) -> Signals:
     model = dict(ident).get("model_name", "")
     values: dict[str, object] = {f: (int(v) if f in _INTEGRAL else v) for f, v in fields.items()}
     rate = values.get("prefix_hit_rate")
     if isinstance(rate, float) and rate > 1:  # SGLang's first Prometheus metrics reported a percentage
         values["prefix_hit_rate"] = min(rate / 100, 1.0)
     if engine == "vllm" and configs:
-        c = _config_for(dict(ident), configs)
-        values.update(num_gpu_blocks=_int(c.get("num_gpu_blocks")), block_size=_int(c.get("block_size")),
-                      gpu_memory_utilization=_float(c.get("gpu_memory_utilization")),
-                      cache_dtype=c.get("cache_dtype"), kv_tokens=_int(c.get("kv_cache_size_tokens")))
+        c = cache_config_figures(_config_for(dict(ident), configs), source)
+        values.update(num_gpu_blocks=c["num_gpu_blocks"], block_size=c["block_size"],
+                      gpu_memory_utilization=c["gpu_memory_utilization"], cache_dtype=c["cache_dtype"],
+                      kv_tokens=c["kv_cache_size_tokens"])
     return Signals(engine, model, ident, **values)  # type: ignore[arg-type]
 
 

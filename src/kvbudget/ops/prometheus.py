@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._record import record, replace
 from ..units import InputError, excerpt
-from .exposition import within
+from .exposition import cache_config_figures, within
 
 DEFAULT_SELECTOR = '{job="vllm"}'
 DEFAULT_WINDOW = "5m"
@@ -464,20 +464,6 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _int_label(value: str | None) -> int | None:
-    try:
-        return int(float(value)) if value not in (None, "", "None") else None
-    except ValueError:
-        return None
-
-
-def _float_label(value: str | None) -> float | None:
-    try:
-        return float(value) if value not in (None, "", "None") else None
-    except ValueError:
-        return None
-
-
 def _key(s: Series) -> tuple[str, str | None]:
     return s.label("instance") or "", s.label("pod") or None
 
@@ -533,9 +519,9 @@ def fleet_from_results(results: Mapping[str, Sequence[Series]], at: float) -> Fl
                 e["engine"] = s.label("engine")
     for s in results.get("cache_config", ()):
         e = entry(s)
-        e.setdefault("num_gpu_blocks", _int_label(s.label("num_gpu_blocks")))
-        e.setdefault("block_size", _int_label(s.label("block_size")))
-        e.setdefault("gpu_memory_utilization", _float_label(s.label("gpu_memory_utilization")))
+        c = cache_config_figures(dict(s.labels), f"Prometheus, replica {excerpt(_key(s)[0], 60)[1:-1]}")
+        for name in ("num_gpu_blocks", "block_size", "gpu_memory_utilization"):
+            e.setdefault(name, c[name])
         e.setdefault("engine", "vllm")
     for s in results.get("max_total_num_tokens", ()):
         value = _finite(s.value)

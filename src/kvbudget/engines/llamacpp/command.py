@@ -17,10 +17,10 @@ _VALUE_FLAGS = {
     "-b": "n_batch", "--batch-size": "n_batch", "-ub": "n_ubatch", "--ubatch-size": "n_ubatch",
     "-ngl": "n_gpu_layers", "--gpu-layers": "n_gpu_layers", "--n-gpu-layers": "n_gpu_layers",
     "-fa": "flash_attn", "--flash-attn": "flash_attn", "-fit": "fit", "--fit": "fit",
-    "-ts": "tensor_split", "--tensor-split": "tensor_split",
+    "-ts": "tensor_split", "--tensor-split": "tensor_split", "-hfr": "hf",
 }
 _SWITCHES = {"--swa-full": ("swa_full", True), "-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True),
-             "--no-kv-unified": ("kv_unified", False)}
+             "-no-kvu": ("kv_unified", False), "--no-kv-unified": ("kv_unified", False)}
 # Flags that take a value but do not change memory (accepted silently).
 _OTHER_VALUE_FLAGS = {
     "--host", "--port", "-t", "--threads", "-tb", "--threads-batch", "--alias", "-a", "--api-key", "-n", "--n-predict",
@@ -71,63 +71,159 @@ def _shares(flag: str, value: str) -> tuple[float, ...]:
     return tuple(shares)
 
 
-def parse_llamacpp_command(argv: list[str] | str) -> LlamaCppCommand:
-    """Read ``llama-server -m model.gguf -c 32768 -np 4 -ctk q8_0 ...`` (or llama-cli)."""
+# -fa / --flash-attn: a bare switch before b6325; from b6325 (#15434) it takes a value, matched as written by
+# common/arg.cpp's common_arg_utils::is_truthy / is_falsey / is_autoy (llama.cpp as vendored by llama-cpp-python
+# 0.3.36): on enabled true 1 | off disabled false 0 | auto -1 ('ON' stops llama-server: "unknown value for
+# --flash-attn"). --fit takes the first two sets.
+FA_VALUES_FROM = 6325
+_TRUTHY = ("on", "enabled", "true", "1")
+_FALSEY = ("off", "disabled", "false", "0")
+_AUTOY = ("auto", "-1")
+# Environment variables llama.cpp reads for these flags (common/arg.cpp set_env); a flag on the command line wins.
+_ENV = {"LLAMA_ARG_MODEL": "-m", "LLAMA_ARG_HF_REPO": "-hf", "LLAMA_ARG_HF_FILE": "-hff", "LLAMA_ARG_CTX_SIZE": "-c",
+        "LLAMA_ARG_N_PARALLEL": "-np", "LLAMA_ARG_CACHE_TYPE_K": "-ctk", "LLAMA_ARG_CACHE_TYPE_V": "-ctv",
+        "LLAMA_ARG_BATCH": "-b", "LLAMA_ARG_UBATCH": "-ub", "LLAMA_ARG_N_GPU_LAYERS": "-ngl",
+        "LLAMA_ARG_TENSOR_SPLIT": "-ts", "LLAMA_ARG_FIT": "-fit", "LLAMA_ARG_FLASH_ATTN": "-fa"}
+# Switches read from the environment with is_truthy / is_falsey; LLAMA_ARG_NO_... of a negatable switch sets it off.
+_ENV_SWITCHES = {"LLAMA_ARG_SWA_FULL": ("--swa-full", None), "LLAMA_ARG_KV_UNIFIED": ("-kvu", "--no-kv-unified")}
+
+
+def _choice(flag: str, value: str, auto: bool = True) -> str:
+    """on / off / auto from a -fa or --fit value, as common/arg.cpp reads it (case and all)."""
+    if value in _TRUTHY:
+        return "on"
+    if value in _FALSEY:
+        return "off"
+    if auto and value in _AUTOY:
+        return "auto"
+    said = "on, off or auto" if auto else "on or off"
+    hint = f" (values are matched as written: {value.lower()})" if value.lower() in (*_TRUTHY, *_FALSEY, *_AUTOY) else ""
+    raise InputError(f"{flag} {excerpt(value, 40)} is not a value llama.cpp takes{hint}: write {flag} {said}")
+
+
+class _Read:
+    """What the words read so far set (the model, the -hf repo and file, the settings, warnings)."""
+
+    def __init__(self, settings: LlamaCppSettings) -> None:
+        self.model = self.hf = self.hf_file = ""
+        self.settings = settings
+        self.warnings: list[str] = []
+
+    def words(self, tokens: list[str]) -> None:
+        build = self.settings.build
+        i = 0
+        while i < len(tokens):
+            tok = tokens[i]
+            i += 1
+            flag, eq, inline = tok.partition("=") if tok.startswith("-") else (tok, "", "")
+            if flag.startswith("--"):  # common/arg.cpp turns '_' into '-' in a '--' flag (--ctx_size is --ctx-size)
+                flag = "--" + flag[2:].replace("_", "-")
+            known = flag in _VALUE_FLAGS or flag in _SWITCHES or flag in _OTHER_VALUE_FLAGS
+            if eq and known:  # common/arg.cpp looks each word up whole: "error: invalid argument: -c=4096"
+                raise InputError(f"{excerpt(tok, 60)[1:-1]}: llama.cpp takes no FLAG=VALUE word (it stops with "
+                                 f"'invalid argument'); write {flag} {excerpt(inline, 40)[1:-1]}")
+            if flag in ("-fa", "--flash-attn") and build < FA_VALUES_FROM:
+                nxt = tokens[i] if i < len(tokens) else ""
+                if nxt.lower() in (*_TRUTHY, *_FALSEY, *_AUTOY):
+                    raise InputError(f"{flag} {excerpt(nxt, 40)[1:-1]}: llama.cpp build {build} takes {flag} as a bare "
+                                     f"switch (values on/off/auto from b{FA_VALUES_FROM}), so '{nxt}' stops it "
+                                     f"('invalid argument'); write {flag} alone, or give the build it runs "
+                                     "(--llamacpp-build N)")
+                self.settings = replace(self.settings, flash_attn="on")
+            elif flag in _VALUE_FLAGS:
+                if i >= len(tokens) and _VALUE_FLAGS[flag] == "flash_attn":
+                    raise InputError(f"{flag} needs a value from b{FA_VALUES_FROM} (llama.cpp: 'expected value for "
+                                     f"argument'); write {flag} on (or give --llamacpp-build N of an older build, where "
+                                     f"{flag} was a bare switch)")
+                if i >= len(tokens):
+                    raise InputError(f"{flag} needs a value")
+                value = tokens[i]
+                i += 1
+                self.value(flag, value)
+            elif flag in _SWITCHES:
+                field, on = _SWITCHES[flag]
+                self.settings = replace(self.settings, **{field: on})
+            elif flag in _OTHER_VALUE_FLAGS:
+                i += 1
+            elif flag.startswith("-"):
+                if flag not in ("--no-mmap", "--mlock", "--cont-batching", "-cb", "--verbose", "-v", "--metrics",
+                                "--jinja", "-cnv", "--conversation", "--no-warmup", "--embeddings", "--no-webui"):
+                    self.warnings.append(f"flag {flag} is not one kvbudget knows: ignored")
+            else:
+                self.warnings.append(f"ignored extra word {tok!r}")
+
+    def value(self, flag: str, value: str) -> None:
+        field = _VALUE_FLAGS[flag]
+        s = self.settings
+        if field == "model":
+            self.model = value
+        elif field == "hf":  # llama-server downloads REPO's QUANT file (Q4_K_M when none is named; arg.cpp)
+            self.hf = value
+        elif field == "hf_file":  # -hff FILE: the repo's file to download, over -hf's QUANT (arg.cpp)
+            self.hf_file = value
+        elif field in ("type_k", "type_v"):  # matched as written (settings._cache_type)
+            self.settings = replace(s, **{field: value})
+        elif field == "flash_attn":  # from b6325 a value is required: a bare -fa takes the next word as its value
+            if value.startswith("-") and value != "-1":
+                raise InputError(f"{flag} is followed by {excerpt(value, 40)[1:-1]}: from b{FA_VALUES_FROM} llama.cpp's "
+                                 f"{flag} takes a value ('unknown value for --flash-attn'); write {flag} on (or give "
+                                 f"--llamacpp-build N of an older build, where {flag} was a bare switch)")
+            self.settings = replace(s, flash_attn=_choice(flag, value))
+        elif field == "fit":
+            self.settings = replace(s, fit=_choice(flag, value, auto=False) == "on")
+        elif field == "tensor_split":
+            self.settings = replace(s, tensor_split=_shares(flag, value))
+        else:
+            self.settings = _count(field, flag, value, s)
+
+    def environment(self, assignments: list[str]) -> None:
+        """``LLAMA_ARG_CTX_SIZE=32768 llama-server ...``: read as the flag it stands for, before the command's own."""
+        for word in assignments:
+            name, _, value = word.partition("=")
+            try:
+                if name in _ENV:
+                    flag = _ENV[name]
+                    if flag == "-fa" and self.settings.build < FA_VALUES_FROM:
+                        if value in _TRUTHY:  # a switch: set by a true value
+                            self.settings = replace(self.settings, flash_attn="on")
+                    elif flag == "-fa":
+                        self.settings = replace(self.settings, flash_attn=_choice(flag, value))
+                    else:
+                        self.value(flag, value)
+                elif name in _ENV_SWITCHES or (name.startswith("LLAMA_ARG_NO_") and
+                                                "LLAMA_ARG_" + name[13:] in _ENV_SWITCHES):
+                    on, off = _ENV_SWITCHES.get(name, ("", ""))
+                    if not on:  # LLAMA_ARG_NO_KV_UNIFIED: set at all, the switch is off
+                        on, off = _ENV_SWITCHES["LLAMA_ARG_" + name[13:]]
+                        value = "0"
+                    state = _choice(name, value, auto=False) == "on"
+                    switch = on if state else off
+                    if switch:
+                        field, set_to = _SWITCHES[switch]
+                        self.settings = replace(self.settings, **{field: set_to})
+            except InputError as exc:
+                raise InputError(f"{excerpt(word, 60)[1:-1]} (llama.cpp reads it as {_ENV.get(name, name)}): {exc}") from None
+
+
+def parse_llamacpp_command(argv: list[str] | str, build: int | None = None) -> LlamaCppCommand:
+    """Read ``llama-server -m model.gguf -c 32768 -np 4 -ctk q8_0 ...`` (or llama-cli) as llama.cpp build ``build``
+    (default: today's) parses it, with ``LLAMA_ARG_...=VALUE`` assignments before it."""
     tokens = split_command(argv) if isinstance(argv, str) else list(argv)
+    assignments: list[str] = []
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
-        tokens.pop(0)
+        assignments.append(tokens.pop(0))
     if not tokens:
         raise InputError("empty command")
     prog = os.path.basename(tokens[0])
     if prog not in ("llama-server", "llama-cli", "server", "main", "llama-run", "llama-bench"):
         raise InputError(f"not a llama.cpp command: {tokens[0]!r} (expected llama-server or llama-cli)")
     settings = LlamaCppSettings(program="server" if prog in ("llama-server", "server") else "cli")
-    model = hf = hf_file = ""
-    warnings: list[str] = []
-    i = 1
-    while i < len(tokens):
-        tok = tokens[i]
-        i += 1
-        flag, eq, inline = tok.partition("=")
-        if flag in ("-fa", "--flash-attn") and not eq and (i >= len(tokens) or tokens[i].lower() not in ("on", "off", "auto")):
-            settings = replace(settings, flash_attn="on")  # older releases: -fa / --flash-attn was a switch
-        elif flag in _VALUE_FLAGS:
-            if eq:
-                value = inline
-            elif i < len(tokens):
-                value = tokens[i]
-                i += 1
-            else:
-                raise InputError(f"{flag} needs a value")
-            field = _VALUE_FLAGS[flag]
-            if field == "model":
-                model = value
-            elif field == "hf":  # llama-server downloads REPO's QUANT file (Q4_K_M when none is named; arg.cpp)
-                hf = value
-            elif field == "hf_file":  # -hff FILE: the repo's file to download, over -hf's QUANT (arg.cpp)
-                hf_file = value
-            elif field in ("type_k", "type_v"):  # matched as written (settings._cache_type)
-                settings = replace(settings, **{field: value})
-            elif field == "flash_attn":
-                settings = replace(settings, **{field: value.lower()})
-            elif field == "fit":
-                settings = replace(settings, fit=value.lower() in ("on", "1", "true", "yes"))
-            elif field == "tensor_split":
-                settings = replace(settings, tensor_split=_shares(flag, value))
-            else:
-                settings = _count(field, flag, value, settings)
-        elif flag in _SWITCHES:
-            field, on = _SWITCHES[flag]
-            settings = replace(settings, **{field: on})
-        elif flag in _OTHER_VALUE_FLAGS:
-            if not eq:
-                i += 1
-        elif flag.startswith("-"):
-            if flag not in ("--no-mmap", "--mlock", "--cont-batching", "-cb", "--verbose", "-v", "--metrics", "--jinja",
-                            "-cnv", "--conversation", "--no-warmup", "-fa", "--embeddings", "--no-webui"):
-                warnings.append(f"flag {flag} is not one kvbudget knows: ignored")
-        else:
-            warnings.append(f"ignored extra word {tok!r}")
+    if build is not None:
+        settings = replace(settings, build=build)
+    read = _Read(settings)
+    read.environment(assignments)
+    read.words(tokens[1:])
+    model, hf, hf_file, settings, warnings = read.model, read.hf, read.hf_file, read.settings, read.warnings
     if hf_file and not hf:
         raise InputError(f"--hf-file {excerpt(hf_file, 60)[1:-1]} names a file of a Hugging Face repo: give the repo "
                          "with -hf REPO (or -m PATH.gguf for a file here)")

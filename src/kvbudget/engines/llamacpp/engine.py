@@ -170,10 +170,10 @@ class LlamaCppEngine:
         return program(words) in PROGRAMS
 
     def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
-        from ..._record import replace
         from .command import parse_llamacpp_command
 
-        cmd = parse_llamacpp_command(words)
+        build = given.get("llamacpp_build")
+        cmd = parse_llamacpp_command(words, build or None)
         hf = next((w.split()[1].rstrip(":") for w in cmd.warnings if w.startswith("-hf ")), None)
         if hf is not None:  # a repository to download from: planned only when the catalog knows its model
             from ...model.resolve import load_model
@@ -183,8 +183,7 @@ class LlamaCppEngine:
             except InputError:
                 raise InputError(f"-hf {hf}: not a model kvbudget's catalog knows, so its file cannot be planned: "
                                  "download the GGUF and give -m PATH (kvbudget reads its header)") from None
-        build = given.get("llamacpp_build")
-        return Command(cmd.model, replace(cmd.settings, build=build) if build else cmd.settings, cmd.warnings)
+        return Command(cmd.model, cmd.settings, cmd.warnings)
 
     def reads_log(self, text: str) -> bool:
         return "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text

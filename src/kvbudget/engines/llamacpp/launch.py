@@ -3,6 +3,7 @@ Kubernetes manifest, the checkpoint note)."""
 
 from __future__ import annotations
 
+from .command import FA_VALUES_FROM
 from .settings import LlamaCppSettings
 
 
@@ -13,7 +14,8 @@ def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
     flags: list[tuple[str, object]] = [
         ("-c", s.n_ctx or None), ("-np", s.n_parallel), ("-ctk", s.type_k if s.type_k != d.type_k else None),
         ("-ctv", s.type_v if s.type_v != d.type_v else None),
-        ("-ngl", s.n_gpu_layers if s.n_gpu_layers >= 0 else None), ("-fa", s.flash_attn if s.flash_attn != d.flash_attn else None),
+        ("-ngl", s.n_gpu_layers if s.n_gpu_layers >= 0 else None),
+        ("-fa", s.flash_attn if s.flash_attn != d.flash_attn and s.build >= FA_VALUES_FROM else None),
         ("-b", s.n_batch if s.n_batch != d.n_batch else None), ("-ub", s.n_ubatch if s.n_ubatch != d.n_ubatch else None),
     ]
     for flag, value in flags:
@@ -23,6 +25,8 @@ def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
         argv += ["-ts", ",".join(f"{x:g}" for x in s.tensor_split)]
     elif s.devices > 1:
         argv += ["-ts", ",".join(["1"] * s.devices)]
+    if s.flash_attn == "on" and s.build < FA_VALUES_FROM:  # a bare switch before b6325 (command.py)
+        argv.append("-fa")
     if s.swa_full:
         argv.append("--swa-full")
     if s.kv_unified is not None:

@@ -30,3 +30,15 @@ def test_small_pool_packs_2_mib_segments() -> None:
     assert reserved_bytes([100] * 4096) == 2 * MiB  # each rounded to 512 B: 4096 x 512 B = 2 MiB
     assert reserved_bytes([100] * 4097) == 4 * MiB
     assert reserved_bytes([0, -5]) == 0 == overhead_bytes([])
+
+
+def test_sglang_weight_tensors_add_up_to_the_priced_bytes() -> None:
+    # engines/sglang/allocations.py splits a packed weight into its data and scale tensors: together they are
+    # exactly what WeightFormat.matrix_bytes prices, in every format
+    from kvbudget.engines.sglang.allocations import _parts
+    from kvbudget.model.weights import parse_weight_format
+
+    for name in ("fp8", "int8", "gptq", "awq", "nf4", "mxfp4", "nvfp4"):
+        fmt = parse_weight_format(name)
+        for rows, cols in ((2304, 4096), (1000, 1000), (7, 129)):
+            assert sum(_parts(fmt, rows, cols)) == fmt.matrix_bytes(rows, cols), (name, rows, cols)

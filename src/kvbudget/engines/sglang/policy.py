@@ -294,7 +294,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     if late:
         notes.append(f"TP group: torch's NCCL communicator ({late / GiB:.2f} GiB) connects after the free memory is "
                      "measured (the minimum over the group is a GPU all-reduce up to 0.4.6): off the pool in full")
-    if alloc:
+    if round(alloc / GiB, 2):  # where it shows in the logged GB
         notes.append(f"weights: {alloc / MiB:.0f} MiB of PyTorch caching-allocator segments around this rank's shards")
     after = pre - late - weights
     slack = pre * (1 - frac)

@@ -1,6 +1,8 @@
 """SGLang's TP group before the pre-load measurement (engines/sglang/comms.py): one pynccl communicator connected at
 init (NCCL_CUMEM_ENABLE=0, NCCL_NVLS_ENABLE=0 from entrypoints/engine.py) and custom all-reduce's buffers, by hand
-from NCCL's and SGLang's sources, and against the per-rank lines of the published 8 x H200 0.5.4 log."""
+from NCCL's and SGLang's sources, and against the per-rank lines of the published 8 x H200 0.5.4 log (on which the
+unattributed rest of the init is fitted); torch's communicator after the measurement up to 0.4.6; and the caching
+allocator's segments around the weight shards (engines/sglang/allocations.py) against the 4 x H100 and 4 x L4 rows."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ import pytest
 
 import kvbudget
 from kvbudget.engines import sglang
-from kvbudget.engines.sglang.command import sglang_command
 from kvbudget.engines.sglang.allocations import allocator_overhead
+from kvbudget.engines.sglang.command import sglang_command
 from kvbudget.engines.sglang.comms import INIT_UNATTRIBUTED, communicator_bytes, torch_communicator_bytes
 from kvbudget.engines.sglang.launch import sglang_argv
 from kvbudget.engines.sglang.policy import CONTEXT_BYTES, rank_stages

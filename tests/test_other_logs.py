@@ -83,13 +83,17 @@ def _errors(engine_dir: str) -> dict[str, float]:
 
 
 def test_sglang_predictions() -> None:
-    # measured: Llama-3.1-8B H100 -0.10% / +0.29%, gemma-3-4b H200 +0.09%, Llama-3.3-70B TP8 H200 +0.69%,
-    # QwQ-32B TP4 L4 +5.1%, Qwen3-235B-FP8 TP4 H100 +5.9%, Llama-3.1-8B on a 24 GB card under WSL +14.5%
-    # (the TP >= 3 NVSwitch rows after comms.py: +1.18% and +9.3% before)
+    # measured: Llama-3.1-8B H100 -0.11% / +0.29%, gemma-3-4b H200 +0.08%, Llama-3.3-70B TP8 H200 +0.10%,
+    # Qwen3-235B-FP8 TP4 H100 +0.32%, QwQ-32B TP4 L4 -2.6%, Llama-3.1-8B on a 24 GB card under WSL +14.0%: median 0.29%.
+    # The TP >= 3 rows were +1.18% / +9.3% before comms.py's connections and +0.69% / +5.9% / +5.1% (L4) before
+    # its unattributed 712 MiB and the caching allocator's segments (allocations.py); the L4 row's -2.6% is the
+    # CUDA-context constant on a small GPU (its log starts loading with 21.63 GB free, 21.48 GiB modelled)
     errors = _errors("sglang_logs")
     assert len(errors) >= 7
-    assert statistics.median(abs(e) for e in errors.values()) <= 3.0, errors
+    assert statistics.median(abs(e) for e in errors.values()) <= 1.0, errors
     assert max(abs(e) for e in errors.values()) <= 15.0, errors
+    tp_rows = {k: v for k, v in errors.items() if "_tp4" in k or "_tp8" in k}
+    assert len(tp_rows) == 3 and max(abs(e) for e in tp_rows.values()) <= 3.0, tp_rows
 
 
 def test_trtllm_predictions() -> None:

@@ -8,7 +8,8 @@ model weights"): the "free before loading" that the pool formula multiplies by `
 So every byte the group holds lowers the pool by ``mem_fraction_static`` of it. The group holds:
 
 - one NCCL communicator, pynccl's (``PyNcclCommunicator``: ``ncclCommInitRank`` and a one-element all-reduce).
-  torch's own NCCL communicator is created on its first collective, after the pool; no other group of a plain
+  torch's own NCCL communicator is created on its first collective: after the pool from 0.4.6.post5, after the
+  measurement but before loading up to 0.4.6 (below); no other group of a plain
   TP server has more than one rank (``_MOE_EP`` / ``_MOE_TP`` are the TP group itself or single ranks, the
   attention-TP group has no pynccl unless SYNC_TOKEN_IDS_ACROSS_TP is set: 0.5.4's ``initialize_model_parallel``
   and ``layers/dp_attention.py``).
@@ -27,11 +28,28 @@ So every byte the group holds lowers the pool by ``mem_fraction_static`` of it. 
   and 18 MiB at 8 on sm90 (``configs/custom_all_reduce_v2.py: _sm90_configs``): kvbudget charges the legacy
   26 MiB for both lines (a difference under 0.01 GiB).
 
+- more, on every rank alike, than the source accounts for: the published 8 x H200 0.5.4 log's middle ranks print
+  2.01 GB for "Init torch distributed ends. mem usage", of which pynccl's connections (576 MiB) and the 0.5.4
+  piecewise-graph custom all-reduce (2 MiB-granular cudaMalloc of meta_size() + 256 MiB, 256 MiB, and a 256 MiB
+  rank_data tensor: 770 MiB) make 1346 MiB: 712 MiB remain, and the root and leaf ranks differ from the middle
+  ones by one communicator's tree halves only, so it is no second communicator's connections. Neither SGLang's
+  sources (no other pynccl or custom all-reduce group in a plain TP server; the free-memory minimum goes over the
+  gloo group from 0.4.6.post5) nor NCCL's buffer sizes name it: ``INIT_UNATTRIBUTED`` charges those 712 MiB,
+  fitted on that one log, wherever the communicator is modelled.
+
+What happens after the measurement, per release (``utils.py: get_available_gpu_memory(distributed=True)``): up to
+0.4.6 the smallest free memory over the group is found with ``torch.distributed.all_reduce(..., ReduceOp.MIN)`` on a
+CUDA tensor of the default (NCCL) group, the first collective of torch's own communicator over the whole group:
+its connections are made after this rank read its free memory, so they lower the free memory after loading (and
+"Load weight begin. avail mem") but not the "free before loading" the pool formula multiplies
+(``torch_communicator_bytes``; kvbudget's 0.4 line, up to 0.4.7, of which 0.4.6.post5 and 0.4.7 already reduce over
+the gloo ``cpu_group`` as every later release does).
+
 Not modelled: the 256 MiB ``max_size`` 0.5.4 gives custom all-reduce under --enable-piecewise-cuda-graph (three
-buffers: 0.75 GiB more; 0.5.23 no longer does), --enable-nccl-nvls and --enable-symm-mem, pipeline parallelism
+buffers: 0.75 GiB more; 0.5.3 and 0.5.23 do not), --enable-nccl-nvls and --enable-symm-mem, pipeline parallelism
 (a PP group and its communicator), --ep-size below --tp (expert groups with their own communicators), PCIe
 boards (NCCL's channels and transport there are not read from its sources: the 4 x L4 0.4.3.post4 log prints
-0.13 GB for the whole init) and two ranks (as ``vllm/nccl.py``, three or more).
+0.13 GB for the whole init, torch's communicator included) and two ranks (as ``vllm/nccl.py``, three or more).
 """
 
 from __future__ import annotations
@@ -46,12 +64,32 @@ if TYPE_CHECKING:
 
 RANK_DATA = 8 * MiB  # CustomAllreduce.rank_data: 8 MiB (0.4.x), max_size = 8 MiB (0.5.4)
 _CA_WORLD_SIZES = (2, 4, 6, 8)  # CustomAllreduce._SUPPORTED_WORLD_SIZES
+# Fitted: the 8 x H200 0.5.4 log's 2.01 GB "Init torch distributed ends. mem usage" on its middle ranks less the
+# 576 MiB of pynccl's connections and the 770 MiB of its piecewise-graph custom all-reduce (see above)
+INIT_UNATTRIBUTED = 712 * MiB
+
+
+def modelled(gpu: GPU, s: SGLangSettings) -> bool:
+    """Whether the TP group's memory is modelled: three or more ranks on an NVSwitch board, one PP stage, and no
+    expert group smaller than the TP group."""
+    return s.pp == 1 and s.tp >= 3 and on_nvswitch(gpu.name) and not 1 < s.ep_size < s.tp
 
 
 def communicator_bytes(gpu: GPU, s: SGLangSettings) -> int:
     """NCCL's connections and custom all-reduce's buffers on the binding (middle) rank of the TP group, held
     before SGLang measures the free memory its pool comes from; 0 where this is not modelled (see above)."""
-    if s.pp != 1 or s.tp < 3 or not on_nvswitch(gpu.name) or 1 < s.ep_size < s.tp:
+    if not modelled(gpu, s):
         return 0
     ca = CUSTOM_ALL_REDUCE + RANK_DATA if s.tp in _CA_WORLD_SIZES and not s.disable_custom_all_reduce else 0
     return connection_bytes(s.tp) + ca
+
+
+def unattributed_bytes(gpu: GPU, s: SGLangSettings) -> int:
+    """The rest of what a modelled TP group's init takes before the measurement (``INIT_UNATTRIBUTED``); else 0."""
+    return INIT_UNATTRIBUTED if modelled(gpu, s) else 0
+
+
+def torch_communicator_bytes(gpu: GPU, s: SGLangSettings) -> int:
+    """torch's NCCL communicator over the group, connected by the free-memory minimum's GPU all-reduce after the
+    measurement: the 0.4 line (up to 0.4.6); 0 for later lines and where the group is not modelled."""
+    return connection_bytes(s.tp) if s.version == "0.4" and modelled(gpu, s) else 0

@@ -67,6 +67,9 @@ class SGLangPlan:
     attn_dp: int = 1  # attention data-parallel workers in the server, each with its own pool of max_total_num_tokens
     ep_size: int = 1  # expert-parallel size applied (1 for a dense model)
     comms_bytes: int = 0  # NCCL connections and custom all-reduce buffers held before the pre-load measurement
+    unattributed_bytes: int = 0  # the rest of the TP group's init before that measurement (comms.py, fitted)
+    late_comms_bytes: int = 0  # torch's communicator, connected after the measurement and before loading (0.4 line)
+    allocator_bytes: int = 0  # the caching allocator's segments beyond the weights' bytes (allocations.py)
 
 
 def _prefill_graph_sizes(max_bs: int) -> list[int]:
@@ -270,18 +273,30 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(model_dtype, dense_dtype=model_dtype)
     stage = max(rank_stages(spec, fmt, s), key=lambda st: st.weights_bytes)
-    weights = stage.weights_bytes + rotary_cache_bytes(spec, model_dtype)
-    from .comms import communicator_bytes
+    from .allocations import allocator_overhead
+
+    # the caching allocator's segments around this rank's shards, counted in SGLang's "mem usage" (allocations.py)
+    alloc = allocator_overhead(spec, fmt, s.tp) if s.pp == 1 and attn_tp == s.tp and ep == 1 else 0
+    weights = stage.weights_bytes + rotary_cache_bytes(spec, model_dtype) + alloc
+    from .comms import communicator_bytes, torch_communicator_bytes, unattributed_bytes
 
     comms = communicator_bytes(gpu, s)  # the TP group's buffers, held before min_per_gpu_memory is taken
-    pre = gpu.memory_bytes - CONTEXT_BYTES - comms
+    extra = unattributed_bytes(gpu, s)  # the rest of the group's init before it, fitted (comms.py)
+    late = torch_communicator_bytes(gpu, s)  # torch's communicator: after the measurement, before loading (0.4)
+    pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra
     if comms:
         from ..vllm.nccl import connection_bytes
 
         ca = " and custom all-reduce buffers" if comms > connection_bytes(s.tp) else ""
-        notes.append(f"TP group: {comms / GiB:.2f} GiB of NCCL connections{ca} per GPU before the free memory is "
-                     "measured (pynccl's communicator, NCCL_CUMEM_ENABLE=0)")
-    after = pre - weights
+        notes.append(f"TP group: {comms / GiB:.2f} GiB of NCCL connections{ca} and {extra / GiB:.2f} GiB more "
+                     "(fitted to a published 8 x H200 log, unattributed) per GPU before the free memory is measured "
+                     "(pynccl's communicator, NCCL_CUMEM_ENABLE=0)")
+    if late:
+        notes.append(f"TP group: torch's NCCL communicator ({late / GiB:.2f} GiB) connects after the free memory is "
+                     "measured (the minimum over the group is a GPU all-reduce up to 0.4.6): off the pool in full")
+    if round(alloc / GiB, 2):  # where it shows in the logged GB
+        notes.append(f"weights: {alloc / MiB:.0f} MiB of PyTorch caching-allocator segments around this rank's shards")
+    after = pre - late - weights
     slack = pre * (1 - frac)
     rest = int(after - slack)
     page = s.page_size or 1  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
@@ -307,7 +322,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         notes.append(f"Mamba state pool of {mamba_size} slots ({per_req:,} B each) taken from the KV budget")
     cell = per_full + s.swa_full_tokens_ratio * per_swa
     error = None
-    load_oom = weights > pre  # more weights than the GPU has free: torch fails while they load
+    load_oom = weights > pre - late  # more weights than the GPU has free: torch fails while they load
     if load_oom or rest <= 0 or cell <= 0:
         tokens = 0
         # sglang 0.5.23, srt/model_executor/pool_configurator.py (__post_init__): the pool's check
@@ -338,10 +353,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
                      f"each split {s.tp // ep} way{'s' if s.tp // ep > 1 else ''}")
     elif s.ep_size > 1:
         notes.append(f"--ep-size {s.ep_size} ignored: {spec.name} has no routed experts")
-    lines = [f"Load weight begin. avail mem={pre / GiB:.2f} GB"]
+    lines = [f"Load weight begin. avail mem={(pre - late) / GiB:.2f} GB"]
     if load_oom:
         lines.append(f"torch.OutOfMemoryError: CUDA out of memory while loading the weights "
-                     f"({weights / GiB:.2f} GB of weights, {pre / GiB:.2f} GB free)")
+                     f"({weights / GiB:.2f} GB of weights, {(pre - late) / GiB:.2f} GB free)")
     else:
         lines.append(f"Load weight end. avail mem={after / GiB:.2f} GB, mem usage={weights / GiB:.2f} GB.")
     if starts:
@@ -363,7 +378,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         swa_tokens=swa_tokens, mamba_cache_size=mamba_size, k_size_bytes=k_size, v_size_bytes=v_size,
         max_running_requests=max(reqs, 0), context_len=context,
         max_concurrency=tokens / context if context else 0.0, starts=starts, error=error, log_lines=tuple(lines),
-        attn_tp=attn_tp, attn_dp=a_dp, ep_size=ep, comms_bytes=comms,
+        attn_tp=attn_tp, attn_dp=a_dp, ep_size=ep, comms_bytes=comms, unattributed_bytes=extra,
+        late_comms_bytes=late, allocator_bytes=alloc,
         notes=tuple(notes) + ((f"default mem_fraction_static {frac:.4g} = (nvidia-smi {gpu_mib} MiB - reserved "
                                f"{reserved:.0f} MiB) / {gpu_mib} MiB",) if reserved else ()),
     )
@@ -378,12 +394,14 @@ def summary(p: SGLangPlan) -> EnginePlan:
     from ..base import Part, engine_plan
 
     # what mem_fraction_static leaves out of the pool: activations, CUDA graphs and the rest, as one reserve
-    reserve = max(p.pre_load_bytes - p.weights_bytes - max(p.rest_bytes, 0), 0)
+    reserve = max(p.pre_load_bytes - p.late_comms_bytes - p.weights_bytes - max(p.rest_bytes, 0), 0)
     parts: tuple[Part, ...] = (Part("weights", p.weights_bytes, "modelled"),
                                Part("KV pool", max(p.rest_bytes, 0), "modelled"),
                                Part("reserved (1 - mem_fraction_static)", reserve, "modelled"))
-    if p.comms_bytes:
-        parts += (Part("NCCL and custom all-reduce", p.comms_bytes, "modelled"),)
+    if p.comms_bytes or p.late_comms_bytes:
+        parts += (Part("NCCL and custom all-reduce", p.comms_bytes + p.late_comms_bytes, "modelled"),)
+    if p.unattributed_bytes:
+        parts += (Part("TP init, unattributed", p.unattributed_bytes, "calibrated"),)
     return engine_plan(
         "sglang", p.weights_bytes, p.rest_bytes, p.max_total_num_tokens, p.max_concurrency, p.context_len,
         p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:.4g}) x free memory before loading",

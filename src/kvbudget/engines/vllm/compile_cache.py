@@ -23,7 +23,7 @@ The embedding runs inside the compiled graph only for a text-only model: a multi
 
 Checked against the 0.27+ logs that print the breakdown (peak activation less the CUDA-graph estimate), no constant
 fitted: 0.29.0 RTX 5090 Qwen2.5-7B 1.01 GiB logged, 152,064 x 3,584 x 2 B = 1.02 GiB (FP8 weights: 1.02 logged,
-the embedding stays bf16); 0.31.0 A100-40GB Qwen2.5-Coder-1.5B 0.44 / 0.43; 0.29.0 RTX 5060 Ti Qwen3-4B 0.71 /
+the embedding stays bf16); 0.31.0 A100-40GB Qwen2.5-Coder-1.5B 0.43 / 0.43; 0.29.0 RTX 5060 Ti Qwen3-4B 0.71 /
 0.72; 0.29.0 RTX 5090 Qwen2.5-0.5B 0.22 / 0.25 (the one it overstates); the 0.30.0 start that loaded its graph
 0.15, the source's forward and sampler 0.13.
 """

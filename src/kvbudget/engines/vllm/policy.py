@@ -501,7 +501,7 @@ def _compile_cache_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _R
     if settings.compile_cache == "cold":
         notes.append(f"torch.compile: a first start compiles afresh, inside the profiling run, and Inductor's benchmark "
                      f"of the embedding lookup holds a {cold / GiB:.2f} GiB random copy of the embedding table there; "
-                     f"a start that loads the compiled graph from vLLM's cache ('Directly load the compiled graph(s)') "
+                     f"a start that loads the compiled graph from vLLM's cache (its log: 'Directly load the compiled graph') "
                      f"has {gap} more KV cache (--vllm-compile-cache warm)")
     else:
         notes.append(f"torch.compile: the compiled graph assumed loaded from vLLM's cache; a start that compiles afresh "

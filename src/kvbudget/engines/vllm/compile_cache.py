@@ -10,11 +10,15 @@ less what is allocated after it. With ``benchmark_combo_kernel`` Inductor's sche
 timing it (torch 2.13 ``_inductor/scheduler.py`` ``create_combo_kernel_nodes`` -> ``speedup_by_combo_kernel``,
 ``codegen/triton.py`` ``benchmark_fused_nodes`` / ``benchmark_combo_kernel``): each candidate kernel's module is
 run on arguments from its generated ``get_args()``, one ``rand_strided`` device tensor of full size per argument
-(``codegen_kernel_benchmark``), graph inputs included. The first piece's kernels depend only on the graph's
-inputs: the token-embedding lookup reads the whole embedding table, so its benchmark allocates a random table of
-that shape, per rank the padded vocabulary over TP (``VocabParallelEmbedding``, padding 64) x hidden size in the
-model dtype. That is the largest tensor any compile-time benchmark allocates in a dense decoder, and it is live
-while nothing of the forward is. A start that loads the compiled graph from vLLM's cache ("Directly load the
+(``codegen_kernel_benchmark``), graph inputs included. The candidates are the kernels of one level of the
+graph's topological order (``_default_group_nodes_for_combo_kernels``); the first piece's first level holds the
+kernels that read only graph inputs, among them the token-embedding lookup, which reads the whole embedding table:
+its benchmark allocates a random table of that shape, per rank the padded vocabulary over TP
+(``VocabParallelEmbedding``, padding 64) x hidden size in the model dtype, while nothing of the forward is
+allocated. Which kernels share that level (the lookup needs one independent neighbour to be a candidate, e.g. the
+rotary cache's gather from the positions) is Inductor's fusion decision, not read here without a GPU: the logged
+peaks below are what says the lookup is benchmarked. No other weight of a dense decoder is read by a Triton kernel
+(the GEMMs are extern kernels, not benchmarked), so the table is the largest tensor these benchmarks allocate. A start that loads the compiled graph from vLLM's cache ("Directly load the
 compiled graph(s) ... from the cache") runs no Inductor scheduler and allocates none of it.
 
 The embedding runs inside the compiled graph only for a text-only model: a multimodal one (a vision tower) is fed

@@ -281,7 +281,8 @@ def test_every_engine_gives_its_partition_pool_units_and_cap() -> None:
     assert r.blocks * r.block_tokens == r.kv_tokens  # vLLM's "GPU KV cache size" is its blocks x block size
     parts = {x.name: x for x in r.parts}
     assert parts["model loading"].bytes == v.model_loading_bytes and parts["model loading"].provenance == "modelled"
-    assert parts["activation peak"].provenance == "calibrated"
+    # vLLM >= 0.21's profiling run (and a fresh compile's benchmark before it) is read from the source: no fit
+    assert parts["activation peak"].provenance == "modelled"
     assert sum(x.bytes for x in r.parts) == v.requested_bytes  # the budget, split: total x gpu_memory_utilization
     s = sglang.plan(spec, h100, sglang.SGLangSettings(context_length=8192))
     r = rows["sglang"]

@@ -236,6 +236,8 @@ def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
         return replace(s, quantization=v)
     if key == "sampler":
         return replace(s, sampler=v)
+    if key == "compile_cache":
+        return replace(s, compile_cache=v)
     if key == "dtype" and v.lower() != "auto":
         return replace(s, dtype=v.removeprefix("torch."))
     if key in ("limit_mm_per_prompt", "mm_processor_kwargs"):  # a Python dict as the log prints it, read as JSON

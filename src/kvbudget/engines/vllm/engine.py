@@ -54,11 +54,15 @@ class VllmEngine:
                "vLLM >= 0.12) or native (a pip install of vLLM <= 0.11 without flashinfer: PyTorch sorts the logits, "
                "more memory); default flashinfer on NVIDIA, native on AMD", choices=("flashinfer", "native"),
                commands=("fit", "levers")),
+        Option("vllm_compile_cache", "choice", "vLLM's torch.compile cache at start-up (>= 0.21): cold (the first "
+               "start with a model, flags and release compiles afresh, and Inductor's benchmarks hold a copy of the "
+               "embedding table in the profiling run) or warm (a later start loads the compiled graph); default cold",
+               choices=("cold", "warm"), commands=("fit", "explain", "levers")),
     )
     # the `kvbudget fit` options it reads (their dests), and what to give instead of another engine's
     fit_flags = frozenset({"vllm_version", "gpu_memory_utilization", "max_num_batched_tokens", "block_size", "profile",
                            "enforce_eager", "dp", "enable_expert_parallel", "max_num_seqs", "tp", "pp", "num_gpus", "batch",
-                           "speculative_config", "vllm_sampler",
+                           "speculative_config", "vllm_sampler", "vllm_compile_cache",
                            "kv_dtype", "weights_dtype"})
     fit_instead = tuple({"mem_fraction_static": "--gpu-memory-utilization", "free_gpu_memory_fraction": "--gpu-memory-utilization",
                          "np": "--max-num-seqs", "overhead": "--gpu-memory-utilization", "weights_memory": "--engine textbook"}.items())
@@ -98,6 +102,7 @@ class VllmEngine:
             enable_expert_parallel=bool(ask.option("enable_expert_parallel", False)),
             allow_long_max_model_len=bool(ask.option("allow_long_max_model_len", False)),
             site=_site(ask.option("profile")), sampler=ask.option("vllm_sampler"),
+            compile_cache=ask.option("vllm_compile_cache") or "cold",
             **_speculative(ask.option("speculative_config"), ask.option("vllm_version", "current"), ask.tp))
 
     def accepts(self, settings: object) -> bool:
@@ -197,6 +202,8 @@ class VllmEngine:
         version = given.get("vllm_version")
         cmd = parse_vllm_command(words, VllmSettings(version=version) if version is not None else None)
         settings = replace(cmd.settings, site=_site(given.get("profile"))) if given.get("profile") else cmd.settings
+        if given.get("vllm_compile_cache"):
+            settings = replace(settings, compile_cache=given["vllm_compile_cache"])
         return Command(cmd.model, settings, cmd.warnings, cmd.overrides)
 
     def gpus(self, s: VllmSettings) -> int:

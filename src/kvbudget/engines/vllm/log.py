@@ -156,6 +156,31 @@ def _sampler(log: LogText, version: str | None) -> list[tuple[str, str]]:
     return [("sampler", "flashinfer")] if docker else []
 
 
+# Whether the start compiled its model afresh or loaded the compiled graph from vLLM's cache (compile_cache.py):
+# compilation/backends.py logs "Directly load the compiled graph(s) for ... from the cache" on a hit and "Compiling a
+# graph for ... takes" after a fresh Inductor compile; compilation/decorators.py "Directly load AOT compilation from
+# path" when it loads the whole Dynamo artifact (0.2x). Without those lines, the total that compilation/monitor.py
+# prints ("torch.compile took X s in total", core.py's "(compilation: X s)"): a fresh compile traces the model with
+# Dynamo before Inductor runs, seconds on its own (7-17 s in the corpus's logs that print it), so a total under 2 s
+# is a load from the cache (the corpus's: 0.54 and 1.14 s; its fresh compiles: 7.45-46.50 s).
+_CACHE_HIT_LINES = ("Directly load the compiled graph", "Directly load AOT compilation")
+_FRESH_COMPILE_LINES = ("Compiling a graph for",)
+_LOADED_BELOW_S = 2.0
+
+
+def _compile_cache(log: LogText) -> list[tuple[str, str]]:
+    """The compile cache the start found ("warm" / "cold"), as its log shows it; nothing when it does not say."""
+    if any(log.has(phrase) for phrase in _CACHE_HIT_LINES):
+        return [("compile_cache", "warm")]
+    if any(log.has(phrase) for phrase in _FRESH_COMPILE_LINES):
+        return [("compile_cache", "cold")]
+    m = (log.last("torch.compile took ", r"torch\.compile took ([0-9]{1,6}(?:\.[0-9]{1,6})?) s in total")
+         or log.last("(compilation: ", r"\(compilation: ([0-9]{1,6}(?:\.[0-9]{1,6})?) s\)"))
+    if m:
+        return [("compile_cache", "warm" if float(m.group(1)) < _LOADED_BELOW_S else "cold")]
+    return []
+
+
 _ERRORS = (
     ("To serve at least one request", r"(To serve at least one request with the model\S{0,200} max seq len[^\n]{0,400})"),
     ("No available memory for the cache blocks", r"(No available memory for the cache blocks[^\n]{0,400})"),
@@ -325,7 +350,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     if m:
         fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
     fields.update(_graph_fields(log))
-    settings = _settings(log) + _sampler(log, fields.get("version"))  # type: ignore[arg-type]
+    settings = _settings(log) + _sampler(log, fields.get("version")) + _compile_cache(log)  # type: ignore[arg-type]
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
                        r"[#$>\s]{0,8}((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:

@@ -251,6 +251,9 @@ class VllmSettings:
     # The top-k/top-p sampler the profiling run goes through: "flashinfer" or "native" (PyTorch sort); None: what the
     # release does by default (calibration.sampler_path). A log's "FlashInfer is not available" line sets it.
     sampler: str | None = None
+    # vLLM's torch.compile cache at start-up (compile_cache.py): "cold" compiles afresh (a first start, the default),
+    # "warm" loads the compiled graph ("Directly load the compiled graph(s) ... from the cache" in the log)
+    compile_cache: str = "cold"
     # NCCL_CUMEM_ENABLE and NCCL_NVLS_ENABLE from the launch command's environment (None / True: unset)
     nccl_cumem: bool | None = None
     nccl_nvls: bool = True

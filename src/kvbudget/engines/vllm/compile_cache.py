@@ -1,0 +1,59 @@
+"""What a vLLM start that compiles its model afresh holds in the profiling run beyond the forward and the sampler.
+
+From 0.21 (torch >= 2.9) vLLM turns on two Inductor options for every compiled model (config/compilation.py
+``CompilationConfig.__post_init__``, 0.21.0-0.33.0): ``combo_kernels`` (horizontal fusion of independent kernels)
+and ``benchmark_combo_kernel`` (0.33.0: unless Inductor is deterministic). vLLM compiles inside the profiling run:
+the first call of the decorated model (compilation/decorators.py) traces it, and the split graph's pieces are
+compiled before that call runs (compilation/backends.py ``PiecewiseCompileInterpreter``), all within
+``memory_profiling`` (utils/mem_utils.py), whose "peak activation" is torch's allocated peak since the run began
+less what is allocated after it. With ``benchmark_combo_kernel`` Inductor's scheduler decides each combo kernel by
+timing it (torch 2.13 ``_inductor/scheduler.py`` ``create_combo_kernel_nodes`` -> ``speedup_by_combo_kernel``,
+``codegen/triton.py`` ``benchmark_fused_nodes`` / ``benchmark_combo_kernel``): each candidate kernel's module is
+run on arguments from its generated ``get_args()``, one ``rand_strided`` device tensor of full size per argument
+(``codegen_kernel_benchmark``), graph inputs included. The candidates are the kernels of one level of the
+graph's topological order (``_default_group_nodes_for_combo_kernels``); the first piece's first level holds the
+kernels that read only graph inputs, among them the token-embedding lookup, which reads the whole embedding table:
+its benchmark allocates a random table of that shape, per rank the padded vocabulary over TP
+(``VocabParallelEmbedding``, padding 64) x hidden size in the model dtype, while nothing of the forward is
+allocated. Which kernels share that level (the lookup needs one independent neighbour to be a candidate, e.g. the
+rotary cache's gather from the positions) is Inductor's fusion decision, not read here without a GPU: the logged
+peaks below are what says the lookup is benchmarked. No other weight of a dense decoder is read by a Triton kernel
+(the GEMMs are extern kernels, not benchmarked), so the table is the largest tensor these benchmarks allocate. A start that loads the compiled graph from vLLM's cache ("Directly load the
+compiled graph(s) ... from the cache") runs no Inductor scheduler and allocates none of it.
+
+The embedding runs inside the compiled graph only for a text-only model: a multimodal one (a vision tower) is fed
+``inputs_embeds`` computed outside it (v1/worker/gpu_model_runner.py ``_preprocess``, gpu/model_runner.py
+``uses_inputs_embeds``), and only the first pipeline stage holds it.
+
+Checked against the 0.27+ logs that print the breakdown (peak activation less the CUDA-graph estimate), no constant
+fitted: 0.29.0 RTX 5090 Qwen2.5-7B 1.01 GiB logged, 152,064 x 3,584 x 2 B = 1.02 GiB (FP8 weights: 1.02 logged,
+the embedding stays bf16); 0.31.0 A100-40GB Qwen2.5-Coder-1.5B 0.43 / 0.43; 0.29.0 RTX 5060 Ti Qwen3-4B 0.71 /
+0.72; 0.29.0 RTX 5090 Qwen2.5-0.5B 0.22 / 0.25 (the one it overstates); the 0.30.0 start that loaded its graph
+0.15, the source's forward and sampler 0.13.
+"""
+
+from __future__ import annotations
+
+from ...model.spec import ModelSpec
+from ...units import element_type
+
+COMPILE_CACHES = ("cold", "warm")
+VOCAB_PADDING = 64  # vLLM's DEFAULT_VOCAB_PADDING_SIZE (model_executor/layers/vocab_parallel_embedding.py)
+
+
+def embedding_table_bytes(spec: ModelSpec, tp: int, dtype: str) -> int:
+    """One rank's token-embedding table as VocabParallelEmbedding holds it: the vocabulary padded to 64, split over
+    TP, times the hidden size, in the model dtype."""
+    padded = -(-spec.dims.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
+    return -(-padded // tp) * spec.dims.hidden_size * element_type(dtype).nbytes(1)
+
+
+def cold_compile_bytes(spec: ModelSpec, tp: int, dtype: str, *, first_stage: bool, compiled: bool,
+                       cache: str) -> int:
+    """The transient peak a fresh compile allocates in the profiling run (Inductor's benchmark of the first piece's
+    embedding lookup: a random copy of the rank's embedding table); 0 when the start loads its compiled graph from
+    the cache (``cache == "warm"``), when torch.compile is off, on a later pipeline stage, or for a multimodal model
+    whose embedding runs outside the compiled graph."""
+    if cache == "warm" or not compiled or not first_stage or spec.vision is not None:
+        return 0
+    return embedding_table_bytes(spec, tp, dtype)

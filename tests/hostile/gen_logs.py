@@ -161,3 +161,17 @@ def _fifo(root: Path) -> str:
     path = root / "pipe.log"
     os.mkfifo(path)
     return str(path)
+
+
+# A multi-rank vLLM log cut short: vLLM 0.10.0 prints "Available KV cache memory" once per rank and sizes every
+# rank's cache by the smallest (52.11 GiB on rank 2 here); cut after rank 0's 52.21 or rank 3's 52.58 it was
+# checked against that rank's figure, exit 0
+TP4_LOG = "vllm_logs/v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95.log"
+for n, (cut_after, expect_in) in enumerate([("rank=0 pid=4148421) INFO 08-07 11:12:30", "from 1 of 4 ranks ('rank=0')"),
+                                            ("rank=3 pid=4148424) INFO 08-07 11:12:30", "from 2 of 4 ranks")]):
+    def cut_build(root: Path, cut_after: str = cut_after) -> list[str]:
+        text = (DATA / TP4_LOG).read_text(encoding="utf-8")
+        at = text.index("\n", text.index(cut_after)) + 1
+        return ["check", write(root, "run.log", text[:at]), "--gpu", "H100"]
+
+    add(f"logs-vllm-tp4-cut-{n}", cut_build, expect_in=expect_in)

@@ -164,6 +164,9 @@ def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:
     collector's line prefixes taken off (``strip_line_prefixes``), lines a terminal wrapped at its width joined
     (``unwrap_terminal``), wrapped records rejoined
     (``join_wrapped``), and no number longer than any engine prints."""
+    if text[:1] == "\x1f" and text[1:2] in ("\x8b", "\ufffd", "\udc8b"):  # gzip's magic number, however decoded
+        raise InputError("the log is gzip-compressed: decompress it (gunzip, or zcat LOG | kvbudget check -) or give the "
+                         ".gz file's path")
     if "\x00" in text:
         raise InputError(f"the log is binary, not text: give the text log {engine} printed")
     # wrapped as shown (a collector's prefix on each record's first piece), then as printed (on every piece)

@@ -82,3 +82,63 @@ def test_a_log_of_long_lines_that_is_not_wrapped_is_left_alone() -> None:
     text = "\n".join(rank.format(r) for r in range(4)) + "\n\nINFO done\n"
     assert unwrap_terminal(text) == text
     assert unwrap_terminal(_wrapped(text, 80)) == text
+
+
+def _filled(text: str, width: int, keep_blank: bool) -> str:
+    """The log as ``fold -s -w width`` (``keep_blank``: the blank stays at the line's end) or an editor's hard wrap
+    (the blank dropped) writes it: each line broken at its last blank before ``width``, a word longer than
+    ``width`` cut."""
+    out = []
+    for line in text.splitlines():
+        while len(line) > width:
+            cut = line.rfind(" ", 0, width)
+            if cut <= 0:
+                out.append(line[:width])
+                line = line[width:]
+                continue
+            out.append(line[:cut + 1] if keep_blank else line[:cut])
+            line = line[cut + 1:]
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+# Corpus logs a wrap between words cannot be told from: a record whose line ends in a blank and is followed by a
+# piece of a record without its head (the 0.6.4 excerpt's "...gpu_memory_utilization=0.90 " / "GPU blocks: 1952"), a
+# journald head of non-ASCII month names ("9月 02 14:47:57 host ollama[1]: "), a traceback's unindented lines
+UNFILLABLE = {"v0.6.4_rtx3090_llama3.1-8b_len20000.log", "ollama_2025-09_cpu_qwen3-8b_unified.log",
+              "v0.23.0_48gb_llama3.2-1b_len4096_flashinfer-jit-fail.log", "v0.7.2_rtx4090x2_r1-distill-qwen-14b_tp2_fail.log"}
+
+
+@pytest.mark.parametrize("width", [80, 120, 160])
+@pytest.mark.parametrize(("folder", "parse"), [
+    ("vllm_logs", parse_vllm_log), ("llamacpp_logs", parse_llamacpp_log), ("sglang_logs", check_other_log),
+    ("trtllm_logs", check_other_log),
+])
+def test_every_corpus_log_reads_the_same_wrapped_between_words(width: int, folder: str, parse) -> None:  # type: ignore[no-untyped-def]
+    """Wrapped by fold -s (the blank kept at each line's end), each corpus log as printed (not one a terminal
+    wrapped already) reads the same."""
+    for path in sorted((DATA / folder).glob("*.log")):
+        text = path.read_text(encoding="utf-8")
+        if path.name in UNFILLABLE or unwrap_terminal(text.replace("\r", "")) != text.replace("\r", ""):
+            continue
+        assert _outcome(parse, _filled(text, width, True)) == _outcome(parse, text), (path.name, width)
+
+
+@pytest.mark.parametrize(("width", "keep_blank"), [(72, False), (80, True), (80, False), (100, False), (120, True)])
+def test_a_log_wrapped_between_words_keeps_its_settings(width: int, keep_blank: bool) -> None:
+    """Wrapped by fold -s or an editor (the blank dropped) at 80 columns, the 0.10.0 Qwen3-32B log's non-default
+    args were cut between words ('rope_scaling': {'rope_type': / 'yarn', ...}): the YaRN factor lost, check refused
+    max_model_len 131,072 as past the model's 40,960 (exit 2, a wrong reason); 'GPU KV cache size: 855,344' /
+    'tokens' was read glued."""
+    text = (DATA / "vllm_logs" / "v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95.log").read_text(encoding="utf-8")
+    assert parse_vllm_log(_filled(text, width, keep_blank)) == parse_vllm_log(text)
+
+
+def test_a_log_of_short_lines_is_not_filled() -> None:
+    """A traceback's indented lines, an empty line and records that head their lines are never joined."""
+    from kvbudget.engines.logscan import unwrap_words
+
+    text = ("INFO 08-07 11:12:30 [core.py:1] EngineCore failed to start because of the error that follows here:\n"
+            "Traceback (most recent call last):\n  File \"/usr/lib/python3.12/site-packages/vllm/engine.py\", line 1\n"
+            "\nINFO 08-07 11:12:30 [core.py:1] done\nERROR 08-07 11:12:30 [core.py:1] RuntimeError: one\n")
+    assert unwrap_words(text) == text

@@ -256,3 +256,27 @@ def test_a_log_saved_as_utf16_reads_as_its_utf8_text(tmp_path: Path, capsys: pyt
         assert main(["check", str(tmp_path / name), "--gpu", "H100"]) == 0
         outs.append(capsys.readouterr().out.replace(str(tmp_path / name), "LOG"))
     assert "available KV cache (GiB)     42.54" in outs[0] and outs[1:] == outs[:1] * 3
+
+
+def test_a_multi_rank_log_cut_short_is_refused_or_warned() -> None:
+    """vLLM 0.10.0 prints "Available KV cache memory" once per rank (gpu_worker.py, logger.info) and "GPU KV cache
+    size" once per worker's config before taking the smallest (v1/engine/core.py); the TP 4 log cut after rank 0's
+    52.21 GiB (vLLM used rank 2's 52.11) was checked against 52.21, exit 0. Cut in the token lines: warned."""
+    from kvbudget.units import InputError
+
+    text = (DATA / "v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95.log").read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if "Available KV cache memory" in line)
+    with pytest.raises(InputError, match=r"from 1 of 4 ranks \('rank=0'\).*vLLM 0\.10\.0 prints once per rank"):
+        check_log("".join(lines[:at + 1]), gpu="H100")
+    assert parse_vllm_log("".join(lines[:at + 4])).available_kv_gib == 52.11  # every rank: the smallest
+    two_pairs = check_log("".join(lines[:at + 8]), gpu="H100")  # two of four ranks' token lines
+    assert any("'GPU KV cache size' for 2 of 4 ranks" in w for w in two_pairs.warnings), two_pairs.warnings
+    assert not any("of 4 ranks" in w for w in check_log(text, gpu="H100").warnings)
+
+
+def test_ray_repeated_lines_count_the_ranks_they_stand_for() -> None:
+    """Ray prints a message of one worker, then "[repeated 3x across cluster]" for the other three (the 4 x A100
+    gpt-oss-120b log): four ranks, not refused as a log cut short."""
+    log = parse_vllm_log((DATA / "v0.10.1.1_a100-80gb-x4_gpt-oss-120b_tp4-ray_gmu0.8.log").read_text(encoding="utf-8"))
+    assert log.available_printed == 4 and log.kv_size_printed == 4

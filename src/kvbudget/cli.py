@@ -110,7 +110,7 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
         if len(text) > inputs.MAX_LOG_BYTES:
             raise InputError(f"standard input: more than the {inputs.MAX_LOG_BYTES:,} characters kvbudget reads of a log")
     else:
-        text = inputs.read_text(args.log, "log", inputs.MAX_LOG_BYTES, errors="replace")
+        text = inputs.read_log(args.log)
     given = {o.dest: getattr(args, o.dest) for e in registry for o in e.options
              if "check" in o.commands and getattr(args, o.dest, None) is not None}
     engine, result = check(text, {**given, "model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory,
@@ -120,6 +120,24 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
     return engine.check_text(result, args.units)
 
 
+def _writable_report(path: str) -> None:
+    """Refuse a --report path the report (and its figures beside it) cannot be written to, before the sizing runs
+    (a missing folder was found only when the first figure was written, named as '--plot PATH-1.png')."""
+    import os
+
+    from .inputs import excerpt_path
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise InputError(f"--report {excerpt_path(path)} is a folder: give a file name in it (e.g. report.md)")
+    if not os.path.isdir(folder):
+        raise InputError(f"--report {excerpt_path(path)}: folder {excerpt_path(folder)} does not exist: create it or "
+                         "give a path in an existing folder")
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"--report {excerpt_path(path)}: folder {excerpt_path(folder)} is not writable: give a path "
+                         "in a folder you can write to")
+
+
 def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
     from . import inputs
     from .questions.calibrate import calibrate, profile_doc
@@ -127,7 +145,7 @@ def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
 
     if len(args.logs) > 1000:
         raise InputError(f"{len(args.logs):,} logs: give at most 1,000")
-    logs = ((path, inputs.read_text(path, "log", inputs.MAX_LOG_BYTES, errors="replace")) for path in args.logs)  # one at a time
+    logs = ((path, inputs.read_log(path)) for path in args.logs)  # one at a time
     c = calibrate(logs, {"model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
     if not c.terms:
         why = "; ".join(f"{log}: {reason}" for log, reason in c.skipped[:3])
@@ -352,9 +370,11 @@ def _size(args: argparse.Namespace, registry: Registry) -> str:
     tp, pp = _parallelism(args)
     if args.report is not None and not args.report.lower().endswith((".md", ".html", ".htm")):
         raise InputError(f"--report {args.report}: give a .md or .html file")
+    if args.report is not None:
+        _writable_report(args.report)
     if args.metrics is None and (args.dcgm or args.nvidia_smi):
         raise InputError("--dcgm / --nvidia-smi are read with --metrics (step 4): give the server's /metrics too")
-    log = inputs.read_text(args.log, "log", inputs.MAX_LOG_BYTES, errors="replace") if args.log else None
+    log = inputs.read_log(args.log) if args.log else None
     progress = None if args.json or args.no_progress or not sys.stderr.isatty() else _Progress()
     try:
         answer = api.size(args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, engine=args.engine, tp=tp, pp=pp,

@@ -139,14 +139,55 @@ def read_bytes(path: str, what: str, max_bytes: int) -> bytes:
 def read_text(path: str, what: str, max_bytes: int, errors: str = "strict") -> str:
     """A UTF-8 text file (``errors="replace"`` for logs, where a stray byte is harmless)."""
     data = read_bytes(path, what, max_bytes)
-    if errors == "replace" and data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        # a log saved by Windows PowerShell 5 (`> run.log`, Out-File) is UTF-16 with its byte-order mark: it was
-        # refused as binary (its NUL bytes); the mark says how to read it
-        return data.decode("utf-16", errors=errors)
+    if errors == "replace":
+        return _decode_log(data)
     try:
         return data.decode("utf-8", errors=errors).removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {excerpt_path(path)}: not UTF-8 text (byte {exc.start})") from None
+
+
+# What a compressed file starts with (each format's magic number), for the ones kvbudget names but does not open
+_ARCHIVES = ((b"BZh", "bzip2", "bunzip2"), (b"\xfd7zXZ\x00", "xz", "unxz"), (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"),
+             (b"PK\x03\x04", "zip", "unzip"), (b"7z\xbc\xaf\x27\x1c", "7-Zip", "7z x"))
+
+
+def read_log(path: str, max_bytes: int = MAX_LOG_BYTES) -> str:
+    """A log file as text: UTF-8 (a stray byte replaced) or UTF-16 with its mark (``read_text``), or gzip-compressed
+    (``docker logs | gzip``, a rotated ``run.log.1.gz``), read through ``zlib`` up to ``max_bytes`` of text; another
+    archive format is named, with the command that opens it."""
+    data = read_bytes(path, "log", max_bytes)
+    if data[:2] == b"\x1f\x8b":
+        data = _gunzip(data, path, max_bytes)
+    for magic, kind, tool in _ARCHIVES:
+        if data.startswith(magic):
+            raise InputError(f"log {excerpt_path(path)}: a {kind} archive, not text: decompress it ({tool}) and give the log")
+    return _decode_log(data)
+
+
+def _gunzip(data: bytes, path: str, max_bytes: int) -> bytes:
+    """The first member of a gzip stream, at most ``max_bytes`` (a bomb stops at the cap: zlib is asked for no more)."""
+    import zlib
+
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(data, max_bytes + 1)
+    except zlib.error as exc:
+        raise InputError(f"log {excerpt_path(path)}: gzip-compressed but damaged ({exc}): give the log as text") from None
+    if len(out) > max_bytes:
+        raise InputError(f"log {excerpt_path(path)}: gzip-compressed, and more than the {max_bytes:,} bytes kvbudget "
+                         "reads of a log once decompressed: give the part from the start-up")
+    if not d.eof:
+        raise InputError(f"log {excerpt_path(path)}: gzip-compressed but cut short: give the whole file, or the log as text")
+    return out
+
+
+def _decode_log(data: bytes) -> str:
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        # a log saved by Windows PowerShell 5 (`> run.log`, Out-File) is UTF-16 with its byte-order mark: it was
+        # refused as binary (its NUL bytes); the mark says how to read it
+        return data.decode("utf-16", errors="replace")
+    return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 def write_text(path: str, text: str, what: str = "--out") -> None:

@@ -161,3 +161,51 @@ def _fifo(root: Path) -> str:
     path = root / "pipe.log"
     os.mkfifo(path)
     return str(path)
+
+
+# A multi-rank vLLM log cut short: vLLM 0.10.0 prints "Available KV cache memory" once per rank and sizes every
+# rank's cache by the smallest (52.11 GiB on rank 2 here); cut after rank 0's 52.21 or rank 3's 52.58 it was
+# checked against that rank's figure, exit 0
+TP4_LOG = "vllm_logs/v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95.log"
+for n, (cut_after, expect_in) in enumerate([("rank=0 pid=4148421) INFO 08-07 11:12:30", "from 1 of 4 ranks ('rank=0')"),
+                                            ("rank=3 pid=4148424) INFO 08-07 11:12:30", "from 2 of 4 ranks")]):
+    def cut_build(root: Path, cut_after: str = cut_after) -> list[str]:
+        text = (DATA / TP4_LOG).read_text(encoding="utf-8")
+        at = text.index("\n", text.index(cut_after)) + 1
+        return ["check", write(root, "run.log", text[:at]), "--gpu", "H100"]
+
+    add(f"logs-vllm-tp4-cut-{n}", cut_build, expect_in=expect_in)
+
+
+# Compressed logs: gzip is read (the stdlib's zlib, bounded at the 64 MiB a log may hold once decompressed); other
+# archives are named. A gzip log was "binary, not text" (a wrong reason); a gzip bomb must stop at the cap.
+def _gzip_of(data: bytes) -> bytes:
+    import gzip
+
+    return gzip.compress(data, mtime=0)
+
+
+def _gzip_bomb(root: Path) -> str:
+    """100 MiB of zeros, gzip-compressed a MiB at a time (100 KB on disk)."""
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"\0" * 2**20
+    with open(root / "bomb.log.gz", "wb") as f:
+        for _ in range(100):
+            f.write(z.compress(chunk))
+        f.write(z.flush())
+    return str(root / "bomb.log.gz")
+
+
+_LOG_8B = "vllm_logs/v0.8.5dev_l40s_llama3.1-8b_len32768.log"
+add("logs-gzip-read", lambda root: ["check", write(root, "run.log.gz", _gzip_of((DATA / _LOG_8B).read_bytes())), *VLLM_8B,
+                                    "--gpu", "L40S"], expect=0)
+add("logs-gzip-cut", lambda root: ["check", write(root, "run.log.gz", _gzip_of((DATA / _LOG_8B).read_bytes())[:400])],
+    expect_in="gzip-compressed but cut short")
+add("logs-gzip-damaged", lambda root: ["check", write(root, "run.log.gz", b"\x1f\x8b\x08\x00" + b"\xff" * 64)],
+    expect_in="gzip-compressed but damaged")
+add("logs-gzip-bomb", lambda root: ["check", _gzip_bomb(root)], expect_in="more than the 67,108,864 bytes")
+add("logs-gzip-stdin", lambda root: ["check", "-"], stdin=_gzip_of((DATA / _LOG_8B).read_bytes()), expect_in="gzip-compressed")
+for kind, magic in [("bzip2", b"BZh91AY&SY"), ("xz", b"\xfd7zXZ\x00\x00"), ("zstd", b"\x28\xb5\x2f\xfd\x00"), ("zip", b"PK\x03\x04")]:
+    _file(f"logs-archive-{kind}", magic + b"\x00" * 64, f"a {kind} archive")

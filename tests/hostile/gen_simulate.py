@@ -4,6 +4,7 @@ bounds: prefix specs whose tokens would not fit in memory, OpenAI-style request 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from corpus import add, argv, write
 
@@ -36,3 +37,15 @@ for n, spec in enumerate(["", " ", ",", " , ,"]):
     argv(f"sim-synthetic-empty-{n}", [*SIM, "--synthetic", spec], expect_in="names no key")
     argv(f"size-synthetic-empty-{n}", ["size", "llama-3.1-8b", "--gpu", "H100", "--synthetic", spec],
          expect_in="names no key")
+
+# size --report where the report cannot be written: refused before the sizing runs, naming --report (a missing
+# folder was found only at the first figure, named as "--plot PATH-1.png"; a folder named like a report, likewise)
+add("size-report-no-folder", lambda root: ["size", "llama-3.1-8b", "--gpu", "H100", "--report", str(root / "no" / "r.md")],
+    expect_in="does not exist")
+add("size-report-is-folder", lambda root: ["size", "llama-3.1-8b", "--gpu", "H100", "--report", _folder(root, "r.md")],
+    expect_in="is a folder")
+
+
+def _folder(root: Path, name: str) -> str:
+    (root / name).mkdir()
+    return str(root / name)

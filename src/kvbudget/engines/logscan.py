@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import lru_cache
+from itertools import pairwise
 
 from ..inputs import excerpt, real, whole
 from ..units import InputError
@@ -68,10 +69,12 @@ def strip_line_prefixes(text: str) -> str:
 
 # The head of a record, where a line of the wrap width is followed by one: vLLM's and SGLang's levels (after a worker's
 # "(VllmWorker rank=0 pid=1)"), SGLang's "[2025-01-01 10:00:00]", TensorRT-LLM's "[TensorRT-LLM]", llama.cpp's
-# "llama_context: ", TensorRT-LLM's "[10/09/2024-11:35:25]", a time stamp, a "# " note
+# "llama_context: ", TensorRT-LLM's "[10/09/2024-11:35:25]", a time stamp, a "# " note, llama.cpp's time stamp and
+# level of common/log.cpp ("0.00.314.339 I "), a date and time ("2025-02-04 21:21:33", Docker's and SGLang's)
 _RECORD_HEAD = re.compile(r"(?:\([^)\n]{1,120}\) ?)?(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL)\b|\[[0-9]{4}-[0-9]{2}-"
                           r"[0-9]{2}|\[[0-9]{2}/[0-9]{2}/[0-9]{4}-|\[(?:TensorRT-LLM|TRT-LLM)\]|(?:[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40}|main|build|system_info): |(?:srv|slot|que) "
-                          r"[0-9]{4}-[0-9]{2}-[0-9]{2}T|# ")
+                          r"[0-9]{4}-[0-9]{2}-[0-9]{2}T|# |[0-9]{1,4}\.[0-9]{2}\.[0-9]{3}\.[0-9]{3} [IWED] "
+                          r"|[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}")
 MIN_WRAP_WIDTH = 60  # narrower "terminals" are more likely a log of short lines
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})  # a terminal's usual widths: one wrapped line is enough
 
@@ -84,14 +87,13 @@ def unwrap_terminal(text: str) -> str:
     (``_LINE_PREFIXES``). One pass over the lines (the pieces are joined once, so a record of a million lines
     costs its length)."""
     lines = text.split("\n")
-    lengths = [len(line) for line in lines]
-    width = max(lengths)
-    if width < MIN_WRAP_WIDTH or lengths.count(width) < (1 if width in TERMINAL_WIDTHS else 2):
+    joins = _terminal_joins(lines)
+    if not any(joins):
         return text
     out: list[str] = []
     record: list[str] = [lines[0]]
-    for before, line in zip(lengths, lines[1:], strict=False):
-        if before == width and line and not _RECORD_HEAD.match(line) and not any(rx.match(line) for rx in _LINE_PREFIXES):
+    for join, line in zip(joins, lines[1:], strict=True):
+        if join:
             record.append(line)
         else:
             out.append("".join(record))
@@ -100,15 +102,75 @@ def unwrap_terminal(text: str) -> str:
     return "\n".join(out)
 
 
+def _terminal_joins(lines: list[str]) -> list[bool]:
+    """For each line but the last, whether a terminal's wrap cut it from the next (``unwrap_terminal``)."""
+    lengths = [len(line) for line in lines]
+    width = max(lengths)
+    if width < MIN_WRAP_WIDTH or lengths.count(width) < (1 if width in TERMINAL_WIDTHS else 2):
+        return [False] * (len(lines) - 1)
+    return [before == width and bool(line) and not _heads_record(line)
+            for before, line in zip(lengths, lines[1:], strict=False)]
+
+
+def _heads_record(line: str) -> bool:
+    return bool(_RECORD_HEAD.match(line)) or any(rx.match(line) for rx in _LINE_PREFIXES)
+
+
+def unwrap_words(text: str) -> str:
+    """A log an editor, a mail program or ``fold -s`` wrapped at W columns between words: a line is joined to the
+    next where the next one's first word would not have fitted in W after it (the test a filling editor applies)
+    and the next line neither is empty, starts with a blank (a traceback's indented lines), heads a record
+    (``_RECORD_HEAD``) nor carries a collector's prefix; W is the longest line (``fold -s`` breaks before a word
+    that ends at W, its blank not fitting). The blank at the break was kept at the line's end (``fold -s``) or
+    dropped (one is put back); a line of W characters without a blank is a piece of a word ``fold -s`` cut (joined
+    as it is). Left alone unless lines read as wrapped between words: one ending in its blank and none of exactly W
+    cut inside a word (a terminal's wrap, ``unwrap_terminal``'s), or two shorter than W, four times as many as
+    those cut; an unwrapped log's longest line (vLLM's engine config, a thousand characters and more) leaves room
+    after every shorter one. A few passes over the lines."""
+    lines = text.split("\n")
+    width = max(len(line) for line in lines)
+    if width < MIN_WRAP_WIDTH:
+        return text
+
+    def wrapped(line: str, after: str) -> bool:
+        if not after or after[0] in " \t" or not line.strip() or _heads_record(after):
+            return False
+        word = len(after.split(" ", 1)[0])
+        if word >= width - 1 and not (line.endswith(" ") or (" " not in line and len(line) >= width)):
+            return False  # a word no line could hold (llama.cpp's row of progress dots) starts a line of its own
+        return len(line.rstrip(" ")) + 1 + word >= width
+
+    joins = [wrapped(line, after) for line, after in pairwise(lines)]
+    kept = short = inside = 0  # wrapped lines that end in the blank, that dropped it, that a terminal cut at W
+    for join, line in zip(joins, lines, strict=False):
+        if join and " " in line:
+            kept += line.endswith(" ")
+            short += not line.endswith(" ") and len(line) < width
+            inside += not line.endswith(" ") and len(line) == width
+    if not ((kept and not inside) or (short >= 2 and 4 * inside <= short)):
+        return text
+    out = [lines[0]]
+    for before, line, join in zip(lines, lines[1:], joins, strict=False):
+        if not join:
+            out.append(line)
+            continue
+        piece = before.endswith(" ") or (len(before) >= width and " " not in before)
+        out[-1] += ("" if piece else " ") + line
+    return "\n".join(out)
+
+
 def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:
     """A start-up log made ready to search: refused if binary (a NUL byte), carriage returns dropped, a
     collector's line prefixes taken off (``strip_line_prefixes``), lines a terminal wrapped at its width joined
     (``unwrap_terminal``), wrapped records rejoined
     (``join_wrapped``), and no number longer than any engine prints."""
+    if text[:1] == "\x1f" and text[1:2] in ("\x8b", "\ufffd", "\udc8b"):  # gzip's magic number, however decoded
+        raise InputError("the log is gzip-compressed: decompress it (gunzip, or zcat LOG | kvbudget check -) or give the "
+                         ".gz file's path")
     if "\x00" in text:
         raise InputError(f"the log is binary, not text: give the text log {engine} printed")
     # wrapped as shown (a collector's prefix on each record's first piece), then as printed (on every piece)
-    text = unwrap_terminal(strip_line_prefixes(unwrap_terminal(text.replace("\r", ""))))
+    text = unwrap_terminal(strip_line_prefixes(unwrap_terminal(unwrap_words(text.replace("\r", "")))))
     log = LogText(_WRAPPED.sub("", text) if join_wrapped else text)
     log.check_numbers()
     return log

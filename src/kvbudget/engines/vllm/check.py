@@ -122,6 +122,38 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
     raise InputError("the log does not say which GPU it ran on: give --gpu or --gpu-memory")
 
 
+def _all_ranks(log: VllmLog, s: VllmSettings) -> list[str]:
+    """Refuse a log of a multi-GPU run cut short before every rank printed its figures (warn where only the
+    token lines are missing). vLLM 0.8-0.11 print
+    "Available KV cache memory" once per worker (gpu_worker.py determine_available_memory, logger.info; 0.12.0 on
+    once per node: info_once(scope="local")) and up to 0.10 the engine core prints "GPU KV cache size" once per
+    worker's config (v1/engine/core.py of 0.10.2: get_kv_cache_config in a loop over the workers, before
+    unify_kv_cache_configs gives every rank the smallest); a log with fewer such lines than TP x PP ranks shows some
+    ranks only, and the figure vLLM used (the smallest) may be missing (a TP 4 log cut after rank 0's 52.21 GiB
+    was checked against 52.21, where vLLM ran on rank 2's 52.11)."""
+    world = s.tensor_parallel_size * s.pipeline_parallel_size
+    if world < 2 or log.error is not None:
+        return []
+    minor = version_minor(s.version)
+    labels = log.available_ranks
+    # a worker other than the first, or two of them, print: the once-per-worker form whatever the release
+    per_worker = (minor is not None and 8 <= minor <= 11) or (minor is None and (
+        len(set(labels)) >= 2 or any(label not in ("rank=0", "TP0") for label in labels)))
+    release = f"vLLM {s.version}" if minor is not None else "this vLLM (it prints it per worker)"
+    layout = f"TP={s.tensor_parallel_size} x PP={s.pipeline_parallel_size}"
+    if per_worker and 0 < log.available_printed < world:
+        shown = f" ({', '.join(excerpt(label, 24) for label in labels[:4])}{', ...' if len(labels) > 4 else ''})" if labels else ""
+        raise InputError(f"the log shows 'Available KV cache memory' from {log.available_printed} of {world} ranks{shown}, "
+                         f"which {release} prints once per rank ({layout}), sizing the KV cache by the smallest: the "
+                         "log is cut short; give the whole log, from the start-up to 'Maximum concurrency'")
+    if minor is not None and 8 <= minor <= 10 and 0 < log.kv_size_printed < world:
+        # published excerpts keep one such line (the 0.8.5 4 x A10 log): warned, the ranks of one TP group being alike
+        return [f"the log shows 'GPU KV cache size' for {log.kv_size_printed} of {world} ranks, which vLLM {s.version} "
+                f"prints once per rank ({layout}) before taking the smallest: the tokens checked may be one rank's; give "
+                "the whole log for the pool's"]
+    return []
+
+
 def _row(figure: str, reported: float | None, predicted: float | None) -> Row:
     err = None
     if reported is not None and predicted is not None and reported != 0:
@@ -206,6 +238,7 @@ def check_log(
     if log.other_failure:
         warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
                         "'starts' compares the memory outcome")
+    warnings += _all_ranks(log, settings)
     spec = _model(ref, overrides)
     device = _gpu(log, gpu, gpu_memory)
     predicted = plan(spec, device, settings)

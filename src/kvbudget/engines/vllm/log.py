@@ -52,6 +52,11 @@ class VllmLog:
     graph_estimate_gib: float | None = None
     # "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)": (mode, graphs, largest) each
     graph_modes: tuple[tuple[str, int, int], ...] = ()
+    # how many ranks printed "Available KV cache memory" (a Ray "[repeated Nx across cluster]" line counts N)
+    # and the workers' labels as printed ("rank=0", "TP1", "pid=345, ip=10.0.0.1"); likewise "GPU KV cache size"
+    available_printed: int = 0
+    available_ranks: tuple[str, ...] = ()
+    kv_size_printed: int = 0
 
     def graph_estimate(self, total_gib: float | None) -> float | None:
         """vLLM's CUDA-graph estimate in GiB: (X - Y) x the GPU's total from the equivalent-utilization line (to
@@ -210,6 +215,28 @@ def _cause(text: str) -> str | None:
 _PER_RANK = ("Available KV cache memory: ", "KV cache size: ", "Maximum concurrency for ")
 
 
+# A worker's prefix as vLLM's multiprocessing or Ray executor prints it: "(VllmWorker rank=0 pid=1)" (0.8-0.10.0),
+# "(VllmWorker TP1 pid=1)", "(Worker_TP0 pid=1)", "(Worker_PP1_TP0 pid=1)" (0.10.1 on), "(RayWorkerWrapper pid=1, ip=...)"
+_RANK_LABEL = re.compile(r"\((?:VllmWorker|Worker|RayWorkerWrapper)[ _]?(rank=[0-9]{1,5}|(?:DP[0-9]{1,5}_)?(?:PP[0-9]{1,5}_)?"
+                         r"TP[0-9]{1,5}(?:_EP[0-9]{1,5})?|pid=[0-9]{1,9}(?:, ip=[0-9a-fA-F.:]{1,64})?)")
+_RAY_REPEATED = re.compile(r"\[repeated ([0-9]{1,6})x across cluster\]")
+
+
+def _printed(log: LogText, literal: str) -> tuple[int, tuple[str, ...]]:
+    """How many ranks printed a line holding ``literal`` (Ray's "[repeated Nx across cluster]" line counts N: Ray
+    prints the first of a message, then one such line for the N it held back), and the
+    rank labels of those lines, in order (one pass over the lines that hold it)."""
+    n, labels = 0, []
+    for start, stop, _ in log.lines(literal):
+        line = log.text[start:stop]
+        repeated = _RAY_REPEATED.search(line)
+        n += int(repeated.group(1)) if repeated else 1  # Ray's line stands for the N it held back
+        label = _RANK_LABEL.search(line, 0, 200)
+        if label is not None:
+            labels.append(label.group(1))
+    return n, tuple(labels)
+
+
 def _per_rank_min(log: LogText, literal: str, pattern: str, group: int = 1) -> re.Match[str] | None:
     """The last match, or - when a multi-GPU run printed the figure once per rank (vLLM 0.10 with TP/PP: one
     "Available KV cache memory" per worker, one "GPU KV cache size" per worker's config before they are unified
@@ -295,7 +322,10 @@ def parse_vllm_log(text: str) -> VllmLog:
     m = log.last(loading, r"(?:Model loading took|Loading model weights took|model weights take)[ \t]{1,8}" + NUM + r" ?G")
     if m:
         fields["model_loading_gib"] = figure(m.group(1), "model loading (GiB)", 0, _GIB)
-    m = (_per_rank_min(log, "Available KV cache memory: ", r"Available KV cache memory: " + NUM + r" GiB")
+    per_rank = _per_rank_min(log, "Available KV cache memory: ", r"Available KV cache memory: " + NUM + r" GiB")
+    if per_rank:
+        fields["available_printed"], fields["available_ranks"] = _printed(log, "Available KV cache memory: ")
+    m = (per_rank
          or log.last("reserved for KV Cache is ", r"reserved for KV Cache is " + NUM + r" ?GiB")
          or log.last("kv_cache_size=", r"kv_cache_size=" + NUM + r" ?GiB")
          or log.last("available_kv_cache_memory", r"available_kv_cache_memory[ \t]{1,8}" + NUM + r" ?GiB")
@@ -305,6 +335,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     m = _per_rank_min(log, "KV cache size: ", r"KV cache size: " + NUM + r" tokens")
     if m:
         fields["kv_cache_tokens"] = count(m.group(1), "GPU KV cache size (tokens)")
+        fields["kv_size_printed"] = _printed(log, "KV cache size: ")[0]
     # each spelling a literal of its own: a search for " blocks: " lands on the "# CPU blocks" of the same
     # line and misses a GPU figure that starts more than BACK characters before it
     m = log.last(_GPU_BLOCKS, r"(?:GPU|gpu|cuda|CUDA) blocks: " + NUM)

@@ -35,7 +35,7 @@ def test_small_pool_packs_2_mib_segments() -> None:
 def test_sglang_weight_tensors_add_up_to_the_priced_bytes() -> None:
     # engines/sglang/allocations.py splits a packed weight into its data and scale tensors: together they are
     # exactly what WeightFormat.matrix_bytes prices, in every format
-    from kvbudget.engines.sglang.allocations import _parts
+    from kvbudget.engines.weight_tensors import parts as _parts
     from kvbudget.model.weights import parse_weight_format
 
     for name in ("fp8", "int8", "gptq", "awq", "nf4", "mxfp4", "nvfp4"):

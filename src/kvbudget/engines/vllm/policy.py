@@ -51,6 +51,7 @@ from .calibration import (
     v1_alpha_activation,
     v1_alpha_logit_rows,
 )
+from .allocations import counts_segments, segment_bytes
 from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
 from .cudagraph import GraphEstimate, estimate, model_runner
 from .encoder_profile import EncoderPass, profile_pass
@@ -384,7 +385,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
-    non_torch = max(non_torch + extra, 0)
+    inside, beside = _segments(spec, settings, r)
+    non_torch = max(non_torch + extra, 0) + beside
     rows, act_model = min(r.tokens, r.seqs), ACTIVATION[rel.key]
     if rel.blocks_log_line:  # the 0.7 V1 alpha: logits, no sampler
         rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
@@ -392,7 +394,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
-        weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
+        weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary + inside
         if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
             weights += lora.per_stage[st.index]
         act = activation_peak(spec, r.tokens, rows, r.tp, r.model_dtype, st.index == r.pp - 1, act_model,
@@ -413,6 +415,20 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             available = requested - weights - non_torch - act - graphs
         per_stage.append((st, bpb, weights, act, graphs, available))
     return total, requested, non_torch, per_stage
+
+
+def _segments(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> tuple[int, int]:
+    """What PyTorch's caching allocator holds around the rank's weights beyond their bytes (allocations.py): inside
+    the tensors' blocks (in "Model loading took" in every release) and beside them (counted only by the releases
+    that take the device's free memory: 0.2.5-0.6.4, 0.7.0-0.9.0 V1, 0.27 on), where the rank builds the whole model
+    as loaded: one pipeline stage, nothing offloaded, an MoE model's experts split by TP alone; else (0, 0)."""
+    if r.pp > 1 or settings.cpu_offload_bytes or (spec.num_experts and (r.dp > 1 or settings.enable_expert_parallel)):
+        return 0, 0
+    fmt = r.fmt
+    if not fmt.quantized and fmt.name != "stored":
+        fmt = WeightFormat(r.model_dtype, dense_dtype=r.model_dtype)
+    inside, beside = segment_bytes(spec, fmt, r.tp, r.model_dtype)
+    return inside, beside if counts_segments(r.rel.key, settings.version) else 0
 
 
 def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> GraphEstimate | None:
@@ -735,6 +751,14 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
             notes.append(f"sampler: FlashInfer's top-k/top-p assumed (vLLM's Docker images, vllm[flashinfer]); without "
                          f"flashinfer vLLM sorts the logits in PyTorch: {gap} less KV cache (a log's 'FlashInfer is not "
                          "available' line)")
+    inside, beside = _segments(spec, settings, r)
+    if round(inside / GiB, 2):  # where it shows in the logged GiB
+        notes.append(f"weights: {inside / MiB:.0f} MiB of PyTorch caching-allocator blocks beyond the tensors' bytes "
+                     "(an odd-sized shard's remainder of 1 MiB or less stays in its block), in 'Model loading took'")
+    if round(beside / GiB, 2) and settings.kv_cache_memory_bytes is None:
+        notes.append(f"weights: {beside / MiB:.0f} MiB of PyTorch caching-allocator segments beside this rank's tensors "
+                     "(remainders split off and never reused, the rotary cache's float32 temporaries' space), counted "
+                     f"in the non-torch memory: vLLM {settings.version} takes it from the device's free memory")
     if dequant and settings.kv_cache_memory_bytes is None:
         from .quant import dequant_note
 

@@ -63,14 +63,18 @@ def test_leave_one_out_on_the_same_gpu_and_release_line() -> None:
     # ran on A800s, whose name gives it vLLM's large batch defaults: a GPU of its own, with no neighbour). Three get
     # worse: the 0.5B run of three 0.29.0 runs on one RTX 5090 (+0.34 alone, -1.53 with its 7B runs' 1.87), the
     # 0.30.0 run of a Qwen3-4B fine-tune on an RTX 5060 Ti under WSL2 (-0.01 alone, -1.26 with the 0.29.0 run's
-    # term) and a 24 GB card's run: a profile is one site's.
+    # term) and a 24 GB card's run: a profile is one site's. With PyTorch's allocator blocks in the weights of every
+    # release and its segments beside them where the release counts them (engines/vllm/allocations.py): 21.1 and 11.9,
+    # and a fourth gets worse, the 24 GB RTX 4090's 0.10.2 Qwen2.5-3B run (-0.01 alone, -0.12 with the 0.18.0 run's
+    # term; its 36 MiB of blocks moved it, the 0.18.0 run's Qwen3-8B has 2 MiB).
     assert len(rows) == 39, rows
     by_log = {log: round(b, 1) for log, b, _ in rows}  # what is left at TP 8 on H100 with NCCL's buffers modelled
     assert (by_log["v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768"],
             by_log["v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768"]) == (0.7, 0.7)
-    assert (round(before / GiB, 1), round(after / GiB, 1)) == (21.5, 12.1)  # the README's figures
+    assert (round(before / GiB, 1), round(after / GiB, 1)) == (21.1, 11.9)  # the README's figures
     worse = [log for log, b, a in rows if abs(a) > abs(b) + 0.1]
-    assert worse == ["v0.29.0_rtx5090_qwen2.5-0.5b_bf16_len8192_gmu0.9",
+    assert worse == ["v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1",
+                     "v0.29.0_rtx5090_qwen2.5-0.5b_bf16_len8192_gmu0.9",
                      "v0.30.0-xinference_rtx5060ti-wsl_qwen3-4b-2507-ft_len8192_gmu0.7",
                      "v0.9.2_24gb_qwen2.5-3b_len4096_mns128"], rows
 

@@ -29,6 +29,7 @@ from ...model.weights import WeightFormat
 from ...parallel import stages
 from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
+from .allocations import counts_segments, segment_bytes
 from .calibration import (
     ACTIVATION,
     CUDA_CONTEXT_BYTES,
@@ -51,7 +52,6 @@ from .calibration import (
     v1_alpha_activation,
     v1_alpha_logit_rows,
 )
-from .allocations import counts_segments, segment_bytes
 from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
 from .cudagraph import GraphEstimate, estimate, model_runner
 from .encoder_profile import EncoderPass, profile_pass
@@ -385,8 +385,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
-    inside, beside = _segments(spec, settings, r)
-    non_torch = max(non_torch + extra, 0) + beside
+    inside, beside, counted = _segments(spec, settings, r)
+    non_torch = max(non_torch + extra, 0) + (beside if counted else 0)
     rows, act_model = min(r.tokens, r.seqs), ACTIVATION[rel.key]
     if rel.blocks_log_line:  # the 0.7 V1 alpha: logits, no sampler
         rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
@@ -417,18 +417,24 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     return total, requested, non_torch, per_stage
 
 
-def _segments(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> tuple[int, int]:
+SEGMENTS_NOTED = 64 * MiB  # the allocator's share of the weights a plan's notes name
+
+
+def _segments(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> tuple[int, int, bool]:
     """What PyTorch's caching allocator holds around the rank's weights beyond their bytes (allocations.py): inside
-    the tensors' blocks (in "Model loading took" in every release) and beside them (counted only by the releases
-    that take the device's free memory: 0.2.5-0.6.4, 0.7.0-0.9.0 V1, 0.27 on), where the rank builds the whole model
-    as loaded: one pipeline stage, nothing offloaded, an MoE model's experts split by TP alone; else (0, 0)."""
-    if r.pp > 1 or settings.cpu_offload_bytes or (spec.num_experts and (r.dp > 1 or settings.enable_expert_parallel)):
-        return 0, 0
+    the tensors' blocks (in "Model loading took" in every release), beside them, and whether the release counts the
+    part beside them (the releases that read the device's free memory: 0.2.5-0.6.4, 0.7.0-0.9.0 V1, 0.27 on). Where
+    the rank builds the whole model as loaded: one pipeline stage, nothing offloaded, an MoE model's experts split by
+    TP alone, no speculative draft or MTP layers (built after the target, sharing its rotary cache where the
+    parameters match); else nothing."""
+    counted = counts_segments(r.rel.key, settings.version)
+    if (r.pp > 1 or settings.cpu_offload_bytes or (spec.num_experts and (r.dp > 1 or settings.enable_expert_parallel))
+            or settings.speculative_draft is not None or settings.speculative_method == "mtp"):
+        return 0, 0, counted
     fmt = r.fmt
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(r.model_dtype, dense_dtype=r.model_dtype)
-    inside, beside = segment_bytes(spec, fmt, r.tp, r.model_dtype)
-    return inside, beside if counts_segments(r.rel.key, settings.version) else 0
+    return (*segment_bytes(spec, fmt, r.tp, r.model_dtype), counted)
 
 
 def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> GraphEstimate | None:
@@ -751,14 +757,13 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
             notes.append(f"sampler: FlashInfer's top-k/top-p assumed (vLLM's Docker images, vllm[flashinfer]); without "
                          f"flashinfer vLLM sorts the logits in PyTorch: {gap} less KV cache (a log's 'FlashInfer is not "
                          "available' line)")
-    inside, beside = _segments(spec, settings, r)
-    if round(inside / GiB, 2):  # where it shows in the logged GiB
-        notes.append(f"weights: {inside / MiB:.0f} MiB of PyTorch caching-allocator blocks beyond the tensors' bytes "
-                     "(an odd-sized shard's remainder of 1 MiB or less stays in its block), in 'Model loading took'")
-    if round(beside / GiB, 2) and settings.kv_cache_memory_bytes is None:
-        notes.append(f"weights: {beside / MiB:.0f} MiB of PyTorch caching-allocator segments beside this rank's tensors "
-                     "(remainders split off and never reused, the rotary cache's float32 temporaries' space), counted "
-                     f"in the non-torch memory: vLLM {settings.version} takes it from the device's free memory")
+    inside, beside, counted = _segments(spec, settings, r)
+    if inside + beside >= SEGMENTS_NOTED:
+        how = ("counted with the non-torch memory (this release reads the device's free memory)" if counted else
+               "not counted by this release (it reads torch's reserved bytes): on the device, outside the budget")
+        notes.append(f"weights: PyTorch's caching allocator holds {inside / MiB:.0f} MiB beyond the tensors' bytes in "
+                     f"their blocks (the weights figure includes it) and {beside / MiB:.0f} MiB of segments beside "
+                     f"them, {how}")
     if dequant and settings.kv_cache_memory_bytes is None:
         from .quant import dequant_note
 

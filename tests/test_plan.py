@@ -133,7 +133,9 @@ def test_levers_and_the_fp8_back_of_envelope(capsys: pytest.CaptureFixture[str])
     fp8 = by["FP8 weights"]
     # vLLM's KV budget moves one for one with the weights: every linear weight to 1 byte plus one fp32 scale per
     # tensor, per GPU at TP=2 (test_seeds.py's hand count): 34.2 GB, the estimate's "35GB" (70e9 x 1 byte / 2 GPUs)
-    assert fp8.freed_bytes == 68_451_041_280 // 2 - 80 * 7 * 4 == baseline.weights_bytes - fp8.weights_bytes
+    # (and the 0.5 MiB of allocator segments the bf16 rotary cache's float32 temporaries leave beside the weights,
+    # which this release counts: engines/vllm/allocations.py, not modelled for a quantized format)
+    assert fp8.freed_bytes - 507_904 == 68_451_041_280 // 2 - 80 * 7 * 4 == baseline.weights_bytes - fp8.weights_bytes
     assert round(fp8.freed_bytes / 1e9, 1) == 34.2
     # the estimate's 14 is 35 GiB over a whole 8K sequence's 2.5 GiB; at TP=2 each GPU holds half of every sequence,
     # so vLLM's block arithmetic fits 25 more (5 -> 30): 2 x 34.2 GB / 2.68 GB per sequence, less block rounding
@@ -149,14 +151,15 @@ def test_levers_and_the_fp8_back_of_envelope(capsys: pytest.CaptureFixture[str])
     assert by["FP8 KV cache"].freed_bytes == 0 and by["FP8 KV cache"].concurrency == p0.num_gpu_blocks * 2 // 512
     assert by["one more replica"].concurrency == 2 * baseline.concurrency and by["one more replica"].gpus == 4
     # the output gives the back-of-envelope arithmetic -- the 70B of the name x 1 byte saved / 2 GPUs = 35.0 GB per GPU,
-    # divided by the 2.5 (GiB) of one whole 8K sequence = +14 -- and beside it the real figures: 31.87 GiB freed per
+    # divided by the 2.5 (GiB) of one whole 8K sequence = +14 -- and beside it the real figures: 31.88 GiB freed per
     # GPU // 2.5 GiB = 12 whole sequences, and vLLM's pool (each GPU holds half of every sequence) +26
     assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192", "--wide"]) == 0
     text = capsys.readouterr().out
     assert ("back-of-envelope (nominal weight bytes saved / KV per sequence): 70B params x 1 byte saved / 2 GPUs = "
             "35.0 GB per GPU; 35.0 / 2.5 GiB per 8,192-token sequence = +14 requests (GB over GiB, as such estimates "
             "mix them: +13 in one unit)") in text
-    assert ("real: FP8 weights free 31.87 GiB (34.2 GB) on each GPU; counted against a whole sequence that is +12, "
+    # (31.88 GiB with the bf16 run's 0.5 MiB of allocator segments: 31.87 before)
+    assert ("real: FP8 weights free 31.88 GiB (34.2 GB) on each GPU; counted against a whole sequence that is +12, "
             "but each GPU holds 1/2 of every sequence: vLLM fits +25") in text  # +26 before the 0.33 source floor
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text  # Llama-2's 4,096-token limit, as vLLM enforces it
     assert main(["levers", "meta-llama/Llama-2-70b-hf", "--gpu", "H100", "--tp", "2", "--context", "8192", "--json"]) == 0

@@ -35,10 +35,37 @@ def test_small_pool_packs_2_mib_segments() -> None:
 def test_sglang_weight_tensors_add_up_to_the_priced_bytes() -> None:
     # engines/sglang/allocations.py splits a packed weight into its data and scale tensors: together they are
     # exactly what WeightFormat.matrix_bytes prices, in every format
-    from kvbudget.engines.sglang.allocations import _parts
+    from kvbudget.engines.weight_tensors import parts as _parts
     from kvbudget.model.weights import parse_weight_format
 
     for name in ("fp8", "int8", "gptq", "awq", "nf4", "mxfp4", "nvfp4"):
         fmt = parse_weight_format(name)
         for rows, cols in ((2304, 4096), (1000, 1000), (7, 129)):
             assert sum(_parts(fmt, rows, cols)) == fmt.matrix_bytes(rows, cols), (name, rows, cols)
+
+
+def test_a_freed_block_merges_with_its_free_neighbours_and_is_reused() -> None:
+    from kvbudget.torch_alloc import Free, allocated_bytes, usage
+
+    # three 6 MiB tensors in one 20 MiB segment (2 MiB split off); the first two freed merge into one 12 MiB block,
+    # which an 11 MiB request takes (the 1 MiB left stays with it): no new segment
+    steps = [6 * MiB, 6 * MiB, 6 * MiB, Free(0), Free(1), 11 * MiB]
+    assert usage(steps) == (20 * MiB, 6 * MiB + 12 * MiB)
+    # without the merge the 11 MiB would need a segment of its own (12 MiB): freeing only one of them shows it
+    assert reserved_bytes([6 * MiB, 6 * MiB, 6 * MiB, Free(0), 11 * MiB]) == 20 * MiB + 12 * MiB
+    # the smallest free block that holds a request takes it: 6 MiB goes to the freed 8 MiB, not the 4 MiB tail
+    assert usage([8 * MiB, 8 * MiB, Free(0), 6 * MiB]) == (20 * MiB, 8 * MiB + 6 * MiB)
+    # a segment left with no live block is given back by empty_cache
+    assert reserved_bytes([30 * MiB, Free(0)]) == 0 == allocated_bytes([30 * MiB, Free(0)])
+    assert overhead_bytes([30 * MiB, 9 * MiB, Free(0)]) == 20 * MiB - 9 * MiB
+
+
+def test_allocated_bytes_count_the_block_as_cut() -> None:
+    from kvbudget.torch_alloc import allocated_bytes
+
+    # memory_allocated() counts the block: a remainder of 1 MiB or less stays in it, a larger one is split off
+    assert allocated_bytes([int(17.5 * MiB)]) == 18 * MiB  # 0.5 MiB left in the block
+    assert allocated_bytes([259 * MiB]) == 260 * MiB  # rounded to 2 MiB: exactly 1 MiB left, not split
+    assert allocated_bytes([int(12.5 * MiB)]) == int(12.5 * MiB)  # 1.5 MiB split off: reserved, not allocated
+    assert reserved_bytes([int(12.5 * MiB)]) == 14 * MiB
+    assert allocated_bytes([100]) == 512  # kMinBlockSize

@@ -111,7 +111,9 @@ def test_v0_tp2_a100_log_activation_and_its_error() -> None:
     assert round(result.plan.non_torch_bytes / GiB, 2) == 0.44
     blocks = next(r for r in result.rows if r.figure == "GPU blocks")
     assert meta["split"] == "modelling"
-    assert blocks.error_pct is not None and 7.0 < blocks.error_pct < 7.8  # was +11.0% with 3 x hidden
+    # was +11.0% with 3 x hidden, +7.36% before the allocator's blocks (168 MiB a rank) joined "Loading model weights
+    # took" (13.9281 GB logged, now predicted to 0.01) and its segments beside them the V0 peak
+    assert blocks.error_pct is not None and 6.0 < blocks.error_pct < 6.8
 
 
 def test_v0_2_4_codellama_counts_no_non_torch() -> None:

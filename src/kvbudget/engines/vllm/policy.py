@@ -29,6 +29,7 @@ from ...model.weights import WeightFormat
 from ...parallel import stages
 from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
+from .allocations import counts_segments, segment_bytes
 from .calibration import (
     ACTIVATION,
     CUDA_CONTEXT_BYTES,
@@ -388,7 +389,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
-    non_torch = max(non_torch + extra, 0)
+    inside, beside, counted = _segments(spec, settings, r)
+    non_torch = max(non_torch + extra, 0) + (beside if counted else 0)
     rows, act_model = min(r.tokens, r.seqs), ACTIVATION[rel.key]
     if rel.blocks_log_line:  # the 0.7 V1 alpha: logits, no sampler
         rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
@@ -396,7 +398,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
-        weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary
+        weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary + inside
         if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
             weights += lora.per_stage[st.index]
         if rel.key == "current":  # the source's profiling run, or a fresh compile's benchmark before it if larger
@@ -419,6 +421,26 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             available = requested - weights - non_torch - act - graphs
         per_stage.append((st, bpb, weights, act, graphs, available))
     return total, requested, non_torch, per_stage
+
+
+SEGMENTS_NOTED = 64 * MiB  # the allocator's share of the weights a plan's notes name
+
+
+def _segments(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> tuple[int, int, bool]:
+    """What PyTorch's caching allocator holds around the rank's weights beyond their bytes (allocations.py): inside
+    the tensors' blocks (in "Model loading took" in every release), beside them, and whether the release counts the
+    part beside them (the releases that read the device's free memory: 0.2.5-0.6.4, 0.7.0-0.9.0 V1, 0.27 on). Where
+    the rank builds the whole model as loaded: one pipeline stage, nothing offloaded, an MoE model's experts split by
+    TP alone, no speculative draft or MTP layers (built after the target, sharing its rotary cache where the
+    parameters match); else nothing."""
+    counted = counts_segments(r.rel.key, settings.version)
+    if (r.pp > 1 or settings.cpu_offload_bytes or (spec.num_experts and (r.dp > 1 or settings.enable_expert_parallel))
+            or settings.speculative_draft is not None or settings.speculative_method == "mtp"):
+        return 0, 0, counted
+    fmt = r.fmt
+    if not fmt.quantized and fmt.name != "stored":
+        fmt = WeightFormat(r.model_dtype, dense_dtype=r.model_dtype)
+    return (*segment_bytes(spec, fmt, r.tp, r.model_dtype), counted)
 
 
 def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> GraphEstimate | None:
@@ -776,6 +798,13 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                          "available' line)")
     if r.rel.key == "current" and settings.kv_cache_memory_bytes is None:
         _compile_cache_note(spec, gpu, settings, r, dequant, notes)
+    inside, beside, counted = _segments(spec, settings, r)
+    if inside + beside >= SEGMENTS_NOTED:
+        how = ("counted with the non-torch memory (this release reads the device's free memory)" if counted else
+               "not counted by this release (it reads torch's reserved bytes): on the device, outside the budget")
+        notes.append(f"weights: PyTorch's caching allocator holds {inside / MiB:.0f} MiB beyond the tensors' bytes in "
+                     f"their blocks (the weights figure includes it) and {beside / MiB:.0f} MiB of segments beside "
+                     f"them, {how}")
     if dequant and settings.kv_cache_memory_bytes is None:
         from .quant import dequant_note
 

@@ -13,7 +13,7 @@ from ...hardware import GPU, capability
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...units import GiB, element_type
-from .settings import Release, VllmSettings, minor_patch, release_minor, version_minor
+from .settings import Release, VllmSettings, is_v1_alpha, minor_patch, release_minor, version_minor
 
 
 def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len: int) -> tuple[int, int]:
@@ -63,14 +63,10 @@ def capture_sizes(max_num_seqs: int, max_num_tokens: int, gpu: GPU) -> tuple[int
     """CUDA-graph capture sizes with no compilation flags, as 0.28-0.30 choose them (config/vllm.py
     _set_cudagraph_sizes): 1, 2, 4, then steps of 8 below 256 and of 16 from 256, up to min(2 x max_num_seqs, 512)
     (1024 on Blackwell). The plans resolve them per release and flag (compile_flags.graph_plan)."""
-    ceiling = 1024 if blackwell_ceiling(gpu) else 512
-    top = min(2 * max_num_seqs, ceiling)
-    sizes = [i for i in (1, 2, 4) if i <= top]
-    sizes += list(range(8, min(top + 1, 256), 8))
-    sizes += list(range(256, top + 1, 16))
-    if max_num_tokens <= top and max_num_tokens not in sizes:
-        sizes.append(max_num_tokens)
-    return tuple(s for s in sorted(sizes) if s <= max_num_tokens)
+    from .compile_flags import default_sizes
+
+    top = min(2 * max_num_seqs, 1024 if blackwell_ceiling(gpu) else 512)
+    return tuple(s for s in default_sizes(top, max_num_tokens, False) if s <= max_num_tokens)
 
 
 # --- the non-KV memory model ---------------------------------------------------------------------
@@ -242,7 +238,7 @@ def sampler_path(settings: VllmSettings, gpu: GPU, rel_key: str = "v1") -> str:
 def sampler_may_differ(settings: VllmSettings, gpu: GPU, rel_key: str) -> bool:
     """True when the sampler path is the default's guess and a release line of optional FlashInfer
     (0.8-0.11 on NVIDIA) could run the other one."""
-    if settings.sampler is not None or gpu.vendor != "nvidia" or rel_key != "v1" or version_minor(settings.version) == 7:
+    if settings.sampler is not None or gpu.vendor != "nvidia" or rel_key != "v1" or is_v1_alpha(settings):
         return False  # (the 0.7 V1 alpha runs no sampler in its profiling run)
     minor = version_minor(settings.version)
     return minor is None or minor < 12

@@ -297,6 +297,9 @@ def load_foreign_model(ref: str, overrides: str = "") -> ModelSpec:
     except OverrideError:
         raise  # the overrides make a config kvbudget (and transformers) refuse: no stand-in hides that
     except InputError:
+        cached = _cache_folder_model(ref, overrides)
+        if cached is not None:
+            return cached
         base = os.path.basename(ref.strip().rstrip("/"))
         if not base or base == ref.strip():
             raise
@@ -312,6 +315,33 @@ def load_foreign_model(ref: str, overrides: str = "") -> ModelSpec:
             spec = _stand_in(spec, f"--hf-overrides of {keys} not applied: kvbudget has no config.json of "
                              f"{excerpt(ref.strip(), 60)} to apply it to")
         return spec
+
+
+_HUB_CACHE = re.compile(r"(?:^|[/\\])models--([A-Za-z0-9][\w.-]*?)--([\w.-]+?)(?:[/\\]snapshots(?:[/\\][0-9a-f]{7,64})?)?"
+                        r"[/\\]*$")
+
+
+def hub_cache_repo(ref: str) -> str | None:
+    """The Hub repository a Hugging Face cache folder holds (huggingface_hub names it ``models--ORG--NAME`` and
+    keeps each revision under ``snapshots/COMMIT``): ``.../models--Qwen--Qwen2.5-7B-Instruct/snapshots/a09a...``
+    is ``Qwen/Qwen2.5-7B-Instruct``; None for any other path."""
+    m = _HUB_CACHE.search(ref.strip())
+    return f"{m.group(1)}/{m.group(2)}" if m else None
+
+
+def _cache_folder_model(ref: str, overrides: str) -> ModelSpec | None:
+    """The model of the repository a Hugging Face cache folder on another machine holds, where kvbudget has its
+    config (catalog, this machine's cache, the Hub); None otherwise."""
+    repo = hub_cache_repo(ref)
+    if repo is None:
+        return None
+    try:
+        spec = load_model(repo, overrides)
+    except OverrideError:
+        raise
+    except InputError:
+        return None
+    return _stand_in(spec, f"{ref.strip()} is not here: planned as {repo}, the Hugging Face cache folder's repository")
 
 
 def draft_config(ref: str) -> tuple[dict[str, Any], str] | None:

@@ -54,3 +54,14 @@ def test_an_unknown_repo_in_a_cache_path_is_one_line(capsys: pytest.CaptureFixtu
     assert main(["check", str(log)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "error" in err
+
+
+def test_a_modelscope_folder_is_planned_as_the_model_it_names(capsys: pytest.CaptureFixture[str]) -> None:
+    # ModelScope's snapshot_download writes the '.' of a model's name as '___' in its folder; the corpus log
+    # (vLLM 0.10.2 on an RTX 4090, its URL in the record's .json) serves /root/autodl-tmp/models/qwen/Qwen2___5-3B
+    spec = load_foreign_model("/root/autodl-tmp/models/qwen/Qwen2___5-3B")
+    assert len(spec.layers) == 36 and spec.dims.hidden_size == 2048  # Qwen2.5-3B's config.json
+    log = LOGS / "v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1.log"
+    assert main(["check", str(log)]) == 0
+    out, err = capsys.readouterr()
+    assert "planned as Qwen/Qwen2.5-3B" in err and "5.79" in out  # the log's 'Model loading took 5.79 GiB'

@@ -303,6 +303,8 @@ def load_foreign_model(ref: str, overrides: str = "") -> ModelSpec:
         base = os.path.basename(ref.strip().rstrip("/"))
         if not base or base == ref.strip():
             raise
+        # ModelScope's snapshot_download writes a '.' of the model's name as '___' (Qwen2___5-3B is Qwen2.5-3B)
+        base = base.replace("___", ".")
         entry = catalog.find(base)
         if entry is not None:
             return _stand_in(load_model(entry.id, overrides) if overrides else spec_from_config(entry.config, name=entry.id),

@@ -49,9 +49,18 @@ def _version_from_format(log: VllmLog, text: str) -> str:
         return log.version
     if log.num_gpu_blocks is not None and "KV cache size" not in text:
         return "v0"
-    if "Available KV cache memory" in text:
+    if any(clue in text for clue in _V0_CLUES) or (" model_runner.py:" in text and "Loading model weights took" in text):
+        return "v0"
+    if "Available KV cache memory" in text or "GPU KV cache size" in text:
         return "current" if "tokens, Maximum concurrency" in text.replace("\n", "") else "v1"
     return "v0" if "Memory profiling" in text or "model weights take" in text else "current"
+
+
+# Lines only the V0 engine prints: its multiprocessing workers' prefix (executor/multiproc_worker_utils.py) and the
+# error of worker/worker.py raise_if_cache_size_invalid (0.6-0.10.1; V1 says "To serve at least one request ...").
+# V0's runner logs "model_runner.py:N] Loading model weights took" (V1's gpu_model_runner.py says "Model loading
+# took"; the 0.7 alpha's gpu_model_runner.py "Loading model weights took" too, hence the file name's space).
+_V0_CLUES = ("VllmWorkerProcess", "is larger than the maximum number of tokens that can be stored in KV cache")
 
 
 def _v1_alpha_format(log: VllmLog, text: str) -> bool:
@@ -120,6 +129,23 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
     if total is not None:
         return custom_gpu(total)
     raise InputError("the log does not say which GPU it ran on: give --gpu or --gpu-memory")
+
+
+def _layout_from_workers(log: VllmLog, s: VllmSettings) -> tuple[VllmSettings, list[str]]:
+    """A log that prints no parallel sizes (a published excerpt without the engine's config line) but whose
+    workers' prefixes carry ranks: TP (and PP) from the highest rank tags, said in a warning. vLLM's
+    multiprocessing executor names a worker by its rank ("VllmWorker rank=N", 0.8-0.10.0: the global rank,
+    TP x PP, read as TP) or by its place ("Worker_TPn", "Worker_PPm_TPn", 0.10.1 on)."""
+    layout = log.worker_layout
+    if layout is None or s.tensor_parallel_size * s.pipeline_parallel_size > 1 or s.data_parallel_size > 1:
+        return s, []
+    tp, pp = layout
+    if tp * pp < 2:
+        return s, []
+    how = "--pipeline-parallel-size" if pp > 1 else "--tensor-parallel-size"
+    return (replace(s, tensor_parallel_size=tp, pipeline_parallel_size=pp),
+            [f"the log prints no parallel sizes: TP={tp} PP={pp} read from its workers' rank tags (give -- {how} N "
+             "if that is not the run's layout)"])
 
 
 def _all_ranks(log: VllmLog, s: VllmSettings) -> list[str]:
@@ -228,6 +254,8 @@ def check_log(
         warnings += cmd.warnings
         if any(f == "--hf-overrides" or f.startswith(("--hf-overrides=", "--hf-overrides.")) for f in flags):
             overrides = cmd.overrides
+    settings, said = _layout_from_workers(log, settings)
+    warnings += said
     if log.concurrency_len and settings.max_model_len is None:
         settings = replace(settings, max_model_len=log.concurrency_len)
     if model and log.model:

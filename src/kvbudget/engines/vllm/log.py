@@ -56,6 +56,9 @@ class VllmLog:
     # and the workers' labels as printed ("rank=0", "TP1", "pid=345, ip=10.0.0.1"); likewise "GPU KV cache size"
     available_printed: int = 0
     available_ranks: tuple[str, ...] = ()
+    # the workers' layout their prefixes show, (TP, PP): "(Worker_PP1_TP3 pid=..)" is TP 4 x PP 2, "(VllmWorker
+    # rank=3 pid=..)" 4 ranks (TP x PP, read as TP); None where no worker prefix carries a rank
+    worker_layout: tuple[int, int] | None = None
     kv_size_printed: int = 0
 
     def graph_estimate(self, total_gib: float | None) -> float | None:
@@ -92,7 +95,9 @@ _DICT_SETTING = {key: re.compile("['\"]" + key + r"['\"]:[ \t]{0,8}(\{(?:[^{}\n]
                  for key in _DICT_KEYS}
 # 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
 # literal (a key is whole: not the tail of mamba_block_size).
-_SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}[:=][ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})") for key in _ARG_KEYS}
+# V0's memory profile says "total_gpu_memory (8.00GiB) x gpu_memory_utilization (0.70)" (worker/worker.py, 0.6-0.7)
+_SETTING = {key: re.compile(key + r"['\"]?[ \t]{0,8}(?:[:=]|\((?=[0-9.]{1,16}\)))[ \t]{0,8}['\"]?([A-Za-z0-9_.\-]{1,64})")
+            for key in _ARG_KEYS}
 _GPU_BLOCKS = ("GPU blocks: ", "gpu blocks: ", "cuda blocks: ", "CUDA blocks: ")  # V0's "# GPU blocks: N, # CPU blocks: M"
 _GIB = 1e6  # a figure in GiB beyond this (a million GiB) is not a GPU's
 _RUN_START = "vLLM API server version "  # printed once per start of the API server (entrypoints/openai/api_server.py)
@@ -103,6 +108,7 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
     text = log.text
     out: dict[str, str] = {}
     for key, rx in _SETTING.items():
+        fallback = found = None
         for start, stop, _ in log.lines(key, reverse=True):
             if key == "num_gpu_blocks_override" and "Overriding num_gpu_blocks" in text[start:stop]:
                 # vLLM 0.19's CUDA-graph memory profiling prints "Overriding num_gpu_blocks=0 with
@@ -115,14 +121,26 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
                 continue
             for m in rx.finditer(text, start, stop):
                 before = text[m.start() - 1] if m.start() else " "
-                if not (before.isalnum() or before == "_"):
-                    found = m
+                if before.isalnum() or before == "_":
+                    continue
+                if key == "kv_cache_dtype" and m.group(1).startswith("torch."):
+                    # a backend's report of the tensor dtype it resolved ("FlashInfer resolved query dtypes: ...,
+                    # kv_cache_dtype=torch.float8_e4m3fn", 0.29): not the engine argument, which another line holds
+                    continue
+                if text[m.start(1) - 1] == "(":
+                    # the profile's rounded "(0.70)": the arguments' own value wins where the log has it
+                    fallback = fallback or m
+                    continue
+                found = m
             if found is not None:
-                # vLLM 0.10+ ends a sentence on a value: "Chunked prefill is enabled with max_num_batched_tokens=2048."
-                value = found.group(1).rstrip(".")
-                if value != "None":
-                    out["max_model_len" if key == "max_seq_len" else key] = value
                 break
+        else:
+            found = fallback
+        if found is not None:
+            # vLLM 0.10+ ends a sentence on a value: "Chunked prefill is enabled with max_num_batched_tokens=2048."
+            value = found.group(1).rstrip(".")
+            if value != "None":
+                out["max_model_len" if key == "max_seq_len" else key] = value
     for key, rx in _DICT_SETTING.items():
         for start, stop, _ in log.lines(key, reverse=True):
             found = rx.search(text, start, stop)
@@ -235,6 +253,20 @@ def _printed(log: LogText, literal: str) -> tuple[int, tuple[str, ...]]:
         if label is not None:
             labels.append(label.group(1))
     return n, tuple(labels)
+
+
+_WORKER_RANK = re.compile(r"\((?:VllmWorker|Worker)[ _]?(?:rank=([0-9]{1,5})|(?:DP[0-9]{1,5}_)?(?:PP([0-9]{1,5})_)?"
+                          r"TP([0-9]{1,5}))\b")
+
+
+def _worker_layout(log: LogText) -> tuple[int, int] | None:
+    """(TP, PP) as the highest rank tags of the workers' prefixes show them (one pass over the text)."""
+    tp = pp = 0
+    for m in _WORKER_RANK.finditer(log.text):
+        rank, stage, tp_rank = m.groups()
+        tp = max(tp, int(rank if rank is not None else tp_rank) + 1)
+        pp = max(pp, int(stage) + 1 if stage is not None else 1)
+    return (min(tp, 1 << 16), min(pp, 1 << 16)) if tp else None
 
 
 def _per_rank_min(log: LogText, literal: str, pattern: str, group: int = 1) -> re.Match[str] | None:
@@ -386,6 +418,7 @@ def parse_vllm_log(text: str) -> VllmLog:
                        r"[#$>\s]{0,8}((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:
         fields["command"] = m.group(1).strip()
+    fields["worker_layout"] = _worker_layout(log)
     parsed = VllmLog(settings=tuple(settings), **fields)  # type: ignore[arg-type]
     if not parsed.has_figures and parsed.model_loading_gib is None:
         raise InputError("no vLLM start-up figures found in the log (looked for 'Available KV cache memory', "

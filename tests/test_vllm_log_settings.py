@@ -1,0 +1,73 @@
+"""`kvbudget check LOG --model M --gpu G` reads the run's settings from the log itself: on every corpus record the
+plan from the log alone matches the plan from the settings the record states by hand (its "kvbudget" block, what
+tools/accuracy.py scores with), except where the log does not show what the record knows from elsewhere (each
+listed with its reason). A reader that misses or misreads a line (the TP size only the workers' rank tags show, a
+backend's resolved dtype, V0's rounded profile line) makes a row differ, and this test names it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvbudget.engines.vllm.check import check_log
+from kvbudget.units import GiB, InputError
+
+LOGS = Path(__file__).parent / "data" / "vllm_logs"
+
+# Records whose log alone cannot give the record's plan, and why.
+NOT_IN_THE_LOG = {
+    "v0.10.0_rtx3090_qwen3-30b-a3b-awq_len2048_gmu0.8": "the record plans the base model with --quantization awq as "
+    "a stand-in for the AWQ checkpoint the log names (quantization=compressed-tensors, read from a checkpoint "
+    "kvbudget has no config of)",
+    "v0.15.0dev_80gb_llama3-8b-w4a16-awq_default": "the same stand-in for a compressed-tensors W4A16 checkpoint",
+    "v1-alpha-0.7_80gb_llama3.1-70b-w8a8_len2048_gmu0.98": "the record plans the base model with --quantization fp8 "
+    "as a stand-in for the INT8 w8a8 checkpoint",
+    "v0.10.1dev_h20x8_qwen3-coder-480b-fp8_dp8_fail_gmu0.90": "the excerpt prints no version (0.10.1dev from the issue)",
+    "v0.10.1dev_h20x8_qwen3-coder-480b-fp8_dp8_fail_gmu0.95": "the excerpt prints no version (0.10.1dev from the issue)",
+    "v0.30.0-xinference_rtx5060ti-wsl_qwen3-4b-2507-ft_len8192_gmu0.7": "Xinference's log prints no vLLM version",
+    "v0.8.5dev_l40s_llama3.1-8b_len32768": "the excerpt prints no version (0.8.5dev from the issue); its format gives "
+    "the 0.8-0.20 line",
+    "v0.11_h100_gpt-oss-120b_gmu0.95_mnbt1024_fail": "the excerpt prints no settings (0.95 and 1024 from the issue)",
+    "v0.2.4_rtx4090x2_codellama-13b_tp2_len16384": "the excerpt prints no settings (TP 2, 0.95, 16,384 from the post)",
+    "v0.4.x_t4x2_deepseek-coder-6.7b_tp2_fp16": "the excerpt prints no settings (TP 2, float16 from the post)",
+    "v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768": "the excerpt does not show --enable-expert-parallel "
+    "(from the issue's command): 0.01 GiB apart",
+    "v0.7.3_l40s_granite-3.0-3b-a800m_v1_default": "the record plans the 0.8-0.20 V1 line; the log alone reads as "
+    "0.7.3's V1 alpha (VLLM_USE_V1=1), which it is: 0.01 GiB apart",
+}
+
+
+def _records() -> list[tuple[str, dict]]:
+    out = []
+    for path in sorted(LOGS.glob("*.json")):
+        kb = json.loads(path.read_text()).get("kvbudget") or {}
+        if kb.get("model") and not kb.get("exclude"):
+            out.append((path.stem, kb))
+    return out
+
+
+def _available(text: str, kb: dict, **kw: object) -> int:
+    gib = kb.get("gpu_memory_gib")
+    r = check_log(text, model=kb["model"], gpu=kb.get("gpu"), gpu_memory=round(gib * GiB) if gib else None, **kw)
+    return r.plan.available_kv_cache_bytes
+
+
+@pytest.mark.parametrize(("stem", "kb"), _records(), ids=[s for s, _ in _records()])
+def test_the_log_alone_gives_the_records_plan(stem: str, kb: dict) -> None:
+    text = (LOGS / f"{stem}.log").read_text()
+    stated = _available(text, kb, version=kb.get("version"), flags=kb.get("flags"))
+    try:
+        read = _available(text, kb)
+    except InputError as exc:  # a listed record may be refused without what the record states
+        assert stem in NOT_IN_THE_LOG, f"{stem}: the log alone is refused: {exc}"
+        return
+    if stem in NOT_IN_THE_LOG:
+        return
+    assert read == stated, f"{stem}: {read / GiB:.2f} GiB from the log alone, {stated / GiB:.2f} from the record"
+
+
+def test_the_list_holds_only_records_that_differ() -> None:
+    names = {s for s, _ in _records()}
+    assert set(NOT_IN_THE_LOG) <= names

@@ -866,3 +866,14 @@ def test_explain_reads_a_quoted_command_with_kvbudgets_options_after_it(cli) -> 
     assert "48.00 GiB" in spaced.out
     missing = cli("explain", "vllm serve Qwen/Qwen3-8B")
     assert missing.code == 2 and "--gpu" in missing.err
+
+
+def test_misspelt_flag_names_the_nearest_and_the_subcommand_help(cli) -> None:
+    """argparse alone says only 'unrecognized arguments' and points at the top-level help; kvbudget names the
+    nearest flag of the subcommand the user ran and that subcommand's --help."""
+    line = assert_one_line_error(cli("fit", "llama-3.1-8b", "--gpu", "H100", "--contxt", "8192"))
+    assert "unrecognized arguments: --contxt 8192" in line
+    assert "did you mean --context?" in line
+    assert "`kvbudget fit --help`" in line
+    bare = assert_one_line_error(cli("kv", "llama-3.1-8b", "--zzzz", "3"))
+    assert "did you mean" not in bare and "`kvbudget kv --help`" in bare

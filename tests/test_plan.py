@@ -618,3 +618,23 @@ def test_a_tighter_slo_never_costs_less() -> None:
         assert a.best is not None
         costs.append(a.best.price_per_hour)
     assert costs == sorted(costs) and costs[0] < costs[-1]
+
+
+def test_an_fp8_checkpoint_is_not_planned_twice() -> None:
+    """DeepSeek-V3's config.json carries quantization_config {"quant_method": "fp8", "weight_block_size": [128, 128]}:
+    its own format is FP8, and vLLM 0.33.0's loaded_format keeps it under --quantization fp8 (the same family), so
+    an "fp8 weights" row would repeat the "ckpt" row with a redundant flag. One row per GPU x layout x KV cache."""
+    spec = kvbudget.load_model("deepseek-v3")
+    assert spec.weight_format is not None and spec.weight_format.name == "fp8"
+    catalog = [find_gpu("H200"), find_gpu("B200")]
+    rows = search(spec, 1, 131072, catalog)
+    assert {d.weights_dtype for d in rows} == {"auto"}
+    keys = [(d.gpu, d.tp, d.pp, d.kv_dtype) for d in rows]
+    assert len(keys) == len(set(keys))
+    assert not any("--quantization" in d.launch.argv for d in rows if d.launch is not None)
+    # asked for FP8 weights alone, the FP8 checkpoint is still planned (as its own format)
+    only = search(spec, 1, 131072, catalog, weights=("fp8",))
+    assert len(only) == len(rows) and {d.weights_dtype for d in only} == {"fp8"}
+    # a 16-bit checkpoint keeps both: its own bf16 and FP8 while loading
+    llama = search(kvbudget.load_model("llama-3.1-8b"), 1, 8192, catalog)
+    assert {d.weights_dtype for d in llama} == {"auto", "fp8"}

@@ -75,3 +75,22 @@ def test_no_word_from_outside_the_project() -> None:
     hits = [f"{p.relative_to(root)}:{n}" for p in files
             for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1) if outside.search(line)]
     assert not hits, hits
+
+
+def test_figures_quoted_in_the_prose_are_the_ones_the_examples_print() -> None:
+    """The prose quotes figures of the examples above it: each must be the one the example prints (the quick
+    start's whole requests, the levers example's added requests) or the catalog's own count."""
+    import re
+
+    from kvbudget.hardware import gpus
+
+    text = README.read_text()
+    quick = re.search(r"Maximum concurrency for 8,192 tokens per request: ([\d.]+)x\n\nRequests of 8,192 tokens held "
+                      r"at once: (\d+)", text)
+    assert quick is not None
+    assert int(quick.group(2)) == int(float(quick.group(1)))  # whole requests of vLLM's concurrency
+    assert f"`Requests of 8,192\n  tokens held at once: {quick.group(2)}`" in text
+    assert f"Every GPU type (the catalog's {len(gpus())}," in text
+    added = re.search(r"1/2 of every sequence: vLLM fits \+(\d+)", text)
+    assert added is not None
+    assert f"vLLM fits {added.group(1)} more." in text

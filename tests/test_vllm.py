@@ -681,3 +681,24 @@ def test_mla_kv_dtype_needs_an_mla_backend() -> None:
     assert _plan("deepseek-v2-lite", "H100", kv_cache_dtype="fp8", max_model_len=8192, version="0.14.0").starts
     assert _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8", max_model_len=8192, version="0.18.0").starts
     assert _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8_e5m2", max_model_len=8192, version="0.11.0").starts
+
+
+def test_v0_stops_with_its_own_message_not_v1s() -> None:
+    """vLLM V0 (worker/worker.py raise_if_cache_size_invalid, the same text in 0.7.3, 0.8.5 and 0.10.1) stops
+    with "The model's max seq len (N) is larger than the maximum number of tokens that can be stored in KV cache
+    (block_size x num_gpu_blocks)", and no estimated length: the published 0.6.4 RTX 3090 log prints exactly that
+    (tests/data/vllm_logs/v0.6.4_rtx3090_llama3.1-8b_len29000_fail.json names its URL). Its own figures: 1,478
+    blocks x 16 = 23,648 tokens < 29,000."""
+    from pathlib import Path
+
+    from kvbudget.engines.vllm.check import check_log
+
+    path = Path(__file__).parent / "data" / "vllm_logs" / "v0.6.4_rtx3090_llama3.1-8b_len29000_fail.log"
+    logged = next(line.strip() for line in path.read_text().splitlines() if "stored in KV cache" in line)
+    result = check_log(path.read_text(), model="llama-3.1-8b")
+    assert result.log.num_gpu_blocks == 1478 and 1478 * 16 == 23648
+    assert not result.plan.starts and result.plan.error == logged
+    assert f"ValueError: {logged}" in result.plan.log_lines
+    # from the log's rounded "available" figure one block more: the same message with its own 1,479 x 16 tokens
+    given = result.given_available
+    assert given is not None and given.error == logged.replace("(23648)", "(23664)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .cli_args import _COMMANDS, PROG, build_parser, error_line
+from .cli_args import _COMMANDS, PROG, build_parser, error_line, refuse_unknown
 from .units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -523,7 +523,9 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
     parser = build_parser(registry, first if first in _COMMANDS else None)
     if first == "explain" and "--" not in argv:
         argv = _quoted_command_last(parser, argv)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        refuse_unknown(parser, args.command, extra)
     args.flags = tail
     if args.command == "serve":
         return _serve(args, registry)

@@ -57,6 +57,27 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def refuse_unknown(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> NoReturn:
+    """Refuse arguments no option of ``command`` takes, as the subcommand's own usage error: one line naming
+    each unknown flag with the nearest real one, and pointing at ``kvbudget COMMAND --help`` (argparse alone
+    names neither, and points at the top-level help)."""
+    import difflib
+
+    target: argparse.ArgumentParser = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            target = action.choices[command]
+    known = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for word in extra:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("-") and flag not in known:
+            near = difflib.get_close_matches(flag if flag.startswith("--") else "-" + flag, known, n=1, cutoff=0.6)
+            if near:
+                hints.append(f"{flag}: did you mean {near[0]}?")
+    target.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
 MAX_COUNT = 10**12  # no token count, batch or GPU count comes near it; larger is a typo or an attack
 
 

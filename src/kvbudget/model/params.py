@@ -6,6 +6,8 @@ pipeline parallelism are all sums over this inventory, so the three can never di
 
 from __future__ import annotations
 
+import functools
+
 from .._record import record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -79,10 +81,17 @@ class Inventory:
         return sum(t.params for t in self.tensors())
 
     def by_role(self) -> dict[str, int]:
-        out = {role: 0 for role in ROLES}
-        for t in self.tensors():
-            out[t.role] = out.get(t.role, 0) + t.params
-        return {k: v for k, v in out.items() if v}
+        return dict(_by_role(self))
+
+
+@functools.lru_cache(maxsize=64)
+def _by_role(inventory: Inventory) -> tuple[tuple[str, int], ...]:
+    """Parameters per role, summed once per inventory (vLLM's plan asks for every deployment ``plan`` searches;
+    the inventory is frozen and its hash kept, so the memo costs one lookup)."""
+    out = {role: 0 for role in ROLES}
+    for t in inventory.tensors():
+        out[t.role] = out.get(t.role, 0) + t.params
+    return tuple((k, v) for k, v in out.items() if v)
 
 
 # --- builders used by the config readers -----------------------------------------------------

@@ -130,6 +130,9 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
     if max_gpus < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
     server = (registry or default_registry()).get(engine)
+    own = spec.weight_format
+    if "auto" in weights and own is not None and own.quantized:  # an FP8 checkpoint: "fp8" is its "auto" row again
+        weights = tuple(w for w in weights if w == "auto" or w.lower() != own.name)
     rows = []
     for gpu in gpus:
         price = (prices or {}).get(gpu.name, gpu.price_per_hour)

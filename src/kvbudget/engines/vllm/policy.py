@@ -624,7 +624,13 @@ def _checks(r: _Resolved, settings: VllmSettings, layout: KVLayout, per_stage: l
                 max_len = best
         else:
             kind, estimated = _enough_memory(r.rel, bpb, available, max_len, per_request)
-            if kind == "too_small":
+            if kind == "too_small" and r.rel.v0_blocks:
+                # V0 (worker/worker.py raise_if_cache_size_invalid, 0.6-0.10.1): max_model_len against the
+                # tokens of the blocks, with no estimate of the length that would fit
+                error = (f"The model's max seq len ({max_len}) is larger than the maximum number of tokens that can "
+                         f"be stored in KV cache ({r.block_size * num_blocks}). Try increasing "
+                         "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+            elif kind == "too_small":
                 need = bpb * per_request(max_len)
                 est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
                        if estimated else "")

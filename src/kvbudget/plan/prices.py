@@ -21,7 +21,10 @@ def _keys_twice(text: str) -> list[str]:
 
     def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
         seen: set[str] = set()
-        twice.extend(k for k, _ in items if k in seen or seen.add(k))
+        for key, _ in items:
+            if key in seen:
+                twice.append(key)
+            seen.add(key)
         return dict(items)
 
     json.loads(text, object_pairs_hook=pairs)

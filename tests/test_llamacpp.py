@@ -351,3 +351,40 @@ def test_the_launch_command_writes_flash_attention_as_the_build_reads_it(build: 
     argv = llamacpp_argv("x.gguf", replace(s, flash_attn="on"))
     assert ("-fa" in argv and "on" not in argv) if build and build < 6325 else argv[argv.index("-fa") + 1] == "on"
     assert parse_llamacpp_command(argv, build).settings.flash_attn == "on"
+
+
+def test_llama_server_flags_as_its_build_parses_them() -> None:
+    """llama-server stops on a word its parser (common/arg.cpp common_params_parse_ex) does not list: 'error: invalid
+    argument: X'. kvbudget warned and planned the command (exit 0). With the build given, a flag neither of
+    kvbudget's lists has (b11312, and a build of 2025-08 before b6325) is refused from b6325 to b11312; from b11312 on
+    so are a flag b11312 dropped (--no-mmap: --load-mode took its place) and one it keeps only to refuse (--draft).
+    Without a build (today's) or past the list, these stay warnings: the flag may be newer than kvbudget's list."""
+    base = "llama-server -m x.gguf -c 4096 "
+    with pytest.raises(InputError, match=r"--ctx-sise is not a flag of llama-server b7000 .*did you mean --ctx-size\?"):
+        parse_llamacpp_command(base + "--ctx-sise 8192", 7000)
+    with pytest.raises(InputError, match=r"-p is not a flag of llama-server b11312 .*'error: invalid argument: -p'"):
+        parse_llamacpp_command(base + "-p hello", 11312)  # a llama-cli flag
+    with pytest.raises(InputError, match=r"x\.gguf: llama-server b8000 takes no bare word"):
+        parse_llamacpp_command("llama-server -c 4096 x.gguf", 8000)
+    with pytest.raises(InputError, match=r"--no-mmap is a flag of llama.cpp builds of 2025-08 that b11312 no longer has"):
+        parse_llamacpp_command(base + "--no-mmap", 11312)
+    with pytest.raises(InputError, match=r"--draft: llama-server b11312 stops on it .*use --spec-draft-n-max"):
+        parse_llamacpp_command(base + "--draft 16", 11400)
+    # accepted where the build may have them: --no-mmap before b11312, every flag before b6325 and past the list
+    assert parse_llamacpp_command(base + "--no-mmap", 8000).warnings == ()
+    assert parse_llamacpp_command(base + "--ctx-sise 8192", 6000).settings.n_ctx == 4096
+    unknown = parse_llamacpp_command(base + "--ctx-sise 8192", 20000).warnings
+    assert unknown == ("flag --ctx-sise is not one kvbudget knows: ignored", "ignored extra word '8192'")
+    assert parse_llamacpp_command(base + "--ctx-sise 8192").settings.n_ctx == 4096
+    assert any("'the argument has been removed'" in w for w in parse_llamacpp_command(base + "--draft 16").warnings)
+
+
+def test_llama_server_flag_values_are_skipped_with_their_flag() -> None:
+    """A llama-server flag kvbudget does not model takes its value(s) with it (arg.cpp: --cache-ram N, and before
+    b11312 --lora-scaled FNAME SCALE; at b11312 one word FNAME:SCALE): the value was read as an extra word."""
+    warned = parse_llamacpp_command("llama-server -m x.gguf --cache-ram 8192 -c 4096", 8000).warnings
+    assert warned == ("flag --cache-ram is not one kvbudget knows: ignored",)
+    old = parse_llamacpp_command("llama-server -m x.gguf --lora-scaled a.gguf 0.5 -c 4096", 5000)
+    assert (old.settings.n_ctx, old.warnings) == (4096, ("flag --lora-scaled is not one kvbudget knows: ignored",))
+    new = parse_llamacpp_command("llama-server -m x.gguf --lora-scaled a.gguf:0.5 -c 4096", 11312)
+    assert (new.settings.n_ctx, new.warnings) == (4096, ("flag --lora-scaled is not one kvbudget knows: ignored",))

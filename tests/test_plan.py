@@ -100,6 +100,21 @@ def test_prices_file_overrides_the_catalog(tmp_path: Path) -> None:
         read_prices(str(tmp_path / "neg.json"))
 
 
+def test_prices_file_that_prices_a_gpu_twice_or_none(tmp_path: Path) -> None:
+    """A JSON key written twice was read as its last value (orjson, like Python's json, keeps the last: $0.10 for
+    an H100 also priced $2.50, exit 0); the CSV form already refused it. A file that prices no GPU planned with
+    the catalog's list prices, as if --prices were not given."""
+    (tmp_path / "twice.json").write_text('{"H100": 2.5, "L4": 0.7, "H100": 0.1}')
+    with pytest.raises(InputError, match="'H100' is priced twice"):
+        read_prices(str(tmp_path / "twice.json"))
+    for name, text in (("empty.json", "{ }"), ("empty.csv", "gpu,price\n\n# later\n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(InputError, match="prices no GPU"):
+            read_prices(str(tmp_path / name))
+    (tmp_path / "two.json").write_text('{"H100": 2.5, "L4": 0.7}')
+    assert read_prices(str(tmp_path / "two.json")) == {"H100-SXM-80GB": 2.5, "L4-24GB": 0.7}
+
+
 def test_cli_plan(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "H100,A100-80GB,L40S"]) == 0
     out = capsys.readouterr().out

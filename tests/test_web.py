@@ -425,6 +425,12 @@ def test_diagnose_reads_pasted_pages_as_the_cli_reads_the_files(base: str) -> No
     assert status == 400 and "\n" not in doc["error"]
     status, doc = call(base, "/api/diagnose", {"metrics": (data / "vllm-0.33-busy.prom").read_text(), "model": "qwen3-8b"})
     assert status == 400 and "needs its GPU" in doc["error"]
+    # the plan's fields without a model were ignored (the page's figures, 200), as if they had been read
+    for extra in ({"context": 4096}, {"engine": "sglang"}, {"tp": 2}, {"gpu": "H100"}, {"kv_dtype": "fp8"},
+                  {"options": {"gpu_memory_utilization": 0.5}}):
+        status, doc = call(base, "/api/diagnose", {"metrics": (data / "vllm-0.33-busy.prom").read_text(), **extra})
+        name = next(iter(extra["options"])) if "options" in extra else next(iter(extra))
+        assert status == 400 and doc["error"].startswith(f"{name} is read with a model and gpu"), doc
 
 
 @pytest.mark.parametrize(("data", "kind", "status", "words"), [
@@ -436,6 +442,9 @@ def test_diagnose_reads_pasted_pages_as_the_cli_reads_the_files(base: str) -> No
     (b'{"model": "llama-3.1-8b", "context": ' + b"9" * 5000 + b"}", "application/json", 400, "thousands of digits"),
     ('{"model": "llamé"}'.encode("latin-1"), "application/json; charset=latin-1", 400, "not UTF-8 text"),
     (b"[1, 2]", "application/json", 400, "one JSON object"),
+    # a key given twice was read as its last value (json keeps the last): the answer for another model, 200
+    (b'{"model": "llama-3.1-8b", "model": "qwen3-8b"}', "application/json", 400, "the body gives 'model' twice"),
+    (b'{"model": "llama-3.1-8b", "config": {"a": 1, "a": 2}}', "application/json", 400, "gives 'a' twice"),
 ])
 def test_a_body_that_is_not_one_json_object_is_one_error_line(base: str, data: bytes, kind: str, status: int,
                                                               words: str) -> None:

@@ -210,10 +210,11 @@ def _levers(args: argparse.Namespace, registry: Registry, defaults: dict[str, ob
     return plan_report.levers_answer_text(answer, args.units)
 
 
-def _simulate(args: argparse.Namespace, registry: Registry) -> str:
+def _simulate(args: argparse.Namespace, registry: Registry, defaults: dict[str, object]) -> str:
     from . import api
     from .report import sim_report
 
+    registry.refuse_foreign("fit", args.engine, _given(args, defaults))  # fit's options: another engine's, refused
     tp, pp = _parallelism(args)
     progress = None if args.json or args.no_progress or not sys.stderr.isatty() else _Progress()
     try:
@@ -235,15 +236,23 @@ def _simulate(args: argparse.Namespace, registry: Registry) -> str:
     return sim_report.sim_text(answer)
 
 
-def _expect(args: argparse.Namespace, registry: Registry) -> Any:
+def _expect(args: argparse.Namespace, registry: Registry, defaults: dict[str, object]) -> Any:
     """With ``--expect MODEL``: a function of the first snapshot giving kvbudget's plan for it (the engine: --engine,
-    else the one the page is from); otherwise None. The GPU flags without --expect are refused."""
+    else the one the page is from); otherwise None. The plan's flags without --expect are refused, and with it
+    another engine's."""
     from . import api
     from .questions.diagnose import expected_from_fit
 
+    given = _given(args, defaults)
     if args.expect is None:
         if args.gpu or args.gpu_memory:
             raise InputError("--gpu is read with --expect MODEL (the plan to hold the metrics against); give both")
+        plan_flags = set().union(*(e.fit_flags for e in registry))
+        stray = [d for d in ("engine", "context") if getattr(args, d, None) is not None] + \
+            sorted(d for d in given if d in plan_flags or d == "num_gpus")
+        if stray:  # the page's own figures do not change with them: ignoring them would look as if they were read
+            raise InputError(f"--{stray[0].replace('_', '-')} is read with --expect MODEL --gpu GPU (the plan to "
+                             "hold the metrics against); give both, or leave it out")
         return None
     if not (args.gpu or args.gpu_memory):
         raise InputError(f"--expect {args.expect} needs the GPU: add --gpu (e.g. --gpu H100) or --gpu-memory")
@@ -255,6 +264,7 @@ def _expect(args: argparse.Namespace, registry: Registry) -> Any:
         if engine not in shown:  # the plan of one engine held against another's figures: blocks of another size
             raise InputError(f"--engine {engine}, but the page is {' and '.join(shown)}'s /metrics: give --engine "
                              f"{shown[0]}, or the {engine} server's page")
+        registry.refuse_foreign("fit", engine, given)
         options = {o.dest: getattr(args, o.dest) for o in registry.get(engine).options
                    if "fit" in o.commands and getattr(args, o.dest, None) is not None}
         answer = api.fit(args.expect, gpu=args.gpu, gpu_memory=args.gpu_memory, engine=engine, tp=tp, pp=pp,
@@ -265,11 +275,11 @@ def _expect(args: argparse.Namespace, registry: Registry) -> Any:
     return plan
 
 
-def _diagnose(args: argparse.Namespace, registry: Registry) -> str:
+def _diagnose(args: argparse.Namespace, registry: Registry, defaults: dict[str, object]) -> str:
     from .questions.diagnose import diagnose_once
     from .report import diagnose_report
 
-    expect = _expect(args, registry)
+    expect = _expect(args, registry, defaults)
     if args.count is not None and args.watch is None:
         raise InputError("--count bounds --watch: give --watch N as well")
     if args.prometheus is not None:
@@ -363,10 +373,11 @@ def _watch(args: argparse.Namespace, expect: Any) -> str:
     return f"stopped after {done:,} poll{'s' if done != 1 else ''}"
 
 
-def _size(args: argparse.Namespace, registry: Registry) -> str:
+def _size(args: argparse.Namespace, registry: Registry, defaults: dict[str, object]) -> str:
     from . import api, inputs
     from .report import size_report
 
+    registry.refuse_foreign("fit", args.engine, _given(args, defaults))  # fit's options: another engine's, refused
     tp, pp = _parallelism(args)
     if args.report is not None and not args.report.lower().endswith((".md", ".html", ".htm")):
         raise InputError(f"--report {args.report}: give a .md or .html file")
@@ -434,8 +445,9 @@ def _run(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
                 "check": lambda: _check(args, registry), "compare": lambda: _compare(args, registry),
                 "calibrate": lambda: _calibrate(args, registry),
                 "plan": lambda: _plan(args, registry), "levers": lambda: _levers(args, registry, defaults),
-                "simulate": lambda: _simulate(args, registry), "diagnose": lambda: _diagnose(args, registry),
-                "size": lambda: _size(args, registry)}
+                "simulate": lambda: _simulate(args, registry, defaults),
+                "diagnose": lambda: _diagnose(args, registry, defaults),
+                "size": lambda: _size(args, registry, defaults)}
     if args.command in commands:
         return commands[args.command]()
     if args.command == "models":

@@ -29,6 +29,8 @@ PRICES: dict[str, tuple[str | bytes, str]] = {  # the file, and what the error s
     "json-unknown-gpu": ('{"H9000": 2.5}', "unknown GPU 'H9000'"), "json-empty-gpu": ('{"": 2.5}', "empty GPU name"),
     "json-long-gpu": ('{"' + "H" * 100_000 + '": 2.5}', "(100,000 characters"),
     "json-twice": ('{"H100": 2.5, "h100-sxm": 2.6}', "'h100-sxm' names H100-SXM-80GB, which the file already prices"),
+    "json-same-key": ('{"H100": 2.5, "L4": 0.7, "H100": 0.1}', "'H100' is priced twice (a JSON reader keeps only the last)"),
+    "json-empty": ("{}", "prices no GPU"), "csv-header-only": ("gpu,price\n# none yet\n", "prices no GPU"),
     "json-truncated": ('{"H100": 2.', "unexpected end of data"),
     "json-deep": ("{" + '"a":{' * 10_000 + "}" * 10_001, "nested more than"),
     "json-list": ('[{"H100": 2.5}]', "a JSON prices file holds one object"),

@@ -73,6 +73,16 @@ for n, (shares, expect_in) in enumerate([
 for flag in ("-c", "-b", "-ub"):
     argv(f"cmd-llamacpp{flag}-zero-is-default", [*GPU, *LLAMA, flag, "0"], expect=0)
 argv("cmd-llamacpp-np-auto", [*GPU, *LLAMA, "-np", "-1"], expect=0)
+# flags llama-server's parser of the given build does not list stop it ('error: invalid argument: X')
+BUILD = ["explain", "--gpu", "H100", "--llamacpp-build"]
+for n, (build, words, expect_in) in enumerate([
+        ("7000", ["--ctx-sise", "8192"], "--ctx-sise is not a flag of llama-server b7000"),
+        ("11312", ["-p", "hello"], "-p is not a flag of llama-server b11312"),
+        ("11312", ["--no-mmap"], "--no-mmap is a flag of llama.cpp builds of 2025-08 that b11312 no longer has"),
+        ("11312", ["--draft", "16"], "--draft: llama-server b11312 stops on it"),
+        ("9000", ["extra.gguf"], "extra.gguf: llama-server b9000 takes no bare word"),
+        ("9000", ["--" + "x" * 5000], "is not a flag of llama-server b9000")]):
+    argv(f"cmd-llamacpp-build-flag-{n}", [*BUILD, build, "--", *LLAMA, *words], expect_in=expect_in)
 
 # vLLM reads --tensor_parallel_size as --tensor-parallel-size: honoured, not ignored
 argv("cmd-vllm-underscore-honoured", [*GPU, *VLLM, "--tensor_parallel_size", "2", "--gpu_memory_utilization=0.8"], expect=0)

@@ -49,3 +49,26 @@ add("size-report-is-folder", lambda root: ["size", "llama-3.1-8b", "--gpu", "H10
 def _folder(root: Path, name: str) -> str:
     (root / name).mkdir()
     return str(root / name)
+
+# fit's options of another engine were ignored by simulate and size (fit and levers refused them): the pool of the
+# engine's default planned as if the flag had been read
+SYN = ["--synthetic", SMALL]
+for n, (engine, words, about) in enumerate([
+        ("sglang", ["--gpu-memory-utilization", "0.5"], "--gpu-memory-utilization is not read under --engine sglang"),
+        ("vllm", ["--mem-fraction-static", "0.5"], "--mem-fraction-static is not read under --engine vllm"),
+        ("trtllm", ["--max-num-seqs", "4"], "--max-num-seqs is not read under --engine trtllm"),
+        ("llama.cpp", ["--max-num-seqs", "4"], "--max-num-seqs is not read under --engine llama.cpp")]):
+    argv(f"sim-foreign-flag-{n}", [*SIM, *SYN, "--engine", engine, *words], expect_in=about)
+    argv(f"size-foreign-flag-{n}", ["size", "llama-3.1-8b", "--gpu", "H100", "--no-progress", "--engine", engine, *words],
+         expect_in=about)
+
+# diagnose: the plan's flags without --expect were ignored (the page's figures printed, exit 0), and with it another
+# engine's (the plan made with the engine's default)
+PAGE = str(Path(__file__).resolve().parents[1] / "data" / "metrics" / "vllm-0.33-busy.prom")
+for n, words in enumerate([["--context", "4096"], ["--engine", "sglang"], ["--tp", "2"], ["--num-gpus", "2"],
+                           ["--gpu-memory-utilization", "0.5"], ["--kv-dtype", "fp8"], ["--max-num-seqs", "8"]]):
+    argv(f"diagnose-plan-flag-without-expect-{n}", ["diagnose", "--metrics", PAGE, *words],
+         expect_in=f"{words[0]} is read with --expect MODEL --gpu GPU")
+argv("diagnose-foreign-flag-with-expect", ["diagnose", "--metrics", PAGE, "--expect", "llama-3.1-8b", "--gpu", "H100",
+                                           "--mem-fraction-static", "0.5"],
+     expect_in="--mem-fraction-static is not read under --engine vllm")

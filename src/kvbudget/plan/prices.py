@@ -13,6 +13,24 @@ from ..units import InputError
 MAX_PRICE = 1000.0  # $/hour for one GPU: no cloud list price comes near
 
 
+def _keys_twice(text: str) -> list[str]:
+    """The keys an object of this (valid, bounded) JSON text gives more than once."""
+    import json
+
+    twice: list[str] = []
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                twice.append(key)
+            seen.add(key)
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return twice
+
+
 def read_prices(path: str) -> dict[str, float]:
     """``{catalog GPU name: $/hour}`` from a prices file (a regular file of at most MAX_OPTIONS_BYTES)."""
     text = read_text(path, "prices file", MAX_OPTIONS_BYTES)
@@ -28,6 +46,11 @@ def read_prices(path: str) -> dict[str, float]:
         if not isinstance(data, dict):
             raise InputError(f"{where}: a JSON prices file holds one object, {{\"H100\": 2.49, ...}}")
         entries = [(str(k), v) for k, v in data.items()]
+        # a key written twice: JSON readers keep the last one silently (nested values are refused below)
+        twice = [] if any(isinstance(v, (dict, list)) for _, v in entries) else _keys_twice(text)
+        if twice:
+            raise InputError(f"{where}: {excerpt(twice[-1], 40)} is priced twice (a JSON reader keeps only the "
+                             "last): give each GPU one price")
     else:
         entries = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -38,6 +61,9 @@ def read_prices(path: str) -> dict[str, float]:
             if not sep:
                 raise InputError(f"{where}:{n}: expected 'gpu,price', got {excerpt(line)}")
             entries.append((gpu.strip(), cost.strip()))
+    if not entries:
+        raise InputError(f"{where}: prices no GPU: give lines 'gpu,price' (H100,2.49) or a JSON object "
+                         "{\"H100\": 2.49}, or drop --prices for the catalog's list prices")
     out: dict[str, float] = {}
     for name, value in entries:
         label = f"price of {excerpt(name, 40)}"

@@ -107,8 +107,18 @@ def _body_problem(scope: Scope, body: bytes) -> str:
     if kind != "application/json":
         got = f"got {inputs.excerpt(kind, 40)}" if kind else "it has none"
         return f"send the body as one JSON object with Content-Type: application/json ({got})"
+    twice: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:  # a key given twice: JSON readers keep the last
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                twice.append(key)
+            seen.add(key)
+        return dict(items)
+
     try:
-        parsed = json.loads(body)  # as FastAPI reads it (UTF-8, -16 or -32)
+        parsed = json.loads(body, object_pairs_hook=pairs)  # as FastAPI reads it (UTF-8, -16 or -32)
     except json.JSONDecodeError as exc:
         return f"the body is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): send one JSON object"
     except UnicodeDecodeError:
@@ -119,6 +129,8 @@ def _body_problem(scope: Scope, body: bytes) -> str:
         return "the body holds an integer of thousands of digits: give counts as ordinary numbers"
     if not isinstance(parsed, dict):
         return f"the body must be one JSON object ({{\"model\": ...}}), not a JSON {type(parsed).__name__}"
+    if twice:
+        return f"the body gives {inputs.excerpt(twice[0], 40)} twice (only the last would be read): give each key once"
     return ""
 
 
@@ -395,7 +407,14 @@ def create_app(*, allow_hub: bool = False, registry: Registry | None = None, max
                             (parse_nvidia_smi(body.nvidia_smi, "the pasted nvidia-smi output"), "nvidia-smi")
                             if body.nvidia_smi is not None else ((), ""))
             expected = None
-            if body.model is not None or body.config is not None:
+            if body.model is None and body.config is None:
+                stray = [k for k in ("gpu", "gpu_memory", "engine", "context", "num_gpus", "tp", "pp")
+                         if getattr(body, k) is not None] + \
+                    [k for k in ("weights_dtype", "kv_dtype") if getattr(body, k) != "auto"] + list(body.options)
+                if stray:  # the page's figures do not change with them: ignored, they would look read
+                    raise InputError(f"{stray[0]} is read with a model and gpu to hold the metrics against: give "
+                                     "both, or leave it out")
+            else:
                 if body.gpu is None and body.gpu_memory is None:
                     raise InputError("a model to hold the metrics against needs its GPU: give gpu (e.g. H100)")
                 name = body.engine or now.servers[0].engine

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
+import json
 import os
 
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, split_command
 from ...units import InputError
+from . import calibration as eras
 from .settings import LlamaCppSettings
 
 # llama.cpp flags that matter for memory (common/arg.cpp), and what they set.
@@ -21,6 +25,9 @@ _VALUE_FLAGS = {
 }
 _SWITCHES = {"--swa-full": ("swa_full", True), "-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True),
              "-no-kvu": ("kv_unified", False), "--no-kv-unified": ("kv_unified", False)}
+# Switches that do not change GPU memory (accepted silently).
+_QUIET_SWITCHES = {"--no-mmap", "--mlock", "--cont-batching", "-cb", "--verbose", "-v", "--metrics", "--jinja", "-cnv",
+                   "--conversation", "--no-warmup", "--embeddings", "--no-webui"}
 # Flags that take a value but do not change memory (accepted silently).
 _OTHER_VALUE_FLAGS = {
     "--host", "--port", "-t", "--threads", "-tb", "--threads-batch", "--alias", "-a", "--api-key", "-n", "--n-predict",
@@ -30,6 +37,53 @@ _OTHER_VALUE_FLAGS = {
     "--mmproj", "-ot", "--override-tensor", "--numa", "--lora", "-md", "--model-draft", "--ctx-size-draft",
     "--grammar", "--repeat-penalty", "--keep", "-ngld", "--gpu-layers-draft", "--cache-reuse", "--chat-template-file",
 }
+
+
+_FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
+
+
+@functools.cache
+def _server_flags() -> tuple[dict[str, int], dict[str, str], dict[str, int], int]:
+    """llama-server's own flags (``flags.json``, read from common/arg.cpp): those of build ``listed`` and the words
+    each takes, the flags that build keeps only to refuse ('the argument has been removed') and what to use
+    instead, and the flags of a build of 2025-08 (before b6325), some removed since."""
+    with open(_FLAGS_FILE, encoding="utf-8") as f:
+        doc = json.load(f)
+    return doc["server"], doc["server_removed"], doc["server_2025_08"], doc["build"]
+
+
+def _server_flag(flag: str, build: int, warnings: list[str]) -> int | None:
+    """How many words follow ``flag`` on llama-server build ``build`` (None: a flag neither list has). A build
+    given (not today's default) is held to its parser: from b6325 to the listed build a flag neither list has
+    stops llama-server ('error: invalid argument: FLAG'), and from the listed build on so does a flag it has
+    dropped or keeps only to refuse; for an unknown build (or one past the list, whose flags may be newer) these
+    are warnings."""
+    new, removed, old, listed = _server_flags()
+    given = build != eras.CURRENT
+    again = " (or give the build it runs, --llamacpp-build N)" if given else ""
+    if flag in removed:
+        said = f"{flag}: llama-server b{listed} stops on it ('the argument has been removed'): {removed[flag]}"
+        if given and build >= listed:
+            raise InputError(f"{said} instead{again}")
+        warnings.append(f"{said}; ignored here")
+    elif flag not in new and flag in old:
+        said = (f"{flag} is a flag of llama.cpp builds of 2025-08 that b{listed} no longer has (llama-server stops with "
+                f"'invalid argument: {flag}')")
+        if given and build >= listed:
+            raise InputError(f"{said}: drop it, or give the build it runs (--llamacpp-build N)")
+        if build >= listed:
+            warnings.append(f"{said}; ignored here (give --llamacpp-build N of the build it runs)")
+    elif flag not in new:
+        if given and FA_VALUES_FROM <= build <= listed:
+            near = difflib.get_close_matches(flag, list(new), n=1, cutoff=0.75) if len(flag) > 4 else []
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise InputError(f"{excerpt(flag, 60)[1:-1]} is not a flag of llama-server b{build} (it stops with 'error: "
+                             f"invalid argument: {excerpt(flag, 60)[1:-1]}'): {hint}drop it, or give the build it runs "
+                             "(--llamacpp-build N)")
+        return None
+    if flag in old and (build < listed or flag not in new):
+        return old[flag]
+    return new[flag]
 
 
 @record
@@ -111,6 +165,8 @@ class _Read:
 
     def words(self, tokens: list[str]) -> None:
         build = self.settings.build
+        server = self.settings.program == "server"
+        unknown = False  # the last flag is one no list has: a bare word after it may be its value
         i = 0
         while i < len(tokens):
             tok = tokens[i]
@@ -118,7 +174,9 @@ class _Read:
             flag, eq, inline = tok.partition("=") if tok.startswith("-") else (tok, "", "")
             if flag.startswith("--"):  # common/arg.cpp turns '_' into '-' in a '--' flag (--ctx_size is --ctx-size)
                 flag = "--" + flag[2:].replace("_", "-")
-            known = flag in _VALUE_FLAGS or flag in _SWITCHES or flag in _OTHER_VALUE_FLAGS
+            takes = _server_flag(flag, build, self.warnings) if server and flag.startswith("-") else None
+            known = flag in _VALUE_FLAGS or flag in _SWITCHES or flag in _OTHER_VALUE_FLAGS or takes is not None
+            after_unknown, unknown = unknown, flag.startswith("-") and not known
             if eq and known:  # common/arg.cpp looks each word up whole: "error: invalid argument: -c=4096"
                 raise InputError(f"{excerpt(tok, 60)[1:-1]}: llama.cpp takes no FLAG=VALUE word (it stops with "
                                  f"'invalid argument'); write {flag} {excerpt(inline, 40)[1:-1]}")
@@ -144,11 +202,14 @@ class _Read:
                 field, on = _SWITCHES[flag]
                 self.settings = replace(self.settings, **{field: on})
             elif flag in _OTHER_VALUE_FLAGS:
-                i += 1
+                i += 1 if takes is None else takes
             elif flag.startswith("-"):
-                if flag not in ("--no-mmap", "--mlock", "--cont-batching", "-cb", "--verbose", "-v", "--metrics",
-                                "--jinja", "-cnv", "--conversation", "--no-warmup", "--embeddings", "--no-webui"):
+                i += takes or 0  # a llama-server flag kvbudget does not model: its value(s) with it
+                if flag not in _QUIET_SWITCHES:
                     self.warnings.append(f"flag {flag} is not one kvbudget knows: ignored")
+            elif server and build != eras.CURRENT and build >= FA_VALUES_FROM and not after_unknown:
+                raise InputError(f"{excerpt(tok, 60)[1:-1]}: llama-server b{build} takes no bare word (it stops with "
+                                 f"'error: invalid argument: {excerpt(tok, 60)[1:-1]}'); give the model as -m PATH")
             else:
                 self.warnings.append(f"ignored extra word {tok!r}")
 

@@ -171,7 +171,7 @@ def _extra_flag(settings: VllmSettings, dest: str, name: str, value: str | None,
 
     v = (value or "").strip()
     if dest == "enable_eplb":
-        return replace(settings, enable_eplb=not name.startswith("--no-") and _bool(value)), offload
+        return replace(settings, enable_eplb=not name.startswith(("--no-", "--disable")) and _bool(value)), offload
     if dest == "decode_context_parallel_size":  # ParallelConfig Field(ge=1)
         return replace(settings, decode_context_parallel_size=whole(human_int(v, label), label, 1, 1 << 16)), offload
     if dest == "mm_ipc_gpu_memory_gb":  # MultiModalConfig Field(ge=0), GiB: int(gb x GiB_bytes)

@@ -32,7 +32,8 @@ What vLLM does (paths relative to the ``vllm`` package; 0.33.0 unless a release 
   outside torch and not modelled.
 * Refusals (config/parallel.py ``_validate_parallel_config``, 0.33.0): EPLB needs ``--enable-expert-parallel``, and
   TP x DP > 1; ``num_redundant_experts`` without EPLB stops vLLM; eplb_state.py asserts at most 1023 redundant
-  experts. ``--enable-eplb`` exists from 0.9.2 (engine/arg_utils.py of 0.9.2); ``--num-redundant-experts`` and
+  experts. A model without routed experts starts with EPLB doing nothing (gpu_model_runner.py builds EPLB's state
+  for a MixtureOfExperts model only). ``--enable-eplb`` exists from 0.9.2 (engine/arg_utils.py of 0.9.2); ``--num-redundant-experts`` and
   ``--eplb-window-size`` up to 0.11, then ``--eplb-config``'s keys.
 """
 
@@ -78,8 +79,6 @@ def check(spec: ModelSpec, settings: VllmSettings) -> None:
     number = minor_patch(settings.version)
     if number is not None and number < (9, 2):
         raise InputError(f"--enable-eplb: vLLM {settings.version} has no expert-parallel load balancing (from 0.9.2)")
-    if not spec.num_experts:
-        raise InputError(f"--enable-eplb: {spec.name} has no routed experts to balance; drop --enable-eplb")
     if not settings.enable_expert_parallel:
         raise InputError("--enable-eplb needs --enable-expert-parallel (vLLM: 'enable_expert_parallel must be True to "
                          "use EPLB.')")

@@ -967,7 +967,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
 
 def _eplb(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> EplbMemory | None:
     """EPLB's redundant experts and buffers on each pipeline stage's fullest rank (eplb.py); None without EPLB."""
-    if not settings.enable_eplb:
+    if not settings.enable_eplb or not spec.num_experts:  # a dense model: vLLM builds no EPLB state
         return None
     from .eplb import eplb_memory
 

@@ -57,10 +57,10 @@ from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
 from .context_parallel import request_blocks as dcp_request_blocks
 from .cudagraph import GraphEstimate, estimate, model_runner
 from .encoder_profile import EncoderPass, profile_pass
-from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_connector import keeps_hybrid_manager
-from .mm_memory import ipc_error
+from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
+from .mm_memory import ipc_error
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .settings import Release, VllmSettings, minor_patch, release, release_minor, settings_release, site_bytes, version_minor
 from .speculative import drafter_buffers

@@ -254,13 +254,13 @@ def test_another_engines_option_on_explain_or_check_is_refused(capsys: pytest.Ca
 
 
 def test_a_flag_whose_memory_is_not_modelled_widens_the_band(capsys: pytest.CaptureFixture[str]) -> None:
-    """--kv-offloading-size: a warning naming it, and the available KV memory's provenance says it is an upper bound."""
+    """--offload-group-size: a warning naming it, and the available KV memory's provenance says it is an upper bound."""
     argv = ["explain", "--json", "--gpu", "H100", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
-    assert main([*argv, "--kv-offloading-size", "8", "--enable-eplb"]) == 0
+    assert main([*argv, "--offload-group-size", "4"]) == 0
     doc = json.loads(capsys.readouterr().out)
     note = doc["provenance"]["available_kv_cache_bytes"]["note"]
-    assert "the memory of --kv-offloading-size, --enable-eplb is not modelled" in note and "upper bound" in note
-    assert any(w.startswith("--kv-offloading-size: kvbudget does not model the memory") for w in doc["warnings"])
+    assert "the memory of --offload-group-size is not modelled" in note and "upper bound" in note
+    assert any(w.startswith("--offload-group-size: kvbudget does not model the memory") for w in doc["warnings"])
     assert main(argv) == 0
     plain = json.loads(capsys.readouterr().out)
     assert plain["provenance"]["available_kv_cache_bytes"]["note"] == "" and plain["warnings"] == []

@@ -425,7 +425,8 @@ def test_environment_variables_and_unmodelled_flags() -> None:
                              "--cpu-offload-gb 4")
     s = cmd.settings
     assert s.allow_long_max_model_len and not s.estimate_cudagraphs and s.cpu_offload_bytes == 4 * GiB
-    assert any("KV offloading" in w for w in cmd.warnings)
+    # --kv-offloading-size: vLLM's native offload, modelled (kv_connector.py): pinned host memory, the GPU pool unchanged
+    assert not cmd.warnings and s.kv_connector == "OffloadingConnector" and s.kv_offload_bytes == 8 * GiB
     p = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), s)
     assert p.max_model_len == 200000 and p.cudagraph_bytes == 0
     assert p.model_loading_bytes == _plan(max_model_len=8192).model_loading_bytes - 4 * GiB
@@ -544,13 +545,9 @@ _UNMODELLED_FLAGS = [
     ("--speculative-model meta-llama/Llama-3.2-1B --num-speculative-tokens 5", "--num-speculative-tokens", "draft model"),
     ("--enable-lora --enable-tower-connector-lora", "--enable-tower-connector-lora", "LoRA"),
     ("--enable-lora --enable-lora-bias", "--enable-lora-bias", "LoRA"),
-    ("--kv-transfer-config '{\"kv_connector\": \"LMCacheConnectorV1\"}'", "--kv-transfer-config", "KV connector"),
-    ("--kv-offloading-size 64", "--kv-offloading-size", "KV offloading"),
-    ("--mm-encoder-tp-mode data", "--mm-encoder-tp-mode", "encoder"),
-    ("--mm-ipc-gpu-memory-gb 2", "--mm-ipc-gpu-memory-gb", "multimodal"),
-    ("--enable-eplb", "--enable-eplb", "redundant experts"),
     ("--offload-group-size 4", "--offload-group-size", "host memory"),
-    ("--decode-context-parallel-size 2", "--decode-context-parallel-size", "context parallelism"),
+    # --enable-eplb, --decode-context-parallel-size, --kv-transfer-config, --kv-offloading-size, --mm-encoder-tp-mode
+    # and --mm-ipc-gpu-memory-gb are modelled: tests/test_vllm_unmodelled.py
 ]
 
 

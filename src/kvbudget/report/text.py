@@ -151,9 +151,13 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         ["- model loading (weights, rotary cache" + (", LoRA slots)" if p.lora_bytes else ")"),
          fmt_bytes(p.model_loading_bytes, units), tag("weights_bytes")],
         *([["    of which LoRA adapter slots", fmt_bytes(p.lora_bytes, units), tag("lora_bytes")]] if p.lora_bytes else []),
+        *([["    of which EPLB (redundant experts, state)", fmt_bytes(p.eplb_bytes, units), tag("eplb_bytes")]]
+          if p.eplb_bytes else []),
         ["- non-torch memory", fmt_bytes(p.non_torch_bytes, units), tag("non_torch_bytes")],
         ["- activation peak of the profiling run", fmt_bytes(p.activation_bytes, units), tag("activation_bytes")],
         ["- CUDA-graph memory", fmt_bytes(p.cudagraph_bytes, units), tag("cudagraph_bytes")],
+        *([["- frontend multimodal decoding (--mm-ipc-gpu-memory-gb)", fmt_bytes(p.mm_ipc_bytes, units),
+            tag("mm_ipc_bytes")]] if p.mm_ipc_bytes else []),
         ["= available KV cache memory", fmt_bytes(p.available_kv_cache_bytes, units), tag("available_kv_cache_bytes")],
     ]
     out = [

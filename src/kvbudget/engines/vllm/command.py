@@ -127,15 +127,9 @@ _UNMODELLED = {
     "enable_moe_shared_loras": "MoE LoRA factors shared across experts (kvbudget counts per-expert slots)",
     "specialize_active_lora": "CUDA graphs captured per count of active LoRA adapters",
     "speculative_config": "a speculative-decoding draft model's weights and KV cache",
-    "kv_transfer_config": "a KV connector's buffers", "kv_offloading_size": "KV offloading buffers",
-    "mm_encoder_tp_mode": "the multimodal encoder's weights, whole on every TP rank in data mode",
-    "mm_ipc_gpu_memory_gb": "GPU memory set aside for the API server's multimodal work, out of the KV cache",
-    "decode_context_parallel_size": "decode context parallelism",
-    "enable_eplb": "redundant experts of expert-parallel load balancing",
     "offload_group_size": "weights offloaded to host memory by layer group (prefetch offloading)",
 }
-_UNMODELLED_UNLESS = {"mm_encoder_tp_mode": ("weights",), "mm_ipc_gpu_memory_gb": ("0", "0.0"),
-                      "offload_group_size": ("0",), "decode_context_parallel_size": ("1",)}
+_UNMODELLED_UNLESS = {"offload_group_size": ("0",)}
 # Flags of older releases (flags.json "historical") that took memory kvbudget does not model.
 _UNMODELLED_HISTORICAL = {"--speculative-model": "a speculative-decoding draft model's weights and KV cache",
                           "--enable-lora-bias": "LoRA bias slots", "--long-lora-scaling-factors": "long-context LoRA",
@@ -161,7 +155,47 @@ def unmodelled(name: str, dest: str | None, value: str | None) -> str | None:
 # 0.10-0.12's name for --mm-encoder-tp-mode data (engine/arg_utils.py of 0.12.0).
 _MULTIMODAL = ("limit_mm_per_prompt", "mm_processor_kwargs", "skip_mm_profiling", "mm_encoder_tp_mode",
                "language_model_only", "enable_multimodal_encoder_data_parallel")
-_JSON_KEYED = ("limit_mm_per_prompt", "mm_processor_kwargs")  # also given one key at a time: --limit-mm-per-prompt.video 0
+_JSON_KEYED = ("limit_mm_per_prompt", "mm_processor_kwargs", "eplb_config", "kv_transfer_config")  # also given one key at a time: --limit-mm-per-prompt.video 0
+
+
+# Engine arguments of EPLB, decode context parallelism, KV connectors and the multimodal IPC carve-out (eplb.py,
+# context_parallel.py, kv_connector.py, mm_memory.py).
+_EXTRA_DESTS = ("enable_eplb", "eplb_config", "decode_context_parallel_size", "kv_transfer_config", "kv_offloading_size",
+                "kv_offloading_backend", "mm_ipc_gpu_memory_gb")
+
+
+def _extra_flag(settings: VllmSettings, dest: str, name: str, value: str | None, label: str,
+                offload: tuple[int | None, str]) -> tuple[VllmSettings, tuple[int | None, str]]:
+    """One of ``_EXTRA_DESTS`` into the settings (and the KV offloading flags, resolved after every flag is read)."""
+    from .rope import json_object
+
+    v = (value or "").strip()
+    if dest == "enable_eplb":
+        return replace(settings, enable_eplb=not name.startswith(("--no-", "--disable")) and _bool(value)), offload
+    if dest == "decode_context_parallel_size":  # ParallelConfig Field(ge=1)
+        return replace(settings, decode_context_parallel_size=whole(human_int(v, label), label, 1, 1 << 16)), offload
+    if dest == "mm_ipc_gpu_memory_gb":  # MultiModalConfig Field(ge=0), GiB: int(gb x GiB_bytes)
+        return replace(settings, mm_ipc_bytes=int(parse_real(v, label, 0, 1 << 20) * (1 << 30))), offload
+    if dest == "kv_offloading_size":  # CacheConfig kv_offloading_size, GiB of host memory
+        return settings, (round(parse_real(v, label, 0, 1 << 30) * (1 << 30)), offload[1])
+    if dest == "kv_offloading_backend":
+        return settings, (offload[0], v)
+    data = json_object(v, 65536)
+    if data is None:
+        raise InputError(f"{label} {excerpt(v)}: give a JSON object")
+    if dest == "kv_transfer_config":
+        from .kv_connector import read_transfer
+
+        return replace(settings, kv_connector=read_transfer(data, label)), offload
+    # eplb_config (config/parallel.py EPLBConfig): num_redundant_experts Field(ge=0), window_size Field(gt=0)
+    redundant = data.get("num_redundant_experts", settings.num_redundant_experts)
+    window = data.get("window_size", settings.eplb_window_size)
+    comm = data.get("communicator", settings.eplb_communicator)
+    if comm is not None and not isinstance(comm, str):
+        raise InputError(f"{label}: communicator must be a name such as nixl or torch_gloo")
+    return replace(settings, num_redundant_experts=whole(redundant, f"{label} num_redundant_experts", 0, 1 << 20),
+                   eplb_window_size=whole(window, f"{label} window_size", 1, 1 << 20),
+                   eplb_communicator=comm), offload
 
 
 def _dotted_value(text: str) -> object:
@@ -684,6 +718,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     overrides = ""
     spec: tuple[str, str | None, str] | None = None  # --speculative-config's (flag, value, label), read after the loop
     spec_flags: dict[str, tuple[str, str]] = {}  # --spec-method, --spec-model, --spec-tokens: its keys
+    offload: tuple[int | None, str] = (None, "native")  # --kv-offloading-size (bytes) and --kv-offloading-backend
     for name, arg, label in pending:
         if name in ("--rope-scaling", "--hf-overrides"):  # --rope-scaling: flags of 0.10 and earlier
             settings, extra = _overrides(settings, name, arg or "", label)
@@ -693,8 +728,11 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             continue
         if name == "--enable-multimodal-encoder-data-parallel":  # a flag of 0.10-0.12, gone from 0.33's list
             settings = _multimodal(settings, "enable_multimodal_encoder_data_parallel", name, arg, label)
-            if settings.mm_encoder_tp_mode == "data":
-                warnings.append(f"{name}: kvbudget does not model the memory it takes ({_UNMODELLED['mm_encoder_tp_mode']})")
+            continue
+        if name in ("--num-redundant-experts", "--eplb-window-size"):  # flags of 0.9.2-0.11 (eplb.py)
+            field = "num_redundant_experts" if name == "--num-redundant-experts" else "eplb_window_size"
+            settings = replace(settings, **{field: whole(human_int(arg or "", label), label,
+                                                         0 if field == "num_redundant_experts" else 1, 1 << 20)})
             continue
         if name == "--lora-extra-vocab-size":  # a flag of 0.11 and earlier (lora.py: the extra vocabulary rows)
             settings = replace(settings, lora_extra_vocab_size=whole(human_int(arg or "", label), label, 1, 1 << 20))
@@ -733,11 +771,18 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         elif dest in _COMPILE_DESTS:
             settings, compile_said = _compile(settings, dest, arg, label)
             warnings.extend(compile_said)
+        elif dest in _EXTRA_DESTS:
+            settings, offload = _extra_flag(settings, dest, name, arg, label, offload)
         elif dest == "lora_target_modules" and arg:
             warnings.append(f"{name}: kvbudget counts LoRA slots on every module vLLM supports; fewer target modules "
                             "take less")
         else:
             settings = _apply(settings, dest, name, arg, label)
+    if offload[0] is not None:  # --kv-offloading-size selects the connector, over --kv-transfer-config's (kv_connector.py)
+        from .kv_connector import offloading_connector
+
+        settings = replace(settings, kv_connector=offloading_connector(offload[1], settings.version),
+                           kv_offload_bytes=offload[0])
     if spec is not None or spec_flags:
         if spec_flags:
             spec = _spec_flags(spec, spec_flags)

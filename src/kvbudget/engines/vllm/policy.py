@@ -23,7 +23,7 @@ from ..._record import record, replace
 from ...dtypes import KVDtype
 from ...hardware import GPU, capability
 from ...kvcache import check_tp, serving_dtype
-from ...model.layers import MLA
+from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...model.weights import WeightFormat
 from ...parallel import stages
@@ -54,10 +54,13 @@ from .calibration import (
 )
 from .compile_cache import COMPILE_CACHES, cold_compile_bytes
 from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
+from .context_parallel import request_blocks as dcp_request_blocks
 from .cudagraph import GraphEstimate, estimate, model_runner
 from .encoder_profile import EncoderPass, profile_pass
+from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
+from .mm_memory import ipc_error
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .settings import Release, VllmSettings, minor_patch, release, release_minor, settings_release, site_bytes, version_minor
 from .speculative import drafter_buffers
@@ -66,6 +69,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from ...parallel import Stage
     from ..base import EnginePlan
+    from .eplb import EplbMemory
     from .lora import LoraMemory
 
 
@@ -130,6 +134,9 @@ class VllmPlan:
     ep: int = 1  # expert-parallel group (DP x TP with --enable-expert-parallel on an MoE model; 1: none)
     lora_bytes: int = 0  # --enable-lora: the adapter slots of the binding rank (lora.py), inside model_loading_bytes
     cudagraph: GraphEstimate | None = None  # >= 0.21: vLLM's CUDA-graph estimate, how kvbudget models it (cudagraph.py)
+    dcp: int = 1  # --decode-context-parallel-size: ranks of a TP group each storing 1/dcp of a request's tokens
+    eplb_bytes: int = 0  # --enable-eplb: redundant experts (+ EPLB's state from 0.20) in model_loading_bytes (eplb.py)
+    mm_ipc_bytes: int = 0  # --mm-ipc-gpu-memory-gb: taken from the available KV cache memory after it is logged
 
 
 def _gib(n: int | float) -> str:
@@ -286,6 +293,9 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     facts = model_facts(spec)
     chunked = facts.chunked
     hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
+    _check_extras(spec, settings)
+    if hybrid_manager and not keeps_hybrid_manager(settings.kv_connector, settings.version):
+        hybrid_manager = False  # kv_connector.py: a connector without SupportsHMA turns it off
     if chunked and not hybrid_manager:
         notes.append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
                      "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
@@ -350,9 +360,23 @@ def _page_bytes(spec: ModelSpec, layout: KVLayout, r: _Resolved) -> tuple[int, .
     return stage_block_bytes(spec, layout, r.kv_dtype, r.tp, r.pp)
 
 
-def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int, mamba_blocks: int, length: int) -> int:
-    """Blocks one request of ``length`` tokens takes from the pool, over every group (max_memory_usage_bytes)."""
+def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int, mamba_blocks: int, length: int,
+                    dcp: int = 1) -> int:
+    """Blocks one request of ``length`` tokens takes from the pool, over every group (max_memory_usage_bytes); with
+    decode context parallelism a full-attention or MLA group holds 1/dcp of the tokens on a rank (context_parallel.py)."""
+    if dcp > 1:
+        return dcp_request_blocks(groups, block_size, in_flight, mamba_blocks, length, dcp)
     return sum(g.spec.blocks(length, block_size, in_flight, mamba_blocks) for g in groups)
+
+
+def _check_extras(spec: ModelSpec, settings: VllmSettings) -> None:
+    """vLLM's refusals of EPLB, decode context parallelism and --mm-ipc-gpu-memory-gb (eplb.py, context_parallel.py,
+    mm_memory.py)."""
+    from . import context_parallel, eplb, mm_memory
+
+    eplb.check(spec, settings)
+    context_parallel.check(spec, settings)
+    mm_memory.check_ipc(settings)
 
 
 def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None:
@@ -365,8 +389,8 @@ def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None
 
 
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, block_bytes: tuple[int, ...],
-               dequant: int, encoder: EncoderPass | None = None,
-               lora: LoraMemory | None = None) -> tuple[int, int, int, list[_StageMemory]]:
+               dequant: int, encoder: EncoderPass | None = None, lora: LoraMemory | None = None,
+               eplb: EplbMemory | None = None, extras: _Extras | None = None) -> tuple[int, int, int, list[_StageMemory]]:
     """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
     determine_available_memory): utilization x total memory, minus the weights loaded (with the rotary
     cache, less what --cpu-offload-gb keeps on the host), non-torch memory, the profiling run's activation
@@ -391,6 +415,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
     inside, beside, counted = _segments(spec, settings, r)
     non_torch = max(non_torch + extra, 0) + (beside if counted else 0)
+    if extras is not None:  # a KV connector's buffer built before the measurement, on a release that counts it
+        non_torch += extras.connector
     rows, act_model = min(r.tokens, r.seqs), ACTIVATION[rel.key]
     if rel.blocks_log_line:  # the 0.7 V1 alpha: logits, no sampler
         rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
@@ -401,6 +427,10 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary + inside
         if lora is not None:  # the adapter slots: built inside load_model's DeviceMemoryProfiler (lora.py)
             weights += lora.per_stage[st.index]
+        if eplb is not None:  # redundant experts; EPLB's state where load_model's profiler holds it (eplb.py)
+            weights += eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)
+        if extras is not None and st.index == 0:  # --mm-encoder-tp-mode data: the whole vision tower (mm_memory.py)
+            weights += extras.tower
         if rel.key == "current":  # the source's profiling run, or a fresh compile's benchmark before it if larger
             act = max(_source_activation(spec, gpu, settings, r, dequant, st.index == r.pp - 1),
                       _cold_compile(spec, gpu, settings, r, st.index == 0))
@@ -412,6 +442,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             act = encoder.peak(act)
         if lora is not None:
             act += lora.activation
+        if eplb is not None:  # the dummy rearrangement's buffer, after the forward has freed its intermediates
+            act = max(act, eplb.profile_buffer[st.index])
         if st.index == r.pp - 1:  # the proposer's buffers (speculative.py drafter_buffers)
             act += drafter_buffers(settings.speculative_draft, r.tokens, element_type(r.model_dtype).nbytes(1))
         graphs = graph_estimate.bytes if graph_estimate is not None and graphs_counted else 0
@@ -419,8 +451,21 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             available = settings.kv_cache_memory_bytes
         else:
             available = requested - weights - non_torch - act - graphs
+        if extras is not None:  # --mm-ipc-gpu-memory-gb: taken after "Available KV cache memory" is logged
+            available -= extras.ipc
         per_stage.append((st, bpb, weights, act, graphs, available))
     return total, requested, non_torch, per_stage
+
+
+@record
+class _Extras:
+    """Memory of three flags beside the main accounting: the vision tower whole on every rank in data mode (stage 0;
+    mm_memory.py), a KV connector's buffer that the release counts as non-torch memory (kv_connector.py), and
+    --mm-ipc-gpu-memory-gb's carve-out from the KV cache memory (mm_memory.py)."""
+
+    tower: int = 0
+    connector: int = 0
+    ipc: int = 0
 
 
 SEGMENTS_NOTED = 64 * MiB  # the allocator's share of the weights a plan's notes name
@@ -710,7 +755,7 @@ def kv_pool_fit(layout: KVLayout, bytes_per_block: int, available: int, max_len:
 
 
 def _capacity(rel: Release, layout: KVLayout, num_blocks: int, max_len: int,
-              per_request: Callable[[int], int]) -> tuple[int, float, int]:
+              per_request: Callable[[int], int], dcp: int = 1) -> tuple[int, float, int]:
     """Step 5, capacity (kv_cache_utils.py get_max_concurrency_for_kv_cache_config, and the token count
     _report_kv_cache_config prints): the blocks one request of max_model_len takes, the requests of that
     length the pool holds at once, and the pool's tokens (0.8-0.20 printed blocks // groups x block size;
@@ -720,7 +765,7 @@ def _capacity(rel: Release, layout: KVLayout, num_blocks: int, max_len: int,
     kv_tokens = int(concurrency * max_len)
     if rel.key == "v1" and layout.groups:
         # 0.8-0.20 printed num_blocks // num_groups x block_size (v1/core/kv_cache_utils.py of those releases)
-        kv_tokens = num_blocks // len(layout.groups) * layout.block_size
+        kv_tokens = num_blocks // len(layout.groups) * layout.block_size * dcp  # x dcp_world_size (0.10.2-0.20)
     if rel.v0_blocks or rel.blocks_log_line:  # (the 0.7 V1 alpha: num_blocks x block_size / max_model_len as well)
         kv_tokens = num_blocks * layout.block_size
         concurrency = kv_tokens / max_len
@@ -781,13 +826,18 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     block_size = layout.block_size
     block_bytes = _page_bytes(spec, layout, r)
 
+    dcp = settings.decode_context_parallel_size
+
     def per_request(length: int) -> int:
-        return _request_blocks(layout.groups, block_size, r.in_flight, r.mamba_blocks, length)
+        return _request_blocks(layout.groups, block_size, r.in_flight, r.mamba_blocks, length, dcp)
 
     dequant = _dequant(spec, gpu, settings, r)
     encoder = profile_pass(spec, settings, rel, r.max_len, r.tokens, r.seqs, r.tp, r.model_dtype)
     lora = _lora(spec, settings, r)
-    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, encoder, lora)
+    eplb = _eplb(spec, settings, r)
+    extras, extra_unmodelled = _extras(spec, settings, r, notes)
+    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, encoder, lora,
+                                                        eplb, extras)
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
         reqs = min(r.tokens, r.seqs)
@@ -827,8 +877,11 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         notes.append(lora_note(lora, settings, lora_bytes))
     error, max_len, estimated, load_oom, available, num_blocks = _checks(
         r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
-    per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request)
-    lines = _log_lines(rel, weights, available, num_blocks, kv_tokens, concurrency, max_len, error, total, util)
+    if extras.ipc and load_oom is None and available <= 0:  # the carve-out leaves nothing: vLLM stops there
+        error, num_blocks = ipc_error(extras.ipc, available + extras.ipc), 0
+    per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request, dcp)
+    lines = _log_lines(rel, weights, available + extras.ipc, num_blocks, kv_tokens, concurrency, max_len, error, total,
+                       util)
     if load_oom is not None:
         lines = (f"torch.OutOfMemoryError: {error}",)
     band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
@@ -861,6 +914,20 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                      f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"
                      + (f", up to {at_most / GiB:.2f} GiB if every algorithm is connected" if at_most else "")
                      + " (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
+    if eplb is not None:
+        from .eplb import note as eplb_note
+
+        notes.append(eplb_note(eplb, st.index, settings))
+        if eplb.communicator_unknown:
+            unmodelled.append("EPLB's profiling buffer without NIXL")
+    if dcp > 1:
+        from .context_parallel import note as dcp_note
+        from .context_parallel import unsharded
+
+        notes.append(dcp_note(dcp, block_size, max_len, per_request(max_len)))
+        if kinds := unsharded(layout.groups):
+            unmodelled.append(f"decode context parallelism on {', '.join(kinds)} layers")
+    unmodelled += extra_unmodelled
     if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
         band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
                  "KV cache (the available KV memory is an upper bound)")
@@ -874,6 +941,11 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
                                    (cudagraph.why_none if cudagraph is not None else ""))),
         *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
                                  f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),
+        *((("eplb_bytes", Figure(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0),
+                                 "exact", f"vLLM 0.{eplb.release_minor} fused_moe/layer.py + eplb_state.py: "
+                                 f"{eplb.local_physical} physical experts per rank of {eplb.physical}")),) if eplb else ()),
+        *((("mm_ipc_bytes", Figure(extras.ipc, "exact", "multimodal/gpu_ipc_memory.py reserve_mm_ipc_gpu_memory: "
+                                   "int(mm_ipc_gpu_memory_gb x 2^30)")),) if extras.ipc else ()),
         ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
                                             band if unmodelled else "")),
         ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
@@ -893,8 +965,47 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         weights_format=r.fmt.describe(),
         stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
         ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
-        cudagraph=cudagraph,
+        cudagraph=cudagraph, dcp=dcp,
+        eplb_bytes=(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
+        mm_ipc_bytes=extras.ipc,
     )
+
+
+def _eplb(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> EplbMemory | None:
+    """EPLB's redundant experts and buffers on each pipeline stage's fullest rank (eplb.py); None without EPLB."""
+    if not settings.enable_eplb or not spec.num_experts:  # a dense model: vLLM builds no EPLB state
+        return None
+    from .eplb import eplb_memory
+
+    return eplb_memory(spec, r.fmt, settings, r.tp, r.pp, r.dp)
+
+
+def _extras(spec: ModelSpec, settings: VllmSettings, r: _Resolved, notes: list[str]) -> tuple[_Extras, list[str]]:
+    """The vision tower in data mode, a KV connector and --mm-ipc-gpu-memory-gb (mm_memory.py, kv_connector.py): their
+    bytes, with the plan's notes and what is not modelled."""
+    from ...parallel import pp_partition
+    from . import kv_connector, mm_memory
+
+    tower = connector = ipc = 0
+    unknown: list[str] = []
+    if mm_memory.data_mode(spec, settings) or (settings.mm_encoder_tp_mode == "data" and spec.vision is not None):
+        tower = mm_memory.tower_extra_bytes(spec, r.fmt, r.tp) if mm_memory.data_mode(spec, settings) else 0
+        notes.append(mm_memory.tower_note(spec, settings, tower, r.tp))
+    if settings.mm_ipc_bytes and spec.vision is not None and r.rel.key == "current":
+        ipc = settings.mm_ipc_bytes
+        notes.append(f"--mm-ipc-gpu-memory-gb: vLLM takes {ipc / GiB:.2f} GiB from the available KV cache memory after "
+                     "logging it, for the API server's decoded frames (the KV cache is sized on the rest)")
+    if settings.kv_connector is not None and r.rel.key != "v0":
+        kv_layers = [layer for layer in spec.layers if isinstance(layer, (FullAttention, MLA))]
+        token_bytes = kv_layers[0].bytes_per_token(r.kv_dtype.element, r.tp) if kv_layers else 0
+        buffer = kv_connector.lmcache_buffer(max(pp_partition(spec.num_layers, r.pp)), token_bytes)
+        counted = counts_segments(r.rel.key, settings.version)
+        connector, said, unknown_said = kv_connector.effect(settings, buffer, counted,
+                                                             len({type(layer) for layer in spec.layers}) > 1)
+        notes.append(said)
+        if unknown_said:
+            unknown.append(unknown_said)
+    return _Extras(tower, connector, ipc), unknown
 
 
 def _lora(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> LoraMemory | None:
@@ -937,7 +1048,7 @@ def _vision_note(spec: ModelSpec, settings: VllmSettings, encoder: EncoderPass |
 
 def request_blocks(p: VllmPlan, length: int) -> int:
     """Blocks one request of ``length`` tokens takes from the pool of plan ``p``."""
-    return _request_blocks(p.groups, p.block_size, p.in_flight_tokens, p.mamba_blocks, length)
+    return _request_blocks(p.groups, p.block_size, p.in_flight_tokens, p.mamba_blocks, length, p.dcp)
 
 
 def capacity(p: VllmPlan, batch: int) -> tuple[int, int]:

@@ -283,3 +283,19 @@ class VllmSettings:
     lora_extra_vocab_size: int = 256
     # -O, --optimization-level, --compilation-config / -cc, --cudagraph-capture-sizes, --max-cudagraph-capture-size
     compile: CompileFlags = CompileFlags()
+    # --enable-eplb with --eplb-config (0.12 on) or --num-redundant-experts / --eplb-window-size (0.9.2-0.11) (eplb.py):
+    # redundant experts, the load-recording window, and the weight-transfer backend ("communicator", 0.20 on; None:
+    # vLLM's default, which from 0.22 depends on whether NIXL is installed)
+    enable_eplb: bool = False
+    num_redundant_experts: int = 0
+    eplb_window_size: int = 1000
+    eplb_communicator: str | None = None
+    # --decode-context-parallel-size / -dcp (0.10.2 on; context_parallel.py): the KV cache's tokens sharded over that
+    # many ranks of each TP group
+    decode_context_parallel_size: int = 1
+    # --kv-transfer-config's kv_connector, or the one --kv-offloading-size selects (kv_connector.py); None: none
+    kv_connector: str | None = None
+    kv_offload_bytes: int = 0  # --kv-offloading-size / cpu_bytes_to_use: pinned host memory (GiB x 2^30)
+    # --mm-ipc-gpu-memory-gb (0.25 on; mm_memory.py): GPU memory carved out of the KV cache for the API server's
+    # multimodal decoding (GiB x 2^30, as vLLM's int(gb x GiB_bytes))
+    mm_ipc_bytes: int = 0

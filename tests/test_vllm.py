@@ -699,3 +699,16 @@ def test_v0_stops_with_its_own_message_not_v1s() -> None:
     # from the log's rounded "available" figure one block more: the same message with its own 1,479 x 16 tokens
     given = result.given_available
     assert given is not None and given.error == logged.replace("(23648)", "(23664)")
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.111", "1.0.0", "v2.1"])
+def test_a_release_past_the_newest_read_is_said(version: str) -> None:
+    # 0.33.0 is the newest release whose sources kvbudget reads (settings.NEWEST_MINOR); a later number (or a typo
+    # such as 0.111 for 0.11.1) is planned with its rules, and the plan says so instead of passing it silently
+    from kvbudget.engines.vllm.settings import NEWEST_MINOR
+
+    p = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), VllmSettings(version=version))
+    assert any("newer than the newest release" in n and f"0.{NEWEST_MINOR}.0" in n for n in p.notes)
+    q = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), VllmSettings(version="0.33.0"))
+    assert not any("newer than the newest" in n for n in q.notes)
+    assert p.available_kv_cache_bytes == q.available_kv_cache_bytes

@@ -62,7 +62,17 @@ from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
 from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
-from .settings import Release, VllmSettings, minor_patch, release, release_minor, settings_release, site_bytes, version_minor
+from .settings import (
+    Release,
+    VllmSettings,
+    minor_patch,
+    newer_than_read,
+    release,
+    release_minor,
+    settings_release,
+    site_bytes,
+    version_minor,
+)
 from .speculative import drafter_buffers
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -253,6 +263,8 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     max_num_seqs (``batch_defaults``), the weights as vLLM loads them (a format the GPU cannot run is
     refused), and whether the hybrid KV cache manager runs."""
     rel = settings_release(settings)
+    if (later := newer_than_read(settings.version)) is not None:
+        notes.append(later)
     if settings.sampler is not None and settings.sampler not in SAMPLERS:
         raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
     if settings.compile_cache not in COMPILE_CACHES:

@@ -129,6 +129,16 @@ def version_minor(version: str | None) -> int | None:
 NEWEST_MINOR = 33  # the newest release read (0.33.0): what a plan without a release number follows
 
 
+def newer_than_read(version: str | None) -> str | None:
+    """A note for a release number past the newest kvbudget has read (0.34, 1.0, or a typo such as 0.111 for
+    0.11.1), which it plans with the newest rules; None otherwise."""
+    m = re.match(r"v?([0-9]{1,4})\.([0-9]{1,4})(?![0-9])", (version or "").strip().lower())
+    if m is None or (int(m.group(1)), int(m.group(2))) <= (0, NEWEST_MINOR):
+        return None
+    return (f"vLLM {excerpt(version, 40)} is newer than the newest release kvbudget has read (0.{NEWEST_MINOR}.0): "
+            f"planned with 0.{NEWEST_MINOR}'s rules (check the release number)")
+
+
 def release_minor(version: str | None) -> int:
     """The 0.x minor whose rules a plan follows: the version's, or the newest read when none is named."""
     minor = version_minor(version)

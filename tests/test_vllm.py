@@ -712,3 +712,19 @@ def test_a_release_past_the_newest_read_is_said(version: str) -> None:
     q = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), VllmSettings(version="0.33.0"))
     assert not any("newer than the newest" in n for n in q.notes)
     assert p.available_kv_cache_bytes == q.available_kv_cache_bytes
+
+
+def test_a_load_that_fails_shows_no_kv_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    # Llama-3.3-70B in bf16 at TP 2 on L40S: 65.74 GiB of weights a rank > 44.52 GiB, so torch stops while loading
+    # (before vLLM sizes any KV cache); the table said "-26.62 GiB" of KV memory, a figure vLLM never prints
+    from kvbudget.cli import main
+
+    p = plan(kvbudget.load_model("meta-llama/Llama-3.3-70B-Instruct"), kvbudget.find_gpu("L40S"),
+             VllmSettings(tensor_parallel_size=2, max_model_len=32768))
+    assert p.load_fails and not p.starts and p.model_loading_bytes > p.total_bytes
+    assert main(["fit", "llama-3.3-70b", "--gpu", "L40S", "--num-gpus", "2", "--context", "32768"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("= available KV cache memory"))
+    assert "none" in row and "loading stops first" in row and "-" not in row.split("memory", 1)[1].split()[0]
+    ok = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("L40S"), VllmSettings(max_model_len=32768))
+    assert not ok.load_fails

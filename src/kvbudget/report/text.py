@@ -158,7 +158,8 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         ["- CUDA-graph memory", fmt_bytes(p.cudagraph_bytes, units), tag("cudagraph_bytes")],
         *([["- frontend multimodal decoding (--mm-ipc-gpu-memory-gb)", fmt_bytes(p.mm_ipc_bytes, units),
             tag("mm_ipc_bytes")]] if p.mm_ipc_bytes else []),
-        ["= available KV cache memory", fmt_bytes(p.available_kv_cache_bytes, units), tag("available_kv_cache_bytes")],
+        ["= available KV cache memory", fmt_bytes(p.available_kv_cache_bytes, units), tag("available_kv_cache_bytes")]
+        if not p.load_fails else ["= available KV cache memory", "none", "loading stops first: the weights do not fit"],
     ]
     out = [
         f"{p.model} ({p.params / 1e9:.2f}B params) on {p.tp * p.pp * p.dp} x {p.gpu}, {par}; {p.version_line}",

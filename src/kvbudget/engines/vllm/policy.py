@@ -147,6 +147,7 @@ class VllmPlan:
     dcp: int = 1  # --decode-context-parallel-size: ranks of a TP group each storing 1/dcp of a request's tokens
     eplb_bytes: int = 0  # --enable-eplb: redundant experts (+ EPLB's state from 0.20) in model_loading_bytes (eplb.py)
     mm_ipc_bytes: int = 0  # --mm-ipc-gpu-memory-gb: taken from the available KV cache memory after it is logged
+    load_fails: bool = False  # the weights alone do not fit: torch stops while loading, before any KV cache is sized
 
 
 def _gib(n: int | float) -> str:
@@ -979,7 +980,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
         cudagraph=cudagraph, dcp=dcp,
         eplb_bytes=(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
-        mm_ipc_bytes=extras.ipc,
+        mm_ipc_bytes=extras.ipc, load_fails=load_oom is not None,
     )
 
 

@@ -71,3 +71,25 @@ def test_the_log_alone_gives_the_records_plan(stem: str, kb: dict) -> None:
 def test_the_list_holds_only_records_that_differ() -> None:
     names = {s for s, _ in _records()}
     assert set(NOT_IN_THE_LOG) <= names
+
+
+def test_a_run_that_did_not_start_gets_its_fixes(capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM 0.7.2, R1-Distill-Qwen-14B at TP 2 on two RTX 4090s at 131,072 tokens: the log's ValueError says its KV
+    # cache holds 81,536 tokens; kvbudget's plan holds 80,576, so --max-model-len 80576 is its first fix
+    import json as _json
+
+    from kvbudget.cli import main
+
+    log = str(LOGS / "v0.7.2_rtx4090x2_r1-distill-qwen-14b_tp2_fail.log")
+    assert main(["check", log, "--gpu", "RTX-4090"]) == 0
+    out = capsys.readouterr().out
+    assert "its KV cache held 81,536 tokens, so --max-model-len 81536 starts that run" in out
+    assert "--max-model-len 80576" in out.split("Flags that change this", 1)[1]
+    assert main(["check", log, "--gpu", "RTX-4090", "--json"]) == 0
+    doc = _json.loads(capsys.readouterr().out)
+    first = doc["fixes"][0]
+    assert first["flags"] == "--max-model-len 80576" and first["starts"] and first["kv_cache_tokens"] == 80576
+    # a run that started and holds many requests: no fixes
+    ok = str(LOGS / "v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9.log")
+    assert main(["check", ok, "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["fixes"] == []

@@ -207,6 +207,9 @@ def check_doc(c: CheckResult, units: str = "GiB") -> dict[str, Any]:
         "kv_arithmetic_from_logged_memory": _rows_doc(c.arithmetic_rows),
         "prediction": {**vllm_doc(c.plan, units), **capacity_doc(c.capacity)},
         "warnings": list(c.warnings),
+        "fixes": [{"flags": flags, "starts": s.starts, "kv_cache_tokens": s.kv_cache_tokens,
+                   "max_concurrency": round(s.max_concurrency, 4), "max_model_len": s.max_model_len}
+                  for flags, s in c.fixes],
     }
 
 

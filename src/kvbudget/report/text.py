@@ -176,11 +176,7 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
         *(f"  {line}" for line in p.log_lines),
     ]
     if suggestions:
-        out += ["", "Flags that change this:"]
-        for flags, s in suggestions:
-            what = (f"{s.kv_cache_tokens:,} KV tokens, {s.max_concurrency:.2f}x at {s.max_model_len:,}" if s.starts
-                    else "still does not start")
-            out.append(f"  {flags:<40} -> {what}")
+        out += ["", "Flags that change this:", *_fix_lines(suggestions)]
     out += [f"note: {n}" for n in p.notes]
     return "\n".join(out)
 
@@ -202,6 +198,15 @@ def _cmp_table(rows: tuple[Row, ...]) -> str:
                   for r in rows])
 
 
+def _fix_lines(suggestions: Sequence[tuple[str, VllmPlan]]) -> list[str]:
+    out = []
+    for flags, s in suggestions:
+        what = (f"{s.kv_cache_tokens:,} KV tokens, {s.max_concurrency:.2f}x at {s.max_model_len:,}" if s.starts
+                else "still does not start")
+        out.append(f"  {flags:<40} -> {what}")
+    return out
+
+
 def check_text(c: CheckResult, units: str) -> str:
     s = c.settings
     out = [
@@ -216,6 +221,15 @@ def check_text(c: CheckResult, units: str) -> str:
     if c.arithmetic_rows:
         out += ["", "KV-cache arithmetic from the log's own available memory (blocks, tokens, concurrency are exact):",
                 _cmp_table(c.arithmetic_rows)]
+    if not c.log.started:
+        est, held = c.log.estimated_max_model_len, c.log.kv_cache_tokens
+        why = (f": vLLM's own estimate of the longest length that fits is {est:,} (--max-model-len {est})" if est
+               else f": its KV cache held {held:,} tokens, so --max-model-len {held} starts that run" if held else ".")
+        out += ["", "The logged run did not start" + why]
+        if not c.plan.starts and c.plan.log_lines:
+            out += ["kvbudget predicts the same stop:", f"  {c.plan.log_lines[-1]}"]
+    if c.fixes:
+        out += ["", "Flags that change this (kvbudget's plan of each):", *_fix_lines(c.fixes)]
     out += [f"warning: {w}" for w in c.warnings]
     return "\n".join(out)
 

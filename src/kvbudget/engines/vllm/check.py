@@ -11,6 +11,7 @@ from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
 from .command import _INT_FIELDS, _apply, config_overrides, parse_vllm_command
+from .fixes import suggestions
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
 from .settings import VllmSettings, version_minor
@@ -40,6 +41,8 @@ class CheckResult:
     arithmetic_rows: tuple[Row, ...]
     warnings: tuple[str, ...]
     capacity: Verdict | None = None  # requests of max_model_len the predicted pool holds (one request asked)
+    # where the logged run or the prediction does not start: flags that change that, each with kvbudget's plan
+    fixes: tuple[tuple[str, VllmPlan], ...] = ()
 
 
 def _version_from_format(log: VllmLog, text: str) -> str:
@@ -280,6 +283,7 @@ def check_log(
                               and "CUDA graph" not in r.figure and "CUDA-graph" not in r.figure)
         if given else (),
         warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
+        fixes=tuple(suggestions(spec, device, settings, predicted)) if not (log.started and predicted.starts) else (),
     )
 
 

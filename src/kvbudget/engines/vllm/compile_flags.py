@@ -40,6 +40,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+from functools import lru_cache
 
 from ..._record import record, replace
 from ...units import InputError, excerpt
@@ -289,6 +290,7 @@ def default_sizes(top: int, max_num_tokens: int, interactive: bool) -> list[int]
     return sorted(set(out))
 
 
+@lru_cache(maxsize=4096)  # a pure function of hashable arguments: a plan search asks it alike ~8 times a plan
 def graph_plan(flags: CompileFlags, version: str | None, *, enforce_eager: bool, max_num_seqs: int,
                max_num_tokens: int, blackwell: bool, runner: str = "v1", performance_mode: str | None = None) -> GraphPlan:
     """The mode and capture sizes release ``version`` (0.21 on) resolves the flags to (the module's docstring); an

@@ -6,6 +6,7 @@ Read from vLLM 0.33.0's Python sources (paths relative to the ``vllm`` package);
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..._record import record, replace
 from ...units import InputError, excerpt
@@ -117,6 +118,7 @@ RELEASES: dict[str, Release] = {
 }
 
 
+@lru_cache(maxsize=1024)
 def version_minor(version: str | None) -> int | None:
     """The minor number of a 0.x release (``0.13.0`` -> 13, ``v0.8.5.post1`` -> 8); None for ``current``, a
     release-line name (``v1``, ``v0``) or anything else that names no release."""
@@ -145,6 +147,7 @@ def release_minor(version: str | None) -> int:
     return NEWEST_MINOR if minor is None else minor
 
 
+@lru_cache(maxsize=1024)
 def minor_patch(version: str | None) -> tuple[int, int] | None:
     """(minor, patch) of a 0.x release string (``0.10.1.1`` -> (10, 1), ``0.8.5.post1`` -> (8, 5)); None for a
     release-line name or anything else."""

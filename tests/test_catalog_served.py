@@ -60,6 +60,7 @@ ADDED: dict[str, int] = {
     "qwen3-4b-fp8.json": 2 * 36 * 8 * 128 * 2,  # 147,456
     "llama-3.1-8b-instruct-awq-int4.json": 2 * 32 * 8 * 128 * 2,  # 131,072
     "llama-3.1-70b-instruct-awq-int4.json": 2 * 80 * 8 * 128 * 2,  # 327,680
+    "gemma-3-270m.json": 2 * 18 * 1 * 256 * 2,  # 18,432 (the 15 sliding layers hold at most 512 tokens)
 }
 
 # file -> the context its config allows (max_position_embeddings), which kvbudget must take
@@ -71,6 +72,7 @@ CONTEXT: dict[str, int] = {
     "glm-4.6.json": 202_752,
     "mistral-7b-instruct-v0.2.json": 32_768,
     "magistral-small-2509.json": 131_072,
+    "gemma-3-270m.json": 32_768,
 }
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto" runs a float32 checkpoint in 16 bits
@@ -305,6 +307,14 @@ def test_r1_distill_qwen_32b_count_is_the_repos_published_safetensors_total() ->
     """Hugging Face API record of the repo (safetensors total, BF16 32,763,876,352), saved in
     github.com/daniel-p-green/alain-ai-learning-platform; equal, not just within 1%."""
     assert kvbudget.load_model("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B").params == 32_763_876_352
+
+
+def test_gemma_3_270m_count_is_the_repos_published_safetensors_total_and_five_of_six_layers_slide() -> None:
+    """Hugging Face API record of google/gemma-3-270m-it: safetensors total 268,098,176 (same source as above)."""
+    m = kvbudget.load_model("google/gemma-3-270m-it")
+    assert m.params == 268_098_176
+    windows = [getattr(layer, "window", None) for layer in m.layers]
+    assert windows == ([512] * 5 + [None]) * 3
 
 
 def test_r1_distill_llama_8b_count_is_its_published_total() -> None:

@@ -1,5 +1,7 @@
 """Catalog entries for checkpoints people serve as-is: quantized repos (AWQ, block FP8), the bf16
-Qwen3-Coder-480B, Qwen3-VL sizes, Qwen3-4B-Instruct-2507, Granite 3.3, SmolLM2, Gemma-2-2B and Mistral-Small-24B-2501.
+Qwen3-Coder-480B, Qwen3-VL sizes, Qwen3-4B-Instruct-2507, Granite 3.3, SmolLM2, Gemma-2-2B and Mistral-Small-24B-2501;
+then distills and fine-tunes (DeepSeek-R1-Distill-Qwen-32B, Magistral-Small-2509), GLM-4.5 / 4.6, Phi-4-mini,
+Mistral-7B-Instruct-v0.2, CodeLlama-7b and the Qwen3 AWQ / FP8 and Llama-3.1 AWQ-INT4 repos.
 
 Each entry's KV bytes per token are checked against a hand computation from its own config.json
 fields (2 (K and V) x layers x KV heads x head_dim x bytes), every name it lists resolves to it, the
@@ -44,6 +46,33 @@ ADDED: dict[str, int] = {
     "qwen2.5-14b-instruct-awq.json": 2 * 48 * 8 * 128 * 2,  # 196,608
     "qwen2.5-32b-instruct-awq.json": 2 * 64 * 8 * 128 * 2,  # 262,144
     "qwen2.5-72b-instruct-awq.json": 2 * 80 * 8 * 128 * 2,  # 327,680
+    "deepseek-r1-distill-qwen-32b.json": 2 * 64 * 8 * 128 * 2,  # 262,144
+    "codellama-7b.json": 2 * 32 * 32 * 128 * 2,  # 524,288 (no GQA: 32 KV heads)
+    "phi-4-mini-instruct.json": 2 * 32 * 8 * 128 * 2,  # 131,072 (head_dim 3072 / 24)
+    "glm-4.5.json": 2 * 92 * 8 * 128 * 2,  # 376,832
+    "glm-4.6.json": 2 * 92 * 8 * 128 * 2,  # 376,832
+    "mistral-7b-instruct-v0.2.json": 2 * 32 * 8 * 128 * 2,  # 131,072 (no sliding window, unlike v0.1)
+    "magistral-small-2509.json": 2 * 40 * 8 * 128 * 2,  # 163,840 (text_config of a mistral3 wrapper)
+    "qwen3-8b-awq.json": 2 * 36 * 8 * 128 * 2,  # 147,456
+    "qwen3-14b-awq.json": 2 * 40 * 8 * 128 * 2,  # 163,840
+    "qwen3-32b-awq.json": 2 * 64 * 8 * 128 * 2,  # 262,144
+    "qwen3-8b-fp8.json": 2 * 36 * 8 * 128 * 2,  # 147,456
+    "qwen3-4b-fp8.json": 2 * 36 * 8 * 128 * 2,  # 147,456
+    "llama-3.1-8b-instruct-awq-int4.json": 2 * 32 * 8 * 128 * 2,  # 131,072
+    "llama-3.1-70b-instruct-awq-int4.json": 2 * 80 * 8 * 128 * 2,  # 327,680
+    "gemma-3-270m.json": 2 * 18 * 1 * 256 * 2,  # 18,432 (the 15 sliding layers hold at most 512 tokens)
+}
+
+# file -> the context its config allows (max_position_embeddings), which kvbudget must take
+CONTEXT: dict[str, int] = {
+    "deepseek-r1-distill-qwen-32b.json": 131_072,  # Qwen/Qwen2.5-32B-Instruct has 32,768: why it is not an alias
+    "codellama-7b.json": 16_384,
+    "phi-4-mini-instruct.json": 131_072,
+    "glm-4.5.json": 131_072,
+    "glm-4.6.json": 202_752,
+    "mistral-7b-instruct-v0.2.json": 32_768,
+    "magistral-small-2509.json": 131_072,
+    "gemma-3-270m.json": 32_768,
 }
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto" runs a float32 checkpoint in 16 bits
@@ -52,6 +81,11 @@ _BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto"
 def _raw(fname: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((MODEL_DIR / fname).read_text(encoding="utf-8"))
     return data
+
+
+def _max_positions(config: dict[str, Any]) -> int:
+    c, _ = text_config(config)
+    return int(c["max_position_embeddings"])
 
 
 def _hand_kv_per_token(config: dict[str, Any]) -> int:
@@ -71,6 +105,13 @@ def test_kv_bytes_per_token_is_the_hand_computation_from_the_config(fname: str) 
     report = kvbudget.kv(data["id"])
     assert report.bytes_per_token == hand
     assert report.kv_dtype in ("bf16", "fp16")
+
+
+@pytest.mark.parametrize("fname", sorted(CONTEXT))
+def test_max_context_is_the_configs_max_position_embeddings(fname: str) -> None:
+    data = _raw(fname)
+    assert _max_positions(data["config"]) == CONTEXT[fname]
+    assert kvbudget.kv(data["id"]).max_context == CONTEXT[fname]
 
 
 @pytest.mark.parametrize("fname", sorted(ADDED))
@@ -97,6 +138,16 @@ def test_added_entries_cite_their_config_and_say_what_was_verified(fname: str) -
     ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8"),
     ("Qwen/Qwen3-4B", "Qwen/Qwen3-4B"),  # the original release keeps its own (40960-position) entry
     ("Qwen/Qwen2.5-14B-Instruct", "Qwen/Qwen2.5-14B-Instruct"),  # the bf16 repo is not the AWQ one
+    # aliases added to existing entries, each compared in that entry's notes
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("DeepSeek-R1-Distill-Llama-8B", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
+    ("Qwen/Qwen2.5-Coder-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
+    ("codellama/CodeLlama-7b-Instruct-hf", "codellama/CodeLlama-7b-hf"),
+    ("Qwen/Qwen3-8B", "Qwen/Qwen3-8B"),  # the bf16 repo is neither the AWQ nor the FP8 one
+    ("zai-org/GLM-4.5-Air", "zai-org/GLM-4.5-Air"),  # the Air is not the full GLM-4.5
+    ("mistralai/Mistral-7B-Instruct-v0.1", "mistralai/Mistral-7B-Instruct-v0.1"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"),
 ])
 def test_related_names_resolve_where_their_configs_say(name: str, entry: str) -> None:
     assert kvbudget.load_model(name).name == entry
@@ -127,6 +178,13 @@ QUANTIZED = {
     "Qwen/Qwen2.5-72B-Instruct-AWQ": "weights awq 4-bit, group 128",
     "Qwen/Qwen3-32B-FP8": "weights fp8 (e4m3) with block 128x128 fp32 scales",
     "Qwen/Qwen3-30B-A3B-FP8": "weights fp8 (e4m3) with block 128x128 fp32 scales",
+    "Qwen/Qwen3-8B-AWQ": "weights awq 4-bit, group 128",
+    "Qwen/Qwen3-14B-AWQ": "weights awq 4-bit, group 128",
+    "Qwen/Qwen3-32B-AWQ": "weights awq 4-bit, group 128",
+    "Qwen/Qwen3-8B-FP8": "weights fp8 (e4m3) with block 128x128 fp32 scales",
+    "Qwen/Qwen3-4B-FP8": "weights fp8 (e4m3) with block 128x128 fp32 scales",
+    "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4": "weights awq 4-bit, group 128",
+    "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4": "weights awq 4-bit, group 128",
 }
 
 
@@ -240,3 +298,106 @@ def test_models_listing_renders_with_the_added_entries(capsys: pytest.CaptureFix
     assert main(["models", "--json"]) == 0
     ids = {e["id"] for e in json.loads(capsys.readouterr().out)}
     assert {_raw(f)["id"] for f in ADDED} <= ids
+
+
+# --- the second round: published totals and logs ---------------------------------------------------------
+
+
+def test_r1_distill_qwen_32b_count_is_the_repos_published_safetensors_total() -> None:
+    """Hugging Face API record of the repo (safetensors total, BF16 32,763,876,352), saved in
+    github.com/daniel-p-green/alain-ai-learning-platform; equal, not just within 1%."""
+    assert kvbudget.load_model("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B").params == 32_763_876_352
+
+
+def test_gemma_3_270m_count_is_the_repos_published_safetensors_total_and_five_of_six_layers_slide() -> None:
+    """Hugging Face API record of google/gemma-3-270m-it: safetensors total 268,098,176 (same source as above)."""
+    m = kvbudget.load_model("google/gemma-3-270m-it")
+    assert m.params == 268_098_176
+    windows = [getattr(layer, "window", None) for layer in m.layers]
+    assert windows == ([512] * 5 + [None]) * 3
+
+
+def test_r1_distill_llama_8b_count_is_its_published_total() -> None:
+    """The alias is right only if the shapes are: the repo's safetensors total is 8,030,261,248 (same source)."""
+    assert kvbudget.load_model("deepseek-ai/DeepSeek-R1-Distill-Llama-8B").params == 8_030_261_248
+
+
+def test_phi_4_mini_count_from_its_config_by_hand() -> None:
+    """32 layers of fused qkv (3072 -> 3072 + 2 x 1024), o_proj, gate/up/down (8192) and two norms, one tied
+    200,064 x 3072 embedding, a final norm: 3,836,021,760, the model card's '3.8B'."""
+    c = _raw("phi-4-mini-instruct.json")["config"]
+    h, n, heads, kv, inter, vocab = (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                                     c["num_key_value_heads"], c["intermediate_size"], c["vocab_size"])
+    assert c["tie_word_embeddings"] is True
+    d = h // heads
+    layer = h * (heads + 2 * kv) * d + heads * d * h + 3 * h * inter + 2 * h
+    total = n * layer + vocab * h + h
+    assert total == 3_836_021_760
+    assert kvbudget.load_model("microsoft/Phi-4-mini-instruct").params == total
+
+
+def test_magistral_counts_its_text_model_and_says_the_vision_tower_is_left_out() -> None:
+    """The published total (24,011,361,280) includes the Pixtral encoder kvbudget does not count; the
+    text model is Mistral-Small-24B's (same shapes in both configs), so its count is that entry's."""
+    m = kvbudget.load_model("mistralai/Magistral-Small-2509")
+    assert m.params == kvbudget.load_model("mistralai/Mistral-Small-24B-Instruct-2501").params == 23_572_403_200
+    assert any("pixtral" in note for note in m.notes)
+    entry = catalog.find("mistralai/Magistral-Small-2509")
+    assert entry is not None and entry.official_params == 24_011_361_280
+    assert entry.official_params - m.params == 438_958_080  # the vision tower and projector, about 1.8%
+
+
+def test_glm_4_6_differs_from_glm_4_5_only_in_context() -> None:
+    a = _raw("glm-4.5.json")["config"]
+    b = _raw("glm-4.6.json")["config"]
+    assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {"max_position_embeddings"}
+    assert kvbudget.load_model("zai-org/GLM-4.5").params == kvbudget.load_model("zai-org/GLM-4.6").params
+
+
+def test_qwen3_8b_awq_model_loading_is_within_1_percent_of_the_published_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.29.0, --quantization awq_marlin --dtype bfloat16 (github.com/yuanjuju/vllm-lab,
+    phase3/results/phase5_v029_awq_20261009.log, a 48 GB RTX 4090): 'Model loading took 5.71 GiB memory'. The
+    weights do not depend on the card's memory, so the 24 GB catalog RTX 4090 (same Ada chip) stands in."""
+    code = main(["explain", "--json", "--gpu", "RTX-4090-24GB", "--vllm-version", "0.29.0", "--",
+                 "vllm", "serve", "Qwen/Qwen3-8B-AWQ", "--quantization", "awq_marlin", "--dtype", "bfloat16",
+                 "--max-model-len", "4096", "--enforce-eager"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    loading = doc["memory"]["model_loading_bytes"]
+    assert abs(loading / GiB - 5.71) / 5.71 < 0.01
+
+
+def _awq(rows: int, cols: int) -> int:
+    """A 4-bit AutoAWQ GEMM matrix, group 128 (vLLM awq.py): packed int4 qweight, int4 qzeros and fp16
+    scales, one zero and one scale per group of 128 input columns per output row."""
+    groups = ceil(cols / 128)
+    return rows * cols // 2 + groups * rows // 2 + groups * rows * 2
+
+
+def test_llama_3_1_8b_awq_int4_weights_are_the_awq_bytes_of_its_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """No byte total of the repo was found, so the format's bytes are written out from the config: every
+    linear weight of the 32 layers 4-bit AWQ; embeddings, lm_head and norms fp16."""
+    c = _raw("llama-3.1-8b-instruct-awq-int4.json")["config"]
+    h, n, heads, kv, inter, vocab = (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                                     c["num_key_value_heads"], c["intermediate_size"], c["vocab_size"])
+    assert (h, n, heads, kv, inter, vocab) == (4096, 32, 32, 8, 14336, 128256)
+    d = h // heads
+    attention = _awq(heads * d, h) + 2 * _awq(kv * d, h) + _awq(h, heads * d)
+    mlp = 2 * _awq(inter, h) + _awq(h, inter)
+    total = n * (attention + mlp + 2 * h * 2) + 2 * vocab * h * 2 + h * 2
+    assert total == 5_727_854_592
+    assert _weights(capsys, "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4")[0] == total
+
+
+def test_qwen3_8b_fp8_weights_are_the_block_fp8_bytes_of_its_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """As for Qwen3-32B-FP8 above: linear weights fp8 with block scales; embeddings, lm_head, norms bf16."""
+    c = _raw("qwen3-8b-fp8.json")["config"]
+    h, n, heads, kv, d = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    inter, vocab = c["intermediate_size"], c["vocab_size"]
+    assert (h, n, heads, kv, d, inter, vocab) == (4096, 36, 32, 8, 128, 12288, 151936)
+    attention = _fp8_block(heads * d, h) + 2 * _fp8_block(kv * d, h) + _fp8_block(h, heads * d)
+    mlp = 2 * _fp8_block(inter, h) + _fp8_block(h, inter)
+    norms = 2 * (2 * h + 2 * d)
+    total = n * (attention + mlp + norms) + 2 * vocab * h * 2 + 2 * h
+    assert total == 9_437_399_040
+    assert _weights(capsys, "Qwen/Qwen3-8B-FP8")[0] == total

@@ -30,8 +30,11 @@ def test_format_words_come_off_the_end_only(name: str, base: str, words: tuple[s
 
 
 @pytest.mark.parametrize(("ref", "entry_id", "method", "bits"), [
-    ("Qwen/Qwen3-8B-AWQ", "Qwen/Qwen3-8B", "awq", 4),
-    ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "meta-llama/Llama-3.1-70B-Instruct", "awq", 4),
+    ("Qwen/Qwen3-4B-AWQ", "Qwen/Qwen3-4B", "awq", 4),
+    ("hugging-quants/Meta-Llama-3.1-405B-Instruct-AWQ-INT4", "meta-llama/Llama-3.1-405B-Instruct", "awq", 4),
+    # re-published under another owner, a name the catalog holds is that entry, with its own config.json
+    ("someone/Qwen3-8B-AWQ", "Qwen/Qwen3-8B-AWQ", "awq", 4),
+    ("mirror/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "awq", 4),
     ("TheBloke/Llama-2-7B-Chat-GPTQ", "meta-llama/Llama-2-7b-chat-hf", "gptq", 4),
     ("unsloth/Qwen2.5-7B-Instruct-bnb-4bit", "Qwen/Qwen2.5-7B-Instruct", "nf4", 4),
     ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "meta-llama/Llama-3.3-70B-Instruct", "fp8", 8),

@@ -345,6 +345,7 @@ def graph_plan(flags: CompileFlags, version: str | None, *, enforce_eager: bool,
     return GraphPlan(graphs, tuple(out), compiled, "; ".join(why))
 
 
+@lru_cache(maxsize=1024)
 def graph_sizes(mode: str, sizes: tuple[int, ...], max_num_seqs: int,
                 decode_query_len: int = 1) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The PIECEWISE and the FULL graphs' sizes of a mode (v1/cudagraph_dispatcher.py initialize_cudagraph_keys,

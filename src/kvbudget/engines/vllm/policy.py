@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 from ..._record import record, replace
 from ...dtypes import KVDtype
@@ -150,6 +151,12 @@ class VllmPlan:
     load_fails: bool = False  # the weights alone do not fit: torch stops while loading, before any KV cache is sized
 
 
+@lru_cache(maxsize=64)
+def _has_mla(spec: ModelSpec) -> bool:
+    """Whether any layer is MLA (a search asks it of one model for every deployment)."""
+    return any(isinstance(layer, MLA) for layer in spec.layers)
+
+
 def _gib(n: int | float) -> str:
     return f"{round(n / GiB, 2)}"  # vLLM format_gib: round(bytes / 2^30, 2)
 
@@ -237,7 +244,7 @@ def _block_size(spec: ModelSpec, gpu: GPU, rel: Release, notes: list[str]) -> in
     0.21 and later (0.33.0 platforms/cuda.py _get_backend_priorities, interface.py
     _preferred_block_size_for_backends): the first backend that runs is FlashAttention MLA on Hopper (multiples of
     16: 16 stays) and FlashInfer MLA on Blackwell (32 or 64: the smallest, 32)."""
-    if rel.key == "v0" or not any(isinstance(layer, MLA) for layer in spec.layers):
+    if rel.key == "v0" or not _has_mla(spec):
         return 16
     major = gpu.compute_capability.split(".")[0]
     size = {("v1", "9"): 64, ("v1", "10"): 128, ("current", "10"): 32}.get((rel.key, major), 16)
@@ -283,7 +290,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     # --kv-dtype and the API reach vLLM's rules here; a launch command's --kv-cache-dtype was checked as it was read
     kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
     if said := kv_dtype_runs(settings.kv_cache_dtype, settings.version, gpu, spec.dims.head_dim,
-                             any(isinstance(layer, MLA) for layer in spec.layers)):
+                             _has_mla(spec)):
         notes.append(said)
     kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
     derived_len = spec.max_context

@@ -281,3 +281,17 @@ def test_sglang_refuses_a_kv_dtype_it_does_not_have(capsys: pytest.CaptureFixtur
     assert "SGLang's --kv-cache-dtype is one of auto, fp8_e5m2, fp8_e4m3, bf16, bfloat16, not 'q8_0'" in capsys.readouterr().err
     rows = search(kvbudget.load_model(LLAMA8), 8, 8192, [find_gpu("L4")], kv=("q8_0",), engine="sglang")
     assert rows and all(not d.serves and "SGLang's --kv-cache-dtype" in d.reason for d in rows)
+
+
+def test_llamacpp_verdict_says_the_slots_share_the_cells(capsys: pytest.CaptureFixture[str]) -> None:
+    # llama-server's default 4 slots share -c's cells in one unified cache (n_ctx_seq = n_ctx): 32,768 cells are
+    # 4 requests of 8,192 at once, and the longest context for 4 at once (19,200 here) needs -c raised to 4 x that
+    from kvbudget.cli import main
+
+    assert main(["fit", "llama-3.1-8b", "--gpu", "RTX-4090", "--engine", "llama.cpp", "--context", "32768"]) == 0
+    out = capsys.readouterr().out
+    held = next(line for line in out.splitlines() if line.startswith("Requests of"))
+    assert held == "Requests of 8,192 tokens held at once: 4 (-c 32,768 cells shared by 4 slots)"
+    longest = next(line for line in out.splitlines() if line.startswith("Longest context for"))
+    n = int(longest.split(":")[1].split("(")[0].replace(",", ""))
+    assert longest.endswith(f"(with -c raised to {4 * n:,})")

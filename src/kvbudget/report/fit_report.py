@@ -24,10 +24,12 @@ def verdict_lines(a: FitAnswer, pooled: bool) -> list[str]:
         held += f" per engine, {v.held * dp:,} over {dp} DP engines"
     elif v.cap and v.held < v.pool_held:
         held += f" (the scheduler's cap of {v.cap:,}; the pool holds {v.pool_held:,})"
+    elif v.shared_cells:
+        held += f" (-c {v.shared_cells:,} cells shared by {v.asked} slots)"
     out = [held]
     if v.longest is not None:
         out.append(f"Longest context for {plural(v.asked, 'request')} at once{' per engine' if dp > 1 else ''}:  "
-                   f"{v.longest:,}")
+                   f"{v.longest:,}" + (f" (with -c raised to {v.longest * v.asked:,})" if v.shared_cells else ""))
     over = f" over {dp} DP engines ({v.asked:,} each)" if dp > 1 else ""
     load = f"{n:,} x {context:,}-token {noun(n, 'request')}{over}"
     if pooled:

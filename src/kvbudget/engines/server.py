@@ -27,6 +27,7 @@ def pool_verdict(starts: bool, pool_tokens: int, context: int, cap: int, batch: 
 class PoolServer:
     """Report sections and readers SGLang and TensorRT-LLM share (each subclass says which it is)."""
 
+    name: str  # each subclass's engine name, which is also its package's
     serving, pooled, lever_load, tensor_parallel, launch_hint = True, True, 1, True, ""
     default_reader = False
     kv_levers: tuple[str, ...] = ("fp8",)

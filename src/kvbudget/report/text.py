@@ -13,11 +13,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..engines.base import EnginePlan
-    from ..engines.compared import OtherCheck
+    from ..engines.compared import OtherCheck, Row
     from ..engines.llamacpp import LlamaCppPlan
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
-    from ..engines.vllm.check import CheckResult, Row
+    from ..engines.vllm.check import CheckResult
     from ..hardware import GPU
     from ..kvreport import KVReport
 

@@ -78,11 +78,6 @@ def known_flags() -> frozenset[str]:
     return frozenset(_parser().flags)
 
 
-def takes_value(flag: str) -> bool:
-    """Whether SGLang 0.5.23's ``flag`` takes a value (a switch does not)."""
-    return _parser().flags.get(flag, 1) != 0
-
-
 def sglang_command(args: list[str]) -> OtherCommand:
     """The arguments after ``sglang.launch_server``."""
     model, fields, warnings = sglang_fields(args)

@@ -11,7 +11,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, split_command
 from ...units import InputError
 from ..logscan import MAX_GB, NUM, LogText, count, figure
-from .command import known_flags, sglang_fields, takes_value
+from .command import known_flags, sglang_fields
 from .settings import SGLangSettings
 
 
@@ -94,7 +94,7 @@ def _command_words(log: LogText) -> tuple[str, list[str]] | None:
     """The program and the words after it of the first launch command in the log (a shell's '\\' continuations
     joined), or None."""
     text = log.text
-    for start, stop, i in log.lines(_PROGRAMS):
+    for start, stop, _ in log.lines(_PROGRAMS):
         line = text[start:stop]
         pieces = [line]
         while pieces[-1].rstrip().endswith("\\") and stop < len(text) and len(pieces) < 200:
@@ -145,7 +145,7 @@ def _server_args(log: LogText) -> list[str] | None:
     at = next(log.lines("ServerArgs("), None)
     if at is None:
         return None
-    start, stop, i = at
+    _, stop, i = at
     line = log.text[i:min(stop, i + 200_000)]
     argv: list[str] = []
     for name in _FIELDS + _SWITCHES:
@@ -196,8 +196,8 @@ def read_run(log: LogText, flags: list[str] | None = None, version: str | None =
     found = _command_words(log)
     if found is not None:
         program, words = found
-        words, ep_moe, said = _older_flags(program, words)
-        warnings += said
+        words, ep_moe, older = _older_flags(program, words)
+        warnings += older
         try:
             name, got, more = _fields(words, "the log's launch command")
         except InputError as exc:

@@ -165,7 +165,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     from .settings import TrtllmSettings
 
     log = open_log(text, "TensorRT-LLM")
-    run = read_run(log, list(given.get("flags") or ()))
+    run = read_run(log, list(given.get("flags") or ()), given.get("trtllm_release"))
     model = given.get("model")
     warnings = list(run.warnings)
     notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "

@@ -171,7 +171,7 @@ def _fields(words: list[str], where: str) -> tuple[str | None, dict[str, object]
     return (None if model == "<no model>" else model), fields, warnings
 
 
-def read_run(log: LogText, flags: list[str] | None = None) -> TrtllmRun:
+def read_run(log: LogText, flags: list[str] | None = None, release: str | None = None) -> TrtllmRun:
     """The run a TensorRT-LLM log shows: settings from its launch command, then the executor's lines, then ``flags``
     (trtllm-serve's own, after ``--``), each over the one before."""
     fields: dict[str, object] = {}
@@ -200,6 +200,12 @@ def read_run(log: LogText, flags: list[str] | None = None) -> TrtllmRun:
         fields.update(got)
         warnings += [f"the flags after --: {w}" for w in more]
         read_from.append("the flags after --")
+    if release is not None:
+        from .policy import release_line
+
+        release_line(release)  # refused here, in one line, if it names no release
+        fields["release"] = release
+        read_from.append("--trtllm-release")
     if log.has("Using LLM with AutoDeploy backend"):
         warnings.append("the run used TensorRT-LLM's AutoDeploy backend, which sizes its cache its own way: kvbudget "
                         "plans the PyTorch backend's")

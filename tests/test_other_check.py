@@ -256,3 +256,17 @@ def test_check_json_carries_both_tables(tmp_path: Path) -> None:
     assert rows["KV tokens (max_total_num_tokens)"]["reported"] == 46611
     assert rows["KV tokens (max_total_num_tokens)"]["predicted"] == doc["prediction"]["kv_tokens"]
     assert {r["figure"] for r in doc["recomputed_from_log"]} >= {"SGLang #tokens from the logged free memory"}
+
+
+def test_check_options_for_the_release_are_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvbudget.cli import main
+
+    trt = DATA / "trtllm_logs" / "v1.2.1_h100-sxm_qwen3-reranker-0.6b_pytorch_llmapi.log"
+    assert main(["check", str(trt), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--trtllm-release", "latest"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "latest" in err and "release" in err
+    sg = DATA / "sglang_logs" / "v0.4.4dev_h100_llama3.1-8b_fa3.log"
+    assert main(["check", str(sg), "--model", "llama-3.1-8b", "--gpu", "H100", "--sglang-version", "0.4.8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["release_line"] == "0.4.8"
+    assert main(["check", str(sg), "--gpu", "H100", "--trtllm-release", "0.20"]) == 2
+    assert "--trtllm-release is not read for SGLang's log" in capsys.readouterr().err

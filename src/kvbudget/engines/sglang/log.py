@@ -204,7 +204,8 @@ def read_run(log: LogText, flags: list[str] | None = None, version: str | None =
             warnings.append(f"{exc}: the command's settings are not read")
         else:
             model, fields = name, got
-            warnings += [f"the log's launch command: {w}" for w in more]
+            # the run's flags that change no memory are not worth a line each (a user's own, after --, are)
+            warnings += [f"the log's launch command: {w}" for w in more if not w.endswith("in kvbudget's model: ignored")]
             read_from.append("launch command")
     server = _server_args(log)
     if server is not None:

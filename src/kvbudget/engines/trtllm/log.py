@@ -187,7 +187,8 @@ def read_run(log: LogText, flags: list[str] | None = None, release: str | None =
         except InputError as exc:
             warnings.append(f"{exc}: the command's settings are not read")
         else:
-            warnings += [f"the log's launch command: {w}" for w in more]
+            # the run's flags that change no memory are not worth a line each (a user's own, after --, are)
+            warnings += [f"the log's launch command: {w}" for w in more if not w.endswith("in kvbudget's model: ignored")]
             read_from.append("launch command")
     argv, direct = _executor(log)
     if argv:

@@ -203,6 +203,8 @@ def test_without_a_gpu_the_log_is_recomputed_and_the_prediction_asked_for() -> N
     assert not c.rows and c.recomputed and any("give --gpu" in w for w in c.warnings)
     with pytest.raises(InputError, match="give --model and --gpu"):
         sglang_check("[2025-07-14 05:49:02 TP0] max_total_num_tokens=411826, chunked_prefill_size=8192\n", {})
+    with pytest.raises(InputError, match="no SGLang KV pool figure"):
+        sglang_check("[2025-07-14 05:48:41 TP0] Load weight begin. avail mem=78.63 GB\n", {})
 
 
 def test_older_flags_of_a_logged_command() -> None:

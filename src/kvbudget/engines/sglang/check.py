@@ -152,9 +152,11 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(starts_row(figs.started, p.starts))
     recomputed = check_sglang_log(log, ref if spec is not None else None)
     if not rows and not recomputed:
-        said = (f"prints max_total_num_tokens={figs.tokens:,} but no line to recompute it from (K and V sizes)"
-                if figs.tokens is not None else "prints no KV pool figure ('KV Cache is allocated', max_total_num_tokens=)")
-        raise InputError(f"this SGLang log {said}: give --model and --gpu to compare it with kvbudget's prediction")
+        if figs.tokens is None:
+            raise InputError("no SGLang KV pool figure ('KV Cache is allocated', max_total_num_tokens=) found in the "
+                             "log: give the start-up log up to its KV cache lines")
+        raise InputError(f"this SGLang log prints max_total_num_tokens={figs.tokens:,} but no line to recompute it from "
+                         "(K and V sizes): give --model and --gpu to compare it with kvbudget's prediction")
     return OtherCheck(engine="SGLang", model=spec.name if spec is not None and device is not None else None,
                       gpu=device.name if device is not None and spec is not None else None, release=run.settings.version,
                       settings=settings_items(run.settings, SGLangSettings()), read_from=run.read_from,

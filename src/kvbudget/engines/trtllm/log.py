@@ -58,7 +58,7 @@ def _command(log: LogText) -> tuple[list[str], list[str]] | None:
     the run's machine's), and the warnings; None without one."""
     for start, stop, i in log.lines(("trtllm-serve ", "trtllm-bench ")):
         line = log.text[start:stop]
-        if not _SHELL.fullmatch(line[:i - start]):  # prose ("Starting trtllm-serve for model ..."), not a command
+        if i - start > 2000 or not _SHELL.fullmatch(line[:i - start]):  # prose ("Starting trtllm-serve for ..."), not a command
             continue
         bench = line.find("trtllm-bench ", max(i - 1, 0), i + 14) >= 0
         try:
@@ -112,22 +112,22 @@ def _executor(log: LogText) -> tuple[list[str], dict[str, object]]:
     fields: dict[str, object] = {}
     # the C++ runtime (trtGptModelInflightBatching.cpp: "TRTGptModel maxBatchSize: N" ...), trtllm-bench's summary,
     # then the PyTorch executor's line (py_executor_creator.py: "max_seq_len=..., max_num_requests=..., max_num_tokens=")
-    batch = (_int(log, "TRTGptModel maxBatchSize: ", r"TRTGptModel maxBatchSize: " + NUM, "maxBatchSize")
-             or _int(log, "Max Runtime Batch Size:", r"Max Runtime Batch Size: *" + NUM, "Max Runtime Batch Size")
-             or _int(log, "max_num_requests=", r"max_num_requests=" + NUM, "max_num_requests"))
-    tokens = (_int(log, "TRTGptModel maxNumTokens: ", r"TRTGptModel maxNumTokens: " + NUM, "maxNumTokens")
-              or _int(log, "Max Runtime Tokens:", r"Max Runtime Tokens: *" + NUM, "Max Runtime Tokens")
-              or _int(log, "max_num_tokens=", r"max_num_tokens=" + NUM, "max_num_tokens"))
-    seq = (_int(log, "TRTGptModel maxSequenceLen: ", r"TRTGptModel maxSequenceLen: " + NUM, "maxSequenceLen")
-           or _int(log, "Max Sequence Length:", r"Max Sequence Length: *" + NUM, "Max Sequence Length"))
+    batch = (_int(log, "TRTGptModel maxBatchSize: ", r"TRTGptModel maxBatchSize: " + NUM, "TRT-LLM maxBatchSize")
+             or _int(log, "Max Runtime Batch Size:", r"Max Runtime Batch Size: *" + NUM, "TRT-LLM Max Runtime Batch Size")
+             or _int(log, "max_num_requests=", r"max_num_requests=" + NUM, "TRT-LLM max_num_requests"))
+    tokens = (_int(log, "TRTGptModel maxNumTokens: ", r"TRTGptModel maxNumTokens: " + NUM, "TRT-LLM maxNumTokens")
+              or _int(log, "Max Runtime Tokens:", r"Max Runtime Tokens: *" + NUM, "TRT-LLM Max Runtime Tokens")
+              or _int(log, "max_num_tokens=", r"max_num_tokens=" + NUM, "TRT-LLM max_num_tokens"))
+    seq = (_int(log, "TRTGptModel maxSequenceLen: ", r"TRTGptModel maxSequenceLen: " + NUM, "TRT-LLM maxSequenceLen")
+           or _int(log, "Max Sequence Length:", r"Max Sequence Length: *" + NUM, "TRT-LLM Max Sequence Length"))
     # 1.x's KV cache manager line: "..., max sequence length=N"
-    seq = seq or _int(log, "max sequence length=", r"max sequence length=" + NUM, "max sequence length")
+    seq = seq or _int(log, "max sequence length=", r"max sequence length=" + NUM, "TRT-LLM max sequence length")
     if seq is None and not log.has("Adjusted max_seq_len"):  # the first pass's, before the pool shortened it
         m = log.first("max_seq_len=", r"max_seq_len=" + NUM + r", max_num_requests=")
         seq = count(m.group(1), "max_seq_len", 1, 1 << 40) if m else None
     for flag, value in (("--max_batch_size", batch), ("--max_num_tokens", tokens), ("--max_seq_len", seq),
-                        ("--tp_size", _int(log, "TP Size:", r"TP Size: *" + NUM, "TP Size")),
-                        ("--pp_size", _int(log, "PP Size:", r"PP Size: *" + NUM, "PP Size"))):
+                        ("--tp_size", _int(log, "TP Size:", r"TP Size: *" + NUM, "TRT-LLM TP Size")),
+                        ("--pp_size", _int(log, "PP Size:", r"PP Size: *" + NUM, "TRT-LLM PP Size"))):
         if value is not None:
             argv += [flag, str(value)]
     frac = (log.last("free_gpu_memory_fraction and max_tokens are set (to ",
@@ -149,11 +149,11 @@ def _executor(log: LogText) -> tuple[list[str], dict[str, object]]:
     quant = log.last("Quantization:", r"(?m)^Quantization: *([A-Za-z0-9_]{1,20})")
     if quant and quant.group(1).lower() not in ("none", "auto"):
         fields["quantization"] = quant.group(1).lower()
-    tpb = (_int(log, "Number of tokens per block: ", r"Number of tokens per block: " + NUM, "tokens per block")
-           or _int(log, "tokens per block=", r"tokens per block=" + NUM, "tokens per block"))
+    tpb = (_int(log, "Number of tokens per block: ", r"Number of tokens per block: " + NUM, "TRT-LLM tokens per block")
+           or _int(log, "tokens per block=", r"tokens per block=" + NUM, "TRT-LLM tokens per block"))
     if tpb is not None:
         fields["tokens_per_block"] = tpb
-    beam = _int(log, "TRTGptModel maxBeamWidth: ", r"TRTGptModel maxBeamWidth: " + NUM, "maxBeamWidth")
+    beam = _int(log, "TRTGptModel maxBeamWidth: ", r"TRTGptModel maxBeamWidth: " + NUM, "TRT-LLM maxBeamWidth")
     if beam is not None:
         fields["max_beam_width"] = beam
     version = log.last(("TensorRT-LLM version: ", "TensorRT LLM version: ", "TensorRT-LLM Version: ", "Engine version "),

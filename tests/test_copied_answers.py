@@ -245,7 +245,10 @@ def test_another_engines_option_on_explain_or_check_is_refused(capsys: pytest.Ca
     for argv, said in [
         (["explain", "--gpu", "H100", "--llamacpp-build", "5000", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"],
          "--llamacpp-build is not read for vLLM's command"),
-        (["check", str(sglang_log), "--", "--max-model-len", "4096"], "the flags after -- are read for vLLM logs only"),
+        # SGLang's log reads SGLang's flags after --: a vLLM flag is one SGLang's own parser refuses
+        (["check", str(sglang_log), "--", "--max-model-len", "4096"],
+         "the flags after --: SGLang stops at start-up: `sglang serve: error: unrecognized arguments: --max-model-len`"),
+        (["check", str(llama_log), "--", "-c", "4096"], "the flags after -- are read for vLLM, SGLang and TensorRT-LLM logs only"),
         (["check", str(llama_log), "--vllm-version", "0.6.3"], "--vllm-version is not read for llama.cpp's log"),
     ]:
         assert main(argv) == 2

@@ -35,10 +35,25 @@ def _outcome(parse, text: str) -> object:  # type: ignore[no-untyped-def]
         return f"error: {exc}"
 
 
+def _sglang_run(text: str) -> object:
+    """The run check reads from an SGLang log (settings, release line, figures)."""
+    from kvbudget.engines.logscan import open_log
+    from kvbudget.engines.sglang.log import read_run
+
+    return read_run(open_log(text, "SGLang"))
+
+
+def _trtllm_run(text: str) -> object:
+    from kvbudget.engines.logscan import open_log
+    from kvbudget.engines.trtllm.log import read_run
+
+    return read_run(open_log(text, "TensorRT-LLM"))
+
+
 @pytest.mark.parametrize("kind", sorted(PREFIXES))
 @pytest.mark.parametrize(("folder", "parse"), [
     ("vllm_logs", parse_vllm_log), ("llamacpp_logs", parse_llamacpp_log), ("sglang_logs", check_other_log),
-    ("trtllm_logs", check_other_log),
+    ("trtllm_logs", check_other_log), ("sglang_logs", _sglang_run), ("trtllm_logs", _trtllm_run),
 ])
 def test_every_corpus_log_reads_the_same_under_a_collectors_prefix(kind: str, folder: str, parse) -> None:  # type: ignore[no-untyped-def]
     logs = sorted((DATA / folder).glob("*.log"))

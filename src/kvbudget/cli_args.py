@@ -229,7 +229,8 @@ def _check_args(p: argparse.ArgumentParser, registry: Registry) -> None:
                    "for standard input")
     p.add_argument("--model", help="the model, when the log does not name it (catalog name, HF id or config.json)")
     _hardware(p, "the GPU, when the log does not show it", required=False)
-    p.epilog = "After --: vLLM flags the run used, overriding what the log shows (e.g. -- --max-model-len 4096)."
+    p.epilog = ("After --: the engine's flags the run used, overriding what the log shows (vLLM: -- --max-model-len 4096; "
+                "SGLang: -- --mem-fraction-static 0.85; TensorRT-LLM, trtllm-serve's: -- --tp_size 2).")
 
 
 def _calibrate_args(p: argparse.ArgumentParser, registry: Registry) -> None:

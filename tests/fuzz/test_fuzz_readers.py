@@ -212,6 +212,18 @@ def test_sglang_and_trtllm_logs(text: str) -> None:
     _returns_or_input_error(lambda: check_other_log(text))
 
 
+@FUZZ
+@given(st.one_of(log_text("sglang"), log_text("trtllm")))
+def test_sglang_and_trtllm_runs(text: str) -> None:
+    """The settings, release and figures check reads from the same logs (engines/sglang/log.py, trtllm/log.py)."""
+    from kvbudget.engines.logscan import open_log
+    from kvbudget.engines.sglang.log import read_run as sglang_run
+    from kvbudget.engines.trtllm.log import read_run as trtllm_run
+
+    _returns_or_input_error(lambda: sglang_run(open_log(text, "SGLang")))
+    _returns_or_input_error(lambda: trtllm_run(open_log(text, "TensorRT-LLM")))
+
+
 # --- launch commands ------------------------------------------------------------------------------
 
 values = st.one_of(numbers, st.sampled_from(["auto", "fp8", "true", "false", "'", '"', "--", "=", "-", "a b"]),

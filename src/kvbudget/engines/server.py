@@ -27,6 +27,7 @@ def pool_verdict(starts: bool, pool_tokens: int, context: int, cap: int, batch: 
 class PoolServer:
     """Report sections and readers SGLang and TensorRT-LLM share (each subclass says which it is)."""
 
+    name: str  # each subclass's engine name, which is also its package's
     serving, pooled, lever_load, tensor_parallel, launch_hint = True, True, 1, True, ""
     default_reader = False
     kv_levers: tuple[str, ...] = ("fp8",)
@@ -46,10 +47,13 @@ class PoolServer:
     def gpus(self, s: Any) -> int:
         return int(s.tp * s.pp)
 
-    def check(self, text: str, given: dict[str, Any]) -> Any:
-        from .logscan import check_other_log
+    reads_run_flags = True  # check: the engine's flags a logged run used, after --
 
-        return check_other_log(text, given.get("model"))
+    def check(self, text: str, given: dict[str, Any]) -> Any:
+        """The run the log shows, planned by kvbudget (each engine's ``check.check_run``)."""
+        import importlib
+
+        return importlib.import_module(f"{__package__}.{self.name}.check").check_run(text, given)
 
     def text(self, answer: Any, units: str) -> str:
         from ..report.text import engine_text
@@ -65,11 +69,11 @@ class PoolServer:
         return engine_doc(answer.row, p, list(p.log_lines), list(p.notes), list(answer.warnings))
 
     def check_text(self, result: Any, units: str) -> str:
-        from ..report.text import recomputed_text
+        from ..report.text import other_check_text
 
-        return recomputed_text(result)
+        return other_check_text(result)
 
     def check_doc(self, result: Any, units: str) -> dict[str, Any]:
-        from ..report.json_doc import recomputed_doc
+        from ..report.json_doc import other_check_doc
 
-        return recomputed_doc(result)
+        return other_check_doc(result)

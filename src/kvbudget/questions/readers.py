@@ -205,7 +205,7 @@ def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine,
                          "(check each run on its own)")
     _only_its_own(engine, given, "check", "log", registry)
     if given.get("flags") and not getattr(engine, "reads_run_flags", False):
-        raise InputError(f"this is {engine.label}'s log: the flags after -- are read for vLLM logs only (drop them)")
+        raise InputError(f"this is {engine.label}'s log: the flags after -- are read for vLLM, SGLang and TensorRT-LLM logs only (drop them)")
     return engine, engine.check(text, given)
 
 

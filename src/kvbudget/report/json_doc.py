@@ -11,10 +11,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..engines.base import EnginePlan
+    from ..engines.compared import OtherCheck, Row
     from ..engines.llamacpp import LlamaCppPlan
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
-    from ..engines.vllm.check import CheckResult, Row
+    from ..engines.vllm.check import CheckResult
     from ..hardware import GPU
     from ..kvreport import KVReport
     from ..model.catalog import CatalogEntry
@@ -294,9 +295,22 @@ def compare_doc(model: str, context: int, tp: int, pp: int, rows: tuple[EnginePl
         "not_compared": [{"engine": e, "reason": why} for e, why in omitted]}
 
 
-def recomputed_doc(rows: list[tuple[str, float, float, bool]]) -> dict[str, Any]:
-    """``check`` of an SGLang or TensorRT-LLM log: each figure the log lets kvbudget recompute."""
-    return {"comparison": [{"figure": f, "reported": r, "recomputed": c, "exact": e} for f, r, c, e in rows]}
+def recomputed_doc(rows: list[tuple[str, float, float, bool]] | tuple[tuple[str, float, float, bool], ...]) -> list[dict[str, Any]]:
+    """An SGLang or TensorRT-LLM log's figures recomputed from each other."""
+    return [{"figure": f, "reported": r, "recomputed": c, "exact": e} for f, r, c, e in rows]
+
+
+def other_check_doc(c: OtherCheck) -> dict[str, Any]:
+    """``check`` of an SGLang or TensorRT-LLM log (docs/json-schema.md)."""
+    return {
+        "engine": c.engine, "model": c.model, "gpu": c.gpu, "release_line": c.release,
+        "settings": {name: value for name, value in c.settings}, "settings_read_from": list(c.read_from),
+        "comparison": _rows_doc(c.rows), "recomputed_from_log": recomputed_doc(c.recomputed),
+        "prediction": None if c.plan is None else {
+            "kv_tokens": c.plan.kv_tokens, "kv_cache_bytes": c.plan.kv_budget_bytes, "weights_bytes": c.plan.weights_bytes,
+            "starts": c.plan.starts, "error": c.plan.error, "log_lines": list(c.plan.printed)},
+        "notes": list(c.notes), "warnings": list(c.warnings),
+    }
 
 
 def llamacpp_check_doc(log: Any, checks: list[Any]) -> dict[str, Any]:

@@ -13,10 +13,11 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..engines.base import EnginePlan
+    from ..engines.compared import OtherCheck, Row
     from ..engines.llamacpp import LlamaCppPlan
     from ..engines.textbook import MemoryPlan
     from ..engines.vllm import VllmPlan
-    from ..engines.vllm.check import CheckResult, Row
+    from ..engines.vllm.check import CheckResult
     from ..hardware import GPU
     from ..kvreport import KVReport
 
@@ -429,11 +430,26 @@ def _fit_command(body: str, indent: int, width: int) -> list[str]:
     return out
 
 
-def recomputed_text(rows: list[tuple[str, float, float, bool]]) -> str:
-    """``check`` of an SGLang or TensorRT-LLM log: each figure the log lets kvbudget recompute."""
+def recomputed_text(rows: list[tuple[str, float, float, bool]] | tuple[tuple[str, float, float, bool], ...]) -> str:
+    """An SGLang or TensorRT-LLM log's figures recomputed from each other."""
     return "\n".join(["Reported vs recomputed from the log's own figures (matches: within the log's 0.01 GB rounding):",
                       table(["figure", "log", "kvbudget", ""], [[f, f"{r:,}", f"{c:,}", "matches" if e else "DIFFERS"]
                                                                for f, r, c, e in rows])])
+
+
+def other_check_text(c: OtherCheck) -> str:
+    """``check`` of an SGLang or TensorRT-LLM log: the run read from it, reported vs predicted, then the figures
+    recomputed from each other."""
+    shown = ", ".join(f"{name} {value}" for name, value in c.settings if name not in ("version", "release")) or "defaults"
+    out = [f"{c.engine} log: {c.model} on {c.gpu}, release line {c.release}" if c.model else f"{c.engine} log",
+           f"settings planned: {shown} (read from: {', '.join(c.read_from) or 'no line of the log'})"]
+    if c.rows:
+        out += ["", f"Reported by {c.engine} vs predicted by kvbudget:", _cmp_table(c.rows)]
+    if c.recomputed:
+        out += ["", recomputed_text(c.recomputed)]
+    out += [f"note: {n}" for n in c.notes]
+    out += [f"warning: {w}" for w in c.warnings]
+    return "\n".join(out)
 
 
 def llamacpp_check_text(checks: list[Any]) -> str:

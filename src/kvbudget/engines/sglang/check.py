@@ -14,6 +14,12 @@ import re
 from ...units import GiB, InputError
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..compared import OtherCheck
+
 
 def check_sglang_log(log: LogText, model: str | None = None) -> list[Row]:
     """(figure, reported, recomputed, matches) for every SGLang figure the log lets us recompute (none: an
@@ -86,3 +92,73 @@ def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     candidates = [sum(x.bytes_per_token(element_type(d), tp) for x in group) / 2
                   for group in (full, attn) for d in ("fp8_e4m3", "bf16", "fp32")]
     return min(candidates, key=lambda c: abs(c - implied)) if attn else implied
+
+
+def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
+    """``check`` of an SGLang log: the run it shows (``log.read_run``: settings, release line, device) planned by
+    ``policy.plan``, each figure it printed beside kvbudget's, then the figures recomputed from each other
+    (``check_sglang_log``). ``given``: --model, --gpu, --gpu-memory, --sglang-version and the flags after --."""
+    from ...inputs import excerpt
+    from ...model.resolve import load_foreign_model
+    from ..compared import OtherCheck, row, run_gpu, settings_items, starts_row
+    from ..logscan import open_log
+    from .log import read_run
+    from .policy import plan, summary
+    from .settings import SGLangSettings
+
+    log = open_log(text, "SGLang")
+    run = read_run(log, list(given.get("flags") or ()), given.get("sglang_version"))
+    model = given.get("model")
+    warnings = list(run.warnings)
+    notes = [f"release line {run.settings.version}: {run.release_said}"]
+    if run.tp_from_ranks:
+        notes.append(f"TP {run.settings.tp} from the ranks' tags the log prints (no launch command or server_args names it)")
+    if "mem_fraction_static" not in dict(settings_items(run.settings, SGLangSettings())):
+        notes.append("mem_fraction_static: the log shows none (no server_args line), so SGLang's default is planned; "
+                     "give -- --mem-fraction-static F if the run set one")
+    ref = model or run.model
+    spec = None
+    if ref:
+        try:
+            spec = load_foreign_model(ref)
+        except InputError as exc:
+            if model:
+                raise
+            warnings.append(f"the log's model {excerpt(ref, 60)} could not be loaded ({exc}): give --model for "
+                            "kvbudget's prediction")
+    else:
+        warnings.append("the log does not name its model: give --model for kvbudget's prediction")
+    figs = run.figures
+    device = run_gpu(given.get("gpu"), given.get("gpu_memory"), run.gpu_name, None, figs.pre_load_gb, "SGLang")
+    rows: list[Any] = []
+    p = None
+    if spec is not None and device is None:
+        warnings.append("the log does not say which GPU it ran on: give --gpu (or --gpu-memory) for kvbudget's prediction")
+    if spec is not None and device is not None:
+        p = plan(spec, device, run.settings)
+        notes += list(p.notes)
+        if figs.tokens is not None:
+            rows.append(row("KV tokens (max_total_num_tokens)", figs.tokens, p.max_total_num_tokens))
+        if figs.k_gb is not None and p.v_size_bytes:
+            rows.append(row("K size (GB)", figs.k_gb, round(p.k_size_bytes / GiB, 2)))
+        if figs.pre_load_gb is not None:
+            rows.append(row("free before loading (GB)", figs.pre_load_gb,
+                            round((p.pre_load_bytes - p.late_comms_bytes) / GiB, 2)))
+        if figs.weights_gb is not None:
+            rows.append(row("weights: load mem usage (GB)", figs.weights_gb, round(p.weights_bytes / GiB, 2)))
+        if figs.after_load_gb is not None:
+            rows.append(row("free after loading (GB)", figs.after_load_gb, round(p.after_load_bytes / GiB, 2)))
+        if figs.started is not None:
+            rows.append(starts_row(figs.started, p.starts))
+    recomputed = check_sglang_log(log, ref if spec is not None else None)
+    if not rows and not recomputed:
+        if figs.tokens is None:
+            raise InputError("no SGLang KV pool figure ('KV Cache is allocated', max_total_num_tokens=) found in the "
+                             "log: give the start-up log up to its KV cache lines")
+        raise InputError(f"this SGLang log prints max_total_num_tokens={figs.tokens:,} but no line to recompute it from "
+                         "(K and V sizes): give --model and --gpu to compare it with kvbudget's prediction")
+    return OtherCheck(engine="SGLang", model=spec.name if spec is not None and device is not None else None,
+                      gpu=device.name if device is not None and spec is not None else None, release=run.settings.version,
+                      settings=settings_items(run.settings, SGLangSettings()), read_from=run.read_from,
+                      rows=tuple(rows), recomputed=tuple(recomputed), notes=tuple(notes),
+                      warnings=tuple(dict.fromkeys(warnings)), plan=summary(p) if p is not None else None)

@@ -58,8 +58,9 @@ def _parser() -> Parser:
                   "sglang serve: error: ambiguous option: {flag} could match {matches}")
 
 
-def sglang_command(args: list[str]) -> OtherCommand:
-    """The arguments after ``sglang.launch_server``."""
+def sglang_fields(args: list[str]) -> tuple[str, dict[str, object], list[str]]:
+    """The model, the ``SGLangSettings`` fields and the warnings of the arguments after ``sglang.launch_server``
+    (what ``sglang_command`` builds its settings from, and ``check`` lays over the settings a log shows)."""
     model, fields, warnings = scan_flags("sglang", args, _SGLANG, _value, _SGLANG_SWITCHES, positional_model=False,
                                          parser=_parser())
     attn = fields.pop("attn_dp_size", 1)
@@ -69,4 +70,15 @@ def sglang_command(args: list[str]) -> OtherCommand:
             raise InputError(f"--dp-size {fields['dp']} with --attn-dp-size {attn}: SGLang does not combine "
                              "data-parallel replicas with attention data parallelism")
         fields.update(dp=attn, enable_dp_attention=True)
+    return model, fields, warnings
+
+
+def known_flags() -> frozenset[str]:
+    """Every option string SGLang 0.5.23's parser takes (``flags.json``)."""
+    return frozenset(_parser().flags)
+
+
+def sglang_command(args: list[str]) -> OtherCommand:
+    """The arguments after ``sglang.launch_server``."""
+    model, fields, warnings = sglang_fields(args)
     return OtherCommand("sglang", model, replace(SGLangSettings(), **fields), None, tuple(warnings))

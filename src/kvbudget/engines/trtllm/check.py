@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from ...units import GiB
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..compared import OtherCheck
+
 
 def _pool(log: LogText) -> re.Match[str] | None:
     """The ``Allocated X GiB for max tokens in paged KV cache (T)`` line: the pool and its tokens."""
@@ -142,3 +148,77 @@ def check_trtllm_log(log: LogText) -> list[Row]:
                      "buffers + decoder", round(parts.outside_kv / GiB, 2), round(parts.named / GiB, 2),
                      parts.named <= parts.outside_kv + 0.011 * GiB))
     return rows
+
+
+def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
+    """``check`` of a TensorRT-LLM log: the run it shows (``log.read_run``: settings, release, device; the settings no
+    line shows are the release's defaults, named in a note) planned by ``policy.plan``, each figure it printed beside
+    kvbudget's, then the figures recomputed from each other (``check_trtllm_log``). ``given``: --model, --gpu,
+    --gpu-memory and the flags after --."""
+    from ...inputs import excerpt
+    from ...model.resolve import load_foreign_model
+    from ...units import InputError
+    from ..compared import OtherCheck, row, run_gpu, settings_items, starts_row
+    from ..logscan import open_log
+    from .log import read_run
+    from .policy import plan, summary
+    from .settings import TrtllmSettings
+
+    log = open_log(text, "TensorRT-LLM")
+    run = read_run(log, list(given.get("flags") or ()), given.get("trtllm_release"))
+    model = given.get("model")
+    warnings = list(run.warnings)
+    notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
+             "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
+    ref = model or run.model
+    spec = None
+    if ref:
+        try:
+            spec = load_foreign_model(ref)
+        except InputError as exc:
+            if model:
+                raise
+            warnings.append(f"the log's model {excerpt(ref, 60)} could not be loaded ({exc}): give --model for "
+                            "kvbudget's prediction")
+    else:
+        warnings.append("the log does not name its model: give --model for kvbudget's prediction")
+    figs = run.figures
+    device = run_gpu(given.get("gpu"), given.get("gpu_memory"), run.gpu_name, figs.total_gib, None, "TensorRT-LLM")
+    if figs.total_gib is not None and given.get("gpu_memory") is None and device is not None:
+        notes.append(f"the GPU's memory: the {figs.total_gib:.2f} GiB total the log prints")
+    rows: list[Any] = []
+    p = None
+    if spec is not None and device is None:
+        warnings.append("the log does not say which GPU it ran on: give --gpu (or --gpu-memory) for kvbudget's prediction")
+    if spec is not None and device is not None:
+        p = plan(spec, device, run.settings)
+        notes += list(p.notes)
+        if figs.tokens is not None:
+            rows.append(row("KV tokens (max tokens in paged KV cache)", figs.tokens, p.max_tokens))
+        if figs.pool_gib is not None:
+            rows.append(row("KV pool (GiB)", figs.pool_gib, round(p.pool_bytes / GiB, 2)))
+        if figs.blocks is not None:
+            rows.append(row("blocks in the primary pool", figs.blocks, p.num_blocks))
+        if figs.available_gib is not None and p.backend == "engine":
+            rows.append(row("free when the pool is sized (GiB)", figs.available_gib,
+                            round((device.memory_bytes - p.peak_bytes) / GiB, 2)))
+        if figs.kv_available_gib is not None and p.backend == "pytorch":
+            rows.append(row("available KV cache memory (GiB)", figs.kv_available_gib, round(p.available_bytes / GiB, 2)))
+        if figs.per_token is not None:
+            rows.append(row("KV bytes per token", figs.per_token, p.per_token_bytes))
+        if figs.started is not None:
+            rows.append(starts_row(figs.started, p.starts))
+    recomputed = check_trtllm_log(log)
+    if not rows and not recomputed:
+        said = unrecomputable(log)
+        raise InputError((said.replace("compare it with kvbudget fit MODEL --gpu G --engine trtllm",
+                                       "give --model and --gpu to compare it with kvbudget's prediction")
+                          .replace("kvbudget fit MODEL --gpu G --engine trtllm says",
+                                   "give --model and --gpu: kvbudget's prediction says"))
+                         if said else "no TensorRT-LLM KV cache figures ('Allocated ... for max tokens in paged KV "
+                         "cache') found in the log")
+    return OtherCheck(engine="TensorRT-LLM", model=spec.name if spec is not None and device is not None else None,
+                      gpu=device.name if device is not None and spec is not None else None,
+                      release=run.settings.release or "current", settings=settings_items(run.settings, TrtllmSettings()),
+                      read_from=run.read_from, rows=tuple(rows), recomputed=tuple(recomputed), notes=tuple(notes),
+                      warnings=tuple(dict.fromkeys(warnings)), plan=summary(p) if p is not None else None)

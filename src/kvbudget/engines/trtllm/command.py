@@ -48,9 +48,9 @@ def _value(kind: str, text: str, flag: str, field: str) -> object:
     return flag_value(kind, text, flag, _INT_RANGES.get(field, WHOLE))
 
 
-def trtllm_command(args: list[str]) -> OtherCommand:
-    """The arguments after ``trtllm-serve``: the model, the flags, then the LLM API options file (it overrides
-    the flags, as trtllm-serve merges it)."""
+def trtllm_fields(args: list[str]) -> tuple[str, dict[str, object], list[str]]:
+    """The model, the ``TrtllmSettings`` fields and the warnings of the arguments after ``trtllm-serve`` (what
+    ``trtllm_command`` builds its settings from, and ``check`` lays over the settings a log shows)."""
     model, fields, warnings = scan_flags("trtllm", args, _TRTLLM, _value, {}, positional_model=True, parser=_PARSER)
     options = fields.pop("options", "")
     if "backend" in fields:
@@ -59,6 +59,13 @@ def trtllm_command(args: list[str]) -> OtherCommand:
         more, ignored = _llm_api_options(str(options))
         fields.update(more)
         warnings += [f"trtllm options {key} does not change memory in kvbudget's model: ignored" for key in ignored]
+    return model, fields, warnings
+
+
+def trtllm_command(args: list[str]) -> OtherCommand:
+    """The arguments after ``trtllm-serve``: the model, the flags, then the LLM API options file (it overrides
+    the flags, as trtllm-serve merges it)."""
+    model, fields, warnings = trtllm_fields(args)
     return OtherCommand("trtllm", model, None, replace(TrtllmSettings(), **fields), tuple(warnings))
 
 

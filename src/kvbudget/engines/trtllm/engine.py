@@ -25,6 +25,8 @@ class TrtllmEngine(PoolServer):
     fraction: Fraction | None = Fraction("free_gpu_memory_fraction", 0.05)
     options: tuple[Option, ...] = (
         Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)", commands=("fit", "levers")),
+        Option("trtllm_release", "text", "TensorRT-LLM release the logged run used (0.13, 0.20, 1.1.0rc3 ...), where the "
+               "log does not print it (default: the current source)", commands=("check",)),
         Option("moe_expert_parallel_size", "count", "TensorRT-LLM --ep_size: an MoE model's routed experts spread over "
                "this many of the TP ranks, whole (default: none, every expert split over the TP ranks)"),
         Option("moe_tensor_parallel_size", "count", "TensorRT-LLM moe_tensor_parallel_size (options file): each "

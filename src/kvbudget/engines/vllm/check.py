@@ -10,6 +10,8 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
+from ..compared import Row
+from ..compared import row as _row
 from .command import _INT_FIELDS, _apply, config_overrides, parse_vllm_command
 from .fixes import suggestions
 from .log import VllmLog, parse_vllm_log
@@ -19,14 +21,6 @@ from .settings import VllmSettings, version_minor
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..base import Verdict
-
-
-@record
-class Row:
-    figure: str
-    reported: float | None
-    predicted: float | None
-    error_pct: float | None  # (predicted - reported) / |reported|
 
 
 @record
@@ -181,13 +175,6 @@ def _all_ranks(log: VllmLog, s: VllmSettings) -> list[str]:
                 f"prints once per rank ({layout}) before taking the smallest: the tokens checked may be one rank's; give "
                 "the whole log for the pool's"]
     return []
-
-
-def _row(figure: str, reported: float | None, predicted: float | None) -> Row:
-    err = None
-    if reported is not None and predicted is not None and reported != 0:
-        err = 100.0 * (predicted - reported) / abs(reported)
-    return Row(figure, reported, predicted, err)
 
 
 def _rows(log: VllmLog, p: VllmPlan) -> tuple[Row, ...]:

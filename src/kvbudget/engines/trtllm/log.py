@@ -1,0 +1,262 @@
+"""A TensorRT-LLM start-up log read as a run: the settings it shows, its release, its device and the figures it
+printed. The settings go through the same reader as a pasted ``trtllm-serve`` command (``command.trtllm_fields``):
+the launch command where the log holds one (trtllm-serve, or trtllm-bench's flags by their trtllm-serve names), then
+what the executor prints of its configuration (the C++ runtime's ``TRTGptModel`` lines of an engine, the PyTorch
+backend's ``max_seq_len=..., max_num_requests=..., max_num_tokens=...``, trtllm-bench's summary), then the flags given
+after ``--``. Settings no line shows are TensorRT-LLM's defaults, named in a note (``assumed``)."""
+
+from __future__ import annotations
+
+import re
+
+from ..._record import record, replace
+from ...inputs import excerpt, split_command
+from ...units import InputError
+from ..logscan import MAX_GB, NUM, LogText, count, figure
+from .command import trtllm_fields
+from .settings import TrtllmSettings
+
+
+@record
+class TrtllmFigures:
+    tokens: int | None = None  # "Allocated X GiB for max tokens in paged KV cache (T)": T
+    pool_gib: float | None = None  # X
+    blocks: int | None = None  # "Number of blocks in KV cache primary pool: N" / "primary blocks=N"
+    total_gib: float | None = None  # the device total ("total: T GiB", "device total memory T GiB")
+    available_gib: float | None = None  # engine: "available: A GiB" (free memory when the pool is sized)
+    kv_available_gib: float | None = None  # PyTorch: "available KV cache memory when calculating max tokens: A GiB"
+    per_token: float | None = None  # PyTorch: "kv size [per token] is S" (bytes)
+    started: bool | None = None
+
+
+@record
+class TrtllmRun:
+    model: str | None
+    settings: TrtllmSettings
+    read_from: tuple[str, ...]
+    assumed: tuple[str, ...]  # the settings no line shows, as "name value (what it is)"
+    gpu_name: str | None
+    figures: TrtllmFigures
+    warnings: tuple[str, ...]
+
+
+# trtllm-bench's flags (tensorrt_llm/bench/benchmark/throughput.py and utils/general.py of 0.20) under the trtllm-serve
+# names the same settings have; its other flags set no memory kvbudget models
+_BENCH = {"--tp": "--tp_size", "--pp": "--pp_size", "--ep": "--ep_size", "--backend": "--backend",
+          "--kv_cache_free_gpu_mem_fraction": "--kv_cache_free_gpu_memory_fraction", "--max_batch_size": "--max_batch_size",
+          "--max_num_tokens": "--max_num_tokens", "--max_seq_len": "--max_seq_len"}
+_OPTION_FILES = ("--extra_llm_api_options", "--config")
+
+
+# What may stand before a command's program on its line: a shell prompt, environment assignments, a path, a wrapper
+_SHELL = re.compile(r"(?:.{0,200}?(?:[$#>\u276f\u2717;|&]|&&) +)?(?:[A-Za-z_][A-Za-z0-9_]{0,60}=[^ ]{0,200} +){0,20}"
+                    r"(?:[^ ]{0,200}/)?")
+
+
+def _command(log: LogText) -> tuple[list[str], list[str]] | None:
+    """A trtllm-serve or trtllm-bench command in the log as trtllm-serve arguments (options files left out: the path is
+    the run's machine's), and the warnings; None without one."""
+    for start, stop, i in log.lines(("trtllm-serve ", "trtllm-bench ")):
+        line = log.text[start:stop]
+        if i - start > 2000 or not _SHELL.fullmatch(line[:i - start]):  # prose ("Starting trtllm-serve for ..."), not a command
+            continue
+        bench = line.find("trtllm-bench ", max(i - 1, 0), i + 14) >= 0
+        try:
+            words = split_command(line[i + len("trtllm-bench " if bench else "trtllm-serve "):])
+        except InputError:
+            return None
+        warnings: list[str] = []
+        out: list[str] = []
+        model = None
+        j = 0
+        while j < len(words):
+            name, eq, value = words[j].partition("=")
+            j += 1
+            takes = not eq and j < len(words) and not words[j].startswith("-")
+            value = value if eq else words[j] if takes else ""
+            if bench and name == "--model":
+                model, j = value, j + takes
+            elif name in _OPTION_FILES:
+                warnings.append(f"the log's command reads {name} {excerpt(value, 60)}, a file of the run's machine: its "
+                                "settings are not read (give them after --)")
+                j += takes
+            elif bench:
+                if name in _BENCH:
+                    out += [_BENCH[name], value]
+                j += takes if name.startswith("--") else 0
+            elif name == "serve" and not out and model is None:
+                continue
+            elif model is None and not name.startswith("-"):
+                model = name
+            else:
+                out.append(words[j - 1])
+        return ([model] if model else ["<no model>"]) + out, warnings
+    return None
+
+
+# Lines only the C++ runtime of a TensorRT engine prints (tllmRuntime.cpp, trtGptModelInflightBatching.cpp,
+# kvCacheManager.cpp's engine-path measurement, TensorRT's own execution context)
+_ENGINE_MARKS = ("Loaded engine size: ", "TRTGptModel ", "Engine version ", "IExecutionContext",
+                 "Memory usage when calculating max tokens in paged kv cache", "for execution context memory")
+
+
+def _int(log: LogText, literal: str, pattern: str, name: str) -> int | None:
+    m = log.last(literal, pattern)
+    return count(m.group(1), name, 1, 1 << 40) if m else None
+
+
+def _executor(log: LogText) -> tuple[list[str], dict[str, object]]:
+    """What the executor and trtllm-bench print of the run's configuration: trtllm-serve flags, and the fields no
+    flag sets."""
+    argv: list[str] = []
+    fields: dict[str, object] = {}
+    # the C++ runtime (trtGptModelInflightBatching.cpp: "TRTGptModel maxBatchSize: N" ...), trtllm-bench's summary,
+    # then the PyTorch executor's line (py_executor_creator.py: "max_seq_len=..., max_num_requests=..., max_num_tokens=")
+    batch = (_int(log, "TRTGptModel maxBatchSize: ", r"TRTGptModel maxBatchSize: " + NUM, "TRT-LLM maxBatchSize")
+             or _int(log, "Max Runtime Batch Size:", r"Max Runtime Batch Size: *" + NUM, "TRT-LLM Max Runtime Batch Size")
+             or _int(log, "max_num_requests=", r"max_num_requests=" + NUM, "TRT-LLM max_num_requests"))
+    tokens = (_int(log, "TRTGptModel maxNumTokens: ", r"TRTGptModel maxNumTokens: " + NUM, "TRT-LLM maxNumTokens")
+              or _int(log, "Max Runtime Tokens:", r"Max Runtime Tokens: *" + NUM, "TRT-LLM Max Runtime Tokens")
+              or _int(log, "max_num_tokens=", r"max_num_tokens=" + NUM, "TRT-LLM max_num_tokens"))
+    seq = (_int(log, "TRTGptModel maxSequenceLen: ", r"TRTGptModel maxSequenceLen: " + NUM, "TRT-LLM maxSequenceLen")
+           or _int(log, "Max Sequence Length:", r"Max Sequence Length: *" + NUM, "TRT-LLM Max Sequence Length"))
+    # 1.x's KV cache manager line: "..., max sequence length=N"
+    seq = seq or _int(log, "max sequence length=", r"max sequence length=" + NUM, "TRT-LLM max sequence length")
+    if seq is None and not log.has("Adjusted max_seq_len"):  # the first pass's, before the pool shortened it
+        m = log.first("max_seq_len=", r"max_seq_len=" + NUM + r", max_num_requests=")
+        seq = count(m.group(1), "max_seq_len", 1, 1 << 40) if m else None
+    for flag, value in (("--max_batch_size", batch), ("--max_num_tokens", tokens), ("--max_seq_len", seq),
+                        ("--tp_size", _int(log, "TP Size:", r"TP Size: *" + NUM, "TRT-LLM TP Size")),
+                        ("--pp_size", _int(log, "PP Size:", r"PP Size: *" + NUM, "TRT-LLM PP Size"))):
+        if value is not None:
+            argv += [flag, str(value)]
+    frac = (log.last("free_gpu_memory_fraction and max_tokens are set (to ",
+                     r"free_gpu_memory_fraction and max_tokens are set \(to " + NUM)
+            or log.last("fraction is set ", r"fraction is set " + NUM))
+    if frac:
+        argv += ["--kv_cache_free_gpu_memory_fraction", f"{round(figure(frac.group(1), 'fraction', 0, 1), 6):g}"]
+    else:
+        pct = log.last("KV Memory Percentage:", r"KV Memory Percentage: *" + NUM + "%")
+        if pct:
+            argv += ["--kv_cache_free_gpu_memory_fraction", f"{figure(pct.group(1), 'KV Memory Percentage', 0, 100) / 100:g}"]
+    if log.has("Using LLM with PyTorch backend"):
+        argv += ["--backend", "pytorch"]
+    elif any(log.has(m) for m in _ENGINE_MARKS):
+        argv += ["--backend", "tensorrt"]
+    kv = log.last("KV Cache Dtype:", r"KV Cache Dtype: *([A-Za-z0-9_]{1,20})")
+    if kv and kv.group(1).lower() not in ("none", "auto"):
+        argv += ["--kv_cache_dtype", kv.group(1).lower()]
+    quant = log.last("Quantization:", r"(?m)^Quantization: *([A-Za-z0-9_]{1,20})")
+    if quant and quant.group(1).lower() not in ("none", "auto"):
+        fields["quantization"] = quant.group(1).lower()
+    tpb = (_int(log, "Number of tokens per block: ", r"Number of tokens per block: " + NUM, "TRT-LLM tokens per block")
+           or _int(log, "tokens per block=", r"tokens per block=" + NUM, "TRT-LLM tokens per block"))
+    if tpb is not None:
+        fields["tokens_per_block"] = tpb
+    beam = _int(log, "TRTGptModel maxBeamWidth: ", r"TRTGptModel maxBeamWidth: " + NUM, "TRT-LLM maxBeamWidth")
+    if beam is not None:
+        fields["max_beam_width"] = beam
+    version = log.last(("TensorRT-LLM version: ", "TensorRT LLM version: ", "TensorRT-LLM Version: ", "Engine version "),
+                       r"(?:TensorRT[- ]LLM [Vv]ersion: *|Engine version )v?([0-9]{1,2}\.[0-9]{1,3}[0-9A-Za-z.+-]{0,30})")
+    if version:
+        fields["release"] = version.group(1).rstrip(".")
+    return argv, fields
+
+
+def _fields(words: list[str], where: str) -> tuple[str | None, dict[str, object], list[str]]:
+    try:
+        model, fields, warnings = trtllm_fields(words)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return (None if model == "<no model>" else model), fields, warnings
+
+
+def read_run(log: LogText, flags: list[str] | None = None, release: str | None = None) -> TrtllmRun:
+    """The run a TensorRT-LLM log shows: settings from its launch command, then the executor's lines, then ``flags``
+    (trtllm-serve's own, after ``--``), each over the one before."""
+    fields: dict[str, object] = {}
+    read_from: list[str] = []
+    warnings: list[str] = []
+    model = None
+    found = _command(log)
+    if found is not None:
+        words, said = found
+        warnings += said
+        try:
+            model, fields, more = _fields(words, "the log's launch command")
+        except InputError as exc:
+            warnings.append(f"{exc}: the command's settings are not read")
+        else:
+            # the run's flags that change no memory are not worth a line each (a user's own, after --, are)
+            warnings += [f"the log's launch command: {w}" for w in more if not w.endswith("in kvbudget's model: ignored")]
+            read_from.append("launch command")
+    argv, direct = _executor(log)
+    if argv:
+        fields.update(_fields(["<no model>", *argv], "the log's executor settings")[1])
+    if argv or direct:
+        read_from.append("the executor's settings lines")
+    fields.update(direct)
+    if flags:
+        _, got, more = _fields(["<no model>", *flags], "the flags after --")
+        fields.update(got)
+        warnings += [f"the flags after --: {w}" for w in more]
+        read_from.append("the flags after --")
+    if release is not None:
+        from .policy import release_line
+
+        release_line(release)  # refused here, in one line, if it names no release
+        fields["release"] = release
+        read_from.append("--trtllm-release")
+    if log.has("Using LLM with AutoDeploy backend"):
+        warnings.append("the run used TensorRT-LLM's AutoDeploy backend, which sizes its cache its own way: kvbudget "
+                        "plans the PyTorch backend's")
+    settings = replace(TrtllmSettings(), **fields)
+    return TrtllmRun(model, settings, tuple(read_from), assumed(settings, fields), _gpu_name(log), figures(log),
+                     tuple(warnings))
+
+
+_DEFAULTS = (("backend", "pytorch"), ("free_gpu_memory_fraction", "0.9"),
+             ("tokens_per_block", "32 on the PyTorch backend, 64 for an engine"), ("max_batch_size", "2048"),
+             ("max_num_tokens", "8192"), ("max_seq_len", "the model's max_position_embeddings"),
+             ("tp", "1"), ("kv_cache_dtype", "auto"), ("quantization", "the checkpoint's"),
+             ("release", "the current source"))
+
+
+def assumed(settings: TrtllmSettings, fields: dict[str, object]) -> tuple[str, ...]:
+    """The settings kvbudget planned with that nothing in the log (or after --) set: TensorRT-LLM's defaults."""
+    return tuple(f"{name} {value}" for name, value in _DEFAULTS if name not in fields)
+
+
+def _gpu_name(log: LogText) -> str | None:
+    """The device a line names (Triton's "Collecting metrics for GPU 0: NVIDIA ...")."""
+    m = log.last("for GPU 0: NVIDIA ", r"for GPU 0: NVIDIA ([A-Za-z0-9 -]{1,40})")
+    return m.group(1).strip() if m else None
+
+
+def figures(log: LogText) -> TrtllmFigures:
+    pool = log.last("GiB for max tokens in paged KV cache (",
+                    r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
+    blocks = (log.last("Number of blocks in KV cache primary pool: ", r"Number of blocks in KV cache primary pool: " + NUM)
+              or log.last("primary blocks=", r"primary blocks=" + NUM))
+    usage = log.last("Memory usage when calculating max tokens in paged kv cache",
+                     r"total: " + NUM + r" GiB, available: " + NUM + r" GiB")
+    device = log.last("device total memory ", r"device total memory " + NUM + " GiB")
+    per = log.last("available KV cache memory when calculating max tokens: ",
+                   r"available KV cache memory when calculating max tokens: " + NUM
+                   + r" GiB[^\n]{0,400}?kv size(?: per token)? is " + NUM)
+    # before 0.9 (the pre-0.9 wording): "Using N tokens in paged KV cache", "Max tokens in paged KV cache: N."
+    legacy = (log.last(" tokens in paged KV cache", r"Using " + NUM + r" tokens in paged KV cache")
+              or log.last("Max tokens in paged KV cache: ", r"Max tokens in paged KV cache: " + NUM))
+    failed = log.has("Executor creation failed due to insufficient GPU memory")
+    total = usage.group(1) if usage else device.group(1) if device else None
+    return TrtllmFigures(
+        tokens=(count(pool.group(2), "TRT-LLM max tokens in paged KV cache") if pool
+                else count(legacy.group(1), "TRT-LLM tokens in paged KV cache") if legacy else None),
+        pool_gib=figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB) if pool else None,
+        blocks=count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool") if blocks else None,
+        total_gib=figure(total, "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) if total else None,
+        available_gib=figure(usage.group(2), "TRT-LLM available GPU memory (GiB)", 0, MAX_GB) if usage else None,
+        kv_available_gib=figure(per.group(1), "TRT-LLM available KV cache memory (GiB)", 0, MAX_GB) if per else None,
+        per_token=figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True) if per else None,
+        started=False if failed else True if pool or legacy else None)
+

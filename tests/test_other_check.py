@@ -272,3 +272,14 @@ def test_check_options_for_the_release_are_refused_in_one_line(capsys: pytest.Ca
     assert json.loads(capsys.readouterr().out)["release_line"] == "0.4.8"
     assert main(["check", str(sg), "--gpu", "H100", "--trtllm-release", "0.20"]) == 2
     assert "--trtllm-release is not read for SGLang's log" in capsys.readouterr().err
+
+
+def test_a_stand_in_model_is_said_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # the QwQ-32B 4 x L4 log names /home/model/Qwen/QwQ-32B (not on this machine): planned as the catalog's QwQ-32B,
+    # said once although both the prediction and the recomputation use the model
+    from kvbudget.cli import main
+
+    assert main(["check", str(Path(__file__).parent / "data" / "sglang_logs" / "v0.4.3.post4_l4x4_qwq-32b_tp4_default.log"),
+                 "--gpu", "L4"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("planned as Qwen/QwQ-32B") == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from ...model.spec import ModelSpec
 from ...units import GiB, InputError
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
 
@@ -21,9 +22,9 @@ if TYPE_CHECKING:
     from ..compared import OtherCheck
 
 
-def check_sglang_log(log: LogText, model: str | None = None) -> list[Row]:
+def check_sglang_log(log: LogText, model: str | ModelSpec | None = None) -> list[Row]:
     """(figure, reported, recomputed, matches) for every SGLang figure the log lets us recompute (none: an
-    empty list)."""
+    empty list). ``model``: a name to load, or the model already loaded (loaded once, its warnings said once)."""
     rows: list[Row] = []
     alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + NUM
                      + r",)? K size: " + NUM + r" GB, V size: " + NUM + " GB")
@@ -71,7 +72,7 @@ def check_sglang_log(log: LogText, model: str | None = None) -> list[Row]:
     return rows
 
 
-def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
+def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float) -> float:
     """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
     the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies."""
     from ...model.layers import MLA
@@ -79,7 +80,7 @@ def _model_k_bytes(ref: str, log: LogText, implied: float) -> float:
     from ...units import element_type
     from .policy import pool_of
 
-    spec = load_foreign_model(ref)
+    spec = load_foreign_model(ref) if isinstance(ref, str) else ref
     tp_match = log.last("tp_size=", r"tp_size=" + NUM) or log.last("--tp", r"--tp(?:-size)?[ =]" + NUM)
     # log lines are tagged TP0 .. TP(n-1)
     ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)
@@ -150,7 +151,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(row("free after loading (GB)", figs.after_load_gb, round(p.after_load_bytes / GiB, 2)))
         if figs.started is not None:
             rows.append(starts_row(figs.started, p.starts))
-    recomputed = check_sglang_log(log, ref if spec is not None else None)
+    recomputed = check_sglang_log(log, spec)
     if not rows and not recomputed:
         if figs.tokens is None:
             raise InputError("no SGLang KV pool figure ('KV Cache is allocated', max_total_num_tokens=) found in the "

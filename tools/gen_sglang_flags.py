@@ -128,10 +128,10 @@ class Release:
         if init is None:
             return None
         args = init.args
-        for arg, default in zip(reversed(args.args), reversed(args.defaults)):
+        for arg, default in zip(reversed(args.args), reversed(args.defaults), strict=False):
             if arg.arg == "nargs" and isinstance(default, ast.Constant):
                 return default.value  # type: ignore[no-any-return]
-        for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults):
+        for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             if arg.arg == "nargs" and isinstance(kw_default, ast.Constant):
                 return kw_default.value  # type: ignore[no-any-return]
         for call in ast.walk(init):
@@ -154,11 +154,11 @@ def _add(found: dict[str, Variant], options: list[str], nargs: Nargs | None, des
          choices: tuple[str, ...] | None) -> None:
     if not options:
         return
-    own = auto_dest(options)
-    variant: Variant = (1 if nargs is None else nargs, "" if dest in (None, own) else str(dest),
-                        None if choices is None else tuple(sorted(set(choices))))
+    dest = auto_dest(options) if dest is None else str(dest)  # argparse's dest for the action
+    sort = None if choices is None else tuple(sorted(set(choices)))
     for option in options:
-        found[option] = variant
+        own = option.lstrip("-").replace("-", "_")
+        found[option] = (1 if nargs is None else nargs, "" if dest == own else dest, sort)
 
 
 def explicit_flags(rel: Release, found: dict[str, Variant]) -> None:
@@ -213,8 +213,8 @@ def field_flags(rel: Release, cls: ast.ClassDef, found: dict[str, Variant]) -> N
             continue
         field = node.target.id
         raw, metas = ann.slice.elts[0], ann.slice.elts[1:]
-        meta = next((m for m in metas if (isinstance(m, ast.Call) and _name(m.func) == "Arg")
-                     or (isinstance(m, (ast.Constant, ast.JoinedStr)) and not isinstance(getattr(m, "value", ""), type(None)))), None)
+        meta = next((m for m in metas if (isinstance(m, ast.Call) and _name(m.func) == "Arg") or isinstance(m, ast.JoinedStr)
+                     or (isinstance(m, ast.Constant) and isinstance(m.value, str))), None)
         if meta is None:
             continue
         arg: dict[str, ast.expr] = {k.arg: k.value for k in meta.keywords if k.arg} if isinstance(meta, ast.Call) else {}
@@ -231,7 +231,7 @@ def field_flags(rel: Release, cls: ast.ClassDef, found: dict[str, Variant]) -> N
             kwargs = arg.get("action_kwargs")
             nargs = rel.action_nargs(action)
             if isinstance(kwargs, ast.Dict):
-                for k, v in zip(kwargs.keys, kwargs.values):
+                for k, v in zip(kwargs.keys, kwargs.values, strict=True):
                     if _const(k) == "nargs":
                         nargs = _const(v)
             _add(found, options, nargs, dest, None)

@@ -54,18 +54,18 @@ def _parser(w: Window) -> Parser:
     flags: dict[str, int | str] = {}
     for i in range(w.lo, w.hi + 1):
         flags.update(flags_at(i))
-    return Parser("SGLang", flags, "sglang serve: error: unrecognized arguments: {flag}",
-                  "sglang serve: error: unrecognized arguments: {word}")
+    return Parser(f"SGLang {w.label}", flags, "error: unrecognized arguments: {flag}",
+                  "error: unrecognized arguments: {word}")
 
 
 def _stops(label: str, said: str) -> InputError:
     return InputError(f"SGLang {label} stops at start-up: {said}")
 
 
-def _flag(token: str, w: Window) -> tuple[str, int | str, list[str]]:
+def _flag(token: str, w: Window) -> tuple[str, int | str, list[str]] | None:
     """``token`` (``--flag``, its ``=value`` cut off) as the releases of ``w`` read it (``flags.resolve``): the
     flag, the values it takes (the newest release's) and what the releases do not agree on; refused as the
-    releases refuse it where none reads it."""
+    releases refuse it where none reads it (None: no release read has it, for ``scan_flags`` to refuse)."""
     outcomes = {i: resolve(token, i) for i in range(w.lo, w.hi + 1)}
     known = {i: o[0] for i, o in outcomes.items() if len(o) == 1}
     if not known:
@@ -77,7 +77,9 @@ def _flag(token: str, w: Window) -> tuple[str, int | str, list[str]]:
         said = whence(token)
         if said:
             raise _stops(w.label, f"`error: {_UNKNOWN}: {token}`: {token} {said}")
-        raise _stops(w.label, f"`error: {_UNKNOWN}: {excerpt(token, 60)[1:-1]}`{_close(token, w)}")
+        if token not in _SGLANG and token not in _SGLANG_SWITCHES:
+            return None  # no release has it: scan_flags refuses it with the nearest flags
+        raise _stops(w.label, f"`error: {_UNKNOWN}: {token}`")
     newest = max(known)
     flag = known[newest]
     notes: list[str] = []
@@ -103,13 +105,6 @@ def _ranges(indexes: list[int]) -> str:
         else:
             runs.append([i, i])
     return ", ".join(rel[a] if a == b else f"{rel[a]} - {rel[b]}" for a, b in runs)
-
-
-def _close(token: str, w: Window) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(token, list(flags_at(w.hi)), n=2, cutoff=0.75) if len(token) <= 80 else []
-    return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 
 def _choices(flag: str, values: list[str], w: Window) -> list[str]:
@@ -151,9 +146,14 @@ def release_args(args: list[str], version: str | None) -> tuple[list[str], list[
             out.append(token)
             continue
         head, eq, inline = token.partition("=")
-        flag, takes, said = _flag(head, w)
+        read = _flag(head, w)
+        if read is None:
+            out.append(token)
+            continue
+        flag, takes, said = read
         notes.extend(said)
-        out.append(flag + eq + inline)
+        # a flag kvbudget reads stays as written (its errors name it so); another abbreviation is spelt out
+        out.append(token if head in _SGLANG or head in _SGLANG_SWITCHES else flag + eq + inline)
         values = [inline] if eq else []
         if not eq and takes == 1 and i < len(args):
             values, i = [args[i]], i + 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import zipfile
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from kvbudget.cli import main
 from kvbudget.engines.cmdscan import parse_other_command
 from kvbudget.engines.sglang.command import sglang_command
-from kvbudget.engines.sglang.flags import releases, resolve, spec, whence, window
+from kvbudget.engines.sglang.flags import flags_at, releases, resolve, spec, whence, window
 from kvbudget.units import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,15 +224,25 @@ def test_generator_reads_both_parser_styles(tmp_path: Path) -> None:
     assert gen.main([str(tmp_path), "--json", str(out), "--check"]) == 0  # type: ignore[attr-defined]
 
 
-_WHEEL_0523 = Path("/tmp/sglang-src")
+_WHEELS = Path(os.environ.get("SGLANG_WHEELS", "")) if os.environ.get("SGLANG_WHEELS") else None
 
 
-@pytest.mark.skipif(not any(_WHEEL_0523.glob("sglang-0.5.23-*.whl")), reason="SGLang 0.5.23's wheel is not here")
-def test_generator_matches_the_committed_table_for_0523() -> None:
-    """Where SGLang 0.5.23's wheel is at hand, the generator reads from it exactly the table's 0.5.23 flags."""
+@pytest.mark.skipif(_WHEELS is None, reason="set SGLANG_WHEELS to a folder of sglang-*.whl to compare with them")
+def test_generator_matches_the_committed_table() -> None:
+    """Where SGLang's wheels are at hand (SGLANG_WHEELS), the generator reads from each release the table holds
+    exactly the flags, values, dests and choices the table has for it."""
     gen = _generator()
-    rel = gen.read_wheel(next(_WHEEL_0523.glob("sglang-0.5.23-*.whl")))  # type: ignore[attr-defined]
-    read = {o: v[0] for o, v in gen.release_flags(rel).items()}  # type: ignore[attr-defined]
-    from kvbudget.engines.sglang.flags import flags_at
-
-    assert read == flags_at(_at("0.5.23"))
+    assert _WHEELS is not None
+    seen = 0
+    for wheel in sorted(_WHEELS.rglob("sglang-*.whl")):
+        rel = gen.read_wheel(wheel)  # type: ignore[attr-defined]
+        if rel.version not in releases():
+            continue
+        i = _at(rel.version)
+        read = gen.release_flags(rel)  # type: ignore[attr-defined]
+        assert {o: v[0] for o, v in read.items()} == flags_at(i), rel.version
+        for option, (_nargs, dest, choices) in read.items():
+            run = spec(option, i)
+            assert run is not None and (run[3], run[4]) == (dest, choices), (rel.version, option)
+        seen += 1
+    assert seen > 0

@@ -55,7 +55,7 @@ _flag_cases("vllm", VLLM, {
 _flag_cases("sglang", SGLANG, {
     "--tp": ["0"], "--pp-size": ["0"], "--dp": ["0"], "--context-length": ["0"], "--page-size": ["0"],
     "--max-running-requests": ["0"], "--max-total-tokens": ["0"], "--chunked-prefill-size": ["0"],
-    "--mem-fraction-static": ["0", "1", "1.5"], "--cuda-graph-max-bs": ["0"],
+    "--mem-fraction-static": ["0", "1", "1.5"], "--cuda-graph-max-bs-decode": ["0"],
 }, ("--mem-fraction-static",))
 _flag_cases("trt", TRT, {
     "--tp_size": ["0"], "--pp_size": ["0"], "--max_batch_size": ["0"], "--max_num_tokens": ["0"], "--max_seq_len": ["0"],

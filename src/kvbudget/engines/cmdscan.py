@@ -189,19 +189,20 @@ def _sglang_serve_args(args: list[str]) -> list[str]:
     return out
 
 
-def parse_other_command(argv: list[str] | str) -> OtherCommand:
+def parse_other_command(argv: list[str] | str, sglang_version: str | None = None) -> OtherCommand:
     """Read an SGLang or TensorRT-LLM launch command (environment assignments and wrappers before the program
-    passed over)."""
+    passed over); an SGLang command's flags are checked against the release ``sglang_version`` names (a release
+    or a line; None: the newest SGLang flag table holds)."""
     tokens = split_command(argv) if isinstance(argv, str) else list(argv)
     if "sglang.launch_server" in tokens:
         from .sglang.command import sglang_command
 
-        return sglang_command(tokens[tokens.index("sglang.launch_server") + 1:])
+        return sglang_command(tokens[tokens.index("sglang.launch_server") + 1:], sglang_version)
     at = sglang_serve_at(tokens)
     if at is not None:
         from .sglang.command import sglang_command
 
-        return sglang_command(_sglang_serve_args(tokens[at + 2:]))
+        return sglang_command(_sglang_serve_args(tokens[at + 2:]), sglang_version)
     at = next((i for i, t in enumerate(tokens) if os.path.basename(t) == "trtllm-serve"), None)
     if at is not None:
         from .trtllm.command import trtllm_command

@@ -35,9 +35,9 @@ class PoolServer:
     def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
         from .cmdscan import parse_other_command
 
-        cmd = parse_other_command(words)
-        settings = cmd.sglang if cmd.sglang is not None else cmd.trtllm
         version = given.get("sglang_version")
+        cmd = parse_other_command(words, version)  # its flags checked against the release line named
+        settings = cmd.sglang if cmd.sglang is not None else cmd.trtllm
         if version is not None and cmd.sglang is not None:  # the release line the user names for the command
             from .._record import replace
 

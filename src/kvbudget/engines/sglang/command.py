@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-
 from ..._record import replace
+from ...inputs import excerpt
 from ...units import InputError
 from ..cmdscan import PARALLEL, WHOLE, OtherCommand, Parser, flag_value, scan_flags
+from .flags import Window, flags_at, releases, resolve, spec, whence, window
 from .settings import SGLangSettings
 
 _SGLANG = {  # flag -> (field, kind)
@@ -25,6 +23,9 @@ _SGLANG = {  # flag -> (field, kind)
     "--kv-cache-dtype": ("kv_cache_dtype", "str"), "--page-size": ("page_size", "int"),
     "--max-running-requests": ("max_running_requests", "int"), "--chunked-prefill-size": ("chunked_prefill_size", "int"),
     "--cuda-graph-max-bs": ("cuda_graph_max_bs", "int"), "--max-total-tokens": ("max_total_tokens", "int"),
+    # 0.5.14 - 0.5.19 read --cuda-graph-max-bs into cuda_graph_max_bs_decode (flags.json's dest), the field
+    # --cuda-graph-max-bs-decode sets; 0.5.20 dropped the old spelling, so 0.5.23 takes only this one
+    "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"),
     "--quantization": ("quantization", "str"), "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "float"),
 }
 _SGLANG_SWITCHES = {"--disable-cuda-graph": "disable_cuda_graph", "--enable-dp-attention": "enable_dp_attention",
@@ -44,25 +45,137 @@ def _value(kind: str, text: str, flag: str, field: str) -> object:
     return value
 
 
-_FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
+_UNKNOWN = "unrecognized arguments"
 
 
-@functools.cache
-def _parser() -> Parser:
-    """SGLang 0.5.23's own parser (``flags.json``): ``prepare_server_args`` builds it as ``sglang serve``, argparse's
-    defaults (prefixes read, unknown arguments an error) in place."""
-    with open(_FLAGS_FILE, encoding="utf-8") as f:
-        flags = json.load(f)["flags"]
-    return Parser("SGLang", flags, "sglang serve: error: unrecognized arguments: {flag}",
-                  "sglang serve: error: unrecognized arguments: {word}",
-                  "sglang serve: error: ambiguous option: {flag} could match {matches}")
+def _parser(w: Window) -> Parser:
+    """What ``scan_flags`` needs of the releases' parsers once ``release_args`` has checked the flags: every option
+    string of the window's releases (the newest's values where they differ), abbreviations already spelt out."""
+    flags: dict[str, int | str] = {}
+    for i in range(w.lo, w.hi + 1):
+        flags.update(flags_at(i))
+    return Parser(f"SGLang {w.label}", flags, "error: unrecognized arguments: {flag}",
+                  "error: unrecognized arguments: {word}")
 
 
-def sglang_fields(args: list[str]) -> tuple[str, dict[str, object], list[str]]:
-    """The model, the ``SGLangSettings`` fields and the warnings of the arguments after ``sglang.launch_server``
-    (what ``sglang_command`` builds its settings from, and ``check`` lays over the settings a log shows)."""
+def _stops(label: str, said: str) -> InputError:
+    return InputError(f"SGLang {label} stops at start-up: {said}")
+
+
+def _flag(token: str, w: Window) -> tuple[str, int | str, list[str]] | None:
+    """``token`` (``--flag``, its ``=value`` cut off) as the releases of ``w`` read it (``flags.resolve``): the
+    flag, the values it takes (the newest release's) and what the releases do not agree on; refused as the
+    releases refuse it where none reads it (None: no release read has it, for ``scan_flags`` to refuse)."""
+    outcomes = {i: resolve(token, i) for i in range(w.lo, w.hi + 1)}
+    known = {i: o[0] for i, o in outcomes.items() if len(o) == 1}
+    if not known:
+        ambiguous = [o for o in outcomes.values() if len(o) > 1]
+        if ambiguous:
+            shown = ", ".join(ambiguous[-1][:4]) + (", ..." if len(ambiguous[-1]) > 4 else "")
+            raise _stops(w.label, f"`error: ambiguous option: {excerpt(token, 60)[1:-1]} could match {shown}` "
+                                  "(spell the flag out)")
+        said = whence(token)
+        if said:
+            raise _stops(w.label, f"`error: {_UNKNOWN}: {token}`: {token} {said}")
+        if token not in _SGLANG and token not in _SGLANG_SWITCHES:
+            return None  # no release has it: scan_flags refuses it with the nearest flags
+        raise _stops(w.label, f"`error: {_UNKNOWN}: {token}`")
+    newest = max(known)
+    flag = known[newest]
+    notes: list[str] = []
+    missing = [i for i in outcomes if i not in known]
+    if missing or len(set(known.values())) > 1:
+        read = "" if token == flag else f" (read as {flag})"
+        stop = "as ambiguous" if all(outcomes[i] for i in missing) else f"with '{_UNKNOWN}'" if not any(
+            outcomes[i] for i in missing) else f"with '{_UNKNOWN}' or as ambiguous"
+        notes.append(f"{token}{read}: SGLang {_ranges(list(known))} read it" + (
+            f", {_ranges(missing)} stop {stop}" if missing else "")
+                     + f" ({flag} {whence(flag)}); give --sglang-version for the release you run")
+    run = spec(flag, newest)
+    return flag, run[2] if run else 1, notes
+
+
+def _ranges(indexes: list[int]) -> str:
+    """Release indexes as runs: ``0.4.0 - 0.4.5, 0.4.7``."""
+    rel = releases()
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(rel[a] if a == b else f"{rel[a]} - {rel[b]}" for a, b in runs)
+
+
+def _choices(flag: str, values: list[str], w: Window) -> list[str]:
+    """``values`` of ``flag`` checked against each release's choices (where the source lists them): refused where
+    no release of ``w`` takes one, noted where only some do."""
+    rel = releases()
+    runs = {i: spec(flag, i) for i in range(w.lo, w.hi + 1)}
+    notes: list[str] = []
+    for value in values:
+        refused = {i: r[4] for i, r in runs.items() if r is not None and r[4] is not None and value not in r[4]}
+        having = [i for i, r in runs.items() if r is not None]
+        if not refused:
+            continue
+        last = refused[max(refused)] or ()
+        choose = ", ".join(last[:12]) + (", ..." if len(last) > 12 else "")
+        if len(refused) == len(having):
+            raise _stops(w.label, f"`error: argument {flag}: invalid choice: '{excerpt(value, 40)[1:-1]}'` (SGLang "
+                                  f"{rel[max(refused)]} takes {choose})")
+        notes.append(f"{flag} {excerpt(value, 40)[1:-1]}: SGLang {_ranges(list(refused))} refuse it "
+                     f"(invalid choice); give --sglang-version for the release you run")
+    return notes
+
+
+def release_args(args: list[str], version: str | None) -> tuple[list[str], list[str], Parser]:
+    """The flag-table boundary: ``args`` checked against the SGLang release ``version`` names (``flags.window``:
+    None, the newest read) as its argparse reads them. A flag no release of the window has stops the server
+    ("unrecognized arguments", said with the releases that have it), an abbreviation reads as the one flag it
+    begins there or stops it as ambiguous, a value outside the release's choices stops it. The arguments with
+    abbreviations spelt out, the notes (the window's releases disagree, the release is not in the table) and the
+    parser ``scan_flags`` reads the rest with."""
+    w = window(version)
+    notes = [w.note] if w.note else []
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if not token.startswith("--") or token == "--":
+            out.append(token)
+            continue
+        head, eq, inline = token.partition("=")
+        read = _flag(head, w)
+        if read is None:
+            out.append(token)
+            continue
+        flag, takes, said = read
+        notes.extend(said)
+        # a flag kvbudget reads stays as written (its errors name it so); another abbreviation is spelt out
+        out.append(token if head in _SGLANG or head in _SGLANG_SWITCHES else flag + eq + inline)
+        values = [inline] if eq else []
+        if not eq and takes == 1 and i < len(args):
+            values, i = [args[i]], i + 1
+        elif not eq and takes in ("?", "+", "*"):
+            while i < len(args) and not args[i].startswith("-"):
+                values.append(args[i])
+                i += 1
+                if takes == "?":
+                    break
+        out.extend(values if not eq else [])
+        notes.extend(_choices(flag, values, w))
+    return out, notes, _parser(w)
+
+
+def sglang_fields(args: list[str], version: str | None = None) -> tuple[str, dict[str, object], list[str]]:
+    """The model, the ``SGLangSettings`` fields and the warnings of the arguments after ``sglang.launch_server``,
+    checked against the release ``version`` names (a release, a line of ``flags.LINES``; None: the newest the flag
+    table holds): what ``sglang_command`` builds its settings from, and ``check`` lays over the settings a log shows."""
+    args, notes, parser = release_args(args, version)
     model, fields, warnings = scan_flags("sglang", args, _SGLANG, _value, _SGLANG_SWITCHES, positional_model=False,
-                                         parser=_parser())
+                                         parser=parser)
+    warnings = notes + warnings
     attn = fields.pop("attn_dp_size", 1)
     if attn != 1:  # --attn-dp-size N is --dp N --enable-dp-attention (arg_groups/parallel_hook.py)
         if fields.get("dp", 1) != 1:
@@ -74,11 +187,11 @@ def sglang_fields(args: list[str]) -> tuple[str, dict[str, object], list[str]]:
 
 
 def known_flags() -> frozenset[str]:
-    """Every option string SGLang 0.5.23's parser takes (``flags.json``)."""
-    return frozenset(_parser().flags)
+    """Every option string the newest SGLang release in ``flags.json`` takes."""
+    return frozenset(_parser(window(None)).flags)
 
 
-def sglang_command(args: list[str]) -> OtherCommand:
-    """The arguments after ``sglang.launch_server``."""
-    model, fields, warnings = sglang_fields(args)
+def sglang_command(args: list[str], version: str | None = None) -> OtherCommand:
+    """The arguments after ``sglang.launch_server``, read as release ``version``'s parser reads them."""
+    model, fields, warnings = sglang_fields(args, version)
     return OtherCommand("sglang", model, replace(SGLangSettings(), **fields), None, tuple(warnings))

@@ -247,7 +247,7 @@ def test_another_engines_option_on_explain_or_check_is_refused(capsys: pytest.Ca
          "--llamacpp-build is not read for vLLM's command"),
         # SGLang's log reads SGLang's flags after --: a vLLM flag is one SGLang's own parser refuses
         (["check", str(sglang_log), "--", "--max-model-len", "4096"],
-         "the flags after --: SGLang stops at start-up: `sglang serve: error: unrecognized arguments: --max-model-len`"),
+         "the flags after --: SGLang 0.3.0 - 0.5.23 stops at start-up: `error: unrecognized arguments: --max-model-len`"),
         (["check", str(llama_log), "--", "-c", "4096"], "the flags after -- are read for vLLM, SGLang and TensorRT-LLM logs only"),
         (["check", str(llama_log), "--vllm-version", "0.6.3"], "--vllm-version is not read for llama.cpp's log"),
     ]:

@@ -23,7 +23,9 @@ _FILE = os.path.join(os.path.dirname(__file__), "flags.json")
 _RELEASE = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
 # kvbudget's release lines (``--sglang-version``) -> the first and last releases they cover, by release_key
 LINES = {"0.4": ((0, 4, 0, 0), (0, 4, 7, 99)), "0.4.8": ((0, 4, 8, 0), (0, 5, 2, 99)),
-         "current": ((0, 5, 3, 0), None), "0.5": ((0, 5, 0, 0), None)}
+         "current": ((0, 5, 3, 0), None), "0.5": ((0, 5, 0, 0), None),
+         # every release read: a logged run's words, which its own release took (its release is read after them)
+         "any": ((0, 0, 0, 0), None)}
 
 
 def release_key(version: str) -> tuple[int, int, int, int] | None:
@@ -88,7 +90,7 @@ def window(version: str | None) -> Window:
         first, last = LINES[v]
         inside = [i for i, k in enumerate(keys) if k is not None and k >= first and (last is None or k <= last)]
         span = f"{rel[inside[0]]} - {rel[inside[-1]]}"
-        return Window(inside[0], inside[-1], f"{v} ({span})")
+        return Window(inside[0], inside[-1], span if v == "any" else f"{v} ({span})")
     key = release_key(v)
     table = f"kvbudget's SGLang flag table ({rel[0]} - {rel[newest]})"
     if key is None:

@@ -179,7 +179,11 @@ def _names_model(words: list[str]) -> bool:
 def _fields(words: list[str], where: str) -> tuple[str | None, dict[str, object], list[str]]:
     """``sglang_fields`` of ``words`` (the model None where they name none), its refusal said as the log's."""
     try:
-        model, fields, warnings = sglang_fields(words if _names_model(words) else ["--model-path", _NO_MODEL, *words])
+        # the words as some release's parser took them: the run's own release is read from the log after them
+        model, fields, warnings = sglang_fields(words if _names_model(words) else ["--model-path", _NO_MODEL, *words],
+                                                "any")
+        # which releases read each flag is no news about a run that started with them
+        warnings = [w for w in warnings if not w.endswith("give --sglang-version for the release you run")]
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
     return (None if model == _NO_MODEL else model), fields, warnings

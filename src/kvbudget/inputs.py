@@ -10,6 +10,7 @@ import numbers
 import os
 import re
 import stat
+from collections.abc import Callable
 from contextvars import ContextVar
 
 from .units import InputError
@@ -237,6 +238,22 @@ def _depth_ok(text: str, limit: int) -> bool:
         elif ch in "]}":
             depth -= 1
     return True
+
+
+def repeated_keys() -> tuple[list[str], Callable[[list[tuple[str, Any]]], dict[str, Any]]]:
+    """An ``object_pairs_hook`` for Python's json that notes every key an object gives more than once (JSON readers
+    keep the last one silently), and the list it fills."""
+    twice: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                twice.append(key)
+            seen.add(key)
+        return dict(items)
+
+    return twice, pairs
 
 
 def load_json(text: str | bytes, where: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .._record import fields, record, replace
 from ..hardware import GPU, UnknownGPU, custom_gpu, find_gpu
+from ..model.spec import ModelSpec
 from ..units import GiB, InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -83,3 +84,24 @@ def run_gpu(gpu: str | None, gpu_memory: int | None, logged_name: str | None, lo
                          f"{device.memory_bytes / GiB:.2f} GiB of {device.name}: it is not the run's GPU; give the "
                          f"{engine} run's GPU with --gpu (or --gpu-memory)")
     return device
+
+
+def logged_model(given: str | None, logged: str | None, warnings: list[str]) -> ModelSpec | None:
+    """The model to predict with: ``--model``, else the one the log names (a stand-in where it is not here); None,
+    with a warning saying what to give, where the log names none or its model cannot be loaded (``--model`` that
+    cannot be loaded is an error)."""
+    from ..inputs import excerpt
+    from ..model.resolve import load_foreign_model
+
+    ref = given or logged
+    if not ref:
+        warnings.append("the log does not name its model: give --model for kvbudget's prediction")
+        return None
+    try:
+        return load_foreign_model(ref)
+    except InputError as exc:
+        if given:
+            raise
+        warnings.append(f"the log's model {excerpt(ref, 60)} could not be loaded ({exc}): give --model for "
+                        "kvbudget's prediction")
+        return None

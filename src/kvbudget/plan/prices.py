@@ -7,7 +7,7 @@ resolved like ``--gpu``. Bad input is one error line naming the file and the ent
 from __future__ import annotations
 
 from ..hardware import find_gpu
-from ..inputs import MAX_OPTIONS_BYTES, excerpt, load_json, read_text, real
+from ..inputs import MAX_OPTIONS_BYTES, excerpt, load_json, read_text, real, repeated_keys
 from ..units import InputError
 
 MAX_PRICE = 1000.0  # $/hour for one GPU: no cloud list price comes near
@@ -17,16 +17,7 @@ def _keys_twice(text: str) -> list[str]:
     """The keys an object of this (valid, bounded) JSON text gives more than once."""
     import json
 
-    twice: list[str] = []
-
-    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen:
-                twice.append(key)
-            seen.add(key)
-        return dict(items)
-
+    twice, pairs = repeated_keys()
     json.loads(text, object_pairs_hook=pairs)
     return twice
 

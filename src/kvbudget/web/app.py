@@ -107,15 +107,7 @@ def _body_problem(scope: Scope, body: bytes) -> str:
     if kind != "application/json":
         got = f"got {inputs.excerpt(kind, 40)}" if kind else "it has none"
         return f"send the body as one JSON object with Content-Type: application/json ({got})"
-    twice: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:  # a key given twice: JSON readers keep the last
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen:
-                twice.append(key)
-            seen.add(key)
-        return dict(items)
+    twice, pairs = inputs.repeated_keys()  # a key given twice: JSON readers keep the last
 
     try:
         parsed = json.loads(body, object_pairs_hook=pairs)  # as FastAPI reads it (UTF-8, -16 or -32)

@@ -99,9 +99,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     """``check`` of an SGLang log: the run it shows (``log.read_run``: settings, release line, device) planned by
     ``policy.plan``, each figure it printed beside kvbudget's, then the figures recomputed from each other
     (``check_sglang_log``). ``given``: --model, --gpu, --gpu-memory, --sglang-version and the flags after --."""
-    from ...inputs import excerpt
-    from ...model.resolve import load_foreign_model
-    from ..compared import OtherCheck, row, run_gpu, settings_items, starts_row
+    from ..compared import OtherCheck, logged_model, row, run_gpu, settings_items, starts_row
     from ..logscan import open_log
     from .log import read_run
     from .policy import plan, summary
@@ -117,18 +115,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     if "mem_fraction_static" not in dict(settings_items(run.settings, SGLangSettings())):
         notes.append("mem_fraction_static: the log shows none (no server_args line), so SGLang's default is planned; "
                      "give -- --mem-fraction-static F if the run set one")
-    ref = model or run.model
-    spec = None
-    if ref:
-        try:
-            spec = load_foreign_model(ref)
-        except InputError as exc:
-            if model:
-                raise
-            warnings.append(f"the log's model {excerpt(ref, 60)} could not be loaded ({exc}): give --model for "
-                            "kvbudget's prediction")
-    else:
-        warnings.append("the log does not name its model: give --model for kvbudget's prediction")
+    spec = logged_model(model, run.model, warnings)
     figs = run.figures
     device = run_gpu(given.get("gpu"), given.get("gpu_memory"), run.gpu_name, None, figs.pre_load_gb, "SGLang")
     rows: list[Any] = []

@@ -155,10 +155,8 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     line shows are the release's defaults, named in a note) planned by ``policy.plan``, each figure it printed beside
     kvbudget's, then the figures recomputed from each other (``check_trtllm_log``). ``given``: --model, --gpu,
     --gpu-memory and the flags after --."""
-    from ...inputs import excerpt
-    from ...model.resolve import load_foreign_model
     from ...units import InputError
-    from ..compared import OtherCheck, row, run_gpu, settings_items, starts_row
+    from ..compared import OtherCheck, logged_model, row, run_gpu, settings_items, starts_row
     from ..logscan import open_log
     from .log import read_run
     from .policy import plan, summary
@@ -170,18 +168,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     warnings = list(run.warnings)
     notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
              "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
-    ref = model or run.model
-    spec = None
-    if ref:
-        try:
-            spec = load_foreign_model(ref)
-        except InputError as exc:
-            if model:
-                raise
-            warnings.append(f"the log's model {excerpt(ref, 60)} could not be loaded ({exc}): give --model for "
-                            "kvbudget's prediction")
-    else:
-        warnings.append("the log does not name its model: give --model for kvbudget's prediction")
+    spec = logged_model(model, run.model, warnings)
     figs = run.figures
     device = run_gpu(given.get("gpu"), given.get("gpu_memory"), run.gpu_name, figs.total_gib, None, "TensorRT-LLM")
     if figs.total_gib is not None and given.get("gpu_memory") is None and device is not None:

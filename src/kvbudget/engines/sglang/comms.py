@@ -35,7 +35,8 @@ So every byte the group holds lowers the pool by ``mem_fraction_static`` of it. 
   ones by one communicator's tree halves only, so it is no second communicator's connections. Neither SGLang's
   sources (no other pynccl or custom all-reduce group in a plain TP server; the free-memory minimum goes over the
   gloo group from 0.4.6.post5) nor NCCL's buffer sizes name it: ``INIT_UNATTRIBUTED`` charges those 712 MiB,
-  fitted on that one log, wherever the communicator is modelled.
+  fitted on that one log, wherever the communicator is modelled. vLLM's eager NCCL start on NVSwitch shows the same
+  amount once per process (vllm/nccl.py ``EAGER_INIT_UNATTRIBUTED``, the one constant both engines use).
 
 What happens after the measurement, per release (``utils.py: get_available_gpu_memory(distributed=True)``): up to
 0.4.6 the smallest free memory over the group is found with ``torch.distributed.all_reduce(..., ReduceOp.MIN)`` on a
@@ -55,7 +56,7 @@ boards (NCCL's channels and transport there are not read from its sources: the 4
 from __future__ import annotations
 
 from ...units import MiB
-from ..vllm.nccl import CUSTOM_ALL_REDUCE, connection_bytes, on_nvswitch
+from ..vllm.nccl import CUSTOM_ALL_REDUCE, EAGER_INIT_UNATTRIBUTED, connection_bytes, on_nvswitch
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ RANK_DATA = 8 * MiB  # CustomAllreduce.rank_data: 8 MiB (0.4.x), max_size = 8 Mi
 _CA_WORLD_SIZES = (2, 4, 6, 8)  # CustomAllreduce._SUPPORTED_WORLD_SIZES
 # Fitted: the 8 x H200 0.5.4 log's 2.01 GB "Init torch distributed ends. mem usage" on its middle ranks less the
 # 576 MiB of pynccl's connections and the 770 MiB of its piecewise-graph custom all-reduce (see above)
-INIT_UNATTRIBUTED = 712 * MiB
+INIT_UNATTRIBUTED = EAGER_INIT_UNATTRIBUTED
 
 
 def modelled(gpu: GPU, s: SGLangSettings) -> bool:

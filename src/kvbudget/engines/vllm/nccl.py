@@ -31,6 +31,15 @@ increase the 0.7.2 A100 TP 2 log prints: the source leaves the rest open, so two
 Which NCCL each vLLM release runs is the one its pinned torch ships: torch 2.3-2.4 (vLLM 0.4.3-0.6.3) NCCL 2.20.5,
 torch 2.5-2.6 (0.6.4-0.8.x) 2.21.5, torch 2.7 (0.9.0-0.10.1) 2.26.2 (the 0.10.0 logs print 'vLLM is using
 nccl==2.26.2'), torch 2.8 and later (0.10.2-) 2.27 or later, whose buffers follow 2.26's rules.
+
+Once per process, not per communicator, an eager NCCL start on an NVSwitch board holds about 0.7 GiB more than the
+connections and buffers above (``EAGER_INIT_UNATTRIBUTED``). NCCL's buffer sizes do not name it; it is measured, not
+derived. Fitted on one log: SGLang 0.5.4 on 8 x H200 (sgl-project/sglang PR #11716), whose middle ranks print 2.01 GB
+for "Init torch distributed ends. mem usage", 712 MiB above one communicator's connections and custom all-reduce
+(sglang/comms.py). It transfers: on the three vLLM 0.10.0 H100 logs at TP 4 and TP 8 (NCCL 2.26.2, two
+communicators, NVLS on, a different engine, GPU and NCCL release), the KV memory predicted without it was 0.68-0.69
+GiB too large on each (+1.2 to +1.9% KV tokens), the same amount at 4 and 8 ranks; with it, within 0.02 GiB. The
+two-GPU A100 log above leaves 0.72 GiB open in the same way. Band: +-0.05 GiB over those four logs.
 """
 
 from __future__ import annotations
@@ -43,6 +52,9 @@ COMMUNICATORS = 2  # pynccl's and torch's process group over the TP group
 _SEND_HALF = 2 * MiB
 _RECV_HALF = 10 * MiB
 CUSTOM_ALL_REDUCE = 18 * MiB  # custom_all_reduce.py (0.8.5-0.10.1): meta_size() + 8 MiB and 8 MiB, cudaMalloc'd
+# Fitted (see above): what an eager NCCL start on an NVSwitch board holds once per process beyond the buffers modelled;
+# the 8 x H200 SGLang 0.5.4 log's 2.01 GB init less its communicator's 576 MiB and custom all-reduce's 770 MiB
+EAGER_INIT_UNATTRIBUTED = 712 * MiB
 
 
 def nccl_line(version: str | None, cumem: bool | None = None) -> str | None:
@@ -98,10 +110,10 @@ def eager_nvswitch_bytes(version: str | None, ranks: int, sm_major: int, cumem: 
                          nvls: bool = True) -> int | None:
     """NCCL's memory per rank, outside torch, for a TP group of ``ranks`` GPUs on an NVSwitch board under a
     release that connects eagerly: two communicators' connections and NVLS buffers (none with
-    NCCL_NVLS_ENABLE=0) plus custom all-reduce's; None where this does not apply (fewer than three ranks, or
-    NCCL connecting lazily)."""
+    NCCL_NVLS_ENABLE=0) plus custom all-reduce's and the per-process ``EAGER_INIT_UNATTRIBUTED``; None where this does
+    not apply (fewer than three ranks, or NCCL connecting lazily)."""
     line = nccl_line(version, cumem)
     if line is None or ranks < 3:
         return None
     sharp = nvls_bytes(line, ranks, sm_major) if nvls else 0
-    return CUSTOM_ALL_REDUCE + COMMUNICATORS * (connection_bytes(ranks) + sharp)
+    return EAGER_INIT_UNATTRIBUTED + CUSTOM_ALL_REDUCE + COMMUNICATORS * (connection_bytes(ranks) + sharp)

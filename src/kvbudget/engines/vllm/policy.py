@@ -62,7 +62,7 @@ from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
-from .nccl import eager_nvswitch_bytes, nccl_line, on_nvswitch
+from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .settings import (
     Release,
     VllmSettings,
@@ -918,7 +918,8 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     if nccl is not None and settings.kv_cache_memory_bytes is None:
         notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version or 'this release'} runs NCCL "
                      f"{nccl_line(settings.version, settings.nccl_cumem)} with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
-                     f"and allocate NVLink SHARP buffers at start-up: {nccl / GiB:.2f} GiB per rank outside torch, "
+                     f"and allocate NVLink SHARP buffers at start-up, with the {EAGER_INIT_UNATTRIBUTED / GiB:.2f} GiB a process "
+                     f"such a start is measured to hold beyond them: {nccl / GiB:.2f} GiB per rank outside torch, "
                      "counted in the non-torch memory (the chain's first and last ranks hold a little less"
                      + ("; NCCL_NVLS_ENABLE=0 saves the SHARP part)" if settings.nccl_nvls else
                         "; NCCL_NVLS_ENABLE=0: no SHARP buffers)"))

@@ -66,14 +66,19 @@ def test_leave_one_out_on_the_same_gpu_and_release_line() -> None:
     # 0.30.0 run of a Qwen3-4B fine-tune on an RTX 5060 Ti under WSL2 (+0.11 alone, -0.67 with the 0.29.0 run's
     # 0.78) and a 24 GB card's run: a profile is one site's. 40 logs and 8.5 GiB since the Qwen3-14B LMCache run on an
     # A100-40GB joined the scored rows (2026-12-01; -0.02 GiB alone, its A100 / V1 neighbours' median changes it by
-    # nothing measurable): 39 and 8.6 before.
+    # nothing measurable): 39 and 8.6 before. 16.1 and 8.3 since vLLM's eager NCCL start on NVSwitch charges the 0.70 GiB
+    # a process SGLang's 8 x H200 log fitted (the three 0.10.0 H100 runs at TP 4 and 8 close to 0.02 alone) and the
+    # gpt-oss-120b TP 2 run is read as what it is, 0.10.2 in vLLM's image with FlashInfer's sampler (0.06 alone): both
+    # now get worse with their neighbours' terms (-0.49 and +0.35 GiB), six in all.
     assert len(rows) == 40, rows
     by_log = {log: round(b, 1) for log, b, _ in rows}  # what is left at TP 8 on H100 with NCCL's buffers modelled
     assert (by_log["v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768"],
-            by_log["v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768"]) == (0.7, 0.7)
-    assert (round(before / GiB, 1), round(after / GiB, 1)) == (19.1, 8.5)  # the README's figures
+            by_log["v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768"]) == (0.0, -0.0)
+    assert (round(before / GiB, 1), round(after / GiB, 1)) == (16.1, 8.3)  # the README's figures
     worse = [log for log, b, a in rows if abs(a) > abs(b) + 0.1]
-    assert worse == ["v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1",
+    assert worse == ["v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95",
+                     "v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1",
+                     "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default",
                      "v0.29.0_rtx5090_qwen2.5-0.5b_bf16_len8192_gmu0.9",
                      "v0.30.0-xinference_rtx5060ti-wsl_qwen3-4b-2507-ft_len8192_gmu0.7",
                      "v0.9.2_24gb_qwen2.5-3b_len4096_mns128"], rows

@@ -317,6 +317,38 @@ def test_docker_image_tag_and_environment() -> None:
         assert kvbudget.explain(f"docker run --gpus {gpus} vllm/vllm-openai --model {llama} -tp 2", gpu="H100").settings.tensor_parallel_size == 2
 
 
+def test_the_image_of_0_8_to_0_11_samples_with_its_flashinfer() -> None:
+    """vLLM's image installs FlashInfer (docker/Dockerfile), which the sampler of 0.8-0.11 takes whenever it imports:
+    the profiling run holds 14 B, not the PyTorch sort's 38 B, per request and vocabulary entry. A plain pip install
+    lacks it (the default); 0.12-0.20 take it only on VLLM_USE_FLASHINFER_SAMPLER=1, whatever is installed."""
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+
+    def sampler(cmd: str) -> str | None:
+        return parse_vllm_command(cmd).settings.sampler
+
+    assert sampler(f"docker run vllm/vllm-openai:v0.10.2 --model {llama}") == "flashinfer"
+    assert sampler(f"docker run vllm/vllm-openai:v0.8.5.post1 --model {llama}") == "flashinfer"
+    assert sampler(f"docker run -e VLLM_USE_FLASHINFER_SAMPLER=0 vllm/vllm-openai:v0.10.2 --model {llama}") == "native"
+    assert sampler(f"docker run vllm/vllm-openai:v0.12.0 --model {llama}") is None  # the release's own default
+    assert sampler(f"docker run vllm/vllm-openai:v0.7.3 --model {llama}") is None
+    assert sampler(f"vllm serve {llama}") is None
+    # the H100 default of 1024 requests x 128,256 entries: 24 B an entry less at the profiling run's peak
+    pip = kvbudget.explain(f"vllm serve {llama}", gpu="H100", version="0.10.2")
+    image = kvbudget.explain(f"docker run vllm/vllm-openai:v0.10.2 --model {llama}", gpu="H100")
+    assert pip.activation_bytes - image.activation_bytes == 1024 * 128256 * (38 - 14)
+
+
+def test_apptainer_image_of_vllm() -> None:
+    """HPC sites run vLLM's image as an Apptainer .sif (``apptainer pull docker://vllm/vllm-openai:TAG`` writes
+    vllm-openai_TAG.sif): read as the image, its tag the release; `instance run IMAGE NAME` names an instance."""
+    cmd = parse_vllm_command("apptainer instance run --nv --bind /m:/data images/vllm_vllm-openai_v0.10.2.sif svc1 "
+                             "--model /data/snapshots/main --tensor-parallel-size 2")
+    assert (cmd.model, cmd.settings.version, cmd.settings.tensor_parallel_size) == ("/data/snapshots/main", "0.10.2", 2)
+    assert cmd.settings.sampler == "flashinfer"
+    plain = parse_vllm_command("apptainer run --nv vllm-openai_v0.9.2.sif Qwen/Qwen3-8B --max-model-len 4096")
+    assert (plain.model, plain.settings.version, plain.settings.max_model_len) == ("Qwen/Qwen3-8B", "0.9.2", 4096)
+
+
 def test_vllm_use_v1_off_as_each_release_takes_it() -> None:
     """VLLM_USE_V1=0 runs V0 on 0.8-0.10 (engine/arg_utils.py), stops 0.11 (entrypoints/openai/api_server.py asserts
     V1) and is no variable of 0.12 on (envs.py). It was planned as V0 whatever the release given."""

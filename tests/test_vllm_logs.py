@@ -280,3 +280,22 @@ def test_ray_repeated_lines_count_the_ranks_they_stand_for() -> None:
     gpt-oss-120b log): four ranks, not refused as a log cut short."""
     log = parse_vllm_log((DATA / "v0.10.1.1_a100-80gb-x4_gpt-oss-120b_tp4-ray_gmu0.8.log").read_text(encoding="utf-8"))
     assert log.available_printed == 4 and log.kv_size_printed == 4
+
+
+def test_check_takes_a_whole_launch_command_after_the_separator(capsys: pytest.CaptureFixture[str]) -> None:
+    # the gpt-oss-120b TP 2 run was vLLM's image under Apptainer: as flags alone the sampler is the pip install's
+    # PyTorch sort (-3.05%); the image's command (or VLLM_USE_FLASHINFER_SAMPLER=1 before vllm serve) takes FlashInfer
+    from kvbudget.cli import main
+
+    log = str(DATA / "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default.log")
+    base = ["check", log, "--model", "openai/gpt-oss-120b", "--gpu", "A100-80GB", "--json"]
+
+    def tokens(*after: str) -> int:
+        assert main([*base, "--", *after]) == 0
+        out = json.loads(capsys.readouterr().out)
+        return next(r["predicted"] for r in out["comparison"] if r["figure"] == "KV cache tokens")
+
+    assert tokens("--tensor-parallel-size", "2") == 1011424
+    image = tokens("apptainer", "instance", "run", "--nv", "vllm_vllm-openai_v0.10.2.sif", "svc", "--model", "/data/m")
+    assert image == tokens("VLLM_USE_FLASHINFER_SAMPLER=1", "vllm", "serve", "openai/gpt-oss-120b") == 1044928
+    assert tokens("docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.10.2", "--model", "openai/gpt-oss-120b") == image

@@ -394,6 +394,20 @@ def _nccl_param(key: str, value: str) -> bool | None:
 
 
 _IMAGE = "vllm/vllm-openai"  # vLLM's Docker image (Docker Hub), whose entrypoint is the OpenAI API server
+# The same image pulled by Apptainer / Singularity (`apptainer pull docker://vllm/vllm-openai:v0.10.2` writes
+# vllm-openai_v0.10.2.sif; sites prefix the owner: vllm_vllm-openai_v0.10.2.sif): its tag after the last "vllm-openai_"
+_SIF = re.compile(r"(?:.*[/_])?vllm-openai_([^/]+)\.sif")
+
+
+def _is_image(word: str) -> bool:
+    """Whether a word of a command is vLLM's image: ``vllm/vllm-openai[:TAG]`` or an Apptainer .sif of it."""
+    return _IMAGE in word or "vllm-openai:" in word or _SIF.fullmatch(word) is not None
+
+
+def _as_docker_image(word: str) -> str:
+    """An Apptainer .sif of vLLM's image as the Docker reference it was pulled from (other words as they are)."""
+    m = _SIF.fullmatch(word)
+    return f"{_IMAGE}:{m.group(1)}" if m is not None else word
 _TAG = re.compile(r"v?(0\.[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3}|\.post[0-9]{1,3})?)(?:[-_][A-Za-z0-9_.\-]{0,40})?")
 
 
@@ -439,6 +453,12 @@ def _image_release(image: str, base: VllmSettings | None) -> tuple[str | None, l
     return None, [f"{said}: planned with the newest release's rules; give --vllm-version for the one it runs"]
 
 
+def image_tag_release(words: list[str]) -> str | None:
+    """The vLLM release a ``vllm/vllm-openai:TAG`` image among the words names (None: no image, or a tag naming none)."""
+    image = next((w for w in words if _is_image(w)), None)
+    return _image_release(_as_docker_image(image), None)[0] if image is not None else None
+
+
 def _v0_asked(settings: VllmSettings, named: bool) -> tuple[VllmSettings, list[str]]:
     """VLLM_USE_V1=0 as each release takes it: 0.8-0.10 run the V0 engine (engine/arg_utils.py), 0.11's API server
     asserts V1 (entrypoints/openai/api_server.py: it stops), 0.12 on have no such variable (envs.py: ignored), and
@@ -480,8 +500,9 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
             return tokens[i + 1:], "module"  # python -m: the model only as --model
         if tok == "vllm.entrypoints.api_server":
             return tokens[i + 1:], "demo"  # the demo server: the model only as --model, and no model_tag
-        if "vllm/vllm-openai" in tok or "vllm-openai:" in tok:
-            return tokens[i + 1:], "image"
+        if _is_image(tok):  # apptainer instance run IMAGE NAME ...: NAME is the instance's, not the container's
+            skip = 2 if _SIF.fullmatch(tok) and "instance" in tokens[:i] else 1
+            return tokens[i + skip:], "image"
     if tokens and tokens[0].startswith("-"):
         return tokens, "serve"
     raise InputError("not a launch command kvbudget reads: give `vllm serve MODEL ...` (or python -m "
@@ -494,6 +515,10 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
 # https://docs.vllm.ai/en/v0.4.2/serving/deploying_with_docker.html passes the model as --model). Newer images run
 # ``vllm serve``.
 _MODULE_IMAGE_MINOR = 8
+# The releases whose V1 sampler takes FlashInfer's top-k/top-p whenever the package imports (topk_topp_sampler.py
+# 0.8-0.11; 0.12-0.20 only on VLLM_USE_FLASHINFER_SAMPLER=1, 0.21 on by default): the vllm/vllm-openai image of those
+# releases installs flashinfer-python (docker/Dockerfile, vllm-base stage, x86-64), a plain pip install does not
+_IMAGE_FLASHINFER = (8, 11)
 _DEMO_GONE_MINOR = 25  # vllm/entrypoints/api_server.py, the demo server, is in the wheels up to 0.24
 
 
@@ -569,6 +594,19 @@ def dashed(token: str) -> str:
     return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
+_PROGRAMS = ("vllm", "python", "python3", "docker", "podman", "apptainer", "singularity", "env", "sudo", "nohup", "uv")
+
+
+def is_launch_command(words: list[str]) -> bool:
+    """Whether words given after ``check LOG --`` are a whole launch command (``VAR=1 vllm serve M ...``, ``docker run
+    ... vllm/vllm-openai:TAG ...``, ``python -m vllm.entrypoints.openai.api_server ...``) rather than flags."""
+    if not words or words[0].startswith("-"):
+        return False
+    first = os.path.basename(words[0])
+    name, eq, _ = first.partition("=")
+    return first in _PROGRAMS or first.startswith("python3.") or bool(eq and name.isidentifier() and name.isupper())
+
+
 def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
     tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
@@ -580,12 +618,12 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         env.append((key, value))
     if tokens and tokens[0] == "env":
         tokens.pop(0)
-    image_at = next((i for i, t in enumerate(tokens) if _IMAGE in t), None)
+    image_at = next((i for i, t in enumerate(tokens) if _is_image(t)), None)
     tag_version: str | None = None
     image_warnings: list[str] = []
     if image_at is not None:  # docker run [-e NAME=VALUE ...] vllm/vllm-openai:TAG ...: the container's environment
         env += _docker_env(tokens[:image_at])
-        tag_version, image_warnings = _image_release(tokens[image_at], base)
+        tag_version, image_warnings = _image_release(_as_docker_image(tokens[image_at]), base)
     args, entry = _program(tokens)
     if entry == "image":  # the image's own entrypoint: the OpenAI API server module up to 0.8, vllm serve after
         image_minor = version_minor(tag_version) if tag_version is not None else None
@@ -620,6 +658,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             settings = replace(settings, nccl_nvls=nccl)
         elif key == "VLLM_PP_LAYER_PARTITION":
             env_warnings.append("VLLM_PP_LAYER_PARTITION is not modelled: vLLM's default layer split is used")
+    if image_at is not None and settings.sampler is None and _IMAGE_FLASHINFER[0] <= (version_minor(settings.version)
+                                                                                    or 0) <= _IMAGE_FLASHINFER[1]:
+        settings = replace(settings, sampler="flashinfer")  # the image has FlashInfer, which the sampler takes
     model: str | None = None
     warnings: list[str] = [*image_warnings, *env_warnings]
     pending: list[tuple[str, str | None, str]] = []

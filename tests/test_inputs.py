@@ -147,10 +147,20 @@ def test_split_command_keeps_the_shells_list_operators() -> None:
     assert split("a 'x;y' \"p|q\"; b") == ["a", "x;y", "p|q", ";", "b"]
     assert split("a\nb") == ["a", ";", "b"]
     assert split("vllm serve a\n  --tp 2\n\t-c 3\n") == ["vllm", "serve", "a", "--tp", "2", "-c", "3"]
-    assert split("a 2>&1 &> x | tee y &") == ["a", "2>&1", "&>", "x", "|", "tee", "y"]
+    assert split("a 2>&1 &> x | tee y &") == ["a", "|", "tee", "y"]  # the redirections are the shell's (below)
     assert split("a || b |& c ;; d") == ["a", "||", "b", "|&", "c", ";;", "d"]
     assert split("a 'x\ny' z") == ["a", "x\ny", "z"]
     assert split("\n" * 60_000 + "a") == [";"] * 60_000 + ["a"]  # linear: 60,000 line ends in well under a second
+
+
+def test_split_command_drops_the_shells_redirections() -> None:
+    """``vllm serve M > serve.log 2>&1 &`` pasted whole: the shell takes the redirections, vLLM never sees them (they
+    were read as extra words); a quoted '>' stays a word."""
+    split = inputs.split_command
+    assert split("vllm serve m --port 8000 > serve.log 2>&1 &") == ["vllm", "serve", "m", "--port", "8000"]
+    assert split("nohup vllm serve m >/tmp/x.log 2>/dev/null < /dev/null") == ["nohup", "vllm", "serve", "m"]
+    assert split("vllm serve m >> a.log 2> b.log -tp 2") == ["vllm", "serve", "m", "-tp", "2"]
+    assert split("vllm serve m &>> all.log") == ["vllm", "serve", "m"]
 
 
 def test_a_small_file_under_a_large_cap_is_read_without_allocating_the_cap(tmp_path: Path) -> None:

@@ -338,6 +338,13 @@ def test_the_image_of_0_8_to_0_11_samples_with_its_flashinfer() -> None:
     assert pip.activation_bytes - image.activation_bytes == 1024 * 128256 * (38 - 14)
 
 
+def test_a_second_positional_word_stops_vllm_serve() -> None:
+    # vllm serve's one positional is model_tag (nargs="?"); argparse refuses any other bare word (was a warning, exit 0)
+    with pytest.raises(InputError, match=r"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: 8192`"):
+        parse_vllm_command("vllm serve Qwen/Qwen3-8B --port 8000 8192")
+    assert parse_vllm_command("vllm serve Qwen/Qwen3-8B --port 8000 > serve.log 2>&1 &").model == "Qwen/Qwen3-8B"
+
+
 def test_apptainer_image_of_vllm() -> None:
     """HPC sites run vLLM's image as an Apptainer .sif (``apptainer pull docker://vllm/vllm-openai:TAG`` writes
     vllm-openai_TAG.sif): read as the image, its tag the release; `instance run IMAGE NAME` names an instance."""

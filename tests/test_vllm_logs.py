@@ -299,3 +299,4 @@ def test_check_takes_a_whole_launch_command_after_the_separator(capsys: pytest.C
     image = tokens("apptainer", "instance", "run", "--nv", "vllm_vllm-openai_v0.10.2.sif", "svc", "--model", "/data/m")
     assert image == tokens("VLLM_USE_FLASHINFER_SAMPLER=1", "vllm", "serve", "openai/gpt-oss-120b") == 1044928
     assert tokens("docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.10.2", "--model", "openai/gpt-oss-120b") == image
+    assert tokens("docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.10.2") == image  # the model: --model's

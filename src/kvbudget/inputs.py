@@ -472,7 +472,7 @@ def split_command(text: str) -> list[str]:
     words: list[str] = []
     try:
         for part, operator in _shell_list(text):
-            words += shlex.split(part)
+            words += _without_redirections(shlex.split(part))
             if operator:
                 words.append(operator)
     except ValueError as exc:
@@ -480,6 +480,26 @@ def split_command(text: str) -> list[str]:
     while words and words[-1] in SHELL_OPERATORS:  # a line end or '&' after the command ends nothing
         words.pop()
     return words
+
+
+_REDIRECTION = re.compile(r"[0-9]*(?:>>?|<|>&|&>>?)(.*)")  # > f, >> f, 2> f, 2>&1, &> f, < f, >f
+
+
+def _without_redirections(words: list[str]) -> list[str]:
+    """The words without the shell's redirections (``> serve.log 2>&1``, ``2>/dev/null``, ``< /dev/null``): the
+    shell takes them, the program never sees them."""
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        m = _REDIRECTION.fullmatch(word)
+        if m is None:
+            out.append(word)
+        elif not m.group(1):
+            skip = True  # the redirection's target is the next word
+    return out
 
 
 # The words a shell runs one command after another by (a line end is ';'): ``split_command`` keeps each as a word.

@@ -12,7 +12,15 @@ from ...model.spec import ModelSpec
 from ...units import GiB, InputError
 from ..compared import Row
 from ..compared import row as _row
-from .command import _INT_FIELDS, _apply, config_overrides, image_tag_release, is_launch_command, parse_vllm_command
+from .command import (
+    _INT_FIELDS,
+    _apply,
+    config_overrides,
+    image_tag_release,
+    is_launch_command,
+    names_model,
+    parse_vllm_command,
+)
 from .fixes import suggestions
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
@@ -242,7 +250,10 @@ def check_log(
         whole = is_launch_command(flags)  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...`
         if whole and version is None and (tagged := image_tag_release(flags)) is not None:
             settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
-        cmd = parse_vllm_command(flags if whole else ["vllm", "serve", ref or "model", *flags], settings)
+        words = flags if whole else ["vllm", "serve", ref or "model", *flags]
+        if whole and ref and not names_model(flags):  # the model from --model or the log's command
+            words = [*flags, "--model", ref]
+        cmd = parse_vllm_command(words, settings)
         settings = cmd.settings
         ref = ref or (cmd.model if whole else None)
         warnings += cmd.warnings

@@ -607,6 +607,15 @@ def is_launch_command(words: list[str]) -> bool:
     return first in _PROGRAMS or first.startswith("python3.") or bool(eq and name.isidentifier() and name.isupper())
 
 
+def names_model(words: list[str]) -> bool:
+    """Whether a whole launch command names its model (read as vLLM would; False where it names none)."""
+    try:
+        parse_vllm_command(words)
+    except InputError as exc:
+        return not str(exc).startswith("the command names no model")
+    return True
+
+
 def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
     tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
@@ -675,8 +684,10 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
                 model = tok
             elif entry in ("module", "demo"):
                 bare.append(tok)
-            else:
-                warnings.append(f"ignored extra word {tok!r}")
+            else:  # vllm serve takes one positional (model_tag, nargs="?"): argparse refuses a second
+                raise InputError(f"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: "
+                                 f"{excerpt(tok, 60)[1:-1]}`: a word that is no flag's value (a flag's `--` missing, or "
+                                 "a value with spaces left unquoted?)")
             continue
         if tok.startswith("-O"):  # -O3, -O 3, -O=3, -O.level=3, -O '{...}': per release (compile_flags.short_o)
             from .compile_flags import release, short_o

@@ -36,6 +36,8 @@ NOT_IN_THE_LOG = {
     "(from the issue's command): 0.01 GiB apart",
     "v0.7.3_l40s_granite-3.0-3b-a800m_v1_default": "the record plans the 0.8-0.20 V1 line; the log alone reads as "
     "0.7.3's V1 alpha (VLLM_USE_V1=1), which it is: 0.01 GiB apart",
+    "v0.10.2dev_a100_qwen3-0.6b_len4096": "the excerpt prints no version (0.10.2dev from the PR): its FlashInfer "
+    "attention says flashinfer is installed, which the sampler takes on 0.8-0.11 only",
     "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default": "the excerpt does not show that the run is vLLM's image, whose "
     "FlashInfer the sampler takes (the record's Apptainer command is the deployment's own template)",
 }

@@ -212,6 +212,18 @@ def test_the_logs_own_line_and_the_environment_set_the_path() -> None:
     assert parse_vllm_command("VLLM_USE_FLASHINFER_SAMPLER=1 vllm serve m").settings.sampler == "flashinfer"
 
 
+def test_flashinfer_attention_says_the_package_is_there() -> None:
+    # "Using FlashInfer backend on V1 engine." (platforms/cuda.py): the backend imports flashinfer, so the 0.8-0.11
+    # sampler takes it too (topk_topp_sampler.py samples with FlashInfer whenever it imports); 0.12-0.20 do not
+    from kvbudget.engines.vllm.check import check_log
+
+    text = (LOGS / "v0.10.2dev_a100_qwen3-0.6b_len4096.log").read_text(encoding="utf-8")
+    assert ("flashinfer_installed", "true") in parse_vllm_log(text).settings
+    for version, sampler in (("0.10.2", "flashinfer"), ("0.8.5", "flashinfer"), ("0.12.0", None), ("0.7.3", None)):
+        r = check_log(text, model="Qwen/Qwen3-0.6B", gpu="A100-80GB", version=version)
+        assert r.settings.sampler == sampler, version
+
+
 def test_check_plans_the_path_the_log_shows() -> None:
     text = (LOGS / "v0.10.0_rtx3090_qwen3-30b-a3b-awq_len2048_gmu0.8.log").read_text(encoding="utf-8")
     flags = ["--quantization", "awq_marlin", "--max-model-len", "2048", "--gpu-memory-utilization", "0.8"]

@@ -303,6 +303,9 @@ def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
         return replace(s, quantization=v)
     if key == "sampler":
         return replace(s, sampler=v)
+    if key == "flashinfer_installed":  # 0.8-0.11 sample with FlashInfer whenever it imports (topk_topp_sampler.py)
+        minor = version_minor(s.version)
+        return replace(s, sampler="flashinfer") if s.sampler is None and minor is not None and 8 <= minor <= 11 else s
     if key == "compile_cache":
         return replace(s, compile_cache=v)
     if key == "dtype" and v.lower() != "auto":

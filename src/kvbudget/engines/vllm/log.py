@@ -17,7 +17,6 @@ import re
 from ..._record import record
 from ...units import InputError
 from ..logscan import NUM, LogText, count, figure, open_log, unwrap_terminal
-from .settings import version_minor
 
 
 @record
@@ -166,17 +165,21 @@ _SAMPLER_LINES = (
 # warnings print it; the image ships flashinfer, which 0.8-0.11 sample with when it is installed (0.12-0.20 only
 # with VLLM_USE_FLASHINFER_SAMPLER=1).
 _DOCKER_IMAGE_PATH = "/usr/local/lib/python3.12/dist-packages/vllm/"
+# FlashInfer's attention backend in use (platforms/cuda.py 0.8-0.11 "Using FlashInfer backend on V1 engine." / "... with
+# HND KV cache layout"): its module imports flashinfer, so the package is there and the 0.8-0.11 sampler takes it too
+_FLASHINFER_ATTENTION = "Using FlashInfer backend"
 
 
-def _sampler(log: LogText, version: str | None) -> list[tuple[str, str]]:
-    """The sampler path the log shows (the last such line wins: every rank prints the same); without one, a
-    0.8-0.11 run from vLLM's Docker image has flashinfer."""
+def _sampler(log: LogText) -> list[tuple[str, str]]:
+    """The sampler path the log shows (the last such line wins: every rank prints the same); without one, whether
+    the flashinfer package is installed (vLLM's Docker image, or attention running on FlashInfer), which the
+    0.8-0.11 sampler takes."""
     found = [(at, path) for phrase, path in _SAMPLER_LINES for _, _, at in log.lines(phrase, reverse=True)]
     if found:
         return [("sampler", max(found)[1])]
-    minor = version_minor(version)
-    docker = minor is not None and 8 <= minor <= 11 and _DOCKER_IMAGE_PATH in log.text
-    return [("sampler", "flashinfer")] if docker else []
+    if _DOCKER_IMAGE_PATH in log.text or log.has(_FLASHINFER_ATTENTION):
+        return [("flashinfer_installed", "true")]  # the release planned decides what the sampler makes of it
+    return []
 
 
 # Whether the start compiled its model afresh or loaded the compiled graph from vLLM's cache (compile_cache.py):
@@ -413,7 +416,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     if m:
         fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
     fields.update(_graph_fields(log))
-    settings = _settings(log) + _sampler(log, fields.get("version")) + _compile_cache(log)  # type: ignore[arg-type]
+    settings = _settings(log) + _sampler(log) + _compile_cache(log)  # type: ignore[arg-type]
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
                        r"[#$>\s]{0,8}((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:

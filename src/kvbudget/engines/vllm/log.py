@@ -416,7 +416,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     if m:
         fields["cuda_graph_gib"] = figure(m.group(1), "CUDA graph memory (GiB)", -_GIB, _GIB)
     fields.update(_graph_fields(log))
-    settings = _settings(log) + _sampler(log) + _compile_cache(log)  # type: ignore[arg-type]
+    settings = _settings(log) + _sampler(log) + _compile_cache(log)
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
                        r"[#$>\s]{0,8}((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:

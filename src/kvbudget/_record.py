@@ -85,26 +85,34 @@ def _make(cls: type) -> type:
     known = frozenset(names)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if len(args) > len(fields):
-            raise TypeError(f"{cls.__name__}() takes {len(fields)} positional arguments but {len(args)} were given")
-        values = dict(zip(fields, args, strict=False))
-        for key, value in kwargs.items():
-            if key not in known:
-                raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {key!r}")
-            if key in values:
-                raise TypeError(f"{cls.__name__}() got multiple values for argument {key!r}")
-            values[key] = value
+        # dict merges in C rather than a loop over the fields: records are built by the ten thousand in a plan search
+        if args:
+            if len(args) > len(fields):
+                raise TypeError(f"{cls.__name__}() takes {len(fields)} positional arguments but {len(args)} were given")
+            values = dict(zip(fields, args, strict=False))
+            if kwargs:
+                _check_names(kwargs, values)
+                values.update(kwargs)
+        else:
+            if not known.issuperset(kwargs):
+                _check_names(kwargs, {})
+            values = kwargs  # a fresh dict per call
         if len(values) < len(fields):
-            for name in fields:
+            values = {**defaults, **values}
+            for name, factory in factories.items():
                 if name not in values:
-                    if name in defaults:
-                        values[name] = defaults[name]
-                    elif name in factories:
-                        values[name] = factories[name]()
+                    values[name] = factory()
             if len(values) < len(fields):
                 missing = [n for n in required if n not in values]
                 raise TypeError(f"{cls.__name__}() missing required arguments: {', '.join(missing)}")
         object.__setattr__(self, "__dict__", values)
+
+    def _check_names(kwargs: dict[str, Any], positional: dict[str, Any]) -> None:
+        for key in kwargs:
+            if key not in known:
+                raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {key!r}")
+            if key in positional:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {key!r}")
 
     def _values(self: Any) -> tuple[Any, ...]:
         d = self.__dict__

@@ -126,10 +126,11 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
     the catalog's (an HGX board of 8, one GH200 superchip, at most 4 consumer cards ...)."""
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
+    registry = registry or default_registry()  # built once: every candidate below asks it for the engine
     replica_of(engine, "plan knows", registry)
     if max_gpus < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
-    server = (registry or default_registry()).get(engine)
+    server = registry.get(engine)
     own = spec.weight_format
     if "auto" in weights and own is not None and own.quantized:  # an FP8 checkpoint: "fp8" is its "auto" row again
         weights = tuple(w for w in weights if w == "auto" or w.lower() != own.name)

@@ -373,6 +373,7 @@ def rotary_shape(spec: ModelSpec) -> tuple[int, int]:
     return spec.max_context, next((x.qk_rope_head_dim for x in spec.layers if isinstance(x, MLA)), spec.dims.head_dim)
 
 
+@lru_cache(maxsize=4096)  # pure, of hashable arguments: a plan search asks it alike for every GPU type
 def activation_peak(spec: ModelSpec, tokens: int, reqs: int, tp: int, dtype: str, last_stage: bool,
                     model: ActivationModel, sampler: str = "flashinfer", moe_elements: int = 0,
                     version: str | None = None, forward_extra: int = 0, workspace: int = 0,

@@ -62,6 +62,11 @@ def trtllm_fields(args: list[str]) -> tuple[str, dict[str, object], list[str]]:
     return model, fields, warnings
 
 
+def option_takes(flag: str) -> int | str:
+    """How many values trtllm-serve's option ``flag`` takes (1 for one it does not have: click stops on it)."""
+    return _PARSER.flags.get(flag, 1)
+
+
 def trtllm_command(args: list[str]) -> OtherCommand:
     """The arguments after ``trtllm-serve``: the model, the flags, then the LLM API options file (it overrides
     the flags, as trtllm-serve merges it)."""

@@ -197,17 +197,17 @@ def launch_args(tokens: list[str]) -> tuple[str, list[str], int]:
     if "sglang.launch_server" in tokens:
         at = tokens.index("sglang.launch_server")
         return "sglang", tokens[at + 1:], at
-    at = sglang_serve_at(tokens)
-    if at is not None:
-        return "sglang", _sglang_serve_args(tokens[at + 2:]), at
-    at = next((i for i, t in enumerate(tokens) if os.path.basename(t) == "trtllm-serve"), None)
-    if at is not None:
-        args = tokens[at + 1:]
+    serve = sglang_serve_at(tokens)
+    if serve is not None:
+        return "sglang", _sglang_serve_args(tokens[serve + 2:]), serve
+    trt = next((i for i, t in enumerate(tokens) if os.path.basename(t) == "trtllm-serve"), None)
+    if trt is not None:
+        args = tokens[trt + 1:]
         if args[:1] == ["serve"]:  # trtllm-serve serve MODEL: the default subcommand named
             args = args[1:]
         elif args[:1] and args[0] in _TRTLLM_OTHERS:
             raise InputError(f"trtllm-serve {args[0]} is not a server kvbudget plans: give trtllm-serve [serve] MODEL ...")
-        return "trtllm", args, at
+        return "trtllm", args, trt
     raise InputError("not an SGLang or TensorRT-LLM launch command")
 
 

@@ -109,7 +109,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
 
     log = open_log(text, "SGLang")
     flags, whole = run_words(given.get("flags"), "SGLang", COMMAND_EXAMPLE)
-    version, said, said_first = given.get("sglang_version"), "given with --sglang-version", []
+    version, said, said_first = given.get("sglang_version"), "given with --sglang-version", list[str]()
     if whole:  # `-- [VAR=1] [docker run ... lmsysorg/sglang:TAG] python3 -m sglang.launch_server ...`
         flags, version, said, said_first = whole_command(flags, version)
     run = read_run(log, flags, version, version_said=said,

@@ -165,10 +165,10 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
 
     log = open_log(text, "TensorRT-LLM")
     flags, whole = run_words(given.get("flags"), "TensorRT-LLM", COMMAND_EXAMPLE)
-    release, said, said_first = given.get("trtllm_release"), "--trtllm-release", []
+    release, found, said_first = given.get("trtllm_release"), "--trtllm-release", list[str]()
     if whole:  # `-- [docker run ... nvcr.io/nvidia/tensorrt-llm/release:TAG] trtllm-serve MODEL ...`
-        flags, release, said, said_first = whole_command(flags, release)
-    run = read_run(log, flags, release, whole=whole, release_from=said)
+        flags, release, found, said_first = whole_command(flags, release)
+    run = read_run(log, flags, release, whole=whole, release_from=found)
     model = given.get("model")
     warnings = [*said_first, *run.warnings]
     notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "

@@ -542,7 +542,7 @@ def size(model: str, *, gpu: str | None = None, gpu_memory: int | None = None, e
     if log is not None:
         if not isinstance(log, str):
             raise InputError(f"--log must be the start-up log's text (a string), not {excerpt(log)}")
-        checked = _check(log, {"model": model, "gpu": gpu, "gpu_memory": gpu_memory, "flags": []}, reg)
+        checked = _check(log, {"model": model, "gpu": gpu, "gpu_memory": gpu_memory, "flags": None}, reg)
         steps.append(("start-up log", f"{checked[0].label}'s log checked against kvbudget's figures"))
     else:
         steps.append(("start-up log", "skipped: give --log FILE (the engine's start-up log) to check the prediction"))

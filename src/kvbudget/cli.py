@@ -104,7 +104,7 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
     from . import inputs
     from .questions.readers import check
 
-    _no_own_flags_after_dashes(list(args.flags), f"check {args.log} --")
+    _no_own_flags_after_dashes(list(args.flags or ()), f"check {args.log} --")
     if args.log == "-":  # standard input, bounded like a file
         text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
         if len(text) > inputs.MAX_LOG_BYTES:
@@ -114,7 +114,7 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
     given = {o.dest: getattr(args, o.dest) for e in registry for o in e.options
              if "check" in o.commands and getattr(args, o.dest, None) is not None}
     engine, result = check(text, {**given, "model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory,
-                                  "flags": list(args.flags)}, registry)
+                                  "flags": args.flags}, registry)
     if args.json:
         return _render(args, engine.check_doc(result, args.units), "")
     return engine.check_text(result, args.units)
@@ -528,7 +528,7 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
     registry = registry or default_registry()
     argv = list(sys.argv[1:] if argv is None else argv)
     first = argv[0] if argv else None
-    tail: list[str] = []
+    tail: list[str] | None = None  # None: no -- (an empty list: nothing after it)
     if first == "check" and "--" in argv:  # vLLM flags after -- belong to the logged run, not to kvbudget
         cut = argv.index("--")
         argv, tail = argv[:cut], argv[cut + 1:]

@@ -230,7 +230,9 @@ def _check_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--model", help="the model, when the log does not name it (catalog name, HF id or config.json)")
     _hardware(p, "the GPU, when the log does not show it", required=False)
     p.epilog = ("After --: the engine's flags the run used, overriding what the log shows (vLLM: -- --max-model-len 4096; "
-                "SGLang: -- --mem-fraction-static 0.85; TensorRT-LLM, trtllm-serve's: -- --tp_size 2).")
+                "SGLang: -- --mem-fraction-static 0.85; TensorRT-LLM, trtllm-serve's: -- --tp_size 2), or the whole "
+                "launch command (-- docker run ... IMAGE:TAG ..., -- python -m sglang.launch_server ..., "
+                "-- trtllm-serve M ...): its model and its image's release are read too (vLLM: its environment).")
 
 
 def _calibrate_args(p: argparse.ArgumentParser, registry: Registry) -> None:

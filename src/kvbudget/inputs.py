@@ -145,7 +145,7 @@ def read_text(path: str, what: str, max_bytes: int, errors: str = "strict") -> s
     try:
         return data.decode("utf-8", errors=errors).removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {excerpt_path(path)}: not UTF-8 text (byte {exc.start})") from None
+        raise InputError(f"{what} {excerpt_path(path)}: not UTF-8 text (byte {exc.start}; is it the right file?)") from None
 
 
 # What a compressed file starts with (each format's magic number), for the ones kvbudget names but does not open
@@ -472,7 +472,7 @@ def split_command(text: str) -> list[str]:
     words: list[str] = []
     try:
         for part, operator in _shell_list(text):
-            words += _without_redirections(shlex.split(part))
+            words += without_redirections(shlex.split(part))
             if operator:
                 words.append(operator)
     except ValueError as exc:
@@ -485,7 +485,7 @@ def split_command(text: str) -> list[str]:
 _REDIRECTION = re.compile(r"[0-9]*(?:>>?|<|>&|&>>?)(.*)")  # > f, >> f, 2> f, 2>&1, &> f, < f, >f
 
 
-def _without_redirections(words: list[str]) -> list[str]:
+def without_redirections(words: list[str]) -> list[str]:
     """The words without the shell's redirections (``> serve.log 2>&1``, ``2>/dev/null``, ``< /dev/null``): the
     shell takes them, the program never sees them."""
     out: list[str] = []

@@ -189,28 +189,38 @@ def _sglang_serve_args(args: list[str]) -> list[str]:
     return out
 
 
+def launch_args(tokens: list[str]) -> tuple[str, list[str], int]:
+    """The server an SGLang or TensorRT-LLM launch command starts ("sglang" or "trtllm"), the arguments its parser
+    reads (environment assignments, wrappers and a container's options before the program passed over; ``sglang
+    serve``'s read as the server takes them, ``trtllm-serve serve`` as the default subcommand) and where its program
+    is in ``tokens``."""
+    if "sglang.launch_server" in tokens:
+        at = tokens.index("sglang.launch_server")
+        return "sglang", tokens[at + 1:], at
+    serve = sglang_serve_at(tokens)
+    if serve is not None:
+        return "sglang", _sglang_serve_args(tokens[serve + 2:]), serve
+    trt = next((i for i, t in enumerate(tokens) if os.path.basename(t) == "trtllm-serve"), None)
+    if trt is not None:
+        args = tokens[trt + 1:]
+        if args[:1] == ["serve"]:  # trtllm-serve serve MODEL: the default subcommand named
+            args = args[1:]
+        elif args[:1] and args[0] in _TRTLLM_OTHERS:
+            raise InputError(f"trtllm-serve {args[0]} is not a server kvbudget plans: give trtllm-serve [serve] MODEL ...")
+        return "trtllm", args, trt
+    raise InputError("not an SGLang or TensorRT-LLM launch command")
+
+
 def parse_other_command(argv: list[str] | str, sglang_version: str | None = None) -> OtherCommand:
     """Read an SGLang or TensorRT-LLM launch command (environment assignments and wrappers before the program
     passed over); an SGLang command's flags are checked against the release ``sglang_version`` names (a release
     or a line; None: the newest SGLang flag table holds)."""
     tokens = split_command(argv) if isinstance(argv, str) else list(argv)
-    if "sglang.launch_server" in tokens:
+    server, args, _ = launch_args(tokens)
+    if server == "sglang":
         from .sglang.command import sglang_command
 
-        return sglang_command(tokens[tokens.index("sglang.launch_server") + 1:], sglang_version)
-    at = sglang_serve_at(tokens)
-    if at is not None:
-        from .sglang.command import sglang_command
+        return sglang_command(args, sglang_version)
+    from .trtllm.command import trtllm_command
 
-        return sglang_command(_sglang_serve_args(tokens[at + 2:]), sglang_version)
-    at = next((i for i, t in enumerate(tokens) if os.path.basename(t) == "trtllm-serve"), None)
-    if at is not None:
-        from .trtllm.command import trtllm_command
-
-        args = tokens[at + 1:]
-        if args[:1] == ["serve"]:  # trtllm-serve serve MODEL: the default subcommand named
-            args = args[1:]
-        elif args[:1] and args[0] in _TRTLLM_OTHERS:
-            raise InputError(f"trtllm-serve {args[0]} is not a server kvbudget plans: give trtllm-serve [serve] MODEL ...")
-        return trtllm_command(args)
-    raise InputError("not an SGLang or TensorRT-LLM launch command")
+    return trtllm_command(args)

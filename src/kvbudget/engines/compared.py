@@ -1,9 +1,12 @@
 """What ``check`` hands the report for any engine: a logged figure beside kvbudget's (``Row``), and for SGLang and
 TensorRT-LLM the whole answer (``OtherCheck``: the settings the log showed, the prediction's rows, the rows
 recomputed from the log's own figures, notes and warnings). Also the run's device as SGLang and TensorRT-LLM logs
-name it (``run_gpu``)."""
+name it (``run_gpu``). And the one rule every engine's check reads the words after ``check LOG --`` by: a whole
+launch command or the engine's bare flags (``is_launch_command``, ``launcher``, ``run_words``)."""
 
 from __future__ import annotations
+
+import os
 
 from .._record import fields, record, replace
 from ..hardware import GPU, UnknownGPU, custom_gpu, find_gpu
@@ -105,3 +108,105 @@ def logged_model(given: str | None, logged: str | None, warnings: list[str]) -> 
         warnings.append(f"the log's model {excerpt(ref, 60)} could not be loaded ({exc}): give --model for "
                         "kvbudget's prediction")
         return None
+
+
+# --- the words after `check LOG --`: a whole launch command, or the engine's own flags ---------------------------
+
+# What a whole launch command starts with: an engine's program (vllm serve, sglang serve, trtllm-serve, llama-server),
+# the interpreter of its module (python -m sglang.launch_server), a container or job wrapper around it (docker run,
+# apptainer run, mpirun, srun), or an environment assignment NAME=VALUE before any of them. No engine has a flag that
+# starts so (their flags start with '-').
+_FIRST_WORDS = ("vllm", "sglang", "trtllm-serve", "trtllm-llmapi-launch", "llama-server", "python", "python3", "docker",
+                "podman", "apptainer", "singularity", "env", "sudo", "nohup", "uv", "mpirun", "srun")
+
+
+def is_launch_command(words: list[str]) -> bool:
+    """Whether words given after ``check LOG --`` are a whole launch command (``VAR=1 vllm serve M ...``, ``docker run
+    ... IMAGE ...``, ``python -m sglang.launch_server ...``, ``trtllm-serve M ...``) rather than an engine's flags."""
+    if not words or words[0].startswith("-"):
+        return False
+    first = os.path.basename(words[0])
+    name, eq, _ = first.partition("=")
+    return first in _FIRST_WORDS or first.startswith("python3.") or bool(eq and name.isidentifier() and name.isupper())
+
+
+_LLAMA_PROGRAMS = ("llama-server", "llama-cli", "llama-run", "llama-bench")
+
+
+def launcher(words: list[str]) -> str | None:
+    """The engine whose server ``words`` start, by its program, module or image: vLLM (``vllm serve``, its API server
+    modules, the vllm/vllm-openai image or an Apptainer .sif of it), SGLang (``sglang.launch_server``, ``sglang
+    serve``), TensorRT-LLM (``trtllm-serve``), llama.cpp (``llama-server`` ...); None where they name none."""
+    for i, word in enumerate(words):
+        base = os.path.basename(word)
+        serve = words[i + 1:i + 2] == ["serve"]
+        if (base == "vllm" and serve) or word.startswith("vllm.entrypoints.") or "vllm-openai" in base or "vllm/vllm-openai" in word:
+            return "vLLM"
+        if word == "sglang.launch_server" or (base == "sglang" and serve):
+            return "SGLang"
+        if base == "trtllm-serve":
+            return "TensorRT-LLM"
+        if base in _LLAMA_PROGRAMS:
+            return "llama.cpp"
+    return None
+
+
+def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[str], bool]:
+    """The words after ``check LOG --`` for a log of ``engine`` (its label), and whether they are a whole launch
+    command of it (``is_launch_command``) rather than its flags. One quoted string is split as a shell splits it;
+    the shell's redirections (``> serve.log 2>&1``) and a closing ``&`` are dropped, as the shell takes them. Refused
+    in one line: nothing after ``--``, a command too long, two commands, a command that launches another engine (or
+    none: only environment assignments, a wrapper around another program). ``example``: the engine's launch command,
+    for the messages."""
+    from ..inputs import SHELL_OPERATORS, check_command_size, excerpt, split_command, without_redirections
+
+    words = list(flags or ())
+    check_command_size(sum(len(w) + 1 for w in words))
+    if len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
+        words = split_command(words[0])
+    words = without_redirections(words)
+    while words and words[-1] in SHELL_OPERATORS:  # `... &`: run in the background, the command is the same
+        words.pop()
+    if flags is not None and not any(w.strip() for w in words):  # `--`, `-- ""`
+        raise InputError(f"nothing after --: give the {engine} run's flags (or its whole launch command, {example}) "
+                         "after it, or drop the --")
+    joined = next((w for w in words if w in SHELL_OPERATORS), None)
+    if joined is not None:
+        raise InputError(f"the words after -- hold two commands joined by {joined!r}: give the {engine} launch command "
+                         "alone")
+    if not is_launch_command(words):
+        return words, False
+    other = launcher(words)
+    if other == engine:
+        return words, True
+    shown = excerpt(" ".join(words[:4]) + (" ..." if len(words) > 4 else ""), 70)
+    if other is not None:
+        raise InputError(f"the command after -- ({shown}) launches {other}, but the log is {engine}'s: give the command "
+                         f"that started this {engine} run ({example}), or its flags alone")
+    if all("=" in w and not w.startswith("-") for w in words):
+        raise InputError(f"the words after -- ({shown}) set the environment but launch nothing: give the {engine} "
+                         f"command after them ({example}), or the run's flags alone")
+    raise InputError(f"the command after -- ({shown}) names no {engine} server kvbudget reads: give {example}, or the "
+                     "run's flags alone")
+
+
+def command_env(words: list[str]) -> list[tuple[str, str]]:
+    """The environment ``words`` (a whole launch command up to its program) set: NAME=VALUE words (first, or after
+    ``env`` / ``sudo``), and ``docker run``'s -e / --env NAME=VALUE options (a bare -e NAME passes the host's value
+    on: unknown here)."""
+    out: list[tuple[str, str]] = []
+    for i, word in enumerate(words):
+        if word in ("-e", "--env") and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith("--env="):
+            value = word[6:]
+        elif word.startswith("-e") and len(word) > 2 and "=" in word:
+            value = word[2:]
+        elif not word.startswith("-") and "=" in word and (i == 0 or "=" in words[i - 1] or words[i - 1] in ("env", "sudo")):
+            value = word
+        else:
+            continue
+        key, eq, val = value.partition("=")
+        if eq and key.isidentifier():
+            out.append((key, val))
+    return out

@@ -98,17 +98,24 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float) -> float:
 def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     """``check`` of an SGLang log: the run it shows (``log.read_run``: settings, release line, device) planned by
     ``policy.plan``, each figure it printed beside kvbudget's, then the figures recomputed from each other
-    (``check_sglang_log``). ``given``: --model, --gpu, --gpu-memory, --sglang-version and the flags after --."""
-    from ..compared import OtherCheck, logged_model, row, run_gpu, settings_items, starts_row
+    (``check_sglang_log``). ``given``: --model, --gpu, --gpu-memory, --sglang-version and the words after -- (SGLang's
+    flags, or the whole launch command: its model where --model is not given, the release its image names where
+    --sglang-version is not)."""
+    from ..compared import OtherCheck, logged_model, row, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
-    from .log import read_run
+    from .log import COMMAND_EXAMPLE, read_run, whole_command
     from .policy import plan, summary
     from .settings import SGLangSettings
 
     log = open_log(text, "SGLang")
-    run = read_run(log, list(given.get("flags") or ()), given.get("sglang_version"))
+    flags, whole = run_words(given.get("flags"), "SGLang", COMMAND_EXAMPLE)
+    version, said, said_first = given.get("sglang_version"), "given with --sglang-version", list[str]()
+    if whole:  # `-- [VAR=1] [docker run ... lmsysorg/sglang:TAG] python3 -m sglang.launch_server ...`
+        flags, version, said, said_first = whole_command(flags, version)
+    run = read_run(log, flags, version, version_said=said,
+                   where="the command after --" if whole else "the flags after --")
     model = given.get("model")
-    warnings = list(run.warnings)
+    warnings = [*said_first, *run.warnings]
     notes = [f"release line {run.settings.version}: {run.release_said}"]
     if run.tp_from_ranks:
         notes.append(f"TP {run.settings.tp} from the ranks' tags the log prints (no launch command or server_args names it)")

@@ -68,11 +68,12 @@ def _line_of(version: str) -> str:
     return "0.4" if key < (0, 4, 8) else "0.4.8" if key < (0, 5, 3) else "current"
 
 
-def release(log: LogText, given: str | None) -> tuple[str, str]:
-    """The release line whose rules apply, and how it was found: ``given`` (--sglang-version), a version the log
-    names, a line only some releases print, the date of the log's first time stamp, else the current line."""
+def release(log: LogText, given: str | None, said: str = "given with --sglang-version") -> tuple[str, str]:
+    """The release line whose rules apply, and how it was found: ``given`` (--sglang-version, or the image of the
+    command after --: ``said`` says which), a version the log names, a line only some releases print, the date of the
+    log's first time stamp, else the current line."""
     if given is not None:
-        return ("current" if given in ("current", "0.5") else given), "given with --sglang-version"
+        return ("current" if given in ("current", "0.5") else given), said
     text = log.text
     named = re.search(r"(?i)sglang(?:==|:v|-v| version:? v?| v)([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3})", text)
     if named:
@@ -189,9 +190,12 @@ def _fields(words: list[str], where: str) -> tuple[str | None, dict[str, object]
     return (None if model == _NO_MODEL else model), fields, warnings
 
 
-def read_run(log: LogText, flags: list[str] | None = None, version: str | None = None) -> SGLangRun:
+def read_run(log: LogText, flags: list[str] | None = None, version: str | None = None, *,
+             version_said: str = "given with --sglang-version", where: str = "the flags after --") -> SGLangRun:
     """The run an SGLang log shows: settings from its launch command, then its server_args, then ``flags`` (SGLang's
-    own flags, after ``--``), each over the one before; the release line (``release``); the device it names."""
+    own flags, after ``--``; the model where they name one), each over the one before; the release line
+    (``release``: ``version``, found as ``version_said`` says); the device it names. ``where``: what the flags
+    are, for the messages."""
     fields: dict[str, object] = {}
     read_from: list[str] = []
     warnings: list[str] = []
@@ -231,21 +235,63 @@ def read_run(log: LogText, flags: list[str] | None = None, version: str | None =
         tp_from_ranks = True
         read_from.append(f"the ranks' tags (TP0 ... TP{max(ranks)})")
     if flags:
-        _, got, more = _fields(list(flags), "the flags after --")
+        named, got, more = _fields(list(flags), where)
+        model = named or model
         fields.update(got)
-        warnings += [f"the flags after --: {w}" for w in more]
-        read_from.append("the flags after --")
+        warnings += [f"{where}: {w}" for w in more]
+        read_from.append(where)
     quant = log.last("Load weight end.", r"Load weight end\.[^\n]{0,300}?quant=([A-Za-z0-9_]{1,40})")
     if quant and "quantization" not in fields:
         fields["quantization"] = quant.group(1)
         read_from.append("the weight loader's quant=")
-    line, said = release(log, version)
+    line, said = release(log, version, version_said)
     try:
         settings = replace(SGLangSettings(version=line), **fields)
     except (TypeError, ValueError) as exc:
         raise InputError(f"the log's SGLang settings could not be read: {exc}") from None
     return SGLangRun(model or None, settings, tuple(read_from), said, _gpu_name(log), figures(log), tuple(warnings),
                      tp_from_ranks)
+
+
+# SGLang's image (Docker Hub): its release workflow (.github/workflows/release-docker.yml of sglang) tags each release
+# lmsysorg/sglang:v<python/sglang/version.py>-cu<CUDA>[-srt], and "latest" the newest; other tags (dev, nightly, a
+# digest) name no release
+_IMAGE = "lmsysorg/sglang"
+_IMAGE_TAG = re.compile(r"v([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}(?:\.post[0-9]{1,3}|rc[0-9]{1,3})?)(?:-[A-Za-z0-9_.-]{1,40})?")
+COMMAND_EXAMPLE = "python -m sglang.launch_server --model-path M ..."
+
+
+def whole_command(words: list[str], version: str | None) -> tuple[list[str], str | None, str, list[str]]:
+    """A whole SGLang launch command after ``check LOG --`` (``compared.run_words``) as the launch server's arguments
+    (``cmdscan.launch_args``, the reader ``explain`` uses), the release line to plan (``version``, else the one the
+    lmsysorg/sglang:TAG image names), how it was found, and the warnings: the image's tag against --sglang-version,
+    a tag that names no release, SGLang's environment variables (none is in kvbudget's model)."""
+    from ..cmdscan import launch_args
+    from ..compared import command_env
+
+    _, args, at = launch_args(words)
+    warnings = [f"the command after --: {excerpt(f'{key}={value}', 50)[1:-1]} is not read (no SGLang environment "
+                "variable is in kvbudget's model)" for key, value in command_env(words[:at])
+                if key.startswith(("SGLANG_", "SGL_"))]
+    said = "given with --sglang-version"
+    image = next((w for w in words[:at] if _IMAGE in w), None)
+    if image is None:
+        return args, version, said, warnings
+    name = image.rsplit("/", 1)[-1]
+    tag = name.partition(":")[2] if "@" not in name else ""
+    m = _IMAGE_TAG.fullmatch(tag)
+    if m is None:
+        if version is None and tag not in ("", "latest"):
+            warnings.append(f"the image tag {excerpt(tag or name, 40)} names no SGLang release: the release line is "
+                            "read from the log; give --sglang-version for the one it runs")
+        return args, version, said, warnings
+    line = _line_of(m.group(1))
+    if version is None:
+        return args, line, f"SGLang {m.group(1)}, as the command's image {excerpt(image, 60)} names it", warnings
+    if ("current" if version in ("current", "0.5") else version) != line:
+        warnings.append(f"the image {excerpt(image, 60)[1:-1]} is SGLang {m.group(1)} (release line {line}); planned "
+                        f"with --sglang-version {version} as given")
+    return args, version, said, warnings
 
 
 def _gpu_name(log: LogText) -> str | None:

@@ -154,18 +154,23 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     """``check`` of a TensorRT-LLM log: the run it shows (``log.read_run``: settings, release, device; the settings no
     line shows are the release's defaults, named in a note) planned by ``policy.plan``, each figure it printed beside
     kvbudget's, then the figures recomputed from each other (``check_trtllm_log``). ``given``: --model, --gpu,
-    --gpu-memory and the flags after --."""
+    --gpu-memory, --trtllm-release and the words after -- (trtllm-serve's flags, or the whole launch command: its
+    model where --model is not given, the release its image names where --trtllm-release is not)."""
     from ...units import InputError
-    from ..compared import OtherCheck, logged_model, row, run_gpu, settings_items, starts_row
+    from ..compared import OtherCheck, logged_model, row, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
-    from .log import read_run
+    from .log import COMMAND_EXAMPLE, read_run, whole_command
     from .policy import plan, summary
     from .settings import TrtllmSettings
 
     log = open_log(text, "TensorRT-LLM")
-    run = read_run(log, list(given.get("flags") or ()), given.get("trtllm_release"))
+    flags, whole = run_words(given.get("flags"), "TensorRT-LLM", COMMAND_EXAMPLE)
+    release, found, said_first = given.get("trtllm_release"), "--trtllm-release", list[str]()
+    if whole:  # `-- [docker run ... nvcr.io/nvidia/tensorrt-llm/release:TAG] trtllm-serve MODEL ...`
+        flags, release, found, said_first = whole_command(flags, release)
+    run = read_run(log, flags, release, whole=whole, release_from=found)
     model = given.get("model")
-    warnings = list(run.warnings)
+    warnings = [*said_first, *run.warnings]
     notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
              "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
     spec = logged_model(model, run.model, warnings)

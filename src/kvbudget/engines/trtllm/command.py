@@ -56,10 +56,18 @@ def trtllm_fields(args: list[str]) -> tuple[str, dict[str, object], list[str]]:
     if "backend" in fields:
         fields["backend"] = "engine" if fields["backend"] in ("trt", "tensorrt") else "pytorch"
     if options:  # the LLM API options file overrides the flags, as trtllm-serve merges it
-        more, ignored = _llm_api_options(str(options))
+        # named in the messages as the user spelt it (--config is the newer name of --extra_llm_api_options)
+        flag = next((a.partition("=")[0] for a in reversed(args) if a.partition("=")[0] in _OPTION_FLAGS),
+                    "--extra_llm_api_options")
+        more, ignored = _llm_api_options(str(options), flag)
         fields.update(more)
         warnings += [f"trtllm options {key} does not change memory in kvbudget's model: ignored" for key in ignored]
     return model, fields, warnings
+
+
+def option_takes(flag: str) -> int | str:
+    """How many values trtllm-serve's option ``flag`` takes (1 for one it does not have: click stops on it)."""
+    return _PARSER.flags.get(flag, 1)
 
 
 def trtllm_command(args: list[str]) -> OtherCommand:
@@ -77,11 +85,14 @@ _KV_OPTIONS = {"free_gpu_memory_fraction": "free_gpu_memory_fraction", "max_toke
                "tokens_per_block": "tokens_per_block", "dtype": "kv_cache_dtype"}
 
 
-def _llm_api_options(path: str) -> tuple[dict[str, object], list[str]]:
-    """TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options`` YAML): the settings it
-    sets, and the keys kvbudget does not model."""
-    where = f"--extra_llm_api_options {excerpt_path(path)}"
-    data = load_options(path, "--extra_llm_api_options")
+_OPTION_FLAGS = ("--config", "--extra_llm_api_options")
+
+
+def _llm_api_options(path: str, flag: str = "--extra_llm_api_options") -> tuple[dict[str, object], list[str]]:
+    """TensorRT-LLM's LLM API options file (``--config`` / ``--extra_llm_api_options`` YAML, given by ``flag``): the
+    settings it sets, and the keys kvbudget does not model."""
+    where = f"{flag} {excerpt_path(path)}"
+    data = load_options(path, flag)
     if not isinstance(data, dict):
         raise InputError(f"{where}: must hold a mapping of LLM API options")
     out: dict[str, object] = {}

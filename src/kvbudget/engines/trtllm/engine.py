@@ -103,7 +103,10 @@ class TrtllmEngine(PoolServer):
         return Launch(tuple(trtllm_argv(model, s)), "; ".join(notes) or None)
 
     def reads_command(self, words: list[str]) -> bool:
-        return program(words) == "trtllm-serve"
+        from ..compared import launcher
+
+        # trtllm-serve, or a wrapper around it (docker run ... nvcr.io/nvidia/tensorrt-llm/release:TAG trtllm-serve ...)
+        return program(words) == "trtllm-serve" or launcher(words) == "TensorRT-LLM"
 
     def reads_log(self, text: str) -> bool:
         """Its tags, or (lines pasted without them) the phrases only its KV cache manager prints."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 
 from ..._record import record, replace
-from ...inputs import excerpt, split_command
+from ...inputs import excerpt, excerpt_path, split_command
 from ...units import InputError
 from ..logscan import MAX_GB, NUM, LogText, count, figure
-from .command import trtllm_fields
+from .command import option_takes, trtllm_fields
 from .settings import TrtllmSettings
 
 
@@ -171,9 +171,12 @@ def _fields(words: list[str], where: str) -> tuple[str | None, dict[str, object]
     return (None if model == "<no model>" else model), fields, warnings
 
 
-def read_run(log: LogText, flags: list[str] | None = None, release: str | None = None) -> TrtllmRun:
+def read_run(log: LogText, flags: list[str] | None = None, release: str | None = None, *, whole: bool = False,
+             release_from: str = "--trtllm-release") -> TrtllmRun:
     """The run a TensorRT-LLM log shows: settings from its launch command, then the executor's lines, then ``flags``
-    (trtllm-serve's own, after ``--``), each over the one before."""
+    (after ``--``: trtllm-serve's own flags, or with ``whole`` the arguments of a whole ``trtllm-serve MODEL ...``,
+    whose model is taken), each over the one before; ``release`` (found as ``release_from`` says) over the log's."""
+    where = "the command after --" if whole else "the flags after --"
     fields: dict[str, object] = {}
     read_from: list[str] = []
     warnings: list[str] = []
@@ -197,22 +200,90 @@ def read_run(log: LogText, flags: list[str] | None = None, release: str | None =
         read_from.append("the executor's settings lines")
     fields.update(direct)
     if flags:
-        _, got, more = _fields(["<no model>", *flags], "the flags after --")
+        _options_here(flags, where)
+        named, got, more = _fields(_with_model(flags) if whole else ["<no model>", *flags], where)
+        model = named or model
         fields.update(got)
-        warnings += [f"the flags after --: {w}" for w in more]
-        read_from.append("the flags after --")
+        warnings += [f"{where}: {w}" for w in more]
+        read_from.append(where)
     if release is not None:
         from .policy import release_line
 
         release_line(release)  # refused here, in one line, if it names no release
         fields["release"] = release
-        read_from.append("--trtllm-release")
+        read_from.append(release_from)
     if log.has("Using LLM with AutoDeploy backend"):
         warnings.append("the run used TensorRT-LLM's AutoDeploy backend, which sizes its cache its own way: kvbudget "
                         "plans the PyTorch backend's")
     settings = replace(TrtllmSettings(), **fields)
     return TrtllmRun(model, settings, tuple(read_from), assumed(settings, fields), _gpu_name(log), figures(log),
                      tuple(warnings))
+
+
+def _with_model(args: list[str]) -> list[str]:
+    """trtllm-serve's arguments with the model it takes first (click reads it among the options): as they are where
+    a word that is no option's value names it, else with a stand-in (the model is then --model's, or the log's)."""
+    j = 0
+    while j < len(args):
+        name, eq, _ = args[j].partition("=")
+        if not name.startswith("-"):
+            return args
+        j += 1 if eq or option_takes(name) == 0 else 2
+    return ["<no model>", *args]
+
+
+def _options_here(words: list[str], where: str) -> None:
+    """An LLM API options file named after ``--`` must be on this machine (kvbudget reads it): one line where it is
+    not, with the fix (the log's own command's file is the run's machine's, and is not read)."""
+    import os
+
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name not in _OPTION_FILES:
+            continue
+        path = value if eq else words[i + 1] if i + 1 < len(words) else ""
+        if path and not os.path.lexists(path):
+            raise InputError(f"{where}: {name} {excerpt_path(path)} is not on this machine: give the file's path here "
+                             "(kvbudget reads its settings), or give its settings as trtllm-serve flags instead")
+
+
+# NVIDIA's release image of TensorRT-LLM on NGC is tagged with the TensorRT-LLM version it holds
+# (nvcr.io/nvidia/tensorrt-llm/release:x.y.z, docker/README.md of TensorRT-LLM; the weekly builds of main add rcN).
+# Triton's tritonserver:YY.MM-trtllm-python-py3 images are tagged by Triton's month, not by it: not read.
+_IMAGE = "tensorrt-llm/release:"
+_IMAGE_TAG = re.compile(r"v?([0-9]{1,2}\.[0-9]{1,3}\.[0-9]{1,3}(?:rc[0-9]{1,3}(?:\.post[0-9]{1,3})?)?)")
+COMMAND_EXAMPLE = "trtllm-serve MODEL ..."
+
+
+def whole_command(words: list[str], release: str | None) -> tuple[list[str], str | None, str, list[str]]:
+    """A whole TensorRT-LLM launch command after ``check LOG --`` (``compared.run_words``) as trtllm-serve's arguments
+    (``cmdscan.launch_args``, the reader ``explain`` uses), the release to plan (``release``, else the one the
+    nvcr.io/nvidia/tensorrt-llm/release:TAG image names), how it was found, and the warnings."""
+    from ..cmdscan import launch_args
+    from ..compared import command_env
+
+    _, args, at = launch_args(words)
+    warnings = [f"the command after --: {excerpt(f'{key}={value}', 50)[1:-1]} is not read (no TensorRT-LLM "
+                "environment variable is in kvbudget's model)" for key, value in command_env(words[:at])
+                if key.startswith(("TLLM_", "TRTLLM_"))]
+    image = next((w for w in words[:at] if _IMAGE in w), None)
+    if image is None:
+        return args, release, "--trtllm-release", warnings
+    tag = image.rsplit(":", 1)[-1] if "@" not in image else ""
+    m = _IMAGE_TAG.fullmatch(tag)
+    if m is None:
+        if release is None and tag != "latest":
+            warnings.append(f"the image tag {excerpt(tag or image, 40)} names no TensorRT-LLM release: planned with the "
+                            "log's (or the current source's) rules; give --trtllm-release for the one it runs")
+        return args, release, "--trtllm-release", warnings
+    if release is None:
+        return args, m.group(1), f"the command's image {excerpt(image, 60)[1:-1]}", warnings
+    from .policy import release_line
+
+    if release_line(release) != release_line(m.group(1)):
+        warnings.append(f"the image {excerpt(image, 60)[1:-1]} is TensorRT-LLM {m.group(1)}; planned with "
+                        f"--trtllm-release {release} as given")
+    return args, release, "--trtllm-release", warnings
 
 
 _DEFAULTS = (("backend", "pytorch"), ("free_gpu_memory_fraction", "0.9"),

@@ -10,14 +10,13 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row
+from ..compared import Row, is_launch_command
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
     _apply,
     config_overrides,
     image_tag_release,
-    is_launch_command,
     names_model,
     parse_vllm_command,
 )

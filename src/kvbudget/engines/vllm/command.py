@@ -594,19 +594,6 @@ def dashed(token: str) -> str:
     return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
-_PROGRAMS = ("vllm", "python", "python3", "docker", "podman", "apptainer", "singularity", "env", "sudo", "nohup", "uv")
-
-
-def is_launch_command(words: list[str]) -> bool:
-    """Whether words given after ``check LOG --`` are a whole launch command (``VAR=1 vllm serve M ...``, ``docker run
-    ... vllm/vllm-openai:TAG ...``, ``python -m vllm.entrypoints.openai.api_server ...``) rather than flags."""
-    if not words or words[0].startswith("-"):
-        return False
-    first = os.path.basename(words[0])
-    name, eq, _ = first.partition("=")
-    return first in _PROGRAMS or first.startswith("python3.") or bool(eq and name.isidentifier() and name.isupper())
-
-
 def names_model(words: list[str]) -> bool:
     """Whether a whole launch command names its model (read as vLLM would; False where it names none)."""
     try:

@@ -237,3 +237,17 @@ def test_redirections_and_a_closing_ampersand_are_the_shells(capsys: pytest.Capt
         assert main(["check", str(QWEN_TP2), "--gpu", "RTX-4090", "--json", "--", *words]) == 0
         docs.append(json.loads(capsys.readouterr().out))
     assert all(d == docs[0] for d in docs[1:])
+
+
+@pytest.mark.parametrize(("after", "said"), [
+    ([], "nothing after --: give the vLLM run's flags"),
+    (["python", "-m", "sglang.launch_server", "--model-path", "m"], "launches SGLang, but the log is vLLM's"),
+    (["FOO=1"], "set the environment but launch nothing"),
+    (["vllm", "serve", "a", "&&", "vllm", "serve", "b"], "two commands joined by '&&'"),
+])
+def test_vllm_logs_take_the_same_rule(after: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM's check reads the words after -- through the same compared.run_words as SGLang's and TensorRT-LLM's
+    log = str(DATA / "vllm_logs" / "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default.log")
+    assert main(["check", log, "--model", "openai/gpt-oss-120b", "--gpu", "A100-80GB", "--", *after]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err

@@ -10,7 +10,7 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, is_launch_command
+from ..compared import Row, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
@@ -245,8 +245,8 @@ def check_log(
         settings = _setting(settings, key, value)
         if key == "hf_overrides":
             overrides = _log_overrides(value)
-    if flags:
-        whole = is_launch_command(flags)  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...`
+    if flags is not None:  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...` or the flags
+        flags, whole = run_words(flags, "vLLM", "vllm serve MODEL ...")
         if whole and version is None and (tagged := image_tag_release(flags)) is not None:
             settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
         words = flags if whole else ["vllm", "serve", ref or "model", *flags]

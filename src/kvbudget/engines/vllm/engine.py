@@ -217,7 +217,8 @@ class VllmEngine:
         from .check import check_log
 
         result = check_log(text, model=given.get("model"), gpu=given.get("gpu"), gpu_memory=given.get("gpu_memory"),
-                           version=given.get("vllm_version"), flags=list(given.get("flags") or ()))
+                           version=given.get("vllm_version"),
+                           flags=None if given.get("flags") is None else list(given["flags"]))
         return replace(result, capacity=self.verdict(None, None, result.settings, result.plan, 1))  # type: ignore[arg-type]
 
     def calibration_point(self, name: str, text: str, given: dict[str, Any]) -> Any:

@@ -388,3 +388,11 @@ def test_llama_server_flag_values_are_skipped_with_their_flag() -> None:
     assert (old.settings.n_ctx, old.warnings) == (4096, ("flag --lora-scaled is not one kvbudget knows: ignored",))
     new = parse_llamacpp_command("llama-server -m x.gguf --lora-scaled a.gguf:0.5 -c 4096", 11312)
     assert (new.settings.n_ctx, new.warnings) == (4096, ("flag --lora-scaled is not one kvbudget knows: ignored",))
+
+
+@pytest.mark.parametrize("batch", ["1", "4"])
+def test_batch_is_refused_under_llamacpp_even_at_its_default(batch: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # --batch 1 was indistinguishable from no --batch (argparse default 1) and passed silently; llama.cpp's slots
+    # are --np, so any --batch is a setting it does not read
+    assert main(["fit", LLAMA8, "--gpu", "L4", "--engine", "llama.cpp", "--batch", batch]) == 2
+    assert "--batch is not read under --engine llama.cpp: use --np" in capsys.readouterr().err

@@ -54,8 +54,8 @@ def _fit(args: argparse.Namespace, registry: Registry, defaults: dict[str, objec
     engine = registry.get(args.engine)
     tp, pp = _parallelism(args)
     answer = api.fit(args.model, gpu=args.gpu, gpu_memory=args.gpu_memory, engine=args.engine, tp=tp, pp=pp,
-                     weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context, batch=args.batch,
-                     options=_options(args, registry, "fit"), registry=registry)
+                     weights_dtype=args.weights_dtype, kv_dtype=args.kv_dtype, context=args.context,
+                     batch=1 if args.batch is None else args.batch, options=_options(args, registry, "fit"), registry=registry)
     if args.plot:
         from .report.plots import fit_plot
 

@@ -197,7 +197,8 @@ def _fit_args(fit: argparse.ArgumentParser, registry: Registry) -> None:
     fit.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp8, ...")
     fit.add_argument("--context", type=_count, help="tokens per sequence (default: the model's max context; llama.cpp: "
                      "-c, the cells its --np slots share, default: fitted to the GPU)")
-    fit.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
+    # default None, read as 1: so that --batch 1 is told from no --batch where an engine does not read it (llama.cpp)
+    fit.add_argument("--batch", type=_count, default=None, help="concurrent sequences (default 1)")
     names = registry.names()
     fit.add_argument("--engine", choices=names, default=names[0],
                      help=f"whose rules (default {names[0]}): " + ", ".join(f"{e.name} ({e.label})" for e in registry))

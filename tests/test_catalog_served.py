@@ -22,7 +22,7 @@ import pytest
 import kvbudget
 from kvbudget.cli import main
 from kvbudget.model import catalog
-from kvbudget.model.hf_config import text_config
+from kvbudget.model.hf_config import ConfigError, spec_from_config, text_config
 from kvbudget.units import GiB
 
 MODEL_DIR = Path(catalog.CATALOG_DIR)
@@ -73,6 +73,7 @@ CONTEXT: dict[str, int] = {
     "mistral-7b-instruct-v0.2.json": 32_768,
     "magistral-small-2509.json": 131_072,
     "gemma-3-270m.json": 32_768,
+    "kimi-k2-instruct-0905.json": 262_144,  # Kimi-K2-Instruct (131,072) with rope factor 64 instead of 32
 }
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto" runs a float32 checkpoint in 16 bits
@@ -148,6 +149,17 @@ def test_added_entries_cite_their_config_and_say_what_was_verified(fname: str) -
     ("zai-org/GLM-4.5-Air", "zai-org/GLM-4.5-Air"),  # the Air is not the full GLM-4.5
     ("mistralai/Mistral-7B-Instruct-v0.1", "mistralai/Mistral-7B-Instruct-v0.1"),
     ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B"),
+    # the third round (each compared in the target entry's notes; the card figures are checked below)
+    ("Qwen/Qwen2.5-Coder-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
+    ("Qwen/Qwen2.5-Coder-0.5B", "Qwen/Qwen2.5-0.5B-Instruct"),
+    ("qwen2.5-coder:0.5b", "Qwen/Qwen2.5-0.5B-Instruct"),
+    ("Qwen/Qwen2.5-Coder-3B-Instruct", "Qwen/Qwen2.5-3B-Instruct"),
+    ("Qwen/Qwen2.5-Coder-3B", "Qwen/Qwen2.5-3B-Instruct"),
+    ("qwen2.5-coder:3b", "Qwen/Qwen2.5-3B-Instruct"),
+    ("Qwen/Qwen3-235B-A22B-Thinking-2507", "Qwen/Qwen3-235B-A22B-Instruct-2507"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "meta-llama/Llama-3.3-70B-Instruct"),
+    ("moonshotai/Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct-0905"),
+    ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct"),  # the 128K original keeps its own entry
 ])
 def test_related_names_resolve_where_their_configs_say(name: str, entry: str) -> None:
     assert kvbudget.load_model(name).name == entry
@@ -401,3 +413,135 @@ def test_qwen3_8b_fp8_weights_are_the_block_fp8_bytes_of_its_config(capsys: pyte
     total = n * (attention + mlp + norms) + 2 * vocab * h * 2 + 2 * h
     assert total == 9_437_399_040
     assert _weights(capsys, "Qwen/Qwen3-8B-FP8")[0] == total
+
+
+# --- the third round: the 256K Kimi-K2 and names checked against their model cards ----------------------
+
+
+def test_kimi_k2_0905_kv_is_one_mla_latent_plus_rope_key_per_layer() -> None:
+    """MLA caches one compressed latent (kv_lora_rank) and one rope key (qk_rope_head_dim) per layer and
+    token, whatever the head count: 61 x (512 + 64) x 2 bytes = 70,272 bytes in bf16."""
+    data = _raw("kimi-k2-instruct-0905.json")
+    c = data["config"]
+    assert (c["num_hidden_layers"], c["kv_lora_rank"], c["qk_rope_head_dim"], c["torch_dtype"]) == (61, 512, 64, "bfloat16")
+    hand = c["num_hidden_layers"] * (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * 2
+    assert hand == 70_272
+    report = kvbudget.kv(data["id"])
+    assert report.bytes_per_token == hand and report.kv_dtype == "bf16"
+    for name in (data["id"], *data["aliases"]):
+        assert kvbudget.load_model(name).name == data["id"], name
+    assert data["config_source"] == f"https://huggingface.co/{data['id']}/blob/main/config.json"
+    assert "verified" in data["notes"].lower() and "UNVERIFIED" in data["notes"]
+
+
+def test_kimi_k2_0905_differs_from_k2_only_in_its_context() -> None:
+    """The inspection report of the 0905 repo prints rope_scaling factor 64 (Kimi-K2-Instruct: 32) over the
+    same original 4096 positions: 262,144 positions, twice the original's, and nothing else moves."""
+    a, b = _raw("kimi-k2-instruct.json")["config"], _raw("kimi-k2-instruct-0905.json")["config"]
+    assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {"max_position_embeddings", "rope_scaling"}
+    ra, rb = a["rope_scaling"], b["rope_scaling"]
+    assert {k for k in ra.keys() | rb.keys() if ra.get(k) != rb.get(k)} == {"factor"}
+    assert (ra["factor"], rb["factor"]) == (32.0, 64.0)
+    assert rb["original_max_position_embeddings"] * rb["factor"] == b["max_position_embeddings"] == 262_144
+    old, new = kvbudget.load_model("moonshotai/Kimi-K2-Instruct"), kvbudget.load_model("moonshotai/Kimi-K2-Instruct-0905")
+    assert old.params == new.params == 1_026_408_232_448
+    assert (kvbudget.kv(old).max_context, kvbudget.kv(new).max_context) == (131_072, 262_144)
+
+
+# (name, model card: total and non-embedding parameters in billions as the card rounds them, layers, Q heads,
+#  KV heads, context). Qwen2.5-Coder cards as copied in github.com/ZHUI/paddlenlp_model_readme (Qwen/<name>/index.md);
+# the Qwen3 2507 card in github.com/akash-network/awesome-akash (Qwen3-235B-A22B-Thinking-2507/README.md).
+CARDS = [
+    ("Qwen/Qwen2.5-Coder-0.5B-Instruct", 0.49, 0.36, 24, 14, 2, 32_768),
+    ("Qwen/Qwen2.5-Coder-0.5B", 0.49, 0.36, 24, 14, 2, 32_768),
+    ("Qwen/Qwen2.5-Coder-3B-Instruct", 3.09, 2.77, 36, 16, 2, 32_768),
+    ("Qwen/Qwen2.5-Coder-3B", 3.09, 2.77, 36, 16, 2, 32_768),
+]
+
+
+@pytest.mark.parametrize(("name", "total", "non_embedding", "layers", "q_heads", "kv_heads", "context"), CARDS)
+def test_coder_aliases_have_the_figures_their_model_cards_print(
+        name: str, total: float, non_embedding: float, layers: int, q_heads: int, kv_heads: int, context: int) -> None:
+    """An alias is right only if the shapes are: the count kvbudget derives from the aliased entry's config,
+    and that count less the (tied) embedding, round to the card's figures; layers, heads and context match."""
+    m = kvbudget.load_model(name)
+    assert round(m.params / 1e9, 2) == total
+    assert round((m.params - m.params_by_role()["embeddings"]) / 1e9, 2) == non_embedding
+    assert m.params_by_role().get("lm_head", 0) == 0  # "tied word embeddings" on the card
+    assert m.num_layers == layers
+    assert {layer.num_kv_heads for layer in m.layers} == {kv_heads}
+    c, _ = text_config(catalog.find(name).config)  # type: ignore[union-attr]
+    assert c["num_attention_heads"] == q_heads
+    assert kvbudget.kv(name).max_context == context
+
+
+def test_qwen3_235b_thinking_2507_has_the_figures_its_model_card_prints() -> None:
+    """Card: 235B total, 234B non-embedding, 94 layers, 64 Q / 4 KV heads, 128 experts (8 active), 262,144
+    tokens natively; the KV is then the Instruct-2507's: 2 x 94 x 4 x 128 x 2 bytes = 192,512 bytes."""
+    name = "Qwen/Qwen3-235B-A22B-Thinking-2507"
+    m = kvbudget.load_model(name)
+    roles = m.params_by_role()
+    assert round(m.params / 1e9) == 235
+    assert round((m.params - roles["embeddings"] - roles["lm_head"]) / 1e9) == 234
+    assert m.num_layers == 94 and {layer.num_kv_heads for layer in m.layers} == {4}
+    c, _ = text_config(catalog.find(name).config)  # type: ignore[union-attr]
+    assert (c["num_attention_heads"], c["num_experts"], c["num_experts_per_tok"]) == (64, 128, 8)
+    report = kvbudget.kv(name)
+    assert report.max_context == 262_144
+    assert report.bytes_per_token == 2 * 94 * 4 * 128 * 2 == 192_512
+
+
+def test_r1_distill_llama_70b_count_is_the_published_gguf_parameter_count() -> None:
+    """The GGUF metadata of DeepSeek-R1-Distill-Llama-70B's Q4_K_M conversion, as a public test fixture
+    records it: 70,553,706,496 parameters, 80 layers, 131,072 training context; the alias to
+    Llama-3.3-70B-Instruct (the distill's base model per the DeepSeek-R1 card) gives exactly that."""
+    m = kvbudget.load_model("deepseek-ai/DeepSeek-R1-Distill-Llama-70B")
+    assert m.params == 70_553_706_496
+    assert m.num_layers == 80
+    assert kvbudget.kv(m).max_context == 131_072
+    assert kvbudget.kv(m).bytes_per_token == 2 * 80 * 8 * 128 * 2 == 327_680
+
+
+# --- model types: OLMo 2 read by a quirk line, Gemma 3n and Llama 3.2 Vision refused ----------------------
+
+# OLMo-2-1124 7B / 13B: the config fields that size the model (Olmo2Config, transformers 5.24.0), and the exact
+# totals the Hugging Face API publishes (safetensors.total, as a public dataset-building script records them for
+# allenai/OLMo-2-1124-7B at revision 7df9a825 and allenai/OLMo-2-1124-13B at revision 3fefddc1).
+OLMO2 = [
+    ({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+      "intermediate_size": 11008, "vocab_size": 100352}, 7_298_617_344),
+    ({"hidden_size": 5120, "num_hidden_layers": 40, "num_attention_heads": 40, "num_key_value_heads": 40,
+      "intermediate_size": 13824, "vocab_size": 100352}, 13_716_198_400),
+]
+
+
+@pytest.mark.parametrize(("dims", "published"), OLMO2, ids=["7B", "13B"])
+def test_olmo2_counts_its_whole_projection_qk_norms_and_matches_the_published_total(
+        dims: dict[str, int], published: int) -> None:
+    """modeling_olmo2.py: q_norm = RMSNorm(heads x head_dim), k_norm = RMSNorm(kv_heads x head_dim), no biases,
+    two norms a layer (after attention and MLP), untied lm_head. Written out by hand, the count is the published one."""
+    config = {"model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"], "torch_dtype": "float32",
+              "max_position_embeddings": 4096, "tie_word_embeddings": False, "attention_bias": False, **dims}
+    h, n, heads, kv = dims["hidden_size"], dims["num_hidden_layers"], dims["num_attention_heads"], dims["num_key_value_heads"]
+    d = h // heads
+    attention = heads * d * h + 2 * kv * d * h + h * heads * d
+    mlp = 3 * h * dims["intermediate_size"]
+    norms = 2 * h + heads * d + kv * d  # post-attention and post-feedforward norms, q_norm, k_norm
+    total = 2 * dims["vocab_size"] * h + n * (attention + mlp + norms) + h
+    assert total == published
+    spec = spec_from_config(config)
+    assert spec.params == total
+    assert not any("not in kvbudget's table" in note for note in spec.notes)
+    assert kvbudget.kv(spec).bytes_per_token == 2 * n * kv * d * 2  # 16-bit KV of every full-attention layer
+
+
+@pytest.mark.parametrize(("model_type", "key", "value"), [
+    ("gemma3n_text", "num_kv_shared_layers", 15),  # the last 15 layers reuse earlier layers' KV
+    ("gemma3n_text", "altup_num_inputs", 4),
+    ("mllama_text_model", "cross_attention_layers", [3, 8, 13, 18, 23, 28, 33, 38]),
+])
+def test_unread_types_whose_keys_a_dense_llama_reading_gets_wrong_are_refused(model_type: str, key: str, value: object) -> None:
+    config = {"model_type": model_type, "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "intermediate_size": 8192, "vocab_size": 262144, key: value}
+    with pytest.raises(ConfigError, match=rf"model_type '{model_type}' is not one kvbudget reads.*{key}.*dense Llama would be wrong"):
+        spec_from_config(config)

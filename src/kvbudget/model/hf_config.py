@@ -132,6 +132,10 @@ QUIRKS: dict[str, Quirks] = {
     "qwen2_5_vl_text": Quirks(qkv_bias=True, layout="qwen_window", note="Qwen2.5-VL text model"),
     "qwen3_vl_text": Quirks(qk_norm=True, layout="qwen_window", note="Qwen3-VL dense text model"),
     "qwen3_vl_moe_text": Quirks(qk_norm=True, layout="qwen_window", moe="qwen", note="Qwen3-VL MoE text model"),
+    # transformers 5.24.0 models/olmo2/modeling_olmo2.py (vLLM 0.33.0 serves Olmo2ForCausalLM through its Transformers
+    # backend): Llama's attention and SwiGLU MLP without biases, q_norm over heads x head_dim and k_norm over
+    # kv_heads x head_dim (whole projections, not per head), the two norms after attention and MLP instead of before.
+    "olmo2": Quirks(qk_norm=True, qk_norm_per_head=True, note="OLMo 2: q/k RMSNorm over the whole projections"),
     "llama4_text": Quirks(layout="llama4", moe="llama4", o_bias_follows=True, dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
                           note="chunked local attention, NoPE global layers"),
 }
@@ -141,6 +145,10 @@ _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qw
 _UNREADABLE_KEYS = frozenset({
     "num_experts", "n_routed_experts", "num_local_experts", "moe_intermediate_size", "kv_lora_rank",
     "q_lora_rank", "attention_chunk_size", "full_attention_interval", "attn_layer_period", "block_configs",
+    # Gemma 3n's decoder shares the KV of its last layers and adds AltUp / per-layer embeddings (transformers 5.24.0
+    # models/gemma3n/configuration_gemma3n.py); Llama 3.2 Vision's has cross-attention layers without a per-token
+    # cache (models/mllama/configuration_mllama.py): a dense Llama reading gets both weights and KV wrong.
+    "num_kv_shared_layers", "altup_num_inputs", "vocab_size_per_layer_input", "cross_attention_layers",
 })
 _UNREADABLE_PREFIXES = ("mamba_", "ssm_", "linear_", "n_shared_experts", "index_")
 

@@ -96,7 +96,7 @@ def test_prose_wraps_under_a_hanging_indent() -> None:
     "fit llama-3.1-70b --gpu H100 --context 8192 --batch 1",
     "fit llama-3.1-8b --gpu H100 --context 8192 --batch 1",
     "fit llama-3.1-8b --gpu H100 --context 8192 --batch 1 --engine textbook",
-    "fit llama-3.1-8b --gpu L4 --context 8192 --batch 1 --engine llama.cpp --np 1",
+    "fit llama-3.1-8b --gpu L4 --context 8192 --engine llama.cpp --np 1",
     "fit llama-3.1-8b --gpu H100 --context 8192 --batch 1 --engine transformers",
     "plan llama-3.1-8b --concurrency 1 --context 8192 --gpus H100",
 ])

@@ -320,7 +320,7 @@ def test_page_matches_the_cli(base: str, page: Page) -> None:
     assert kv_part.get_attribute("data-bytes") == str(fit["available_kv_cache_bytes"])
     expect(page.locator("#kv-plot-svg polyline")).to_have_count(1)
     expect(page.locator("#compare tr")).to_have_count(1 + len(cli_json("compare", LLAMA, "--gpu", "H100", "--context", "32768")["engines"]))
-    expect(page.locator("#plan tr").first).to_be_visible()
+    expect(page.locator("#plan tr").first).to_be_visible(timeout=30_000)  # a full search: seconds under CI load
     page.wait_for_timeout(300)
     (ROOT / "docs/images").mkdir(exist_ok=True)
     page.screenshot(path=str(ROOT / "docs/images/web.png"), full_page=True)

@@ -14,10 +14,10 @@ from ..compared import Row, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
+    NO_MODEL,
     _apply,
     config_overrides,
     image_tag_release,
-    names_model,
     parse_vllm_command,
 )
 from .fixes import suggestions
@@ -249,10 +249,12 @@ def check_log(
         flags, whole = run_words(flags, "vLLM", "vllm serve MODEL ...")
         if whole and version is None and (tagged := image_tag_release(flags)) is not None:
             settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
-        words = flags if whole else ["vllm", "serve", ref or "model", *flags]
-        if whole and ref and not names_model(flags):  # the model from --model or the log's command
-            words = [*flags, "--model", ref]
-        cmd = parse_vllm_command(words, settings)
+        try:
+            cmd = parse_vllm_command(flags if whole else ["vllm", "serve", ref or "model", *flags], settings)
+        except InputError as exc:  # a whole command without its model: --model's (or the log's command's)
+            if not (whole and ref and str(exc).startswith(NO_MODEL)):
+                raise
+            cmd = parse_vllm_command([*flags, "--model", ref], settings)
         settings = cmd.settings
         ref = ref or (cmd.model if whole else None)
         warnings += cmd.warnings

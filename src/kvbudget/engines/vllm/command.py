@@ -19,6 +19,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
 from ..cmdscan import revision_said
+from ..compared import command_env
 from .kv_dtypes import kv_dtype_taken
 from .settings import VllmSettings, version_minor
 
@@ -393,6 +394,7 @@ def _nccl_param(key: str, value: str) -> bool | None:
     return any(c not in "0xX" for c in digits)
 
 
+NO_MODEL = "the command names no model"  # the start of the error a command without a model gets
 _IMAGE = "vllm/vllm-openai"  # vLLM's Docker image (Docker Hub), whose entrypoint is the OpenAI API server
 # The same image pulled by Apptainer / Singularity (`apptainer pull docker://vllm/vllm-openai:v0.10.2` writes
 # vllm-openai_v0.10.2.sif; sites prefix the owner: vllm_vllm-openai_v0.10.2.sif): its tag after the last "vllm-openai_"
@@ -409,25 +411,6 @@ def _as_docker_image(word: str) -> str:
     m = _SIF.fullmatch(word)
     return f"{_IMAGE}:{m.group(1)}" if m is not None else word
 _TAG = re.compile(r"v?(0\.[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3}|\.post[0-9]{1,3})?)(?:[-_][A-Za-z0-9_.\-]{0,40})?")
-
-
-def _docker_env(words: list[str]) -> list[tuple[str, str]]:
-    """The NAME=VALUE pairs of ``docker run``'s -e / --env options before the image (a bare -e NAME passes the
-    host's value on: unknown here, left out)."""
-    out: list[tuple[str, str]] = []
-    for i, word in enumerate(words):
-        if word in ("-e", "--env") and i + 1 < len(words):
-            value = words[i + 1]
-        elif word.startswith("--env="):
-            value = word[6:]
-        elif word.startswith("-e") and len(word) > 2 and "=" in word:
-            value = word[2:]
-        else:
-            continue
-        key, eq, val = value.partition("=")
-        if eq and key.isidentifier():
-            out.append((key, val))
-    return out
 
 
 def _image_release(image: str, base: VllmSettings | None) -> tuple[str | None, list[str]]:
@@ -594,15 +577,6 @@ def dashed(token: str) -> str:
     return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
-def names_model(words: list[str]) -> bool:
-    """Whether a whole launch command names its model (read as vLLM would; False where it names none)."""
-    try:
-        parse_vllm_command(words)
-    except InputError as exc:
-        return not str(exc).startswith("the command names no model")
-    return True
-
-
 def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
     tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
@@ -618,7 +592,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     tag_version: str | None = None
     image_warnings: list[str] = []
     if image_at is not None:  # docker run [-e NAME=VALUE ...] vllm/vllm-openai:TAG ...: the container's environment
-        env += _docker_env(tokens[:image_at])
+        env += command_env(tokens[:image_at])
         tag_version, image_warnings = _image_release(_as_docker_image(tokens[image_at]), base)
     args, entry = _program(tokens)
     if entry == "image":  # the image's own entrypoint: the OpenAI API server module up to 0.8, vllm serve after
@@ -838,7 +812,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         model, bare_said = _module_words(bare, model, settings.version, entry == "demo")
         warnings.append(bare_said)
     if not model:
-        raise InputError("the command names no model: give `vllm serve MODEL` or `--model MODEL`")
+        raise InputError(NO_MODEL + ": give `vllm serve MODEL` or `--model MODEL`")
     if settings.tensor_parallel_size < 1 or settings.pipeline_parallel_size < 1 or settings.data_parallel_size < 1:
         raise InputError("parallel sizes must be at least 1")
     unmodelled_flags = tuple(dict.fromkeys(w.split(":", 1)[0] for w in warnings if "does not model the memory" in w))

@@ -61,6 +61,9 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
     "v0.5-era-sep2026_16gb_qwen2.5-7b-awq_no-cuda-graph": (
         "mem_fraction_static 0.82 and --disable-cuda-graph are in the dropped server_args line (awq is read from the "
         "weight loader's quant=)", ["--mem-fraction-static", "0.82", "--disable-cuda-graph"]),
+    "v0.5.6dev_b200_qwen2.5-vl-7b_piecewise": (
+        "mem_fraction_static 0.7629746875 is in the run's ServerArgs line, which the stored excerpt lacks, and the GPU "
+        "(B200) is named only in a CUTLASS message", ["--mem-fraction-static", "0.7629746875"]),
     "v0.13.0dev_a100-80gb-x2_llama3-8b-awq_engine_triton-tp2": (
         "the engine's build settings (TP 2, max_batch_size 8, max_seq_len 8000, max_num_tokens 4096, 64 tokens per "
         "block) and its AWQ weights are in the issue's text, not the excerpt", None),

@@ -131,6 +131,28 @@ def test_other_command_spellings() -> None:
         kvbudget.explain("sglang serve --model-type diffusion black-forest-labs/FLUX.1-dev", gpu="H100")
 
 
+def test_sglang_latent_pool_line() -> None:
+    """MLA models' pools print one buffer per layer: "KV Cache is allocated. #tokens: N, KV size: X GB" (sglang
+    0.5.23 mem_cache/memory_pool.py _finalize_allocation_log). Before, only "K size ... V size" was read: such a log
+    gave no pool figure unless a max_total_num_tokens line followed. A real 0.5.8.post1 DeepSeek-R1 TP 16 log
+    (provenance in its .json): (326,217 + 1 page) x 61 layers x 576 latent x 2 bytes = 21.35 GiB."""
+    text = (DATA / "sglang_logs" / "v0.5.8.post1_h100x16-2node_deepseek-r1_tp16_pd-prefill.log").read_text()
+    assert round((326217 + 1) * 61 * 576 * 2 / 2**30, 2) == 21.35
+    by_name = {r[0]: r for r in check_other_log(text, "deepseek-ai/DeepSeek-R1")}
+    assert by_name["SGLang KV size (GB) from #tokens"][1:] == (21.35, 21.35, True)
+    assert "SGLang K size = V size (GB)" not in by_name
+    bad = {r[0]: r for r in check_other_log(text.replace("KV size: 21.35 GB", "KV size: 22.35 GB"), "deepseek-ai/DeepSeek-R1")}
+    assert not bad["SGLang KV size (GB) from #tokens"][3]
+    # the pool line alone (no max_total_num_tokens line) is a pool figure
+    only = "\n".join(line for line in text.splitlines() if "max_total_num_tokens" not in line)
+    from kvbudget.engines.sglang.check import check_run
+
+    c = check_run(only, {"model": "deepseek-ai/DeepSeek-R1", "gpu": "H100"})
+    rows = {r.figure: r for r in c.rows}
+    assert rows["KV tokens (max_total_num_tokens)"].reported == 326217
+    assert rows["KV size (GB)"].reported == 21.35 and rows["KV size (GB)"].predicted is not None
+
+
 def test_log_checks() -> None:
     # A real SGLang 0.4.3.post4 log (QwQ-32B, TP4 on L4s, provenance in its .json): free 21.63 GB before and
     # 6.09 GB after loading, fraction 0.85 -> (6.09 - 21.63 x 0.15) GB / 64 KiB per token = 46,620 +- 95.

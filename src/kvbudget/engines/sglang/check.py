@@ -14,6 +14,7 @@ import re
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
+from .log import ALLOCATED
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -26,13 +27,14 @@ def check_sglang_log(log: LogText, model: str | ModelSpec | None = None) -> list
     """(figure, reported, recomputed, matches) for every SGLang figure the log lets us recompute (none: an
     empty list). ``model``: a name to load, or the model already loaded (loaded once, its warnings said once)."""
     rows: list[Row] = []
-    alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + NUM
-                     + r",)? K size: " + NUM + r" GB, V size: " + NUM + " GB")
+    alloc = log.last("KV Cache is allocated.", ALLOCATED + r"(?:, V size: " + NUM + " GB)?")
     total = log.last("max_total_num_tokens=", r"max_total_num_tokens=" + NUM)  # releases before #tokens in the line
-    if alloc and (alloc.group(1) or total):
+    single = bool(alloc) and alloc.group(2) == "KV"  # type: ignore[union-attr]  # one latent buffer per layer (MLA)
+    if alloc and (alloc.group(1) or total) and (single or alloc.group(4)):
         tokens = count(alloc.group(1) or total.group(1), "SGLang #tokens")  # type: ignore[union-attr]
-        k_gb = figure(alloc.group(2), "SGLang K size (GB)", 0, MAX_GB)
-        v_gb = figure(alloc.group(3), "SGLang V size (GB)", 0, MAX_GB)
+        name = "KV" if single else "K"
+        k_gb = figure(alloc.group(3), f"SGLang {name} size (GB)", 0, MAX_GB)
+        v_gb = None if single else figure(alloc.group(4), "SGLang V size (GB)", 0, MAX_GB)
         begin = log.last("Load weight begin. avail mem=", r"Load weight begin\. avail mem=" + NUM + " GB")
         end = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?avail mem=" + NUM + " GB")
         usage = log.last("Load weight end.", r"Load weight end\.[^\n]{0,400}?mem usage=" + NUM + " GB")
@@ -43,18 +45,18 @@ def check_sglang_log(log: LogText, model: str | ModelSpec | None = None) -> list
                 or log.last("--mem-fraction-static", r"--mem-fraction-static[ =]" + NUM))
         page = log.last("page_size=", r"page_size=" + NUM)
         p = count(page.group(1), "SGLang page_size", 1, 1 << 20) if page else 1
-        per_token_k = k_gb * GiB / (tokens + p)  # implied K bytes per token, from the log itself
+        per_token_k = k_gb * GiB / (tokens + p)  # implied K (or whole latent) bytes per token, from the log itself
         if model:
-            per_token_k = _model_k_bytes(model, log, per_token_k)
+            per_token_k = _model_k_bytes(model, log, per_token_k, single)
         if begin and end and frac:
             pre = figure(begin.group(1), "SGLang avail mem before loading (GB)", 0, MAX_GB)
             after = figure(end.group(1), "SGLang avail mem after loading (GB)", 0, MAX_GB)
             f = figure(frac.group(1), "SGLang mem_fraction_static", 0, 1, lo_open=True)
             if begin is end and usage:
                 pre = after + figure(usage.group(1), "SGLang mem usage (GB)", 0, MAX_GB)
-            cell = 2 * per_token_k
+            cell = per_token_k if single else 2 * per_token_k
             if cell <= 0:
-                raise InputError("the log: SGLang K size is 0 GB, so a token's KV bytes cannot be recomputed"
+                raise InputError(f"the log: SGLang {name} size is 0 GB, so a token's KV bytes cannot be recomputed"
                                  " (give --model)")
             # a hybrid model's Mamba state pool comes out of the same budget first
             mamba = log.last("Mamba Cache is allocated.", r"Mamba Cache is allocated\.[^\n]{0,400}?conv_state size: "
@@ -65,16 +67,18 @@ def check_sglang_log(log: LogText, model: str | ModelSpec | None = None) -> list
             lo = int(((after - 0.005) - (pre + pre_err) * (1 - f) - states - st_err) * GiB // cell)
             hi = int(((after + 0.005) - (pre - pre_err) * (1 - f) - states + st_err) * GiB // cell)
             rows.append(("SGLang #tokens from the logged free memory", tokens, round((lo + hi) / 2), lo <= tokens <= hi))
-        if model:  # K buffer = (tokens + one padding page) x K bytes of a token, in GB of 2^30
+        if model:  # K (or latent) buffer = (tokens + one padding page) x its bytes per token, in GB of 2^30
             k_want = round((tokens + p) * per_token_k / GiB, 2)
-            rows.append(("SGLang K size (GB) from #tokens", k_gb, k_want, k_gb == k_want))
-        rows.append(("SGLang K size = V size (GB)", v_gb, k_gb, v_gb == k_gb))
+            rows.append((f"SGLang {name} size (GB) from #tokens", k_gb, k_want, k_gb == k_want))
+        if v_gb is not None:
+            rows.append(("SGLang K size = V size (GB)", v_gb, k_gb, v_gb == k_gb))
     return rows
 
 
-def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float) -> float:
+def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float, latent: bool = False) -> float:
     """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
-    the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies."""
+    the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies. ``latent``: the pool's one
+    buffer per layer (the "KV size" line): the whole per-token bytes of its MLA layers (MLATokenToKVPool)."""
     from ...model.layers import MLA
     from ...model.resolve import load_foreign_model
     from ...units import element_type
@@ -86,6 +90,10 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float) -> float:
     ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)
              if m.start() == 0 or not (log.text[m.start() - 1].isalnum() or log.text[m.start() - 1] == "_")]
     tp = count(tp_match.group(1), "SGLang tp_size", 1, 1 << 16) if tp_match else max(ranks) + 1 if ranks else 1
+    if latent:
+        mla = [x for x in spec.layers if isinstance(x, MLA)]
+        sizes = [sum(x.bytes_per_token(element_type(d), tp) for x in mla) for d in ("fp8_e4m3", "bf16", "fp32")]
+        return min(sizes, key=lambda c: abs(c - implied)) if mla else implied
     attn = [x for x in spec.layers if pool_of(x, old=True) == "full" and not isinstance(x, MLA)]
     full = [x for x in attn if pool_of(x, old=False) == "full"]
     # K bytes with and without sliding-window layers (releases before SWA pools gave them full-length
@@ -136,6 +144,8 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(row("KV tokens (max_total_num_tokens)", figs.tokens, p.max_total_num_tokens))
         if figs.k_gb is not None and p.v_size_bytes:
             rows.append(row("K size (GB)", figs.k_gb, round(p.k_size_bytes / GiB, 2)))
+        if figs.kv_gb is not None and not p.v_size_bytes:  # MLA's one latent buffer (plan: k_size_bytes)
+            rows.append(row("KV size (GB)", figs.kv_gb, round(p.k_size_bytes / GiB, 2)))
         if figs.pre_load_gb is not None:
             rows.append(row("free before loading (GB)", figs.pre_load_gb,
                             round((p.pre_load_bytes - p.late_comms_bytes) / GiB, 2)))

@@ -21,6 +21,7 @@ class SGLangFigures:
 
     tokens: int | None = None  # max_total_num_tokens, or the #tokens of "KV Cache is allocated"
     k_gb: float | None = None  # K size of one rank's pool
+    kv_gb: float | None = None  # the one "KV size" of a pool with a single buffer per layer (MLA's latent cache)
     pre_load_gb: float | None = None  # "Load weight begin. avail mem": the smallest over the ranks printed
     after_load_gb: float | None = None  # "Load weight end. ... avail mem"
     weights_gb: float | None = None  # "Load weight end. ... mem usage"
@@ -294,6 +295,14 @@ def whole_command(words: list[str], version: str | None) -> tuple[list[str], str
     return args, version, said, warnings
 
 
+# mem_cache/memory_pool.py ``_finalize_allocation_log`` (sglang 0.5.23): "KV Cache is allocated. dtype: D, #tokens: N,
+# K size: X GB, V size: Y GB" for pools of separate K and V buffers, "... #tokens: N, KV size: X GB" for one buffer per
+# layer (MLATokenToKVPool: DeepSeek's latent cache); older releases print no dtype, and before 0.4.3 no #tokens.
+# Groups: #tokens, "K" or "KV", the size in GB.
+ALLOCATED = (r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + NUM + r",)? (KV|K) size: " + NUM
+             + " GB")
+
+
 def _gpu_name(log: LogText) -> str | None:
     """The device the log names: a kernel configuration file's ``device_name=NVIDIA_...`` (SGLang's tuned MoE and
     FP8 kernels) or a "GPU 0: NVIDIA ..." line."""
@@ -310,8 +319,8 @@ _FAILURES = ("Not enough memory. Please try to increase --mem-fraction-static", 
 
 def figures(log: LogText) -> SGLangFigures:
     """The memory figures the log printed (the last of each; before loading, the smallest over the ranks)."""
-    alloc = log.last("KV Cache is allocated.", r"KV Cache is allocated\.(?: dtype: [\w.]{1,40},)?(?: #tokens: " + NUM
-                     + r",)? K size: " + NUM + " GB")
+    alloc = log.last("KV Cache is allocated.", ALLOCATED)
+    size = figure(alloc.group(3), f"SGLang {alloc.group(2)} size (GB)", 0, MAX_GB) if alloc else None
     total = log.last("max_total_num_tokens=", r"max_total_num_tokens=" + NUM)
     tokens = (count(alloc.group(1), "SGLang #tokens") if alloc and alloc.group(1)
               else count(total.group(1), "SGLang max_total_num_tokens") if total else None)
@@ -322,7 +331,8 @@ def figures(log: LogText) -> SGLangFigures:
     failure = next((f for f in _FAILURES if log.has(f)), None)
     started = False if failure else True if tokens is not None else None
     return SGLangFigures(
-        tokens=tokens, k_gb=figure(alloc.group(2), "SGLang K size (GB)", 0, MAX_GB) if alloc else None,
+        tokens=tokens, k_gb=size if alloc and alloc.group(2) == "K" else None,
+        kv_gb=size if alloc and alloc.group(2) == "KV" else None,
         pre_load_gb=min(pre) if pre else None,
         after_load_gb=figure(end.group(1), "SGLang avail mem after loading (GB)", 0, MAX_GB) if end else None,
         weights_gb=figure(usage.group(1), "SGLang mem usage (GB)", 0, MAX_GB) if usage else None,

@@ -62,6 +62,7 @@ ADDED: dict[str, int] = {
     "llama-3.1-70b-instruct-awq-int4.json": 2 * 80 * 8 * 128 * 2,  # 327,680
     "gemma-3-270m.json": 2 * 18 * 1 * 256 * 2,  # 18,432 (the 15 sliding layers hold at most 512 tokens)
     "ernie-4.5-21b-a3b-thinking.json": 2 * 28 * 4 * 128 * 2,  # 57,344 (head_dim 2560 / 20)
+    "qwen3-embedding-0.6b.json": 2 * 28 * 8 * 128 * 2,  # 114,688
 }
 
 # file -> the context its config allows (max_position_embeddings), which kvbudget must take
@@ -76,6 +77,7 @@ CONTEXT: dict[str, int] = {
     "gemma-3-270m.json": 32_768,
     "kimi-k2-instruct-0905.json": 262_144,  # Kimi-K2-Instruct (131,072) with rope factor 64 instead of 32
     "ernie-4.5-21b-a3b-thinking.json": 131_072,
+    "qwen3-embedding-0.6b.json": 32_768,  # Qwen/Qwen3-0.6B has 40,960: why it is not an alias
 }
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto" runs a float32 checkpoint in 16 bits
@@ -688,3 +690,12 @@ def test_new_types_explain_and_plan_on_vllm(config: dict[str, Any], tmp_path: Pa
     best = json.loads(capsys.readouterr().out)["plans"][0]
     assert best["serves"] and best["max_concurrency"] >= 4
     assert best["launch"]["command"].startswith(f"vllm serve {tmp_path} --max-model-len 32768")
+
+
+def test_qwen3_embedding_0_6b_is_qwen3_0_6b_with_a_smaller_vocabulary() -> None:
+    """Same decoder as Qwen3-0.6B (hidden 1024, 28 layers, 16 Q / 8 KV heads of 128, intermediate 3072, tied); the
+    vocabulary is 151,669 rows instead of 151,936, so the count is 267 x 1,024 lower: 595,776,512, the card's '0.6B'."""
+    emb, base = kvbudget.load_model("Qwen/Qwen3-Embedding-0.6B"), kvbudget.load_model("Qwen/Qwen3-0.6B")
+    assert base.params - emb.params == (151_936 - 151_669) * 1024
+    assert emb.params == 595_776_512 and round(emb.params / 1e9, 1) == 0.6
+    assert kvbudget.kv(emb).bytes_per_token == kvbudget.kv(base).bytes_per_token == 114_688

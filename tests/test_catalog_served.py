@@ -586,7 +586,7 @@ def test_ernie_4_5_21b_a3b_count_is_the_published_safetensors_total_and_layer_0_
 
 def test_ernie_moe_without_experts_is_refused_with_the_fix() -> None:
     config = {k: v for k, v in _raw("ernie-4.5-21b-a3b-thinking.json")["config"].items() if k != "moe_num_experts"}
-    with pytest.raises(ConfigError, match="without 'moe_num_experts'.*ernie4_5"):
+    with pytest.raises(ConfigError, match=r"without 'moe_num_experts'.*ernie4_5"):
         spec_from_config(config)
 
 

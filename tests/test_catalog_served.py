@@ -61,6 +61,8 @@ ADDED: dict[str, int] = {
     "llama-3.1-8b-instruct-awq-int4.json": 2 * 32 * 8 * 128 * 2,  # 131,072
     "llama-3.1-70b-instruct-awq-int4.json": 2 * 80 * 8 * 128 * 2,  # 327,680
     "gemma-3-270m.json": 2 * 18 * 1 * 256 * 2,  # 18,432 (the 15 sliding layers hold at most 512 tokens)
+    "ernie-4.5-21b-a3b-thinking.json": 2 * 28 * 4 * 128 * 2,  # 57,344 (head_dim 2560 / 20)
+    "qwen3-embedding-0.6b.json": 2 * 28 * 8 * 128 * 2,  # 114,688
 }
 
 # file -> the context its config allows (max_position_embeddings), which kvbudget must take
@@ -74,6 +76,8 @@ CONTEXT: dict[str, int] = {
     "magistral-small-2509.json": 131_072,
     "gemma-3-270m.json": 32_768,
     "kimi-k2-instruct-0905.json": 262_144,  # Kimi-K2-Instruct (131,072) with rope factor 64 instead of 32
+    "ernie-4.5-21b-a3b-thinking.json": 131_072,
+    "qwen3-embedding-0.6b.json": 32_768,  # Qwen/Qwen3-0.6B has 40,960: why it is not an alias
 }
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto" runs a float32 checkpoint in 16 bits
@@ -545,3 +549,153 @@ def test_unread_types_whose_keys_a_dense_llama_reading_gets_wrong_are_refused(mo
               "num_key_value_heads": 2, "intermediate_size": 8192, "vocab_size": 262144, key: value}
     with pytest.raises(ConfigError, match=rf"model_type '{model_type}' is not one kvbudget reads.*{key}.*dense Llama would be wrong"):
         spec_from_config(config)
+
+
+# --- the fourth round: ERNIE 4.5 MoE, Seed-OSS, SmolLM3 and EXAONE 4.0 read by quirk lines -------------------------
+
+
+def test_ernie_4_5_21b_a3b_count_is_the_published_safetensors_total_and_layer_0_is_dense() -> None:
+    """Hugging Face API record of baidu/ERNIE-4.5-21B-A3B-Thinking (saved in github.com/daniel-p-green/
+    alain-ai-learning-platform): BF16 21,821,012,480 + F32 4,425,408 = 21,825,437,888. Written out from the config
+    (vLLM 0.33.0 models/ernie45_moe.py): tied embedding; 28 attention blocks; layer 0 a dense MLP; layers 1-27 a
+    router, its e_score_correction_bias, 64 experts and one shared MLP of 2 x 1,536; two norms a layer and a final one.
+    The F32 part is the 27 routers and their biases: 27 x 64 x (2,560 + 1) = 4,425,408."""
+    c = _raw("ernie-4.5-21b-a3b-thinking.json")["config"]
+    h, n, heads, kv, vocab = (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                              c["num_key_value_heads"], c["vocab_size"])
+    experts, width, shared, dense = (c["moe_num_experts"], c["moe_intermediate_size"], c["moe_num_shared_experts"],
+                                     c["intermediate_size"])
+    assert (h, n, heads, kv, experts, width, shared, dense) == (2560, 28, 20, 4, 64, 1536, 2, 12288)
+    assert (c["moe_layer_start_index"], c["moe_layer_interval"], c["moe_k"], c["use_bias"]) == (1, 1, 6, False)
+    d = h // heads
+    attention = 2 * heads * d * h + 2 * kv * d * h
+    moe_layers = n - c["moe_layer_start_index"]
+    router = experts * (h + 1)
+    moe = router + experts * 3 * h * width + 3 * h * shared * width
+    total = vocab * h + n * (attention + 2 * h) + 3 * h * dense + moe_layers * moe + h
+    assert moe_layers * router == 4_425_408
+    assert total == 21_825_437_888
+    m = kvbudget.load_model("baidu/ERNIE-4.5-21B-A3B-Thinking")
+    assert m.params == total
+    assert m.num_experts == 64 and m.experts_per_token == 6
+    roles = m.params_by_role()
+    assert roles["mlp"] == 3 * h * dense  # one dense MLP: layer 0 only
+    assert roles["shared_experts"] == moe_layers * 3 * h * shared * width
+    assert "lm_head" not in roles
+
+
+def test_ernie_moe_without_experts_is_refused_with_the_fix() -> None:
+    config = {k: v for k, v in _raw("ernie-4.5-21b-a3b-thinking.json")["config"].items() if k != "moe_num_experts"}
+    with pytest.raises(ConfigError, match=r"without 'moe_num_experts'.*ernie4_5"):
+        spec_from_config(config)
+
+
+# Seed-OSS-36B: the fields as a public MLX Swift test transcribes ByteDance-Seed/Seed-OSS-36B-Instruct's config.json
+# (found by exact-string search on GitHub); attention_bias / attention_out_bias / mlp_bias are SeedOssConfig's
+# defaults (transformers 5.24.0: true / false / false). Model card: 36B parameters, 64 layers, 80 Q / 8 KV heads,
+# head_dim 128, 512K context.
+SEED_OSS_36B = {"architectures": ["SeedOssForCausalLM"], "model_type": "seed_oss", "hidden_size": 5120,
+                "num_hidden_layers": 64, "intermediate_size": 27648, "num_attention_heads": 80, "num_key_value_heads": 8,
+                "head_dim": 128, "rms_norm_eps": 1e-6, "vocab_size": 155136, "rope_theta": 10000000.0,
+                "rope_scaling": {"rope_type": "default"}, "max_position_embeddings": 524288,
+                "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+# EXAONE-4.0-32B: TensorRT-LLM's unit test of its EXAONE 4.0 model copies the checkpoint's config.json with two
+# values cut for the test, as its comments say (num_hidden_layers 4 "instead of 64", sliding_window 4 "instead of
+# 4096"); the real ones are restored here. Model card: 32.0B parameters (30.95B without embeddings), 64 layers,
+# 40 Q / 8 KV heads, hybrid attention 3 local : 1 global, 131,072 tokens.
+EXAONE_4_0_32B = {"architectures": ["Exaone4ForCausalLM"], "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+                  "intermediate_size": 27392, "max_position_embeddings": 131072, "model_type": "exaone4",
+                  "num_attention_heads": 40, "num_hidden_layers": 64, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+                  "rope_scaling": {"factor": 16.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+                  "rope_theta": 1000000, "sliding_window": 4096, "sliding_window_pattern": 4,
+                  "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 102400}
+
+# SmolLM3-3B: hidden 2048, 36 layers, 16 Q / 4 KV heads, intermediate 11008, vocabulary 128256 and tied embeddings as
+# public code transcribes HuggingFaceTB/SmolLM3-3B's config.json (a NoPE-layer reader's fixture and a LoRA adapter's
+# defaults, found by exact-string search); rope_theta 5e6 and no_rope_layer_interval 4 likewise. The 65,536 positions
+# are the card's 64K context, not checked against the file. Model card: 3B parameters (3.08B on the Hub).
+SMOLLM3_3B = {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "num_hidden_layers": 36,
+              "hidden_size": 2048, "intermediate_size": 11008, "num_attention_heads": 16, "num_key_value_heads": 4,
+              "vocab_size": 128256, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+              "max_position_embeddings": 65536, "rope_theta": 5000000.0, "no_rope_layer_interval": 4,
+              "attention_bias": False, "mlp_bias": False}
+
+
+def _hand_count(c: dict[str, Any], *, qkv_bias: bool = False, o_bias: bool = False, qk_norm: bool = False) -> int:
+    """A Llama-shaped decoder written out: q/k/v/o, SwiGLU, two norms a layer, final norm, embeddings (twice if untied)."""
+    h, n, heads, kv, d, inter, vocab = (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                                        c["num_key_value_heads"], c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"],
+                                        c["intermediate_size"], c["vocab_size"])
+    layer = 2 * heads * d * h + 2 * kv * d * h + 3 * h * inter + 2 * h
+    layer += (heads * d + 2 * kv * d) * qkv_bias + h * o_bias + 2 * d * qk_norm
+    return vocab * h * (1 if c["tie_word_embeddings"] else 2) + n * layer + h
+
+
+@pytest.mark.parametrize(("config", "flags", "exact", "card", "kv_per_token", "windows"), [
+    (SEED_OSS_36B, {"qkv_bias": True}, 36_151_104_512, 36e9, 2 * 64 * 8 * 128 * 2, [None] * 64),
+    (EXAONE_4_0_32B, {"qk_norm": True}, 32_003_216_384, 32.0e9, 2 * 64 * 8 * 128 * 2, ([4096] * 3 + [None]) * 16),
+    (SMOLLM3_3B, {}, 3_075_098_624, 3.08e9, 2 * 36 * 4 * 128 * 2, [None] * 36),
+], ids=["seed_oss", "exaone4", "smollm3"])
+def test_new_types_count_what_their_model_files_build_and_cache_per_layer(
+        config: dict[str, Any], flags: dict[str, bool], exact: int, card: float, kv_per_token: int,
+        windows: list[int | None]) -> None:
+    """The count written out by hand is kvbudget's (and, checked while writing this, transformers 5.24.0's own model
+    built from the same config on the meta device); it is within 0.5% of the card's rounded figure. KV per token is
+    every layer's K and V (the sliding ones hold at most their window)."""
+    spec = spec_from_config(config)
+    assert _hand_count(config, **flags) == exact == spec.params
+    assert abs(spec.params - card) / card < 0.005
+    assert not any("not in kvbudget's table" in note for note in spec.notes)
+    assert kvbudget.kv(spec).bytes_per_token == kv_per_token
+    assert [getattr(layer, "window", None) for layer in spec.layers] == windows
+
+
+def test_exaone4_without_its_window_keys_takes_the_config_class_defaults_and_its_pattern_letters() -> None:
+    """Exaone4Config defaults sliding_window 4096 and sliding_window_pattern 4; "LLLG" is the same pattern written in
+    letters; a null window makes every layer global."""
+    base = {k: v for k, v in EXAONE_4_0_32B.items() if k not in ("sliding_window", "sliding_window_pattern")}
+    want = ([4096] * 3 + [None]) * 16
+    omitted = spec_from_config(base)
+    assert [getattr(layer, "window", None) for layer in omitted.layers] == want
+    assert any("Exaone4Config" in note for note in omitted.notes)
+    lettered = spec_from_config({**EXAONE_4_0_32B, "sliding_window_pattern": "LLLG"})
+    assert [getattr(layer, "window", None) for layer in lettered.layers] == want
+    unwindowed = spec_from_config({**EXAONE_4_0_32B, "sliding_window": None})
+    assert [getattr(layer, "window", None) for layer in unwindowed.layers] == [None] * 64
+
+
+def test_seed_oss_attention_out_bias_adds_the_o_proj_bias() -> None:
+    with_bias = spec_from_config({**SEED_OSS_36B, "attention_out_bias": True})
+    assert with_bias.params - spec_from_config(SEED_OSS_36B).params == 64 * 5120
+
+
+def test_smollm3_use_sliding_window_slides_its_nope_layers() -> None:
+    """SmolLM3Config: with use_sliding_window and a window, the NoPE layers (every 4th) slide; the others stay full."""
+    spec = spec_from_config({**SMOLLM3_3B, "use_sliding_window": True, "sliding_window": 2048})
+    assert [getattr(layer, "window", None) for layer in spec.layers] == ([None] * 3 + [2048]) * 9
+
+
+@pytest.mark.parametrize("config", [SEED_OSS_36B, EXAONE_4_0_32B, SMOLLM3_3B], ids=["seed_oss", "exaone4", "smollm3"])
+def test_new_types_explain_and_plan_on_vllm(config: dict[str, Any], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    code = main(["explain", "--json", "--gpu", "H200", "--", "vllm", "serve", str(tmp_path), "--max-model-len", "32768"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    weights = doc["memory"]["weights_bytes"]
+    assert spec_from_config(config).params * 2 <= weights < spec_from_config(config).params * 2 * 1.01
+    assert main(["plan", str(tmp_path), "--concurrency", "4", "--context", "32768", "--top", "1", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["plans"][0]
+    assert best["serves"] and best["max_concurrency"] >= 4
+    assert best["launch"]["command"].startswith(f"vllm serve {tmp_path} --max-model-len 32768")
+
+
+def test_qwen3_embedding_0_6b_is_qwen3_0_6b_with_a_smaller_vocabulary() -> None:
+    """Same decoder as Qwen3-0.6B (hidden 1024, 28 layers, 16 Q / 8 KV heads of 128, intermediate 3072, tied); the
+    vocabulary is 151,669 rows instead of 151,936, so the count is 267 x 1,024 lower: 595,776,512, the card's '0.6B'."""
+    emb, base = kvbudget.load_model("Qwen/Qwen3-Embedding-0.6B"), kvbudget.load_model("Qwen/Qwen3-0.6B")
+    assert base.params - emb.params == (151_936 - 151_669) * 1024
+    assert emb.params == 595_776_512 and round(emb.params / 1e9, 1) == 0.6
+    assert kvbudget.kv(emb).bytes_per_token == kvbudget.kv(base).bytes_per_token == 114_688

@@ -42,6 +42,7 @@ class Quirks:
     qkv_bias: bool = False  # their default when the config does not say
     o_bias: bool = False  # o_proj always has a bias
     o_bias_follows: bool = False  # o_proj has a bias exactly when q/k/v do (LlamaAttention)
+    o_bias_key: str = ""  # config key that turns on the o_proj bias on its own (Seed-OSS attention_out_bias)
     mlp_bias_key: str = "mlp_bias"
     mlp_bias: bool = False
     qk_norm: bool = False  # per-head q_norm and k_norm weights
@@ -136,6 +137,26 @@ QUIRKS: dict[str, Quirks] = {
     # backend): Llama's attention and SwiGLU MLP without biases, q_norm over heads x head_dim and k_norm over
     # kv_heads x head_dim (whole projections, not per head), the two norms after attention and MLP instead of before.
     "olmo2": Quirks(qk_norm=True, qk_norm_per_head=True, note="OLMo 2: q/k RMSNorm over the whole projections"),
+    # Added in the fourth catalog round; each checked against vLLM 0.33.0's model file (or, where vLLM serves the type
+    # through its Transformers backend, transformers 5.24.0's modeling file) and transformers 5.24.0's config class.
+    # models/ernie45_moe.py: q/k/v biases and the MLPs' biases follow use_bias, o_proj has none; MoE in the layers
+    # moe_layer_start_index..moe_layer_end_index whose (i + 1) is a multiple of moe_layer_interval, moe_num_experts
+    # experts of moe_intermediate_size (top moe_k), moe_num_shared_experts x that width shared, and an
+    # e_score_correction_bias per expert always built; its keys are mapped onto the qwen rule by _derived_keys().
+    "ernie4_5_moe": Quirks(bias_key="use_bias", mlp_bias_key="use_bias", tied=True, layout="layer_types", moe="qwen",
+                           score_bias=True, note="ERNIE 4.5 MoE: moe_* keys, shared experts, MTP not in the main model"),
+    # transformers models/seed_oss (vLLM 0.33.0 serves SeedOssForCausalLM through its Transformers backend): Llama
+    # with q/k/v biases (attention_bias, default true) and an o_proj bias of its own (attention_out_bias, default false).
+    "seed_oss": Quirks(qkv_bias=True, o_bias_key="attention_out_bias", layout="layer_types",
+                       note="Seed-OSS: Llama with q/k/v biases"),
+    # transformers models/smollm3 (vLLM 0.33.0: Transformers backend): Llama whose every no_rope_layer_interval-th
+    # layer skips RoPE (no change to weights or cache); layer_types as SmolLM3Config derives them (_derived_keys).
+    "smollm3": Quirks(o_bias_follows=True, layout="layer_types", note="SmolLM3: Llama with NoPE layers"),
+    # vLLM 0.33.0 models/exaone4.py: per-head q_norm / k_norm, norms after attention and MLP (two a layer), sliding
+    # layers as config.layer_types says; Exaone4Config derives those from sliding_window_pattern (_derived_keys).
+    "exaone4": Quirks(qk_norm=True, o_bias_follows=True, layout="layer_types",
+                      defaults=(("sliding_window", 4096), ("sliding_window_pattern", 4)),
+                      defaults_from="transformers Exaone4Config", note="EXAONE 4.0: 3 sliding + 1 global layers"),
     "llama4_text": Quirks(layout="llama4", moe="llama4", o_bias_follows=True, dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
                           note="chunked local attention, NoPE global layers"),
 }
@@ -265,7 +286,7 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
     if defaulted:
         cls = quirks.defaults_from or f"the {model_type} config class"
         notes.append(f"config.json omits {', '.join(defaulted)}: took {cls} defaults")
-    c = _Cfg({**dict(quirks.defaults), **cfg_dict}, name)
+    c = _Cfg(_derived_keys({**dict(quirks.defaults), **cfg_dict}, model_type, name), name)
     spec = _build(c, model_type, quirks, name, notes)
     vision = raw.get("vision_config")
     if isinstance(vision, Mapping):
@@ -396,6 +417,40 @@ def _qwen3_vl_tower_rest(v: _Cfg, h: int, p: int, channels: int) -> list[Tensor]
     for _ in deepstack:
         out += [Tensor("vision", merged, count=2), *mlp]  # deepstack merger: LayerNorm after the merge
     return out
+
+
+def _derived_keys(raw: dict[str, Any], model_type: str, name: str) -> dict[str, Any]:
+    """Keys a type's config class derives in ``__post_init__`` (transformers 5.24.0), written out so the shared rules
+    read them: ERNIE 4.5 MoE's moe_* keys as the qwen MoE rule's, and the layer_types of EXAONE 4.0 and SmolLM3."""
+    c = _Cfg(raw, name)
+    if model_type == "ernie4_5_moe":
+        n = c.int("num_hidden_layers")
+        if not c.has("moe_num_experts"):
+            raise ConfigError(f"{name}: model_type 'ernie4_5_moe' without 'moe_num_experts': a dense ERNIE 4.5 is"
+                              " model_type 'ernie4_5'; fix the config.json")
+        start = c.int("moe_layer_start_index", default=0, positive=False)
+        end = c.int("moe_layer_end_index", default=n - 1, positive=False)
+        return {**raw, "num_experts": c.int("moe_num_experts"), "num_experts_per_tok": c.int("moe_k", default=2),
+                "n_shared_experts": c.int("moe_num_shared_experts", default=0, positive=False),
+                "decoder_sparse_step": c.int("moe_layer_interval", default=1),
+                "mlp_only_layers": [i for i in range(n) if i < start or i > end]}
+    if model_type not in ("exaone4", "smollm3") or c.has("layer_types"):
+        return raw
+    n = c.int("num_hidden_layers")
+    if model_type == "smollm3":  # SmolLM3Config: a NoPE layer slides when use_sliding_window and a window is set
+        interval = c.int("no_rope_layer_interval", default=4)
+        nope = [(i + 1) % interval == 0 for i in range(n)]
+        slide = c.bool("use_sliding_window", False) and c.has("sliding_window")
+        return {**raw, "layer_types": ["sliding_attention" if slide and nope[i] else "full_attention" for i in range(n)]}
+    pattern = raw.get("sliding_window_pattern")
+    if not c.has("sliding_window") or pattern in (0, None):  # Exaone4Config: no window, no sliding layer
+        return {**raw, "layer_types": ["full_attention"] * n}
+    if isinstance(pattern, str) and pattern and set(pattern) <= {"L", "G"}:  # "LLLG": L slides, G is global
+        kinds = ["sliding_attention" if pattern[i % len(pattern)] == "L" else "full_attention" for i in range(n)]
+    else:
+        period = c.int("sliding_window_pattern")
+        kinds = ["full_attention" if (i + 1) % period == 0 else "sliding_attention" for i in range(n)]
+    return {**raw, "layer_types": kinds}
 
 
 # --- per-layer choices -----------------------------------------------------------------------
@@ -614,7 +669,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         raise ConfigError(f"{c.where}: sliding layers need a positive 'sliding_window'")
 
     attn_bias = c.bool(q.bias_key, q.qkv_bias)
-    o_bias = q.o_bias or (q.o_bias_follows and attn_bias)
+    o_bias = q.o_bias or (q.o_bias_follows and attn_bias) or (bool(q.o_bias_key) and c.bool(q.o_bias_key, False))
     mlp_bias = c.bool(q.mlp_bias_key, q.mlp_bias)
     qk_norm = q.qk_norm or (bool(q.qk_norm_key) and c.bool(q.qk_norm_key, False))
     q_gate = bool(q.q_gate_key) and c.bool(q.q_gate_key, True)

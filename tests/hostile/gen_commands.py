@@ -190,6 +190,19 @@ argv("cmd-two-commands-sglang-words", [*GPU, *SGLANG, "--tp", "2", *SGLANG], exp
 argv("cmd-one-command-in-setup", [*GPU, f"cd /srv && source venv/bin/activate; vllm serve {M} -tp 2 2>&1 | tee run.log"],
      expect=0)
 argv("cmd-export-applies", [*GPU, f"export CUDA_VISIBLE_DEVICES=0 && vllm serve {M} -tp 2"], expect_in=HIDDEN)
+# A CUDA_VISIBLE_DEVICES set through sudo or env and their options, or inside a container (docker run -e), was not seen:
+# a command vLLM stops on (2 GPUs asked, 1 shown) was planned on 2 GPUs, exit 0
+for n, text in enumerate([f"sudo CUDA_VISIBLE_DEVICES=0 vllm serve {M} -tp 2", f"sudo -E -u svc CUDA_VISIBLE_DEVICES=0 vllm serve {M} -tp 2",
+                          f"env -i CUDA_VISIBLE_DEVICES=0 vllm serve {M} -tp 2",
+                          f"docker run --gpus all -e CUDA_VISIBLE_DEVICES=0 vllm/vllm-openai:v0.10.1 --model {M} -tp 2"]):
+    argv(f"cmd-visible-devices-wrapped-{n}", [*GPU, text], expect_in="shows 1: vLLM stops at start-up")
+# docker run --entrypoint PROG IMAGE ... and apptainer exec IMAGE.sif PROG ... run PROG (were read as the image's
+# entrypoint with PROG's words as its arguments: refused as a stray word or as two launch commands)
+for n, text in enumerate([f"docker run --gpus all --entrypoint vllm vllm/vllm-openai:v0.10.1 serve {M} -tp 2",
+                          f"docker run --gpus all --entrypoint python3 vllm/vllm-openai:v0.10.1 -m "
+                          f"vllm.entrypoints.openai.api_server --model {M} -tp 2",
+                          f"apptainer exec --nv vllm-openai_v0.10.1.sif vllm serve {M} -tp 2"]):
+    argv(f"cmd-entrypoint-{n}", [*GPU, text], expect=0)
 argv("cmd-lines-without-backslashes", [*GPU, f"vllm serve {M}\n  --tensor-parallel-size 2\n  --max-model-len 8192\n"],
      expect=0)
 

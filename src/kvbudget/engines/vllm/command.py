@@ -484,6 +484,11 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
         if tok == "vllm.entrypoints.api_server":
             return tokens[i + 1:], "demo"  # the demo server: the model only as --model, and no model_tag
         if _is_image(tok):  # apptainer instance run IMAGE NAME ...: NAME is the instance's, not the container's
+            entrypoint = _entrypoint(tokens[:i])
+            if entrypoint is not None:  # docker run --entrypoint vllm IMAGE serve M: that program, not the image's
+                return _program([entrypoint, *tokens[i + 1:]] if entrypoint else tokens[i + 1:])
+            if _SIF.fullmatch(tok) and "exec" in tokens[:i]:  # apptainer exec IMAGE vllm serve M: the words run
+                return _program(tokens[i + 1:])
             skip = 2 if _SIF.fullmatch(tok) and "instance" in tokens[:i] else 1
             return tokens[i + skip:], "image"
     if tokens and tokens[0].startswith("-"):
@@ -491,6 +496,18 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
     raise InputError("not a launch command kvbudget reads: give `vllm serve MODEL ...` (or python -m "
                      "vllm.entrypoints.openai.api_server), `python -m sglang.launch_server ...`, `trtllm-serve MODEL ...` "
                      "or `llama-server -m FILE.gguf ...`")
+
+
+def _entrypoint(words: list[str]) -> str | None:
+    """The program ``docker run --entrypoint PROG`` (or ``--entrypoint=PROG``) runs in place of the image's own (""
+    for an empty one: the words after the image are the command); None where none is given."""
+    found: str | None = None
+    for i, word in enumerate(words):
+        if word == "--entrypoint" and i + 1 < len(words):
+            found = words[i + 1]
+        elif word.startswith("--entrypoint="):
+            found = word.partition("=")[2]
+    return found
 
 
 # The newest vllm/vllm-openai image whose entrypoint is ``python3 -m vllm.entrypoints.openai.api_server`` (the

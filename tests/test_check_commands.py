@@ -299,3 +299,12 @@ def test_a_command_that_shows_fewer_gpus_than_the_run_used_is_not_its_command(
 def test_a_flag_typed_with_a_word_processors_dash_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     # explain names the dash; check said 'unrecognized arguments: \u2014max-model-len' (vLLM) or read it as a word
     _refused(capsys, VLLM_TP2, [_VLLM.replace("--max-model-len", "\u2014max-model-len")], ("U+2014", "type --max-model-len"))
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    ([_VLLM.replace("-tp 2", "-tp $(nvidia-smi -L | wc -l)")], "-tp '$(nvidia-smi -L | wc -l)' is a shell expansion"),
+    (["args:", '["--model",', '"Qwen/Qwen2-7B-Instruct",', '"--max-model-len",', '"16384"]'], "a YAML or JSON list"),
+])
+def test_words_the_shell_or_a_manifest_would_change_are_named(words: list[str], said: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    _refused(capsys, VLLM_TP2, words, (said,))

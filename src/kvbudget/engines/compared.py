@@ -7,6 +7,7 @@ launch command or the engine's bare flags (``is_launch_command``, ``launcher``, 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from .._record import fields, record, replace
@@ -248,12 +249,21 @@ def words_read(words: list[str]) -> None:
 
     check_command_size(sum(len(w) + 1 for w in words))
     for word in words:
+        if _LISTED_FLAG.fullmatch(word):
+            raise InputError(f"the words look like a YAML or JSON list ({excerpt(word, 40)}: a flag followed by ','): "
+                             "kvbudget reads the command as a shell runs it; write its words without brackets, quotes "
+                             "and commas (vllm serve M --max-model-len 8192 ...)")
         if word[:1] in _DASHES and word.lstrip(_DASHES)[:1].isalpha():
             name = word.lstrip(_DASHES).split("=")[0]
             fixed = ("-" if len(name) <= 3 else "--") + name  # -tp, -c, -ngl; --tensor-parallel-size
             raise InputError(f"{excerpt(word.split('=')[0], 40)} starts with {word[0]!r} (U+{ord(word[0]):04X}), not '-' "
                              f"(a text editor changed the dashes): the engine reads it as a stray word and stops; "
                              f"type {excerpt(fixed, 40)[1:-1]}")
+
+
+# A flag as a Kubernetes ``args: ["--model", "M", ...]`` list or a compose file's ``command: [...]`` writes it, split by
+# the shell: '[--model,', '--max-model-len,' (no engine's flag or value is a flag name followed by a comma)
+_LISTED_FLAG = re.compile(r"\[?[\"']?--?[A-Za-z][\w.\-]{0,80}[\"']?,")
 
 
 # Where a launch command starts: ``vllm serve``, vLLM's API server modules and image, SGLang's module, trtllm-serve and

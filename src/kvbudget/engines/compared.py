@@ -215,8 +215,13 @@ def run_devices(words: list[str], used: int, engine: str) -> None:
 
 def command_env(words: list[str]) -> list[tuple[str, str]]:
     """The environment ``words`` (a whole launch command up to its program) set: NAME=VALUE words (first, or after
-    ``env`` / ``sudo``), and ``docker run``'s -e / --env NAME=VALUE options (a bare -e NAME passes the host's value
-    on: unknown here)."""
+    ``env`` / ``sudo`` and their options), and ``docker run``'s -e / --env NAME=VALUE options (a bare -e NAME passes
+    the host's value on: unknown here)."""
+    return assignments(words) + container_env(words)
+
+
+def container_env(words: list[str]) -> list[tuple[str, str]]:
+    """The NAME=VALUE pairs of ``docker run``'s -e / --env options in ``words``."""
     out: list[tuple[str, str]] = []
     for i, word in enumerate(words):
         if word in ("-e", "--env") and i + 1 < len(words):
@@ -225,8 +230,6 @@ def command_env(words: list[str]) -> list[tuple[str, str]]:
             value = word[6:]
         elif word.startswith("-e") and len(word) > 2 and "=" in word:
             value = word[2:]
-        elif not word.startswith("-") and "=" in word and (i == 0 or "=" in words[i - 1] or words[i - 1] in ("env", "sudo")):
-            value = word
         else:
             continue
         key, eq, val = value.partition("=")
@@ -400,9 +403,10 @@ _ENV_WRAPPERS = {"env": ("-u", "--unset", "-C", "--chdir", "-S", "--split-string
                           "-D", "--chdir", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user")}
 
 
-def visible_devices(words: list[str]) -> tuple[str, int] | None:
-    """(the variable, how many devices it shows) of a CUDA_VISIBLE_DEVICES-like assignment before the program,
-    also after ``env`` or ``sudo`` and their options; CUDA stops at the first entry that is not a device (``-1``)."""
+def assignments(words: list[str]) -> list[tuple[str, str]]:
+    """The NAME=VALUE assignments before the program of ``words``, as the shell (or ``env`` / ``sudo``, their options
+    passed over) hands them to it, in order (a later one of a name wins)."""
+    out: list[tuple[str, str]] = []
     wrapper: str | None = None
     skip = False
     for word in words:
@@ -416,11 +420,18 @@ def visible_devices(words: list[str]) -> tuple[str, int] | None:
             skip = word in _ENV_WRAPPERS[wrapper]  # -u USER: the option's value is the next word
             continue
         name, eq, value = word.partition("=")
-        if not eq or not name.isidentifier() or not name.isupper():
-            return None  # the program: the assignments are over
-        if name in _VISIBLE:
-            return name, _devices_listed(value)
-    return None
+        if not eq or not name.isidentifier():
+            break  # the program: the assignments are over
+        out.append((name, value))
+    return out
+
+
+def visible_devices(words: list[str]) -> tuple[str, int] | None:
+    """(the variable, how many devices it shows) of a CUDA_VISIBLE_DEVICES-like assignment before the program,
+    also after ``env`` or ``sudo`` and their options (the last one given wins, as in the shell); CUDA stops at the
+    first entry that is not a device (``-1``)."""
+    shown = [(name, _devices_listed(value)) for name, value in assignments(words) if name in _VISIBLE]
+    return shown[-1] if shown else None
 
 
 def devices_refused(words: list[str], used: int, label: str, fix: str) -> None:

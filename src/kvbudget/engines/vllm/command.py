@@ -19,7 +19,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
 from ..cmdscan import revision_said
-from ..compared import command_env
+from ..compared import assignments, container_env
 from .kv_dtypes import kv_dtype_taken
 from .settings import VllmSettings, version_minor
 
@@ -598,18 +598,19 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
     tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
-    env: list[tuple[str, str]] = []
+    # NAME=VALUE before the program, also after env / sudo and their options (env VLLM_USE_V1=0 vllm serve M was
+    # planned as V1): the program's environment
+    env = [(key, value) for key, value in assignments(tokens) if key.isupper()]
     env_warnings: list[str] = []
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-") and tokens[0].split("=")[0].isupper():
-        key, _, value = tokens.pop(0).partition("=")
-        env.append((key, value))
+        tokens.pop(0)
     if tokens and tokens[0] == "env":
         tokens.pop(0)
     image_at = next((i for i, t in enumerate(tokens) if _is_image(t)), None)
     tag_version: str | None = None
     image_warnings: list[str] = []
     if image_at is not None:  # docker run [-e NAME=VALUE ...] vllm/vllm-openai:TAG ...: the container's environment
-        env += command_env(tokens[:image_at])
+        env += container_env(tokens[:image_at])
         tag_version, image_warnings = _image_release(_as_docker_image(tokens[image_at]), base)
     args, entry = _program(tokens)
     if entry == "image":  # the image's own entrypoint: the OpenAI API server module up to 0.8, vllm serve after

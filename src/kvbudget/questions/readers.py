@@ -53,10 +53,34 @@ def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine,
     if len(claims) > 1:
         raise InputError(f"the log holds start-up lines of {claims[0]} and of {claims[1]}: give one engine's log "
                          "(check each run on its own)")
+    _one_start(engine.name, engine.label, text)
     _only_its_own(engine, given, "check", "log", registry)
     if given.get("flags") and not getattr(engine, "reads_run_flags", False):
         raise InputError(f"this is {engine.label}'s log: the flags after -- are read for vLLM, SGLang and TensorRT-LLM logs only (drop them)")
     return engine, engine.check(text, given)
+
+
+# Lines an engine prints once per start-up, before any figure (a second is another run: a restarted server, or logs
+# pasted together, whose lines the engine's reader would mix into one run): SGLang's launch server logs its
+# ServerArgs once (the scheduler processes do not); llama.cpp's programs print their build once (common.cpp
+# print_build_info: 'build: N (hash) with ...', 'main: build = N (hash)' in older builds) and initialise the CUDA
+# backend once ('ggml_cuda_init: found N CUDA devices', once for a draft model too). vLLM's reader takes the last
+# of its start-ups itself (a warning says so).
+_ONE_PER_START = {"sglang": ((r"server_args=ServerArgs\(", "its ServerArgs line"),),
+                  "llama.cpp": ((r"(?m)^(?:main: )?build(?: = |: )[0-9]{1,6} \(", "its build line"),
+                                (r"ggml_cuda_init: found [0-9]", "'ggml_cuda_init: found N CUDA devices'"))}
+
+
+def _one_start(name: str, label: str, text: str) -> None:
+    """Refuse a log that holds two start-ups of ``name``'s engine (one run's model and another's figures were read as
+    one run: exit 0)."""
+    import re
+
+    for pattern, what in _ONE_PER_START.get(name, ()):
+        count = len(re.findall(pattern, text))
+        if count > 1:
+            raise InputError(f"the log holds {count} start-ups of {label} ({what} printed {count} times: a restarted "
+                             "server, or logs pasted together): give one run's lines (check each run on its own)")
 
 
 # Lines only vLLM prints (its API server's version, the KV budget of V1 and V0), each at the start of a run's figures.

@@ -274,6 +274,9 @@ def check_log(
     ref = ref or log.model
     if not ref:
         raise InputError("the log does not name its model: give --model")
+    if log.starts > 1:  # a restarted server, or logs pasted together: parse_vllm_log read the last one
+        warnings.append(f"the log holds {log.starts} start-ups of the vLLM API server (its version line printed "
+                        f"{log.starts} times): the last one is checked; give one run's lines to check another")
     if log.other_failure:
         warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
                         "'starts' compares the memory outcome")

@@ -163,6 +163,14 @@ def test_calibrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
      "terms[0]: GPU 'H10' is not a GPU kvbudget knows"),
     ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100", "release": "v1", "gpus": 1, "bytes": 1, "logs": 1}, '
      '{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 5, "logs": 1}]}', "terms[1]: repeats terms[0]"),
+    # a hand edit read as its last value (a key twice: the first bytes dropped) or not read at all (a key no profile
+    # has: 'tp' scoping nothing), each exit 0
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": -900000000, '
+     '"bytes": 5, "logs": 1}]}', "the key 'bytes' is given twice in one object"),
+    ('{"kvbudget_profile": 1, "kvbudget_profile": 1, "terms": []}', "the key 'kvbudget_profile' is given twice"),
+    ('{"kvbudget_profile": 1, "terms": [{"gpu": "H100-SXM-80GB", "release": "v1", "gpus": 1, "bytes": 5, "logs": 1, '
+     '"tp": 2}]}', "terms[0]: key 'tp' is not a term's (a term has gpu, release, gpus, bytes, logs, spread)"),
+    ('{"kvbudget_profile": 1, "terms": [], "gpu": "H100"}', "key 'gpu' is not a profile's"),
 ])
 def test_hostile_profiles_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, said: str) -> None:
     bad = tmp_path / "p.json"

@@ -251,3 +251,60 @@ def test_vllm_logs_take_the_same_rule(after: list[str], said: str, capsys: pytes
     assert main(["check", log, "--model", "openai/gpt-oss-120b", "--gpu", "A100-80GB", "--", *after]) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+VLLM_TP2 = DATA / "vllm_logs" / "v0.10.1.1_a100-40gb-x2_qwen2-7b_tp2-ray_gmu0.5.log"
+_VLLM = "vllm serve Qwen/Qwen2-7B-Instruct --max-model-len 16384 --gpu-memory-utilization 0.5 -tp 2"
+
+
+def _json(capsys: pytest.CaptureFixture[str], log: Path, gpu: str, words: list[str]) -> dict[str, Any]:
+    assert main(["check", str(log), "--gpu", gpu, "--json", "--", *words]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("words", [
+    [_VLLM + " |& tee serve.log"], [_VLLM + " 2>&1 | tee -a serve.log"], ["cd /srv && source .venv/bin/activate && " + _VLLM],
+    ["export HF_HOME=/data/hf; " + _VLLM], ["time", *_VLLM.split()], ["numactl", "--cpunodebind=0", *_VLLM.split()],
+    ["taskset", "-c", "0-15", *_VLLM.split()], ["nice", "-n", "10", *_VLLM.split()], ["conda", "run", "-n", "vl", *_VLLM.split()],
+    ["docker", "run", "--gpus", "all", "--entrypoint", "vllm", "vllm/vllm-openai:v0.10.1.1", *_VLLM.split()[1:]],
+    ["docker", "run", "--gpus", "all", "--entrypoint", "python3", "vllm/vllm-openai:v0.10.1.1", "-m",
+     "vllm.entrypoints.openai.api_server", "--model", *_VLLM.split()[2:]],
+    ["apptainer", "exec", "--nv", "vllm-openai_v0.10.1.1.sif", *_VLLM.split()],
+])
+def test_shell_setup_and_wrappers_around_the_command_are_the_shells(words: list[str],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # check LOG -- COMMAND reads the words explain reads: shell setup (cd, source, export, | tee) and wrappers
+    # (time, numactl, taskset, nice, conda run; docker's --entrypoint, apptainer exec) around the one launch command
+    # are the shell's; each was refused ('two commands joined by', 'unrecognized arguments: time', exit 2)
+    plain = _json(capsys, VLLM_TP2, "A100-SXM4-40GB", _VLLM.split())
+    assert _json(capsys, VLLM_TP2, "A100-SXM4-40GB", words) == plain
+
+
+@pytest.mark.parametrize(("log", "words"), [
+    (VLLM_TP2, ["CUDA_VISIBLE_DEVICES=0", *_VLLM.split()]),
+    (VLLM_TP2, ["sudo", "-E", "CUDA_VISIBLE_DEVICES=1", *_VLLM.split()]),
+    (VLLM_TP2, ["export CUDA_VISIBLE_DEVICES=0\n" + _VLLM]),
+    (VLLM_TP2, ["docker", "run", "--gpus", "1", "vllm/vllm-openai:v0.10.1.1", *_VLLM.split()[2:]]),
+    (QWEN_TP2, ["CUDA_VISIBLE_DEVICES=0", *SGLANG_LAUNCH, "--model-path", "Qwen/Qwen3-14B", "--tp", "2"]),
+    (QWEN_TP2, ["env", "-i", "CUDA_VISIBLE_DEVICES=0", *SGLANG_LAUNCH, "--model-path", "Qwen/Qwen3-14B", "--tp", "2"]),
+    (TINY, ["docker", "run", "-e", "CUDA_VISIBLE_DEVICES=0", "nvcr.io/nvidia/tensorrt-llm/release:0.18.0", "trtllm-serve",
+            "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "--tp_size", "2"]),
+])
+def test_a_command_that_shows_fewer_gpus_than_the_run_used_is_not_its_command(
+        log: Path, words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # the engine stops at start-up on such a command (explain refuses it); check compared the log with it, exit 0
+    _refused(capsys, log, words, ("shows 1:", "stops at start-up", "not the command of this run"))
+
+
+def test_a_flag_typed_with_a_word_processors_dash_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    # explain names the dash; check said 'unrecognized arguments: \u2014max-model-len' (vLLM) or read it as a word
+    _refused(capsys, VLLM_TP2, [_VLLM.replace("--max-model-len", "\u2014max-model-len")], ("U+2014", "type --max-model-len"))
+
+
+@pytest.mark.parametrize(("words", "said"), [
+    ([_VLLM.replace("-tp 2", "-tp $(nvidia-smi -L | wc -l)")], "-tp '$(nvidia-smi -L | wc -l)' is a shell expansion"),
+    (["args:", '["--model",', '"Qwen/Qwen2-7B-Instruct",', '"--max-model-len",', '"16384"]'], "a YAML or JSON list"),
+])
+def test_words_the_shell_or_a_manifest_would_change_are_named(words: list[str], said: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    _refused(capsys, VLLM_TP2, words, (said,))

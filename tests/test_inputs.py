@@ -209,3 +209,29 @@ def test_a_fifo_swapped_in_after_the_check_is_refused_not_waited_on(tmp_path: Pa
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_split_command_keeps_each_shell_substitution_in_one_word() -> None:
+    # shlex cut a substitution at its spaces: '$(echo' and '16384)' were planned as a stray word ('unrecognized
+    # arguments: 16384)'), '> >(tee log)' left 'log)' behind; the shell keeps each in one word until it runs it
+    split = inputs.split_command
+    assert split("vllm serve M --max-model-len $(echo 16384) -tp 2") == [
+        "vllm", "serve", "M", "--max-model-len", "$(echo 16384)", "-tp", "2"]
+    assert split("vllm serve M -tp `nvidia-smi -L | wc -l`") == ["vllm", "serve", "M", "-tp", "`nvidia-smi -L | wc -l`"]
+    assert split("vllm serve M --port $(( 8000 + 1 ))") == ["vllm", "serve", "M", "--port", "$(( 8000 + 1 ))"]
+    assert split("vllm serve M > >(tee 'a log') 2>&1") == ["vllm", "serve", "M"]  # a redirection into a process
+    assert split("vllm serve M --download-dir \"$(pwd)/my models\"") == ["vllm", "serve", "M", "--download-dir",
+                                                                         "$(pwd)/my models"]
+    assert split("vllm serve M --served-model-name '$(a b)'") == ["vllm", "serve", "M", "--served-model-name", "$(a b)"]
+    for text, opened in (("vllm serve M -tp $(nproc", "$("), ("vllm serve M -tp `nproc", "`")):
+        with pytest.raises(InputError, match=f"opens {opened.replace('$', '[$]').replace('(', '[(]')} without closing it"):
+            split(text)
+
+
+@pytest.mark.parametrize("text", ["$TP", "${TP:-2}", "$(nproc)", "`nproc`", "$((2*2))"])
+def test_a_number_left_to_the_shell_is_named_so(text: str) -> None:
+    # was 'is not a whole number' (a reason, but not the one): kvbudget does not run the shell
+    with pytest.raises(InputError, match="is a shell expansion, which kvbudget does not evaluate: write the value"):
+        inputs.parse_whole(text, "-tp")
+    with pytest.raises(InputError, match="is a shell expansion"):
+        inputs.parse_real(text, "--gpu-memory-utilization")

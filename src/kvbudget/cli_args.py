@@ -131,9 +131,26 @@ def _json_file(path: str) -> object:
     from .inputs import MAX_CONFIG_BYTES, load_json, read_bytes
 
     try:
-        return load_json(read_bytes(path, "profile", MAX_CONFIG_BYTES), path)
+        data = read_bytes(path, "profile", MAX_CONFIG_BYTES)
+        doc = load_json(data, path)
+        twice = _keys_twice(data)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if twice:  # JSON readers keep the last value silently: a hand edit's first value was dropped, exit 0
+        raise argparse.ArgumentTypeError(f"{path}: the key {twice[0][:60]!r} is given twice in one object (JSON readers "
+                                         "keep the last one, unsaid): keep one")
+    return doc
+
+
+def _keys_twice(data: bytes) -> list[str]:
+    """The keys an object of this (valid, bounded) JSON document gives more than once."""
+    import json
+
+    from .inputs import repeated_keys
+
+    twice, pairs = repeated_keys()
+    json.loads(data, object_pairs_hook=pairs)
+    return twice
 
 
 def _size(text: str) -> int:

@@ -361,6 +361,9 @@ def _number_text(text: str, name: str, where: str, kind: str) -> tuple[str, str]
     if len(t) > MAX_NUMBER_CHARS:
         what = "digits" if t.lstrip("+-").isdecimal() else "characters"
         raise InputError(f"{label} {excerpt(t, 24)} is not a number kvbudget reads (more than {MAX_NUMBER_CHARS} {what})")
+    if t[:1] in "$`":  # $TP, ${LEN:-8192}, $(nproc), `echo 4`: the shell fills it in when it runs the command
+        raise InputError(f"{label} {excerpt(t)} is a shell expansion, which kvbudget does not evaluate: write the "
+                         f"value it stands for ({kind})")
     return t, label
 
 
@@ -469,6 +472,8 @@ def split_command(text: str) -> list[str]:
     text = text.replace("\r\n", "\n")
     if "#" in text:
         text = _without_comments(text)
+    if "(" in text or "`" in text:
+        text = _substitutions_whole(text)
     words: list[str] = []
     try:
         for part, operator in _shell_list(text):
@@ -479,7 +484,68 @@ def split_command(text: str) -> list[str]:
         raise InputError(f"the launch command cannot be split into words ({exc}): close its quotes") from None
     while words and words[-1] in SHELL_OPERATORS:  # a line end or '&' after the command ends nothing
         words.pop()
-    return words
+    return [w.translate(_UNHIDE) for w in words] if any(c in text for c in _HIDDEN) else words
+
+
+# What a substitution's text holds that would split it: white space, the shell's operators and quotes, each hidden
+# as a private-use character until the command is split, then put back (``_substitutions_whole``).
+_HIDE = str.maketrans({c: chr(0xE000 + i) for i, c in enumerate(" \t\n;&|<>'\"#")})
+_UNHIDE = {ord(hidden): chr(code) for code, hidden in _HIDE.items()}
+_HIDDEN = frozenset(_HIDE.values())
+
+
+def _substitutions_whole(text: str) -> str:
+    """``text`` with each command substitution (``$(nproc)``, a backquoted command), arithmetic (``$((8192*2))``)
+    and process substitution (``>(tee log)``) outside single quotes kept in one word, as the shell keeps it until it
+    runs them (split by shlex, ``$(echo 16384)`` became the stray words '$(echo' and '16384)'). Their values are
+    the shell's to compute: a flag kvbudget reads refuses such a word (it is no number) where the value matters."""
+    out: list[str] = []
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"':
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+        elif ch == "\\":
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        elif ch in "'\"":
+            quote = ch
+        if quote != "'" and (text.startswith(("$(", "<(", ">("), i) or ch == "`"):
+            end = _closing(text, i)
+            if end == i:  # the shell would wait for the rest of it
+                opened = "`" if ch == "`" else text[i:i + 2]
+                raise InputError(f"the launch command opens {opened} without closing it: close it, or write the value "
+                                 "it stands for")
+            out.append(text[i:end].translate(_HIDE))
+            i = end
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _closing(text: str, i: int) -> int:
+    """Where the substitution that starts at ``i`` ends (just past its ')' or closing backquote); ``i`` where it
+    does not close (the shell would wait for more: shlex then says so)."""
+    if text[i] == "`":
+        end = text.find("`", i + 1)
+        return end + 1 if end > i else i
+    depth = 0
+    for j in range(i + 1, len(text)):
+        if text[j] == "(":
+            depth += 1
+        elif text[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return i
 
 
 _REDIRECTION = re.compile(r"[0-9]*(?:>>?|<|>&|&>>?)(.*)")  # > f, >> f, 2> f, 2>&1, &> f, < f, >f

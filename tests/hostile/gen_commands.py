@@ -190,6 +190,30 @@ argv("cmd-two-commands-sglang-words", [*GPU, *SGLANG, "--tp", "2", *SGLANG], exp
 argv("cmd-one-command-in-setup", [*GPU, f"cd /srv && source venv/bin/activate; vllm serve {M} -tp 2 2>&1 | tee run.log"],
      expect=0)
 argv("cmd-export-applies", [*GPU, f"export CUDA_VISIBLE_DEVICES=0 && vllm serve {M} -tp 2"], expect_in=HIDDEN)
+# A CUDA_VISIBLE_DEVICES set through sudo or env and their options, or inside a container (docker run -e), was not seen:
+# a command vLLM stops on (2 GPUs asked, 1 shown) was planned on 2 GPUs, exit 0
+for n, text in enumerate([f"sudo CUDA_VISIBLE_DEVICES=0 vllm serve {M} -tp 2", f"sudo -E -u svc CUDA_VISIBLE_DEVICES=0 vllm serve {M} -tp 2",
+                          f"env -i CUDA_VISIBLE_DEVICES=0 vllm serve {M} -tp 2",
+                          f"docker run --gpus all -e CUDA_VISIBLE_DEVICES=0 vllm/vllm-openai:v0.10.1 --model {M} -tp 2"]):
+    argv(f"cmd-visible-devices-wrapped-{n}", [*GPU, text], expect_in="shows 1: vLLM stops at start-up")
+# docker run --entrypoint PROG IMAGE ... and apptainer exec IMAGE.sif PROG ... run PROG (were read as the image's
+# entrypoint with PROG's words as its arguments: refused as a stray word or as two launch commands)
+for n, text in enumerate([f"docker run --gpus all --entrypoint vllm vllm/vllm-openai:v0.10.1 serve {M} -tp 2",
+                          f"docker run --gpus all --entrypoint python3 vllm/vllm-openai:v0.10.1 -m "
+                          f"vllm.entrypoints.openai.api_server --model {M} -tp 2",
+                          f"apptainer exec --nv vllm-openai_v0.10.1.sif vllm serve {M} -tp 2"]):
+    argv(f"cmd-entrypoint-{n}", [*GPU, text], expect=0)
+# Shell substitutions in a pasted command were cut at their spaces by shlex ('unrecognized arguments: 16384)': a
+# wrong reason); each stays one word, and a flag kvbudget reads names it as the shell's to fill in
+for n, text in enumerate([f"vllm serve {M} --max-model-len $(echo 16384)", f"vllm serve {M} -tp `nvidia-smi -L | wc -l`",
+                          f"vllm serve {M} --gpu-memory-utilization $GMU", f"vllm serve {M} -tp ${{TP:-2}}"]):
+    argv(f"cmd-shell-expansion-{n}", [*GPU, text], expect_in="is a shell expansion, which kvbudget does not evaluate")
+argv("cmd-shell-expansion-open", [*GPU, f"vllm serve {M} -tp $(nproc"], expect_in="opens $( without closing it")
+argv("cmd-process-substitution", [*GPU, f"vllm serve {M} -tp 2 > >(tee 'serve log') 2>&1"], expect=0)
+# A Kubernetes args: [...] list (or a compose command: [...]) pasted as words: refused as 'unrecognized arguments: args:'
+for n, text in enumerate([f'args: ["--model", "{M}", "--max-model-len", "8192"]',
+                          f'command: ["vllm", "serve"]\nargs: ["{M}", "--max-model-len", "8192"]']):
+    argv(f"cmd-yaml-list-{n}", [*GPU, text], expect_in="the words look like a YAML or JSON list")
 argv("cmd-lines-without-backslashes", [*GPU, f"vllm serve {M}\n  --tensor-parallel-size 2\n  --max-model-len 8192\n"],
      expect=0)
 

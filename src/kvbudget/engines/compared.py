@@ -7,6 +7,8 @@ launch command or the engine's bare flags (``is_launch_command``, ``launcher``, 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 
 from .._record import fields, record, replace
 from ..hardware import GPU, UnknownGPU, custom_gpu, find_gpu
@@ -115,19 +117,24 @@ def logged_model(given: str | None, logged: str | None, warnings: list[str]) -> 
 # What a whole launch command starts with: an engine's program (vllm serve, sglang serve, trtllm-serve, llama-server),
 # the interpreter of its module (python -m sglang.launch_server), a container or job wrapper around it (docker run,
 # apptainer run, mpirun, srun), or an environment assignment NAME=VALUE before any of them. No engine has a flag that
-# starts so (their flags start with '-').
+# starts so (their flags start with '-'). A word before an engine's program (``launcher``) also starts one: a wrapper
+# kvbudget does not list (``numactl -N 0``, ``taskset -c 0-7``, ``time``, ``conda run -n env``), whose own options
+# are passed over with it.
 _FIRST_WORDS = ("vllm", "sglang", "trtllm-serve", "trtllm-llmapi-launch", "llama-server", "python", "python3", "docker",
-                "podman", "apptainer", "singularity", "env", "sudo", "nohup", "uv", "mpirun", "srun")
+                "podman", "apptainer", "singularity", "env", "sudo", "nohup", "uv", "mpirun", "srun", "time", "exec",
+                "numactl", "taskset", "nice", "timeout", "stdbuf", "conda", "uvx", "torchrun")
 
 
 def is_launch_command(words: list[str]) -> bool:
     """Whether words given after ``check LOG --`` are a whole launch command (``VAR=1 vllm serve M ...``, ``docker run
-    ... IMAGE ...``, ``python -m sglang.launch_server ...``, ``trtllm-serve M ...``) rather than an engine's flags."""
+    ... IMAGE ...``, ``python -m sglang.launch_server ...``, ``trtllm-serve M ...``, ``numactl -N 0 vllm serve M``)
+    rather than an engine's flags."""
     if not words or words[0].startswith("-"):
         return False
     first = os.path.basename(words[0])
     name, eq, _ = first.partition("=")
-    return first in _FIRST_WORDS or first.startswith("python3.") or bool(eq and name.isidentifier() and name.isupper())
+    return (first in _FIRST_WORDS or first.startswith("python3.") or bool(eq and name.isidentifier() and name.isupper())
+            or launcher(words) is not None)
 
 
 _LLAMA_PROGRAMS = ("llama-server", "llama-cli", "llama-run", "llama-bench")
@@ -154,10 +161,12 @@ def launcher(words: list[str]) -> str | None:
 def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[str], bool]:
     """The words after ``check LOG --`` for a log of ``engine`` (its label), and whether they are a whole launch
     command of it (``is_launch_command``) rather than its flags. One quoted string is split as a shell splits it;
-    the shell's redirections (``> serve.log 2>&1``) and a closing ``&`` are dropped, as the shell takes them. Refused
-    in one line: nothing after ``--``, a command too long, two commands, a command that launches another engine (or
-    none: only environment assignments, a wrapper around another program). ``example``: the engine's launch command,
-    for the messages."""
+    the shell's redirections (``> serve.log 2>&1``) and a closing ``&`` are dropped, as the shell takes them, and
+    shell setup around the one launch command (``cd DIR &&``, ``export A=1;``, ``| tee LOG``) is passed over as
+    ``explain`` passes it over (``one_command``). Refused in one line: nothing after ``--``, a command too long, a
+    flag typed with a word processor's dash, two commands, a command that launches another engine (or none: only
+    environment assignments, a wrapper around another program). ``example``: the engine's launch command, for the
+    messages."""
     from ..inputs import SHELL_OPERATORS, check_command_size, excerpt, split_command, without_redirections
 
     words = list(flags or ())
@@ -170,10 +179,16 @@ def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[
     if flags is not None and not any(w.strip() for w in words):  # `--`, `-- ""`
         raise InputError(f"nothing after --: give the {engine} run's flags (or its whole launch command, {example}) "
                          "after it, or drop the --")
+    words_read(words)
     joined = next((w for w in words if w in SHELL_OPERATORS), None)
     if joined is not None:
-        raise InputError(f"the words after -- hold two commands joined by {joined!r}: give the {engine} launch command "
-                         "alone")
+        try:
+            words = one_command(words)
+        except InputError:
+            words = []
+        if launcher(words) is None:  # no piece, or more than one, launches an engine
+            raise InputError(f"the words after -- hold two commands joined by {joined!r}: give the {engine} launch "
+                             "command alone")
     if not is_launch_command(words):
         return words, False
     other = launcher(words)
@@ -190,10 +205,23 @@ def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[
                      "run's flags alone")
 
 
+def run_devices(words: list[str], used: int, engine: str) -> None:
+    """Refuse a whole launch command after ``check LOG --`` whose CUDA_VISIBLE_DEVICES (or container's GPUs) shows
+    fewer devices than the logged run's ``used`` (TP x PP x DP): that command stops at start-up, so it is not the
+    command of this run."""
+    devices_refused(words, used, engine, f"so it is not the command of this run: give the one that started it, or "
+                    f"the {engine} run's flags alone")
+
+
 def command_env(words: list[str]) -> list[tuple[str, str]]:
     """The environment ``words`` (a whole launch command up to its program) set: NAME=VALUE words (first, or after
-    ``env`` / ``sudo``), and ``docker run``'s -e / --env NAME=VALUE options (a bare -e NAME passes the host's value
-    on: unknown here)."""
+    ``env`` / ``sudo`` and their options), and ``docker run``'s -e / --env NAME=VALUE options (a bare -e NAME passes
+    the host's value on: unknown here)."""
+    return assignments(words) + container_env(words)
+
+
+def container_env(words: list[str]) -> list[tuple[str, str]]:
+    """The NAME=VALUE pairs of ``docker run``'s -e / --env options in ``words``."""
     out: list[tuple[str, str]] = []
     for i, word in enumerate(words):
         if word in ("-e", "--env") and i + 1 < len(words):
@@ -202,11 +230,215 @@ def command_env(words: list[str]) -> list[tuple[str, str]]:
             value = word[6:]
         elif word.startswith("-e") and len(word) > 2 and "=" in word:
             value = word[2:]
-        elif not word.startswith("-") and "=" in word and (i == 0 or "=" in words[i - 1] or words[i - 1] in ("env", "sudo")):
-            value = word
         else:
             continue
         key, eq, val = value.partition("=")
         if eq and key.isidentifier():
             out.append((key, val))
     return out
+
+
+# --- what every engine's command reader needs of a pasted launch command (explain, and check LOG -- COMMAND) --------
+
+# Dashes a word processor or a chat window puts in place of '-': en and em dash, the minus sign, hyphens ...
+_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+
+
+def words_read(words: list[str]) -> None:
+    """What every engine's command reader needs of the words: a bounded size, and flags written with '-'. A word
+    like '\u2014tensor-parallel-size' is a stray positional word to the engine's argparse (it stops at start-up),
+    and kvbudget's readers passed it over: the plan was the default layout, exit 0."""
+    from ..inputs import check_command_size, excerpt
+
+    check_command_size(sum(len(w) + 1 for w in words))
+    for word in words:
+        if _LISTED_FLAG.fullmatch(word):
+            raise InputError(f"the words look like a YAML or JSON list ({excerpt(word, 40)}: a flag followed by ','): "
+                             "kvbudget reads the command as a shell runs it; write its words without brackets, quotes "
+                             "and commas (vllm serve M --max-model-len 8192 ...)")
+        if word[:1] in _DASHES and word.lstrip(_DASHES)[:1].isalpha():
+            name = word.lstrip(_DASHES).split("=")[0]
+            fixed = ("-" if len(name) <= 3 else "--") + name  # -tp, -c, -ngl; --tensor-parallel-size
+            raise InputError(f"{excerpt(word.split('=')[0], 40)} starts with {word[0]!r} (U+{ord(word[0]):04X}), not '-' "
+                             f"(a text editor changed the dashes): the engine reads it as a stray word and stops; "
+                             f"type {excerpt(fixed, 40)[1:-1]}")
+
+
+# A flag as a Kubernetes ``args: ["--model", "M", ...]`` list or a compose file's ``command: [...]`` writes it, split by
+# the shell: '[--model,', '--max-model-len,' (no engine's flag or value is a flag name followed by a comma)
+_LISTED_FLAG = re.compile(r"\[?[\"']?--?[A-Za-z][\w.\-]{0,80}[\"']?,")
+
+
+# Where a launch command starts: ``vllm serve``, vLLM's API server modules and image, SGLang's module, trtllm-serve and
+# llama.cpp's programs (by name, so that a second one pasted after the first is seen).
+_VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+_PROGRAMS = ("sglang.launch_server", "trtllm-serve", *_LLAMA_PROGRAMS)
+
+
+def program_starts(words: list[str]) -> list[int]:
+    """The indices of ``words`` where a launch command's program is named."""
+    out = []
+    for i, word in enumerate(words):
+        base = os.path.basename(word)
+        if ((base in ("vllm", "sglang") and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES or base in _PROGRAMS
+                or ("vllm/vllm-openai" in word and not any(w.startswith("--entrypoint") for w in words[:i]))):
+            out.append(i)  # an image run with --entrypoint PROG runs PROG, named after it
+    return out
+
+
+def one_command(words: list[str], reads: Callable[[list[str]], bool] | None = None) -> list[str]:
+    """The one launch command in ``words``: shell setup around it (``cd``, ``source``, ``| tee LOG``) is passed over,
+    ``export NAME=VALUE`` before it applies to it; two launch commands (joined by ``&&``, ``;``, a line end, or
+    pasted one after the other) are refused: each would be planned as the other's flags, or one of them unread.
+    ``reads``: whether an engine reads a piece that names no program kvbudget knows as its command."""
+    from ..inputs import SHELL_OPERATORS, excerpt
+
+    segments: list[list[str]] = [[]]
+    for word in words:
+        if word in SHELL_OPERATORS:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    segments = [s for s in segments if s]
+    if len(segments) == 1 and len(program_starts(segments[0])) < 2:
+        return segments[0]
+    launches: list[tuple[int, list[str]]] = []  # (its segment, its words)
+    for n, segment in enumerate(segments):
+        starts = program_starts(segment)
+        if not starts and reads is not None and reads(segment):
+            starts = [0]
+        launches += [(n, segment[i:j]) for i, j in zip(starts, [*starts[1:], len(segment)][:len(starts)], strict=True)]
+    if len(launches) > 1:
+        shown = " and ".join(f"`{excerpt(' '.join(c[:3]), 60)[1:-1]}`" for _, c in launches[:2])
+        raise InputError(f"the text holds {len(launches)} launch commands ({shown}): kvbudget plans one; "
+                         "pass each on its own")
+    if not launches:
+        return segments[0] if segments else []
+    at = launches[0][0]
+    env: list[str] = []
+    for segment in segments[:at]:
+        assigned = segment[1:] if segment[0] == "export" else segment
+        if assigned and all("=" in w and w.partition("=")[0].isidentifier() for w in assigned):
+            env += assigned
+    return env + segments[at]
+
+
+_CONTAINER_PROGRAMS = ("docker", "podman", "nerdctl")
+_VISIBLE = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def container_gpus(words: list[str]) -> tuple[str, int] | None:
+    """(how it is given, how many GPUs) a ``docker run`` gives its container before the image: ``--gpus N`` or
+    ``--gpus '"device=0,1"'`` (Docker's CSV form), else ``-e NVIDIA_VISIBLE_DEVICES=0,1`` (the NVIDIA runtime); a
+    ``-e CUDA_VISIBLE_DEVICES=...`` inside the container shows no more than it lists. None for ``all`` or no such
+    option."""
+    import csv
+
+    at = next((i for i, w in enumerate(words[:-1]) if os.path.basename(w) in _CONTAINER_PROGRAMS and words[i + 1] == "run"),
+              None)
+    if at is None:
+        return None
+    found: tuple[str, str] | None = None
+    inside: tuple[str, int] | None = None  # -e CUDA_VISIBLE_DEVICES=0: the devices CUDA shows in the container
+    rest = words[at + 2:]
+    for i, word in enumerate(rest):
+        if word in ("--gpus", "-e", "--env") and i + 1 < len(rest):
+            flag, value = word, rest[i + 1]
+        elif word.startswith(("--gpus=", "--env=")):
+            flag, _, value = word.partition("=")
+        elif not word.startswith("-") and (i == 0 or rest[i - 1] not in ("--gpus", "-e", "--env", "-p", "-v", "--name",
+                                                                         "--runtime", "--ipc", "--shm-size", "--network",
+                                                                         "-w", "--mount", "--env-file", "--entrypoint",
+                                                                         "-u", "--user", "--device")):
+            break  # the image: what follows is the container's command
+        else:
+            continue
+        if flag == "--gpus":
+            found = ("docker run --gpus", value)
+        elif value.startswith("NVIDIA_VISIBLE_DEVICES=") and found is None:
+            found = ("NVIDIA_VISIBLE_DEVICES", value.partition("=")[2])
+        elif value.partition("=")[0] in _VISIBLE:
+            name, _, devices_text = value.partition("=")
+            inside = (f"-e {name}", _devices_listed(devices_text))
+    if found is None:
+        return inside
+    what, value = found
+    if what == "NVIDIA_VISIBLE_DEVICES":  # a plain list of indices or UUIDs; all / none / void are no count
+        listed = [d for d in value.split(",") if d.strip()]
+        shown = None if not listed or listed[0].strip().lower() in ("all", "none", "void") else (what, len(listed))
+        return shown if inside is None or (shown is not None and shown[1] <= inside[1]) else inside
+    devices: int | None = None
+    for n, field in enumerate(next(csv.reader([value]), [])):
+        key, eq, item = field.strip().strip('"').partition("=")
+        if not eq and n == 0:
+            if key.strip().lower() == "all" or not key.strip().isdigit():
+                return inside
+            devices = int(key)  # --gpus 2: two GPUs
+        elif not eq and devices is not None and key.strip():
+            devices += 1  # device=0,1 unquoted: CSV cut the list
+        elif key == "device":
+            devices = len([d for d in item.split(",") if d.strip()])
+        elif key == "count":
+            devices = int(item) if item.isdigit() else None
+    if devices is None or (inside is not None and inside[1] < devices):
+        return inside
+    return what, devices
+
+
+def _devices_listed(value: str) -> int:
+    """The devices a CUDA_VISIBLE_DEVICES-like value shows: CUDA stops at the first entry that is not a device."""
+    shown = 0
+    for device in value.split(","):
+        entry = device.strip()
+        if not (entry.isdigit() and entry.isascii()) and not entry.upper().startswith(("GPU-", "MIG-")):
+            break  # '-1', 'abc', '': CUDA shows the devices before it only
+        shown += 1
+    return shown
+
+
+# The wrappers that set the environment of the program after them (``env A=1 prog``, ``sudo A=1 prog``) and their
+# options that take a value (coreutils env; sudo 1.9): passed over to reach the assignments.
+_ENV_WRAPPERS = {"env": ("-u", "--unset", "-C", "--chdir", "-S", "--split-string"),
+                 "sudo": ("-u", "--user", "-g", "--group", "-h", "--host", "-p", "--prompt", "-C", "--close-from",
+                          "-D", "--chdir", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user")}
+
+
+def assignments(words: list[str]) -> list[tuple[str, str]]:
+    """The NAME=VALUE assignments before the program of ``words``, as the shell (or ``env`` / ``sudo``, their options
+    passed over) hands them to it, in order (a later one of a name wins)."""
+    out: list[tuple[str, str]] = []
+    wrapper: str | None = None
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if os.path.basename(word) in _ENV_WRAPPERS:
+            wrapper = os.path.basename(word)
+            continue
+        if wrapper is not None and word.startswith("-"):
+            skip = word in _ENV_WRAPPERS[wrapper]  # -u USER: the option's value is the next word
+            continue
+        name, eq, value = word.partition("=")
+        if not eq or not name.isidentifier():
+            break  # the program: the assignments are over
+        out.append((name, value))
+    return out
+
+
+def visible_devices(words: list[str]) -> tuple[str, int] | None:
+    """(the variable, how many devices it shows) of a CUDA_VISIBLE_DEVICES-like assignment before the program,
+    also after ``env`` or ``sudo`` and their options (the last one given wins, as in the shell); CUDA stops at the
+    first entry that is not a device (``-1``)."""
+    shown = [(name, _devices_listed(value)) for name, value in assignments(words) if name in _VISIBLE]
+    return shown[-1] if shown else None
+
+
+def devices_refused(words: list[str], used: int, label: str, fix: str) -> None:
+    """Refuse a launch command whose CUDA_VISIBLE_DEVICES (or container's GPUs) shows fewer devices than the
+    ``used`` its parallel sizes take: the engine (``label``) stops at start-up. ``fix``: what to do, {used} in it."""
+    shown = visible_devices(words) or container_gpus(words)
+    if shown is not None and used > shown[1]:
+        count = f"{used} device{'s' if used != 1 else ''}"
+        raise InputError(f"the command needs {used} GPU{'s' if used != 1 else ''} (TP x PP x DP) but its {shown[0]} shows "
+                         f"{shown[1]}: {label} stops at start-up; {fix.format(used=count)}")

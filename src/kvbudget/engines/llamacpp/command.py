@@ -269,8 +269,15 @@ class _Read:
 def parse_llamacpp_command(argv: list[str] | str, build: int | None = None) -> LlamaCppCommand:
     """Read ``llama-server -m model.gguf -c 32768 -np 4 -ctk q8_0 ...`` (or llama-cli) as llama.cpp build ``build``
     (default: today's) parses it, with ``LLAMA_ARG_...=VALUE`` assignments before it."""
+    from ..compared import command_env
+
     tokens = split_command(argv) if isinstance(argv, str) else list(argv)
     assignments: list[str] = []
+    at = next((i for i, t in enumerate(tokens) if os.path.basename(t) in ("llama-server", "llama-cli", "llama-run",
+                                                                            "llama-bench")), 0)
+    if at > 0:  # a wrapper before the program (sudo, env -u X, numactl -N 0, taskset ...): its own words passed over,
+        assignments = [f"{key}={value}" for key, value in command_env(tokens[:at])]  # the environment it sets kept
+        tokens = tokens[at:]
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-"):
         assignments.append(tokens.pop(0))
     if not tokens:

@@ -168,7 +168,9 @@ class LlamaCppEngine:
         return s.devices
 
     def reads_command(self, words: list[str]) -> bool:
-        return program(words) in PROGRAMS
+        from ..compared import launcher
+
+        return program(words) in PROGRAMS or launcher(words) == "llama.cpp"
 
     def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
         from .command import parse_llamacpp_command

@@ -109,19 +109,22 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     (``check_sglang_log``). ``given``: --model, --gpu, --gpu-memory, --sglang-version and the words after -- (SGLang's
     flags, or the whole launch command: its model where --model is not given, the release its image names where
     --sglang-version is not)."""
-    from ..compared import OtherCheck, logged_model, row, run_gpu, run_words, settings_items, starts_row
+    from ..compared import OtherCheck, logged_model, row, run_devices, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
     from .log import COMMAND_EXAMPLE, read_run, whole_command
     from .policy import plan, summary
-    from .settings import SGLangSettings
+    from .settings import SGLangSettings, replicas
 
     log = open_log(text, "SGLang")
     flags, whole = run_words(given.get("flags"), "SGLang", COMMAND_EXAMPLE)
+    command = flags if whole else []
     version, said, said_first = given.get("sglang_version"), "given with --sglang-version", list[str]()
     if whole:  # `-- [VAR=1] [docker run ... lmsysorg/sglang:TAG] python3 -m sglang.launch_server ...`
         flags, version, said, said_first = whole_command(flags, version)
     run = read_run(log, flags, version, version_said=said,
                    where="the command after --" if whole else "the flags after --")
+    if command:
+        run_devices(command, int(run.settings.tp * run.settings.pp * replicas(run.settings)), "SGLang")
     model = given.get("model")
     warnings = [*said_first, *run.warnings]
     notes = [f"release line {run.settings.version}: {run.release_said}"]

@@ -157,7 +157,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     --gpu-memory, --trtllm-release and the words after -- (trtllm-serve's flags, or the whole launch command: its
     model where --model is not given, the release its image names where --trtllm-release is not)."""
     from ...units import InputError
-    from ..compared import OtherCheck, logged_model, row, run_gpu, run_words, settings_items, starts_row
+    from ..compared import OtherCheck, logged_model, row, run_devices, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
     from .log import COMMAND_EXAMPLE, read_run, whole_command
     from .policy import plan, summary
@@ -165,10 +165,13 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
 
     log = open_log(text, "TensorRT-LLM")
     flags, whole = run_words(given.get("flags"), "TensorRT-LLM", COMMAND_EXAMPLE)
+    command = flags if whole else []
     release, found, said_first = given.get("trtllm_release"), "--trtllm-release", list[str]()
     if whole:  # `-- [docker run ... nvcr.io/nvidia/tensorrt-llm/release:TAG] trtllm-serve MODEL ...`
         flags, release, found, said_first = whole_command(flags, release)
     run = read_run(log, flags, release, whole=whole, release_from=found)
+    if command:
+        run_devices(command, run.settings.tp * run.settings.pp, "TensorRT-LLM")
     model = given.get("model")
     warnings = [*said_first, *run.warnings]
     notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "

@@ -10,7 +10,7 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, run_words
+from ..compared import Row, run_devices, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
@@ -245,8 +245,10 @@ def check_log(
         settings = _setting(settings, key, value)
         if key == "hf_overrides":
             overrides = _log_overrides(value)
+    command: list[str] = []  # the whole launch command after --, if one was given
     if flags is not None:  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...` or the flags
         flags, whole = run_words(flags, "vLLM", "vllm serve MODEL ...")
+        command = flags if whole else []
         if whole and version is None and (tagged := image_tag_release(flags)) is not None:
             settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
         try:
@@ -262,6 +264,9 @@ def check_log(
             overrides = cmd.overrides
     settings, said = _layout_from_workers(log, settings)
     warnings += said
+    if command:
+        run_devices(command, settings.tensor_parallel_size * settings.pipeline_parallel_size * settings.data_parallel_size,
+                    "vLLM")
     if log.concurrency_len and settings.max_model_len is None:
         settings = replace(settings, max_model_len=log.concurrency_len)
     if model and log.model:
@@ -269,6 +274,9 @@ def check_log(
     ref = ref or log.model
     if not ref:
         raise InputError("the log does not name its model: give --model")
+    if log.starts > 1:  # a restarted server, or logs pasted together: parse_vllm_log read the last one
+        warnings.append(f"the log holds {log.starts} start-ups of the vLLM API server (its version line printed "
+                        f"{log.starts} times): the last one is checked; give one run's lines to check another")
     if log.other_failure:
         warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
                         "'starts' compares the memory outcome")

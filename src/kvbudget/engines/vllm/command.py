@@ -19,7 +19,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, human_readable_int
 from ..cmdscan import revision_said
-from ..compared import command_env
+from ..compared import assignments, container_env
 from .kv_dtypes import kv_dtype_taken
 from .settings import VllmSettings, version_minor
 
@@ -484,6 +484,11 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
         if tok == "vllm.entrypoints.api_server":
             return tokens[i + 1:], "demo"  # the demo server: the model only as --model, and no model_tag
         if _is_image(tok):  # apptainer instance run IMAGE NAME ...: NAME is the instance's, not the container's
+            entrypoint = _entrypoint(tokens[:i])
+            if entrypoint is not None:  # docker run --entrypoint vllm IMAGE serve M: that program, not the image's
+                return _program([entrypoint, *tokens[i + 1:]] if entrypoint else tokens[i + 1:])
+            if _SIF.fullmatch(tok) and "exec" in tokens[:i]:  # apptainer exec IMAGE vllm serve M: the words run
+                return _program(tokens[i + 1:])
             skip = 2 if _SIF.fullmatch(tok) and "instance" in tokens[:i] else 1
             return tokens[i + skip:], "image"
     if tokens and tokens[0].startswith("-"):
@@ -491,6 +496,18 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
     raise InputError("not a launch command kvbudget reads: give `vllm serve MODEL ...` (or python -m "
                      "vllm.entrypoints.openai.api_server), `python -m sglang.launch_server ...`, `trtllm-serve MODEL ...` "
                      "or `llama-server -m FILE.gguf ...`")
+
+
+def _entrypoint(words: list[str]) -> str | None:
+    """The program ``docker run --entrypoint PROG`` (or ``--entrypoint=PROG``) runs in place of the image's own (""
+    for an empty one: the words after the image are the command); None where none is given."""
+    found: str | None = None
+    for i, word in enumerate(words):
+        if word == "--entrypoint" and i + 1 < len(words):
+            found = words[i + 1]
+        elif word.startswith("--entrypoint="):
+            found = word.partition("=")[2]
+    return found
 
 
 # The newest vllm/vllm-openai image whose entrypoint is ``python3 -m vllm.entrypoints.openai.api_server`` (the
@@ -581,18 +598,19 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
     tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
-    env: list[tuple[str, str]] = []
+    # NAME=VALUE before the program, also after env / sudo and their options (env VLLM_USE_V1=0 vllm serve M was
+    # planned as V1): the program's environment
+    env = [(key, value) for key, value in assignments(tokens) if key.isupper()]
     env_warnings: list[str] = []
     while tokens and "=" in tokens[0] and not tokens[0].startswith("-") and tokens[0].split("=")[0].isupper():
-        key, _, value = tokens.pop(0).partition("=")
-        env.append((key, value))
+        tokens.pop(0)
     if tokens and tokens[0] == "env":
         tokens.pop(0)
     image_at = next((i for i, t in enumerate(tokens) if _is_image(t)), None)
     tag_version: str | None = None
     image_warnings: list[str] = []
     if image_at is not None:  # docker run [-e NAME=VALUE ...] vllm/vllm-openai:TAG ...: the container's environment
-        env += command_env(tokens[:image_at])
+        env += container_env(tokens[:image_at])
         tag_version, image_warnings = _image_release(_as_docker_image(tokens[image_at]), base)
     args, entry = _program(tokens)
     if entry == "image":  # the image's own entrypoint: the OpenAI API server module up to 0.8, vllm serve after

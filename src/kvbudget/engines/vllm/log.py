@@ -59,6 +59,7 @@ class VllmLog:
     # rank=3 pid=..)" 4 ranks (TP x PP, read as TP); None where no worker prefix carries a rank
     worker_layout: tuple[int, int] | None = None
     kv_size_printed: int = 0
+    starts: int = 1  # the API server's start-ups the log holds (its version line); the figures are the last one's
 
     def graph_estimate(self, total_gib: float | None) -> float | None:
         """vLLM's CUDA-graph estimate in GiB: (X - Y) x the GPU's total from the equivalent-utilization line (to
@@ -321,10 +322,12 @@ def parse_vllm_log(text: str) -> VllmLog:
     holds several start-ups (a restarted server, logs pasted one after another: the API server prints its version
     line once per start) is read from the last one on: the model and settings of one run, and its figures."""
     start = text.rfind(_RUN_START)
+    starts = 1
     if start > 0 and text.find(_RUN_START) < start:
+        starts = text.count(_RUN_START)
         text = text[text.rfind("\n", 0, start) + 1:]
     log = open_log(text, "vLLM", join_wrapped=True)
-    fields: dict[str, object] = {}
+    fields: dict[str, object] = {"starts": starts}
     m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")
          or log.first("LLM engine (v", r"LLM engine \(v([0-9][\w.+\-]{0,40})\)")
          or log.first("vLLM version", r"vLLM version:? v?([0-9][\w.+\-]{0,40})")

@@ -31,6 +31,11 @@ class SiteTerm:
     spread: int = 0  # the largest distance of one log's residual from the median
 
 
+# What ``kvbudget calibrate --out`` writes (questions/calibrate.py): the profile's keys, and each term's
+_PROFILE_KEYS = ("kvbudget_profile", "engine", "terms", "logs")
+_TERM_KEYS = ("gpu", "release", "gpus", "bytes", "logs", "spread")
+
+
 def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
     """A profile file (``kvbudget calibrate --out``) read back, each field checked."""
     from ...inputs import whole
@@ -41,6 +46,9 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
     if doc.get("engine", "vllm") != "vllm":  # the terms are vLLM's non-KV memory: no other engine's plan reads them
         raise InputError(f"{where}: a profile of engine {str(doc['engine'])[:40]!r}; kvbudget writes vLLM profiles only "
                          "(engine \"vllm\"): recalibrate with `kvbudget calibrate LOG ... --out FILE`")
+    if extra := sorted(str(k)[:40] for k in doc if k not in _PROFILE_KEYS):  # a hand edit kvbudget would not read
+        raise InputError(f"{where}: key {extra[0]!r} is not a profile's (it has {', '.join(_PROFILE_KEYS)}): remove it, or "
+                         "recalibrate with `kvbudget calibrate LOG ... --out FILE`")
     if len(doc["terms"]) > 10_000:
         raise InputError(f"{where}: {len(doc['terms']):,} terms: a profile holds at most 10,000")
     terms: list[SiteTerm] = []
@@ -49,6 +57,9 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
         at = f"{where}: terms[{i}]"
         if not isinstance(t, dict) or not isinstance(t.get("gpu"), str) or not isinstance(t.get("release"), str):
             raise InputError(f"{at}: needs gpu and release names")
+        if extra := sorted(str(k)[:40] for k in t if k not in _TERM_KEYS):  # e.g. 'tp': 2, which no plan would read
+            raise InputError(f"{at}: key {extra[0]!r} is not a term's (a term has {', '.join(_TERM_KEYS)}): remove it, or "
+                             "recalibrate with `kvbudget calibrate LOG ... --out FILE`")
         if t["release"] not in RELEASES:  # a term no plan would ever match: silently no calibration
             raise InputError(f"{at}: release {t['release'][:40]!r} is not a vLLM release line kvbudget knows "
                              f"({', '.join(RELEASES)}): recalibrate with this kvbudget")

@@ -105,3 +105,20 @@ def test_the_logged_command_predicts_each_gpus_kv_buffer() -> None:
     p = plan(spec, kvbudget.find_gpu("RTX-3090"), cmd.settings)
     assert [b / MiB for b in p.kv_device_bytes] == [meta["reported"]["kv_buffer_mib"]["CUDA0"],
                                                     meta["reported"]["kv_buffer_mib"]["CUDA1"]] == [2788.0, 1564.0]
+
+
+def test_a_log_without_kv_widths_needs_the_model() -> None:
+    """A llama.cpp excerpt with the KV cache line but neither n_embd_k_gqa / n_head_kv nor the GGUF dump: before,
+    `check` printed "0.00 / 0.00 DIFFERS" with exit 0 (a figure computed from nothing); now one error line asks for
+    --model, and with it the caches are recomputed exactly (b4462, 2 x 3090 Ti, Qwen2.5-Coder-32B, q8_0 K and V:
+    64 layers x 32,768 cells x 1,024 wide x 34/32 bytes = 2,176 MiB each)."""
+    import subprocess
+    import sys
+
+    log = DATA / "b4462_2x3090ti_qwen2.5-coder-32b_q8kv_split.log"
+    run = subprocess.run([sys.executable, "-m", "kvbudget", "check", str(log)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and "lacks the KV widths" in run.stderr and "--model" in run.stderr
+    assert 64 * 32768 * 1024 * 34 // 32 / MiB == 2176.0
+    checks = check_caches(parse_llamacpp_log(log.read_text()), kvbudget.load_model("Qwen/Qwen2.5-Coder-32B-Instruct"))
+    assert [(c.predicted_k_mib, c.predicted_v_mib, c.exact) for c in checks] == [(2176.0, 2176.0, True)]

@@ -467,6 +467,4 @@ def llamacpp_check_text(checks: list[Any]) -> str:
     out = ["llama.cpp KV caches, reported vs recomputed (K / V MiB), and each KV buffer in whole layers:",
            table(["cache", "types", "log", "kvbudget", "", "KV buffers (MiB)"], rows,
                  right=[False, False, True, True, False, False])]
-    if any(not c.n_embd_k_gqa for c in checks):
-        out.append("warning: the log lacks the KV widths (n_embd_k_gqa): give --model")
     return "\n".join(out)

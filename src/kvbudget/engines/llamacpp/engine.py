@@ -198,7 +198,11 @@ class LlamaCppEngine:
 
         log = parse_llamacpp_log(text)
         model = given.get("model")
-        return log, check_caches(log, load_model(model) if model else None)
+        checks = check_caches(log, load_model(model) if model else None)
+        if checks and not any(c.n_embd_k_gqa for c in checks):  # nothing to recompute a cache from: no 0 MiB figure
+            raise InputError("the llama.cpp log lacks the KV widths (no n_embd_k_gqa / n_head_kv lines and no GGUF "
+                             "key dump), so its KV caches cannot be recomputed: give --model (the model it loaded)")
+        return log, checks
 
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import llamacpp_text

@@ -138,6 +138,16 @@ def is_launch_command(words: list[str]) -> bool:
 
 
 _LLAMA_PROGRAMS = ("llama-server", "llama-cli", "llama-run", "llama-bench")
+# llama.cpp's container images (its .devops/*.Dockerfile, published as ghcr.io/ggml-org/llama.cpp, earlier
+# ghcr.io/ggerganov/llama.cpp): the ``server`` tags (server, server-cuda, server-rocm, server-vulkan ...) run
+# /app/llama-server, the ``light`` tags /app/llama-cli; the words after the image are that program's arguments.
+_LLAMA_IMAGE = re.compile(r"(?:[\w.\-]+/)?(?:ggml-org|ggerganov)/llama\.cpp:(server|light)(?:-[\w.\-]+)?")
+
+
+def llama_image(word: str) -> str | None:
+    """The llama.cpp program a llama.cpp image tag runs (``llama-server``, ``llama-cli``), or None."""
+    m = _LLAMA_IMAGE.fullmatch(word)
+    return None if m is None else "llama-server" if m.group(1) == "server" else "llama-cli"
 
 
 def launcher(words: list[str]) -> str | None:
@@ -153,7 +163,7 @@ def launcher(words: list[str]) -> str | None:
             return "SGLang"
         if base == "trtllm-serve":
             return "TensorRT-LLM"
-        if base in _LLAMA_PROGRAMS:
+        if base in _LLAMA_PROGRAMS or llama_image(word):
             return "llama.cpp"
     return None
 
@@ -173,7 +183,7 @@ def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[
     check_command_size(sum(len(w) + 1 for w in words))
     if len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
         words = split_command(words[0])
-    words = without_redirections(words)
+    words = without_redirections(shell_command(words))
     while words and words[-1] in SHELL_OPERATORS:  # `... &`: run in the background, the command is the same
         words.pop()
     if flags is not None and not any(w.strip() for w in words):  # `--`, `-- ""`
@@ -244,6 +254,28 @@ def container_env(words: list[str]) -> list[tuple[str, str]]:
 _DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
 
 
+_SHELLS = ("bash", "sh", "zsh", "dash", "ash")
+_SHELL_C = re.compile(r"-[a-z]*c[a-z]*")  # -c, -lc, -ec, -xc: the option that takes the command string
+
+
+def shell_command(words: list[str]) -> list[str]:
+    """The words of ``bash -c 'vllm serve M ...'`` (sh, zsh ...; their single-letter options before it, such as -l,
+    -e, -lc): the command string split as the shell runs it, after the assignments before the shell; ``words``
+    themselves otherwise. The words after the string are the script's $0, $1 ...: not the command's."""
+    from ..inputs import split_command
+
+    at = 0
+    while at < len(words) and "=" in words[at] and words[at].partition("=")[0].isidentifier():
+        at += 1
+    if at < len(words) and os.path.basename(words[at]) in _SHELLS:
+        for i in range(at + 1, len(words) - 1):
+            if _SHELL_C.fullmatch(words[i]):
+                return [*words[:at], *split_command(words[i + 1])]
+            if not re.fullmatch(r"-[a-z]+", words[i]):
+                break
+    return words
+
+
 def words_read(words: list[str]) -> None:
     """What every engine's command reader needs of the words: a bounded size, and flags written with '-'. A word
     like '\u2014tensor-parallel-size' is a stray positional word to the engine's argparse (it stops at start-up),
@@ -272,6 +304,7 @@ _LISTED_FLAG = re.compile(r"\[?[\"']?--?[A-Za-z][\w.\-]{0,80}[\"']?,")
 # Where a launch command starts: ``vllm serve``, vLLM's API server modules and image, SGLang's module, trtllm-serve and
 # llama.cpp's programs (by name, so that a second one pasted after the first is seen).
 _VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+_VLLM_CLI = "vllm.entrypoints.cli.main"  # the module of the `vllm` program (vLLM's pyproject.toml [project.scripts])
 _PROGRAMS = ("sglang.launch_server", "trtllm-serve", *_LLAMA_PROGRAMS)
 
 
@@ -280,8 +313,10 @@ def program_starts(words: list[str]) -> list[int]:
     out = []
     for i, word in enumerate(words):
         base = os.path.basename(word)
-        if ((base in ("vllm", "sglang") and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES or base in _PROGRAMS
-                or ("vllm/vllm-openai" in word and not any(w.startswith("--entrypoint") for w in words[:i]))):
+        if (((base in ("vllm", "sglang") or word == _VLLM_CLI) and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES
+                or base in _PROGRAMS
+                or (("vllm/vllm-openai" in word or llama_image(word))
+                    and not any(w.startswith("--entrypoint") for w in words[:i]))):
             out.append(i)  # an image run with --entrypoint PROG runs PROG, named after it
     return out
 

@@ -18,10 +18,11 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     """The engine whose launch command ``words`` is, and its plan of it (``given``: the engine options the user
     gave kvbudget, such as a vLLM release or a llama.cpp build, and ``num_gpus``, the GPUs the machine has)."""
     from ..engines.base import Ask
-    from ..engines.compared import devices_refused, one_command, words_read
+    from ..engines.compared import devices_refused, one_command, shell_command, words_read
     from ..model.resolve import load_foreign_model
     from .fit import fit
 
+    words = shell_command(words)
     words_read(words)
     named = [e for e in registry if not getattr(e, "default_reader", False)]
     words = one_command(words, lambda segment: any(e.reads_command(segment) for e in named))

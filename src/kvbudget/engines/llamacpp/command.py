@@ -269,10 +269,14 @@ class _Read:
 def parse_llamacpp_command(argv: list[str] | str, build: int | None = None) -> LlamaCppCommand:
     """Read ``llama-server -m model.gguf -c 32768 -np 4 -ctk q8_0 ...`` (or llama-cli) as llama.cpp build ``build``
     (default: today's) parses it, with ``LLAMA_ARG_...=VALUE`` assignments before it."""
-    from ..compared import command_env
+    from ..compared import command_env, llama_image
 
     tokens = split_command(argv) if isinstance(argv, str) else list(argv)
     assignments: list[str] = []
+    image = next((i for i, t in enumerate(tokens) if llama_image(t)), None)
+    if image is not None and not any(t.startswith("--entrypoint") for t in tokens[:image]):
+        # docker run [options] ghcr.io/ggml-org/llama.cpp:server-cuda -m ...: the image's program, then its arguments
+        tokens = [*tokens[:image], str(llama_image(tokens[image])), *tokens[image + 1:]]
     at = next((i for i, t in enumerate(tokens) if os.path.basename(t) in ("llama-server", "llama-cli", "llama-run",
                                                                             "llama-bench")), 0)
     if at > 0:  # a wrapper before the program (sudo, env -u X, numactl -N 0, taskset ...): its own words passed over,

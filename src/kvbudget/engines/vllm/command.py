@@ -477,7 +477,7 @@ def _program(tokens: list[str]) -> tuple[list[str], str]:
     """Drop the program part; return the argument tokens and the entry point."""
     for i, tok in enumerate(tokens):
         base = os.path.basename(tok)
-        if base == "vllm" and i + 1 < len(tokens) and tokens[i + 1] == "serve":
+        if (base == "vllm" or tok == "vllm.entrypoints.cli.main") and i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return tokens[i + 2:], "serve"
         if tok == "vllm.entrypoints.openai.api_server":
             return tokens[i + 1:], "module"  # python -m: the model only as --model

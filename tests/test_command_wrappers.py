@@ -74,3 +74,15 @@ def test_shell_strings_and_the_vllm_module_are_the_command(text: str) -> None:
     assert shell_command(["bash", "serve.sh"]) == ["bash", "serve.sh"]  # a script file: not read
     with pytest.raises(InputError, match="2 launch commands"):
         kvbudget.explain("bash -c 'vllm serve Qwen/Qwen3-8B && vllm serve Qwen/Qwen3-4B'", gpu="H100")
+
+
+def test_a_program_after_an_image_that_runs_it_is_named() -> None:
+    # the image's entrypoint already runs the server: `docker run IMAGE vllm serve M` passes 'vllm serve M' to it as
+    # arguments and it stops. Refused before too, but as '2 launch commands', which is not what is wrong.
+    import kvbudget
+
+    for text, program in (("docker run --gpus all vllm/vllm-openai:v0.10.2 vllm serve Qwen/Qwen3-8B", "--entrypoint vllm"),
+                          ("docker run ghcr.io/ggml-org/llama.cpp:server-cuda llama-server -m x.gguf",
+                           "--entrypoint llama-server")):
+        with pytest.raises(InputError, match=r"already runs .* \(its entrypoint\).*" + program):
+            kvbudget.explain(text, gpu="H100")

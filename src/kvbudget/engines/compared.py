@@ -344,6 +344,13 @@ def one_command(words: list[str], reads: Callable[[list[str]], bool] | None = No
             starts = [0]
         launches += [(n, segment[i:j]) for i, j in zip(starts, [*starts[1:], len(segment)][:len(starts)], strict=True)]
     if len(launches) > 1:
+        first, second = launches[0][1], launches[1][1]
+        if launches[0][0] == launches[1][0] and len(first) == 1 and ("vllm/vllm-openai" in first[0] or llama_image(first[0])):
+            vllm = llama_image(first[0]) is None
+            program, entry = ("vLLM's server", "vllm") if vllm else (str(llama_image(first[0])),) * 2
+            raise InputError(f"the image {excerpt(first[0], 60)} already runs {program} (its entrypoint): the words "
+                             f"`{excerpt(' '.join(second[:3]), 60)[1:-1]}` after it reach it as arguments and it stops; "
+                             f"give the model and flags right after the image, or --entrypoint {entry}")
         shown = " and ".join(f"`{excerpt(' '.join(c[:3]), 60)[1:-1]}`" for _, c in launches[:2])
         raise InputError(f"the text holds {len(launches)} launch commands ({shown}): kvbudget plans one; "
                          "pass each on its own")

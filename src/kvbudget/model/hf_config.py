@@ -124,7 +124,7 @@ QUIRKS: dict[str, Quirks] = {
     "granitemoehybrid": Quirks(
         o_bias_follows=True, layout="granite_hybrid", moe="all", shared_expert_key="shared_intermediate_size",
         head_dim_key="",
-        defaults=(("num_local_experts", 8), ("num_experts_per_tok", 2), ("shared_intermediate_size", 1024),
+        defaults=(("num_local_experts", 8), ("shared_intermediate_size", 1024),
                   ("mamba_n_heads", 128), ("mamba_n_groups", 1), ("mamba_d_state", 256), ("mamba_d_conv", 4),
                   ("mamba_expand", 2)),
         defaults_from="transformers GraniteMoeHybridConfig",

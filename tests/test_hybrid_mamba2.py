@@ -141,7 +141,7 @@ def test_nemotron_3_nano_params_by_hand() -> None:
     assert c["use_conv_bias"] is True and c.get("moe_latent_size") is None
     mamba = _mamba2_params(h, 64, 64 * 64, 8, 128, 4)
     attention = 32 * 128 * h + 2 * 2 * 128 * h + h * 32 * 128  # q, k, v, o; no biases
-    experts, top_k, width = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"]  # 128, 6, 1856
+    experts, width = c["n_routed_experts"], c["moe_intermediate_size"]  # 128, 1856 (top-6: c["num_experts_per_tok"])
     moe = (experts * h + experts  # router and its e_score_correction_bias
            + experts * 2 * width * h  # up and down per expert (squared ReLU, no gate)
            + 2 * c["n_shared_experts"] * c["moe_shared_expert_intermediate_size"] * h)  # shared expert, 3712 wide

@@ -24,6 +24,7 @@ import sys
 
 import torch
 from vllm.distributed.utils import get_pp_indices
+from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator as Dtypes
 from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator as Shapes
 from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec
 
@@ -91,6 +92,36 @@ def state_layers() -> None:
                   cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"], 0), "bf16"))
 
 
+def hybrid_mamba2_layers() -> None:
+    """Granite 4.0-H and Nemotron-H: vLLM's shapes from the config's own keys, as granitemoehybrid.py and
+    nemotron_h.py get_mamba_state_shape_from_config pass them, and the dtypes of mamba2_state_dtype (model dtype
+    bf16, mamba_cache_dtype auto; Nemotron-H's mamba_ssm_cache_dtype as models/config.py
+    NemotronHForCausalLMConfig sets it: the config's, else float32)."""
+    names = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float16: "fp16"}
+    for model in ("ibm-granite/granite-4.0-h-tiny", "ibm-granite/granite-4.0-h-micro",
+                  "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nvidia/NVIDIA-Nemotron-Nano-9B-v2",
+                  "nvidia/Nemotron-H-8B-Base-8K"):
+        cfg = kvbudget.model.catalog.find(model).config  # type: ignore[union-attr]
+        spec = kvbudget.load_model(model)
+        layer = next(x for x in spec.layers if isinstance(x, RecurrentState))
+        if cfg["model_type"] == "nemotron_h":
+            heads, head_dim = cfg.get("mamba_num_heads", 128), cfg.get("mamba_head_dim", 64)
+            args = (heads * head_dim, cfg.get("n_groups", 8), heads, head_dim, cfg.get("ssm_state_size", 128),
+                    cfg.get("conv_kernel", 4))
+            ssm_cache = cfg.get("mamba_ssm_cache_dtype", "float32")
+        else:
+            heads = cfg["mamba_n_heads"]
+            inner = cfg["mamba_expand"] * cfg["hidden_size"]
+            args = (inner, cfg["mamba_n_groups"], heads, cfg.get("mamba_d_head", inner // heads), cfg["mamba_d_state"],
+                    cfg["mamba_d_conv"])
+            ssm_cache = "auto"
+        conv_dtype, ssm_dtype = Dtypes.mamba2_state_dtype(torch.bfloat16, "auto", ssm_cache)
+        for tp in (1, 2, 4):
+            conv_shape, ssm_shape = Shapes.mamba2_state_shape(tp, *args)
+            theirs = state_bytes((conv_shape,), names[conv_dtype]) + state_bytes((ssm_shape,), names[ssm_dtype])
+            check(f"{model} mamba2 tp={tp}", layer.bytes_per_sequence(1, element_type("bf16"), tp), theirs)
+
+
 def pipeline_split() -> None:
     for layers in (16, 22, 28, 32, 36, 48, 61, 80, 94, 126):
         for pp in (2, 3, 4, 5, 7, 8):
@@ -107,6 +138,7 @@ def pipeline_split() -> None:
 if __name__ == "__main__":
     attention_layers()
     state_layers()
+    hybrid_mamba2_layers()
     pipeline_split()
     print(f"{len(failures)} mismatches")
     sys.exit(1 if failures else 0)

@@ -65,6 +65,10 @@ class Quirks:
     score_bias_key: str = ""  # config key that turns that bias on (MiniMax-M2 use_routing_bias)
     embed_on_every_stage: bool = False  # every pipeline stage builds embed_tokens (vLLM gemma*.py)
     embed_proj_key: str = ""  # embeddings narrower than hidden, with project_in/out (OPT word_embed_proj_dim)
+    ffn_every_layer: bool = True  # False: only "mlp" / "moe" layers carry an MLP (Nemotron-H: one block per layer)
+    moe_gated: bool = True  # experts (and shared experts) are SwiGLU (gate, up, down); False: up, down only
+    shared_expert_key: str = ""  # the shared experts' width (times n_shared_experts where the config names a count)
+    head_dim_key: str = "head_dim"  # "": head size is hidden / heads whatever the config says (vLLM granitemoehybrid.py)
     defaults: tuple[tuple[str, Any], ...] = ()  # the config class's defaults for keys a config.json may omit
     defaults_from: str = ""  # where those defaults are defined
     note: str = ""  # documentation of the row (not printed per model)
@@ -113,6 +117,33 @@ QUIRKS: dict[str, Quirks] = {
     "cohere2": Quirks(tied=True, norms_per_layer=1, layout="cohere2"),
     "jamba": Quirks(layout="jamba", moe="jamba", note="Mamba-1 + attention every attn_layer_period"),
     "falcon_h1": Quirks(layout="falcon_h1", note="attention and Mamba-2 side by side in every layer"),
+    # vLLM 0.33.0 models/granitemoehybrid.py: layer_types picks a Mamba-2 mixer (MambaMixer2 with a gated RMSNorm of
+    # mamba_expand x hidden, in/out_proj biases when mamba_proj_bias) or GQA attention whose head size is always
+    # hidden / heads and whose q/k/v/o carry a bias when attention_bias; every layer then runs num_local_experts
+    # SwiGLU experts of intermediate_size (none when 0) plus a SwiGLU shared MLP of shared_intermediate_size (none
+    # when 0), between two RMSNorms. Defaults: transformers 5.24.0 GraniteMoeHybridConfig.
+    "granitemoehybrid": Quirks(
+        o_bias_follows=True, layout="granite_hybrid", moe="all", shared_expert_key="shared_intermediate_size",
+        head_dim_key="",
+        defaults=(("num_local_experts", 8), ("shared_intermediate_size", 1024),
+                  ("mamba_n_heads", 128), ("mamba_n_groups", 1), ("mamba_d_state", 256), ("mamba_d_conv", 4),
+                  ("mamba_expand", 2)),
+        defaults_from="transformers GraniteMoeHybridConfig",
+        note="Granite 4.0 (-H): Mamba-2 or attention, then MoE and/or a shared SwiGLU MLP in every layer"),
+    # vLLM 0.33.0 models/nemotron_h.py: hybrid_override_pattern gives each layer ONE block: M a Mamba-2 mixer
+    # (MambaMixer2 of mamba_num_heads x mamba_head_dim, gated RMSNorm, in/out_proj biases when use_bias), * GQA
+    # attention without biases (head_dim), - a squared-ReLU MLP (up, down; mlp_bias) of intermediate_size, E a MoE of
+    # n_routed_experts up/down experts of moe_intermediate_size behind a sigmoid router with e_score_correction_bias,
+    # plus n_shared_experts x moe_shared_expert_intermediate_size shared; one RMSNorm per layer. Only M and * layers
+    # hold a cache. The SSM state is kept in mamba_ssm_cache_dtype (float32 when unset: models/config.py
+    # NemotronHForCausalLMConfig). Defaults: transformers 5.24.0 NemotronHConfig.
+    "nemotron_h": Quirks(
+        mlp="plain", norms_per_layer=1, bias_key="", layout="nemotron_h", moe="pattern", score_bias=True,
+        ffn_every_layer=False, moe_gated=False, shared_expert_key="moe_shared_expert_intermediate_size",
+        defaults=(("head_dim", 128), ("mamba_num_heads", 128), ("mamba_head_dim", 64), ("ssm_state_size", 128),
+                  ("n_groups", 8), ("conv_kernel", 4)),
+        defaults_from="transformers NemotronHConfig",
+        note="Nemotron-H / Nano v2 / Nemotron 3: one Mamba-2, attention, MLP or MoE block per layer"),
     # vLLM 0.33.0 models/glm4_moe.py: GQA with q/k/v biases (attention_bias), no o_proj bias, q_norm/k_norm of
     # head_dim when use_qk_norm; dense MLP below first_k_dense_replace, then n_routed_experts experts of
     # moe_intermediate_size plus n_shared_experts x that width, and a router whose e_score_correction_bias is
@@ -457,7 +488,13 @@ def _derived_keys(raw: dict[str, Any], model_type: str, name: str) -> dict[str, 
 
 
 def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
-    """One of full / sliding / chunked / mla / mamba / gdn / hybrid per decoder layer."""
+    """One of full / sliding / chunked / mla / mamba / mamba2 / gdn / hybrid / mlp / moe per decoder layer (mlp and
+    moe: a layer with no sequence mixer, Nemotron-H's - and E)."""
+    if layout == "granite_hybrid":
+        return _granite_hybrid_layers(c, n)
+    if layout == "nemotron_h":
+        window = c.int("sliding_window", default=0, positive=False) if c.has("sliding_window") else 0
+        return [("sliding" if window else "full") if k == "attention" else k for k in _nemotron_h_blocks(c)]
     explicit = c.get("layer_types")
     if explicit is not None and not isinstance(explicit, list):
         raise ConfigError(f"{c.where}: field 'layer_types' must be a list of layer kinds, not {excerpt(explicit)}")
@@ -514,6 +551,60 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
                               f" got {excerpt(no_rope)}")
         return ["chunked" if no_rope[i] else "full" for i in range(n)]
     return ["full"] * n
+
+
+# Layer names of granitemoehybrid's layer_types: the config.json spelling (mamba, attention) and the one
+# transformers 5 maps it to and vLLM 0.33.0 granitemoehybrid.py keys its layer classes by.
+_GRANITE_KINDS = {"mamba": "mamba2", "linear_attention": "mamba2", "attention": "full", "full_attention": "full"}
+
+
+def _granite_hybrid_layers(c: _Cfg, n: int) -> list[str]:
+    """Granite 4.0: layer_types names each layer's mixer; without it every layer is Mamba-2
+    (GraniteMoeHybridConfig sets ["linear_attention"] * num_hidden_layers)."""
+    types = c.get("layer_types", c.get("layers_block_type"))
+    if types is None:
+        return ["mamba2"] * n
+    if not isinstance(types, list) or len(types) != n:
+        raise ConfigError(f"{c.where}: field 'layer_types' must be a list of one entry per layer ({n:,}, "
+                          f"num_hidden_layers), got {excerpt(types)}")
+    for t in types:
+        if not isinstance(t, str) or t not in _GRANITE_KINDS:
+            raise ConfigError(f"{c.where}: unknown entry {excerpt(t)} in 'layer_types' (granitemoehybrid knows "
+                              f"{', '.join(_GRANITE_KINDS)})")
+    return [_GRANITE_KINDS[t] for t in types]
+
+
+# Nemotron-H's block letters (hybrid_override_pattern) and the layers_block_type names transformers 5.24.0
+# NemotronHConfig saves instead (with their older spellings mamba / attention).
+_NEMOTRON_LETTERS = {"M": "mamba2", "*": "attention", "-": "mlp", "E": "moe"}
+_NEMOTRON_NAMES = {"linear_attention": "mamba2", "mamba": "mamba2", "full_attention": "attention",
+                   "attention": "attention", "mlp": "mlp", "moe": "moe"}
+
+
+def _nemotron_h_blocks(c: _Cfg) -> list[str]:
+    """One of mamba2 / attention / mlp / moe per layer. The layer count is the pattern's length (vLLM 0.33.0
+    nemotron_h.py make_layers(len(hybrid_override_pattern)); transformers derives num_hidden_layers from it)."""
+    pattern = c.get("hybrid_override_pattern")
+    names = c.get("layers_block_type", c.get("layer_types"))
+    if pattern is not None:
+        if not isinstance(pattern, str) or not pattern or len(pattern) > _LIMITS["num_hidden_layers"]:
+            raise ConfigError(f"{c.where}: field 'hybrid_override_pattern' must be a string of one letter per layer"
+                              f" (M, *, -, E), got {excerpt(pattern)}")
+        bad = sorted({ch for ch in pattern if ch not in _NEMOTRON_LETTERS})
+        if bad:
+            raise ConfigError(f"{c.where}: 'hybrid_override_pattern' has {excerpt(bad[0])}, not a layer letter (M Mamba-2,"
+                              " * attention, - MLP, E MoE): fix the config.json")
+        blocks = [_NEMOTRON_LETTERS[ch] for ch in pattern]
+    elif isinstance(names, list) and names and len(names) <= _LIMITS["num_hidden_layers"]:
+        for t in names:
+            if not isinstance(t, str) or t not in _NEMOTRON_NAMES:
+                raise ConfigError(f"{c.where}: unknown entry {excerpt(t)} in 'layers_block_type' (known: "
+                                  f"{', '.join(_NEMOTRON_NAMES)})")
+        blocks = [_NEMOTRON_NAMES[t] for t in names]
+    else:
+        raise ConfigError(f"{c.where}: nemotron_h needs 'hybrid_override_pattern' (one letter per layer: M, *, -, E)"
+                          " or a 'layers_block_type' list: fix the config.json")
+    return blocks
 
 
 def _minimax_m2_layers(c: _Cfg, n: int) -> list[str]:
@@ -647,11 +738,18 @@ def _dtype(c: _Cfg, notes: list[str]) -> str:
 
 def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> ModelSpec:
     hidden = c.int("hidden_size", "n_embd", "d_model")
-    n = c.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    if q.layout == "nemotron_h":
+        n = len(_nemotron_h_blocks(c))
+        if c.has("num_hidden_layers") and c.int("num_hidden_layers") != n:
+            notes.append(f"num_hidden_layers {c.int('num_hidden_layers'):,} differs from the {n:,} layers of the layer"
+                         " pattern: the pattern's count is built, as vLLM and transformers do")
+    else:
+        n = c.int("num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = c.int("num_attention_heads", "n_head", "num_heads")
     kv_heads, kv_src = _kv_heads(c, q, heads)
-    if c.has("head_dim") and c.int("head_dim", positive=False) > 0:
-        head_dim, hd_src = c.int("head_dim"), "head_dim"
+    hd_key = q.head_dim_key
+    if hd_key and c.has(hd_key) and c.int(hd_key, positive=False) > 0:
+        head_dim, hd_src = c.int(hd_key), hd_key
     else:
         if hidden % heads:
             raise ConfigError(f"{c.where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
@@ -659,7 +757,14 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     if kv_heads > heads or heads % kv_heads:
         raise ConfigError(f"{c.where}: field {kv_src.split()[0]!r} = {kv_heads} KV heads do not divide {heads} attention heads")
     vocab = c.int("vocab_size", "padded_vocab_size")
-    inter = c.int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=4 * hidden)
+    mlp_widths: list[int] = []  # Nemotron-H: one width per "-" layer when intermediate_size is a list
+    if q.layout == "nemotron_h" and isinstance(c.get("intermediate_size"), list):
+        mlp_widths = _int_list(c, "intermediate_size")
+        if not mlp_widths or min(mlp_widths) < 1:
+            raise ConfigError(f"{c.where}: field 'intermediate_size' must be a width or a list of positive widths")
+        inter = max(mlp_widths)
+    else:
+        inter = c.int("intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size", default=4 * hidden)
     max_ctx, default_ctx = _max_len(c, model_type, notes)
     dtype = _dtype(c, notes)
     tied = c.bool("tie_word_embeddings", q.tied)
@@ -674,7 +779,12 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     qk_norm = q.qk_norm or (bool(q.qk_norm_key) and c.bool(q.qk_norm_key, False))
     q_gate = bool(q.q_gate_key) and c.bool(q.q_gate_key, True)
 
-    moe = _MoE.read(c, q) if q.moe else None
+    # Nemotron-H without an E layer builds no MoE whatever its MoE keys (or the class defaults) say; Granite 4.0 with
+    # num_local_experts 0 (granite-4.0-h-micro, granite-4.0-micro) runs its shared MLP as the only MLP.
+    dense_granite = q.layout == "granite_hybrid" and c.int("num_local_experts", positive=False) == 0
+    if dense_granite:
+        inter = c.int("shared_intermediate_size", positive=False)
+    moe = _MoE.read(c, q) if q.moe and not dense_granite and (q.layout != "nemotron_h" or "moe" in kinds) else None
 
     # Layers (cache kinds) and their decoder-layer index; parameter blocks per decoder layer.
     layers: list[Layer] = []
@@ -713,6 +823,12 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             layers.append(MLA(mla.kv_lora_rank, mla.rope))
             layer_of.append(i)
             tensors += mla.tensors(hidden, heads)
+        if kind == "mamba2":
+            reader = _nemotron_mamba2 if q.layout == "nemotron_h" else _granite_mamba2
+            state, mamba_tensors = reader(c, hidden, ssm_dtype)  # ssm_dtype: the served dtype
+            layers.append(state)
+            layer_of.append(i)
+            tensors += mamba_tensors
         if kind in ("mamba", "hybrid"):
             state, mamba_tensors = (_mamba1 if kind == "mamba" else _mamba2)(c, hidden, ssm_dtype, ssm_dtype)
             layers.append(state)
@@ -723,13 +839,20 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             layers.append(state)
             layer_of.append(i)
             tensors += gdn_tensors
-        if moe is not None and _is_moe(c, q.moe, i, n):
+        if not q.ffn_every_layer:  # Nemotron-H: only its - and E layers have one
+            if kind == "moe" and moe is not None:
+                tensors += moe.tensors(hidden)
+            elif kind == "mlp":
+                width = mlp_widths[min(kinds[: i + 1].count("mlp") - 1, len(mlp_widths) - 1)] if mlp_widths else inter
+                tensors += P.plain_mlp(hidden, width, bias=mlp_bias)
+        elif moe is not None and _is_moe(c, q.moe, i, n):
             tensors += moe.tensors(hidden)
         elif q.mlp == "plain":
             tensors += P.plain_mlp(hidden, inter, bias=mlp_bias)
         else:
             dense = c.int(q.dense_inter_key, default=inter) if q.dense_inter_key else inter
-            tensors += P.gated_mlp(hidden, dense, bias=mlp_bias)
+            if dense:  # granitemoehybrid with neither experts nor a shared MLP has none
+                tensors += P.gated_mlp(hidden, dense, bias=mlp_bias)
         tensors += P.norms(hidden, norm_count, bias=q.norm_bias)
         blocks.append(tuple(tensors))
 
@@ -814,7 +937,9 @@ class _MoE:
     """Mixture-of-experts shape of a config (private: a plain class keeps start-up fast)."""
 
     def __init__(self, experts: int, top_k: int, inter: int, shared_inter: int, shared_gate: bool,
-                 biased: bool, score_bias: bool) -> None:
+                 biased: bool, score_bias: bool, gated: bool = True, latent: int = 0) -> None:
+        self.gated = gated  # SwiGLU experts (gate, up, down); else up and down (Nemotron-H's squared ReLU)
+        self.latent = latent  # experts run in this width between two projections (Nemotron-H moe_latent_size); 0: none
         self.experts = experts
         self.top_k = top_k
         self.inter = inter
@@ -832,8 +957,11 @@ class _MoE:
                               f"{experts:,}: fix the config.json")
         inter = c.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
         shared = 0
+        width = c.int(q.shared_expert_key, default=inter, positive=False) if q.shared_expert_key else inter
         if c.has("n_shared_experts"):
-            shared = c.int("n_shared_experts", positive=False) * inter
+            shared = c.int("n_shared_experts", positive=False) * width
+        elif q.shared_expert_key and c.has(q.shared_expert_key):
+            shared = width  # granitemoehybrid shared_intermediate_size: one shared SwiGLU MLP of that width
         elif c.has("shared_expert_intermediate_size"):
             shared = c.int("shared_expert_intermediate_size", positive=False)
         elif q.shared_expert_default:
@@ -843,15 +971,20 @@ class _MoE:
         score_bias = c.get("topk_method") == "noaux_tc" or q.score_bias
         if q.score_bias_key:
             score_bias = c.bool(q.score_bias_key, False)
-        return _MoE(experts, top_k, inter, shared, q.shared_expert_gate and shared > 0, q.expert_bias, score_bias)
+        latent = c.int("moe_latent_size", default=0, positive=False) if q.layout == "nemotron_h" else 0
+        return _MoE(experts, top_k, inter, shared, q.shared_expert_gate and shared > 0, q.expert_bias, score_bias,
+                    gated=q.moe_gated, latent=latent)
 
     def tensors(self, hidden: int) -> list[Tensor]:
         out = P.router(hidden, self.experts, bias=self.biased)
         if self.score_bias:
             out.append(Tensor("router", self.experts))
-        out += P.gated_mlp(hidden, self.inter, role="experts", count=self.experts, bias=self.biased)
+        mlp = P.gated_mlp if self.gated else P.plain_mlp
+        if self.latent:  # fc1_latent_proj (hidden -> latent) and fc2_latent_proj, replicated on every rank
+            out += [Tensor("experts", self.latent, hidden, linear=True), Tensor("experts", hidden, self.latent, linear=True)]
+        out += mlp(self.latent or hidden, self.inter, role="experts", count=self.experts, bias=self.biased)
         if self.shared_inter:
-            out += P.gated_mlp(hidden, self.shared_inter, role="shared_experts")
+            out += mlp(hidden, self.shared_inter, role="shared_experts", bias=False)
         if self.shared_gate:
             out.append(Tensor("shared_experts", 1, hidden))
         return out
@@ -922,28 +1055,80 @@ def _mamba1(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[Recurrent
 
 
 def _mamba2(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[RecurrentState, list[Tensor]]:
-    """Falcon-H1's Mamba-2 mixer (transformers FalconH1Mixer)."""
+    """Falcon-H1's Mamba-2 mixer (transformers FalconH1Mixer): out_proj biased by projectors_bias, the gated norm
+    only with mamba_rms_norm."""
+    return _mamba2_mixer(
+        c, hidden, heads=c.int("mamba_n_heads"), head_dim=c.int("mamba_d_head"),
+        inner=c.int("mamba_d_ssm", default=c.int("mamba_expand", default=2) * hidden),
+        groups=c.int("mamba_n_groups", default=1), d_state=c.int("mamba_d_state", default=128),
+        d_conv=c.int("mamba_d_conv", default=4), conv_bias=c.bool("mamba_conv_bias", True),
+        in_bias=c.bool("mamba_proj_bias", False), out_bias=c.bool("projectors_bias", False),
+        gated_norm=c.bool("mamba_rms_norm", False), dtype=dtype, ssm_dtype=ssm_dtype)
+
+
+def _granite_mamba2(c: _Cfg, hidden: int, dtype: str) -> tuple[RecurrentState, list[Tensor]]:
+    """Granite 4.0's Mamba-2 mixer: vLLM 0.33.0 granitemoehybrid.py builds MambaMixer2 with intermediate
+    mamba_expand x hidden and use_bias = mamba_proj_bias (in_proj and out_proj); the gated RMSNorm is always there
+    (use_rms_norm's default). mamba_d_head "auto" is that width / mamba_n_heads (GraniteMoeHybridConfig), and the
+    state is kept in the served dtype (mamba_ssm_cache_dtype "auto")."""
+    inner = c.int("mamba_expand") * hidden
     heads = c.int("mamba_n_heads")
-    head_dim = c.int("mamba_d_head")
-    d_ssm = c.int("mamba_d_ssm", default=c.int("mamba_expand", default=2) * hidden)
-    groups = c.int("mamba_n_groups", default=1)
-    d_state = c.int("mamba_d_state", default=128)
-    d_conv = c.int("mamba_d_conv", default=4)
-    conv_dim = d_ssm + 2 * groups * d_state
+    head_dim = inner // heads if c.get("mamba_d_head", "auto") == "auto" else c.int("mamba_d_head")
+    if heads * head_dim != inner:  # GraniteMoeHybridConfig.validate_architecture refuses it
+        raise ConfigError(f"{c.where}: mamba_n_heads {heads:,} x mamba_d_head {head_dim:,} must equal mamba_expand x"
+                          f" hidden_size ({inner:,}): fix the config.json")
+    proj_bias = c.bool("mamba_proj_bias", False)
+    return _mamba2_mixer(c, hidden, heads=heads, head_dim=head_dim, inner=inner, groups=c.int("mamba_n_groups"),
+                         d_state=c.int("mamba_d_state"), d_conv=c.int("mamba_d_conv"),
+                         conv_bias=c.bool("mamba_conv_bias", True), in_bias=proj_bias, out_bias=proj_bias,
+                         gated_norm=True, dtype=dtype, ssm_dtype=dtype)
+
+
+# vLLM's --mamba-ssm-cache-dtype values a config's mamba_ssm_cache_dtype may name (config/cache.py MambaDType).
+_SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _nemotron_mamba2(c: _Cfg, hidden: int, dtype: str) -> tuple[RecurrentState, list[Tensor]]:
+    """Nemotron-H's Mamba-2 mixer: vLLM 0.33.0 nemotron_h.py builds MambaMixer2 of mamba_num_heads x mamba_head_dim
+    (expand is not read), n_groups, ssm_state_size, conv_kernel, use_conv_bias, use_bias (in_proj and out_proj) and
+    the gated RMSNorm. Its SSM state dtype is the config's mamba_ssm_cache_dtype, float32 when unset
+    (models/config.py NemotronHForCausalLMConfig); the conv state keeps the served dtype."""
+    raw = c.get("mamba_ssm_cache_dtype", "float32")
+    if raw not in _SSM_DTYPES:
+        raise ConfigError(f"{c.where}: field 'mamba_ssm_cache_dtype' is {excerpt(raw)} (known: {', '.join(_SSM_DTYPES)})")
+    heads, head_dim = c.int("mamba_num_heads"), c.int("mamba_head_dim")
+    use_bias = c.bool("use_bias", False)
+    return _mamba2_mixer(c, hidden, heads=heads, head_dim=head_dim, inner=heads * head_dim, groups=c.int("n_groups"),
+                         d_state=c.int("ssm_state_size"), d_conv=c.int("conv_kernel"),
+                         conv_bias=c.bool("use_conv_bias", True), in_bias=use_bias, out_bias=use_bias,
+                         gated_norm=True, dtype=dtype, ssm_dtype=_SSM_DTYPES[raw])
+
+
+def _mamba2_mixer(c: _Cfg, hidden: int, *, heads: int, head_dim: int, inner: int, groups: int, d_state: int,
+                  d_conv: int, conv_bias: bool, in_bias: bool, out_bias: bool, gated_norm: bool, dtype: str,
+                  ssm_dtype: str) -> tuple[RecurrentState, list[Tensor]]:
+    """A Mamba-2 mixer (vLLM 0.33.0 layers/mamba/mamba_mixer2.py MambaMixer2): in_proj to [z, x, B, C, dt] =
+    2 x inner + 2 x groups x d_state + heads, a depthwise conv over inner + 2 x groups x d_state channels, per-head
+    dt_bias, A and D, a gated RMSNorm over inner, out_proj. Its state per sequence (mamba_utils.py
+    mamba2_state_shape): conv (d_conv - 1) x conv channels and SSM heads x head_dim x d_state."""
+    if groups > heads or heads % groups:
+        raise ConfigError(f"{c.where}: {groups:,} Mamba groups do not divide {heads:,} Mamba heads: fix the config.json")
+    conv_dim = inner + 2 * groups * d_state
+    proj = inner + conv_dim + heads
     tensors = [
-        Tensor("mamba", 2 * d_ssm + 2 * groups * d_state + heads, hidden, split="col", linear=True),  # in_proj
+        Tensor("mamba", proj, hidden, split="col", linear=True),  # in_proj
         Tensor("mamba", conv_dim, d_conv, split="col"),  # conv1d
         Tensor("mamba", heads, count=3, split="col"),  # dt_bias, A_log, D
-        Tensor("mamba", hidden, d_ssm, split="row", linear=True),  # out_proj
+        Tensor("mamba", hidden, inner, split="row", linear=True),  # out_proj
     ]
-    if c.bool("mamba_conv_bias", True):
+    if conv_bias:
         tensors.append(Tensor("mamba", conv_dim, split="col"))
-    if c.bool("mamba_proj_bias", False):
-        tensors.append(Tensor("mamba", 2 * d_ssm + 2 * groups * d_state + heads, split="col"))
-    if c.bool("projectors_bias", False):
+    if in_bias:
+        tensors.append(Tensor("mamba", proj, split="col"))
+    if out_bias:
         tensors.append(Tensor("mamba", hidden))
-    if c.bool("mamba_rms_norm", False):
-        tensors.append(Tensor("norms", d_ssm, split="col"))
+    if gated_norm:
+        tensors.append(Tensor("norms", inner, split="col"))
     state = RecurrentState("mamba2", d_conv, conv_dim, heads, head_dim * d_state, state_dtype=ssm_dtype, conv_dtype=dtype,
                            groups=groups, group_state=d_state)
     return state, tensors

@@ -142,14 +142,15 @@ def gated_mlp(hidden: int, inter: int, role: str = "mlp", count: int = 1, bias: 
     return out
 
 
-def plain_mlp(hidden: int, inter: int, bias: bool = True) -> list[Tensor]:
-    """fc1 (hidden -> inter) and fc2 (inter -> hidden), GELU between them."""
+def plain_mlp(hidden: int, inter: int, role: str = "mlp", count: int = 1, bias: bool = True) -> list[Tensor]:
+    """fc1 (hidden -> inter) and fc2 (inter -> hidden), an activation between them (GELU; squared ReLU in
+    Nemotron-H's MLP and experts), ``count`` times."""
     out = [
-        Tensor("mlp", inter, hidden, split="col", linear=True),
-        Tensor("mlp", hidden, inter, split="row", linear=True),
+        Tensor(role, inter, hidden, count=count, split="col", linear=True),
+        Tensor(role, hidden, inter, count=count, split="row", linear=True),
     ]
     if bias:
-        out += [Tensor("mlp", inter, split="col"), Tensor("mlp", hidden)]
+        out += [Tensor(role, inter, count=count, split="col"), Tensor(role, hidden, count=count)]
     return out
 
 

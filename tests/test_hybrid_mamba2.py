@@ -322,3 +322,28 @@ def test_granite_4_h_micro_shape_against_sglangs_own_log() -> None:
     total = vocab * h + 36 * mamba + 4 * attention + 40 * mlp + 40 * 2 * h + h  # tied embeddings
     assert spec.params == total == 3_191_396_096
     assert 0.98 < spec.params * 2 / gib / 5.98 < 1.0
+
+
+def test_sglang_prices_the_ssm_state_in_float32() -> None:
+    """SGLang keeps each Mamba-pool slot's SSM state in float32 unless --mamba-ssm-dtype says otherwise (server_args.py
+    0.5.2 on, default "float32"; 0.5.23 configs/mamba_utils.py mamba2_state_dtype), and the conv state in bf16: the
+    granite-4.0-h-micro log above shows 2.74 GB for 39 slots, which is float32. Before, the SSM state was priced in
+    the model's bf16 (half of it), so the KV pool came out too large."""
+    from kvbudget.engines import sglang
+
+    spec = kvbudget.load_model(MICRO)
+    slot_fp32 = 36 * (64 * 64 * 128 * 4 + 3 * (4096 + 2 * 128) * 2)  # 36 layers x (SSM float32 + conv bf16)
+    slot_bf16 = 36 * (64 * 64 * 128 * 2 + 3 * (4096 + 2 * 128) * 2)
+    gpu = kvbudget.find_gpu("L4")
+    plans = {d: sglang.plan(spec, gpu, sglang.SGLangSettings(mem_fraction_static=0.8, mamba_ssm_dtype=d))
+             for d in ("float32", "bfloat16")}
+    assert any(f"({slot_fp32:,} B each)" in n for n in plans["float32"].notes)
+    assert any(f"({slot_bf16:,} B each)" in n for n in plans["bfloat16"].notes)
+    assert plans["float32"] == sglang.plan(spec, gpu, sglang.SGLangSettings(mem_fraction_static=0.8))  # the default
+    # the Mamba pool's share of the budget is the same (mamba_full_memory_ratio): fewer slots of float32 state fit in it
+    assert plans["float32"].mamba_cache_size < plans["bfloat16"].mamba_cache_size
+    cmd = kvbudget.explain(f"python -m sglang.launch_server --model-path {MICRO} --mamba-ssm-dtype bfloat16 "
+                           "--mem-fraction-static 0.8", gpu="L4")
+    assert cmd.settings.mamba_ssm_dtype == "bfloat16"
+    with pytest.raises(kvbudget.InputError, match="--mamba-ssm-dtype"):
+        sglang.plan(spec, gpu, sglang.SGLangSettings(mamba_ssm_dtype="fp8"))

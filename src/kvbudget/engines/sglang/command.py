@@ -27,6 +27,7 @@ _SGLANG = {  # flag -> (field, kind)
     # --cuda-graph-max-bs-decode sets; 0.5.20 dropped the old spelling, so 0.5.23 takes only this one
     "--cuda-graph-max-bs-decode": ("cuda_graph_max_bs", "int"),
     "--quantization": ("quantization", "str"), "--swa-full-tokens-ratio": ("swa_full_tokens_ratio", "float"),
+    "--mamba-ssm-dtype": ("mamba_ssm_dtype", "str"), "--mamba-full-memory-ratio": ("mamba_full_memory_ratio", "float"),
 }
 _SGLANG_SWITCHES = {"--disable-cuda-graph": "disable_cuda_graph", "--enable-dp-attention": "enable_dp_attention",
                     "--disable-custom-all-reduce": "disable_custom_all_reduce"}

@@ -53,7 +53,8 @@ _BENCH = ("--run-name", "--batch-size", "--batch", "--input-len", "--output-len"
 # ep_size = tp_size).
 _FIELDS = ("model_path", "tp_size", "pp_size", "dp_size", "ep_size", "attn_dp_size", "mem_fraction_static",
            "context_length", "kv_cache_dtype", "page_size", "max_running_requests", "chunked_prefill_size",
-           "cuda_graph_max_bs", "max_total_tokens", "quantization", "swa_full_tokens_ratio")
+           "cuda_graph_max_bs", "max_total_tokens", "quantization", "swa_full_tokens_ratio", "mamba_ssm_dtype",
+           "mamba_full_memory_ratio")
 _SWITCHES = ("disable_cuda_graph", "enable_dp_attention", "disable_custom_all_reduce", "enable_ep_moe")
 _VALUE = r"(None|True|False|'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|[^,)\s]{1,80})"
 

@@ -152,6 +152,10 @@ def _vision_encoder(spec: ModelSpec) -> tuple[int, int] | None:
     return None
 
 
+# --mamba-ssm-dtype's choices (server_args.py 0.5.9 - 0.5.23; 0.5.2 - 0.5.8 took bfloat16 and float32) as kvbudget's dtypes
+_SSM_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
 def pool_of(layer: Layer, old: bool) -> str:
     """The one place a layer kind meets SGLang's pools (mem_cache/memory_pool.py): "full" (MHATokenToKVPool, or
     MLATokenToKVPool; chunked local attention is cached in full), "swa" (the sliding-window part of SWAKVPool;
@@ -314,7 +318,11 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     per_swa = sum(x.bytes_per_token(kv, attn_tp) for x in swa)
     mamba_size = 0
     if mamba:
-        per_req = sum(x.bytes_per_sequence(0, kv, attn_tp) for x in mamba)
+        ssm = _SSM_DTYPES.get(s.mamba_ssm_dtype)
+        if ssm is None:
+            raise InputError(f"SGLang's --mamba-ssm-dtype is one of {', '.join(_SSM_DTYPES)}, not {s.mamba_ssm_dtype!r}")
+        per_req = sum(replace(x, state_dtype=ssm).bytes_per_sequence(0, kv, attn_tp)
+                      for x in mamba if isinstance(x, RecurrentState))
         q = s.mamba_full_memory_ratio
         budget = rest * q / (1 + q)
         mamba_size = max(int((budget - per_req) // per_req), 0)

@@ -25,6 +25,10 @@ class SGLangSettings:
     max_total_tokens: int | None = None
     swa_full_tokens_ratio: float = 0.8
     mamba_full_memory_ratio: float = 0.9
+    # --mamba-ssm-dtype (server_args.py, 0.5.2 on; default float32; 0.5.23 takes the config's mamba_ssm_dtype when
+    # the flag is not given, then float32: configs/mamba_utils.py mamba2_state_dtype): the dtype of the recurrent
+    # (SSM / GatedDeltaNet) state of every Mamba-pool slot; the convolution state stays bfloat16
+    mamba_ssm_dtype: str = "float32"
     quantization: str | None = None
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (comms.py)
 

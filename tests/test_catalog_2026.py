@@ -201,3 +201,34 @@ def test_qwen3_5_397b_plans_on_sglang_with_its_float32_state_pool(capsys: pytest
     out = capsys.readouterr().out
     assert code == 0, out
     assert f"({per_request:,} B each)" in out
+
+
+# --- MiniMax-M2.5 / M2.7 -----------------------------------------------------------------------------------------
+
+
+def test_minimax_m2_5_is_read_as_the_m2_entry_and_m2_7_differs_only_in_its_length() -> None:
+    """The M2.5 copy's fields equal M2's (it lacks attn_type_list and torch_dtype); M2.7's differ from M2's only in
+    max_position_embeddings (204800 against 196608) and its dtype key's name."""
+    m2 = _entry("minimax-m2.json")["config"]
+    m2_7 = _entry("minimax-m2.7.json")["config"]
+    assert kvbudget.load_model("MiniMaxAI/MiniMax-M2.5").name == "MiniMaxAI/MiniMax-M2"
+    differ = {k for k in set(m2) | set(m2_7) if m2.get(k) != m2_7.get(k)}
+    assert differ == {"max_position_embeddings", "torch_dtype", "dtype"}
+    assert (m2["torch_dtype"], m2_7["dtype"]) == ("bfloat16", "bfloat16")
+    spec = kvbudget.load_model("MiniMaxAI/MiniMax-M2.7")
+    base = kvbudget.load_model("MiniMaxAI/MiniMax-M2")
+    assert spec.params == base.params
+    report = kvbudget.kv(spec)
+    assert report.bytes_per_token == 2 * m2_7["num_hidden_layers"] * m2_7["num_key_value_heads"] * m2_7["head_dim"] * 2
+    assert report.bytes_per_token == 253_952 and report.max_context == 204_800
+    assert spec.weight_format is not None and spec.weight_format.name == "fp8"
+    assert spec.weight_format.block == (128, 128)
+
+
+def test_minimax_m2_7_explains_on_vllm_with_block_fp8_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    """230B of block-FP8 experts do not fit one H200: at TP 4 each rank holds a quarter of the weights."""
+    doc = _explain(capsys, "vllm", "serve", "MiniMaxAI/MiniMax-M2.7", "-tp", "4", "--max-model-len", "65536")
+    assert doc["weights_format"].startswith("fp8 (e4m3) with block 128x128") and doc["fits"]
+    params = kvbudget.load_model("MiniMaxAI/MiniMax-M2.7").params
+    assert params / 4 < doc["memory"]["weights_bytes"] < params / 4 * 1.2  # 1 byte a weight, plus bf16 embeddings
+    assert doc["kv_cache_groups"][0]["kind"] == "full_attention"

@@ -232,3 +232,22 @@ def test_minimax_m2_7_explains_on_vllm_with_block_fp8_weights(capsys: pytest.Cap
     params = kvbudget.load_model("MiniMaxAI/MiniMax-M2.7").params
     assert params / 4 < doc["memory"]["weights_bytes"] < params / 4 * 1.2  # 1 byte a weight, plus bf16 embeddings
     assert doc["kv_cache_groups"][0]["kind"] == "full_attention"
+
+
+def test_qwen3_5_397b_state_and_kv_sizes_match_a_published_sglang_log() -> None:
+    """A published SGLang 0.5.9 start-up (tests/data/sglang_logs/v0.5.9_rtx4090x2_qwen3.5-397b-a17b-fp8_tp2_...json,
+    from https://github.com/kvcache-ai/ktransformers/issues/1870; Qwen3.5-397B-A17B-FP8, same architecture, TP 2)
+    logs a Mamba pool of 82 requests (SGLang allocates one slot more) with 'ssm_state' 7.29 GB and 'conv_state'
+    0.13 GB, and 580,364 KV tokens taking 4.15 GB for K: the float32 recurrent state, the bf16 conv state and the
+    15 full-attention layers' K (1 KV head per rank) computed from the catalog entry reproduce all three (GiB)."""
+    path = Path(__file__).parent / "data" / "sglang_logs" / "v0.5.9_rtx4090x2_qwen3.5-397b-a17b-fp8_tp2_cpuoffload400.json"
+    reported = json.loads(path.read_text(encoding="utf-8"))["reported"]
+    spec = kvbudget.load_model("Qwen/Qwen3.5-397B-A17B")
+    states = [x for x in spec.layers if isinstance(x, RecurrentState)]
+    slots = reported["mamba_max_cache_size"] + 1
+    gib = 2**30
+    assert round(slots * sum(x.ssm_bytes(2) for x in states) / gib, 2) == reported["mamba_ssm_state_gb"]
+    assert round(slots * sum(x.conv_bytes(2) for x in states) / gib, 2) == reported["mamba_conv_state_gb"]
+    k_per_token = kvbudget.kv(spec, tp=2).bytes_per_token // 2
+    assert k_per_token == 15 * 1 * 256 * 2
+    assert round(reported["kv_tokens"] * k_per_token / gib, 2) == reported["k_size_gb"]

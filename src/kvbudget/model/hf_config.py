@@ -188,11 +188,27 @@ QUIRKS: dict[str, Quirks] = {
     "exaone4": Quirks(qk_norm=True, o_bias_follows=True, layout="layer_types",
                       defaults=(("sliding_window", 4096), ("sliding_window_pattern", 4)),
                       defaults_from="transformers Exaone4Config", note="EXAONE 4.0: 3 sliding + 1 global layers"),
+    # Qwen3.5 / Qwen3.6 (vLLM 0.33.0 models/qwen3_5.py Qwen3_5DecoderLayer): Qwen3-Next's gated attention and
+    # GatedDeltaNet as config.layer_types says (the checkpoint's separate in_proj_qkv / in_proj_z / in_proj_b /
+    # in_proj_a load into Qwen3-Next's fused in_proj_qkvz / in_proj_ba: same counts); qwen3_5_text has a dense MLP
+    # in every layer, qwen3_5_moe_text a MoE block (experts, shared expert and its gate) in every layer, whatever
+    # mlp_only_layers says; the mtp.* weights are dropped. The SSM state dtype is the config's mamba_ssm_dtype
+    # (_ssm_state_dtype); the vision tower is Qwen3-VL's (_VISION_KINDS).
+    "qwen3_5_text": Quirks(qk_norm=True, q_gate_key="attn_output_gate", o_bias_follows=True, layout="qwen3_next",
+                           note="Qwen3.5 dense: gated attention + GatedDeltaNet"),
+    "qwen3_5_moe_text": Quirks(qk_norm=True, q_gate_key="attn_output_gate", o_bias_follows=True, layout="qwen3_next",
+                               moe="all", shared_expert_gate=True, note="Qwen3.5 MoE: gated attention + GatedDeltaNet"),
     "llama4_text": Quirks(layout="llama4", moe="llama4", o_bias_follows=True, dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
                           note="chunked local attention, NoPE global layers"),
 }
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
-               "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen2_5_vl": "qwen2_5_vl_text"}
+               "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen2_5_vl": "qwen2_5_vl_text",
+               "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+# Vision towers read as another's: Qwen3.5's vision_config (model_type qwen3_5 / qwen3_5_moe, or qwen3_5_vision /
+# qwen3_5_moe_vision as transformers 5 re-saves it) builds Qwen3-VL's Qwen3_VisionTransformer (vLLM 0.33.0
+# models/qwen3_5.py), with deepstack_visual_indexes empty.
+_VISION_KINDS = {"qwen3_5": "qwen3_vl", "qwen3_5_moe": "qwen3_vl", "qwen3_5_vision": "qwen3_vl",
+                 "qwen3_5_moe_vision": "qwen3_vl"}
 # Config keys of mixers and experts that a dense Llama reading would silently drop.
 _UNREADABLE_KEYS = frozenset({
     "num_experts", "n_routed_experts", "num_local_experts", "moe_intermediate_size", "kv_lora_rank",
@@ -323,6 +339,7 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
     if isinstance(vision, Mapping):
         # Qwen2.5-VL's vision_config names no model_type: its tower is the wrapper's.
         kind = str(vision.get("model_type") or raw.get("model_type"))
+        kind = _VISION_KINDS.get(kind, kind)
         v = _Cfg(vision, f"{name} vision_config")
         tensors = _vision_tower(v, kind, spec.dims.hidden_size, notes)
         inv = spec.inventory
@@ -802,7 +819,8 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             norm_count = 1 if c.bool("parallel_attn", True) else 2
     # Mamba / linear-attention state: vLLM stores conv and SSM state in the served dtype
     # (mamba_utils.py _mamba_state_dtype with mamba_cache_dtype "auto"); fp32 checkpoints serve in bf16.
-    ssm_dtype = "bf16" if dtype == "fp32" else dtype
+    ssm_dtype = _ssm_state_dtype(c, model_type, "bf16" if dtype == "fp32" else dtype)
+    conv_dtype = "bf16" if dtype == "fp32" else dtype
     for i, kind in enumerate(kinds):
         tensors: list[Tensor] = []
         if kind in ("full", "sliding", "chunked", "hybrid"):
@@ -835,7 +853,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             layer_of.append(i)
             tensors += mamba_tensors
         if kind == "gdn":
-            state, gdn_tensors = _gated_delta_net(c, hidden, ssm_dtype, ssm_dtype)
+            state, gdn_tensors = _gated_delta_net(c, hidden, conv_dtype, ssm_dtype)
             layers.append(state)
             layer_of.append(i)
             tensors += gdn_tensors
@@ -919,15 +937,33 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     )
 
 
+def _ssm_state_dtype(c: _Cfg, model_type: str, served: str) -> str:
+    """The recurrent (SSM) state's dtype: the served dtype, except that Qwen3.5's config names its own in
+    mamba_ssm_dtype ("float32" in the released checkpoints), which vLLM 0.33.0 applies when --mamba-ssm-cache-dtype
+    is auto (model_executor/models/config.py Qwen3_5ForConditionalGenerationConfig) and SGLang 0.5.23 reads too
+    (configs/mamba_utils.py mamba2_state_dtype). The convolution state stays in the served dtype."""
+    if model_type not in ("qwen3_5_text", "qwen3_5_moe_text") or not c.has("mamba_ssm_dtype"):
+        return served
+    raw = c.get("mamba_ssm_dtype")
+    key = raw.replace("torch.", "") if isinstance(raw, str) else ""
+    if key not in ("float32", "bfloat16", "float16"):
+        raise ConfigError(f"{c.where}: field 'mamba_ssm_dtype' is {excerpt(raw)}: vLLM takes float32, bfloat16 or"
+                          " float16; fix the config.json")
+    return _DTYPES[key]
+
+
 def _mtp_layers(c: _Cfg, model_type: str) -> int:
     """The MTP layers vLLM 0.33.0 would build as a draft (config/speculative.py hf_config_override: deepseek_v3 ->
     deepseek_mtp and Glm4MoeForCausalLM -> glm4_moe_mtp read num_nextn_predict_layers; qwen3_next -> qwen3_next_mtp, whose model
-    (models/qwen3_next_mtp.py) defaults the count to 1 when the config omits it)."""
+    (models/qwen3_next_mtp.py) defaults the count to 1 when the config omits it; qwen3_5 / qwen3_5_moe -> qwen3_5_mtp,
+    which reads mtp_num_hidden_layers, also 1 by default)."""
     count = 0
     if model_type in ("deepseek_v3", "glm4_moe"):  # glm4_moe -> glm4_moe_mtp (models/glm4_moe_mtp.py)
         count = c.int("num_nextn_predict_layers", default=0, positive=False)
     elif model_type == "qwen3_next":
         count = c.int("num_nextn_predict_layers", default=1, positive=False)
+    elif model_type in ("qwen3_5_text", "qwen3_5_moe_text"):  # -> qwen3_5_mtp (models/qwen3_5_mtp.py, default 1)
+        count = c.int("mtp_num_hidden_layers", default=1, positive=False)
     if count > 64:  # real checkpoints carry one or a few; thousands would build a draft larger than any model
         raise ConfigError(f"{c.where}: num_nextn_predict_layers {count:,} is beyond any real model (at most 64)")
     return count

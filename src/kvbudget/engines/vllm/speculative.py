@@ -14,7 +14,9 @@ What vLLM does (paths relative to the ``vllm`` package of 0.33.0):
   index num_hidden_layers and up: MoE, MLA attention), ``enorm`` and ``hnorm``, ``eh_proj`` (an ``nn.Linear``
   2h -> h: neither split over TP nor quantized) and ``shared_head`` (a norm, and a head that is shared).
   models/qwen3_next_mtp.py: one ``Qwen3NextDecoderLayer(layer_type="full_attention")`` per MTP layer, ``fc``
-  (ColumnParallelLinear 2h -> h, quantized with the model), three norms.
+  (ColumnParallelLinear 2h -> h, quantized with the model), three norms. models/qwen3_5_mtp.py (qwen3_5 and
+  qwen3_5_moe -> ``qwen3_5_mtp``, ``n_predict = mtp_num_hidden_layers``): the same, with ``fc`` left unquantized
+  under ModelOpt NVFP4.
 * v1/spec_decode/llm_base_proposer.py ``_maybe_share_embeddings`` / ``_maybe_share_lm_head``: an MTP draft always
   takes the target's embedding and lm_head (and ``shared_head.head``); the draft's own copies are deleted inside
   gpu_model_runner.py ``load_model``'s DeviceMemoryProfiler, whose end reading is the allocated memory after a
@@ -140,12 +142,15 @@ def with_mtp(spec: ModelSpec) -> ModelSpec:
     if spec.mtp_layers < 1:
         raise InputError(f"{spec.name}: model_type {spec.model_type!r} has no MTP layers vLLM serves as a draft "
                          "(vLLM stops: \"Unsupported speculative method: 'mtp'\"); MTP is read for deepseek_v3 "
-                         "and glm4_moe (num_nextn_predict_layers) and qwen3_next")
+                         "and glm4_moe (num_nextn_predict_layers), qwen3_next and qwen3_5 (mtp_num_hidden_layers)")
     at = _attention_layer(spec)
     block = spec.inventory.layers[at]
     hidden = spec.dims.hidden_size
-    if spec.model_type == "qwen3_next":  # fc: ColumnParallelLinear(2h, h), quantized with the model
-        fuse = Tensor("mlp", hidden, 2 * hidden, split="col", linear=True)
+    fmt = spec.weight_format.name if spec.weight_format else ""
+    if spec.model_type in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+        # fc: ColumnParallelLinear(2h, h), quantized with the model; qwen3_5_mtp.py keeps it unquantized under NVFP4
+        fuse = Tensor("mlp", hidden, 2 * hidden, split="col",
+                      linear=not (spec.model_type != "qwen3_next" and fmt == "nvfp4"))
     else:  # eh_proj: nn.Linear(2h, h), whole on every rank and in the model's dtype
         fuse = Tensor("mlp", hidden, 2 * hidden)
     extra = (fuse, Tensor("norms", hidden, count=3))

@@ -149,3 +149,28 @@ def test_skip_lists_name_roles_not_layers() -> None:
     ct = from_quantization_config({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*mlp.gate$"],
                                    "config_groups": {"g": {"weights": {"type": "float", "num_bits": 8}}}}, "bf16")
     assert ct.skip_roles == {"lm_head", "router"}
+
+
+def test_per_layer_exclude_lists_exempt_a_role_they_cover() -> None:
+    """ModelOpt's NVFP4 checkpoints list their exemptions layer by layer (exclude_modules: model.layers.0.self_attn*,
+    model.layers.1.self_attn* ...). Before, every layer-numbered name was dropped, so attention was priced at 4 bits
+    where the checkpoint keeps it in bf16. Now a role listed for at least 9 in 10 decoder layers is exempt; one listed
+    for a few layers still is not."""
+    every = [f"model.layers.{i}.self_attn*" for i in range(61)]
+    shared = [f"model.layers.{i}.mlp.shared_experts*" for i in range(3, 61)]  # DeepSeek: MoE from layer 3
+    qc = {"quant_method": "modelopt", "quant_algo": "NVFP4", "exclude_modules": [*every, *shared, "lm_head"]}
+    assert from_quantization_config(qc, "bf16", 61).skip_roles == {"attention", "shared_experts", "lm_head"}
+    assert from_quantization_config(qc, "bf16").skip_roles == {"lm_head"}  # no layer count: left out, as before
+    few = {**qc, "exclude_modules": ["model.layers.0.self_attn", "model.layers.1.self_attn", "lm_head"]}
+    assert from_quantization_config(few, "bf16", 61).skip_roles == {"lm_head"}
+    # read from a config: Llama-3.1-8B's 32 layers, attention exempt in each -> its q/k/v/o weights stay 2 bytes
+    from kvbudget.model import catalog
+    from kvbudget.model.hf_config import spec_from_config
+
+    entry = catalog.find("meta-llama/Llama-3.1-8B-Instruct")
+    assert entry is not None
+    cfg = dict(entry.config)
+    cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                  "exclude_modules": [f"model.layers.{i}.self_attn*" for i in range(32)] + ["lm_head"]}
+    fmt = spec_from_config(cfg, name="t").weight_format
+    assert fmt is not None and fmt.name == "nvfp4" and "attention" in fmt.skip_roles

@@ -894,7 +894,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     fmt: WeightFormat | None = WeightFormat(dense_dtype, dense_dtype=dense_dtype)
     if isinstance(qc, Mapping):
         try:
-            fmt = from_quantization_config(qc, dense_dtype)
+            fmt = from_quantization_config(qc, dense_dtype, len(blocks))
             _groups_divide(fmt, hidden, inter if moe is None else 0)
         except (InputError, ValueError, TypeError, IndexError, KeyError) as exc:
             # KV sizing does not need the weights: keep going, and let weight sizing ask for --weights-dtype.

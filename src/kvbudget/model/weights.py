@@ -154,25 +154,33 @@ def parse_weight_format(text: str, dense_dtype: str = "bf16") -> WeightFormat:
 _SKIP_WORDS = {
     "self_attn": "attention", "attn": "attention", "attention": "attention",
     "router": "router", "gate": "router", "mlp.gate": "router",
-    "embed_tokens": "embeddings", "lm_head": "lm_head", "shared_expert": "shared_experts",
+    "embed_tokens": "embeddings", "lm_head": "lm_head", "shared_expert": "shared_experts", "shared_experts": "shared_experts",
     "vision_tower": "vision", "vision_model": "vision", "visual": "vision", "multi_modal_projector": "vision",
 }
 
 
-def _skip_roles(names: object) -> frozenset[str]:
-    """Roles a checkpoint leaves unquantized, from its module-name list. Names that carry a layer
-    number (``model.layers.0.self_attn``) exempt one layer only and are left out."""
+def _skip_roles(names: object, num_layers: int = 0) -> frozenset[str]:
+    """Roles a checkpoint leaves unquantized, from its module-name list. A name that carries a layer number
+    (``model.layers.0.self_attn``: ModelOpt's per-layer exclude lists) exempts that layer only: a role counts as
+    exempt when such names cover at least 9 in 10 of the model's ``num_layers`` layers (a role that only MoE layers
+    have, as DeepSeek's shared experts after its dense layers, is listed for those), and is left out otherwise."""
     roles: set[str] = set()
+    layers: dict[str, set[int]] = {}
     if isinstance(names, list):
         for name in names:
             text = str(name).removeprefix("re:").strip("^$.*")
             parts = [part for part in text.split(".") if part and part not in ("*", ".*")]
-            if not parts or any(part.isdigit() for part in parts):
-                continue
-            for word in (parts[-1], ".".join(parts[-2:]), *parts):
-                if word in _SKIP_WORDS:
-                    roles.add(_SKIP_WORDS[word])
+            numbers = [int(part) for part in parts if part.isdigit() and len(part) < 7]
+            for word in (parts[-1] if parts else "", ".".join(parts[-2:]), *parts):
+                role = _SKIP_WORDS.get(word.rstrip("*"))
+                if role is not None:
+                    if numbers:
+                        layers.setdefault(role, set()).add(numbers[0])
+                    elif not any(part.isdigit() for part in parts):
+                        roles.add(role)
                     break
+    if num_layers > 0:
+        roles |= {role for role, seen in layers.items() if 10 * len(seen) >= 9 * num_layers}
     return frozenset(roles)
 
 
@@ -209,10 +217,11 @@ def _compressed_tensors(qc: Mapping[str, Any], dense_dtype: str, skip: frozenset
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
+def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) -> WeightFormat:
     """The weight format a checkpoint's ``quantization_config`` describes (vLLM's readers:
-    ``model_executor/layers/quantization/*.py``), with the KV cache it was quantized for."""
-    fmt = _weights_of(qc, dense_dtype)
+    ``model_executor/layers/quantization/*.py``), with the KV cache it was quantized for. ``num_layers``: the
+    model's decoder layers, against which per-layer exclude lists are read."""
+    fmt = _weights_of(qc, dense_dtype, num_layers)
     kv = _checkpoint_kv(qc)
     if kv:
         from .._record import replace
@@ -233,12 +242,12 @@ def _checkpoint_kv(qc: Mapping[str, Any]) -> str:
     return ""
 
 
-def _weights_of(qc: Mapping[str, Any], dense_dtype: str) -> WeightFormat:
+def _weights_of(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) -> WeightFormat:
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
     algo = str(qc.get("quant_algo") or "").upper()
     skip = _skip_roles(
         qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers")
-        or qc.get("exclude_modules") or qc.get("llm_int8_skip_modules")
+        or qc.get("exclude_modules") or qc.get("llm_int8_skip_modules"), num_layers
     )
     if method == "fp8":
         block = qc.get("weight_block_size")

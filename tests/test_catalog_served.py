@@ -897,3 +897,20 @@ def test_kimi_k2_thinking_plans_on_eight_h200s_with_int4_experts(capsys: pytest.
     fp8, _ = _weights(capsys, "moonshotai/Kimi-K2-Instruct-0905", "H200", "--tensor-parallel-size", "8")
     assert 0.55 < weights / fp8 < 0.6
     assert 70 * GiB < weights < 72 * GiB
+
+
+def test_kimi_k2_5_text_model_is_kimi_k2_thinking_and_its_vision_tower_is_left_out() -> None:
+    """KimiK25ForConditionalGeneration wraps the Kimi-K2 text model (text_config, model_type kimi_k2) with a MoonViT
+    tower: the count is the audit's language-model figure, the weights and KV the Thinking checkpoint's, and the
+    tower (416,866,032 + 54,277,888 projector parameters in the audit) is named as left out."""
+    k25, thinking = kvbudget.load_model("moonshotai/Kimi-K2.5"), kvbudget.load_model("moonshotai/Kimi-K2-Thinking")
+    entry = catalog.find("moonshotai/Kimi-K2.5")
+    assert entry is not None and entry.official_params - entry.official_params_text == 416_866_032 + 54_277_888
+    assert k25.params == entry.official_params_text == thinking.params
+    assert any("vision encoder kimi_k25 not counted" in note for note in k25.notes)
+    text, _ = text_config(entry.config)
+    assert text["quantization_config"] == _config_of("moonshotai/Kimi-K2-Thinking")["quantization_config"]
+    assert k25.weight_format == thinking.weight_format
+    assert kvbudget.kv(k25).bytes_per_token == 61 * (512 + 64) * 2 == 70_272
+    assert kvbudget.kv(k25).max_context == 262_144
+    assert kvbudget.load_model("kimi-k2.5").name == "moonshotai/Kimi-K2.5"

@@ -63,6 +63,7 @@ ADDED: dict[str, int] = {
     "gemma-3-270m.json": 2 * 18 * 1 * 256 * 2,  # 18,432 (the 15 sliding layers hold at most 512 tokens)
     "ernie-4.5-21b-a3b-thinking.json": 2 * 28 * 4 * 128 * 2,  # 57,344 (head_dim 2560 / 20)
     "qwen3-embedding-0.6b.json": 2 * 28 * 8 * 128 * 2,  # 114,688
+    "llama-3.1-70b-instruct-fp8.json": 2 * 80 * 8 * 128 * 2,  # 327,680 (bf16 unless --kv-cache-dtype fp8)
 }
 
 # file -> the context its config allows (max_position_embeddings), which kvbudget must take
@@ -78,6 +79,8 @@ CONTEXT: dict[str, int] = {
     "kimi-k2-instruct-0905.json": 262_144,  # Kimi-K2-Instruct (131,072) with rope factor 64 instead of 32
     "ernie-4.5-21b-a3b-thinking.json": 131_072,
     "qwen3-embedding-0.6b.json": 32_768,  # Qwen/Qwen3-0.6B has 40,960: why it is not an alias
+    "llama-3.1-70b-instruct-fp8.json": 131_072,
+    "kimi-k2-thinking.json": 262_144,
 }
 
 _BYTES = {"bfloat16": 2, "float16": 2, "float32": 2}  # 16-bit KV: vLLM's "auto" runs a float32 checkpoint in 16 bits
@@ -164,6 +167,12 @@ def test_added_entries_cite_their_config_and_say_what_was_verified(fname: str) -
     ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", "meta-llama/Llama-3.3-70B-Instruct"),
     ("moonshotai/Kimi-K2-Instruct-0905", "moonshotai/Kimi-K2-Instruct-0905"),
     ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct"),  # the 128K original keeps its own entry
+    # the fifth round: configs vendored in ai-dynamo/aiconfigurator, compared below key by key
+    ("zai-org/GLM-4.7", "zai-org/GLM-4.6"),
+    ("glm-4.7", "zai-org/GLM-4.6"),
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", "Qwen/Qwen3-Next-80B-A3B-Instruct"),
+    ("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2-Thinking"),  # INT4: not the fp8 0905 entry
+    ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"),  # the bf16 repo is not nvidia's FP8
 ])
 def test_related_names_resolve_where_their_configs_say(name: str, entry: str) -> None:
     assert kvbudget.load_model(name).name == entry
@@ -201,6 +210,8 @@ QUANTIZED = {
     "Qwen/Qwen3-4B-FP8": "weights fp8 (e4m3) with block 128x128 fp32 scales",
     "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4": "weights awq 4-bit, group 128",
     "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4": "weights awq 4-bit, group 128",
+    "nvidia/Llama-3.1-70B-Instruct-FP8": "weights fp8 (e4m3) with per-tensor fp32 scales",
+    "moonshotai/Kimi-K2-Thinking": "weights gptq 4-bit, group 32, symmetric",
 }
 
 
@@ -212,7 +223,8 @@ def _explain(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("model", sorted(QUANTIZED))
 def test_quantized_entries_load_with_their_checkpoint_format_on_vllm(model: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = _explain(capsys, "--gpu", "H200", "--", "vllm", "serve", model, "--max-model-len", "4096")
+    tp = ["--tensor-parallel-size", "8"] if "Kimi" in model else []  # 553 GiB of weights need eight H200s
+    code, out = _explain(capsys, "--gpu", "H200", "--", "vllm", "serve", model, "--max-model-len", "4096", *tp)
     assert code == 0, out
     assert QUANTIZED[model] in out
     assert f"{model} (" in out.splitlines()[0]
@@ -699,3 +711,206 @@ def test_qwen3_embedding_0_6b_is_qwen3_0_6b_with_a_smaller_vocabulary() -> None:
     assert base.params - emb.params == (151_936 - 151_669) * 1024
     assert emb.params == 595_776_512 and round(emb.params / 1e9, 1) == 0.6
     assert kvbudget.kv(emb).bytes_per_token == kvbudget.kv(base).bytes_per_token == 114_688
+
+
+# --- the fifth round: configs vendored in ai-dynamo/aiconfigurator ------------------------------------------------
+# Each dict below is the copy's keys as that repository holds them (the blob URL is in the entry's notes); an alias is
+# right only if every key equals the entry's, and the test fails if either side changes.
+
+GLM_4_7_FP8_COPY = {  # zai-org--GLM-4.7-FP8_config.json at commit 19d098ad (19 keys, no quantization_config)
+    "architectures": ["Glm4MoeForCausalLM"], "first_k_dense_replace": 3, "head_dim": 128, "hidden_size": 5120,
+    "intermediate_size": 12288, "max_position_embeddings": 202752, "model_type": "glm4_moe", "moe_intermediate_size": 1536,
+    "n_routed_experts": 160, "n_shared_experts": 1, "num_attention_heads": 96, "num_experts_per_tok": 8,
+    "num_hidden_layers": 92, "num_key_value_heads": 8, "routed_scaling_factor": 2.5, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 151552}
+
+QWEN3_NEXT_THINKING_COPY = {  # Qwen--Qwen3-Next-80B-A3B-Thinking_config.json at commit 1b7cfb10 (all 39 keys)
+    "architectures": ["Qwen3NextForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "decoder_sparse_step": 1,
+    "eos_token_id": 151645, "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu", "hidden_size": 2048,
+    "initializer_range": 0.02, "intermediate_size": 5120, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "mlp_only_layers": [], "model_type": "qwen3_next", "moe_intermediate_size": 512,
+    "norm_topk_prob": True, "num_attention_heads": 16, "num_experts": 512, "num_experts_per_tok": 10,
+    "num_hidden_layers": 48, "num_key_value_heads": 2, "output_router_logits": False, "partial_rotary_factor": 0.25,
+    "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000000, "router_aux_loss_coef": 0.001,
+    "shared_expert_intermediate_size": 512, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.57.0.dev0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936}
+
+QWEN3_VL_32B_THINKING_TEXT = {  # Qwen--Qwen3-VL-32B-Thinking_config.json at commit 0b077da5: text_config
+    "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643, "dtype": "bfloat16", "eos_token_id": 151645,
+    "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02, "intermediate_size": 25600,
+    "max_position_embeddings": 262144, "model_type": "qwen3_vl_text", "num_attention_heads": 64, "num_hidden_layers": 64,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+    "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
+    "rope_theta": 5000000, "use_cache": True, "vocab_size": 151936}
+QWEN3_VL_32B_THINKING_VISION = {  # ... and its vision_config
+    "deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 1152,
+    "in_channels": 3, "initializer_range": 0.02, "intermediate_size": 4304, "model_type": "qwen3_vl",
+    "num_heads": 16, "num_position_embeddings": 2304, "out_hidden_size": 5120, "patch_size": 16,
+    "spatial_merge_size": 2, "temporal_patch_size": 2}
+
+# nvidia--Llama-3.1-70B-Instruct-FP8_hf_quant_config.json at commit 0b077da5 (ModelOpt 0.23.0)
+LLAMA_70B_FP8_HF_QUANT = {"producer": {"name": "modelopt", "version": "0.23.0"},
+                          "quantization": {"exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8", "quant_algo": "FP8"}}
+
+
+def _config_of(name: str) -> dict[str, Any]:
+    entry = catalog.find(name)
+    assert entry is not None, name
+    return entry.config
+
+
+def test_glm_4_7_is_glm_4_6_in_every_key_its_vendored_config_carries() -> None:
+    c = _config_of("zai-org/GLM-4.7")
+    assert {k: c.get(k) for k in GLM_4_7_FP8_COPY} == GLM_4_7_FP8_COPY
+    assert "quantization_config" not in GLM_4_7_FP8_COPY  # why GLM-4.7-FP8 is no entry: its format is not in the copy
+    assert catalog.find("zai-org/GLM-4.7-FP8") is None
+    # the name is still planned, as the alias's shapes with the FP8 weights its name says (derived, with a warning)
+    fp8 = kvbudget.load_model("zai-org/GLM-4.7-FP8")
+    assert fp8.weight_format is not None and fp8.weight_format.name == "fp8"
+    assert fp8.params == kvbudget.load_model("zai-org/GLM-4.7").params
+
+
+def test_glm_4_7_counts_the_published_355b_and_caches_2_x_92_x_8_x_128_x_2_bytes() -> None:
+    """The GLM-4.5 / 4.6 cards' '355 billion total parameters' (the 4.6 entry's source; GLM-4.7 keeps the shapes the
+    copy above carries); the count leaves out the MTP layer vLLM loads only for speculative decoding."""
+    m = kvbudget.load_model("zai-org/GLM-4.7")
+    assert abs(m.params - 355e9) / 355e9 < 0.01
+    assert m.num_layers == 92 and m.num_experts == 160 and m.experts_per_token == 8
+    report = kvbudget.kv("zai-org/GLM-4.7")
+    assert report.bytes_per_token == 2 * 92 * 8 * 128 * 2 == 376_832
+    assert report.max_context == 202_752
+
+
+def test_qwen3_next_thinking_equals_the_instruct_entry_key_for_key() -> None:
+    assert _config_of("Qwen/Qwen3-Next-80B-A3B-Thinking") == QWEN3_NEXT_THINKING_COPY
+    report = kvbudget.kv("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    # 12 of 48 layers (full_attention_interval 4) hold K and V: 2 x 12 x 2 KV heads x 256 x 2 bytes
+    assert report.bytes_per_token == 2 * 12 * 2 * 256 * 2 == 24_576
+    # the card's '80B in total' (the entry's source); the count leaves out the MTP block the checkpoint stores
+    assert round(kvbudget.load_model("Qwen/Qwen3-Next-80B-A3B-Thinking").params / 1e9) == 80
+
+
+def test_qwen3_vl_32b_thinking_equals_the_instruct_entry_key_for_key() -> None:
+    c = _config_of("Qwen/Qwen3-VL-32B-Thinking")
+    assert c["text_config"] == QWEN3_VL_32B_THINKING_TEXT
+    assert c["vision_config"] == QWEN3_VL_32B_THINKING_VISION
+    assert kvbudget.kv("Qwen/Qwen3-VL-32B-Thinking").bytes_per_token == 2 * 64 * 8 * 128 * 2 == 262_144
+
+
+def test_qwen3_vl_235b_thinking_stays_unresolved_while_its_only_copy_differs_in_the_vision_patch() -> None:
+    """The vendored Thinking copy (commit 72a46882) gives vision patch_size 14 where the Instruct entry has 16, so the two
+    could not be shown equal and the name is not an alias."""
+    assert _config_of("Qwen/Qwen3-VL-235B-A22B-Instruct")["vision_config"]["patch_size"] == 16
+    with pytest.raises(catalog.UnknownModel):
+        kvbudget.load_model("Qwen/Qwen3-VL-235B-A22B-Thinking")
+
+
+def test_nvidia_llama_70b_fp8_is_meta_70b_plus_its_modelopt_quant_file() -> None:
+    fp8, bf16 = _config_of("nvidia/Llama-3.1-70B-Instruct-FP8"), _config_of("meta-llama/Llama-3.1-70B-Instruct")
+    differ = {k for k in fp8.keys() | bf16.keys() if fp8.get(k) != bf16.get(k)}
+    assert differ == {"_name_or_path", "transformers_version", "quantization_config"}
+    assert fp8["quantization_config"] == LLAMA_70B_FP8_HF_QUANT
+    m = kvbudget.load_model("nvidia/Llama-3.1-70B-Instruct-FP8")
+    assert m.params == kvbudget.load_model("meta-llama/Llama-3.1-70B-Instruct").params == 70_553_706_496
+    fmt = m.weight_format
+    assert fmt is not None and (fmt.name, fmt.fp8_scales, fmt.skip_roles, fmt.kv_cache) == (
+        "fp8", "per_tensor", frozenset({"lm_head"}), "fp8")
+
+
+def test_nvidia_llama_70b_fp8_weights_are_the_per_tensor_fp8_bytes_of_its_config(capsys: pytest.CaptureFixture[str]) -> None:
+    """ModelOpt FP8 (vLLM quantization/modelopt.py): every q/k/v/o/gate/up/down weight e4m3 with one fp32 scale; the
+    embeddings, the excluded lm_head and the norms bf16. Written out from the config; per GPU at TP 8 as vLLM shards it
+    (column/row splits of every matrix, the vocabulary split across ranks, norms replicated)."""
+    c = _config_of("nvidia/Llama-3.1-70B-Instruct-FP8")
+    h, n, heads, kv, inter, vocab = (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"],
+                                     c["num_key_value_heads"], c["intermediate_size"], c["vocab_size"])
+    assert (h, n, heads, kv, inter, vocab) == (8192, 80, 64, 8, 28672, 128256)
+    d = h // heads
+    linear = 2 * heads * d * h + 2 * kv * d * h + 3 * h * inter
+    total = n * (linear + 7 * 4 + 2 * h * 2) + 2 * vocab * h * 2 + h * 2
+    assert total == 72_656_373_952
+    per_rank = n * (linear // 8 + 7 * 4 + 2 * h * 2) + 2 * vocab * h * 2 // 8 + h * 2
+    assert _weights(capsys, "nvidia/Llama-3.1-70B-Instruct-FP8", "H200", "--tensor-parallel-size", "8")[0] == per_rank
+
+
+# A public audit of moonshotai/Kimi-K2-Thinking at revision 6e3cdad8 (its config.json and model.safetensors.index.json,
+# the shards' headers), on GitHub: 1,026,408,232,448 parameters; weight bytes 594,205,904,896, of which the INT4 expert
+# payload is 507,343,011,840 and the bf16 group scales with the weight_shape records 63,418,429,440.
+KIMI_THINKING_AUDIT = {"params": 1_026_408_232_448, "weights": 594_205_904_896, "int4": 507_343_011_840,
+                       "scales_and_shapes": 63_418_429_440}
+
+
+def test_kimi_k2_thinking_entry_names_config_and_mla_kv() -> None:
+    data = _raw("kimi-k2-thinking.json")
+    c = data["config"]
+    assert (c["model_type"], c["num_hidden_layers"], c["kv_lora_rank"], c["qk_rope_head_dim"]) == ("kimi_k2", 61, 512, 64)
+    report = kvbudget.kv(data["id"])
+    assert report.bytes_per_token == 61 * (512 + 64) * 2 == 70_272 and report.kv_dtype == "bf16"
+    for name in (data["id"], *data["aliases"]):
+        for variant in (name, name.upper(), name.rsplit("/", 1)[-1]):
+            assert kvbudget.load_model(variant).name == data["id"], variant
+    assert data["config_source"] == f"https://huggingface.co/{data['id']}/blob/main/config.json"
+    assert "verified" in data["notes"].lower() and "UNVERIFIED" in data["notes"]
+
+
+def test_kimi_k2_thinking_is_kimi_k2_0905_but_for_its_int4_quantization() -> None:
+    a, b = _config_of("moonshotai/Kimi-K2-Instruct-0905"), _config_of("moonshotai/Kimi-K2-Thinking")
+    assert {k for k in a.keys() | b.keys() if a.get(k) != b.get(k)} == {"quantization_config", "transformers_version"}
+    assert kvbudget.load_model("moonshotai/Kimi-K2-Thinking").params == KIMI_THINKING_AUDIT["params"]
+
+
+def test_kimi_k2_thinking_ignore_list_keeps_all_but_the_routed_experts_bf16() -> None:
+    """compressed-tensors 'ignore': lm_head, re:.*self_attn.*, re:.*shared_experts.*, re:.*mlp\\.(gate|up|gate_up|down)_proj.*
+    (the last one is layer 0's dense MLP: the routed and shared experts sit under mlp.experts / mlp.shared_experts);
+    symmetric, so no zero points; no g_idx."""
+    fmt = kvbudget.load_model("moonshotai/Kimi-K2-Thinking").weight_format
+    assert fmt is not None
+    assert fmt.skip_roles == frozenset({"lm_head", "attention", "shared_experts", "mlp"})
+    assert (fmt.name, fmt.bits, fmt.group_size, fmt.zero_points, fmt.act_order_index) == ("gptq", 4, 32, False, False)
+
+
+def test_kimi_k2_thinking_weights_are_the_audited_bytes_of_its_checkpoint() -> None:
+    """Written out from the config: 60 MoE layers x 384 experts x (gate, up: 2,048 x 7,168; down: 7,168 x 2,048) packed
+    4 bits a value plus one bf16 scale per 32; everything else bf16. That is the audit's INT4 payload, its scales less
+    the 69,120 weight_shape records (8 bytes each) kvbudget does not price, and its total less those records and the
+    2 extra bytes of each of the 23,040 router correction biases stored in fp32."""
+    c = _config_of("moonshotai/Kimi-K2-Thinking")
+    h, w, experts = c["hidden_size"], c["moe_intermediate_size"], c["n_routed_experts"]
+    moe_layers = c["num_hidden_layers"] - c["first_k_dense_replace"]
+    matrices = moe_layers * experts * 3
+    expert_values = matrices * h * w
+    packed, scales = expert_values // 2, expert_values // 32 * 2
+    assert packed == KIMI_THINKING_AUDIT["int4"]
+    assert scales + matrices * 8 == KIMI_THINKING_AUDIT["scales_and_shapes"]
+    rest_bf16 = (KIMI_THINKING_AUDIT["params"] - expert_values) * 2
+    total = packed + scales + rest_bf16
+    assert total + matrices * 8 + moe_layers * experts * 2 == KIMI_THINKING_AUDIT["weights"]
+    m = kvbudget.load_model("moonshotai/Kimi-K2-Thinking")
+    assert m.weight_format is not None
+    assert sum(m.weight_format.tensor_bytes(t) for t in m.inventory.tensors()) == total == 594_205_305_856
+
+
+def test_kimi_k2_thinking_plans_on_eight_h200s_with_int4_experts(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fp8 Kimi-K2 entries need about 1 TB of weights; the INT4 checkpoint's 553 GiB fit eight H200s with room for KV."""
+    weights, _ = _weights(capsys, "moonshotai/Kimi-K2-Thinking", "H200", "--tensor-parallel-size", "8")
+    fp8, _ = _weights(capsys, "moonshotai/Kimi-K2-Instruct-0905", "H200", "--tensor-parallel-size", "8")
+    assert 0.55 < weights / fp8 < 0.6
+    assert 70 * GiB < weights < 72 * GiB
+
+
+def test_kimi_k2_5_text_model_is_kimi_k2_thinking_and_its_vision_tower_is_left_out() -> None:
+    """KimiK25ForConditionalGeneration wraps the Kimi-K2 text model (text_config, model_type kimi_k2) with a MoonViT
+    tower: the count is the audit's language-model figure, the weights and KV the Thinking checkpoint's, and the
+    tower (416,866,032 + 54,277,888 projector parameters in the audit) is named as left out."""
+    k25, thinking = kvbudget.load_model("moonshotai/Kimi-K2.5"), kvbudget.load_model("moonshotai/Kimi-K2-Thinking")
+    entry = catalog.find("moonshotai/Kimi-K2.5")
+    assert entry is not None and entry.official_params - entry.official_params_text == 416_866_032 + 54_277_888
+    assert k25.params == entry.official_params_text == thinking.params
+    assert any("vision encoder kimi_k25 not counted" in note for note in k25.notes)
+    text, _ = text_config(entry.config)
+    assert text["quantization_config"] == _config_of("moonshotai/Kimi-K2-Thinking")["quantization_config"]
+    assert k25.weight_format == thinking.weight_format
+    assert kvbudget.kv(k25).bytes_per_token == 61 * (512 + 64) * 2 == 70_272
+    assert kvbudget.kv(k25).max_context == 262_144
+    assert kvbudget.load_model("kimi-k2.5").name == "moonshotai/Kimi-K2.5"

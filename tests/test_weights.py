@@ -174,3 +174,55 @@ def test_per_layer_exclude_lists_exempt_a_role_they_cover() -> None:
                                   "exclude_modules": [f"model.layers.{i}.self_attn*" for i in range(32)] + ["lm_head"]}
     fmt = spec_from_config(cfg, name="t").weight_format
     assert fmt is not None and fmt.name == "nvfp4" and "attention" in fmt.skip_roles
+
+
+# --- checkpoint readers: compressed-tensors symmetric int, ModelOpt's hf_quant_config.json, regular-expression ignores
+
+
+def _int4(**weights: object) -> dict[str, object]:
+    w = {"num_bits": 4, "type": "int", "group_size": 32, "strategy": "group", **weights}
+    return {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}}}
+
+
+def test_symmetric_compressed_tensors_int4_stores_no_zero_points_and_no_g_idx() -> None:
+    """vLLM 0.33.0 schemes/compressed_tensors_wNa16.py: weight_packed (int32, 8 values a word) and weight_scale (one
+    per group), weight_zero_point only when not symmetric; no g_idx (group/dynamic act-order is refused)."""
+    rows, cols = 2048, 7168
+    sym = from_quantization_config(_int4(symmetric=True), "bf16")
+    assert (sym.zero_points, sym.act_order_index) == (False, False)
+    assert sym.matrix_bytes(rows, cols) == rows * cols // 2 + rows * (cols // 32) * 2
+    assert sym.describe() == "gptq 4-bit, group 32, symmetric"
+    asym = from_quantization_config(_int4(symmetric=False), "bf16")
+    assert asym.matrix_bytes(rows, cols) - sym.matrix_bytes(rows, cols) == rows * (cols // 32) // 2  # packed int4 zeros
+    # QuantizationArgs' default is symmetric
+    assert from_quantization_config(_int4(), "bf16").zero_points is False
+    # AutoGPTQ checkpoints keep their qzeros and g_idx
+    gptq = from_quantization_config({"quant_method": "gptq", "bits": 4, "group_size": 32}, "bf16")
+    assert gptq.matrix_bytes(rows, cols) - sym.matrix_bytes(rows, cols) == rows * (cols // 32) // 2 + cols * 4
+
+
+def test_regular_expression_ignores_name_the_roles_they_cover() -> None:
+    """Kimi K2 Thinking's list: attention, shared experts (plural) and the dense MLP's projections stay 16-bit."""
+    ignore = ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]
+    fmt = from_quantization_config({**_int4(), "ignore": ignore}, "bf16")
+    assert fmt.skip_roles == frozenset({"lm_head", "attention", "shared_experts", "mlp"})
+    # the dense MLP is exempt only when every one of its matrices is
+    only_down = from_quantization_config({**_int4(), "ignore": ["re:.*mlp\\.down_proj.*"]}, "bf16")
+    assert "mlp" not in only_down.skip_roles
+    split = from_quantization_config({**_int4(), "ignore": ["mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]}, "bf16")
+    assert "mlp" in split.skip_roles
+    # a layer-numbered name exempts one layer and is left out, as before
+    assert from_quantization_config({**_int4(), "ignore": ["model.layers.0.mlp.down_proj"]}, "bf16").skip_roles == frozenset()
+
+
+def test_modelopt_hf_quant_config_file_form_reads_as_modelopt() -> None:
+    """ModelOpt 0.29 and before: {"producer": ..., "quantization": {...}} in hf_quant_config.json, which vLLM takes as
+    the quantization_config (transformers_utils/config.py) and reads in quantization/modelopt.py."""
+    qc = {"producer": {"name": "modelopt", "version": "0.23.0"},
+          "quantization": {"exclude_modules": ["lm_head"], "kv_cache_quant_algo": "FP8", "quant_algo": "FP8"}}
+    fmt = from_quantization_config(qc, "bf16")
+    assert (fmt.name, fmt.fp8_scales, fmt.skip_roles, fmt.kv_cache) == ("fp8", "per_tensor", frozenset({"lm_head"}), "fp8")
+    nvfp4 = from_quantization_config({"quantization": {"quant_algo": "NVFP4", "group_size": 16}}, "bf16")
+    assert (nvfp4.name, nvfp4.kv_cache) == ("nvfp4", "")
+    with pytest.raises(InputError, match="ModelOpt quant_algo 'W4A8_AWQ' is not supported"):
+        from_quantization_config({"quantization": {"quant_algo": "W4A8_AWQ"}}, "bf16")

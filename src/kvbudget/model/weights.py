@@ -54,6 +54,8 @@ class WeightFormat:
     ftype: str = ""  # name "gguf": the llama.cpp file type (Q4_K_M, ...), priced tensor by tensor (gguf_quant)
     kv_cache: str = ""  # the KV cache the checkpoint was quantized for ("fp8": modelopt kv_cache_quant_algo FP8,
     # compressed-tensors kv_cache_scheme of 8-bit floats); "": none. TensorRT-LLM takes it when asked for auto.
+    zero_points: bool = True  # gptq/awq: a packed zero point per group; compressed-tensors stores none when symmetric
+    act_order_index: bool = True  # gptq: the int32 g_idx per input column; compressed-tensors checkpoints hold none
 
     @property
     def quantized(self) -> bool:
@@ -63,7 +65,7 @@ class WeightFormat:
         if self.label:
             return self.label
         if self.name in ("gptq", "awq"):
-            return f"{self.name} {self.bits}-bit, group {self.group_size}"
+            return f"{self.name} {self.bits}-bit, group {self.group_size}" + ("" if self.zero_points else ", symmetric")
         if self.name == "fp8":
             scales = f"block {self.block[0]}x{self.block[1]}" if self.block else self.fp8_scales.replace("_", "-")
             return f"fp8 (e4m3) with {scales} fp32 scales"
@@ -88,9 +90,9 @@ class WeightFormat:
         if name in ("gptq", "awq"):
             groups = _cdiv(cols, self.group_size if self.group_size > 0 else cols)
             packed = n * self.bits // 8  # qweight: int32 words of 32/bits values
-            zeros = groups * rows * self.bits // 8  # qzeros: int32 packed the same way
+            zeros = groups * rows * self.bits // 8 if self.zero_points else 0  # qzeros: int32 packed the same way
             scales = groups * rows * 2  # fp16 scales
-            g_idx = cols * 4 if name == "gptq" else 0  # int32 act-order index
+            g_idx = cols * 4 if name == "gptq" and self.act_order_index else 0  # int32 act-order index
             return packed + zeros + scales + g_idx
         if name == "nf4":
             # bitsandbytes: 4-bit codes + an absmax per 64 values (fp32, or uint8 + fp32 per
@@ -166,12 +168,17 @@ def _skip_roles(names: object, num_layers: int = 0) -> frozenset[str]:
     have, as DeepSeek's shared experts after its dense layers, is listed for those), and is left out otherwise."""
     roles: set[str] = set()
     layers: dict[str, set[int]] = {}
+    dense_mlp: set[str] = set()  # projections of the dense MLP the list names (mlp.gate_proj, mlp.(gate|up)_proj)
     if isinstance(names, list):
         for name in names:
-            text = str(name).removeprefix("re:").strip("^$.*")
+            text = str(name).removeprefix("re:").replace("\\.", ".").strip("^$.*")
             parts = [part for part in text.split(".") if part and part not in ("*", ".*")]
+            if not parts:
+                continue
             numbers = [int(part) for part in parts if part.isdigit() and len(part) < 7]
-            for word in (parts[-1] if parts else "", ".".join(parts[-2:]), *parts):
+            if not numbers and len(parts) >= 2 and parts[-2] == "mlp":
+                dense_mlp |= _mlp_projections(parts[-1])
+            for word in (parts[-1], ".".join(parts[-2:]), *parts):
                 role = _SKIP_WORDS.get(word.rstrip("*"))
                 if role is not None:
                     if numbers:
@@ -181,7 +188,19 @@ def _skip_roles(names: object, num_layers: int = 0) -> frozenset[str]:
                     break
     if num_layers > 0:
         roles |= {role for role, seen in layers.items() if 10 * len(seen) >= 9 * num_layers}
+    if "down" in dense_mlp and ({"gate", "up"} <= dense_mlp or "gate_up" in dense_mlp):
+        roles.add("mlp")  # every matrix of the dense MLP stays unquantized (Kimi K2 Thinking's ignore list)
     return frozenset(roles)
+
+
+def _mlp_projections(part: str) -> set[str]:
+    """The dense-MLP projections one name part covers: ``down_proj`` -> {down}; a regular expression's
+    alternation ``(gate|up|gate_up|down)_proj`` -> all four; anything else -> none."""
+    stem = part.removesuffix("_proj")
+    if stem == part:
+        return set()
+    words = set(stem.strip("()").split("|")) if stem.startswith("(") and stem.endswith(")") else {stem}
+    return words if words <= {"gate", "up", "gate_up", "down"} else set()
 
 
 def _whole(value: object, name: str, allow: tuple[int, ...] = ()) -> int:
@@ -211,8 +230,14 @@ def _compressed_tensors(qc: Mapping[str, Any], dense_dtype: str, skip: frozenset
         if kind == "int" and bits in (2, 3, 4):
             group_size = w.get("group_size")  # an explicit 0 is refused below (``or 128`` read it as 128)
             group_size = 128 if group_size is None else group_size
+            # pack-quantized: weight_packed, weight_scale, and a weight_zero_point only when not symmetric
+            # (compressed-tensors QuantizationArgs defaults symmetric to true); no g_idx: vLLM 0.33.0
+            # compressed_tensors.py refuses group/dynamic activation ordering, and schemes/compressed_tensors_wNa16.py
+            # and compressed_tensors_moe_wna16.py register none
+            symmetric = w.get("symmetric", True) is not False
             return WeightFormat("gptq", bits=bits, group_size=_whole(group_size, "group_size", allow=(-1,)),
-                                dense_dtype=dense_dtype, skip_roles=skip)
+                                dense_dtype=dense_dtype, skip_roles=skip, zero_points=not symmetric,
+                                act_order_index=False)
         raise InputError(f"compressed-tensors weights of type {kind!r} with {bits} bits are not supported")
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -221,6 +246,12 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers
     """The weight format a checkpoint's ``quantization_config`` describes (vLLM's readers:
     ``model_executor/layers/quantization/*.py``), with the KV cache it was quantized for. ``num_layers``: the
     model's decoder layers, against which per-layer exclude lists are read."""
+    nested = qc.get("quantization")
+    if isinstance(nested, Mapping) and not qc.get("quant_method"):
+        # ModelOpt 0.29 and before write hf_quant_config.json, {"producer": ..., "quantization": {"quant_algo": ...,
+        # "kv_cache_quant_algo": ..., "exclude_modules": [...]}}, which vLLM takes as the quantization_config when
+        # config.json has none (transformers_utils/config.py) and reads as ModelOpt (quantization/modelopt.py)
+        qc = {**nested, "quant_method": "modelopt"}
     fmt = _weights_of(qc, dense_dtype, num_layers)
     kv = _checkpoint_kv(qc)
     if kv:

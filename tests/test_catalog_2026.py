@@ -251,3 +251,40 @@ def test_qwen3_5_397b_state_and_kv_sizes_match_a_published_sglang_log() -> None:
     k_per_token = kvbudget.kv(spec, tp=2).bytes_per_token // 2
     assert k_per_token == 15 * 1 * 256 * 2
     assert round(reported["kv_tokens"] * k_per_token / gib, 2) == reported["k_size_gb"]
+
+
+# Two model types read by one QUIRKS line each; their configs as ai-dynamo/aiconfigurator vendors them
+# (https://github.com/ai-dynamo/aiconfigurator/blob/19d098add98ab8ba2366c94795e9e886cdcc915c/src/aiconfigurator/model_configs/zai-org--GLM-4.7-Flash_config.json,
+# https://github.com/ai-dynamo/aiconfigurator/blob/ec1547f5b7c5b3e716d77e28c7213fa27d1df3eb/src/aiconfigurator/model_configs/XiaomiMiMo--MiMo-7B-Base_config.json)
+GLM_47_FLASH = {"architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite", "num_hidden_layers": 47,
+                "hidden_size": 2048, "num_attention_heads": 20, "num_key_value_heads": 20, "head_dim": 64,
+                "intermediate_size": 10240, "vocab_size": 154880, "max_position_embeddings": 202752,
+                "n_routed_experts": 64, "n_shared_experts": 1, "num_experts_per_tok": 4, "moe_intermediate_size": 1536,
+                "first_k_dense_replace": 1, "kv_lora_rank": 512, "q_lora_rank": 768, "qk_nope_head_dim": 192,
+                "qk_rope_head_dim": 64, "v_head_dim": 256, "routed_scaling_factor": 1.8, "torch_dtype": "bfloat16",
+                "tie_word_embeddings": False}
+MIMO_7B = {"architectures": ["MiMoForCausalLM"], "model_type": "mimo", "num_hidden_layers": 36, "hidden_size": 4096,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 11008,
+           "vocab_size": 151680, "max_position_embeddings": 32768, "attention_bias": True, "sliding_window": 32768,
+           "max_window_layers": 32, "use_sliding_window": False, "num_nextn_predict_layers": 1,
+           "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_glm_4_7_flash_and_mimo_are_read_by_their_rows() -> None:
+    """glm4_moe_lite (vLLM 0.33.0 models/glm4_moe_lite.py: DeepSeek-V2's MLA attention on GLM-4.5's MoE) and mimo
+    (models/mimo.py: Qwen2 with its MTP layers left out) were read as dense Llama models with a note."""
+    from kvbudget.model.layers import MLA
+    from kvbudget.units import element_type
+
+    BF16 = element_type("bf16")
+    glm = spec_from_config(GLM_47_FLASH, name="GLM-4.7-Flash")
+    assert all(isinstance(x, MLA) for x in glm.layers) and len(glm.layers) == 47
+    assert sum(x.bytes_per_token(BF16) for x in glm.layers) == 47 * (512 + 64) * 2 == 54_144
+    # the routed experts of 46 MoE layers alone: 46 x 64 x 3 x 2048 x 1536 = 27.8B of the model's "30B-A3B"
+    assert 46 * 64 * 3 * 2048 * 1536 < glm.params < 30_500_000_000
+    mimo = spec_from_config(MIMO_7B, name="MiMo-7B-Base")
+    h, kv, inter, vocab = 4096, 8 * 128, 11008, 151680
+    layer = (h * h + h) + 2 * (kv * h + kv) + h * h + 3 * h * inter + 2 * h  # q/k/v with biases, o, SwiGLU, 2 norms
+    assert mimo.params == 2 * vocab * h + 36 * layer + h == 7_622_619_136
+    assert sum(x.bytes_per_token(BF16) for x in mimo.layers) == 36 * 2 * kv * 2 == 147_456
+    assert not [n for n in (*glm.notes, *mimo.notes) if "not in kvbudget's table" in n]

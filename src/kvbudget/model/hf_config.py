@@ -149,6 +149,14 @@ QUIRKS: dict[str, Quirks] = {
     # moe_intermediate_size plus n_shared_experts x that width, and a router whose e_score_correction_bias is
     # always built. partial_rotary_factor rotates half of each head: it changes neither the cache nor the weights.
     # The num_nextn_predict_layers MTP layers follow num_hidden_layers in the checkpoint; the main model skips them.
+    # vLLM 0.33.0 models/glm4_moe_lite.py (GLM-4.7-Flash): DeepSeek-V2's MLA attention (DeepseekV2MLAAttention, one
+    # latent of kv_lora_rank + qk_rope_head_dim per token) on GLM-4.5's MoE (Glm4MoE: first_k_dense_replace dense
+    # layers, then routed experts plus shared ones and a router with e_score_correction_bias); MTP layers skipped.
+    "glm4_moe_lite": Quirks(layout="mla", moe="first_k_dense", score_bias=True,
+                            note="GLM-4.7-Flash: MLA attention with GLM-4.5's MoE"),
+    # vLLM 0.33.0 models/mimo.py: MiMoForCausalLM is Qwen2ForCausalLM (MiMoModel(Qwen2Model)) whose
+    # num_nextn_predict_layers MTP layers are not loaded into the main model.
+    "mimo": Quirks(qkv_bias=True, layout="qwen_window", note="Xiaomi MiMo: Qwen2 with MTP layers left out"),
     "glm4_moe": Quirks(qk_norm_key="use_qk_norm", moe="first_k_dense", score_bias=True,
                        note="GLM-4.5 / 4.5-Air / 4.6: MoE after first_k_dense_replace dense layers, MTP not in the main model"),
     # vLLM 0.33.0 models/minimax_m2.py: every layer full attention (attn_type_list is not read; MiniMax-Text-01's

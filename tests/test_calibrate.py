@@ -71,18 +71,18 @@ def test_leave_one_out_on_the_same_gpu_and_release_line() -> None:
     # gpt-oss-120b TP 2 run is read as what it is, 0.10.2 in vLLM's image with FlashInfer's sampler (0.06 alone): both
     # now get worse with their neighbours' terms (-0.49 and +0.35 GiB), six in all. 15.2 and 7.5 since a log whose
     # attention runs on FlashInfer is read as having the package the 0.8-0.11 sampler takes (the Qwen3-0.6B A100
-    # run: 0.87 GiB alone before, 0.01 now).
+    # run: 0.87 GiB alone before, 0.01 now). 12.2 and 4.0 since the 0.29.0 V2-runner starts that compile afresh count
+    # the random embedding table a second time as consumed (compile_cache.pinned_copy_bytes): the RTX 5090 and 5060 Ti
+    # runs close to 0.16 GiB or less alone, and neither the 0.5B nor the 0.30.0 run gets worse with its neighbours.
     assert len(rows) == 40, rows
     by_log = {log: round(b, 1) for log, b, _ in rows}  # what is left at TP 8 on H100 with NCCL's buffers modelled
     assert (by_log["v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768"],
             by_log["v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768"]) == (0.0, -0.0)
-    assert (round(before / GiB, 1), round(after / GiB, 1)) == (15.2, 7.5)  # the README's figures
+    assert (round(before / GiB, 1), round(after / GiB, 1)) == (12.2, 4.0)  # the README's figures
     worse = [log for log, b, a in rows if abs(a) > abs(b) + 0.1]
     assert worse == ["v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95",
                      "v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1",
                      "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default",
-                     "v0.29.0_rtx5090_qwen2.5-0.5b_bf16_len8192_gmu0.9",
-                     "v0.30.0-xinference_rtx5060ti-wsl_qwen3-4b-2507-ft_len8192_gmu0.7",
                      "v0.9.2_24gb_qwen2.5-3b_len4096_mns128"], rows
 
 

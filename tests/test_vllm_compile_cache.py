@@ -13,7 +13,7 @@ from kvbudget._record import replace
 from kvbudget.cli import main
 from kvbudget.engines.vllm import VllmSettings, plan
 from kvbudget.engines.vllm.check import check_log
-from kvbudget.engines.vllm.compile_cache import cold_compile_bytes, embedding_table_bytes
+from kvbudget.engines.vllm.compile_cache import cold_compile_bytes, embedding_table_bytes, pinned_copy_bytes
 from kvbudget.engines.vllm.log import parse_vllm_log
 from kvbudget.units import GiB, InputError
 
@@ -149,3 +149,65 @@ def test_the_cli_option(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "the compiled graph assumed loaded from vLLM's cache" in " ".join(out.split())
     code, out, err = run(*base, "--vllm-compile-cache", "lukewarm")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--vllm-compile-cache" in err
+
+
+def test_the_v2_runner_keeps_the_freed_copy_pinned_before_the_split_limit() -> None:
+    # compile_cache.pinned_copy_bytes: the table counted again as consumed on the V2 model runner, where the profiling
+    # run has no allocator split limit (before 0.31 on CUDA; never scoped on ROCm, gpu_worker.py is_cuda())
+    table = 152064 * 3584 * 2  # Qwen2.5-7B: vocabulary 152,064 (a multiple of 64), hidden 3,584, bf16
+    assert pinned_copy_bytes(table, "v2", 29, "nvidia") == table
+    assert pinned_copy_bytes(table, "v2", 30, "nvidia") == table
+    assert pinned_copy_bytes(table, "v2", 31, "nvidia") == 0
+    assert pinned_copy_bytes(table, "v2", 33, "amd") == table
+    assert pinned_copy_bytes(table, "v1", 29, "nvidia") == 0
+    assert pinned_copy_bytes(0, "v2", 29, "nvidia") == 0
+    qwen7 = "Qwen/Qwen2.5-7B-Instruct"
+    cold = _plan(qwen7, "RTX-5090-32GB", version="0.29.0", max_model_len=8192, gpu_memory_utilization=0.9)
+    warm = _plan(qwen7, "RTX-5090-32GB", version="0.29.0", max_model_len=8192, gpu_memory_utilization=0.9,
+                 compile_cache="warm")
+    fixed = _plan(qwen7, "RTX-5090-32GB", version="0.31.0", max_model_len=8192, gpu_memory_utilization=0.9)
+    assert cold.non_torch_bytes - warm.non_torch_bytes == table
+    assert fixed.non_torch_bytes == warm.non_torch_bytes + (fixed.non_torch_bytes - warm.non_torch_bytes)
+    assert cold.non_torch_bytes - fixed.non_torch_bytes == table + (warm.non_torch_bytes - fixed.non_torch_bytes)
+    (note,) = [n for n in cold.notes if n.startswith("torch.compile:")]
+    assert "pinned past the run" in note
+    assert not [n for n in fixed.notes if "pinned past the run" in n]
+    # two pipeline stages: only the first one (which holds the embedding) loses it
+    pp = _plan(qwen7, "RTX-5090-32GB", version="0.29.0", max_model_len=8192, gpu_memory_utilization=0.9,
+               pipeline_parallel_size=2)
+    pp_warm = _plan(qwen7, "RTX-5090-32GB", version="0.29.0", max_model_len=8192, gpu_memory_utilization=0.9,
+                    pipeline_parallel_size=2, compile_cache="warm")
+    assert pp.non_torch_bytes == pp_warm.non_torch_bytes  # the figure every stage holds does not carry it
+    assert pp.available_kv_cache_bytes <= pp_warm.available_kv_cache_bytes - table  # the first stage pays it
+
+
+@pytest.mark.parametrize("name", ["v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9",
+                                  "v0.29.0_rtx5090_qwen2.5-7b_fp8-online_len8192_gmu0.9",
+                                  "v0.29.0_rtx5090_qwen2.5-0.5b_bf16_len8192_gmu0.9",
+                                  "v0.29.0_rtx5060ti-wsl_qwen3-4b-2507-ft_len8192_gmu0.7"])
+def test_the_logged_consumed_memory_holds_the_table_twice(name: str) -> None:
+    # each 0.29.0 V2-runner log prints 'Actual usage is C GiB for consumed memory (weights + non-torch), P GiB for
+    # peak activation': C less 'Model loading took W GiB' is the CUDA context and the like (0.2-0.45 GiB on these
+    # cards) plus the random embedding table a second time
+    import json
+    import re
+
+    text = (LOGS / f"{name}.log").read_text()
+    meta = json.loads((LOGS / f"{name}.json").read_text())
+    consumed = float(re.search(r"Actual usage is ([\d.]+) GiB for consumed", text).group(1))  # type: ignore[union-attr]
+    loading = float(re.search(r"Model loading took ([\d.]+) GiB", text).group(1))  # type: ignore[union-attr]
+    spec = kvbudget.load_model(meta["kvbudget"]["model"])
+    table = embedding_table_bytes(spec, 1, "bf16") / GiB
+    assert 0.2 <= consumed - loading - table <= 0.45
+    rec = meta["kvbudget"]
+    r = check_log(text, model=rec["model"], gpu=rec["gpu"], gpu_memory=round(rec["gpu_memory_gib"] * GiB) if "gpu_memory_gib" in rec else None,
+                  version=rec["version"], flags=rec["flags"])
+    gpu = kvbudget.find_gpu(rec["gpu"])
+    if "gpu_memory_gib" in rec:
+        gpu = replace(gpu, memory_bytes=round(rec["gpu_memory_gib"] * GiB))
+    warm = plan(spec, gpu,
+                replace(r.settings, compile_cache="warm"))
+    assert r.settings.compile_cache == "cold"
+    assert r.plan.non_torch_bytes - warm.non_torch_bytes == embedding_table_bytes(spec, 1, "bf16")
+    logged = meta["reported"]["available_kv_cache_gib"]
+    assert abs(r.plan.available_kv_cache_bytes / GiB - logged) / logged < 0.015

@@ -30,6 +30,22 @@ fitted: 0.29.0 RTX 5090 Qwen2.5-7B 1.01 GiB logged, 152,064 x 3,584 x 2 B = 1.02
 the embedding stays bf16); 0.31.0 A100-40GB Qwen2.5-Coder-1.5B 0.43 / 0.43; 0.29.0 RTX 5060 Ti Qwen3-4B 0.71 /
 0.72; 0.29.0 RTX 5090 Qwen2.5-0.5B 0.22 / 0.25 (the one it overstates); the 0.30.0 start that loaded its graph
 0.15, the source's forward and sampler 0.13.
+
+The copy can also outlive the profiling run. ``memory_profiling`` counts as consumed whatever the process still
+holds after its ``empty_cache()`` (free memory before the instance less free memory after the run). PyTorch's
+caching allocator frees the random table into its cache, and without a split limit a later allocation that
+persists past the run can be carved out of that freed block, which then pins the whole segment: ``empty_cache()``
+cannot release it, so the table's bytes are counted once as consumed and once in the transient peak. vLLM 0.31.0
+wraps the profiling run in ``_scoped_allocator_max_split(max_split_size_mb=20)`` for exactly this (v1/worker/
+gpu_worker.py ``determine_available_memory``: "a later small allocation can be carved out of a freed multi-GiB
+block and pin the whole segment past the empty_cache()"); the scope applies on CUDA only (``is_cuda()``), so ROCm
+keeps the old behaviour. Which allocation does the carving is the model runner's: the V2 model runner
+(v1/worker/gpu/model_runner.py) allocates state during the run that the V1 runner made before it. The logs that
+show both figures agree with no constant fitted: the 0.29.0 V2-runner starts count the table twice (consumed less
+weights: RTX 5090 Qwen2.5-7B 1.36 GiB = 0.34 + 1.02, its FP8 run 1.42 = 0.40 + 1.02, Qwen2.5-0.5B 0.66 = 0.41 +
+0.25, RTX 5060 Ti Qwen3-4B 0.95 = 0.23 + 0.72), the 0.31.0 V2 start once (A100 Qwen2.5-Coder-1.5B: 0.33 consumed
+beside the weights), and cold V1-runner starts of 0.17-0.22 (H100 Qwen3-30B-A3B, Qwen2.5-Coder-14B, A100
+Llama-3.1-8B) once.
 """
 
 from __future__ import annotations
@@ -57,3 +73,17 @@ def cold_compile_bytes(spec: ModelSpec, tp: int, dtype: str, *, first_stage: boo
     if cache == "warm" or not compiled or not first_stage or spec.vision is not None:
         return 0
     return embedding_table_bytes(spec, tp, dtype)
+
+
+SPLIT_LIMIT_MINOR = 31  # the first release that scopes max_split_size_mb around the profiling run (gpu_worker.py)
+
+
+def pinned_copy_bytes(cold: int, runner: str, minor: int, vendor: str) -> int:
+    """The fresh compile's random table that stays counted as consumed after the profiling run (the module's last
+    paragraph): ``cold`` (cold_compile_bytes) on the V2 model runner where the run has no allocator split limit
+    (before 0.31, or on a GPU that is not CUDA); 0 otherwise."""
+    if cold <= 0 or runner != "v2":
+        return 0
+    if vendor == "nvidia" and minor >= SPLIT_LIMIT_MINOR:
+        return 0
+    return cold

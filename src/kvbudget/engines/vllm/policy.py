@@ -53,7 +53,7 @@ from .calibration import (
     v1_alpha_activation,
     v1_alpha_logit_rows,
 )
-from .compile_cache import COMPILE_CACHES, cold_compile_bytes
+from .compile_cache import COMPILE_CACHES, cold_compile_bytes, pinned_copy_bytes
 from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
 from .context_parallel import request_blocks as dcp_request_blocks
 from .cudagraph import GraphEstimate, estimate, model_runner
@@ -442,6 +442,9 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
         act_model = v1_alpha_activation(r.model_dtype)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
+    pinned = _pinned_copy(spec, gpu, settings, r) if rel.key == "current" else 0
+    if r.pp == 1:  # the first stage's consumed memory, which a one-stage run reports as its non-torch memory
+        non_torch += pinned
     per_stage: list[_StageMemory] = []
     for st, bpb in zip(stage_list, block_bytes, strict=True):
         weights = max(st.weights_bytes - settings.cpu_offload_bytes, 0) + rotary + inside
@@ -471,6 +474,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             available = settings.kv_cache_memory_bytes
         else:
             available = requested - weights - non_torch - act - graphs
+            if r.pp > 1 and st.index == 0:
+                available -= pinned
         if extras is not None:  # --mm-ipc-gpu-memory-gb: taken after "Available KV cache memory" is logged
             available -= extras.ipc
         per_stage.append((st, bpb, weights, act, graphs, available))
@@ -578,6 +583,14 @@ def _cold_compile(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
                               cache=settings.compile_cache)
 
 
+def _pinned_copy(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> int:
+    """The fresh compile's random embedding table still counted as consumed after the profiling run
+    (compile_cache.pinned_copy_bytes: the V2 model runner without the allocator split limit of 0.31)."""
+    minor = release_minor(settings.version)
+    runner = model_runner(spec, minor, _quantized(settings, r))
+    return pinned_copy_bytes(_cold_compile(spec, gpu, settings, r), runner, minor, gpu.vendor)
+
+
 def _compile_cache_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
                         notes: list[str]) -> None:
     """What the torch.compile cache changes (compile_cache.py): a first start compiles afresh, a later one with the
@@ -585,13 +598,17 @@ def _compile_cache_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _R
     settings_cold = replace(settings, compile_cache="cold")
     cold = _cold_compile(spec, gpu, settings_cold, r)
     source = _source_activation(spec, gpu, settings, r, dequant)
-    if cold <= source:  # nothing to say: no compile, no embedding in the graph, or the profiling run holds more
+    pinned = _pinned_copy(spec, gpu, settings_cold, r)
+    if cold <= source and not pinned:  # nothing to say: no compile, no embedding in the graph, or the run holds more
         return
-    gap = f"{(cold - source) / GiB:.2f} GiB"
+    gap = f"{(max(cold - source, 0) + pinned) / GiB:.2f} GiB"
     if settings.compile_cache == "cold":
+        kept = (f", and this release's {model_runner(spec, release_minor(settings.version), _quantized(settings, r)).upper()} "
+                "model runner keeps its freed segment pinned past the run (no allocator split limit before vLLM 0.31 "
+                "on CUDA), so it is counted again as consumed memory" if pinned else "")
         notes.append(f"torch.compile: a first start compiles afresh, inside the profiling run, and Inductor's benchmark "
-                     f"of the embedding lookup holds a {cold / GiB:.2f} GiB random copy of the embedding table there; "
-                     f"a start that loads the compiled graph from vLLM's cache (its log: 'Directly load the compiled graph') "
+                     f"of the embedding lookup holds a {cold / GiB:.2f} GiB random copy of the embedding table there"
+                     f"{kept}; a start that loads the compiled graph from vLLM's cache (its log: 'Directly load the compiled graph') "
                      f"has {gap} more KV cache (--vllm-compile-cache warm)")
     else:
         notes.append(f"torch.compile: the compiled graph assumed loaded from vLLM's cache; a start that compiles afresh "

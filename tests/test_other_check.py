@@ -61,6 +61,10 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
     "v0.5-era-sep2026_16gb_qwen2.5-7b-awq_no-cuda-graph": (
         "mem_fraction_static 0.82 and --disable-cuda-graph are in the dropped server_args line (awq is read from the "
         "weight loader's quant=)", ["--mem-fraction-static", "0.82", "--disable-cuda-graph"]),
+    "v0.5.19_h100_qwen3-32b_mem0.90_ctx8192_gke-memory-saver": (
+        "the server arguments (mem_fraction_static 0.90, context length 8192, custom all-reduce off) are in the "
+        "deployment manifest, not the two quoted lines",
+        ["--mem-fraction-static", "0.90", "--context-length", "8192", "--disable-custom-all-reduce"]),
     "v0.5.6dev_b200_qwen2.5-vl-7b_piecewise": (
         "mem_fraction_static 0.7629746875 is in the run's ServerArgs line, which the stored excerpt lacks, and the GPU "
         "(B200) is named only in a CUTLASS message", ["--mem-fraction-static", "0.7629746875"]),

@@ -40,6 +40,8 @@ NOT_IN_THE_LOG = {
     "attention says flashinfer is installed, which the sampler takes on 0.8-0.11 only",
     "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default": "the excerpt does not show that the run is vLLM's image, whose "
     "FlashInfer the sampler takes (the record's Apptainer command is the deployment's own template)",
+    "v0.27.1_rtx-pro-6000-server-x4_qwen3-235b-a22b-2507-fp8_tp4": "the excerpt prints no version (0.27.1 from the "
+    "post's text; the container tag is latest)",
 }
 
 

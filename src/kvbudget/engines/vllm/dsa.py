@@ -4,9 +4,9 @@ store the latent in, and the block size they and the indexer run with.
 From vLLM 0.33.0 (the wheel on PyPI, paths under ``vllm/``):
 
 * ``platforms/cuda.py _get_backend_priorities``: an MLA model with ``index_topk`` runs a sparse backend. Hopper
-  (9.x): FLASH_ATTN_MLA_SPARSE (auto / bfloat16 only), then FLASHMLA_SPARSE (auto, bfloat16, fp8, fp8_ds_mla),
+  (9.x): FLASH_ATTN_MLA_SPARSE (auto, float16, bfloat16), then FLASHMLA_SPARSE (auto, bfloat16, fp8, fp8_ds_mla),
   then FLASHINFER_MLA_SPARSE_SM90 (auto, bfloat16, fp8, fp8_e4m3). Blackwell (10.x): FlashInfer's sparse MLA
-  (auto, bfloat16, fp8, fp8_e4m3) first for a quantized cache, FlashMLA sparse or FlashAttention-4 for bf16.
+  (auto, float16, bfloat16, fp8, fp8_e4m3) first for a quantized cache, FlashMLA sparse or FlashAttention-4 for bf16.
   12.x: FLASHINFER_MLA_SPARSE_SM120, which takes only the packed fp8_ds_mla layout.
 * ``model_executor/layers/attention/mla_attention.py _canonicalize_sparse_mla_kv_cache_dtype``: FLASHMLA_SPARSE
   stores any quantized dtype as ``fp8_ds_mla``, and the SM120 backend stores auto / fp8 / fp8_e4m3 that way:
@@ -55,9 +55,10 @@ def dsa_kv_dtype(spec: ModelSpec, value: str, gpu: GPU, current: bool, notes: li
         value = "fp8_e4m3"
     sm120 = {"auto": "fp8_ds_mla", "fp8": "fp8_ds_mla", "fp8_e4m3": "fp8_ds_mla", "fp8_ds_mla": "fp8_ds_mla"}
     takes = {
-        9: {"auto": "auto", "bfloat16": "bfloat16", "fp8": "fp8_ds_mla", "fp8_ds_mla": "fp8_ds_mla",
-            "fp8_e4m3": "fp8_e4m3"},
-        10: {"auto": "auto", "bfloat16": "bfloat16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3", "fp8_ds_mla": "fp8_ds_mla"},
+        9: {"auto": "auto", "bfloat16": "bfloat16", "float16": "float16", "fp8": "fp8_ds_mla",
+            "fp8_ds_mla": "fp8_ds_mla", "fp8_e4m3": "fp8_e4m3"},
+        10: {"auto": "auto", "bfloat16": "bfloat16", "float16": "float16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
+             "fp8_ds_mla": "fp8_ds_mla"},
         12: sm120,
     }.get(major)
     if takes is None:

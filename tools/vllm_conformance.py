@@ -7,7 +7,11 @@ that kvbudget gives the same numbers for the things both compute:
   FullAttentionSpec / MLAAttentionSpec page sizes, divided by the block size);
 - Mamba, Mamba-2 and GatedDeltaNet state bytes per sequence under TP (vLLM
   model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator);
-- the pipeline-parallel layer split (vLLM distributed/utils.py get_pp_indices).
+- the pipeline-parallel layer split (vLLM distributed/utils.py get_pp_indices);
+- DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): the latent's MLAAttentionSpec (bf16, fp8, fp8_ds_mla) and the
+  indexer's (uint8, cache_role INDEXER) as models/deepseek_v32/attention.py and MLAAttention.get_kv_cache_spec
+  build them, and one block of all of them (v1/core/kv_cache_planning.py puts them in one UniformTypeKVCacheSpecs group)
+  against kvbudget's vLLM layout.
 
 Set up (CPU only, no CUDA download), as the developers' brief describes:
     python3 -m venv /tmp/vllmenv && /tmp/vllmenv/bin/pip install torch==2.13.0
@@ -26,10 +30,15 @@ import torch
 from vllm.distributed.utils import get_pp_indices
 from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator as Dtypes
 from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator as Shapes
-from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec
+from vllm.v1.kv_cache_interface import (
+    FullAttentionSpec,
+    MLAAttentionSpec,
+    SparseCacheRole,
+)
 
 import kvbudget
-from kvbudget.model.layers import MLA, FullAttention, RecurrentState
+from kvbudget.engines.vllm.kv_layout import kv_cache_dtype, kv_layout, layer_pages
+from kvbudget.model.layers import MLA, FullAttention, RecurrentState, SparseIndexer
 from kvbudget.parallel import pp_partition
 from kvbudget.units import element_type
 
@@ -135,10 +144,44 @@ def pipeline_split() -> None:
     print("ok  pipeline split: checked" if not any(f.startswith("pp") for f in failures) else "BAD pipeline split")
 
 
+def dsa_layers() -> None:
+    """Each DSA layer's two specs at block size 64 (the indexer backend's), per dtype as vLLM stores the latent."""
+    block = 64
+    torch_dtypes = {"bfloat16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8_ds_mla": torch.uint8}
+    for model in ("deepseek-ai/DeepSeek-V3.2", "zai-org/GLM-5"):
+        spec = kvbudget.load_model(model)
+        for kv in ("bfloat16", "fp8", "fp8_ds_mla"):
+            specs = {}
+            for i, layer in enumerate(spec.layers):
+                if isinstance(layer, MLA):
+                    specs[f"{i}.attn"] = MLAAttentionSpec(
+                        block_size=block, num_kv_heads=1, max_tp_shards=1,
+                        head_size=layer.kv_lora_rank + layer.qk_rope_head_dim, dtype=torch_dtypes[kv],
+                        cache_dtype_str=kv, state_content_bytes=656 if kv == "fp8_ds_mla" else None)
+                else:
+                    assert isinstance(layer, SparseIndexer)
+                    specs[f"{i}.k_cache"] = MLAAttentionSpec(
+                        block_size=block, num_kv_heads=1, max_tp_shards=1,
+                        head_size=layer.head_dim + layer.head_dim // 128 * 4, dtype=torch.uint8,
+                        cache_role=SparseCacheRole.INDEXER)
+            kv_dtype = kv_cache_dtype(kv, "bf16")
+            layout = kv_layout(spec, kv_dtype, "bf16", 8, block, True, False)
+            pages = layer_pages(spec, layout, kv_dtype, 8)
+            theirs = list(specs.values())
+            for i in (0, 1):  # one latent, one indexer
+                check(f"{model} {kv} {spec.layers[i].kind} page", pages[i], theirs[i].page_size_bytes)
+            # all are full-attention MLA specs of one block size: one UniformTypeKVCacheSpecs group, whose
+            # page_size_bytes is the sum of its layers' (from_specs needs vLLM's whole engine importable)
+            assert len(layout.groups) == 1
+            check(f"{model} {kv} bytes per block (one group)", sum(pages.values()),
+                  sum(x.page_size_bytes for x in specs.values()))
+
+
 if __name__ == "__main__":
     attention_layers()
     state_layers()
     hybrid_mamba2_layers()
     pipeline_split()
+    dsa_layers()
     print(f"{len(failures)} mismatches")
     sys.exit(1 if failures else 0)

@@ -60,3 +60,13 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         kv = getattr(layer, "num_kv_heads", 0)
         if kv and kv % tp and tp % kv:
             raise InputError(f"--tp {tp} neither divides nor is a multiple of the {kv} KV heads of {spec.name}")
+
+
+def check_indexer_priced(spec: ModelSpec, engine: str) -> None:
+    """Refuse a model with a DeepSeek sparse attention (DSA) indexer cache on an engine whose layout of it kvbudget
+    does not model (one clear line rather than a figure without the indexer's keys)."""
+    from .model.layers import SparseIndexer
+
+    if any(isinstance(x, SparseIndexer) for x in spec.layers):
+        raise InputError(f"{spec.name} uses DeepSeek sparse attention: kvbudget does not model how {engine} caches "
+                         "its indexer keys; use --engine vllm or --engine sglang")

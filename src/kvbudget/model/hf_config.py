@@ -16,7 +16,7 @@ from .._record import record, replace
 from ..inputs import excerpt, real, whole
 from ..units import InputError
 from . import params as P
-from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
+from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow, SparseIndexer
 from .params import Inventory, Tensor
 from .params import inventory as make_inventory
 from .spec import UNREAD_WEIGHTS, Dims, ModelSpec, VisionTower
@@ -102,6 +102,12 @@ QUIRKS: dict[str, Quirks] = {
     "deepseek_v2": Quirks(layout="mla", moe="deepseek"),
     "deepseek_v3": Quirks(layout="mla", moe="deepseek"),
     "kimi_k2": Quirks(layout="mla", moe="deepseek", note="Kimi K2: DeepseekV3ForCausalLM under its own model_type"),
+    # DeepSeek sparse attention (DSA): DeepSeek-V3's MLA and MoE plus a "lightning indexer" per layer whose FP8 keys
+    # are cached next to the latent (vLLM 0.33.0 models/deepseek_v32/attention.py DeepseekV32Indexer; GLM-5's
+    # GlmMoeDsaForCausalLM is the same module: models/deepseek_v32/__init__.py). See _dsa_indexed for which layers
+    # keep an indexer.
+    "deepseek_v32": Quirks(layout="dsa", moe="deepseek", note="DeepSeek-V3.2: MLA + DSA indexer cache"),
+    "glm_moe_dsa": Quirks(layout="dsa", moe="deepseek", note="GLM-5: DeepSeek-V3.2's DSA attention and MoE"),
     "gpt_oss": Quirks(qkv_bias=True, o_bias=True, attention_sinks=True, layout="layer_types", moe="all",
                       expert_bias=True, note="attention sinks, biased router and experts"),
     "falcon": Quirks(mlp="plain", norm_bias=True, tied=True, bias_key="bias", o_bias_follows=True, mlp_bias_key="bias",
@@ -523,7 +529,7 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
     explicit = c.get("layer_types")
     if explicit is not None and not isinstance(explicit, list):
         raise ConfigError(f"{c.where}: field 'layer_types' must be a list of layer kinds, not {excerpt(explicit)}")
-    if isinstance(explicit, list) and layout not in ("mla",):
+    if isinstance(explicit, list) and layout not in ("mla", "dsa"):
         # transformers' layer_type_validation: one entry per hidden layer, no more, no fewer
         if len(explicit) != n:
             raise ConfigError(f"{c.where}: 'layer_types' has {len(explicit):,} entries for {n} layers"
@@ -538,6 +544,8 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
         return out
     if layout == "mla":
         return ["mla"] * n
+    if layout == "dsa":
+        return ["dsa"] * n
     if layout in ("layer_types", "uniform") and c.has("sliding_window") and c.int("sliding_window", positive=False) > 0:
         # No layer_types: vLLM applies the model-level window to every layer (engine/arg_utils.py sets
         # CacheConfig.sliding_window when layer_types is None; attention.py uses it per layer), and so
@@ -815,7 +823,8 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     layers: list[Layer] = []
     layer_of: list[int] = []
     blocks: list[tuple[Tensor, ...]] = []
-    mla = _MLADims.read(c) if q.layout == "mla" else None
+    mla = _MLADims.read(c) if q.layout in ("mla", "dsa") else None
+    indexed = _dsa_indexed(c, n) if q.layout == "dsa" else []
     chunk = c.int("attention_chunk_size", default=0, positive=False)
     if "chunked" in kinds and chunk <= 0:
         raise ConfigError(f"{c.where}: chunked_attention layers need a positive 'attention_chunk_size'")
@@ -845,10 +854,15 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
                 tensors += [Tensor("norms", heads * head_dim), Tensor("norms", kv_heads * head_dim)]
             if q.attention_sinks:
                 tensors.append(Tensor("attention", heads, split="col"))
-        if kind == "mla" and mla is not None:
+        if kind in ("mla", "dsa") and mla is not None:
             layers.append(MLA(mla.kv_lora_rank, mla.rope))
             layer_of.append(i)
             tensors += mla.tensors(hidden, heads)
+        if kind == "dsa" and mla is not None and indexed[i]:
+            indexer, indexer_tensors = _dsa_indexer(c, hidden, mla.q_lora_rank)
+            layers.append(indexer)
+            layer_of.append(i)
+            tensors += indexer_tensors
         if kind == "mamba2":
             reader = _nemotron_mamba2 if q.layout == "nemotron_h" else _granite_mamba2
             state, mamba_tensors = reader(c, hidden, ssm_dtype)  # ssm_dtype: the served dtype
@@ -966,7 +980,8 @@ def _mtp_layers(c: _Cfg, model_type: str) -> int:
     (models/qwen3_next_mtp.py) defaults the count to 1 when the config omits it; qwen3_5 / qwen3_5_moe -> qwen3_5_mtp,
     which reads mtp_num_hidden_layers, also 1 by default)."""
     count = 0
-    if model_type in ("deepseek_v3", "glm4_moe"):  # glm4_moe -> glm4_moe_mtp (models/glm4_moe_mtp.py)
+    # glm4_moe -> glm4_moe_mtp (models/glm4_moe_mtp.py); deepseek_v32 / glm_moe_dsa -> DeepseekV32MTPModel
+    if model_type in ("deepseek_v3", "glm4_moe", "deepseek_v32", "glm_moe_dsa"):
         count = c.int("num_nextn_predict_layers", default=0, positive=False)
     elif model_type == "qwen3_next":
         count = c.int("num_nextn_predict_layers", default=1, positive=False)
@@ -1032,6 +1047,51 @@ class _MoE:
         if self.shared_gate:
             out.append(Tensor("shared_experts", 1, hidden))
         return out
+
+
+def _dsa_indexed(c: _Cfg, n: int) -> list[bool]:
+    """Which decoder layers build a DSA indexer (and so cache its keys), as vLLM 0.33.0
+    models/deepseek_v32/attention.py decides: a layer skips it ("skip_topk": it reuses an earlier layer's top-k)
+    when ``index_topk_pattern[i] == "S"``, or without a pattern when ``max(i - index_skip_topk_offset + 1, 0) %
+    index_topk_freq != 0`` (defaults 2 and 1: every layer has one, as DeepSeek-V3.2 and GLM-5). A config that
+    also lists ``indexer_types`` ("full" / "shared", which SGLang 0.5.23 reads) must agree with that rule."""
+    pattern = c.get("index_topk_pattern")
+    if pattern is not None and not isinstance(pattern, (str, list)):
+        raise ConfigError(f"{c.where}: 'index_topk_pattern' must be a string or list of 'F'/'S', not {excerpt(pattern)}")
+    if pattern is not None:
+        out = [not (i < len(pattern) and pattern[i] == "S") for i in range(n)]
+    else:
+        freq = c.int("index_topk_freq", default=1)
+        offset = c.int("index_skip_topk_offset", default=2, positive=False)
+        out = [max(i - offset + 1, 0) % freq == 0 for i in range(n)]
+    types = c.get("indexer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n or any(t not in ("full", "shared") for t in types):
+            raise ConfigError(f"{c.where}: 'indexer_types' must list 'full' or 'shared' for each of the {n} layers")
+        if [t == "full" for t in types] != out:
+            raise ConfigError(f"{c.where}: 'indexer_types' and index_topk_freq / index_skip_topk_offset / "
+                              "index_topk_pattern name different layers with an indexer: fix the config.json")
+    return out
+
+
+def _dsa_indexer(c: _Cfg, hidden: int, q_lora_rank: int) -> tuple[SparseIndexer, list[Tensor]]:
+    """One DSA indexer (vLLM 0.33.0 models/deepseek_v32/attention.py DeepseekV32Indexer): wq_b from the query latent
+    to index_n_heads x index_head_dim (replicated, quantized as the checkpoint), wk fused with weights_proj
+    (hidden -> index_head_dim + index_n_heads, loaded unquantized: quant_config=None) and k_norm, a LayerNorm of
+    index_head_dim with weight and bias. Its cache: one FP8 key of index_head_dim per token with fp32 scales."""
+    head_dim = c.int("index_head_dim")
+    n_heads = c.int("index_n_heads")
+    c.int("index_topk")  # what makes the model sparse (vLLM asserts hasattr(hf_config, "index_topk"))
+    if head_dim % 128:
+        raise ConfigError(f"{c.where}: 'index_head_dim' {head_dim} is not a multiple of the indexer's 128-element "
+                          "quantization block")
+    if not q_lora_rank:
+        raise ConfigError(f"{c.where}: a DSA indexer projects the query latent: 'q_lora_rank' must be positive")
+    return SparseIndexer(head_dim), [
+        Tensor("attention", n_heads * head_dim, q_lora_rank, linear=True),  # wq_b
+        Tensor("attention", head_dim + n_heads, hidden),  # wk + weights_proj
+        Tensor("norms", 2 * head_dim),  # k_norm weight and bias
+    ]
 
 
 class _MLADims:

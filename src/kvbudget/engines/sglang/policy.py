@@ -16,12 +16,14 @@ from ..._record import record, replace
 from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import MAX_PARALLEL, check_positive, check_tp, serving_dtype
-from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow
+from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow, SparseIndexer
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...parallel import Stage, pp_partition, stages
 from ...units import GiB, InputError, MiB
 from ..base import Replica
 from ..vllm.calibration import rotary_cache_bytes
+from .dsa import PAGE_SIZE as DSA_PAGE
+from .dsa import cell_bytes, dsa_kv_dtype, is_dsa
 from .settings import KV_DTYPES, SGLangSettings, attn_dp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -165,7 +167,7 @@ def pool_of(layer: Layer, old: bool) -> str:
         return "mamba"
     if isinstance(layer, SlidingWindow) and not old:
         return "swa"
-    if isinstance(layer, (FullAttention, MLA)):
+    if isinstance(layer, (FullAttention, MLA, SparseIndexer)):  # a DSA indexer's keys sit in the DSA pool
         return "full"
     return ""
 
@@ -268,7 +270,9 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         raise InputError(f"SGLang's default mem_fraction_static works out to {frac:.3f} on {gpu.name} at TP={s.tp} PP={s.pp} "
                          "(server_args.py reserves more than the GPU has): give --mem-fraction-static")
     model_dtype = serving_dtype(spec)
-    kv = parse_kv_dtype(s.kv_cache_dtype, model_dtype, KV_DTYPES,
+    dsa = is_dsa(spec)
+    kv_name = dsa_kv_dtype(spec, gpu, s.kv_cache_dtype, s.version in OLD_LINES, notes) if dsa else s.kv_cache_dtype
+    kv = parse_kv_dtype(kv_name, model_dtype, KV_DTYPES,
                         f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format
 
@@ -303,7 +307,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     after = pre - late - weights
     slack = pre * (1 - frac)
     rest = int(after - slack)
-    page = s.page_size or 1  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
+    page = s.page_size or (DSA_PAGE if dsa else 1)  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
     layers = stage.layers
     # SGLang 0.4 gave sliding-window layers a full-length pool like every other layer (no SWA pool yet)
     old = s.version in OLD_LINES
@@ -314,7 +318,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     # model_executor/pool_configurator.py (_compute_cell_size): KV heads per rank of the attention-TP group; an
     # MLA latent is whole on every rank. Under DP attention each of the tp / attn_tp groups keeps its own pool
     # for its own requests.
-    per_full = sum(x.bytes_per_token(kv, attn_tp) for x in full)
+    per_full = cell_bytes(full, kv, gpu) if dsa else sum(x.bytes_per_token(kv, attn_tp) for x in full)
     per_swa = sum(x.bytes_per_token(kv, attn_tp) for x in swa)
     mamba_size = 0
     if mamba:

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from ..._record import record, replace
 from ...dtypes import KVDtype, parse_kv_dtype
-from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow
+from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow, SparseIndexer
 from ...model.spec import ModelSpec
 from ...parallel import pp_partition
 from ...units import element_type
@@ -41,6 +41,8 @@ def _attention_token_bytes(layer: Layer, kv: KVDtype, tp: int) -> int:
     if isinstance(layer, MLA):
         if kv.name == "fp8_ds_mla":
             return 656  # 512 fp8 NoPE values + 16 bytes of scales + 64 bf16 RoPE values (MLAAttentionSpec)
+        return layer.bytes_per_token(kv.element, tp)
+    if isinstance(layer, SparseIndexer):  # its own uint8 MLAAttentionSpec, whatever the latent's dtype
         return layer.bytes_per_token(kv.element, tp)
     assert isinstance(layer, FullAttention)
     heads = layer.kv_heads_per_rank(tp)
@@ -116,7 +118,7 @@ def kv_spec(layer: Layer, page: int, hybrid_manager: bool) -> KVSpec:
     manager, sliding-window and chunked layers are cached in full (unify_hybrid_kv_cache_specs)."""
     if isinstance(layer, RecurrentState):
         return MambaSpec(page)
-    if isinstance(layer, MLA):
+    if isinstance(layer, (MLA, SparseIndexer)):  # the DSA indexer's cache is an MLAAttentionSpec too
         return MLASpec(page)
     if isinstance(layer, SlidingWindow) and hybrid_manager:
         return SlidingSpec(page, layer.window)

@@ -57,6 +57,8 @@ from .compile_cache import COMPILE_CACHES, cold_compile_bytes, pinned_copy_bytes
 from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
 from .context_parallel import request_blocks as dcp_request_blocks
 from .cudagraph import GraphEstimate, estimate, model_runner
+from .dsa import BLOCK_SIZE as DSA_BLOCK
+from .dsa import dsa_kv_dtype, is_dsa
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
@@ -292,7 +294,9 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     if said := kv_dtype_runs(settings.kv_cache_dtype, settings.version, gpu, spec.dims.head_dim,
                              _has_mla(spec)):
         notes.append(said)
-    kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
+    dsa = is_dsa(spec)
+    kv_name = dsa_kv_dtype(spec, settings.kv_cache_dtype, gpu, rel.key == "current", notes) if dsa else settings.kv_cache_dtype
+    kv_dtype = kv_cache_dtype(kv_name, model_dtype)
     derived_len = spec.max_context
     if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
         from .rope import derived_len as rope_len
@@ -324,7 +328,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     return _Resolved(
         rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
         auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
-        hybrid_manager=hybrid_manager, block_size=settings.block_size or _block_size(spec, gpu, rel, notes), align=align,
+        hybrid_manager=hybrid_manager, block_size=settings.block_size or (DSA_BLOCK if dsa else _block_size(spec, gpu, rel, notes)), align=align,
         in_flight=_in_flight_batches(rel, settings, pp) * tokens,
         mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
 

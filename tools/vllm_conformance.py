@@ -7,6 +7,8 @@ that kvbudget gives the same numbers for the things both compute:
   FullAttentionSpec / MLAAttentionSpec page sizes, divided by the block size);
 - Mamba, Mamba-2 and GatedDeltaNet state bytes per sequence under TP (vLLM
   model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator);
+- Gemma 4's per-layer head shapes as transformers' Gemma4TextConfig (per_layer_config) gives them to vLLM's
+  models/gemma4.py, its KV-shared layers and their spec pages;
 - the pipeline-parallel layer split (vLLM distributed/utils.py get_pp_indices);
 - DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): the latent's MLAAttentionSpec (bf16, fp8, fp8_ds_mla) and the
   indexer's (uint8, cache_role INDEXER) as models/deepseek_v32/attention.py and MLAAttention.get_kv_cache_spec
@@ -131,6 +133,49 @@ def hybrid_mamba2_layers() -> None:
             check(f"{model} mamba2 tp={tp}", layer.bytes_per_sequence(1, element_type("bf16"), tp), theirs)
 
 
+def gemma4_layers() -> None:
+    """Gemma 4: each layer's head shape as transformers' Gemma4TextConfig gives it to vLLM 0.33.0 models/gemma4.py
+    (per_layer_config[i].head_dim / num_key_value_heads, which Gemma4DecoderLayer reads), the layer type, and the
+    page of the spec vLLM builds for it (SlidingWindowSpec or FullAttentionSpec) against kvbudget's bytes per token.
+    A synthetic E2B-shaped config (per-layer embeddings, KV sharing, no attention_k_eq_v) checks the same and that
+    the shared layers (the last num_kv_shared_layers) are the ones kvbudget gives no cache."""
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+    from vllm.v1.kv_cache_interface import SlidingWindowSpec
+
+    from kvbudget.model.hf_config import spec_from_config
+    from kvbudget.model.layers import NoCache, SlidingWindow
+
+    cases = [(m, kvbudget.model.catalog.find(m).config["text_config"])  # type: ignore[union-attr]
+             for m in ("google/gemma-4-26B-A4B", "nvidia/Gemma-4-31B-IT-NVFP4")]
+    small = {"model_type": "gemma4_text", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 10,
+             "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 64, "global_head_dim": 128,
+             "num_kv_shared_layers": 4, "hidden_size_per_layer_input": 32, "sliding_window": 128,
+             "layer_types": ["sliding_attention"] * 4 + ["full_attention"] + ["sliding_attention"] * 4
+             + ["full_attention"], "dtype": "bfloat16", "max_position_embeddings": 4096}
+    cases.append(("synthetic gemma4_text (KV sharing, no k_eq_v)", small))
+    for name, raw in cases:
+        hf = Gemma4TextConfig(**{k: v for k, v in raw.items() if k != "model_type"})
+        spec = spec_from_config(raw, name)
+        first_shared = hf.num_hidden_layers - hf.num_kv_shared_layers
+        for i, layer in enumerate(spec.layers):
+            want = hf.per_layer_config[i]
+            if i >= first_shared:
+                check(f"{name} layer {i} shares its KV (no cache)", int(isinstance(layer, NoCache)), 1)
+                continue
+            assert isinstance(layer, FullAttention)
+            sliding = hf.layer_types[i] == "sliding_attention"
+            check(f"{name} layer {i} sliding", int(isinstance(layer, SlidingWindow)), int(sliding))
+            check(f"{name} layer {i} head_dim", layer.head_dim, want.head_dim)
+            check(f"{name} layer {i} KV heads", layer.num_kv_heads, want.num_key_value_heads)
+            for tp in (1, 2, 4):
+                heads = max(1, want.num_key_value_heads // tp)
+                common = dict(block_size=BLOCK, num_kv_heads=heads, head_size=want.head_dim, dtype=torch.bfloat16)
+                vspec = (SlidingWindowSpec(**common, sliding_window=hf.sliding_window) if sliding
+                         else FullAttentionSpec(**common))
+                check(f"{name} layer {i} tp={tp} bytes/token", layer.bytes_per_token(element_type("bf16"), tp),
+                      vspec.page_size_bytes // BLOCK)
+
+
 def pipeline_split() -> None:
     for layers in (16, 22, 28, 32, 36, 48, 61, 80, 94, 126):
         for pp in (2, 3, 4, 5, 7, 8):
@@ -181,6 +226,7 @@ if __name__ == "__main__":
     attention_layers()
     state_layers()
     hybrid_mamba2_layers()
+    gemma4_layers()
     pipeline_split()
     dsa_layers()
     print(f"{len(failures)} mismatches")

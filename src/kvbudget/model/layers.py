@@ -190,9 +190,11 @@ class RecurrentState:
 @record
 class NoCache:
     """A layer that keeps nothing per token: encoder-only, or one that reuses another
-    layer's KV (cross-layer sharing)."""
+    layer's KV (cross-layer sharing). ``shared``: for such a reader, the attention shape of the
+    layer it reads (an engine that still gives the reader a buffer of its own sizes it by this)."""
 
     reason: str = "no attention"
+    shared: FullAttention | None = None
     kind = "no_cache"
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:

@@ -176,6 +176,11 @@ def _skip_roles(names: object, num_layers: int = 0) -> frozenset[str]:
             if not parts:
                 continue
             numbers = [int(part) for part in parts if part.isdigit() and len(part) < 7]
+            if parts[-1] == "mlp" and numbers:
+                # a whole layer's MLP module (ModelOpt's "model.language_model.layers.0.mlp*" for Gemma 4, whose
+                # experts are a sibling module): the dense MLP of that layer
+                layers.setdefault("mlp", set()).add(numbers[0])
+                continue
             if not numbers and len(parts) >= 2 and parts[-2] == "mlp":
                 dense_mlp |= _mlp_projections(parts[-1])
             for word in (parts[-1], ".".join(parts[-2:]), *parts):

@@ -16,7 +16,7 @@ from ..._record import record, replace
 from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import MAX_PARALLEL, check_positive, check_tp, serving_dtype
-from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow, SparseIndexer
+from ...model.layers import MLA, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow, SparseIndexer
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...parallel import Stage, pp_partition, stages
 from ...units import GiB, InputError, MiB
@@ -313,6 +313,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     old = s.version in OLD_LINES
     pools: dict[str, list[Layer]] = {"full": [], "swa": [], "mamba": [], "": []}
     for x in layers:
+        # a layer that reads another's KV (Gemma 4's num_kv_shared_layers) still gets a buffer of its own: SGLang
+        # 0.5.23 sizes its pools by full_attention_layer_ids / swa_attention_layer_ids, every layer of each type
+        # (configs/model_config.py get_hybrid_layer_ids), and only the attention call reads the owner's layer id
+        x = x.shared if isinstance(x, NoCache) and x.shared is not None else x
         pools[pool_of(x, old)].append(x)
     full, swa, mamba = pools["full"], pools["swa"], pools["mamba"]
     # model_executor/pool_configurator.py (_compute_cell_size): KV heads per rank of the attention-TP group; an

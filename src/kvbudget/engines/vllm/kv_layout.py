@@ -56,14 +56,17 @@ def _attention_token_bytes(layer: Layer, kv: KVDtype, tp: int) -> int:
 @record
 class FullSpec:
     """Full attention (FullAttentionSpec): a request holds a block for every ``block_size`` tokens of its length.
-    ``page``: one layer's bytes per block (0 in a group whose layers' pages differ: each layer keeps its own)."""
+    ``page``: one layer's bytes per block (0 in a group whose layers' pages differ: each layer keeps its own).
+    ``scale``: this spec's blocks hold ``scale`` x the block size in tokens, where page-size unification grew its
+    block instead of padding its page (unify_kv_cache_spec_page_size: a page that divides the largest one)."""
 
     page: int
+    scale: int = 1
     kind = "full_attention"
 
     def blocks(self, max_len: int, block_size: int, in_flight: int, mamba_blocks: int) -> int:
         """Blocks one request of ``max_len`` tokens takes (max_memory_usage_bytes / page_size_bytes)."""
-        return -(-max_len // block_size)
+        return -(-max_len // (block_size * self.scale))
 
 
 @record
@@ -80,10 +83,11 @@ class SlidingSpec:
 
     page: int
     window: int
+    scale: int = 1  # as FullSpec's
     kind = "sliding_window"
 
     def blocks(self, max_len: int, block_size: int, in_flight: int, mamba_blocks: int) -> int:
-        return -(-min(self.window - 1 + in_flight, max_len) // block_size) + 1
+        return -(-min(self.window - 1 + in_flight, max_len) // (block_size * self.scale)) + 1
 
 
 @record
@@ -92,10 +96,11 @@ class ChunkedSpec:
 
     page: int
     chunk: int
+    scale: int = 1  # as FullSpec's
     kind = "chunked_local"
 
     def blocks(self, max_len: int, block_size: int, in_flight: int, mamba_blocks: int) -> int:
-        return -(-min(self.chunk + in_flight, max_len) // block_size)
+        return -(-min(self.chunk + in_flight, max_len) // (block_size * self.scale))
 
 
 @record
@@ -201,8 +206,15 @@ def kv_layout(
     for i, rule in list(specs.items()):
         if rule.page != max_page:
             if max_page % rule.page == 0 and not isinstance(rule, MambaSpec):
-                notes.append(f"{rule.kind} layers use {max_page // rule.page}x larger blocks to match the largest page")
-            specs[i] = replace(rule, page=max_page)
+                # vLLM multiplies the block size (tokens per block) of such a spec; a page that does not divide
+                # the largest, and a Mamba state, is padded instead (page_size_padded)
+                ratio = max_page // rule.page
+                note = f"{rule.kind} layers use {ratio}x larger blocks to match the largest page"
+                if note not in notes:
+                    notes.append(note)
+                specs[i] = replace(rule, page=max_page, scale=ratio)
+            else:
+                specs[i] = replace(rule, page=max_page)
     buckets: dict[KVSpec, list[int]] = {}
     for i in sorted(specs):
         buckets.setdefault(specs[i], []).append(i)

@@ -15,7 +15,9 @@ import pytest
 from kvbudget.cli import main
 from kvbudget.model import catalog
 from kvbudget.model.hf_config import spec_from_config
+from kvbudget.model.params import Tensor
 from kvbudget.model.resolve import load_model
+from kvbudget.model.weights import WeightFormat, from_quantization_config
 from kvbudget.units import InputError
 
 QWEN3_8B: dict[str, Any] = dict(catalog.find("Qwen/Qwen3-8B").config)  # type: ignore[union-attr]
@@ -60,3 +62,41 @@ def test_a_broken_hf_quant_config_file_is_one_line(tmp_path: Path, capsys: pytes
     assert main(["kv", str(folder)]) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1
+
+
+def test_modelopt_quant_algo_is_one_vllm_loads() -> None:
+    """vLLM 0.33.0 quantization/modelopt.py loads the LINEAR_ALGOS FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO (and its
+    alias FP8_BLOCK_SCALES), NVFP4 and W4A16_NVFP4, and stops on any other ("ModelOpt currently only supports").
+    Before, any algo starting with FP8 was per-tensor FP8 and any holding FP4 was NVFP4: NVFP4_AWQ and W4A8_NVFP4_FP8
+    were planned as NVFP4 (vLLM does not start), FP8_PER_CHANNEL_PER_TOKEN and FP8_PB_WO with per-tensor scales."""
+    def fmt(algo: object, **more: object) -> WeightFormat:
+        return from_quantization_config({"quant_method": "modelopt", "quant_algo": algo, **more}, "bf16")
+
+    assert (fmt("FP8").fp8_scales, fmt("fp8").fp8_scales) == ("per_tensor", "per_tensor")  # upper-cased, as vLLM does
+    assert fmt("FP8_PER_CHANNEL_PER_TOKEN").fp8_scales == "per_channel"
+    for block in ("FP8_PB_WO", "fp8_pb_wo", "FP8_BLOCK_SCALES"):
+        assert (fmt(block).fp8_scales, fmt(block).block) == ("block", (128, 128))
+    assert fmt("W4A16_NVFP4").name == fmt("NVFP4").name == "nvfp4"
+    for refused in ("NVFP4_AWQ", "W4A8_NVFP4_FP8", "W4A8_AWQ", "FP8_DEFAULT", "INT8", ["FP8"], ""):
+        with pytest.raises(InputError, match="is not one vLLM loads"):
+            fmt(refused)
+    for unpriced in ("MXFP8", "MIXED_PRECISION"):
+        with pytest.raises(InputError, match=f"ModelOpt quant_algo {unpriced} is not one kvbudget prices"):
+            fmt(unpriced)
+    # an FP8 weight of 4096 x 4096: 16,777,216 bytes and its scale (4 bytes per tensor, per output row, per block)
+    w = Tensor("attention", 4096, 4096, linear=True)
+    assert fmt("FP8").tensor_bytes(w) == 4096 * 4096 + 4
+    assert fmt("FP8_PER_CHANNEL_PER_TOKEN").tensor_bytes(w) == 4096 * 4096 + 4 * 4096
+    assert fmt("FP8_PB_WO").tensor_bytes(w) == 4096 * 4096 + 4 * 32 * 32
+
+
+def test_modelopt_kv_cache_quant_algo_is_a_string_vllm_maps() -> None:
+    """vLLM 0.33.0 modelopt.py refuses a kv_cache_quant_algo that is not a string (was: read as none, exit 0);
+    utils/torch_utils.py maps FP8 and NVFP4 to the cache dtype and falls back to auto on any other string."""
+    def kv(algo: object) -> str:
+        return from_quantization_config({"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": algo}}, "bf16").kv_cache
+
+    assert (kv("FP8"), kv("fp8"), kv("NVFP4"), kv("INT8"), kv(None)) == ("fp8", "fp8", "nvfp4", "", "")
+    for bad in (["FP8"], 8, {"FP8": True}):
+        with pytest.raises(InputError, match="kv_cache_quant_algo must be a string"):
+            kv(bad)

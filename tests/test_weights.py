@@ -224,5 +224,5 @@ def test_modelopt_hf_quant_config_file_form_reads_as_modelopt() -> None:
     assert (fmt.name, fmt.fp8_scales, fmt.skip_roles, fmt.kv_cache) == ("fp8", "per_tensor", frozenset({"lm_head"}), "fp8")
     nvfp4 = from_quantization_config({"quantization": {"quant_algo": "NVFP4", "group_size": 16}}, "bf16")
     assert (nvfp4.name, nvfp4.kv_cache) == ("nvfp4", "")
-    with pytest.raises(InputError, match="ModelOpt quant_algo 'W4A8_AWQ' is not supported"):
+    with pytest.raises(InputError, match="ModelOpt quant_algo 'W4A8_AWQ' is not one vLLM loads"):
         from_quantization_config({"quantization": {"quant_algo": "W4A8_AWQ"}}, "bf16")

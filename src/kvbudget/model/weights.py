@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._record import field, record
-from ..units import InputError, element_type
+from ..units import InputError, element_type, excerpt
 from .params import Tensor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -264,9 +264,14 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers
 def _checkpoint_kv(qc: Mapping[str, Any]) -> str:
     """The KV cache dtype a checkpoint was calibrated for: ModelOpt's ``kv_cache_quant_algo`` (FP8), or
     compressed-tensors' ``kv_cache_scheme`` of 8-bit floats; "" otherwise."""
-    algo = str(qc.get("kv_cache_quant_algo") or "").upper()
+    given = qc.get("kv_cache_quant_algo")
+    if given is not None and not isinstance(given, str):  # vLLM 0.33.0 modelopt.py refuses it as well
+        raise InputError(f"kv_cache_quant_algo must be a string such as \"FP8\", got {excerpt(given, 40)}")
+    algo = (given or "").upper()
     if algo.startswith("FP8"):
         return "fp8"
+    if algo == "NVFP4":  # vLLM 0.33.0 utils/torch_utils.py MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP; others fall back to auto
+        return "nvfp4"
     scheme = qc.get("kv_cache_scheme")
     if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8 and str(scheme.get("type", "")).lower() == "float":
         return "fp8"
@@ -310,12 +315,22 @@ def _weights_of(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) ->
     if method == "mxfp4":
         return WeightFormat("mxfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
     if method == "modelopt" or (method.startswith(("fp8", "nvfp4")) and method == algo.lower()):
-        # NVIDIA ModelOpt: quant_algo says which (vLLM quantization/modelopt.py).
-        if algo.startswith("FP8"):
+        # NVIDIA ModelOpt: quant_algo says which, one of vLLM 0.33.0 quantization/modelopt.py LINEAR_ALGOS (any
+        # other stops vLLM: "ModelOpt currently only supports ..."); FP8 keeps one fp32 scale per tensor,
+        # FP8_PER_CHANNEL_PER_TOKEN one per output channel, FP8_PB_WO (alias FP8_BLOCK_SCALES) one per 128 x 128 block
+        if algo == "FP8":
             return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
-        if "FP4" in algo:
+        if algo == "FP8_PER_CHANNEL_PER_TOKEN":
+            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, fp8_scales="per_channel")
+        if algo in ("FP8_PB_WO", "FP8_BLOCK_SCALES"):
+            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, block=(128, 128),
+                                fp8_scales="block")
+        if algo in ("NVFP4", "W4A16_NVFP4"):
             return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
-        raise InputError(f"ModelOpt quant_algo {algo or '(none)'!r} is not supported")
+        if algo in ("MXFP8", "MIXED_PRECISION"):
+            raise InputError(f"ModelOpt quant_algo {algo} is not one kvbudget prices")
+        raise InputError(f"ModelOpt quant_algo {excerpt(algo or '(none)', 40)} is not one vLLM loads "
+                         "(FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, W4A16_NVFP4)")
     if method in ("compressed-tensors", "compressed_tensors"):
         return _compressed_tensors(qc, dense_dtype, skip)
     raise InputError(

@@ -100,3 +100,34 @@ def test_modelopt_kv_cache_quant_algo_is_a_string_vllm_maps() -> None:
     for bad in (["FP8"], 8, {"FP8": True}):
         with pytest.raises(InputError, match="kv_cache_quant_algo must be a string"):
             kv(bad)
+
+
+@pytest.mark.parametrize(("qc", "key"), [
+    ({"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": ["lm_head", "*"]}, "exclude_modules '*'"),
+    ({"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["model.layers.*"]}}, "exclude_modules 'model.layers.*'"),
+    ({"quant_method": "fp8", "ignored_layers": ["re:.*"]}, "ignored_layers 're:.*'"),
+    ({"quant_method": "compressed-tensors", "ignore": ["re:model\\.layers\\..*"],
+      "config_groups": {"g": {"targets": ["Linear"], "weights": {"type": "float", "num_bits": 8}}}}, "ignore 're:model"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": [".*"]}, "modules_to_not_convert"),
+])
+def test_a_skip_list_that_matches_every_layer_is_refused(qc: dict[str, Any], key: str) -> None:
+    """vLLM matches exclude lists against each layer's name (modelopt.py fnmatch, compressed-tensors 're:' regular
+    expressions): '*' leaves every layer unquantized, a 16-bit checkpoint. Before, the entry named no role and the
+    weights were priced as quantized, exit 0."""
+    with pytest.raises(InputError, match=f"{key}.* matches every layer, so none is quantized: drop the quantization"):
+        from_quantization_config(qc, "bf16")
+    # entries that name some modules keep their roles
+    one = {**qc, "exclude_modules": ["lm_head", "*self_attn*"]} if "exclude_modules" in str(qc) else None
+    if one is not None and "quantization" not in one:
+        assert from_quantization_config(one, "bf16").skip_roles == {"lm_head", "attention"}
+
+
+def test_a_skip_list_that_is_not_a_list_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.33.0 modelopt.py: "exclude_modules must be a list". Before, a string was read as no list, exit 0."""
+    qc = {"quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": "lm_head"}
+    with pytest.raises(InputError, match="exclude_modules must be a list of module names, got 'lm_head'"):
+        from_quantization_config(qc, "bf16")
+    folder = _folder(tmp_path, {**QWEN3_8B, "quantization_config": qc})
+    assert main(["fit", str(folder), "--gpu", "H100-SXM-80GB"]) == 2
+    err = capsys.readouterr().err
+    assert "exclude_modules must be a list" in err and err.count("\n") == 1

@@ -9,6 +9,7 @@ leaves them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from .._record import field, record
@@ -193,6 +194,15 @@ def _skip_roles(names: object, num_layers: int = 0) -> frozenset[str]:
     return frozenset(roles)
 
 
+_SKIP_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "exclude_modules", "llm_int8_skip_modules")
+_EVERY = re.compile(r"(?:re:)?\^?(?:(?:model|layers|model\.layers|language_model)?[.\\]*)?[.*]*\$?")
+
+
+def _matches_every_layer(name: object) -> bool:
+    """A skip-list entry that every decoder layer's modules match: ``*``, ``re:.*``, ``model.layers.*``."""
+    return isinstance(name, str) and "*" in name and _EVERY.fullmatch(name.replace("\\.", ".")) is not None
+
+
 def _mlp_projections(part: str) -> set[str]:
     """The dense-MLP projections one name part covers: ``down_proj`` -> {down}; a regular expression's
     alternation ``(gate|up|gate_up|down)_proj`` -> all four; anything else -> none."""
@@ -281,10 +291,16 @@ def _checkpoint_kv(qc: Mapping[str, Any]) -> str:
 def _weights_of(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) -> WeightFormat:
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
     algo = str(qc.get("quant_algo") or "").upper()
-    skip = _skip_roles(
-        qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers")
-        or qc.get("exclude_modules") or qc.get("llm_int8_skip_modules"), num_layers
-    )
+    key = next((k for k in _SKIP_KEYS if qc.get(k)), "")
+    listed = qc.get(key) if key else None
+    if listed is not None and not isinstance(listed, list):  # vLLM: "exclude_modules must be a list" (modelopt.py)
+        raise InputError(f"{key} must be a list of module names, got {excerpt(listed, 40)}")
+    if listed and (every := next((n for n in listed if _matches_every_layer(n)), None)) is not None:
+        # vLLM matches it against every layer's name (modelopt.py fnmatch, compressed-tensors' re:), so no layer is
+        # quantized: the checkpoint is 16-bit, whatever quant_method says (was priced as quantized, exit 0)
+        raise InputError(f"{key} {excerpt(every, 40)} matches every layer, so none is quantized: drop the "
+                         "quantization_config, or give --weights-dtype bf16")
+    skip = _skip_roles(listed, num_layers)
     if method == "fp8":
         block = qc.get("weight_block_size")
         if block is not None:

@@ -131,3 +131,33 @@ def test_a_skip_list_that_is_not_a_list_is_refused(tmp_path: Path, capsys: pytes
     assert main(["fit", str(folder), "--gpu", "H100-SXM-80GB"]) == 2
     err = capsys.readouterr().err
     assert "exclude_modules must be a list" in err and err.count("\n") == 1
+
+
+def _ct(**groups: object) -> dict[str, Any]:
+    return {"quant_method": "compressed-tensors", "config_groups": groups}
+
+
+INT4 = {"num_bits": 4, "type": "int", "group_size": 128, "symmetric": True, "strategy": "group"}
+FP8_CHANNEL = {"num_bits": 8, "type": "float", "strategy": "channel"}
+
+
+def test_compressed_tensors_groups_are_read_by_their_targets() -> None:
+    """vLLM 0.33.0 compressed_tensors.py quantizes the layers each config group's targets name. Before, the first
+    group's scheme priced every layer: a group with no targets (quantizing nothing) made a 16-bit checkpoint 4-bit,
+    and of two groups (FP8 attention, int4 MLP) the first priced the MLP as FP8 too, each exit 0."""
+    int4 = from_quantization_config(_ct(group_0={"targets": ["Linear"], "weights": INT4}), "bf16")
+    assert (int4.name, int4.bits) == ("gptq", 4)
+    # a group with no targets quantizes nothing; the other group is the scheme
+    assert from_quantization_config(_ct(empty={"targets": [], "weights": FP8_CHANNEL},
+                                        group_0={"targets": ["Linear"], "weights": INT4}), "bf16") == int4
+    with pytest.raises(InputError, match="no compressed-tensors config group targets a layer, so none is quantized"):
+        from_quantization_config(_ct(group_0={"targets": [], "weights": INT4}), "bf16")
+    with pytest.raises(InputError, match="config groups 'attn' .*fp8.* and 'mlp' .*gptq 4-bit.* store layers differently"):
+        from_quantization_config(_ct(attn={"targets": ["re:.*self_attn.*"], "weights": FP8_CHANNEL},
+                                     mlp={"targets": ["re:.*mlp.*"], "weights": INT4}), "bf16")
+    # two groups of one scheme (different targets) are that scheme
+    assert from_quantization_config(_ct(a={"targets": ["re:.*self_attn.*"], "weights": INT4},
+                                        b={"targets": ["re:.*mlp.*"], "weights": INT4}), "bf16") == int4
+    for targets in (None, "Linear", [1]):
+        with pytest.raises(InputError, match="config group 'g' needs a 'targets' list of layer names"):
+            from_quantization_config(_ct(g={"targets": targets, "weights": INT4}), "bf16")

@@ -224,32 +224,54 @@ def _compressed_tensors(qc: Mapping[str, Any], dense_dtype: str, skip: frozenset
     groups = qc.get("config_groups")
     if not isinstance(groups, Mapping) or not groups:
         raise InputError("compressed-tensors config has no config_groups")
-    for group in groups.values():
-        w = group.get("weights") if isinstance(group, Mapping) else None
-        if not isinstance(w, Mapping):
-            raise InputError("compressed-tensors config group has no 'weights' scheme")
-        bits = _whole(w.get("num_bits", 8), "num_bits")
-        kind = w.get("type")
-        if kind == "float" and bits == 8:
-            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
-                                fp8_scales="per_channel" if w.get("strategy") == "channel" else "per_tensor")
-        if kind == "float" and bits == 4:
-            return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
-        if kind == "int" and bits == 8:
-            return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
-        if kind == "int" and bits in (2, 3, 4):
-            group_size = w.get("group_size")  # an explicit 0 is refused below (``or 128`` read it as 128)
-            group_size = 128 if group_size is None else group_size
-            # pack-quantized: weight_packed, weight_scale, and a weight_zero_point only when not symmetric
-            # (compressed-tensors QuantizationArgs defaults symmetric to true); no g_idx: vLLM 0.33.0
-            # compressed_tensors.py refuses group/dynamic activation ordering, and schemes/compressed_tensors_wNa16.py
-            # and compressed_tensors_moe_wna16.py register none
-            symmetric = w.get("symmetric", True) is not False
-            return WeightFormat("gptq", bits=bits, group_size=_whole(group_size, "group_size", allow=(-1,)),
-                                dense_dtype=dense_dtype, skip_roles=skip, zero_points=not symmetric,
-                                act_order_index=False)
-        raise InputError(f"compressed-tensors weights of type {kind!r} with {bits} bits are not supported")
-    raise AssertionError("unreachable")  # pragma: no cover
+    # Each group quantizes the layers its targets name (vLLM 0.33.0 compressed_tensors.py): a group with none
+    # quantizes nothing, and groups of different weight schemes store some layers one way and some another
+    formats: dict[str, WeightFormat] = {}
+    for name, group in groups.items():
+        targets = group.get("targets") if isinstance(group, Mapping) else None
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            raise InputError(f"compressed-tensors config group {excerpt(name, 40)} needs a 'targets' list of layer "
+                             f"names, got {excerpt(targets, 40)}")
+        if targets:
+            formats[name] = _ct_group(group, dense_dtype, skip)
+    if not formats:
+        raise InputError("no compressed-tensors config group targets a layer, so none is quantized: drop the "
+                         "quantization_config, or give --weights-dtype bf16")
+    (first, fmt), *rest = formats.items()
+    other = next(((name, f) for name, f in rest if f != fmt), None)
+    if other is not None:
+        raise InputError(f"compressed-tensors config groups {excerpt(first, 30)} ({fmt.describe()}) and "
+                         f"{excerpt(other[0], 30)} ({other[1].describe()}) store layers differently; kvbudget "
+                         "prices one scheme: give the model folder with its *.safetensors, or --weights-dtype")
+    return fmt
+
+
+def _ct_group(group: Mapping[str, Any], dense_dtype: str, skip: frozenset[str]) -> WeightFormat:
+    """One compressed-tensors config group's weight scheme."""
+    w = group.get("weights")
+    if not isinstance(w, Mapping):
+        raise InputError("compressed-tensors config group has no 'weights' scheme")
+    bits = _whole(w.get("num_bits", 8), "num_bits")
+    kind = w.get("type")
+    if kind == "float" and bits == 8:
+        return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
+                            fp8_scales="per_channel" if w.get("strategy") == "channel" else "per_tensor")
+    if kind == "float" and bits == 4:
+        return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
+    if kind == "int" and bits == 8:
+        return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
+    if kind == "int" and bits in (2, 3, 4):
+        group_size = w.get("group_size")  # an explicit 0 is refused below (``or 128`` read it as 128)
+        group_size = 128 if group_size is None else group_size
+        # pack-quantized: weight_packed, weight_scale, and a weight_zero_point only when not symmetric
+        # (compressed-tensors QuantizationArgs defaults symmetric to true); no g_idx: vLLM 0.33.0
+        # compressed_tensors.py refuses group/dynamic activation ordering, and schemes/compressed_tensors_wNa16.py
+        # and compressed_tensors_moe_wna16.py register none
+        symmetric = w.get("symmetric", True) is not False
+        return WeightFormat("gptq", bits=bits, group_size=_whole(group_size, "group_size", allow=(-1,)),
+                            dense_dtype=dense_dtype, skip_roles=skip, zero_points=not symmetric,
+                            act_order_index=False)
+    raise InputError(f"compressed-tensors weights of type {kind!r} with {bits} bits are not supported")
 
 
 def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) -> WeightFormat:

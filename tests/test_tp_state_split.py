@@ -5,10 +5,14 @@ but not those stops vLLM at start-up. Before, the state was floored per rank and
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from kvbudget.cli import main
 from kvbudget.kvcache import check_tp
+from kvbudget.model import catalog
 from kvbudget.model.resolve import load_model
 from kvbudget.units import InputError
 
@@ -35,3 +39,16 @@ def test_mamba2_groups_are_replicated_before_the_split() -> None:
     check_tp(load_model("nemotron-h-8b-base-8k"), 16)
     with pytest.raises(InputError, match="--tp 64 does not divide the 32 attention heads"):
         check_tp(load_model("nemotron-h-8b-base-8k"), 64)
+
+
+def test_value_heads_that_are_not_a_multiple_of_the_key_heads_are_refused(capsys: pytest.CaptureFixture[str],
+                                                                           tmp_path: Path) -> None:
+    """vLLM 0.33.0 gdn/qwen_gdn_linear_attn.py gives each key head num_v_heads // num_k_heads value heads (its
+    reshapes need a whole number), as transformers' Qwen3-Next does. Before, 31 value heads on 16 key heads were
+    planned (24,576 bytes of KV a token, exit 0)."""
+    config = dict(catalog.find("qwen3-next-80b-a3b").config)  # type: ignore[union-attr]
+    (tmp_path / "config.json").write_text(json.dumps({**config, "linear_num_value_heads": 31}))
+    assert main(["kv", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "linear_num_value_heads 31 is not a multiple of linear_num_key_heads 16: fix the config.json" in err
+    assert err.count("\n") == 1

@@ -152,7 +152,7 @@ def test_compressed_tensors_groups_are_read_by_their_targets() -> None:
                                         group_0={"targets": ["Linear"], "weights": INT4}), "bf16") == int4
     with pytest.raises(InputError, match="no compressed-tensors config group targets a layer, so none is quantized"):
         from_quantization_config(_ct(group_0={"targets": [], "weights": INT4}), "bf16")
-    with pytest.raises(InputError, match="config groups 'attn' .*fp8.* and 'mlp' .*gptq 4-bit.* store layers differently"):
+    with pytest.raises(InputError, match=r"config groups 'attn' .*fp8.* and 'mlp' .*gptq 4-bit.* store layers differently"):
         from_quantization_config(_ct(attn={"targets": ["re:.*self_attn.*"], "weights": FP8_CHANNEL},
                                      mlp={"targets": ["re:.*mlp.*"], "weights": INT4}), "bf16")
     # two groups of one scheme (different targets) are that scheme

@@ -60,9 +60,9 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         kv = getattr(layer, "num_kv_heads", 0)
         if kv and kv % tp and tp % kv:
             raise InputError(f"--tp {tp} neither divides nor is a multiple of the {kv} KV heads of {spec.name}")
-        said = _state_split(layer, tp) if isinstance(layer, RecurrentState) else ""
-        if said:
-            fits = [d for d in range(1, 65) if heads % d == 0 and not _state_split(layer, d)]
+        state = layer if isinstance(layer, RecurrentState) else None
+        if state is not None and (said := _state_split(state, tp)):
+            fits = [d for d in range(1, 65) if heads % d == 0 and not _state_split(state, d)]
             raise InputError(f"--tp {tp} does not divide the {said} of {spec.name} (the engine stops at start-up): "
                              f"use one of {fits}")
 

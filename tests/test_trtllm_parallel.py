@@ -135,6 +135,6 @@ def test_a_checkpoints_fp8_kv_cache_is_what_auto_gives_under_tensorrt_llm(tmp_pa
 
     assert vllm.plan(spec, h100, vllm.VllmSettings(max_model_len=8192)).kv_cache_dtype == "bf16"
     config["quantization_config"] = {"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float"},
-                                     "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}}
+                                     "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"}}}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert load_model(str(tmp_path)).weight_format.kv_cache == "fp8"  # type: ignore[union-attr]

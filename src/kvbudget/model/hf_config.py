@@ -1263,6 +1263,8 @@ def _gated_delta_net(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[
     """Qwen3-Next's GatedDeltaNet (linear attention) mixer."""
     kh = c.int("linear_num_key_heads")
     vh = c.int("linear_num_value_heads")
+    if vh % kh:  # vLLM 0.33.0 gdn/qwen_gdn_linear_attn.py groups num_v_heads // num_k_heads value heads per key head
+        raise ConfigError(f"{c.where}: linear_num_value_heads {vh} is not a multiple of linear_num_key_heads {kh}: fix the config.json")
     kd = c.int("linear_key_head_dim")
     vd = c.int("linear_value_head_dim")
     kernel = c.int("linear_conv_kernel_dim", default=4)

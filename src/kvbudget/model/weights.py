@@ -55,6 +55,8 @@ class WeightFormat:
     ftype: str = ""  # name "gguf": the llama.cpp file type (Q4_K_M, ...), priced tensor by tensor (gguf_quant)
     kv_cache: str = ""  # the KV cache the checkpoint was quantized for ("fp8": modelopt kv_cache_quant_algo FP8,
     # compressed-tensors kv_cache_scheme of 8-bit floats); "": none. TensorRT-LLM takes it when asked for auto.
+    vllm_auto_kv: str = ""  # what vLLM >= 0.14 resolves --kv-cache-dtype auto to for this checkpoint: a ModelOpt
+    # config's KV format ("fp8_e4m3", "nvfp4"); "": the model dtype (utils/torch_utils.py resolve_kv_cache_dtype_string)
     zero_points: bool = True  # gptq/awq: a packed zero point per group; compressed-tensors stores none when symmetric
     act_order_index: bool = True  # gptq: the int32 g_idx per input column; compressed-tensors checkpoints hold none
 
@@ -291,11 +293,28 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers
         qc = {**nested, "quant_method": "modelopt"}
     fmt = _weights_of(qc, dense_dtype, num_layers)
     kv = _checkpoint_kv(qc)
-    if kv:
+    auto = _vllm_auto_kv(qc)
+    if kv or auto:
         from .._record import replace
 
-        fmt = replace(fmt, kv_cache=kv)
+        fmt = replace(fmt, kv_cache=kv, vllm_auto_kv=auto)
     return fmt
+
+
+def _vllm_auto_kv(qc: Mapping[str, Any]) -> str:
+    """What vLLM 0.14-0.33 takes ``--kv-cache-dtype auto`` to be for a checkpoint with this quantization_config
+    (utils/torch_utils.py get_kv_cache_quant_algo_string, applied by engine/arg_utils.py create_engine_config): for a
+    ModelOpt config (``quant_method`` starting "modelopt") its kv_cache_scheme or kv_cache_quant_algo, "fp8" as
+    fp8_e4m3 and "nvfp4" as nvfp4 (matched case-folded; a dict scheme of static 8-bit floats is fp8, of 4-bit floats
+    nvfp4); any other value, or another method, leaves auto (the model dtype): ""."""
+    if not str(qc.get("quant_method") or "").lower().startswith("modelopt"):
+        return ""
+    algo = qc.get("kv_cache_scheme") or qc.get("kv_cache_quant_algo")
+    if isinstance(algo, Mapping):
+        if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
+            return "fp8_e4m3"
+        return "nvfp4" if algo.get("num_bits") == 4 and algo.get("type") == "float" else ""
+    return {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}.get(algo.lower(), "") if isinstance(algo, str) else ""
 
 
 def _checkpoint_kv(qc: Mapping[str, Any]) -> str:

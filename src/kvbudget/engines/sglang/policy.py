@@ -100,6 +100,24 @@ def _tiers(gpu_mib: int | None, tp: int) -> tuple[int, int]:
 OLD_LINES = ("0.4", "0.4.8")  # releases before 0.5.3's memory rules (no SWA pool, the fixed VLM factor)
 
 
+def _checkpoint_kv_dtype(spec: ModelSpec, s: SGLangSettings, notes: list[str]) -> str:
+    """--kv-cache-dtype as the release resolves it: from 0.5.3 "auto" is FP8 (float8_e4m3fn) for a checkpoint whose
+    quantization config names kv_cache_quant_algo FP8, as ModelOpt's do (model_executor/model_runner.py of 0.5.3,
+    mem_cache/kv_cache_dtype.py configure_kv_cache_dtype of 0.5.23); the value as given otherwise."""
+    fmt = spec.weight_format
+    if s.kv_cache_dtype != "auto" or fmt is None or fmt.vllm_auto_kv != "fp8_e4m3":
+        return s.kv_cache_dtype
+    if s.quantization not in (None, "") and not s.quantization.startswith("modelopt"):
+        return s.kv_cache_dtype
+    if s.version in OLD_LINES:
+        notes.append("the checkpoint's ModelOpt config names an FP8 KV cache, which SGLang before 0.5.3 does not take "
+                     "for --kv-cache-dtype auto: the KV cache is in the model dtype")
+        return s.kv_cache_dtype
+    notes.append("--kv-cache-dtype auto: SGLang takes the checkpoint's kv_cache_quant_algo FP8 (mem_cache/"
+                 "kv_cache_dtype.py configure_kv_cache_dtype); give --kv-cache-dtype bf16 for a 16-bit cache")
+    return "fp8_e4m3"
+
+
 def _tiered_fraction(gpu_mib: int | None, s: SGLangSettings) -> float:
     """0.4.8 - 0.5.2 (srt/server_args.py ``__post_init__``): (memory - reserved) / memory, the reserve by the GPU's
     memory tier (2.8 GiB + parallel size / 10 below 35 GiB, 9.5 + parallel size / 2 below 90, 12 + that below 160, 32
@@ -271,7 +289,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
                          "(server_args.py reserves more than the GPU has): give --mem-fraction-static")
     model_dtype = serving_dtype(spec)
     dsa = is_dsa(spec)
-    kv_name = dsa_kv_dtype(spec, gpu, s.kv_cache_dtype, s.version in OLD_LINES, notes) if dsa else s.kv_cache_dtype
+    asked = _checkpoint_kv_dtype(spec, s, notes)
+    kv_name = dsa_kv_dtype(spec, gpu, asked, s.version in OLD_LINES, notes) if dsa else asked
     kv = parse_kv_dtype(kv_name, model_dtype, KV_DTYPES,
                         f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format

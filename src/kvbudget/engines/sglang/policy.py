@@ -293,7 +293,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     asked = _checkpoint_kv_dtype(spec, s, notes)
     kv_name = dsa_kv_dtype(spec, gpu, asked, s.version in OLD_LINES, notes) if dsa else asked
     kv = parse_kv_dtype(kv_name, model_dtype, KV_DTYPES,
-                        f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
+                        f"SGLang's --kv-cache-dtype is one of {', '.join(KV_DTYPES)}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format
 
     fmt = (checkpoint_format(spec, WEIGHTS_FIX) if s.quantization in (None, "")

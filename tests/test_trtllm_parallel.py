@@ -132,6 +132,10 @@ def test_a_checkpoints_fp8_kv_cache_is_what_auto_gives_under_tensorrt_llm(tmp_pa
     # Llama-3.1-8B: 2 x 32 layers x 8 KV heads x 128 x 1 byte = 65,536 B per token in FP8, 131,072 in bf16
     assert (auto.per_token_bytes, bf16.per_token_bytes) == (65_536, 131_072)
     assert any("kv_cache_quant_algo FP8" in n for n in auto.notes)
+    # kvbudget folds the dtype's case for TensorRT-LLM: "AUTO" is auto, the checkpoint's FP8 (was bf16, exit 0)
+    for spelled in ("AUTO", "Auto"):
+        assert trtllm.plan(spec, h100, trtllm.TrtllmSettings(max_seq_len=8192, kv_cache_dtype=spelled)).per_token_bytes \
+            == 65_536
     from kvbudget.engines import vllm
 
     assert vllm.plan(spec, h100, vllm.VllmSettings(max_model_len=8192, version="0.13.0")).kv_cache_dtype == "bf16"

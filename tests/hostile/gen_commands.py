@@ -280,6 +280,16 @@ argv("cmd-vllm-hf-overrides-layers-applied", [*GPU, *VLLM, "--hf-overrides", '{"
 # a --kv-cache-dtype vLLM 0.33 takes but has no attention backend for on the GPU (platforms/cuda.py): was planned
 add("cmd-vllm-kv-fp8-inc-nvidia", lambda _r: ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b",
                                               "--kv-cache-dtype", "fp8_inc"], expect_in="No valid attention backend")
+# fp8_ds_mla is the sparse-MLA page (DeepSeek-V3.2, GLM-5): no attention backend for a model without MLA lists it
+# (vLLM 0.12-0.33 flash_attn.py, triton_attn.py, flashinfer.py supported_kv_cache_dtypes): was planned as 1-byte FP8
+add("cmd-vllm-kv-fp8-ds-mla-dense", lambda _r: ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b",
+                                                "--kv-cache-dtype", "fp8_ds_mla"], expect_in="sparse-MLA cache")
+add("cmd-vllm-kv-fp8-ds-mla-gemma4-fit", lambda _r: ["fit", "gemma-4-26b-a4b", "--gpu", "H200", "--kv-dtype",
+                                                     "fp8_ds_mla"], expect_in="a model without MLA")
+# an empty --kv-dtype: SGLang's parser lists no '' (server_args.py choices); was planned as auto, exit 0, and for a
+# ModelOpt FP8-KV checkpoint as a bf16 cache (auto would be FP8)
+add("cmd-sglang-kv-empty-fit", lambda _r: ["fit", "gemma-4-31b-it-nvfp4", "--gpu", "H100", "--engine", "sglang",
+                                           "--kv-dtype", ""], expect_in="SGLang's --kv-cache-dtype is one of")
 add("cmd-vllm-kv-nvfp4-4over6-hopper", lambda _r: ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b",
                                                    "--kv-cache-dtype", "nvfp4_4over6"], expect_in="runs only on Blackwell")
 

@@ -57,6 +57,8 @@ class WeightFormat:
     # compressed-tensors kv_cache_scheme of 8-bit floats); "": none. TensorRT-LLM takes it when asked for auto.
     vllm_auto_kv: str = ""  # what vLLM >= 0.14 resolves --kv-cache-dtype auto to for this checkpoint: a ModelOpt
     # config's KV format ("fp8_e4m3", "nvfp4"); "": the model dtype (utils/torch_utils.py resolve_kv_cache_dtype_string)
+    sglang_auto_fp8: bool = False  # SGLang >= 0.5.3 resolves --kv-cache-dtype auto to FP8 for this checkpoint: its
+    # ModelOpt config's KV format as SGLang reads it (``_sglang_auto_fp8``), which differs from vLLM's reading
     zero_points: bool = True  # gptq/awq: a packed zero point per group; compressed-tensors stores none when symmetric
     act_order_index: bool = True  # gptq: the int32 g_idx per input column; compressed-tensors checkpoints hold none
 
@@ -286,7 +288,8 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers
     ``model_executor/layers/quantization/*.py``), with the KV cache it was quantized for. ``num_layers``: the
     model's decoder layers, against which per-layer exclude lists are read."""
     nested = qc.get("quantization")
-    if isinstance(nested, Mapping) and not qc.get("quant_method"):
+    legacy = isinstance(nested, Mapping) and not qc.get("quant_method")
+    if legacy and isinstance(nested, Mapping):
         # ModelOpt 0.29 and before write hf_quant_config.json, {"producer": ..., "quantization": {"quant_algo": ...,
         # "kv_cache_quant_algo": ..., "exclude_modules": [...]}}, which vLLM takes as the quantization_config when
         # config.json has none (transformers_utils/config.py) and reads as ModelOpt (quantization/modelopt.py)
@@ -294,10 +297,11 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers
     fmt = _weights_of(qc, dense_dtype, num_layers)
     kv = _checkpoint_kv(qc)
     auto = _vllm_auto_kv(qc)
-    if kv or auto:
+    sglang_fp8 = _sglang_auto_fp8(qc, legacy=legacy)
+    if kv or auto or sglang_fp8:
         from .._record import replace
 
-        fmt = replace(fmt, kv_cache=kv, vllm_auto_kv=auto)
+        fmt = replace(fmt, kv_cache=kv, vllm_auto_kv=auto, sglang_auto_fp8=sglang_fp8)
     return fmt
 
 
@@ -315,6 +319,25 @@ def _vllm_auto_kv(qc: Mapping[str, Any]) -> str:
             return "fp8_e4m3"
         return "nvfp4" if algo.get("num_bits") == 4 and algo.get("type") == "float" else ""
     return {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}.get(algo.lower(), "") if isinstance(algo, str) else ""
+
+
+def _sglang_auto_fp8(qc: Mapping[str, Any], legacy: bool) -> bool:
+    """Whether SGLang 0.5.23 caches FP8 for ``--kv-cache-dtype auto`` on a checkpoint with this quantization_config
+    (mem_cache/kv_cache_dtype.py configure_kv_cache_dtype: the ModelOpt config's kv_cache_quant_algo, a string equal
+    to "FP8" case-folded). layers/quantization/modelopt_quant.py reads that per config class, unlike vLLM: the
+    hf_quant_config.json form (``legacy``) by kv_cache_quant_algo alone; config.json's flat form by a kv_cache_scheme
+    dict of type "float" and 8 bits (FP8 whatever its ``dynamic``; any other dict: none), else by a kv_cache_scheme
+    string for NVFP4 checkpoints only (ModelOptFp4Config: "FP8" / "FLOAT8" stripped and case-folded; any other: none),
+    else by kv_cache_quant_algo (ModelOptFp8Config and ModelOptMixedPrecisionConfig ignore a string scheme)."""
+    if not str(qc.get("quant_method") or "").lower().startswith("modelopt"):
+        return False
+    algo = qc.get("kv_cache_quant_algo")
+    scheme = None if legacy else qc.get("kv_cache_scheme")
+    if isinstance(scheme, Mapping):
+        return scheme.get("type") == "float" and scheme.get("num_bits") == 8
+    if isinstance(scheme, str) and str(qc.get("quant_algo") or "").upper() == "NVFP4":
+        return scheme.strip().upper() in ("FP8", "FLOAT8")
+    return isinstance(algo, str) and algo.upper() == "FP8"
 
 
 def _checkpoint_kv(qc: Mapping[str, Any]) -> str:

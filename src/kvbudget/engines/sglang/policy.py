@@ -103,9 +103,10 @@ OLD_LINES = ("0.4", "0.4.8")  # releases before 0.5.3's memory rules (no SWA poo
 def _checkpoint_kv_dtype(spec: ModelSpec, s: SGLangSettings, notes: list[str]) -> str:
     """--kv-cache-dtype as the release resolves it: from 0.5.3 "auto" is FP8 (float8_e4m3fn) for a checkpoint whose
     quantization config names kv_cache_quant_algo FP8, as ModelOpt's do (model_executor/model_runner.py of 0.5.3,
-    mem_cache/kv_cache_dtype.py configure_kv_cache_dtype of 0.5.23); the value as given otherwise."""
+    mem_cache/kv_cache_dtype.py configure_kv_cache_dtype of 0.5.23; WeightFormat.sglang_auto_fp8 reads the config as
+    SGLang does, not as vLLM does); the value as given otherwise."""
     fmt = spec.weight_format
-    if s.kv_cache_dtype != "auto" or fmt is None or fmt.vllm_auto_kv != "fp8_e4m3":
+    if s.kv_cache_dtype != "auto" or fmt is None or not fmt.sglang_auto_fp8:
         return s.kv_cache_dtype
     if s.quantization not in (None, "") and not s.quantization.startswith("modelopt"):
         return s.kv_cache_dtype
@@ -113,7 +114,7 @@ def _checkpoint_kv_dtype(spec: ModelSpec, s: SGLangSettings, notes: list[str]) -
         notes.append("the checkpoint's ModelOpt config names an FP8 KV cache, which SGLang before 0.5.3 does not take "
                      "for --kv-cache-dtype auto: the KV cache is in the model dtype")
         return s.kv_cache_dtype
-    notes.append("--kv-cache-dtype auto: SGLang takes the checkpoint's kv_cache_quant_algo FP8 (mem_cache/"
+    notes.append("--kv-cache-dtype auto: SGLang takes the checkpoint's ModelOpt KV format, FP8 (mem_cache/"
                  "kv_cache_dtype.py configure_kv_cache_dtype); give --kv-cache-dtype bf16 for a 16-bit cache")
     return "fp8_e4m3"
 
@@ -292,7 +293,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     asked = _checkpoint_kv_dtype(spec, s, notes)
     kv_name = dsa_kv_dtype(spec, gpu, asked, s.version in OLD_LINES, notes) if dsa else asked
     kv = parse_kv_dtype(kv_name, model_dtype, KV_DTYPES,
-                        f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
+                        f"SGLang's --kv-cache-dtype is one of {', '.join(KV_DTYPES)}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format
 
     fmt = (checkpoint_format(spec, WEIGHTS_FIX) if s.quantization in (None, "")

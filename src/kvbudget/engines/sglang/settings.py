@@ -34,7 +34,7 @@ class SGLangSettings:
 
 
 # server_args.py: the --kv-cache-dtype choices (matched as given), each with what it stores ("": the model's dtype)
-KV_DTYPES = {"auto": "", "fp8_e5m2": "fp8_e5m2", "fp8_e4m3": "fp8_e4m3", "bf16": "bf16", "bfloat16": "bf16", "": ""}
+KV_DTYPES = {"auto": "", "fp8_e5m2": "fp8_e5m2", "fp8_e4m3": "fp8_e4m3", "bf16": "bf16", "bfloat16": "bf16"}
 
 
 def attn_dp(s: SGLangSettings) -> int:

@@ -300,7 +300,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     dtype = serving_dtype(spec)
     fmt = (checkpoint_format(spec, WEIGHTS_FIX) if s.quantization in (None, "")
            else parse_weight_format(s.quantization, dtype))
-    if s.kv_cache_dtype == "auto" and s.quantization in (None, "") and fmt.kv_cache == "fp8":
+    if s.kv_cache_dtype.lower() == "auto" and s.quantization in (None, "") and fmt.kv_cache == "fp8":
         # "auto" takes the checkpoint's own KV quantization (llmapi/llm_utils.py: "Setting kv_cache_quant_algo=...
         # from HF quant config")
         s = replace(s, kv_cache_dtype="fp8")

@@ -131,6 +131,10 @@ def kv_dtype_runs(value: str, version: str, gpu: GPU, head_size: int = 0, mla: b
             raise InputError(f"KV-cache dtype {value} for an MLA model on {gpu.name} (compute capability {cap}): "
                              f"vLLM {shown} stops with 'No valid attention backend found' ({why}); give auto")
         return ""
+    if value.endswith("_ds_mla"):  # DeepSeek's sparse-MLA page: listed by MLA backends only (flashmla_sparse.py ...)
+        raise InputError(f"KV-cache dtype {value} is the sparse-MLA cache of DeepSeek-V3.2-style models: vLLM {shown} "
+                         "stops with 'No valid attention backend found' for a model without MLA (no other attention "
+                         "backend takes it); give fp8")
     if value.startswith("nvfp4") and newest >= 20:
         why = _nvfp4_runs(value, newest, cap, head_size)
         if why:

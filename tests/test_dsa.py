@@ -96,7 +96,9 @@ def test_vllm_block_holds_the_latent_and_the_indexer(ref: str, gpu: str, kv: str
 @pytest.mark.parametrize(("ref", "gpu", "kw", "words"), [
     ("deepseek-ai/DeepSeek-V3.2", "A100-80GB", {}, "no sparse MLA backend"),
     ("deepseek-ai/DeepSeek-V3.2", "MI300X", {}, "NVIDIA GPUs only"),
-    ("deepseek-ai/DeepSeek-V3.2", "H200", {"version": "0.10.1"}, "--vllm-version 0.33.0"),
+    ("deepseek-ai/DeepSeek-V3.2", "H200", {"version": "0.15.0"}, "--vllm-version 0.33.0"),
+    # before 0.11.0 vLLM's registry has no DeepseekV32ForCausalLM at all (engines/vllm/archs.py)
+    ("deepseek-ai/DeepSeek-V3.2", "H200", {"version": "0.10.1"}, "has no DeepseekV32ForCausalLM"),
     ("deepseek-ai/DeepSeek-V3.2", "H200", {"kv_cache_dtype": "fp8_e5m2"}, "No valid attention backend"),
     # SM120's FLASHINFER_MLA_SPARSE_SM120 stores only fp8_ds_mla (V3.2 reads bfloat16 as auto; GLM-5 does not)
     ("zai-org/GLM-5", "RTX 5090", {"kv_cache_dtype": "bfloat16"}, "take auto, fp8, fp8_e4m3, fp8_ds_mla"),

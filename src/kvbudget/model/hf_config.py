@@ -376,6 +376,9 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
         inv = spec.inventory
         spec = replace(spec, inventory=Inventory(inv.head + tuple(tensors), inv.layers, inv.tail), notes=tuple(notes),
                        vision=_vision_shapes(v, kind) if tensors else VisionTower(kind))
+    archs = raw.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str) and len(archs[0]) <= 100:
+        spec = replace(spec, architecture=archs[0])
     return spec
 
 

@@ -77,6 +77,7 @@ class ModelSpec:
     # vLLM loads them only with --speculative-config '{"method": "mtp", ...}' (engines/vllm/speculative.py).
     mtp_layers: int = 0
     vision: VisionTower | None = None  # the vision encoder vLLM loads with the decoder (None: text-only)
+    architecture: str = ""  # config.json's architectures[0], the class engines look up ("": none named)
 
     @property
     def params(self) -> int:

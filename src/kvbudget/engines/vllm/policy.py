@@ -31,6 +31,7 @@ from ...parallel import stages
 from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
 from .allocations import counts_segments, segment_bytes
+from .archs import check_architecture
 from .calibration import (
     ACTIVATION,
     CUDA_CONTEXT_BYTES,
@@ -292,6 +293,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     rel = settings_release(settings)
     if (later := newer_than_read(settings.version)) is not None:
         notes.append(later)
+    check_architecture(spec.architecture, settings.version, spec.name, notes)
     if settings.sampler is not None and settings.sampler not in SAMPLERS:
         raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
     if settings.compile_cache not in COMPILE_CACHES:

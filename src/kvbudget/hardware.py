@@ -104,7 +104,7 @@ def gpus() -> list[GPU]:
 def other_variants(name: str, chosen: GPU) -> tuple[str, ...]:
     """Catalog GPUs besides ``chosen`` that ``name`` could also mean (``A100`` is read as the 40 GB SXM4 card;
     the 80 GB and PCIe ones are variants too), for a note that says which one was taken."""
-    key = name.strip().lower()
+    key = "-".join(name.lower().replace("_", " ").split())  # "RTX 4060 Ti" as catalog names write it: "rtx-4060-ti"
     if not key or _norm(key) == _norm(chosen.name):
         return ()
 

@@ -4,7 +4,9 @@ message (naming the parameter), never AttributeError, TypeError, a traceback or 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,3 +209,18 @@ def test_files_and_requests_of_the_wrong_kind_are_input_errors(call: Callable[[A
     with pytest.raises(kvbudget.InputError) as info:
         call(value)
     assert "\n" not in str(info.value) and len(str(info.value)) <= 400
+
+
+@pytest.mark.parametrize(("kwargs", "said"), [
+    ({"tp": 0}, "--tp is 0: it must be at least 1"),  # ZeroDivisionError
+    ({"tp": 2.5}, "--tp must be a whole number, not 2.5"),  # drawn as TP 2.5
+    ({"tp": True}, "--tp must be a whole number, not True"),  # drawn as TP 1
+    ({"context": -5}, "--context is -5: it must be at least 1"),  # drawn
+    ({"context": 10**30}, "it must be at most 134,217,728"),  # drawn
+    ({"kv_dtype": 5}, "--kv-dtype must be a string"),  # AttributeError: 'int' object has no attribute 'strip'
+])
+def test_kv_plot_checks_its_numbers_as_kv_does(tmp_path: Path, kwargs: dict[str, Any], said: str) -> None:
+    """kvbudget.api.kv_plot passed tp, context and kv_dtype to the drawing unchecked (hostile-input round 13)."""
+    with pytest.raises(kvbudget.InputError, match=re.escape(said)):
+        api.kv_plot(SPEC, str(tmp_path / "kv.png"), **kwargs)
+    assert not (tmp_path / "kv.png").exists()

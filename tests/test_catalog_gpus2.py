@@ -19,7 +19,7 @@ from kvbudget.engines.vllm.check import check_log
 from kvbudget.engines.vllm.policy import check_capability, plan
 from kvbudget.engines.vllm.quant import int4_kernel
 from kvbudget.engines.vllm.settings import VllmSettings
-from kvbudget.hardware import UnknownGPU, find_gpu, other_variants
+from kvbudget.hardware import UnknownGPU, card_of_memory, find_gpu, other_variants
 from kvbudget.model.weights import WeightFormat
 from kvbudget.units import GiB, InputError, MiB
 
@@ -166,19 +166,23 @@ def test_names_moved_off_the_cards_they_used_to_share() -> None:
     """H800, H200 NVL and the V100 PCIe cards were aliases of the SXM entries; each is its own card now."""
     assert find_gpu("H800") != find_gpu("H100")
     assert find_gpu("H200 NVL").bf16_tflops == 836.0 and find_gpu("H200").bf16_tflops == 989.4
-    assert find_gpu("Tesla V100-PCIE-16GB").bf16_tflops == 112.0 and find_gpu("V100").name == "V100-SXM2-16GB"
+    assert find_gpu("Tesla V100-PCIE-16GB").bf16_tflops == 112.0 and find_gpu("V100-16GB").name == "V100-SXM2-16GB"
     assert find_gpu("V100S").bandwidth_bytes_per_s == 1_134_000_000_000
 
 
 def test_names_two_boards_print_resolve_as_nvidia_smi_names_them_or_are_refused() -> None:
-    # nvidia-smi prints "NVIDIA GeForce RTX 3080" for the 10 and the 12 GB card, "... RTX 4060 Ti" for the 8 and 16 GB one:
-    # the printed name stays the card it was; the other board needs its size
+    # nvidia-smi prints "NVIDIA GeForce RTX 3080" for the 10 and the 12 GB card (a fifth apart: read as the 10 GB one),
+    # "... RTX 4060 Ti" for the 8 and 16 GB one (refused; a log's total picks the board)
     assert find_gpu("NVIDIA GeForce RTX 3080").name == "RTX-3080-10GB"
-    assert find_gpu("NVIDIA GeForce RTX 4060 Ti").name == "RTX-4060-Ti-16GB"
-    assert other_variants("RTX 4060 Ti", find_gpu("RTX 4060 Ti")) == ("RTX-4060-Ti-8GB",)
+    with pytest.raises(UnknownGPU, match="RTX-4060-Ti-16GB, RTX-4060-Ti-8GB"):  # 16 or 8 GB: more than a quarter apart
+        find_gpu("NVIDIA GeForce RTX 4060 Ti")
+    assert card_of_memory("NVIDIA GeForce RTX 4060 Ti", round(7.63 * GiB)) == find_gpu("RTX 4060 Ti 8GB")
+    assert card_of_memory("NVIDIA GeForce RTX 3080", round(11.76 * GiB)) == find_gpu("RTX 3080 12GB")
+    # a model word (Ti, SUPER, 3e) is another card, not a size of this one
+    for name in ("RTX 4060", "RTX 3060", "RTX 4070", "RTX 5060", "RTX 5070", "H20"):
+        assert other_variants(name, find_gpu(name)) == (), name
     # "NVIDIA H20" is the 96 GB card, the 141 GB one prints "NVIDIA H20-3e"; a bare H20 says the other exists
     assert find_gpu("NVIDIA H20").name == "H20-96GB"
-    assert "H20-3e-141GB" in other_variants("H20", find_gpu("H20"))
     for bare in ("V100 PCIe", "RTX 4000", "RTX 6000"):  # 16 or 32 GB; Turing or Ada; Turing, Ada or Blackwell
         with pytest.raises(UnknownGPU):
             find_gpu(bare)
@@ -264,8 +268,9 @@ def _log(device: str, free: str, total: str) -> str:
     ("NVIDIA_H20-3e", "138.90", "139.80", "H20-3e-141GB"),
     ("NVIDIA_H800", "78.60", "79.18", "H800-SXM-80GB"),
     ("NVIDIA_GeForce_RTX_4070_SUPER", "11.20", "11.66", "RTX-4070-SUPER-12GB"),
-    # the 12 GB RTX 3080 prints the 10 GB card's name: that card's capability, the log's own total
+    # the 12 GB RTX 3080 prints the 10 GB card's name, which resolves (a fifth apart): that card, the log's own total
     ("NVIDIA_GeForce_RTX_3080", "11.30", "11.76", "RTX-3080-10GB (11.76 GiB as the log prints)"),
+    ("NVIDIA_GeForce_RTX_4060_Ti", "7.41", "7.63", "RTX-4060-Ti-8GB"),  # refused by name, picked by the total
 ])
 def test_check_reads_the_new_cards_from_the_log(device: str, free: str, total: str, expected: str) -> None:
     result = check_log(_log(device, free, total))

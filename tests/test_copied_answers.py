@@ -115,7 +115,7 @@ def test_plan_nodes_come_from_the_gpu_catalog(capsys: pytest.CaptureFixture[str]
     assert sizes["H100-SXM-80GB"] == sizes["MI300X-192GB"] == sizes["L40S-48GB"] == 8
     assert sizes["GH200-96GB"] == 1 and sizes["GB200-186GB"] == 4
     assert sizes["RTX-3090-24GB"] == sizes["RTX-4090-24GB"] == 4
-    doc = _json(capsys, "plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "RTX3090,GH200,H100", "--json")
+    doc = _json(capsys, "plan", LLAMA70, "--concurrency", "64", "--context", "8192", "--gpus", "RTX3090,GH200-96GB,H100", "--json")
     for row in doc["plans"]:
         assert row["tp"] <= sizes[row["gpu"]] == row["gpus_per_node"], row
         if row["pp"] > 1:  # PP across nodes only once TP fills a node
@@ -211,14 +211,23 @@ def test_llamacpp_that_does_not_fit_says_what_would(capsys: pytest.CaptureFixtur
     assert back["fits"] and back["n_seq_max"] == 4 and back["n_ctx"] == 8192
 
 
-def test_a_gpu_name_several_cards_share_says_which_one_was_read(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fit", "llama-3.1-8b", "--gpu", "A100", "--json"]) == 0
-    captured = capsys.readouterr()
-    assert json.loads(captured.out)["gpu"] == "A100-SXM4-40GB"
-    assert captured.err == "note: --gpu A100 is read as A100-SXM4-40GB; give A100-PCIe-80GB or A100-SXM4-80GB if yours is one\n"
-    for name in ("H100", "L4", "A100-80GB"):  # no variant with another memory size (L40S is not an L4)
+def test_a_gpu_name_cards_of_different_memory_share_is_refused_listing_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bare A100 is a 40 GB or an 80 GB card (V100: 16 or 32, GH200: 96 or 144): the answer for one is wrong for
+    the other, so the name is refused listing the cards (hostile-input round 13; it was read as the 40 GB SXM4 card
+    with a note, exit 0)."""
+    assert main(["fit", "llama-3.1-8b", "--gpu", "A100", "--json"]) == 2
+    assert capsys.readouterr().err == (
+        "kvbudget: error: GPU 'A100' names cards of different memory: give one of A100-PCIE-40GB, A100-PCIe-80GB, "
+        "A100-SXM4-40GB, A100-SXM4-80GB (or --gpu-memory 80GiB)\n")
+    for name, said in (("NVIDIA V100", "V100-SXM2-16GB, V100-SXM2-32GB"), ("gh200", "GH200-144GB, GH200-96GB")):
+        assert main(["fit", "llama-3.1-8b", "--gpu", name]) == 2
+        assert said in capsys.readouterr().err
+    # one memory size: H100 (SXM and PCIe are 80 GB; the 94 GB NVL is named H100 NVL), L4 (L40S is not an L4)
+    for name, card in (("H100", "H100-SXM-80GB"), ("L4", "L4-24GB"), ("A100-80GB", "A100-SXM4-80GB"),
+                       ("A100 40GB", "A100-SXM4-40GB"), ("V100 32GB", "V100-SXM2-32GB"), ("GH200 480GB", "GH200-96GB")):
         assert main(["fit", "llama-3.1-8b", "--gpu", name, "--json"]) == 0
-        assert capsys.readouterr().err == ""
+        captured = capsys.readouterr()
+        assert json.loads(captured.out)["gpu"] == card and captured.err == ""
 
 
 def test_llamacpp_plans_and_levers_take_gguf_types(capsys: pytest.CaptureFixture[str]) -> None:

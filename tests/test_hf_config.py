@@ -479,7 +479,7 @@ def test_hostile_compressed_tensors_groups_need_weights_dtype() -> None:
     _unreadable_weights({"quant_method": "compressed-tensors", "config_groups": {"g": []}})
     _unreadable_weights({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": [1]}}})
     _unreadable_weights({"quant_method": "compressed-tensors",
-                         "config_groups": {"g": {"weights": {"type": "int", "num_bits": 0}}}})
+                         "config_groups": {"g": {"targets": ["Linear"], "weights": {"type": "int", "num_bits": 0}}}})
 
 
 def test_quantization_config_must_be_an_object() -> None:

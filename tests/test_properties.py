@@ -162,6 +162,11 @@ def test_catalog_answers_are_physical(model: str, engine: str, gpu: str) -> None
 
     spec = kvbudget.load_model(model)
     code, text = _fit_json(model, engine, gpu, min(8192, spec.max_context))
+    if code == 2 and spec.layer_kinds().get("dsa_indexer"):
+        # a DeepSeek sparse attention model where kvbudget does not price the engine's indexer cache, or on a GPU
+        # without a sparse MLA backend: one line naming it, no figure
+        assert "DeepSeek sparse attention" in text and len(text.strip().splitlines()) == 1, text[:300]
+        return
     assert code == 0, text[:300]
     doc = json.loads(text)
     memory = find_gpu(gpu).memory_bytes

@@ -114,7 +114,8 @@ def test_fit_options() -> None:
 def test_a_checkpoints_fp8_kv_cache_is_what_auto_gives_under_tensorrt_llm(tmp_path: Path) -> None:
     """A ModelOpt checkpoint with kv_cache_quant_algo FP8: TensorRT-LLM's "auto" KV cache is FP8 (llmapi/llm_utils.py,
     "Setting kv_cache_quant_algo=... from HF quant config"), half the bytes per token of the bf16 one; vLLM's auto
-    stays the model's dtype, and an explicit kv_cache_dtype wins."""
+    is the model's dtype before 0.14 and the checkpoint's fp8_e4m3 from 0.14 (utils/torch_utils.py
+    resolve_kv_cache_dtype_string), and an explicit kv_cache_dtype wins."""
     import json
 
     from kvbudget.model import catalog
@@ -133,8 +134,9 @@ def test_a_checkpoints_fp8_kv_cache_is_what_auto_gives_under_tensorrt_llm(tmp_pa
     assert any("kv_cache_quant_algo FP8" in n for n in auto.notes)
     from kvbudget.engines import vllm
 
-    assert vllm.plan(spec, h100, vllm.VllmSettings(max_model_len=8192)).kv_cache_dtype == "bf16"
+    assert vllm.plan(spec, h100, vllm.VllmSettings(max_model_len=8192, version="0.13.0")).kv_cache_dtype == "bf16"
+    assert vllm.plan(spec, h100, vllm.VllmSettings(max_model_len=8192)).kv_cache_dtype == "fp8_e4m3"
     config["quantization_config"] = {"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float"},
-                                     "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}}
+                                     "config_groups": {"g": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"}}}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert load_model(str(tmp_path)).weight_format.kv_cache == "fp8"  # type: ignore[union-attr]

@@ -202,9 +202,9 @@ def test_kv_dtype_needs_a_backend_on_the_gpu() -> None:
     with pytest.raises(InputError, match=r"needs compute capability 8\.0"):  # 0.24 raised FlashInfer's floor
         _plan("meta-llama/Llama-3.2-1B-Instruct", "T4", kv_cache_dtype="nvfp4", max_model_len=8192, version="0.24.0")
     with pytest.raises(InputError, match=r"needs compute capability 7\.5"):
-        _plan("meta-llama/Llama-3.2-1B-Instruct", "V100", kv_cache_dtype="nvfp4", max_model_len=8192, version="0.22.0")
+        _plan("meta-llama/Llama-3.2-1B-Instruct", "V100-SXM2-16GB", kv_cache_dtype="nvfp4", max_model_len=8192, version="0.22.0")
     # fp8 on T4 / V100 (Triton) and A100 (FlashInfer; FlashAttention-2 has no FP8 cache) has a backend: planned
-    for gpu in ("T4", "V100", "A100"):
+    for gpu in ("T4", "V100-SXM2-16GB", "A100-SXM4-40GB"):
         assert _plan("meta-llama/Llama-3.2-1B-Instruct", gpu, kv_cache_dtype="fp8", max_model_len=8192).starts
     # 0.10 chose backends otherwise (platforms/cuda.py: any fp8* name as FP8): said, not refused
     assert any("fp8_inc" in n for n in _plan(kv_cache_dtype="fp8_inc", max_model_len=8192, version="0.10.1").notes)
@@ -711,12 +711,12 @@ def test_mla_kv_dtype_needs_an_mla_backend() -> None:
     with pytest.raises(InputError, match="no MLA attention backend takes fp8_e5m2"):
         _plan("deepseek-v2-lite", "H100", kv_cache_dtype="fp8_e5m2", max_model_len=8192)
     with pytest.raises(InputError, match=r"need compute capability 9\.x or 10\.x"):
-        _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8", max_model_len=8192, version="0.14.0")
+        _plan("deepseek-v2-lite", "A100-SXM4-40GB", kv_cache_dtype="fp8", max_model_len=8192, version="0.14.0")
     with pytest.raises(InputError, match=r"take bfloat16 from 0\.15"):
         _plan("deepseek-v2-lite", "H100", kv_cache_dtype="bfloat16", max_model_len=8192, version="0.14.0")
     assert _plan("deepseek-v2-lite", "H100", kv_cache_dtype="fp8", max_model_len=8192, version="0.14.0").starts
-    assert _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8", max_model_len=8192, version="0.18.0").starts
-    assert _plan("deepseek-v2-lite", "A100", kv_cache_dtype="fp8_e5m2", max_model_len=8192, version="0.11.0").starts
+    assert _plan("deepseek-v2-lite", "A100-SXM4-40GB", kv_cache_dtype="fp8", max_model_len=8192, version="0.18.0").starts
+    assert _plan("deepseek-v2-lite", "A100-SXM4-40GB", kv_cache_dtype="fp8_e5m2", max_model_len=8192, version="0.11.0").starts
 
 
 def test_v0_stops_with_its_own_message_not_v1s() -> None:

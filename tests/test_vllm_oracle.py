@@ -42,9 +42,12 @@ def _layout(model: str, tp: int, kv: str, block_size: int, hma: bool, mode: str)
 def _layout_differences(theirs: dict, ours: KVLayout, pages: dict[int, int], bpb: int) -> Iterator[str]:
     if theirs["bytes_per_block"] != bpb:
         yield f"bytes per block: vLLM {theirs['bytes_per_block']:,}, kvbudget {bpb:,}"
-    attn_blocks = {g[3] for g in theirs["groups"] if g[0] != "recurrent_state"}
-    if attn_blocks and attn_blocks != {ours.block_size}:
-        yield f"attention block size: vLLM {sorted(attn_blocks)}, kvbudget {ours.block_size}"
+    # each attention group's tokens per block: the block size, times the factor page-size unification grew a smaller
+    # page's block by (Gemma 4's full layers, half the sliding layers' page, take blocks of twice the size)
+    blocks = {tuple(g.layers): ours.block_size * getattr(g.spec, "scale", 1) for g in ours.groups}
+    for kind, layers, _, size in theirs["groups"]:
+        if kind != "recurrent_state" and blocks.get(tuple(layers)) != size:
+            yield f"{kind} block size of layers {layers[:4]}...: vLLM {size}, kvbudget {blocks.get(tuple(layers))}"
     got = sorted((g.kind, list(g.layers)) for g in ours.groups)
     want = sorted((g[0], g[1]) for g in theirs["groups"])
     if got != want:

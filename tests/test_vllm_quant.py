@@ -52,7 +52,7 @@ def test_marlin_needs_compute_capability_8_0_up_to_0_13_then_7_5() -> None:
     t4 = kvbudget.find_gpu("T4")  # 7.5
     assert int4_kernel(AWQ, "auto_awq", t4, "0.13.0") == "awq"
     assert int4_kernel(AWQ, "auto_awq", t4, "0.14.0") == "marlin"
-    assert int4_kernel(AWQ, "auto_awq", kvbudget.find_gpu("V100"), "current") == "awq"  # 7.0
+    assert int4_kernel(AWQ, "auto_awq", kvbudget.find_gpu("V100-SXM2-16GB"), "current") == "awq"  # 7.0
     assert int4_kernel(AWQ, "auto_awq", kvbudget.find_gpu("MI300X"), "current") == "awq"  # ROCm: no Marlin
     assert int4_kernel(WeightFormat("awq", bits=3), "auto_awq", t4, "current") == "awq"  # 3-bit: no Marlin
 
@@ -201,6 +201,6 @@ def test_no_bfloat16_below_compute_capability_8(capsys: pytest.CaptureFixture[st
     p = _plan("Qwen/Qwen2.5-7B-Instruct", "T4", max_model_len=4096)
     assert p.kv_cache_dtype == "fp16" and any("falls back to float16" in n for n in p.notes)
     assert _plan("Qwen/Qwen2.5-7B-Instruct", "L4", max_model_len=4096).kv_cache_dtype == "bf16"
-    code = main(["explain", "--gpu", "V100", "--", "vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "bfloat16"])
+    code = main(["explain", "--gpu", "V100-SXM2-16GB", "--", "vllm", "serve", "Qwen/Qwen2.5-7B-Instruct", "--dtype", "bfloat16"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--dtype half" in err

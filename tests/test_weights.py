@@ -94,7 +94,7 @@ def test_quantization_config_readers() -> None:
                                     "bnb_4bit_use_double_quant": True}, "bf16")
     assert (bnb.name, bnb.double_quant) == ("nf4", True)
     ct = from_quantization_config({"quant_method": "compressed-tensors", "config_groups": {
-        "group_0": {"weights": {"type": "float", "num_bits": 8, "strategy": "channel"}}}}, "bf16")
+        "group_0": {"targets": ["Linear"], "weights": {"type": "float", "num_bits": 8, "strategy": "channel"}}}}, "bf16")
     assert (ct.name, ct.fp8_scales) == ("fp8", "per_channel")
     with pytest.raises(InputError, match="unsupported quantization_config quant_method 'hqq'"):
         from_quantization_config({"quant_method": "hqq"}, "bf16")
@@ -137,7 +137,7 @@ def test_modelopt_reads_quant_algo() -> None:
     assert (fp8.name, nvfp4.name) == ("fp8", "nvfp4")
     assert from_quantization_config({"quant_method": "fbgemm_fp8"}, "bf16").fp8_scales == "per_channel"
     ct4 = from_quantization_config({"quant_method": "compressed-tensors", "config_groups": {
-        "group_0": {"weights": {"type": "float", "num_bits": 4}}}}, "bf16")
+        "group_0": {"targets": ["Linear"], "weights": {"type": "float", "num_bits": 4}}}}, "bf16")
     assert ct4.name == "nvfp4"
 
 
@@ -147,7 +147,7 @@ def test_skip_lists_name_roles_not_layers() -> None:
     fmt = from_quantization_config(qc, "bf16")
     assert fmt.skip_roles == {"vision", "lm_head"}  # a single layer's exemption is not a role's
     ct = from_quantization_config({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*mlp.gate$"],
-                                   "config_groups": {"g": {"weights": {"type": "float", "num_bits": 8}}}}, "bf16")
+                                   "config_groups": {"g": {"targets": ["Linear"], "weights": {"type": "float", "num_bits": 8}}}}, "bf16")
     assert ct.skip_roles == {"lm_head", "router"}
 
 
@@ -224,5 +224,5 @@ def test_modelopt_hf_quant_config_file_form_reads_as_modelopt() -> None:
     assert (fmt.name, fmt.fp8_scales, fmt.skip_roles, fmt.kv_cache) == ("fp8", "per_tensor", frozenset({"lm_head"}), "fp8")
     nvfp4 = from_quantization_config({"quantization": {"quant_algo": "NVFP4", "group_size": 16}}, "bf16")
     assert (nvfp4.name, nvfp4.kv_cache) == ("nvfp4", "")
-    with pytest.raises(InputError, match="ModelOpt quant_algo 'W4A8_AWQ' is not supported"):
+    with pytest.raises(InputError, match="ModelOpt quant_algo 'W4A8_AWQ' is not one vLLM loads"):
         from_quantization_config({"quantization": {"quant_algo": "W4A8_AWQ"}}, "bf16")

@@ -18,7 +18,8 @@ What is vLLM's and what is kvbudget's here:
   ``num_blocks``), ``generate_scheduler_kv_cache_config`` and ``update_kv_cache_capacity`` (the
   "GPU KV cache size: N tokens" and "Maximum concurrency" figures).
 
-Grid: 29 catalog models (dense GQA, MHA, MQA, MoE, sliding window, chunked local, MLA, hybrid Mamba / GDN)
+Grid: 31 catalog models (dense GQA, MHA, MQA, MoE, sliding window, chunked local, MLA, hybrid Mamba / GDN,
+Gemma 4's sliding and full layers of different head shapes)
 x TP (1, 2, 4, 8 where the heads allow) x KV dtype (auto, fp8) x block size (16, 32; 16, 64 for MLA)
 x max_model_len (2 of 3, in turn) x available KV memory (2 or 3 per case: an edge case around the null block
 or one request, a large pool, and every third case a quarter of one request). At block size 16, models mixing
@@ -91,6 +92,8 @@ MODELS = (
     "deepseek-ai/DeepSeek-V2-Lite", "deepseek-v3",
     # hybrid Mamba / GatedDeltaNet
     "ai21labs/Jamba-v0.1", "tiiuae/Falcon-H1-0.5B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct",
+    # sliding and full layers of different head shapes (Gemma 4: pages of two sizes)
+    "google/gemma-4-26B-A4B", "nvidia/Gemma-4-31B-IT-NVFP4",
 )
 KV_DTYPES = ("auto", "fp8")
 TPS = (1, 2, 4, 8)

@@ -491,7 +491,9 @@ def kv_plot(model: str | ModelSpec, path: str, *, context: int | None = None, kv
     from .report.plots import kv_plot as draw
 
     spec = _spec(model)
-    draw(spec, _kv_weights(spec, tp), _name("--plot", path), context=context, kv_dtype=kv_dtype, tp=tp)
+    tp = _count("--tp", tp, MAX_PARALLEL)  # checked as kv() checks them: tp=0 divided by zero, tp=2.5 was drawn
+    draw(spec, _kv_weights(spec, tp), _name("--plot", path), context=_maybe_count("--context", context, MAX_CONTEXT),
+         kv_dtype=_name("--kv-dtype", kv_dtype), tp=tp)
 
 
 def _kv_weights(spec: ModelSpec, tp: int) -> int:

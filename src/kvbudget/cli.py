@@ -479,21 +479,6 @@ def _serve(args: argparse.Namespace, registry: Registry) -> int:
     return 0
 
 
-def _note_gpu_variant(name: str | None) -> None:
-    """A GPU name that several catalog GPUs share is read as one of them: say which, on stderr."""
-    if not name or len(name) > 100:
-        return
-    from .hardware import find_gpu, other_variants
-
-    try:
-        chosen = find_gpu(name)
-    except InputError:
-        return  # the command itself says it, in its own words
-    others = other_variants(name, chosen)
-    if others:
-        sys.stderr.write(f"note: --gpu {name} is read as {chosen.name}; give {' or '.join(others)} if yours is one\n")
-
-
 def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, object]:
     """Each option's default in ``command``'s parser."""
     import argparse
@@ -558,5 +543,4 @@ def main(argv: Sequence[str] | None = None, registry: Registry | None = None) ->
         out = fit_width(out)
     if out:  # diagnose --watch --json has written its lines already
         sys.stdout.write(out + "\n")
-    _note_gpu_variant(getattr(args, "gpu", None))  # after the answer: an error stays one line
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 
 from ._record import record
 from .units import InputError
@@ -101,19 +102,39 @@ def gpus() -> list[GPU]:
     return list(_all())
 
 
+_VENDOR_WORDS = {"nvidia", "geforce", "amd", "instinct", "tesla", "radeon", "quadro"}
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[^0-9a-z]+", name.lower()) if w and w not in _VENDOR_WORDS]
+
+
+# the words a catalog name adds for the same chip in another size or form factor (A100 -> A100-SXM4-80GB); a model
+# word (Ti, SUPER, 3e) names another card that engines print apart: an RTX 4070 is not an RTX 4070 Ti SUPER
+_SIZE_OR_FORM = re.compile(r"\d+gb|sxm\d*|pcie|nvl|gcd|oam")
+
+
+def _family(words: list[str], gpu: GPU) -> bool:
+    own = _words(gpu.name)
+    return own[: len(words)] == words and all(_SIZE_OR_FORM.fullmatch(w) for w in own[len(words):])
+
+
+def card_of_memory(name: str, memory_bytes: int) -> GPU | None:
+    """The card ``name`` could mean (an RTX 4060 Ti has 8 or 16 GB) whose memory is within a tenth of
+    ``memory_bytes`` (a log's own total), the nearest; None when none is."""
+    words = _words(name)
+    near = [g for g in gpus() if words and _family(words, g) and abs(g.memory_bytes - memory_bytes) <= memory_bytes // 10]
+    return min(near, key=lambda g: abs(g.memory_bytes - memory_bytes)) if near else None
+
+
 def other_variants(name: str, chosen: GPU) -> tuple[str, ...]:
-    """Catalog GPUs besides ``chosen`` that ``name`` could also mean (``A100`` is read as the 40 GB SXM4 card;
-    the 80 GB and PCIe ones are variants too), for a note that says which one was taken."""
-    key = "-".join(name.lower().replace("_", " ").split())  # "RTX 4060 Ti" as catalog names write it: "rtx-4060-ti"
-    if not key or _norm(key) == _norm(chosen.name):
+    """Catalog GPUs besides ``chosen`` that ``name`` could also mean, by memory: the GPUs whose names start with
+    ``name``'s words (``A100`` starts A100-PCIE-40GB, A100-SXM4-80GB, ...; ``L4`` does not start L40S-48GB) and
+    whose memory differs from ``chosen``'s by more than a quarter (H100 SXM and PCIe, 80 GB each, are one answer)."""
+    words = _words(name)
+    if not words or _norm(name) == _norm(chosen.name):
         return ()
-
-    def family(other: str) -> bool:  # "A100-SXM4-80GB" is an A100; "L40S-48GB" is not an L4
-        other = other.lower()
-        return other.startswith(key) and (len(other) == len(key) or not other[len(key)].isalnum())
-
-    # only variants whose memory differs enough to change an answer (A100: 40 or 80 GB; not H100 SXM vs PCIe)
-    return tuple(g.name for g in gpus() if g.name != chosen.name and family(g.name)
+    return tuple(g.name for g in gpus() if g.name != chosen.name and _family(words, g)
                  and abs(g.memory_bytes - chosen.memory_bytes) > chosen.memory_bytes // 4)
 
 
@@ -130,6 +151,16 @@ def find_gpu(name: str) -> GPU:
     for gpu in gpus():
         for alias in (gpu.name, *gpu.aliases):
             table.setdefault(_norm(alias), gpu)
+    words = _words(name)
+    family = [g for g in gpus() if _family(words, g)] if words else []
+    if key in table:
+        chosen = table[key]
+        if not other_variants(name, chosen):
+            return chosen
+    if family and max(g.memory_bytes for g in family) > min(g.memory_bytes for g in family) * 5 // 4:
+        # A100 (40 or 80 GB), V100 (16 or 32), GH200 (96 or 144): reading it as one card answered for another
+        raise UnknownGPU(f"GPU {name.strip()!r} names cards of different memory: give one of "
+                         f"{', '.join(sorted(g.name for g in family))} (or --gpu-memory 80GiB)")
     if key in table:
         return table[key]
     import difflib

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .model.layers import Layer
+from .model.layers import Layer, RecurrentState
 from .model.spec import ModelSpec
 from .units import ElementType, InputError, element_type
 
@@ -60,3 +60,30 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         kv = getattr(layer, "num_kv_heads", 0)
         if kv and kv % tp and tp % kv:
             raise InputError(f"--tp {tp} neither divides nor is a multiple of the {kv} KV heads of {spec.name}")
+        state = layer if isinstance(layer, RecurrentState) else None
+        if state is not None and (said := _state_split(state, tp)):
+            fits = [d for d in range(1, 65) if heads % d == 0 and not _state_split(state, d)]
+            raise InputError(f"--tp {tp} does not divide the {said} of {spec.name} (the engine stops at start-up): "
+                             f"use one of {fits}")
+
+
+def check_indexer_priced(spec: ModelSpec, engine: str) -> None:
+    """Refuse a model with a DeepSeek sparse attention (DSA) indexer cache on an engine whose layout of it kvbudget
+    does not model (one clear line rather than a figure without the indexer's keys)."""
+    from .model.layers import SparseIndexer
+
+    if any(isinstance(x, SparseIndexer) for x in spec.layers):
+        raise InputError(f"{spec.name} uses DeepSeek sparse attention: kvbudget does not model how {engine} caches "
+                         "its indexer keys; use --engine vllm or --engine sglang")
+
+
+def _state_split(layer: RecurrentState, tp: int) -> str:
+    """What of a Mamba / GatedDeltaNet layer ``tp`` ranks cannot split ("" when they can): vLLM 0.33.0 mamba_utils.py
+    MambaStateShapeCalculator divides its heads and its convolution channels by TP (``divide`` asserts), Mamba-2's
+    B/C groups first replicated up to whole groups per rank."""
+    extra = 0 if not layer.groups or layer.groups % tp == 0 else tp - layer.groups
+    for count, what in ((layer.state_heads, "state heads"),
+                        (layer.conv_dim + 2 * extra * layer.group_state, "convolution channels")):
+        if count % tp:
+            return f"{count:,} {layer.variant} {what}"
+    return ""

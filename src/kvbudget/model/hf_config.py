@@ -16,7 +16,7 @@ from .._record import record, replace
 from ..inputs import excerpt, real, whole
 from ..units import InputError
 from . import params as P
-from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
+from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow, SparseIndexer
 from .params import Inventory, Tensor
 from .params import inventory as make_inventory
 from .spec import UNREAD_WEIGHTS, Dims, ModelSpec, VisionTower
@@ -102,6 +102,12 @@ QUIRKS: dict[str, Quirks] = {
     "deepseek_v2": Quirks(layout="mla", moe="deepseek"),
     "deepseek_v3": Quirks(layout="mla", moe="deepseek"),
     "kimi_k2": Quirks(layout="mla", moe="deepseek", note="Kimi K2: DeepseekV3ForCausalLM under its own model_type"),
+    # DeepSeek sparse attention (DSA): DeepSeek-V3's MLA and MoE plus a "lightning indexer" per layer whose FP8 keys
+    # are cached next to the latent (vLLM 0.33.0 models/deepseek_v32/attention.py DeepseekV32Indexer; GLM-5's
+    # GlmMoeDsaForCausalLM is the same module: models/deepseek_v32/__init__.py). See _dsa_indexed for which layers
+    # keep an indexer.
+    "deepseek_v32": Quirks(layout="dsa", moe="deepseek", note="DeepSeek-V3.2: MLA + DSA indexer cache"),
+    "glm_moe_dsa": Quirks(layout="dsa", moe="deepseek", note="GLM-5: DeepSeek-V3.2's DSA attention and MoE"),
     "gpt_oss": Quirks(qkv_bias=True, o_bias=True, attention_sinks=True, layout="layer_types", moe="all",
                       expert_bias=True, note="attention sinks, biased router and experts"),
     "falcon": Quirks(mlp="plain", norm_bias=True, tied=True, bias_key="bias", o_bias_follows=True, mlp_bias_key="bias",
@@ -208,10 +214,22 @@ QUIRKS: dict[str, Quirks] = {
                                moe="all", shared_expert_gate=True, note="Qwen3.5 MoE: gated attention + GatedDeltaNet"),
     "llama4_text": Quirks(layout="llama4", moe="llama4", o_bias_follows=True, dense_inter_key="intermediate_size_mlp", shared_expert_default=True,
                           note="chunked local attention, NoPE global layers"),
+    # Gemma 4 (vLLM 0.33.0 models/gemma4.py; transformers 5.20 Gemma4TextConfig): sliding and full layers of their own
+    # head shapes (full: global_head_dim, and num_global_key_value_heads when attention_k_eq_v), the last
+    # num_kv_shared_layers layers reading an earlier layer's KV, per-layer input embeddings, and a MoE block beside
+    # the dense MLP when num_experts is set. Built by _gemma4() over the generic reading.
+    "gemma4_text": Quirks(
+        tied=True, norms_per_layer=4, qk_norm=True, layout="gemma4", embed_on_every_stage=True,
+        defaults=(("vocab_size", 262144), ("num_attention_heads", 8), ("num_key_value_heads", 4), ("head_dim", 256),
+                  ("global_head_dim", 512), ("max_position_embeddings", 131072), ("sliding_window", 512),
+                  ("hidden_size_per_layer_input", 256), ("vocab_size_per_layer_input", 262144)),
+        defaults_from="transformers Gemma4TextConfig",
+        note="Gemma 4: per-layer head shapes, KV sharing, per-layer embeddings, MoE beside the MLP"),
 }
 _TEXT_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
                "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen2_5_vl": "qwen2_5_vl_text",
                "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+_TEXT_TYPES["gemma4"] = "gemma4_text"  # Gemma4ForConditionalGeneration: decoder in text_config
 # Vision towers read as another's: Qwen3.5's vision_config (model_type qwen3_5 / qwen3_5_moe, or qwen3_5_vision /
 # qwen3_5_moe_vision as transformers 5 re-saves it) builds Qwen3-VL's Qwen3_VisionTransformer (vLLM 0.33.0
 # models/qwen3_5.py), with deepstack_visual_indexes empty.
@@ -343,6 +361,11 @@ def spec_from_config(raw: Mapping[str, Any], name: str = "config.json") -> Model
         notes.append(f"config.json omits {', '.join(defaulted)}: took {cls} defaults")
     c = _Cfg(_derived_keys({**dict(quirks.defaults), **cfg_dict}, model_type, name), name)
     spec = _build(c, model_type, quirks, name, notes)
+    if quirks.layout == "gemma4":
+        spec = _gemma4(c, spec, notes)
+        if isinstance(raw.get("audio_config"), Mapping):
+            notes.append("audio encoder (audio_config) not counted: its weights are not in the totals")
+            spec = replace(spec, notes=tuple(notes))
     vision = raw.get("vision_config")
     if isinstance(vision, Mapping):
         # Qwen2.5-VL's vision_config names no model_type: its tower is the wrapper's.
@@ -378,6 +401,8 @@ def _vision_tower(v: _Cfg, kind: str, text_hidden: int, notes: list[str]) -> lis
     Llama 4: Llama4VisionModel + pixel-shuffle MLP + Llama4MultiModalProjector; Qwen3-VL: vLLM 0.33.0
     models/qwen3_vl.py Qwen3_VisionTransformer (its MoE model's vision_config says qwen3_vl_moe); Qwen2.5-VL:
     qwen2_5_vl.py Qwen2_5_VisionTransformer."""
+    if kind == "gemma4_vision":
+        return _gemma4_vision_tower(v, text_hidden)
     if kind not in ("siglip_vision_model", "llama4_vision_model", "qwen3_vl", "qwen3_vl_moe", "qwen2_5_vl"):
         notes.append(f"vision encoder {kind or '(unnamed)'} not counted: its weights are not in the totals")
         return []
@@ -479,6 +504,8 @@ def _derived_keys(raw: dict[str, Any], model_type: str, name: str) -> dict[str, 
     """Keys a type's config class derives in ``__post_init__`` (transformers 5.24.0), written out so the shared rules
     read them: ERNIE 4.5 MoE's moe_* keys as the qwen MoE rule's, and the layer_types of EXAONE 4.0 and SmolLM3."""
     c = _Cfg(raw, name)
+    if model_type == "gemma4_text":
+        return _gemma4_keys(raw, c)
     if model_type == "ernie4_5_moe":
         n = c.int("num_hidden_layers")
         if not c.has("moe_num_experts"):
@@ -523,7 +550,7 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
     explicit = c.get("layer_types")
     if explicit is not None and not isinstance(explicit, list):
         raise ConfigError(f"{c.where}: field 'layer_types' must be a list of layer kinds, not {excerpt(explicit)}")
-    if isinstance(explicit, list) and layout not in ("mla",):
+    if isinstance(explicit, list) and layout not in ("mla", "dsa"):
         # transformers' layer_type_validation: one entry per hidden layer, no more, no fewer
         if len(explicit) != n:
             raise ConfigError(f"{c.where}: 'layer_types' has {len(explicit):,} entries for {n} layers"
@@ -538,6 +565,8 @@ def _layer_types(c: _Cfg, model_type: str, layout: str, n: int) -> list[str]:
         return out
     if layout == "mla":
         return ["mla"] * n
+    if layout == "dsa":
+        return ["dsa"] * n
     if layout in ("layer_types", "uniform") and c.has("sliding_window") and c.int("sliding_window", positive=False) > 0:
         # No layer_types: vLLM applies the model-level window to every layer (engine/arg_utils.py sets
         # CacheConfig.sliding_window when layer_types is None; attention.py uses it per layer), and so
@@ -815,7 +844,8 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     layers: list[Layer] = []
     layer_of: list[int] = []
     blocks: list[tuple[Tensor, ...]] = []
-    mla = _MLADims.read(c) if q.layout == "mla" else None
+    mla = _MLADims.read(c) if q.layout in ("mla", "dsa") else None
+    indexed = _dsa_indexed(c, n) if q.layout == "dsa" else []
     chunk = c.int("attention_chunk_size", default=0, positive=False)
     if "chunked" in kinds and chunk <= 0:
         raise ConfigError(f"{c.where}: chunked_attention layers need a positive 'attention_chunk_size'")
@@ -845,10 +875,15 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
                 tensors += [Tensor("norms", heads * head_dim), Tensor("norms", kv_heads * head_dim)]
             if q.attention_sinks:
                 tensors.append(Tensor("attention", heads, split="col"))
-        if kind == "mla" and mla is not None:
+        if kind in ("mla", "dsa") and mla is not None:
             layers.append(MLA(mla.kv_lora_rank, mla.rope))
             layer_of.append(i)
             tensors += mla.tensors(hidden, heads)
+        if kind == "dsa" and mla is not None and indexed[i]:
+            indexer, indexer_tensors = _dsa_indexer(c, hidden, mla.q_lora_rank)
+            layers.append(indexer)
+            layer_of.append(i)
+            tensors += indexer_tensors
         if kind == "mamba2":
             reader = _nemotron_mamba2 if q.layout == "nemotron_h" else _granite_mamba2
             state, mamba_tensors = reader(c, hidden, ssm_dtype)  # ssm_dtype: the served dtype
@@ -966,7 +1001,8 @@ def _mtp_layers(c: _Cfg, model_type: str) -> int:
     (models/qwen3_next_mtp.py) defaults the count to 1 when the config omits it; qwen3_5 / qwen3_5_moe -> qwen3_5_mtp,
     which reads mtp_num_hidden_layers, also 1 by default)."""
     count = 0
-    if model_type in ("deepseek_v3", "glm4_moe"):  # glm4_moe -> glm4_moe_mtp (models/glm4_moe_mtp.py)
+    # glm4_moe -> glm4_moe_mtp (models/glm4_moe_mtp.py); deepseek_v32 / glm_moe_dsa -> DeepseekV32MTPModel
+    if model_type in ("deepseek_v3", "glm4_moe", "deepseek_v32", "glm_moe_dsa"):
         count = c.int("num_nextn_predict_layers", default=0, positive=False)
     elif model_type == "qwen3_next":
         count = c.int("num_nextn_predict_layers", default=1, positive=False)
@@ -1032,6 +1068,51 @@ class _MoE:
         if self.shared_gate:
             out.append(Tensor("shared_experts", 1, hidden))
         return out
+
+
+def _dsa_indexed(c: _Cfg, n: int) -> list[bool]:
+    """Which decoder layers build a DSA indexer (and so cache its keys), as vLLM 0.33.0
+    models/deepseek_v32/attention.py decides: a layer skips it ("skip_topk": it reuses an earlier layer's top-k)
+    when ``index_topk_pattern[i] == "S"``, or without a pattern when ``max(i - index_skip_topk_offset + 1, 0) %
+    index_topk_freq != 0`` (defaults 2 and 1: every layer has one, as DeepSeek-V3.2 and GLM-5). A config that
+    also lists ``indexer_types`` ("full" / "shared", which SGLang 0.5.23 reads) must agree with that rule."""
+    pattern = c.get("index_topk_pattern")
+    if pattern is not None and not isinstance(pattern, (str, list)):
+        raise ConfigError(f"{c.where}: 'index_topk_pattern' must be a string or list of 'F'/'S', not {excerpt(pattern)}")
+    if pattern is not None:
+        out = [not (i < len(pattern) and pattern[i] == "S") for i in range(n)]
+    else:
+        freq = c.int("index_topk_freq", default=1)
+        offset = c.int("index_skip_topk_offset", default=2, positive=False)
+        out = [max(i - offset + 1, 0) % freq == 0 for i in range(n)]
+    types = c.get("indexer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n or any(t not in ("full", "shared") for t in types):
+            raise ConfigError(f"{c.where}: 'indexer_types' must list 'full' or 'shared' for each of the {n} layers")
+        if [t == "full" for t in types] != out:
+            raise ConfigError(f"{c.where}: 'indexer_types' and index_topk_freq / index_skip_topk_offset / "
+                              "index_topk_pattern name different layers with an indexer: fix the config.json")
+    return out
+
+
+def _dsa_indexer(c: _Cfg, hidden: int, q_lora_rank: int) -> tuple[SparseIndexer, list[Tensor]]:
+    """One DSA indexer (vLLM 0.33.0 models/deepseek_v32/attention.py DeepseekV32Indexer): wq_b from the query latent
+    to index_n_heads x index_head_dim (replicated, quantized as the checkpoint), wk fused with weights_proj
+    (hidden -> index_head_dim + index_n_heads, loaded unquantized: quant_config=None) and k_norm, a LayerNorm of
+    index_head_dim with weight and bias. Its cache: one FP8 key of index_head_dim per token with fp32 scales."""
+    head_dim = c.int("index_head_dim")
+    n_heads = c.int("index_n_heads")
+    c.int("index_topk")  # what makes the model sparse (vLLM asserts hasattr(hf_config, "index_topk"))
+    if head_dim % 128:
+        raise ConfigError(f"{c.where}: 'index_head_dim' {head_dim} is not a multiple of the indexer's 128-element "
+                          "quantization block")
+    if not q_lora_rank:
+        raise ConfigError(f"{c.where}: a DSA indexer projects the query latent: 'q_lora_rank' must be positive")
+    return SparseIndexer(head_dim), [
+        Tensor("attention", n_heads * head_dim, q_lora_rank, linear=True),  # wq_b
+        Tensor("attention", head_dim + n_heads, hidden),  # wk + weights_proj
+        Tensor("norms", 2 * head_dim),  # k_norm weight and bias
+    ]
 
 
 class _MLADims:
@@ -1182,6 +1263,8 @@ def _gated_delta_net(c: _Cfg, hidden: int, dtype: str, ssm_dtype: str) -> tuple[
     """Qwen3-Next's GatedDeltaNet (linear attention) mixer."""
     kh = c.int("linear_num_key_heads")
     vh = c.int("linear_num_value_heads")
+    if vh % kh:  # vLLM 0.33.0 gdn/qwen_gdn_linear_attn.py groups num_v_heads // num_k_heads value heads per key head
+        raise ConfigError(f"{c.where}: linear_num_value_heads {vh} is not a multiple of linear_num_key_heads {kh}: fix the config.json")
     kd = c.int("linear_key_head_dim")
     vd = c.int("linear_value_head_dim")
     kernel = c.int("linear_conv_kernel_dim", default=4)
@@ -1210,3 +1293,153 @@ def _groups_divide(fmt: WeightFormat, hidden: int, inter: int) -> None:
         if size and size % fmt.group_size:
             raise InputError(f"group_size {fmt.group_size:,} does not divide {field} {size:,}: no {fmt.name.upper()} "
                              "kernel loads it")
+
+
+# --- Gemma 4 -----------------------------------------------------------------------------------
+
+
+def _gemma4_keys(raw: dict[str, Any], c: _Cfg) -> dict[str, Any]:
+    """What transformers 5.20 Gemma4TextConfig.__post_init__ derives: layer_types when the config has none (every
+    6th layer full attention), the last layer forced to full attention, and with use_bidirectional_attention "all"
+    the window halved plus one (sliding_window // 2 + 1)."""
+    n = c.int("num_hidden_layers")
+    types = raw.get("layer_types")
+    if types is None:
+        types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(n)]
+    if not isinstance(types, list) or len(types) != n or any(t not in ("full_attention", "sliding_attention")
+                                                              for t in types):
+        raise ConfigError(f"{c.where}: field 'layer_types' must list 'sliding_attention' or 'full_attention' for each "
+                          f"of the {n:,} layers (num_hidden_layers), got {excerpt(types)}")
+    out = {**raw, "layer_types": [*types[:-1], "full_attention"]}
+    if raw.get("use_bidirectional_attention") == "all":
+        out["sliding_window"] = c.int("sliding_window") // 2 + 1
+    return out
+
+
+def _gemma4(c: _Cfg, spec: ModelSpec, notes: list[str]) -> ModelSpec:
+    """Gemma 4's decoder as vLLM 0.33.0 models/gemma4.py builds it, over the generic reading (dims, length, dtype,
+    weight format). Per layer: q/k/v/o (biased when attention_bias) of that layer type's head shape (sliding:
+    head_dim x num_key_value_heads; full: global_head_dim x num_global_key_value_heads when attention_k_eq_v, else
+    num_key_value_heads: transformers' per_layer_config), q_norm and k_norm (v_norm has no weight); with
+    attention_k_eq_v the checkpoint ships k_proj only and vLLM loads it into both the K and the V slot of qkv_proj,
+    so the V slot is allocated (and counted here) though the checkpoint does not hold it. The last
+    num_kv_shared_layers layers read the KV of the last earlier layer of their type: q_proj, o_proj and q_norm
+    only, no cache. A GeGLU MLP of intermediate_size (twice that in the shared layers with use_double_wide_mlp);
+    with num_experts set, a MoE block beside it: router (proj, scale, per_expert_scale) and num_experts GeGLU
+    experts of moe_intermediate_size, top_k_experts per token, and three more RMSNorms. Four RMSNorms per layer;
+    with hidden_size_per_layer_input > 0 a per-layer input gate, projection and norm per layer, and before the
+    layers a table of vocab_size_per_layer_input x (layers x that width), its projection from the hidden state and
+    a norm. Every pipeline stage builds the embeddings (Gemma4Model has no first-rank test)."""
+    from .layers import NoCache
+
+    hidden, heads, vocab = spec.dims.hidden_size, spec.dims.num_attention_heads, spec.dims.vocab_size
+    types = c.get("layer_types")
+    n = len(types)
+    kv = c.int("num_key_value_heads")
+    head_dim = c.int("head_dim")
+    full_dim = c.int("global_head_dim")
+    k_eq_v = c.bool("attention_k_eq_v", False)
+    full_kv = c.int("num_global_key_value_heads", default=kv) if k_eq_v else kv
+    for key, value in (("num_key_value_heads", kv), ("num_global_key_value_heads", full_kv)):
+        if value > heads or heads % value:
+            raise ConfigError(f"{c.where}: field {key!r} = {value} KV heads do not divide {heads} attention heads")
+    window = c.int("sliding_window")
+    shared = c.int("num_kv_shared_layers", default=0, positive=False)
+    first_shared = n - shared
+    if shared and first_shared <= 0:
+        raise ConfigError(f"{c.where}: num_kv_shared_layers {shared:,} leaves no layer of the {n:,} with a KV cache "
+                          "of its own: fix the config.json")
+    bias = c.bool("attention_bias", False)
+    inter = c.int("intermediate_size")
+    double = c.bool("use_double_wide_mlp", False)
+    ple = c.int("hidden_size_per_layer_input", default=0, positive=False)
+    experts = c.int("num_experts") if c.has("num_experts") else 0  # vLLM: a MoE block when num_experts is not None
+    top_k = moe_inter = 0
+    if experts:
+        top_k = c.int("top_k_experts")
+        moe_inter = c.int("moe_intermediate_size", "expert_intermediate_size")
+        if top_k > experts:
+            raise ConfigError(f"{c.where}: each token is routed to {top_k:,} experts (top_k_experts) of only "
+                              f"{experts:,}: fix the config.json")
+        if not c.bool("enable_moe_block", True):
+            notes.append("enable_moe_block is false but num_experts is set: vLLM builds the MoE block (it reads "
+                         "num_experts alone), and so does kvbudget")
+    layers: list[Layer] = []
+    blocks: list[tuple[Tensor, ...]] = []
+    for i, t in enumerate(types):
+        full = t == "full_attention"
+        hd, kvh = (full_dim, full_kv) if full else (head_dim, kv)
+        tensors: list[Tensor] = []
+        if i >= first_shared:
+            owners = [j for j in range(first_shared) if types[j] == t]
+            if not owners:  # vLLM's list.index and SGLang's check stop on it
+                raise ConfigError(f"{c.where}: KV-shared layer {i} is {t} but none of the first {first_shared:,} layers "
+                                  "is: no layer to read its KV from; fix layer_types or num_kv_shared_layers")
+            owner = layers[owners[-1]]
+            assert isinstance(owner, FullAttention)
+            layers.append(NoCache(f"reads layer {owners[-1]}'s KV cache (num_kv_shared_layers)", shared=owner))
+            tensors += [Tensor("attention", heads * hd, hidden, split="col", linear=True),
+                        Tensor("attention", hidden, heads * hd, split="row", linear=True), Tensor("norms", hd)]
+            if bias:
+                tensors += [Tensor("attention", heads * hd, split="col"), Tensor("attention", hidden)]
+        else:
+            layers.append(FullAttention(kvh, hd) if full else SlidingWindow(kvh, hd, window=window))
+            tensors += P.attention(hidden, heads, kvh, hd, qkv_bias=bias, o_bias=bias, qk_norm=True)
+        tensors += P.gated_mlp(hidden, inter * (2 if double and i >= first_shared else 1))
+        norms = 4
+        if experts:
+            tensors += [*P.router(hidden, experts), Tensor("router", hidden), Tensor("router", experts)]
+            tensors += P.gated_mlp(hidden, moe_inter, role="experts", count=experts)
+            norms += 3
+        if ple:
+            tensors += [Tensor("embeddings", ple, hidden, linear=True), Tensor("embeddings", hidden, ple, linear=True),
+                        Tensor("norms", hidden)]
+        tensors += P.norms(hidden, norms)
+        blocks.append(tuple(tensors))
+    head = [Tensor("embeddings", vocab, hidden, split="vocab")]
+    if ple:
+        head += [Tensor("embeddings", c.int("vocab_size_per_layer_input"), n * ple, split="vocab"),
+                 Tensor("embeddings", n * ple, hidden, split="col", linear=True), Tensor("norms", ple)]
+    inv = spec.inventory
+    if k_eq_v:
+        dup = sum(full_kv * full_dim * hidden for t in types[:first_shared] if t == "full_attention")
+        notes.append(f"attention_k_eq_v: the full-attention layers' V slots ({dup:,} parameters) are a copy of their K "
+                     "projections that vLLM and SGLang allocate and the checkpoint does not hold: counted here")
+    kinds = {"sliding": sum(isinstance(x, SlidingWindow) for x in layers),
+             "full": sum(type(x) is FullAttention for x in layers), "shared": shared}
+    sources = (*spec.sources, ("head_dim", f"head_dim (sliding), global_head_dim (full: {full_dim})"),
+               ("num_kv_heads", "num_key_value_heads (sliding), " + ("num_global_key_value_heads (full)" if k_eq_v
+                                                                     else "num_key_value_heads (full)")),
+               ("layer_types", f"layer_types: {kinds['sliding']} sliding, {kinds['full']} full, {shared} KV-shared"))
+    return replace(
+        spec, layers=tuple(layers), layer_of=tuple(range(n)),
+        inventory=make_inventory(tuple(head), tuple(blocks), inv.tail),
+        dims=replace(spec.dims, intermediate_size=inter + top_k * moe_inter), sources=sources, notes=tuple(notes),
+        num_experts=experts, experts_per_token=top_k, expert_intermediate_size=moe_inter)
+
+
+def _gemma4_vision_tower(v: _Cfg, text_hidden: int) -> list[Tensor]:
+    """Gemma 4's image encoder, which vLLM 0.33.0 models/gemma4_mm.py builds with transformers' AutoModel
+    (Gemma4VisionModel, transformers 5.20 modeling_gemma4.py): plain torch layers, whole on every rank and never
+    quantized. Per block q/k/v/o without biases (num_attention_heads / num_key_value_heads x head_dim), q_norm and
+    k_norm, a GeGLU MLP (gate, up, down) and four RMSNorms; four clipping bounds per linear layer with
+    use_clipped_linears. A patch projection (3 x patch_size^2 -> hidden), a 2 x position_embedding_size x hidden
+    position table, std_bias and std_scale with standardize; then the embedder into the text model
+    (embed_vision.embedding_projection, vLLM's ReplicatedLinear, after a weightless RMSNorm)."""
+    h, i, n = v.int("hidden_size"), v.int("intermediate_size"), v.int("num_hidden_layers")
+    heads = v.int("num_attention_heads")
+    kv = v.int("num_key_value_heads", default=heads)
+    hd = v.int("head_dim", default=h // heads)
+    p = v.int("patch_size")
+    layer = [
+        Tensor("vision", heads * hd, h), Tensor("vision", kv * hd, h, count=2), Tensor("vision", h, heads * hd),
+        Tensor("vision", hd, count=2),  # q_norm, k_norm
+        Tensor("vision", i, h, count=2), Tensor("vision", h, i),  # gate, up, down
+        Tensor("vision", h, count=4),  # four RMSNorms
+    ]
+    if v.bool("use_clipped_linears", False):
+        layer.append(Tensor("vision", 4, count=7))
+    out = [*_repeat(layer, n), Tensor("vision", h, 3 * p * p), Tensor("vision", v.int("position_embedding_size"), h, count=2)]
+    if v.bool("standardize", False):
+        out.append(Tensor("vision", h, count=2))
+    return [*out, Tensor("vision", text_hidden, h, linear=True)]

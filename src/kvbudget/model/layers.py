@@ -106,6 +106,36 @@ class MLA:
 
 
 @record
+class SparseIndexer:
+    """The key cache of a DeepSeek sparse attention (DSA) "lightning indexer" (DeepSeek-V3.2, GLM-5): per token one
+    key of ``head_dim`` (``index_head_dim``) elements stored as FP8 with one fp32 scale per ``quant_block`` of them,
+    whatever the KV-cache dtype of the MLA latent next to it. One "head", never divided by TP. vLLM 0.33.0
+    models/deepseek_v32/attention.py builds it as an MLAAttentionSpec of head_size ``head_dim + head_dim // 128 * 4``
+    uint8 (132 bytes at index_head_dim 128); SGLang 0.5.23 model_executor/pool_configurator.py
+    (_compute_dsa_indexer_cell_size) prices the same bytes (DSATokenToKVPool.quant_block_size 128, uint8 buffer).
+    It is a second cache entry of its decoder layer, after the layer's MLA latent."""
+
+    head_dim: int
+    quant_block: int = 128
+    kind = "dsa_indexer"
+
+    def kv_heads_per_rank(self, tp: int = 1) -> int:
+        return 1
+
+    def bytes_per_token(self, dtype: ElementType, tp: int = 1) -> int:
+        return self.head_dim + self.head_dim // self.quant_block * 4  # fp8 values + one fp32 scale per block
+
+    def tokens_held(self, seq_len: int) -> int:
+        return seq_len
+
+    def bytes_per_sequence(self, seq_len: int, dtype: ElementType, tp: int = 1) -> int:
+        return seq_len * self.bytes_per_token(dtype, tp)
+
+    def describe(self) -> str:
+        return f"indexer key {self.head_dim} fp8 + fp32 scale per {self.quant_block}"
+
+
+@record
 class RecurrentState:
     """Fixed-size state of a Mamba / Mamba2 / GatedDeltaNet (linear attention) layer.
 
@@ -160,9 +190,11 @@ class RecurrentState:
 @record
 class NoCache:
     """A layer that keeps nothing per token: encoder-only, or one that reuses another
-    layer's KV (cross-layer sharing)."""
+    layer's KV (cross-layer sharing). ``shared``: for such a reader, the attention shape of the
+    layer it reads (an engine that still gives the reader a buffer of its own sizes it by this)."""
 
     reason: str = "no attention"
+    shared: FullAttention | None = None
     kind = "no_cache"
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
@@ -181,7 +213,8 @@ class NoCache:
         return self.reason
 
 
-Layer = FullAttention | SlidingWindow | ChunkedLocal | MLA | RecurrentState | NoCache
+Layer = FullAttention | SlidingWindow | ChunkedLocal | MLA | SparseIndexer | RecurrentState | NoCache
 LAYER_KINDS: tuple[str, ...] = (
-    FullAttention.kind, SlidingWindow.kind, ChunkedLocal.kind, MLA.kind, RecurrentState.kind, NoCache.kind,
+    FullAttention.kind, SlidingWindow.kind, ChunkedLocal.kind, MLA.kind, SparseIndexer.kind, RecurrentState.kind,
+    NoCache.kind,
 )

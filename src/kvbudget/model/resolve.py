@@ -55,9 +55,25 @@ def read_config_file(path: str) -> dict[str, Any]:
     integers of thousands of digits, bounded nesting) holding an object."""
     if os.path.isdir(path):
         path = os.path.join(path, "config.json")
-    where = _where(path)
     if not os.path.lexists(path):
-        raise ConfigError(f"{where}: no such file (a model folder must hold a config.json)")
+        raise ConfigError(f"{_where(path)}: no such file (a model folder must hold a config.json)")
+    parsed = _json_object(path, "config.json")
+    if parsed.get("quantization_config") is None:
+        # ModelOpt 0.29 and before keep the quantization config in hf_quant_config.json beside config.json, and
+        # vLLM 0.33.0 (transformers_utils/config.py) takes that file as the quantization_config when config.json
+        # has none: a folder of such an FP8 / NVFP4 checkpoint read without it was planned as 16-bit weights
+        side = os.path.join(os.path.dirname(path), QUANT_FILE)
+        if os.path.lexists(side):
+            parsed = {**parsed, "quantization_config": _json_object(side, QUANT_FILE)}
+    return parsed
+
+
+QUANT_FILE = "hf_quant_config.json"
+
+
+def _json_object(path: str, what: str) -> dict[str, Any]:
+    """One JSON object from a file of at most MAX_CONFIG_BYTES, every failure a ConfigError naming the file."""
+    where = _where(path)
     try:
         data = read_bytes(path, "config", MAX_CONFIG_BYTES)
     except InputError as exc:
@@ -65,14 +81,14 @@ def read_config_file(path: str) -> dict[str, Any]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: cannot read it as a config.json (not UTF-8 text, byte {exc.start})") from None
+        raise ConfigError(f"{where}: cannot read it as a {what} (not UTF-8 text, byte {exc.start})") from None
     try:
         parsed = load_json(text, where)
     except InputError as exc:
         raise ConfigError(f"{exc}{json_culprit(text, str(exc))}") from None
     if not isinstance(parsed, dict):
         kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(type(parsed), "a number")
-        raise ConfigError(f"{where}: config.json must hold a JSON object, not {kind}")
+        raise ConfigError(f"{where}: {what} must hold a JSON object, not {kind}")
     return parsed
 
 

@@ -9,10 +9,11 @@ leaves them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from .._record import field, record
-from ..units import InputError, element_type
+from ..units import InputError, element_type, excerpt
 from .params import Tensor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -54,6 +55,8 @@ class WeightFormat:
     ftype: str = ""  # name "gguf": the llama.cpp file type (Q4_K_M, ...), priced tensor by tensor (gguf_quant)
     kv_cache: str = ""  # the KV cache the checkpoint was quantized for ("fp8": modelopt kv_cache_quant_algo FP8,
     # compressed-tensors kv_cache_scheme of 8-bit floats); "": none. TensorRT-LLM takes it when asked for auto.
+    vllm_auto_kv: str = ""  # what vLLM >= 0.14 resolves --kv-cache-dtype auto to for this checkpoint: a ModelOpt
+    # config's KV format ("fp8_e4m3", "nvfp4"); "": the model dtype (utils/torch_utils.py resolve_kv_cache_dtype_string)
     zero_points: bool = True  # gptq/awq: a packed zero point per group; compressed-tensors stores none when symmetric
     act_order_index: bool = True  # gptq: the int32 g_idx per input column; compressed-tensors checkpoints hold none
 
@@ -176,6 +179,11 @@ def _skip_roles(names: object, num_layers: int = 0) -> frozenset[str]:
             if not parts:
                 continue
             numbers = [int(part) for part in parts if part.isdigit() and len(part) < 7]
+            if parts[-1] == "mlp" and numbers:
+                # a whole layer's MLP module (ModelOpt's "model.language_model.layers.0.mlp*" for Gemma 4, whose
+                # experts are a sibling module): the dense MLP of that layer
+                layers.setdefault("mlp", set()).add(numbers[0])
+                continue
             if not numbers and len(parts) >= 2 and parts[-2] == "mlp":
                 dense_mlp |= _mlp_projections(parts[-1])
             for word in (parts[-1], ".".join(parts[-2:]), *parts):
@@ -191,6 +199,15 @@ def _skip_roles(names: object, num_layers: int = 0) -> frozenset[str]:
     if "down" in dense_mlp and ({"gate", "up"} <= dense_mlp or "gate_up" in dense_mlp):
         roles.add("mlp")  # every matrix of the dense MLP stays unquantized (Kimi K2 Thinking's ignore list)
     return frozenset(roles)
+
+
+_SKIP_KEYS = ("modules_to_not_convert", "ignore", "ignored_layers", "exclude_modules", "llm_int8_skip_modules")
+_EVERY = re.compile(r"(?:re:)?\^?(?:(?:model|layers|model\.layers|language_model)?[.\\]*)?[.*]*\$?")
+
+
+def _matches_every_layer(name: object) -> bool:
+    """A skip-list entry that every decoder layer's modules match: ``*``, ``re:.*``, ``model.layers.*``."""
+    return isinstance(name, str) and "*" in name and _EVERY.fullmatch(name.replace("\\.", ".")) is not None
 
 
 def _mlp_projections(part: str) -> set[str]:
@@ -214,32 +231,54 @@ def _compressed_tensors(qc: Mapping[str, Any], dense_dtype: str, skip: frozenset
     groups = qc.get("config_groups")
     if not isinstance(groups, Mapping) or not groups:
         raise InputError("compressed-tensors config has no config_groups")
-    for group in groups.values():
-        w = group.get("weights") if isinstance(group, Mapping) else None
-        if not isinstance(w, Mapping):
-            raise InputError("compressed-tensors config group has no 'weights' scheme")
-        bits = _whole(w.get("num_bits", 8), "num_bits")
-        kind = w.get("type")
-        if kind == "float" and bits == 8:
-            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
-                                fp8_scales="per_channel" if w.get("strategy") == "channel" else "per_tensor")
-        if kind == "float" and bits == 4:
-            return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
-        if kind == "int" and bits == 8:
-            return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
-        if kind == "int" and bits in (2, 3, 4):
-            group_size = w.get("group_size")  # an explicit 0 is refused below (``or 128`` read it as 128)
-            group_size = 128 if group_size is None else group_size
-            # pack-quantized: weight_packed, weight_scale, and a weight_zero_point only when not symmetric
-            # (compressed-tensors QuantizationArgs defaults symmetric to true); no g_idx: vLLM 0.33.0
-            # compressed_tensors.py refuses group/dynamic activation ordering, and schemes/compressed_tensors_wNa16.py
-            # and compressed_tensors_moe_wna16.py register none
-            symmetric = w.get("symmetric", True) is not False
-            return WeightFormat("gptq", bits=bits, group_size=_whole(group_size, "group_size", allow=(-1,)),
-                                dense_dtype=dense_dtype, skip_roles=skip, zero_points=not symmetric,
-                                act_order_index=False)
-        raise InputError(f"compressed-tensors weights of type {kind!r} with {bits} bits are not supported")
-    raise AssertionError("unreachable")  # pragma: no cover
+    # Each group quantizes the layers its targets name (vLLM 0.33.0 compressed_tensors.py): a group with none
+    # quantizes nothing, and groups of different weight schemes store some layers one way and some another
+    formats: dict[str, WeightFormat] = {}
+    for name, group in groups.items():
+        targets = group.get("targets") if isinstance(group, Mapping) else None
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            raise InputError(f"compressed-tensors config group {excerpt(name, 40)} needs a 'targets' list of layer "
+                             f"names, got {excerpt(targets, 40)}")
+        if targets:
+            formats[name] = _ct_group(group, dense_dtype, skip)
+    if not formats:
+        raise InputError("no compressed-tensors config group targets a layer, so none is quantized: drop the "
+                         "quantization_config, or give --weights-dtype bf16")
+    (first, fmt), *rest = formats.items()
+    other = next(((name, f) for name, f in rest if f != fmt), None)
+    if other is not None:
+        raise InputError(f"compressed-tensors config groups {excerpt(first, 30)} ({fmt.describe()}) and "
+                         f"{excerpt(other[0], 30)} ({other[1].describe()}) store layers differently; kvbudget "
+                         "prices one scheme: give the model folder with its *.safetensors, or --weights-dtype")
+    return fmt
+
+
+def _ct_group(group: Mapping[str, Any], dense_dtype: str, skip: frozenset[str]) -> WeightFormat:
+    """One compressed-tensors config group's weight scheme."""
+    w = group.get("weights")
+    if not isinstance(w, Mapping):
+        raise InputError("compressed-tensors config group has no 'weights' scheme")
+    bits = _whole(w.get("num_bits", 8), "num_bits")
+    kind = w.get("type")
+    if kind == "float" and bits == 8:
+        return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip,
+                            fp8_scales="per_channel" if w.get("strategy") == "channel" else "per_tensor")
+    if kind == "float" and bits == 4:
+        return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
+    if kind == "int" and bits == 8:
+        return WeightFormat("int8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
+    if kind == "int" and bits in (2, 3, 4):
+        group_size = w.get("group_size")  # an explicit 0 is refused below (``or 128`` read it as 128)
+        group_size = 128 if group_size is None else group_size
+        # pack-quantized: weight_packed, weight_scale, and a weight_zero_point only when not symmetric
+        # (compressed-tensors QuantizationArgs defaults symmetric to true); no g_idx: vLLM 0.33.0
+        # compressed_tensors.py refuses group/dynamic activation ordering, and schemes/compressed_tensors_wNa16.py
+        # and compressed_tensors_moe_wna16.py register none
+        symmetric = w.get("symmetric", True) is not False
+        return WeightFormat("gptq", bits=bits, group_size=_whole(group_size, "group_size", allow=(-1,)),
+                            dense_dtype=dense_dtype, skip_roles=skip, zero_points=not symmetric,
+                            act_order_index=False)
+    raise InputError(f"compressed-tensors weights of type {kind!r} with {bits} bits are not supported")
 
 
 def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) -> WeightFormat:
@@ -254,19 +293,41 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers
         qc = {**nested, "quant_method": "modelopt"}
     fmt = _weights_of(qc, dense_dtype, num_layers)
     kv = _checkpoint_kv(qc)
-    if kv:
+    auto = _vllm_auto_kv(qc)
+    if kv or auto:
         from .._record import replace
 
-        fmt = replace(fmt, kv_cache=kv)
+        fmt = replace(fmt, kv_cache=kv, vllm_auto_kv=auto)
     return fmt
+
+
+def _vllm_auto_kv(qc: Mapping[str, Any]) -> str:
+    """What vLLM 0.14-0.33 takes ``--kv-cache-dtype auto`` to be for a checkpoint with this quantization_config
+    (utils/torch_utils.py get_kv_cache_quant_algo_string, applied by engine/arg_utils.py create_engine_config): for a
+    ModelOpt config (``quant_method`` starting "modelopt") its kv_cache_scheme or kv_cache_quant_algo, "fp8" as
+    fp8_e4m3 and "nvfp4" as nvfp4 (matched case-folded; a dict scheme of static 8-bit floats is fp8, of 4-bit floats
+    nvfp4); any other value, or another method, leaves auto (the model dtype): ""."""
+    if not str(qc.get("quant_method") or "").lower().startswith("modelopt"):
+        return ""
+    algo = qc.get("kv_cache_scheme") or qc.get("kv_cache_quant_algo")
+    if isinstance(algo, Mapping):
+        if algo.get("dynamic") is False and algo.get("num_bits") == 8 and algo.get("type") == "float":
+            return "fp8_e4m3"
+        return "nvfp4" if algo.get("num_bits") == 4 and algo.get("type") == "float" else ""
+    return {"fp8": "fp8_e4m3", "nvfp4": "nvfp4"}.get(algo.lower(), "") if isinstance(algo, str) else ""
 
 
 def _checkpoint_kv(qc: Mapping[str, Any]) -> str:
     """The KV cache dtype a checkpoint was calibrated for: ModelOpt's ``kv_cache_quant_algo`` (FP8), or
     compressed-tensors' ``kv_cache_scheme`` of 8-bit floats; "" otherwise."""
-    algo = str(qc.get("kv_cache_quant_algo") or "").upper()
+    given = qc.get("kv_cache_quant_algo")
+    if given is not None and not isinstance(given, str):  # vLLM 0.33.0 modelopt.py refuses it as well
+        raise InputError(f"kv_cache_quant_algo must be a string such as \"FP8\", got {excerpt(given, 40)}")
+    algo = (given or "").upper()
     if algo.startswith("FP8"):
         return "fp8"
+    if algo == "NVFP4":  # vLLM 0.33.0 utils/torch_utils.py MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP; others fall back to auto
+        return "nvfp4"
     scheme = qc.get("kv_cache_scheme")
     if isinstance(scheme, Mapping) and scheme.get("num_bits") == 8 and str(scheme.get("type", "")).lower() == "float":
         return "fp8"
@@ -276,10 +337,16 @@ def _checkpoint_kv(qc: Mapping[str, Any]) -> str:
 def _weights_of(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) -> WeightFormat:
     method = str(qc.get("quant_method") or qc.get("quant_algo") or "").lower()
     algo = str(qc.get("quant_algo") or "").upper()
-    skip = _skip_roles(
-        qc.get("modules_to_not_convert") or qc.get("ignore") or qc.get("ignored_layers")
-        or qc.get("exclude_modules") or qc.get("llm_int8_skip_modules"), num_layers
-    )
+    key = next((k for k in _SKIP_KEYS if qc.get(k)), "")
+    listed = qc.get(key) if key else None
+    if listed is not None and not isinstance(listed, list):  # vLLM: "exclude_modules must be a list" (modelopt.py)
+        raise InputError(f"{key} must be a list of module names, got {excerpt(listed, 40)}")
+    if listed and (every := next((n for n in listed if _matches_every_layer(n)), None)) is not None:
+        # vLLM matches it against every layer's name (modelopt.py fnmatch, compressed-tensors' re:), so no layer is
+        # quantized: the checkpoint is 16-bit, whatever quant_method says (was priced as quantized, exit 0)
+        raise InputError(f"{key} {excerpt(every, 40)} matches every layer, so none is quantized: drop the "
+                         "quantization_config, or give --weights-dtype bf16")
+    skip = _skip_roles(listed, num_layers)
     if method == "fp8":
         block = qc.get("weight_block_size")
         if block is not None:
@@ -310,12 +377,22 @@ def _weights_of(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) ->
     if method == "mxfp4":
         return WeightFormat("mxfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
     if method == "modelopt" or (method.startswith(("fp8", "nvfp4")) and method == algo.lower()):
-        # NVIDIA ModelOpt: quant_algo says which (vLLM quantization/modelopt.py).
-        if algo.startswith("FP8"):
+        # NVIDIA ModelOpt: quant_algo says which, one of vLLM 0.33.0 quantization/modelopt.py LINEAR_ALGOS (any
+        # other stops vLLM: "ModelOpt currently only supports ..."); FP8 keeps one fp32 scale per tensor,
+        # FP8_PER_CHANNEL_PER_TOKEN one per output channel, FP8_PB_WO (alias FP8_BLOCK_SCALES) one per 128 x 128 block
+        if algo == "FP8":
             return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
-        if "FP4" in algo:
+        if algo == "FP8_PER_CHANNEL_PER_TOKEN":
+            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, fp8_scales="per_channel")
+        if algo in ("FP8_PB_WO", "FP8_BLOCK_SCALES"):
+            return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, block=(128, 128),
+                                fp8_scales="block")
+        if algo in ("NVFP4", "W4A16_NVFP4"):
             return WeightFormat("nvfp4", bits=4, dense_dtype=dense_dtype, skip_roles=skip)
-        raise InputError(f"ModelOpt quant_algo {algo or '(none)'!r} is not supported")
+        if algo in ("MXFP8", "MIXED_PRECISION"):
+            raise InputError(f"ModelOpt quant_algo {algo} is not one kvbudget prices")
+        raise InputError(f"ModelOpt quant_algo {excerpt(algo or '(none)', 40)} is not one vLLM loads "
+                         "(FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4, W4A16_NVFP4)")
     if method in ("compressed-tensors", "compressed_tensors"):
         return _compressed_tensors(qc, dense_dtype, skip)
     raise InputError(

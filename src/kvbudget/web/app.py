@@ -67,7 +67,12 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         length = dict(scope.get("headers") or ()).get(b"content-length")
-        refused = length is not None and (not length.isdigit() or int(length) > self.limit)
+        if length is not None and not (length.isascii() and length.isdigit()):
+            # '-1', '+5', ' 5', '5, 5': no byte count (was answered 413 'request body over 1,048,576 bytes')
+            said = f"Content-Length {inputs.excerpt(length.decode('latin-1'), 30)} is not a byte count: send the body's length in bytes"
+            await JSONResponse({"error": said}, 400)(scope, receive, send)
+            return
+        refused = length is not None and int(length) > self.limit
         chunks: list[bytes] = []
         size, more = 0, True
         while more and size <= DRAIN * self.limit:  # read (and drop) what is sent, so that the client hears the 413

@@ -16,6 +16,7 @@ from functools import lru_cache
 from ..._bisect import largest
 from ..._record import record, replace
 from ...hardware import GPU
+from ...kvcache import check_indexer_priced
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...units import GiB, InputError, MiB
 from ..base import Replica
@@ -134,6 +135,7 @@ def _weights(spec: ModelSpec) -> _Weights:
 
 def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     """llama.cpp's context for ``spec`` with settings ``s``; with ``gpu``, where it all goes."""
+    check_indexer_priced(spec, "llama.cpp")
     type_k, type_v = _cache_type(s.type_k), _cache_type(s.type_v)
     notes: list[str] = []
     flash = s.flash_attn

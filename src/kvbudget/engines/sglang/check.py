@@ -79,9 +79,10 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float, latent: b
     """K bytes per token per rank of full-attention layers of ``ref`` at the TP size the log names, in
     the element size (1, 2 or 4 bytes) closest to what the log's rounded K size implies. ``latent``: the pool's one
     buffer per layer (the "KV size" line): the whole per-token bytes of its MLA layers (MLATokenToKVPool)."""
-    from ...model.layers import MLA
+    from ...model.layers import MLA, SparseIndexer
     from ...model.resolve import load_foreign_model
     from ...units import element_type
+    from .dsa import scaled_latent_bytes
     from .policy import pool_of
 
     spec = load_foreign_model(ref) if isinstance(ref, str) else ref
@@ -92,7 +93,11 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float, latent: b
     tp = count(tp_match.group(1), "SGLang tp_size", 1, 1 << 16) if tp_match else max(ranks) + 1 if ranks else 1
     if latent:
         mla = [x for x in spec.layers if isinstance(x, MLA)]
-        sizes = [sum(x.bytes_per_token(element_type(d), tp) for x in mla) for d in ("fp8_e4m3", "bf16", "fp32")]
+        # a DSA pool adds its indexer keys, and may hold an FP8 latent in the scaled layout (dsa.py)
+        idx = sum(x.bytes_per_token(element_type("fp8_e4m3")) for x in spec.layers if isinstance(x, SparseIndexer))
+        sizes = [sum(x.bytes_per_token(element_type(d), tp) for x in mla) + idx for d in ("fp8_e4m3", "bf16", "fp32")]
+        if idx:
+            sizes.append(sum(scaled_latent_bytes(x) for x in mla) + idx)
         return min(sizes, key=lambda c: abs(c - implied)) if mla else implied
     attn = [x for x in spec.layers if pool_of(x, old=True) == "full" and not isinstance(x, MLA)]
     full = [x for x in attn if pool_of(x, old=False) == "full"]

@@ -16,12 +16,14 @@ from ..._record import record, replace
 from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import MAX_PARALLEL, check_positive, check_tp, serving_dtype
-from ...model.layers import MLA, FullAttention, Layer, RecurrentState, SlidingWindow
+from ...model.layers import MLA, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow, SparseIndexer
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...parallel import Stage, pp_partition, stages
 from ...units import GiB, InputError, MiB
 from ..base import Replica
 from ..vllm.calibration import rotary_cache_bytes
+from .dsa import PAGE_SIZE as DSA_PAGE
+from .dsa import cell_bytes, dsa_kv_dtype, is_dsa
 from .settings import KV_DTYPES, SGLangSettings, attn_dp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -98,6 +100,24 @@ def _tiers(gpu_mib: int | None, tp: int) -> tuple[int, int]:
 OLD_LINES = ("0.4", "0.4.8")  # releases before 0.5.3's memory rules (no SWA pool, the fixed VLM factor)
 
 
+def _checkpoint_kv_dtype(spec: ModelSpec, s: SGLangSettings, notes: list[str]) -> str:
+    """--kv-cache-dtype as the release resolves it: from 0.5.3 "auto" is FP8 (float8_e4m3fn) for a checkpoint whose
+    quantization config names kv_cache_quant_algo FP8, as ModelOpt's do (model_executor/model_runner.py of 0.5.3,
+    mem_cache/kv_cache_dtype.py configure_kv_cache_dtype of 0.5.23); the value as given otherwise."""
+    fmt = spec.weight_format
+    if s.kv_cache_dtype != "auto" or fmt is None or fmt.vllm_auto_kv != "fp8_e4m3":
+        return s.kv_cache_dtype
+    if s.quantization not in (None, "") and not s.quantization.startswith("modelopt"):
+        return s.kv_cache_dtype
+    if s.version in OLD_LINES:
+        notes.append("the checkpoint's ModelOpt config names an FP8 KV cache, which SGLang before 0.5.3 does not take "
+                     "for --kv-cache-dtype auto: the KV cache is in the model dtype")
+        return s.kv_cache_dtype
+    notes.append("--kv-cache-dtype auto: SGLang takes the checkpoint's kv_cache_quant_algo FP8 (mem_cache/"
+                 "kv_cache_dtype.py configure_kv_cache_dtype); give --kv-cache-dtype bf16 for a 16-bit cache")
+    return "fp8_e4m3"
+
+
 def _tiered_fraction(gpu_mib: int | None, s: SGLangSettings) -> float:
     """0.4.8 - 0.5.2 (srt/server_args.py ``__post_init__``): (memory - reserved) / memory, the reserve by the GPU's
     memory tier (2.8 GiB + parallel size / 10 below 35 GiB, 9.5 + parallel size / 2 below 90, 12 + that below 160, 32
@@ -165,7 +185,7 @@ def pool_of(layer: Layer, old: bool) -> str:
         return "mamba"
     if isinstance(layer, SlidingWindow) and not old:
         return "swa"
-    if isinstance(layer, (FullAttention, MLA)):
+    if isinstance(layer, (FullAttention, MLA, SparseIndexer)):  # a DSA indexer's keys sit in the DSA pool
         return "full"
     return ""
 
@@ -268,7 +288,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         raise InputError(f"SGLang's default mem_fraction_static works out to {frac:.3f} on {gpu.name} at TP={s.tp} PP={s.pp} "
                          "(server_args.py reserves more than the GPU has): give --mem-fraction-static")
     model_dtype = serving_dtype(spec)
-    kv = parse_kv_dtype(s.kv_cache_dtype, model_dtype, KV_DTYPES,
+    dsa = is_dsa(spec)
+    asked = _checkpoint_kv_dtype(spec, s, notes)
+    kv_name = dsa_kv_dtype(spec, gpu, asked, s.version in OLD_LINES, notes) if dsa else asked
+    kv = parse_kv_dtype(kv_name, model_dtype, KV_DTYPES,
                         f"SGLang's --kv-cache-dtype is one of {', '.join(list(KV_DTYPES)[:-1])}, not {s.kv_cache_dtype!r}").element
     from ...model.weights import WeightFormat, parse_weight_format
 
@@ -303,18 +326,22 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     after = pre - late - weights
     slack = pre * (1 - frac)
     rest = int(after - slack)
-    page = s.page_size or 1  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
+    page = s.page_size or (DSA_PAGE if dsa else 1)  # default page size 1 (arg_groups/overrides.py); some attention backends force 32-128
     layers = stage.layers
     # SGLang 0.4 gave sliding-window layers a full-length pool like every other layer (no SWA pool yet)
     old = s.version in OLD_LINES
     pools: dict[str, list[Layer]] = {"full": [], "swa": [], "mamba": [], "": []}
     for x in layers:
+        # a layer that reads another's KV (Gemma 4's num_kv_shared_layers) still gets a buffer of its own: SGLang
+        # 0.5.23 sizes its pools by full_attention_layer_ids / swa_attention_layer_ids, every layer of each type
+        # (configs/model_config.py get_hybrid_layer_ids), and only the attention call reads the owner's layer id
+        x = x.shared if isinstance(x, NoCache) and x.shared is not None else x
         pools[pool_of(x, old)].append(x)
     full, swa, mamba = pools["full"], pools["swa"], pools["mamba"]
     # model_executor/pool_configurator.py (_compute_cell_size): KV heads per rank of the attention-TP group; an
     # MLA latent is whole on every rank. Under DP attention each of the tp / attn_tp groups keeps its own pool
     # for its own requests.
-    per_full = sum(x.bytes_per_token(kv, attn_tp) for x in full)
+    per_full = cell_bytes(full, kv, gpu) if dsa else sum(x.bytes_per_token(kv, attn_tp) for x in full)
     per_swa = sum(x.bytes_per_token(kv, attn_tp) for x in swa)
     mamba_size = 0
     if mamba:

@@ -65,7 +65,17 @@ assisted decoding (``activate_past_recording``), and the PyTorch caching allocat
 from __future__ import annotations
 
 from ..._record import record
-from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow
+from ...kvcache import check_indexer_priced
+from ...model.layers import (
+    MLA,
+    ChunkedLocal,
+    FullAttention,
+    Layer,
+    NoCache,
+    RecurrentState,
+    SlidingWindow,
+    SparseIndexer,
+)
 from ...model.spec import ModelSpec
 from ...units import ElementType, InputError, element_type
 
@@ -335,6 +345,8 @@ def plan(
                                       storage_bytes=conv + recurrent))
         elif isinstance(layer, NoCache):
             entries.append(LayerCache(index, layer.kind, holder, 0))
+        elif isinstance(layer, SparseIndexer):  # DSA: refused where a plan is made (kvcache.check_indexer_priced)
+            check_indexer_priced(spec, "transformers")
         else:
             tokens, keys, values, storage, scalars = _attention(layer, batch, seq_len, kind, cache_len, step, dtype)
             entries.append(LayerCache(index, layer.kind, holder, tokens, key_bytes=keys, value_bytes=values,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..._record import record
 from ...hardware import GPU
+from ...kvcache import check_indexer_priced
 from ...model.spec import ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat
 from ...units import GiB, InputError, element_type, plural
@@ -43,6 +44,7 @@ class TransformersPlan:
 
 
 def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto", kind: str = "dynamic") -> TransformersPlan:
+    check_indexer_priced(spec, "transformers")
     if batch < 1 or context < 1:
         raise InputError("batch and context must be at least 1")
     name = spec.native_dtype if dtype.strip().lower() == "auto" else element_type(dtype).name

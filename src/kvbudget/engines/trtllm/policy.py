@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from ..._record import record, replace
 from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
-from ...kvcache import check_tp, serving_dtype
+from ...kvcache import check_indexer_priced, check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat, parse_weight_format
@@ -284,6 +284,7 @@ def profiling_peak(spec: ModelSpec, s: TrtllmSettings, attn_tp: int, moe_tp: int
 
 def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     check_tp(spec, s.tp)
+    check_indexer_priced(spec, "TensorRT-LLM")
     if not 0 < s.free_gpu_memory_fraction < 1:
         raise InputError(f"free_gpu_memory_fraction must be in (0, 1), got {s.free_gpu_memory_fraction}")
     for name in ("max_batch_size", "max_num_tokens", "max_beam_width", "max_seq_len", "max_tokens", "tokens_per_block"):

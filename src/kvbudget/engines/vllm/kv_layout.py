@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from ..._record import record, replace
 from ...dtypes import KVDtype, parse_kv_dtype
-from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow
+from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow, SparseIndexer
 from ...model.spec import ModelSpec
 from ...parallel import pp_partition
 from ...units import element_type
@@ -42,6 +42,8 @@ def _attention_token_bytes(layer: Layer, kv: KVDtype, tp: int) -> int:
         if kv.name == "fp8_ds_mla":
             return 656  # 512 fp8 NoPE values + 16 bytes of scales + 64 bf16 RoPE values (MLAAttentionSpec)
         return layer.bytes_per_token(kv.element, tp)
+    if isinstance(layer, SparseIndexer):  # its own uint8 MLAAttentionSpec, whatever the latent's dtype
+        return layer.bytes_per_token(kv.element, tp)
     assert isinstance(layer, FullAttention)
     heads = layer.kv_heads_per_rank(tp)
     if kv.name in ("fp8_per_token_head", "int8_per_token_head"):
@@ -54,14 +56,17 @@ def _attention_token_bytes(layer: Layer, kv: KVDtype, tp: int) -> int:
 @record
 class FullSpec:
     """Full attention (FullAttentionSpec): a request holds a block for every ``block_size`` tokens of its length.
-    ``page``: one layer's bytes per block (0 in a group whose layers' pages differ: each layer keeps its own)."""
+    ``page``: one layer's bytes per block (0 in a group whose layers' pages differ: each layer keeps its own).
+    ``scale``: this spec's blocks hold ``scale`` x the block size in tokens, where page-size unification grew its
+    block instead of padding its page (unify_kv_cache_spec_page_size: a page that divides the largest one)."""
 
     page: int
+    scale: int = 1
     kind = "full_attention"
 
     def blocks(self, max_len: int, block_size: int, in_flight: int, mamba_blocks: int) -> int:
         """Blocks one request of ``max_len`` tokens takes (max_memory_usage_bytes / page_size_bytes)."""
-        return -(-max_len // block_size)
+        return -(-max_len // (block_size * self.scale))
 
 
 @record
@@ -78,10 +83,11 @@ class SlidingSpec:
 
     page: int
     window: int
+    scale: int = 1  # as FullSpec's
     kind = "sliding_window"
 
     def blocks(self, max_len: int, block_size: int, in_flight: int, mamba_blocks: int) -> int:
-        return -(-min(self.window - 1 + in_flight, max_len) // block_size) + 1
+        return -(-min(self.window - 1 + in_flight, max_len) // (block_size * self.scale)) + 1
 
 
 @record
@@ -90,10 +96,11 @@ class ChunkedSpec:
 
     page: int
     chunk: int
+    scale: int = 1  # as FullSpec's
     kind = "chunked_local"
 
     def blocks(self, max_len: int, block_size: int, in_flight: int, mamba_blocks: int) -> int:
-        return -(-min(self.chunk + in_flight, max_len) // block_size)
+        return -(-min(self.chunk + in_flight, max_len) // (block_size * self.scale))
 
 
 @record
@@ -116,7 +123,7 @@ def kv_spec(layer: Layer, page: int, hybrid_manager: bool) -> KVSpec:
     manager, sliding-window and chunked layers are cached in full (unify_hybrid_kv_cache_specs)."""
     if isinstance(layer, RecurrentState):
         return MambaSpec(page)
-    if isinstance(layer, MLA):
+    if isinstance(layer, (MLA, SparseIndexer)):  # the DSA indexer's cache is an MLAAttentionSpec too
         return MLASpec(page)
     if isinstance(layer, SlidingWindow) and hybrid_manager:
         return SlidingSpec(page, layer.window)
@@ -199,8 +206,15 @@ def kv_layout(
     for i, rule in list(specs.items()):
         if rule.page != max_page:
             if max_page % rule.page == 0 and not isinstance(rule, MambaSpec):
-                notes.append(f"{rule.kind} layers use {max_page // rule.page}x larger blocks to match the largest page")
-            specs[i] = replace(rule, page=max_page)
+                # vLLM multiplies the block size (tokens per block) of such a spec; a page that does not divide
+                # the largest, and a Mamba state, is padded instead (page_size_padded)
+                ratio = max_page // rule.page
+                note = f"{rule.kind} layers use {ratio}x larger blocks to match the largest page"
+                if note not in notes:
+                    notes.append(note)
+                specs[i] = replace(rule, page=max_page, scale=ratio)
+            else:
+                specs[i] = replace(rule, page=max_page)
     buckets: dict[KVSpec, list[int]] = {}
     for i in sorted(specs):
         buckets.setdefault(specs[i], []).append(i)

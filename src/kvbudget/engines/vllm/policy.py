@@ -57,6 +57,8 @@ from .compile_cache import COMPILE_CACHES, cold_compile_bytes, pinned_copy_bytes
 from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
 from .context_parallel import request_blocks as dcp_request_blocks
 from .cudagraph import GraphEstimate, estimate, model_runner
+from .dsa import BLOCK_SIZE as DSA_BLOCK
+from .dsa import dsa_kv_dtype, is_dsa
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
@@ -186,6 +188,23 @@ def weight_format(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
     return loaded_format(spec, settings.quantization, dense)
 
 
+def _checkpoint_kv_dtype(spec: ModelSpec, settings: VllmSettings, notes: list[str]) -> str:
+    """--kv-cache-dtype as the release resolves it: from 0.14 "auto" is a ModelOpt checkpoint's own KV format
+    (engine/arg_utils.py create_engine_config -> utils/torch_utils.py resolve_kv_cache_dtype_string, which reads the
+    checkpoint's quantization_config, not --quantization); the value as given otherwise."""
+    fmt = spec.weight_format
+    if settings.kv_cache_dtype.strip().lower() != "auto" or fmt is None or not fmt.vllm_auto_kv:
+        return settings.kv_cache_dtype
+    minor = release_minor(settings.version)
+    if minor < 14:
+        notes.append(f"the checkpoint's ModelOpt config names a {fmt.vllm_auto_kv} KV cache, which vLLM 0.{minor} "
+                     "does not take for --kv-cache-dtype auto (from 0.14 it does): the KV cache is in the model dtype")
+        return settings.kv_cache_dtype
+    notes.append(f"--kv-cache-dtype auto: vLLM 0.{minor} takes the checkpoint's ModelOpt KV format, {fmt.vllm_auto_kv} "
+                 "(utils/torch_utils.py resolve_kv_cache_dtype_string); give --kv-cache-dtype bfloat16 for a 16-bit cache")
+    return fmt.vllm_auto_kv
+
+
 def _vllm_loading(fmt: WeightFormat, notes: list[str]) -> WeightFormat:
     """How vLLM lays the weights out when it loads them, where that differs from the checkpoint."""
     if fmt.name == "mxfp4" and "experts" not in fmt.skip_roles:
@@ -289,10 +308,12 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     # the value as the release takes it (as written), and an attention backend that holds it on this GPU: fit's
     # --kv-dtype and the API reach vLLM's rules here; a launch command's --kv-cache-dtype was checked as it was read
     kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
-    if said := kv_dtype_runs(settings.kv_cache_dtype, settings.version, gpu, spec.dims.head_dim,
-                             _has_mla(spec)):
+    asked = _checkpoint_kv_dtype(spec, settings, notes)
+    if said := kv_dtype_runs(asked, settings.version, gpu, spec.dims.head_dim, _has_mla(spec)):
         notes.append(said)
-    kv_dtype = kv_cache_dtype(settings.kv_cache_dtype, model_dtype)
+    dsa = is_dsa(spec)
+    kv_name = dsa_kv_dtype(spec, asked, gpu, rel.key == "current", notes) if dsa else asked
+    kv_dtype = kv_cache_dtype(kv_name, model_dtype)
     derived_len = spec.max_context
     if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
         from .rope import derived_len as rope_len
@@ -324,7 +345,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     return _Resolved(
         rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
         auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
-        hybrid_manager=hybrid_manager, block_size=settings.block_size or _block_size(spec, gpu, rel, notes), align=align,
+        hybrid_manager=hybrid_manager, block_size=settings.block_size or (DSA_BLOCK if dsa else _block_size(spec, gpu, rel, notes)), align=align,
         in_flight=_in_flight_batches(rel, settings, pp) * tokens,
         mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
 

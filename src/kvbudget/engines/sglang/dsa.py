@@ -1,0 +1,69 @@
+"""DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5) in SGLang 0.5.23: the KV-cache dtype and page size it
+defaults to, and the bytes one token takes in its DSATokenToKVPool.
+
+From sglang 0.5.23 (the wheel on PyPI, paths under ``sglang/srt/``):
+
+* ``arg_groups/overrides.py _dsa_kv_cache_dtype_default``: ``--kv-cache-dtype auto`` becomes fp8_e4m3 on compute
+  capability 10 and above, bfloat16 below (ROCm's MI300 / MI355 report 9.x); only bfloat16 and fp8_e4m3 are taken.
+  ``_dsa_split_backend_resolution``: an FP8 cache runs the trtllm DSA backends on 10.x and up, flashmla_kv on
+  Hopper, triton on ROCm.
+* ``arg_groups/model_overrides/deepseek_v2.py``: page size 64 on CUDA and ROCm (64 x index_kpool; ROCm without
+  aiter's preshuffled paged-MQA kernel falls back to 1).
+* ``mem_cache/kv_cache_configurator.py calculate_mla_kv_cache_dim``: the latent is kv_lora_rank + qk_rope_head_dim
+  elements, except an FP8 cache on a backend with the scaled layout (not trtllm, not ROCm's triton / tilelang /
+  aiter): kv_lora_rank + kv_lora_rank / 128 x 4 + qk_rope_head_dim x 2 bytes (656 for DeepSeek).
+* ``model_executor/pool_configurator.py _compute_cell_size``: plus the indexer's 132 bytes for each layer that has
+  one (``SparseIndexer.bytes_per_token``; shared-top-k layers keep none).
+"""
+
+from __future__ import annotations
+
+from ...hardware import GPU, capability
+from ...model.layers import MLA, Layer, SparseIndexer
+from ...model.spec import ModelSpec
+from ...units import ElementType, InputError
+
+PAGE_SIZE = 64
+
+
+def is_dsa(spec: ModelSpec) -> bool:
+    return any(isinstance(x, SparseIndexer) for x in spec.layers)
+
+
+def dsa_kv_dtype(spec: ModelSpec, gpu: GPU, value: str, old: bool, notes: list[str]) -> str:
+    """The --kv-cache-dtype SGLang 0.5.23 runs a DSA model with on ``gpu`` (``value`` as given)."""
+    if old:
+        raise InputError(f"{spec.name} uses DeepSeek sparse attention, which SGLang serves from the 0.5 line; "
+                         "give --sglang-version current")
+    cap = capability(gpu)
+    major = int(cap) if cap is not None else 9  # ROCm: torch reports gfx942 / gfx950 as 9.x
+    if value in ("auto", ""):
+        value = "fp8_e4m3" if major >= 10 and gpu.vendor == "nvidia" else "bfloat16"
+        notes.append(f"DeepSeek sparse attention: SGLang sets --kv-cache-dtype {value} on {gpu.name} "
+                     "(arg_groups/overrides.py)")
+    if value == "bf16":
+        value = "bfloat16"
+    if value not in ("bfloat16", "fp8_e4m3"):
+        raise InputError(f"--kv-cache-dtype {value}: SGLang serves DeepSeek sparse attention ({spec.name}) only with "
+                         "bfloat16 or fp8_e4m3")
+    if gpu.vendor != "nvidia":
+        notes.append(f"DeepSeek sparse attention on {gpu.name}: page size 64 assumes aiter's preshuffled paged-MQA "
+                     "kernel (without it SGLang uses page size 1)")
+    return value
+
+
+def scaled_latent_bytes(layer: MLA) -> int:
+    """The FP8 latent with per-128 fp32 scales and a bf16 RoPE part (the scaled layout of flashmla_kv)."""
+    return layer.kv_lora_rank + layer.kv_lora_rank // 128 * 4 + layer.qk_rope_head_dim * 2
+
+
+def latent_bytes(layer: MLA, kv: ElementType, gpu: GPU) -> int:
+    """Bytes of one token's MLA latent in one DSA layer (calculate_mla_kv_cache_dim x the element size)."""
+    if kv.name.startswith("fp8") and gpu.vendor == "nvidia" and (capability(gpu) or 0) < 10:
+        return scaled_latent_bytes(layer)  # Hopper's flashmla_kv
+    return layer.bytes_per_token(kv)
+
+
+def cell_bytes(layers: list[Layer], kv: ElementType, gpu: GPU) -> int:
+    """Bytes one token takes over ``layers`` (one rank's share of a DSA model): latents plus indexer keys."""
+    return sum(latent_bytes(x, kv, gpu) if isinstance(x, MLA) else x.bytes_per_token(kv) for x in layers)

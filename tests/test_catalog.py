@@ -444,9 +444,9 @@ GPU_NAMES = [
     ("L40", "L40-48GB"), ("A40", "A40-48GB"), ("RTX 4090", "RTX-4090-24GB"), ("A100-40GB", "A100-SXM4-40GB"),
     ("H100 PCIe", "H100-PCIe-80GB"), ("H100 NVL", "H100-NVL-94GB"), ("H20", "H20-96GB"), ("H200", "H200-SXM-141GB"),
     ("B200", "B200-180GB"), ("GH200 96GB", "GH200-96GB"), ("MI250", "MI250-GCD-64GB"), ("MI325X", "MI325X-256GB"),
-    ("A5000", "RTX-A5000-24GB"), ("RTX4060Ti", "RTX-4060-Ti-16GB"), ("RTX 5090", "RTX-5090-32GB"),
+    ("A5000", "RTX-A5000-24GB"), ("RTX4060Ti16GB", "RTX-4060-Ti-16GB"), ("RTX 5090", "RTX-5090-32GB"),
     ("RTX PRO 6000", "RTX-PRO-6000-WS-96GB"), ("L20", "L20-48GB"), ("P40", "P40-24GB"), ("MI210", "MI210-64GB"),
-    ("DGX Spark", "GB10-128GB"), ("A800", "A800-SXM4-80GB"), ("NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"), ("H800", "H100-SXM-80GB"),
+    ("DGX Spark", "GB10-128GB"), ("A800", "A800-SXM4-80GB"), ("NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"), ("H800", "H800-SXM-80GB"),
 ]
 
 
@@ -459,7 +459,7 @@ def test_gpu_names_resolve(name: str, expected: str) -> None:
 def test_similar_gpu_names_stay_distinct() -> None:
     pairs = [("L40", "L40S"), ("A10", "A10G"), ("H100", "H100 PCIe"), ("H100", "H100 NVL"), ("A100-40GB", "A100-80GB"),
              ("L20", "L4"), ("L20", "L40"), ("RTX 6000 Ada", "RTX PRO 6000"), ("RTX 4080", "RTX 4080 SUPER"),
-             ("RTX 3090", "RTX 3090 Ti"), ("RTX 4060 Ti", "RTX 5060 Ti")]
+             ("RTX 3090", "RTX 3090 Ti"), ("RTX 4060 Ti 16GB", "RTX 5060 Ti")]
     for a, b in pairs:
         assert find_gpu(a) != find_gpu(b), (a, b)
 

@@ -29,7 +29,7 @@ GPU_DIR = Path(hardware.DATA_DIR)
 NEW_CARDS: dict[str, tuple[str, ...]] = {
     "RTX-A5000-24GB": ("NVIDIA RTX A5000", "RTX A5000", "a5000"),
     "RTX-A4000-16GB": ("NVIDIA RTX A4000", "RTX A4000", "a4000"),
-    "RTX-4060-Ti-16GB": ("NVIDIA GeForce RTX 4060 Ti", "RTX 4060 Ti", "4060ti", "4060 Ti 16GB"),
+    "RTX-4060-Ti-16GB": ("RTX 4060 Ti 16GB", "4060 Ti 16GB"),  # the printed name is the 8 GB card's too
     "RTX-4070-Ti-SUPER-16GB": ("NVIDIA GeForce RTX 4070 Ti SUPER", "RTX 4070 Ti Super", "4070tisuper"),
     "RTX-4080-SUPER-16GB": ("NVIDIA GeForce RTX 4080 SUPER", "RTX 4080 Super", "4080super"),
     "RTX-5060-Ti-16GB": ("NVIDIA GeForce RTX 5060 Ti", "RTX 5060 Ti", "5060ti"),
@@ -138,8 +138,9 @@ def test_lookalike_names_stay_distinct() -> None:
              ("RTX PRO 6000", "RTX PRO 6000 Server"), ("MI210", "MI250"), ("P40", "P100"), ("A10", "RTX A5000")]
     for a, b in pairs:
         assert find_gpu(a) != find_gpu(b), (a, b)
-    with pytest.raises(UnknownGPU):
-        find_gpu("RTX 4060")  # the 8 GB non-Ti card is not in the catalog; not read as the 4060 Ti
+    assert find_gpu("RTX 4060").name == "RTX-4060-8GB"  # the 8 GB non-Ti card, not read as the 4060 Ti
+    with pytest.raises(UnknownGPU, match="names cards of different memory"):  # the 8 or the 16 GB card
+        find_gpu("RTX 4060 Ti")
 
 
 def test_capabilities_are_the_architectures() -> None:
@@ -166,7 +167,7 @@ AWQ = WeightFormat("awq", bits=4, dense_dtype="fp16")
 def test_fp8_weights_run_on_ampere_cards_and_stop_on_pascal() -> None:
     """Fp8Config.get_min_capability is 80: an RTX A5000 / 3060 runs an FP8 checkpoint (Marlin W8A16, weight-only),
     a P40 / P100 is refused in one line naming the capability."""
-    for name in ("RTX A5000", "RTX 3060", "RTX 4060 Ti", "RTX PRO 6000"):
+    for name in ("RTX A5000", "RTX 3060", "RTX 4060 Ti 16GB", "RTX PRO 6000"):
         check_capability(FP8, find_gpu(name))
     for name, cap in (("P40", "6.1"), ("P100", "6.0"), ("RTX 2080 Ti", "7.5")):
         with pytest.raises(InputError, match=rf"fp8 weights need compute capability 8\.0 in vLLM; .* has {cap}"):
@@ -234,14 +235,14 @@ Desired GPU memory utilization is (0.9, 6.87 GiB).
 
 
 def test_a_device_name_two_boards_share_takes_the_logs_own_total() -> None:
-    """'NVIDIA GeForce RTX 4060 Ti' is the 8 GB and the 16 GB card: the catalog holds the 16 GB one, and a log
-    whose total is 7.63 GiB keeps its own total (and the card's compute capability 8.9)."""
+    """'NVIDIA GeForce RTX 4060 Ti' is the 8 GB and the 16 GB card: the name alone is refused, and the log's total
+    (7.63 GiB) picks the 8 GB card - its compute capability 8.9 and the catalog's bytes."""
     result = check_log(SMALL_4060TI_LOG)
     assert result.log.gpu_name == "NVIDIA GeForce RTX 4060 Ti"
     assert result.log.total_gib == 7.63
-    assert result.gpu == "RTX-4060-Ti-16GB (7.63 GiB as the log prints)"
-    assert result.plan.total_bytes == round(7.63 * GiB)
+    assert result.gpu == "RTX-4060-Ti-8GB"
+    assert result.plan.total_bytes == find_gpu("RTX 4060 Ti 8GB").memory_bytes
     # the 16 GB card's own log keeps the catalog figure
     own = check_log(SMALL_4060TI_LOG.replace("(7.41/7.63 GiB)", "(15.70/15.99 GiB)"))
     assert own.gpu == "RTX-4060-Ti-16GB"
-    assert own.plan.total_bytes == find_gpu("4060ti").memory_bytes
+    assert own.plan.total_bytes == find_gpu("4060 Ti 16GB").memory_bytes

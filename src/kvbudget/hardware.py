@@ -109,6 +109,24 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[^0-9a-z]+", name.lower()) if w and w not in _VENDOR_WORDS]
 
 
+# the words a catalog name adds for the same chip in another size or form factor (A100 -> A100-SXM4-80GB); a model
+# word (Ti, SUPER, 3e) names another card that engines print apart: an RTX 4070 is not an RTX 4070 Ti SUPER
+_SIZE_OR_FORM = re.compile(r"\d+gb|sxm\d*|pcie|nvl|gcd|oam")
+
+
+def _family(words: list[str], gpu: GPU) -> bool:
+    own = _words(gpu.name)
+    return own[: len(words)] == words and all(_SIZE_OR_FORM.fullmatch(w) for w in own[len(words):])
+
+
+def card_of_memory(name: str, memory_bytes: int) -> GPU | None:
+    """The card ``name`` could mean (an RTX 4060 Ti has 8 or 16 GB) whose memory is within a tenth of
+    ``memory_bytes`` (a log's own total), the nearest; None when none is."""
+    words = _words(name)
+    near = [g for g in gpus() if words and _family(words, g) and abs(g.memory_bytes - memory_bytes) <= memory_bytes // 10]
+    return min(near, key=lambda g: abs(g.memory_bytes - memory_bytes)) if near else None
+
+
 def other_variants(name: str, chosen: GPU) -> tuple[str, ...]:
     """Catalog GPUs besides ``chosen`` that ``name`` could also mean, by memory: the GPUs whose names start with
     ``name``'s words (``A100`` starts A100-PCIE-40GB, A100-SXM4-80GB, ...; ``L4`` does not start L40S-48GB) and
@@ -116,7 +134,7 @@ def other_variants(name: str, chosen: GPU) -> tuple[str, ...]:
     words = _words(name)
     if not words or _norm(name) == _norm(chosen.name):
         return ()
-    return tuple(g.name for g in gpus() if g.name != chosen.name and _words(g.name)[: len(words)] == words
+    return tuple(g.name for g in gpus() if g.name != chosen.name and _family(words, g)
                  and abs(g.memory_bytes - chosen.memory_bytes) > chosen.memory_bytes // 4)
 
 
@@ -134,7 +152,7 @@ def find_gpu(name: str) -> GPU:
         for alias in (gpu.name, *gpu.aliases):
             table.setdefault(_norm(alias), gpu)
     words = _words(name)
-    family = [g for g in gpus() if _words(g.name)[: len(words)] == words] if words else []
+    family = [g for g in gpus() if _family(words, g)] if words else []
     if key in table:
         chosen = table[key]
         if not other_variants(name, chosen):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..._record import record, replace
-from ...hardware import GPU, UnknownGPU, custom_gpu, find_gpu
+from ...hardware import GPU, UnknownGPU, card_of_memory, custom_gpu, find_gpu
 from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
@@ -119,8 +119,8 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
     if device is None and log.gpu_name:
         try:
             device = find_gpu(log.gpu_name)
-        except UnknownGPU:
-            device = None
+        except UnknownGPU:  # a name boards of different memory print (RTX 4060 Ti: 8 or 16 GB): the log's total picks
+            device = card_of_memory(log.gpu_name, total) if total is not None else None
     if device is not None:
         if total is None:
             return device

@@ -22,6 +22,7 @@ from ...parallel import Stage, pp_partition, stages
 from ...units import GiB, InputError, MiB
 from ..base import Replica
 from ..vllm.calibration import rotary_cache_bytes
+from .archs import check_architecture
 from .dsa import PAGE_SIZE as DSA_PAGE
 from .dsa import cell_bytes, dsa_kv_dtype, is_dsa
 from .settings import KV_DTYPES, SGLangSettings, attn_dp
@@ -266,6 +267,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     check_tp(spec, attn_tp)  # heads split over the attention-TP group (all tp ranks without DP attention)
     pp_partition(spec.num_layers, s.pp)  # more stages than layers is refused before anything is sized
     notes: list[str] = []
+    check_architecture(spec.architecture, s.version, spec.name, notes)
     gpu_mib = gpu.nvidia_smi_mib or (round(gpu.memory_bytes / MiB) if not gpu.custom else None)
     chunk, max_bs = _tiers(gpu_mib, s.tp)
     chunk = s.chunked_prefill_size or chunk

@@ -465,7 +465,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
         act_model = v1_alpha_activation(r.model_dtype)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
-    pinned = _pinned_copy(spec, gpu, settings, r) if rel.key == "current" else 0
+    cold = _cold_compile(spec, gpu, settings, r) if rel.key == "current" else 0  # the first stage's, once
+    pinned = _pinned_copy(spec, gpu, settings, r, cold)
     if r.pp == 1:  # the first stage's consumed memory, which a one-stage run reports as its non-torch memory
         non_torch += pinned
     per_stage: list[_StageMemory] = []
@@ -479,7 +480,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             weights += extras.tower
         if rel.key == "current":  # the source's profiling run, or a fresh compile's benchmark before it if larger
             act = max(_source_activation(spec, gpu, settings, r, dequant, st.index == r.pp - 1),
-                      _cold_compile(spec, gpu, settings, r, st.index == 0))
+                      cold if st.index == 0 else 0)
         else:
             act = activation_peak(spec, r.tokens, rows, r.tp, r.model_dtype, st.index == r.pp - 1, act_model,
                                   sampler_path(settings, gpu, rel.key), moe, settings.version, dequant,
@@ -606,12 +607,11 @@ def _cold_compile(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
                               cache=settings.compile_cache)
 
 
-def _pinned_copy(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> int:
-    """The fresh compile's random embedding table still counted as consumed after the profiling run
-    (compile_cache.pinned_copy_bytes: the V2 model runner without the allocator split limit of 0.31)."""
+def _pinned_copy(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, cold: int) -> int:
+    """The fresh compile's random embedding table (``cold``: _cold_compile's) still counted as consumed after the
+    profiling run (compile_cache.pinned_copy_bytes: the V2 model runner without the allocator split limit of 0.31)."""
     minor = release_minor(settings.version)
-    runner = model_runner(spec, minor, _quantized(settings, r))
-    return pinned_copy_bytes(_cold_compile(spec, gpu, settings, r), runner, minor, gpu.vendor)
+    return pinned_copy_bytes(cold, model_runner(spec, minor, _quantized(settings, r)), minor, gpu.vendor)
 
 
 def _compile_cache_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
@@ -621,7 +621,7 @@ def _compile_cache_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _R
     settings_cold = replace(settings, compile_cache="cold")
     cold = _cold_compile(spec, gpu, settings_cold, r)
     source = _source_activation(spec, gpu, settings, r, dequant)
-    pinned = _pinned_copy(spec, gpu, settings_cold, r)
+    pinned = _pinned_copy(spec, gpu, settings_cold, r, cold)
     if cold <= source and not pinned:  # nothing to say: no compile, no embedding in the graph, or the run holds more
         return
     gap = f"{(max(cold - source, 0) + pinned) / GiB:.2f} GiB"

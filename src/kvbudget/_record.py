@@ -89,7 +89,7 @@ def _make(cls: type) -> type:
         if args:
             if len(args) > len(fields):
                 raise TypeError(f"{cls.__name__}() takes {len(fields)} positional arguments but {len(args)} were given")
-            values = dict(zip(fields, args, strict=False))
+            values = dict(zip(fields, args))  # noqa: B905 - no more args than fields (above); strict= costs 2x
             if kwargs:
                 _check_names(kwargs, values)
                 values.update(kwargs)
@@ -140,6 +140,18 @@ def _make(cls: type) -> type:
             h = d[" hash"] = hash(_cached(self))
         return int(h)
 
+    def _replace(self: Any, changes: dict[str, Any]) -> Any:
+        # every field is set already: copy them and apply the changes, without __init__'s defaults and checks
+        if not known.issuperset(changes):
+            _check_names(changes, {})
+        values = self.__dict__.copy()  # the fields, and the values and hash gathered once (_cached), not kept
+        values.pop(" values", None)
+        values.pop(" hash", None)
+        values.update(changes)
+        out = object.__new__(self.__class__)
+        object.__setattr__(out, "__dict__", values)
+        return out
+
     def __repr__(self: Any) -> str:
         d = self.__dict__
         return f"{cls.__qualname__}({', '.join(f'{n}={d[n]!r}' for n in fields)})"
@@ -152,6 +164,7 @@ def _make(cls: type) -> type:
     cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign,assignment]
     cls.__match_args__ = fields  # type: ignore[attr-defined,misc]
     cls.__record_fields__ = fields  # type: ignore[attr-defined]
+    cls.__record_replace__ = _replace  # type: ignore[attr-defined]
     return cls
 
 
@@ -172,9 +185,8 @@ def fields(obj: object) -> tuple[str, ...]:
 
 def replace(obj: _T, **changes: Any) -> _T:
     """A copy of ``obj`` with some fields changed, as ``dataclasses.replace``."""
-    values = {n: obj.__dict__[n] for n in fields(obj)}
-    values.update(changes)
-    return type(obj)(**values)
+    new: _T = getattr(obj, "__record_replace__")(changes)  # noqa: B009 - a dynamic attribute
+    return new
 
 
 def asdict(obj: Any) -> Any:

@@ -113,10 +113,10 @@ class VllmEngine:
     def held_at(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, context: int) -> int:
         """Requests of ``context`` tokens one plan holds: whole ones of its blocks, capped by ``max_num_seqs``."""
         from ..._record import replace
-        from .policy import capacity
+        from .policy import held
 
         p = self.run(spec, gpu, replace(settings, max_model_len=context))
-        return min(capacity(p, 1)[0], p.max_num_seqs) if p.starts else 0
+        return min(held(p), p.max_num_seqs)
 
     def longest_for(self, spec: ModelSpec, gpu: GPU, settings: VllmSettings, concurrency: int) -> int:
         """The longest context at which ``concurrency`` requests fit: vLLM's own binary search over lengths on

@@ -432,18 +432,20 @@ def _nvswitch_nccl(gpu: GPU, settings: VllmSettings, r: _Resolved) -> int | None
 
 
 def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, block_bytes: tuple[int, ...],
-               dequant: int, encoder: EncoderPass | None = None, lora: LoraMemory | None = None,
+               dequant: int, segments: tuple[int, int, bool], run: _ProfilingRun | None,
+               encoder: EncoderPass | None = None, lora: LoraMemory | None = None,
                eplb: EplbMemory | None = None, extras: _Extras | None = None) -> tuple[int, int, int, list[_StageMemory]]:
     """What each worker has for its KV cache before kv_cache_utils.py runs (gpu_worker.py
     determine_available_memory): utilization x total memory, minus the weights loaded (with the rotary
-    cache, less what --cpu-offload-gb keeps on the host), non-torch memory, the profiling run's activation
-    peak and the CUDA-graph estimate, per pipeline stage; or --kv-cache-memory as given. The GPU's total,
-    the requested bytes, the non-torch bytes and each stage's memory."""
+    cache, less what --cpu-offload-gb keeps on the host, and the allocator's ``segments``: ``_segments``), non-torch
+    memory, the profiling run's activation peak and the CUDA-graph estimate (``run``: ``_profiling_run``), per
+    pipeline stage; or --kv-cache-memory as given. The GPU's total, the requested bytes, the non-torch bytes and each
+    stage's memory."""
     rel = r.rel
     total = gpu.memory_bytes
     requested = math.ceil(total * r.util)
     rotary = rotary_cache_bytes(spec, r.model_dtype)
-    graph_estimate = _graph_estimate(spec, gpu, settings, r)
+    graph_estimate = run.estimate if run is not None else None
     graphs_counted = graph_estimate is not None and settings.estimate_cudagraphs
     # every DP engine holds the attention (split by its own TP) and, of an MoE model, its share of the experts
     stage_list = stages(spec, r.fmt, r.tp, r.pp, r.dp, settings.enable_expert_parallel)
@@ -456,7 +458,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
-    inside, beside, counted = _segments(spec, settings, r)
+    inside, beside, counted = segments
     non_torch = max(non_torch + extra, 0) + (beside if counted else 0)
     if extras is not None:  # a KV connector's buffer built before the measurement, on a release that counts it
         non_torch += extras.connector
@@ -465,8 +467,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         rows = v1_alpha_logit_rows(settings.version, r.tokens, r.seqs)
         act_model = v1_alpha_activation(r.model_dtype)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
-    cold = _cold_compile(spec, gpu, settings, r) if rel.key == "current" else 0  # the first stage's, once
-    pinned = _pinned_copy(spec, gpu, settings, r, cold)
+    cold = run.cold if run is not None else 0  # the first stage's, once
+    pinned = _pinned_copy(run, settings, gpu, cold) if run is not None else 0
     if r.pp == 1:  # the first stage's consumed memory, which a one-stage run reports as its non-torch memory
         non_torch += pinned
     per_stage: list[_StageMemory] = []
@@ -478,9 +480,8 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             weights += eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)
         if extras is not None and st.index == 0:  # --mm-encoder-tp-mode data: the whole vision tower (mm_memory.py)
             weights += extras.tower
-        if rel.key == "current":  # the source's profiling run, or a fresh compile's benchmark before it if larger
-            act = max(_source_activation(spec, gpu, settings, r, dequant, st.index == r.pp - 1),
-                      cold if st.index == 0 else 0)
+        if run is not None:  # the source's profiling run, or a fresh compile's benchmark before it if larger
+            act = max(run.last if st.index == r.pp - 1 else run.earlier, cold if st.index == 0 else 0)
         else:
             act = activation_peak(spec, r.tokens, rows, r.tp, r.model_dtype, st.index == r.pp - 1, act_model,
                                   sampler_path(settings, gpu, rel.key), moe, settings.version, dequant,
@@ -537,14 +538,41 @@ def _segments(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> tuple[in
     return (*segment_bytes(spec, fmt, r.tp, r.model_dtype), counted)
 
 
-def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> GraphEstimate | None:
-    """vLLM's CUDA-graph estimate (>= 0.21; cudagraph.py), computed whether or not VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
-    applies it (the worker logs it either way), for the mode and capture sizes the compilation flags resolve to
-    (compile_flags.graph_plan); None before 0.21, which estimates nothing."""
+@record
+class _ProfilingRun:
+    """The >= 0.21 profiling run and CUDA-graph estimate of one plan, worked out once (``_profiling_run``) and read by
+    the memory accounting, the notes and the provenance alike."""
+
+    graphs: GraphPlan  # the CUDA-graph mode and capture sizes the compilation flags resolve to
+    estimate: GraphEstimate  # vLLM's CUDA-graph estimate of them
+    runner: str  # the model runner the release starts for the model ("v1" or "v2")
+    last: int  # the source's profiling-run peak on the last pipeline stage (with the dummy sampler pass)
+    earlier: int  # the same on an earlier stage (0 with one stage)
+    cold: int  # the fresh compile's embedding copy on the first stage, under the settings' compile cache
+    fresh: int  # the same on a start that compiles afresh (--vllm-compile-cache cold)
+
+
+def _profiling_run(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
+                   graphs: GraphPlan | None) -> _ProfilingRun | None:
+    """The >= 0.21 line's profiling run (None before 0.21): ``graphs`` where ``_compile_note`` resolved them already."""
     if not r.rel.cudagraph_subtracted:
         return None
     quantized = _quantized(settings, r)
-    graphs = _graph_plan(spec, gpu, settings, r, quantized)
+    if graphs is None:
+        graphs = _graph_plan(spec, gpu, settings, r, quantized)
+    runner = model_runner(spec, release_minor(settings.version), quantized)
+    return _ProfilingRun(
+        graphs=graphs, estimate=_graph_estimate(spec, gpu, settings, r, graphs, quantized), runner=runner,
+        last=_source_activation(spec, gpu, settings, r, dequant, runner),
+        earlier=_source_activation(spec, gpu, settings, r, dequant, runner, last_stage=False) if r.pp > 1 else 0,
+        cold=_cold_compile(spec, r, graphs, settings.compile_cache), fresh=_cold_compile(spec, r, graphs, "cold"))
+
+
+def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, graphs: GraphPlan,
+                    quantized: bool) -> GraphEstimate:
+    """vLLM's CUDA-graph estimate (>= 0.21; cudagraph.py), computed whether or not VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    applies it (the worker logs it either way), for the mode and capture sizes the compilation flags resolve to
+    (``graphs``: compile_flags.graph_plan)."""
     query = 1 + (settings.num_speculative_tokens if settings.speculative_method else 0)
     piecewise, full = graph_sizes(graphs.mode, graphs.sizes, r.seqs, query)
     largest = max(piecewise[-1:] + full[-1:], default=0)
@@ -563,13 +591,13 @@ def _graph_plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved,
                       performance_mode=settings.performance_mode)
 
 
-def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, notes: list[str]) -> None:
+def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, notes: list[str]) -> GraphPlan | None:
     """What the plan says of the compilation and CUDA-graph flags read (``explain``): the graphs they resolve to from
     0.21, or, before, that the graphs come after the KV cache is sized. From 0.12 the sizes are checked as vLLM checks
-    them (the same _set_cudagraph_sizes assertions) whatever the release line."""
+    them (the same _set_cudagraph_sizes assertions) whatever the release line. The graphs, where it resolved them."""
     flags = settings.compile
     if not flags.given:
-        return
+        return None
     read = describe(flags, settings.version)
     shown = settings.version if version_minor(settings.version) is not None else "0.33"
     quantized = _quantized(settings, r)
@@ -578,55 +606,50 @@ def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
         notes.append(f"compilation flags read ({read}): vLLM {shown} captures its CUDA graphs after it sizes the KV "
                      "cache (gpu_model_runner.py capture_model), so they change no figure here; the graphs' memory "
                      "comes out of what the KV cache leaves")
-        return
+        return graphs
     sizes = graphs.sizes
     span = f"{len(sizes)} capture size{'s' if len(sizes) != 1 else ''} ({sizes[0]}-{sizes[-1]})" if sizes else "no CUDA graphs"
     notes.append(f"compilation flags read ({read}): vLLM {shown} runs cudagraph_mode {graphs.mode}, torch.compile "
                  f"{'on' if graphs.compiled else 'off'}, {span}" + (f" [{graphs.why}]" if graphs.why else "")
                  + ("; torch.compile off leaves kvbudget's activation peak as it is (as with --enforce-eager)"
                     if not graphs.compiled else ""))
+    return graphs
 
 
-def _source_activation(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
+def _source_activation(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int, runner: str,
                        last_stage: bool = True) -> int:
     """The >= 0.21 profiling run's peak as vLLM's source allocates it (calibration.PROFILING_RUN_CURRENT), with the
     dummy sampler pass (on the last stage) of the model runner the release starts for the model
     (cudagraph.model_runner). The plan charges the larger of it and the fitted figure."""
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, r.rel.key)
-    runner = model_runner(spec, release_minor(settings.version), _quantized(settings, r))
     return activation_peak(spec, r.tokens, min(r.tokens, r.seqs), r.tp, r.model_dtype, last_stage,
                            PROFILING_RUN_CURRENT, sampler_path(settings, gpu, r.rel.key), moe, settings.version,
                            dequant, 0, runner, r.rel.key)
 
 
-def _cold_compile(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, first_stage: bool = True) -> int:
-    """The >= 0.21 profiling run's compile-time peak on a start that compiles afresh (compile_cache.py): Inductor's
-    benchmark of the embedding lookup, a random copy of the rank's embedding table; 0 with a warm cache."""
-    compiled = _graph_plan(spec, gpu, settings, r, _quantized(settings, r)).compiled
-    return cold_compile_bytes(spec, r.tp, r.model_dtype, first_stage=first_stage, compiled=compiled,
-                              cache=settings.compile_cache)
+def _cold_compile(spec: ModelSpec, r: _Resolved, graphs: GraphPlan, cache: str) -> int:
+    """The >= 0.21 profiling run's compile-time peak on the first stage of a start that compiles afresh
+    (compile_cache.py): Inductor's benchmark of the embedding lookup, a random copy of the rank's embedding table; 0
+    with a warm ``cache``."""
+    return cold_compile_bytes(spec, r.tp, r.model_dtype, first_stage=True, compiled=graphs.compiled, cache=cache)
 
 
-def _pinned_copy(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, cold: int) -> int:
-    """The fresh compile's random embedding table (``cold``: _cold_compile's) still counted as consumed after the
+def _pinned_copy(run: _ProfilingRun, settings: VllmSettings, gpu: GPU, cold: int) -> int:
+    """The fresh compile's random embedding table (``cold``: the run's) still counted as consumed after the
     profiling run (compile_cache.pinned_copy_bytes: the V2 model runner without the allocator split limit of 0.31)."""
-    minor = release_minor(settings.version)
-    return pinned_copy_bytes(cold, model_runner(spec, minor, _quantized(settings, r)), minor, gpu.vendor)
+    return pinned_copy_bytes(cold, run.runner, release_minor(settings.version), gpu.vendor)
 
 
-def _compile_cache_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
-                        notes: list[str]) -> None:
+def _compile_cache_note(run: _ProfilingRun, settings: VllmSettings, gpu: GPU, notes: list[str]) -> None:
     """What the torch.compile cache changes (compile_cache.py): a first start compiles afresh, a later one with the
     same model, flags and release loads the compiled graph from ~/.cache/vllm/torch_compile_cache."""
-    settings_cold = replace(settings, compile_cache="cold")
-    cold = _cold_compile(spec, gpu, settings_cold, r)
-    source = _source_activation(spec, gpu, settings, r, dequant)
-    pinned = _pinned_copy(spec, gpu, settings_cold, r, cold)
+    cold, source = run.fresh, run.last
+    pinned = _pinned_copy(run, settings, gpu, cold)
     if cold <= source and not pinned:  # nothing to say: no compile, no embedding in the graph, or the run holds more
         return
     gap = f"{(max(cold - source, 0) + pinned) / GiB:.2f} GiB"
     if settings.compile_cache == "cold":
-        kept = (f", and this release's {model_runner(spec, release_minor(settings.version), _quantized(settings, r)).upper()} "
+        kept = (f", and this release's {run.runner.upper()} "
                 "model runner keeps its freed segment pinned past the run (no allocator split limit before vLLM 0.31 "
                 "on CUDA), so it is counted again as consumed memory" if pinned else "")
         notes.append(f"torch.compile: a first start compiles afresh, inside the profiling run, and Inductor's benchmark "
@@ -639,17 +662,15 @@ def _compile_cache_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _R
                      "cold)")
 
 
-def _activation_band(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int, band: str) -> str:
+def _activation_band(gpu: GPU, settings: VllmSettings, r: _Resolved, run: _ProfilingRun | None, band: str) -> str:
     """The activation figure's provenance note: the sampler path of 0.8-0.20, the source's own figure >= 0.21."""
     if r.rel.key == "v1" and not r.rel.blocks_log_line:
         path = "PyTorch-native sort" if sampler_path(settings, gpu, r.rel.key) == "native" else "FlashInfer"
         return f"{band}; the sampler's part from vLLM's source, {path} path"
-    if r.rel.key == "current":
-        runner = model_runner(spec, release_minor(settings.version), _quantized(settings, r))
-        source = _source_activation(spec, gpu, settings, r, dequant)
-        cold = _cold_compile(spec, gpu, settings, r)
+    if run is not None:
+        source, cold = run.last, run.cold
         text = (f"{band}; vLLM's source: {source / GiB:.2f} GiB allocated in the profiling run (the forward, then the "
-                f"{runner.upper()} model runner's dummy sampler)")
+                f"{run.runner.upper()} model runner's dummy sampler)")
         if cold:
             text += (f", or {cold / GiB:.2f} GiB if larger: torch.compile compiling afresh inside it (Inductor's "
                      "benchmark of the embedding lookup on a random copy of the embedding table)")
@@ -880,7 +901,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     settings = _v0_fallback(settings, gpu, notes)
     spec = _draft(spec, settings, notes)
     r = _resolve(spec, gpu, settings, notes)
-    _compile_note(spec, gpu, settings, r, notes)
+    flag_graphs = _compile_note(spec, gpu, settings, r, notes)
     rel, util = r.rel, r.util
     layout = _groups(spec, r, notes)
     block_size = layout.block_size
@@ -896,8 +917,10 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     lora = _lora(spec, settings, r)
     eplb = _eplb(spec, settings, r)
     extras, extra_unmodelled = _extras(spec, settings, r, notes)
-    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, encoder, lora,
-                                                        eplb, extras)
+    run = _profiling_run(spec, gpu, settings, r, dequant, flag_graphs)
+    segments = _segments(spec, settings, r)
+    total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, segments, run,
+                                                        encoder, lora, eplb, extras)
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
         reqs = min(r.tokens, r.seqs)
@@ -912,9 +935,9 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
             notes.append(f"sampler: FlashInfer's top-k/top-p assumed (vLLM's Docker images, vllm[flashinfer]); without "
                          f"flashinfer vLLM sorts the logits in PyTorch: {gap} less KV cache (a log's 'FlashInfer is not "
                          "available' line)")
-    if r.rel.key == "current" and settings.kv_cache_memory_bytes is None:
-        _compile_cache_note(spec, gpu, settings, r, dequant, notes)
-    inside, beside, counted = _segments(spec, settings, r)
+    if run is not None and settings.kv_cache_memory_bytes is None:
+        _compile_cache_note(run, settings, gpu, notes)
+    inside, beside, counted = segments
     if inside + beside >= SEGMENTS_NOTED:
         how = ("counted with the non-torch memory (this release reads the device's free memory)" if counted else
                "not counted by this release (it reads torch's reserved bytes): on the device, outside the budget")
@@ -929,7 +952,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
         notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
     st, bpb, weights, act, graphs, _ = per_stage[k]
-    cudagraph = _graph_estimate(spec, gpu, settings, r)
+    cudagraph = run.estimate if run is not None else None
     lora_bytes = lora.per_stage[st.index] if lora is not None else 0
     if lora is not None:
         from .lora import note as lora_note
@@ -997,7 +1020,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
         ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
         ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
                                    _site_band(settings, gpu, r) or band)),
-        ("activation_bytes", Figure(act, "modelled" if r.rel.key == "current" else "calibrated", _activation_band(spec, gpu, settings, r, dequant, band))),
+        ("activation_bytes", Figure(act, "modelled" if r.rel.key == "current" else "calibrated", _activation_band(gpu, settings, r, run, band))),
         ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
                                    (cudagraph.why_none if cudagraph is not None else ""))),
         *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
@@ -1112,12 +1135,19 @@ def request_blocks(p: VllmPlan, length: int) -> int:
     return _request_blocks(p.groups, p.block_size, p.in_flight_tokens, p.mamba_blocks, length, p.dcp)
 
 
+def held(p: VllmPlan) -> int:
+    """The most requests of ``p.max_model_len`` tokens the pool holds at once (0: it holds none, or vLLM stops)."""
+    if not p.groups or not p.starts:
+        return 0
+    return p.num_gpu_blocks // max(request_blocks(p, p.max_model_len), 1)
+
+
 def capacity(p: VllmPlan, batch: int) -> tuple[int, int]:
-    """The most requests of ``p.max_model_len`` tokens the pool holds at once, and the longest
+    """The most requests of ``p.max_model_len`` tokens the pool holds at once (``held``), and the longest
     length (up to what the model takes) at which ``batch`` requests fit in the pool."""
     if not p.groups or not p.starts:
         return 0, 0
-    most = p.num_gpu_blocks // max(request_blocks(p, p.max_model_len), 1)
+    most = held(p)
     longest = _largest_len(lambda n: batch * request_blocks(p, n) <= p.num_gpu_blocks, p.derived_max_model_len)
     return most, longest
 
@@ -1209,7 +1239,7 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
     s, p, pool = cap_raised_to_load(
         VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                      quantization=None if weights == "auto" else weights, kv_cache_dtype=kv, gpu_memory_utilization=fraction),
-        lambda s: plan(spec, gpu, s), lambda p: capacity(p, 1)[0] if p.starts else 0, lambda p: p.max_num_seqs,
+        lambda s: plan(spec, gpu, s), held, lambda p: p.max_num_seqs,
         "max_num_seqs", concurrency)
     reason = "" if p.starts else _short(p, gpu)
     return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,

@@ -229,7 +229,10 @@ class CompileFlags:
 
     @property
     def given(self) -> bool:
-        return self != CompileFlags()
+        return self != NO_COMPILE_FLAGS
+
+
+NO_COMPILE_FLAGS = CompileFlags()  # nothing given: every settings record without flags shares this one
 
 
 @record
@@ -306,7 +309,7 @@ class VllmSettings:
     fully_sharded_loras: bool = False
     lora_extra_vocab_size: int = 256
     # -O, --optimization-level, --compilation-config / -cc, --cudagraph-capture-sizes, --max-cudagraph-capture-size
-    compile: CompileFlags = CompileFlags()
+    compile: CompileFlags = NO_COMPILE_FLAGS
     # --enable-eplb with --eplb-config (0.12 on) or --num-redundant-experts / --eplb-window-size (0.9.2-0.11) (eplb.py):
     # redundant experts, the load-recording window, and the weight-transfer backend ("communicator", 0.20 on; None:
     # vLLM's default, which from 0.22 depends on whether NIXL is installed)

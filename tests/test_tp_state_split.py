@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from kvbudget.cli import main
-from kvbudget.kvcache import check_tp
+from kvbudget.kvcache import check_tp, tp_layers
 from kvbudget.model import catalog
+from kvbudget.model.layers import Layer
 from kvbudget.model.resolve import load_model
+from kvbudget.model.spec import ModelSpec
 from kvbudget.units import InputError
 
 
@@ -52,3 +54,27 @@ def test_value_heads_that_are_not_a_multiple_of_the_key_heads_are_refused(capsys
     err = capsys.readouterr().err
     assert "linear_num_value_heads 31 is not a multiple of linear_num_key_heads 16: fix the config.json" in err
     assert err.count("\n") == 1
+
+
+def _refusal(spec: ModelSpec, tp: int, layers: tuple[Layer, ...] | None) -> str:
+    try:
+        check_tp(spec, tp, layers)
+    except InputError as exc:
+        return str(exc)
+    return ""
+
+
+def test_the_layers_a_search_gathers_once_refuse_as_every_layer_does() -> None:
+    # kvcache.tp_layers keeps the first layer of each KV-head count and each distinct recurrent state: checking those
+    # (as a plan search does, once per model) gives every catalog model and TP degree the same answer, and the same first
+    # error, as walking every layer
+    refused = 0
+    for entry in catalog.entries():
+        spec = load_model(entry.id)
+        layers = tp_layers(spec)
+        assert len(layers) <= len(spec.layers)
+        for tp in (1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64):
+            said = _refusal(spec, tp, None)
+            assert _refusal(spec, tp, layers) == said, (entry.id, tp)
+            refused += bool(said) and "attention heads" not in said
+    assert refused  # some refusals came from the layers' KV heads or states, not the attention heads alone

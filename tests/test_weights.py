@@ -8,7 +8,7 @@ import pytest
 
 import kvbudget
 from kvbudget.model.params import Tensor
-from kvbudget.model.weights import WeightFormat, from_quantization_config, parse_weight_format
+from kvbudget.model.weights import WeightFormat, dense_format, from_quantization_config, parse_weight_format
 from kvbudget.parallel import stages
 from kvbudget.units import GiB, InputError
 
@@ -226,3 +226,17 @@ def test_modelopt_hf_quant_config_file_form_reads_as_modelopt() -> None:
     assert (nvfp4.name, nvfp4.kv_cache) == ("nvfp4", "")
     with pytest.raises(InputError, match="ModelOpt quant_algo 'W4A8_AWQ' is not one vLLM loads"):
         from_quantization_config({"quantization": {"quant_algo": "W4A8_AWQ"}}, "bf16")
+
+
+@pytest.mark.parametrize("dense", ["bf16", "fp16", "fp32", "fp8"])
+def test_a_word_names_the_format_it_always_named(dense: str) -> None:
+    # the formats a word names are built once and shared (a plan search asks for them thousands of times): each is the
+    # record the word always gave, a 16-bit word in its own dtype, a quantized one at its bits with ``dense`` beside
+    for word, bits in (("bf16", 16), ("fp16", 16), ("fp32", 16), ("fp8", 8), ("int8", 8), ("gptq", 4), ("awq", 4),
+                       ("nf4", 4), ("mxfp4", 4), ("nvfp4", 4), ("bfloat16", 16), ("FP8-E4M3", 8), ("awq_marlin", 4)):
+        fmt = parse_weight_format(word, dense_dtype=dense)
+        name = fmt.name
+        want = WeightFormat(name, dense_dtype=name) if bits == 16 else WeightFormat(name, bits=bits, dense_dtype=dense)
+        assert fmt == want and hash(fmt) == hash(want), (word, dense)
+    assert dense_format(dense) == WeightFormat(dense, dense_dtype=dense)
+    assert dense_format(dense) is dense_format(dense) or dense not in ("bf16", "fp16", "fp32")

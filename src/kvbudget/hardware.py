@@ -46,8 +46,11 @@ class GPU:
 
 def capability(gpu: GPU) -> float | None:
     """The NVIDIA compute capability as a number (8.9), or None for AMD and unknown GPUs."""
+    cc = gpu.compute_capability
+    if not cc or cc.startswith("gfx"):  # unknown, or AMD's architecture name: answered without raising (a plan
+        return None  # search asks thousands of times)
     try:
-        return float(gpu.compute_capability)
+        return float(cc)
     except ValueError:
         return None
 

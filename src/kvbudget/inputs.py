@@ -312,6 +312,8 @@ def load_yaml(text: str, where: str) -> Any:
 def whole(value: object, name: str, lo: int | None = None, hi: int | None = None, where: str = "") -> int:
     """``value`` as a whole number in ``[lo, hi]`` (a float only when it is integral and finite;
     never a bool or a string); InputError naming ``name`` otherwise."""
+    if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return value  # the common case, without the checks below (numbers.Integral's is slow)
     label = f"{where}: {name}" if where else name
     if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
         value = int(value)  # numpy's integers (np.bool_ is no Integral)

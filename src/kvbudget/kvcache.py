@@ -47,8 +47,20 @@ MAX_BATCH = 1 << 20
 MAX_PARALLEL = 1024  # TP or PP degree, GPUs in a deployment
 
 
-def check_tp(spec: ModelSpec, tp: int) -> None:
-    """TP must split the attention heads evenly, and split or replicate the KV heads."""
+def tp_layers(spec: ModelSpec) -> tuple[Layer, ...]:
+    """The layers ``check_tp`` must look at: the first of each KV-head count and each distinct recurrent state, in
+    layer order. Walking them refuses a TP degree with the same first error as walking every layer, so a search that
+    checks many degrees on one model gathers them once."""
+    seen: dict[tuple[int, Layer | None], Layer] = {}
+    for layer in spec.layers:
+        key = (getattr(layer, "num_kv_heads", 0), layer if isinstance(layer, RecurrentState) else None)
+        seen.setdefault(key, layer)
+    return tuple(seen.values())
+
+
+def check_tp(spec: ModelSpec, tp: int, layers: Sequence[Layer] | None = None) -> None:
+    """TP must split the attention heads evenly, and split or replicate the KV heads. ``layers``: ``tp_layers(spec)``
+    where the caller has it (every layer of ``spec`` otherwise)."""
     check_positive("--tp", tp, MAX_PARALLEL)
     heads = spec.dims.num_attention_heads
     if heads % tp:
@@ -56,7 +68,7 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         raise InputError(
             f"--tp {tp} does not divide the {heads} attention heads of {spec.name}: use one of {divisors}"
         )
-    for layer in spec.layers:
+    for layer in spec.layers if layers is None else layers:
         kv = getattr(layer, "num_kv_heads", 0)
         if kv and kv % tp and tp % kv:
             raise InputError(f"--tp {tp} neither divides nor is a multiple of the {kv} KV heads of {spec.name}")

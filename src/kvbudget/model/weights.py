@@ -142,6 +142,26 @@ _FORMAT_ALIASES = {
 }
 
 
+DENSE_DTYPES = ("bf16", "fp16", "fp32")
+
+
+def _word_format(key: str, dense_dtype: str) -> WeightFormat:
+    """The format a known word names (``parse_weight_format``), the layers it leaves in ``dense_dtype``."""
+    if key in DENSE_DTYPES:
+        return WeightFormat(key, dense_dtype=key)
+    return WeightFormat(key, bits=4 if key in ("gptq", "awq", "nf4", "mxfp4", "nvfp4") else 8, dense_dtype=dense_dtype)
+
+
+# Every format a word names, with each 16-bit dtype for the layers it leaves, built once: a plan search asks for the
+# same few thousands of times, and one shared record keeps its hash for the memoized functions that key on it
+_WORD_FORMATS = {(key, dense): _word_format(key, dense) for key in WEIGHT_FORMATS for dense in DENSE_DTYPES}
+
+
+def dense_format(dtype: str) -> WeightFormat:
+    """Unquantized weights in ``dtype``."""
+    return _WORD_FORMATS.get((dtype, dtype)) or WeightFormat(dtype, dense_dtype=dtype)
+
+
 def parse_weight_format(text: str, dense_dtype: str = "bf16") -> WeightFormat:
     """A weight format from a command-line word (``bf16``, ``fp8``, ``awq``, ``gptq``, ...)."""
     key = text.strip().lower().replace("-", "_")
@@ -152,10 +172,7 @@ def parse_weight_format(text: str, dense_dtype: str = "bf16") -> WeightFormat:
         if is_preset(text):
             raise other_engine(text)
         raise InputError(f"unknown weights dtype {text!r}: use one of {', '.join(WEIGHT_FORMATS)}")
-    if key in ("bf16", "fp16", "fp32"):
-        return WeightFormat(key, dense_dtype=key)
-    bits = 4 if key in ("gptq", "awq", "nf4", "mxfp4", "nvfp4") else 8
-    return WeightFormat(key, bits=bits, dense_dtype=dense_dtype)
+    return _WORD_FORMATS.get((key, dense_dtype)) or _word_format(key, dense_dtype)
 
 
 _SKIP_WORDS = {

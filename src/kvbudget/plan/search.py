@@ -88,11 +88,12 @@ def replica_of(engine: str, what: str, registry: Registry | None = None) -> Call
 
 
 def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-             max_gpus: int, price: float | None, version: str = "current", engine: str = "vllm",
-             fraction: float | None = None, registry: Registry | None = None) -> Deployment:
-    """One layout and precision on one GPU type: plan a replica, then the replicas the load needs."""
+             max_gpus: int, price: float | None, version: str, engine: str, fraction: float | None,
+             planner: Callable[..., Replica]) -> Deployment:
+    """One layout and precision on one GPU type: plan a replica (``planner``: ``engine``'s, ``replica_of``), then the
+    replicas the load needs."""
     try:
-        r = replica_of(engine, "plan knows", registry)(spec, gpu, tp, pp, weights, kv, concurrency, context, version, fraction)
+        r = planner(spec, gpu, tp, pp, weights, kv, concurrency, context, version, fraction)
     except InputError as exc:  # TP not a divisor of the heads, a format the GPU cannot run, ...
         return Deployment(gpu=gpu.name, tp=tp, pp=pp, replicas=0, weights_dtype=weights, kv_dtype=kv, num_gpus=tp * pp,
                           per_replica=0, max_concurrency=0, price_per_hour=None if price is None else round(price * tp * pp, 4),
@@ -127,7 +128,7 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
     registry = registry or default_registry()  # built once: every candidate below asks it for the engine
-    replica_of(engine, "plan knows", registry)
+    planner = replica_of(engine, "plan knows", registry)
     if max_gpus < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
     server = registry.get(engine)
@@ -135,6 +136,8 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
     if "auto" in weights and own is not None and own.quantized:  # an FP8 checkpoint: "fp8" is its "auto" row again
         weights = tuple(w for w in weights if w == "auto" or w.lower() != own.name)
     rows = []
+    # the launch of a replica depends on its settings and layout, not on the GPU type: one per distinct replica
+    launches: dict[tuple[object, int, int, int, int], Launch] = {}
     for gpu in gpus:
         price = (prices or {}).get(gpu.name, gpu.price_per_hour)
         node = gpus_per_node or gpu.gpus_per_node
@@ -146,10 +149,13 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
             for w in weights:
                 for k in kv:
                     d = evaluate(spec, gpu, tp, pp, w, k, concurrency, context, max_gpus, price, version, engine, fraction,
-                                 registry)
+                                 planner)
+                    launch = None
+                    if d.serves:
+                        key = (d.settings, d.tp, d.pp, d.replicas, node)
+                        launch = launches.get(key) or launches.setdefault(key, _launch(server, spec.name, d, node))
                     rows.append(replace(d, gpus_per_node=node, label=server.label, split_heads=server.tensor_parallel,
-                                        launch=_launch(server, spec.name, d, node) if d.serves else None,
-                                        slots=getattr(d.settings, "n_parallel", None)))
+                                        launch=launch, slots=getattr(d.settings, "n_parallel", None)))
     return sorted(rows, key=_rank)
 
 

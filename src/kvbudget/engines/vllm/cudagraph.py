@@ -115,23 +115,21 @@ def estimate(spec: ModelSpec, piecewise: tuple[int, ...], full: tuple[int, ...],
     pool); ``vendor``: the GPU's ("amd" runs no estimate before 0.26)."""
     minor = release_minor(version)
     runner = model_runner(spec, minor, quantized)
-    none = GraphEstimate(runner, len(piecewise), len(full), piecewise[-1] if piecewise else 0,
-                         full[-1] if full else 0, 0, 0, 0)
-    if not piecewise and not full:
-        return none
-    if vendor != "nvidia" and minor < 26:
-        return replace_why(none, f"vLLM 0.{minor} profiles CUDA-graph memory on CUDA only (gpu_worker.py)")
-    if runner == "v2" and minor < 29:
-        return replace_why(none, f"vLLM 0.{minor}'s V2 model runner, which this model gets, estimates no CUDA-graph "
-                                 "memory (gpu/model_runner.py profile_cudagraph_memory returns 0)")
+    largest_piecewise, largest_full = piecewise[-1] if piecewise else 0, full[-1] if full else 0
+    why = ""
+    if piecewise or full:
+        if vendor != "nvidia" and minor < 26:
+            why = f"vLLM 0.{minor} profiles CUDA-graph memory on CUDA only (gpu_worker.py)"
+        elif runner == "v2" and minor < 29:
+            why = (f"vLLM 0.{minor}'s V2 model runner, which this model gets, estimates no CUDA-graph memory "
+                   "(gpu/model_runner.py profile_cudagraph_memory returns 0)")
+    if why or not (piecewise or full):
+        return GraphEstimate(runner=runner, piecewise=len(piecewise), full=len(full),
+                             largest_piecewise=largest_piecewise, largest_full=largest_full, first_capture=0,
+                             per_graph=0, bytes=0, why_none=why)
     first = 2 * first_forward
     later = max(len(piecewise) - 1, 0) * GRAPH_CAPTURE_BYTES + max(len(full) - 1, 0) * max(
         GRAPH_CAPTURE_BYTES, MIN_PER_GRAPH_BYTES)
-    return GraphEstimate(runner, len(piecewise), len(full), none.largest_piecewise, none.largest_full, first,
-                         GRAPH_CAPTURE_BYTES, first + later)
-
-
-def replace_why(e: GraphEstimate, why: str) -> GraphEstimate:
-    from ..._record import replace
-
-    return replace(e, why_none=why)
+    return GraphEstimate(runner=runner, piecewise=len(piecewise), full=len(full), largest_piecewise=largest_piecewise,
+                         largest_full=largest_full, first_capture=first, per_graph=GRAPH_CAPTURE_BYTES,
+                         bytes=first + later)

@@ -10,10 +10,12 @@ from functools import lru_cache
 
 from ..._record import record, replace
 from ...dtypes import KVDtype, parse_kv_dtype
+from ...kvcache import tp_layers
 from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, NoCache, RecurrentState, SlidingWindow, SparseIndexer
 from ...model.spec import ModelSpec
 from ...parallel import pp_partition
 from ...units import element_type
+from .dsa import is_dsa
 
 # --- KV pages and groups -----------------------------------------------------------------------
 
@@ -269,18 +271,25 @@ def stage_block_bytes(spec: ModelSpec, layout: KVLayout, kv_dtype: KVDtype, tp: 
 @record
 class ModelFacts:
     """What every plan of one model reads and no GPU changes: the parameter total, whether it has chunked
-    local attention, whether it mixes Mamba states with attention."""
+    local attention, whether it mixes Mamba states with attention, whether it has MLA and DeepSeek sparse
+    attention (DSA) layers, and the layers a TP degree must split (``kvcache.tp_layers``)."""
 
     params: int
     chunked: bool
     hybrid_mamba: bool
+    mla: bool = False
+    dsa: bool = False
+    tp_layers: tuple[Layer, ...] = ()
 
 
 @lru_cache(maxsize=16, typed=True)
 def model_facts(spec: ModelSpec) -> ModelFacts:
-    """The GPU-independent facts of ``spec`` (memoized: the parameter total sums every tensor)."""
+    """The GPU-independent facts of ``spec`` (memoized: the parameter total sums every tensor, the rest walks
+    every layer)."""
     return ModelFacts(
         params=spec.params, chunked=any(isinstance(x, ChunkedLocal) for x in spec.layers),
         hybrid_mamba=any(isinstance(x, RecurrentState) for x in spec.layers)
-        and any(isinstance(x, (FullAttention, MLA)) for x in spec.layers))
+        and any(isinstance(x, (FullAttention, MLA)) for x in spec.layers),
+        mla=any(isinstance(x, MLA) for x in spec.layers), dsa=is_dsa(spec),
+        tp_layers=tp_layers(spec))
 

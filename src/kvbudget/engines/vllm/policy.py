@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
 
 from ..._record import record, replace
 from ...dtypes import KVDtype
@@ -26,7 +25,7 @@ from ...hardware import GPU, capability
 from ...kvcache import check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
-from ...model.weights import WeightFormat
+from ...model.weights import WeightFormat, dense_format
 from ...parallel import stages
 from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica
@@ -59,7 +58,7 @@ from .compile_flags import GraphPlan, describe, graph_plan, graph_sizes
 from .context_parallel import request_blocks as dcp_request_blocks
 from .cudagraph import GraphEstimate, estimate, model_runner
 from .dsa import BLOCK_SIZE as DSA_BLOCK
-from .dsa import dsa_kv_dtype, is_dsa
+from .dsa import dsa_kv_dtype
 from .encoder_profile import EncoderPass, profile_pass
 from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
@@ -152,12 +151,6 @@ class VllmPlan:
     eplb_bytes: int = 0  # --enable-eplb: redundant experts (+ EPLB's state from 0.20) in model_loading_bytes (eplb.py)
     mm_ipc_bytes: int = 0  # --mm-ipc-gpu-memory-gb: taken from the available KV cache memory after it is logged
     load_fails: bool = False  # the weights alone do not fit: torch stops while loading, before any KV cache is sized
-
-
-@lru_cache(maxsize=64)
-def _has_mla(spec: ModelSpec) -> bool:
-    """Whether any layer is MLA (a search asks it of one model for every deployment)."""
-    return any(isinstance(layer, MLA) for layer in spec.layers)
 
 
 def _gib(n: int | float) -> str:
@@ -257,14 +250,14 @@ class _Resolved:
     mamba_blocks: int  # state pages per request
 
 
-def _block_size(spec: ModelSpec, gpu: GPU, rel: Release, notes: list[str]) -> int:
+def _block_size(mla: bool, gpu: GPU, rel: Release, notes: list[str]) -> int:
     """The KV block size vLLM picks when --block-size is not given: 16, unless an MLA model's attention backend on
     this GPU takes other sizes. 0.8-0.20 (platforms/cuda.py check_and_update_config of 0.8.5 and 0.10.1): FlashMLA
     on Hopper forces 64 ("Forcing kv cache block size to 64 for FlashMLA backend"), CUTLASS MLA on Blackwell 128.
     0.21 and later (0.33.0 platforms/cuda.py _get_backend_priorities, interface.py
     _preferred_block_size_for_backends): the first backend that runs is FlashAttention MLA on Hopper (multiples of
     16: 16 stays) and FlashInfer MLA on Blackwell (32 or 64: the smallest, 32)."""
-    if rel.key == "v0" or not _has_mla(spec):
+    if rel.key == "v0" or not mla:
         return 16
     major = gpu.compute_capability.split(".")[0]
     size = {("v1", "9"): 64, ("v1", "10"): 128, ("current", "10"): 32}.get((rel.key, major), 16)
@@ -300,7 +293,8 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
         raise InputError(f"compile cache {settings.compile_cache!r} is not a state kvbudget knows: give one of "
                          f"{', '.join(COMPILE_CACHES)}")
     tp, pp, dp = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size
-    check_tp(spec, tp)
+    facts = model_facts(spec)
+    check_tp(spec, tp, facts.tp_layers)
     if pp < 1 or pp > spec.num_layers:
         raise InputError(f"--pipeline-parallel-size {pp} must be between 1 and the model's {spec.num_layers} layers")
     util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
@@ -311,9 +305,9 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     # --kv-dtype and the API reach vLLM's rules here; a launch command's --kv-cache-dtype was checked as it was read
     kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
     asked = _checkpoint_kv_dtype(spec, settings, notes)
-    if said := kv_dtype_runs(asked, settings.version, gpu, spec.dims.head_dim, _has_mla(spec)):
+    if said := kv_dtype_runs(asked, settings.version, gpu, spec.dims.head_dim, facts.mla):
         notes.append(said)
-    dsa = is_dsa(spec)
+    dsa = facts.dsa
     kv_name = dsa_kv_dtype(spec, asked, gpu, rel.key == "current", notes) if dsa else asked
     kv_dtype = kv_cache_dtype(kv_name, model_dtype)
     derived_len = spec.max_context
@@ -333,7 +327,6 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
     fmt = _vllm_loading(weight_format(spec, settings), notes)
     check_capability(fmt, gpu)
-    facts = model_facts(spec)
     chunked = facts.chunked
     hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
     _check_extras(spec, settings)
@@ -347,7 +340,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     return _Resolved(
         rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
         auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
-        hybrid_manager=hybrid_manager, block_size=settings.block_size or (DSA_BLOCK if dsa else _block_size(spec, gpu, rel, notes)), align=align,
+        hybrid_manager=hybrid_manager, block_size=settings.block_size or (DSA_BLOCK if dsa else _block_size(facts.mla, gpu, rel, notes)), align=align,
         in_flight=_in_flight_batches(rel, settings, pp) * tokens,
         mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
 
@@ -518,6 +511,8 @@ class _Extras:
     ipc: int = 0
 
 
+_NO_EXTRAS = _Extras()  # none of the three flags: what most plans have
+
 SEGMENTS_NOTED = 64 * MiB  # the allocator's share of the weights a plan's notes name
 
 
@@ -534,7 +529,7 @@ def _segments(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> tuple[in
         return 0, 0, counted
     fmt = r.fmt
     if not fmt.quantized and fmt.name != "stored":
-        fmt = WeightFormat(r.model_dtype, dense_dtype=r.model_dtype)
+        fmt = dense_format(r.model_dtype)
     return (*segment_bytes(spec, fmt, r.tp, r.model_dtype), counted)
 
 
@@ -1089,7 +1084,7 @@ def _extras(spec: ModelSpec, settings: VllmSettings, r: _Resolved, notes: list[s
         notes.append(said)
         if unknown_said:
             unknown.append(unknown_said)
-    return _Extras(tower, connector, ipc), unknown
+    return (_Extras(tower, connector, ipc) if tower or connector or ipc else _NO_EXTRAS), unknown
 
 
 def _lora(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> LoraMemory | None:

@@ -23,7 +23,7 @@ from ..._record import replace
 from ...hardware import GPU, capability
 from ...model.params import ROLES
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
-from ...model.weights import WeightFormat, parse_weight_format
+from ...model.weights import WeightFormat, dense_format, parse_weight_format
 from ...units import InputError
 from .settings import version_minor
 
@@ -69,7 +69,7 @@ def loaded_format(spec: ModelSpec, quantization: str | None, dense: str) -> Weig
     own = spec.weight_format
     if word in ("", "auto", "none"):
         own = checkpoint_format(spec, WEIGHTS_FIX)
-        return own if own.quantized else WeightFormat(dense, dense_dtype=dense)
+        return own if own.quantized else dense_format(dense)
     if own is not None and own.quantized:
         family = _FAMILY.get(own.name, own.name)
         if word in _FROM_CONFIG or (word in _INT4_KERNELS and family == "int4") or family in _WORD_FAMILY.get(word, ()):

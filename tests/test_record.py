@@ -60,3 +60,21 @@ def test_a_replaced_record_is_frozen() -> None:
     q = replace(Point(1), y=2)
     with pytest.raises(FrozenInstanceError):
         q.x = 3  # type: ignore[misc]
+
+
+@record
+class One:
+    n: int
+
+
+@record
+class Empty:
+    pass
+
+
+def test_records_of_one_field_and_of_none_compare_and_hash_by_value() -> None:
+    assert One(1) == One(1) and hash(One(1)) == hash(One(1)) and One(1) != One(2)
+    assert hash(One(1)) == hash((1,))  # a record hashes as the tuple of its values
+    assert hash(Point(1, 2)) == hash((1, 2, ()))
+    assert Empty() == Empty() and hash(Empty()) == hash(())
+    assert len({One(1), One(1), One(2)}) == 2

@@ -767,3 +767,29 @@ def test_a_load_that_fails_shows_no_kv_memory(capsys: pytest.CaptureFixture[str]
     assert "none" in row and "loading stops first" in row and "-" not in row.split("memory", 1)[1].split()[0]
     ok = plan(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("L40S"), VllmSettings(max_model_len=32768))
     assert not ok.load_fails
+
+
+@pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-70B-Instruct", "deepseek-ai/DeepSeek-V3", "google/gemma-3-27b-it",
+                                   "Qwen/Qwen3-Next-80B-A3B-Instruct", "openai/gpt-oss-120b"])
+def test_a_plan_without_its_explanation_has_the_same_figures(model: str) -> None:
+    # the plan search asks for the figures alone (explained=False): everything but the provenance and the log lines
+    # is the explained plan's, whichever GPU, layout, precision and release line, and whether vLLM starts or not
+    spec = kvbudget.load_model(model)
+    seen = set()
+    for gpu in ("H100", "A100-40GB", "L4", "T4", "MI300X", "B200", "RTX-4090"):
+        for version in ("current", "0.10.1", "v0"):
+            for tp, pp in ((1, 1), (2, 2), (8, 1)):
+                for quantization, kv in ((None, "auto"), ("fp8", "fp8")):
+                    settings = VllmSettings(version=version, max_model_len=8192, tensor_parallel_size=tp,
+                                            pipeline_parallel_size=pp, quantization=quantization, kv_cache_dtype=kv)
+                    try:
+                        full = plan(spec, kvbudget.find_gpu(gpu), settings)
+                    except InputError as exc:
+                        with pytest.raises(InputError, match=re.escape(str(exc))):
+                            plan(spec, kvbudget.find_gpu(gpu), settings, explained=False)
+                        continue
+                    lean = plan(spec, kvbudget.find_gpu(gpu), settings, explained=False)
+                    assert lean.provenance == () and lean.log_lines == ()
+                    assert replace(full, provenance=(), log_lines=()) == lean, (gpu, version, tp, pp, quantization)
+                    seen.add(full.starts)
+    assert seen == {True, False}

@@ -11,6 +11,7 @@ type checker sees them as frozen dataclasses (``dataclass_transform``).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -83,6 +84,9 @@ def _make(cls: type) -> type:
             raise TypeError(f"{cls.__name__}: field {name!r} without a default follows a field with one")
     fields = tuple(names)
     known = frozenset(names)
+    # the field values as a tuple, gathered in C (itemgetter of two or more names returns a tuple)
+    gather: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+        operator.itemgetter(*fields) if len(fields) > 1 else lambda d: tuple(d[n] for n in fields))
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         # dict merges in C rather than a loop over the fields: records are built by the ten thousand in a plan search
@@ -114,10 +118,6 @@ def _make(cls: type) -> type:
             if key in positional:
                 raise TypeError(f"{cls.__name__}() got multiple values for argument {key!r}")
 
-    def _values(self: Any) -> tuple[Any, ...]:
-        d = self.__dict__
-        return tuple(d[n] for n in fields)
-
     def __eq__(self: Any, other: object) -> bool:
         if other is self:
             return True
@@ -130,7 +130,7 @@ def _make(cls: type) -> type:
         d = self.__dict__
         v = d.get(" values")
         if v is None:
-            v = d[" values"] = tuple(d[n] for n in fields)
+            v = d[" values"] = gather(d)
         return v  # type: ignore[no-any-return]
 
     def __hash__(self: Any) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .inputs import whole
 from .model.layers import Layer, RecurrentState
 from .model.spec import ModelSpec
 from .units import ElementType, InputError, element_type
@@ -37,8 +38,6 @@ def bytes_per_sequence(layers: Sequence[Layer], seq_len: int, dtype: ElementType
 
 def check_positive(name: str, value: int, limit: int) -> None:
     """A whole number from 1 to ``limit`` (the limit: beyond any real deployment)."""
-    from .inputs import whole
-
     whole(value, name, 1, limit)
 
 

@@ -12,6 +12,7 @@ Two checks, one boundary for every way a plan is asked (a launch command, ``kvbu
 
 from __future__ import annotations
 
+from ...hardware import capability
 from ...inputs import excerpt
 from ...units import InputError
 from .settings import release_minor
@@ -114,8 +115,6 @@ def kv_dtype_runs(value: str, version: str, gpu: GPU, head_size: int = 0, mla: b
     kernel, "supported if the platform is SM100" in utils/flashinfer.py supports_trtllm_attention); return a note
     where kvbudget cannot tell ("" otherwise). ``head_size``: the model's attention head size (0: unknown);
     ``mla``: the model's attention is MLA (vLLM picks among its MLA backends only)."""
-    from ...hardware import capability
-
     cap = capability(gpu)
     if gpu.vendor != "nvidia" or cap is None:
         return ""

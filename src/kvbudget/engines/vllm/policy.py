@@ -26,9 +26,10 @@ from ...kvcache import check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
 from ...model.weights import WeightFormat, dense_format
-from ...parallel import stages
+from ...parallel import pp_partition, stages
 from ...units import GiB, InputError, MiB, element_type
-from ..base import Replica
+from ..base import Replica, cap_raised_to_load
+from . import context_parallel, eplb, kv_connector, mm_memory
 from .allocations import counts_segments, segment_bytes
 from .archs import check_architecture
 from .calibration import (
@@ -65,6 +66,7 @@ from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
 from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, nccl_line, on_nvswitch
+from .quant import dequant_bytes, int4_kernel, loaded_format
 from .settings import (
     Release,
     VllmSettings,
@@ -165,8 +167,6 @@ MIN_CAPABILITY = {"fp8": 8.0, "awq": 7.5, "gptq": 6.0, "nf4": 7.0, "mxfp4": 8.0,
 
 def check_capability(fmt: WeightFormat, gpu: GPU) -> None:
     """vLLM refuses a quantization method the GPU's compute capability cannot run."""
-    from ...hardware import capability
-
     need = MIN_CAPABILITY.get(fmt.name)
     have = capability(gpu)
     if need is not None and have is not None and have < need:
@@ -176,8 +176,6 @@ def check_capability(fmt: WeightFormat, gpu: GPU) -> None:
 def weight_format(spec: ModelSpec, settings: VllmSettings) -> WeightFormat:
     """The weight format vLLM loads for ``settings``: the checkpoint's (in the serving dtype), or --quantization's
     (``quant.loaded_format``)."""
-    from .quant import loaded_format
-
     dense = serving_dtype(spec) if settings.dtype == "auto" else element_type(settings.dtype).name
     return loaded_format(spec, settings.quantization, dense)
 
@@ -349,8 +347,6 @@ def _model_dtype(spec: ModelSpec, settings: VllmSettings, gpu: GPU, notes: list[
     """The dtype vLLM runs the model in: --dtype, or the checkpoint's; a GPU below compute capability 8.0 has no
     bfloat16 (platforms/cuda.py supported_dtypes): "auto" falls back to float16 with a warning
     (config/model.py _resolve_auto_dtype) and an explicit bfloat16 stops the worker (check_if_supports_dtype)."""
-    from ...hardware import capability
-
     cap = capability(gpu)
     low = gpu.vendor == "nvidia" and cap is not None and cap < 8.0
     if settings.dtype != "auto":
@@ -408,8 +404,6 @@ def _request_blocks(groups: tuple[KVGroup, ...], block_size: int, in_flight: int
 def _check_extras(spec: ModelSpec, settings: VllmSettings) -> None:
     """vLLM's refusals of EPLB, decode context parallelism and --mm-ipc-gpu-memory-gb (eplb.py, context_parallel.py,
     mm_memory.py)."""
-    from . import context_parallel, eplb, mm_memory
-
     eplb.check(spec, settings)
     context_parallel.check(spec, settings)
     mm_memory.check_ipc(settings)
@@ -688,8 +682,6 @@ def _graph_band(g: GraphEstimate) -> str:
 def _dequant(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved) -> int:
     """Bytes the plain AWQ or GPTQ kernel adds to the profiling run's peak (quant.py): the 16-bit copy of the
     largest quantized weight on a rank; 0 with Marlin or other formats."""
-    from .quant import dequant_bytes, int4_kernel
-
     kernel = int4_kernel(r.fmt, settings.quantization, gpu, settings.version)
     return dequant_bytes(spec, r.fmt, kernel, r.tp, r.tokens)
 
@@ -888,10 +880,11 @@ def _v0_fallback(settings: VllmSettings, gpu: GPU, notes: list[str]) -> VllmSett
     return replace(settings, version="v0")
 
 
-def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
+def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool = True) -> VllmPlan:
     """Predict vLLM's start-up memory figures for ``spec`` on ``gpu`` with ``settings``: the settings as vLLM
     fills them in, what each worker has for its KV cache, then kv_cache_utils.py's steps (groups -> page
-    size -> blocks -> checks -> capacity) and the lines vLLM logs."""
+    size -> blocks -> checks -> capacity) and the lines vLLM logs. ``explained=False``: the same figures without
+    their provenance and the log lines (both empty), for a search that reads only the figures."""
     notes: list[str] = []
     settings = _v0_fallback(settings, gpu, notes)
     spec = _draft(spec, settings, notes)
@@ -958,10 +951,12 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     if extras.ipc and load_oom is None and available <= 0:  # the carve-out leaves nothing: vLLM stops there
         error, num_blocks = ipc_error(extras.ipc, available + extras.ipc), 0
     per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request, dcp)
-    lines = _log_lines(rel, weights, available + extras.ipc, num_blocks, kv_tokens, concurrency, max_len, error, total,
-                       util)
-    if load_oom is not None:
-        lines = (f"torch.OutOfMemoryError: {error}",)
+    lines: tuple[str, ...] = ()
+    if explained:
+        lines = _log_lines(rel, weights, available + extras.ipc, num_blocks, kv_tokens, concurrency, max_len, error,
+                           total, util)
+        if load_oom is not None:
+            lines = (f"torch.OutOfMemoryError: {error}",)
     band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
             "case per split are in docs/validation.md")
     unmodelled = list(settings.unmodelled)
@@ -1010,7 +1005,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings) -> VllmPlan:
     if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
         band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
                  "KV cache (the available KV memory is an upper bound)")
-    provenance = (
+    provenance = () if not explained else (
         ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
         ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
         ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
@@ -1062,9 +1057,6 @@ def _eplb(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> EplbMemory |
 def _extras(spec: ModelSpec, settings: VllmSettings, r: _Resolved, notes: list[str]) -> tuple[_Extras, list[str]]:
     """The vision tower in data mode, a KV connector and --mm-ipc-gpu-memory-gb (mm_memory.py, kv_connector.py): their
     bytes, with the plan's notes and what is not modelled."""
-    from ...parallel import pp_partition
-    from . import kv_connector, mm_memory
-
     tower = connector = ipc = 0
     unknown: list[str] = []
     if mm_memory.data_mode(spec, settings) or (settings.mm_encoder_tp_mode == "data" and spec.vision is not None):
@@ -1229,12 +1221,10 @@ def _short(p: VllmPlan, gpu: GPU) -> str:
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
             version: str, fraction: float | None = None) -> Replica:
     """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
-    from ..base import cap_raised_to_load
-
     s, p, pool = cap_raised_to_load(
         VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                      quantization=None if weights == "auto" else weights, kv_cache_dtype=kv, gpu_memory_utilization=fraction),
-        lambda s: plan(spec, gpu, s), held, lambda p: p.max_num_seqs,
+        lambda s: plan(spec, gpu, s, explained=False), held, lambda p: p.max_num_seqs,
         "max_num_seqs", concurrency)
     reason = "" if p.starts else _short(p, gpu)
     return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,

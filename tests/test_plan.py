@@ -653,3 +653,25 @@ def test_an_fp8_checkpoint_is_not_planned_twice() -> None:
     # a 16-bit checkpoint keeps both: its own bf16 and FP8 while loading
     llama = search(kvbudget.load_model("llama-3.1-8b"), 1, 8192, catalog)
     assert {d.weights_dtype for d in llama} == {"auto", "fp8"}
+
+
+@pytest.mark.parametrize(("engine", "weights", "kv"), [("vllm", ("auto", "fp8"), ("auto", "fp8")),
+                                                       ("sglang", ("auto",), ("auto", "fp8")),
+                                                       ("llama.cpp", ("auto",), ("auto", "q8_0"))])
+def test_each_serving_row_has_the_launch_of_its_own_replica(engine: str, weights: tuple[str, ...],
+                                                             kv: tuple[str, ...]) -> None:
+    # the search builds one launch per distinct replica (settings, layout, replicas, node) and GPU types share it: each
+    # row's launch is the one its own deployment gives
+    from kvbudget.engines.base import default_registry
+    from kvbudget.plan.search import _launch
+
+    spec = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct")
+    server = default_registry().get(engine)
+    rows = [d for d in search(spec, 64, 8192, [find_gpu(g) for g in ("H100", "H200", "A100-80GB", "L40S", "L4")],
+                              engine=engine, weights=weights, kv=kv) if d.serves]
+    assert len({d.gpu for d in rows}) > 1
+    shared = 0
+    for d in rows:
+        assert d.launch == _launch(server, spec.name, d, d.gpus_per_node)
+        shared += sum(e.launch is d.launch for e in rows if e.gpu != d.gpu)
+    assert shared  # some replicas are alike across GPU types

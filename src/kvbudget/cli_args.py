@@ -8,7 +8,7 @@ import os
 import sys
 
 from ._record import replace
-from .units import InputError, excerpt, human_readable_int, parse_size
+from .units import InputError, digits, excerpt, human_readable_int, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -25,7 +25,9 @@ class _Formatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
         cols = os.environ.get("COLUMNS", "")
-        super().__init__(prog, indent_increment, max_help_position, width or (int(cols) - 2 if cols.isdigit() else 100))
+        # COLUMNS as a terminal sets it; anything else ('²', '0', a million) leaves the default width
+        shown = int(cols) if digits(cols) and len(cols) <= 5 else 0
+        super().__init__(prog, indent_increment, max_help_position, width or (shown - 2 if 20 <= shown <= 10_000 else 100))
 
 
 def one_line(message: str, limit: int = 300) -> str:
@@ -410,7 +412,7 @@ def _serve_args(p: argparse.ArgumentParser, registry: Registry) -> None:
 
 
 def _port(text: str) -> int:
-    if not text.strip().isdigit() or int(text) > 65535:
+    if not digits(text.strip()) or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a port (0 to 65535)")
     return int(text)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from .._record import fields, record, replace
 from ..hardware import GPU, UnknownGPU, custom_gpu, find_gpu
 from ..model.spec import ModelSpec
-from ..units import GiB, InputError
+from ..units import GiB, InputError, digits
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -413,7 +413,7 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
     for n, field in enumerate(next(csv.reader([value]), [])):
         key, eq, item = field.strip().strip('"').partition("=")
         if not eq and n == 0:
-            if key.strip().lower() == "all" or not key.strip().isdigit():
+            if key.strip().lower() == "all" or not digits(key.strip()):
                 return inside
             devices = int(key)  # --gpus 2: two GPUs
         elif not eq and devices is not None and key.strip():
@@ -421,7 +421,7 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
         elif key == "device":
             devices = len([d for d in item.split(",") if d.strip()])
         elif key == "count":
-            devices = int(item) if item.isdigit() else None
+            devices = int(item) if digits(item) else None
     if devices is None or (inside is not None and inside[1] < devices):
         return inside
     return what, devices
@@ -432,7 +432,7 @@ def _devices_listed(value: str) -> int:
     shown = 0
     for device in value.split(","):
         entry = device.strip()
-        if not (entry.isdigit() and entry.isascii()) and not entry.upper().startswith(("GPU-", "MIG-")):
+        if not digits(entry) and not entry.upper().startswith(("GPU-", "MIG-")):
             break  # '-1', 'abc', '': CUDA shows the devices before it only
         shown += 1
     return shown

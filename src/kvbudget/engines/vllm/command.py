@@ -17,7 +17,7 @@ import re
 from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
-from ...units import InputError, human_readable_int
+from ...units import InputError, digits, human_readable_int
 from ..cmdscan import revision_said
 from ..compared import assignments, container_env
 from .kv_dtypes import kv_dtype_taken
@@ -341,7 +341,7 @@ def _compile(settings: VllmSettings, dest: str, value: str | None, label: str) -
     elif dest == "cudagraph_capture_sizes":
         flags = replace(flags, flag_sizes=sizes(v.split(), label))
     else:  # --max-cudagraph-capture-size: argparse type=int; below 1 stops vLLM where graphs are captured
-        if not v.strip().lstrip("-").isdigit() or len(v.strip()) > 12:
+        if not digits(v.strip().lstrip("-")) or len(v.strip()) > 12:
             raise InputError(f"vLLM stops at start-up: `argument {label}: invalid int value: {excerpt(v, 30)}`")
         flags = replace(flags, flag_max=int(v))
     return replace(settings, compile=flags), said
@@ -721,7 +721,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if takes_value and not eq and name in flags and flags[name][0] == "cudagraph_capture_sizes":
             # nargs="+": every following word that is not an option (argparse takes -1 as a value, a number)
             taken = []
-            while i < len(args) and (not args[i].startswith("-") or args[i][1:].isdigit()):
+            while i < len(args) and (not args[i].startswith("-") or digits(args[i][1:])):
                 taken.append(args[i])
                 i += 1
             if not taken:

@@ -84,3 +84,36 @@ def _llama_config() -> str:
                        "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
                        "num_hidden_layers": 32, "vocab_size": 128256, "max_position_embeddings": 8192,
                        "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5})
+
+
+# --- k/K suffixes where vLLM's parser takes none: argparse type=int stops vLLM, kvbudget planned 1K as 1,024 ------------
+
+@pytest.mark.parametrize(("version", "words", "said"), [
+    (None, ["--max-num-seqs", "1K"], "`argument --max-num-seqs: invalid int value: '1K'`"),
+    (None, ["--block-size", "1k"], "`argument --block-size: invalid int value: '1k'`"),
+    (None, ["-tp", "2k"], "`argument -tp: invalid int value: '2k'`"),
+    (None, ["--max-num-seqs=8K"], "`argument --max-num-seqs: invalid int value: '8K'`"),
+    # human_readable_int came to --max-model-len in 0.8.4 and to --max-num-batched-tokens in 0.9.1
+    ("0.8.3", ["--max-model-len", "8k"], "vLLM reads them there from 0.8.4"),
+    ("0.6.3", ["--max-model-len", "32K"], "`argument --max-model-len: invalid int value: '32K'`"),
+    ("0.9.0", ["--max-num-batched-tokens", "8k"], "vLLM reads them there from 0.9.1"),
+])
+def test_a_suffix_vllm_does_not_read_is_refused(capsys: pytest.CaptureFixture[str], version: str | None, words: list[str],
+                                                said: str) -> None:
+    release = ["--vllm-version", version] if version else []
+    _refused(capsys, ["explain", "--gpu", "H100", *release, "--", "vllm", "serve", "llama-3.1-8b", *words], said)
+
+
+def test_suffixes_where_vllm_reads_them_and_int_forms_it_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    """The releases that read suffixes still do; int()'s own forms (1_024, +16) are what argparse type=int takes."""
+    out, _ = _runs(capsys, ["explain", "--gpu", "H100", "--vllm-version", "0.8.4", "--", "vllm", "serve", "llama-3.1-8b",
+                            "--max-model-len", "8k"])
+    assert "max_model_len 8,000" in out
+    out, _ = _runs(capsys, ["explain", "--gpu", "H100", "--vllm-version", "0.9.1", "--", "vllm", "serve", "llama-3.1-8b",
+                            "--max-num-batched-tokens", "8K", "--max-model-len", "8192"])
+    assert "max_num_batched_tokens 8,192" in out
+    out, _ = _runs(capsys, ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b", "--max-num-seqs", "1_024",
+                            "-tp", "+2", "--max-model-len", "32K"])
+    assert "max_num_seqs 1024" in out and "TP=2" in out and "max_model_len 32,768" in out
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.6.3",
+                      "--model", "llama-3.1-8b", "--max-model-len", "8k"], "invalid int value: '8k'")

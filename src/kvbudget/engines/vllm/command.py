@@ -67,6 +67,32 @@ def human_int(text: str, flag: str) -> int:
     return parse_whole(t, flag, forms="vLLM accepts e.g. 8192, 32k, 4K")
 
 
+# The engine arguments vLLM reads with human_readable_int (engine/arg_utils.py), from the first release that does:
+# max_model_len from 0.8.4 (0.8.3: argparse type=int), max_num_batched_tokens from 0.9.1 (0.9.0: max_model_len
+# only), kv_cache_memory_bytes since it came (0.11). Every other integer argument is argparse's type=int in every
+# release (0.33.0 _compute_kwargs: `kwargs[name]["type"] = int`): '1K' stops vLLM there.
+_HUMAN_READABLE = {"max_model_len": (8, 4), "max_num_batched_tokens": (9, 1), "kv_cache_memory_bytes": (0, 0)}
+_PYTHON_INT = re.compile(r"[+-]?[0-9](?:_?[0-9]){0,39}")  # what int() takes of ASCII text: 1_000 is 1000
+
+
+def engine_int(text: str, label: str, dest: str, version: str | None) -> int:
+    """An integer engine argument as the release's parser reads it: human-readable (``human_int``) where
+    ``_HUMAN_READABLE`` says so (a release not named: the newest), else Python's ``int`` (argparse ``type=int``)."""
+    from .settings import minor_patch
+
+    first, release = _HUMAN_READABLE.get(dest), minor_patch(version)
+    if first is not None and (release is None or release >= first):
+        return human_int(text, label)
+    t = text.strip()
+    if _PYTHON_INT.fullmatch(t):
+        return parse_whole(t.replace("_", ""), label)
+    if human_readable_int(t) is not None or _HUMAN.fullmatch(t):
+        since = "" if first is None else f"; vLLM reads them there from 0.{first[0]}.{first[1]}"
+        raise InputError(f"vLLM stops at start-up: `argument {label}: invalid int value: {excerpt(t)}` (a k/K suffix: "
+                         f"{label} takes a plain whole number{since})")
+    return parse_whole(t, label)
+
+
 def _bool(value: str | None) -> bool:
     return value is None or value.strip().lower() in _TRUE
 
@@ -99,7 +125,7 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
     label = label or flag
     if dest in _INT_FIELDS:
         lo, hi = _INT_RANGES[dest]
-        return replace(settings, **{dest: whole(human_int(v, label), label, lo, hi)})
+        return replace(settings, **{dest: whole(engine_int(v, label, dest, settings.version), label, lo, hi)})
     if dest in _TEXT_FIELDS:
         v = v.strip()
         if not v or len(v) > 64:
@@ -110,7 +136,7 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
     if dest == "max_model_len":  # Field(ge=-1), -1 or auto: fit to memory; a request of 0 tokens is no length
-        n = -1 if v.strip().lower() in ("auto", "-1") else human_int(v, label)
+        n = -1 if v.strip().lower() in ("auto", "-1") else engine_int(v, label, dest, settings.version)
         if n != -1 and n < 1:
             raise InputError(f"{label} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")
         return replace(settings, max_model_len=whole(n, label, -1, 1 << 40))
@@ -174,7 +200,8 @@ def _extra_flag(settings: VllmSettings, dest: str, name: str, value: str | None,
     if dest == "enable_eplb":
         return replace(settings, enable_eplb=not name.startswith(("--no-", "--disable")) and _bool(value)), offload
     if dest == "decode_context_parallel_size":  # ParallelConfig Field(ge=1)
-        return replace(settings, decode_context_parallel_size=whole(human_int(v, label), label, 1, 1 << 16)), offload
+        return replace(settings, decode_context_parallel_size=whole(engine_int(v, label, dest, settings.version), label,
+                                                                    1, 1 << 16)), offload
     if dest == "mm_ipc_gpu_memory_gb":  # MultiModalConfig Field(ge=0), GiB: int(gb x GiB_bytes)
         return replace(settings, mm_ipc_bytes=int(parse_real(v, label, 0, 1 << 20) * (1 << 30))), offload
     if dest == "kv_offloading_size":  # CacheConfig kv_offloading_size, GiB of host memory
@@ -762,11 +789,12 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             continue
         if name in ("--num-redundant-experts", "--eplb-window-size"):  # flags of 0.9.2-0.11 (eplb.py)
             field = "num_redundant_experts" if name == "--num-redundant-experts" else "eplb_window_size"
-            settings = replace(settings, **{field: whole(human_int(arg or "", label), label,
+            settings = replace(settings, **{field: whole(engine_int(arg or "", label, field, settings.version), label,
                                                          0 if field == "num_redundant_experts" else 1, 1 << 20)})
             continue
         if name == "--lora-extra-vocab-size":  # a flag of 0.11 and earlier (lora.py: the extra vocabulary rows)
-            settings = replace(settings, lora_extra_vocab_size=whole(human_int(arg or "", label), label, 1, 1 << 20))
+            settings = replace(settings, lora_extra_vocab_size=whole(engine_int(arg or "", label, "lora_extra_vocab_size",
+                                                                                settings.version), label, 1, 1 << 20))
             continue
         if name not in flags:
             if (said := unmodelled(name, None, arg)) is not None:

@@ -117,3 +117,31 @@ def test_suffixes_where_vllm_reads_them_and_int_forms_it_takes(capsys: pytest.Ca
     assert "max_num_seqs 1024" in out and "TP=2" in out and "max_model_len 32,768" in out
     _refused(capsys, ["explain", "--gpu", "H100", "--", "docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.6.3",
                       "--model", "llama-3.1-8b", "--max-model-len", "8k"], "invalid int value: '8k'")
+
+
+# --- two runs in one log whose engine prints no API server line (an offline LLM(...) run, a benchmark) ----------------
+
+def test_two_offline_vllm_runs_check_the_last_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Two vLLM 0.29 runs of 'Initializing a V1 LLM engine' one after the other: the model was read from the first
+    (Qwen2.5-0.5B) and the figures from the second (Qwen2.5-7B): -93% model loading, +992% tokens, exit 0."""
+    small = DATA / "vllm_logs" / "v0.29.0_rtx5090_qwen2.5-0.5b_bf16_len8192_gmu0.9.log"
+    large = DATA / "vllm_logs" / "v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9.log"
+    both = tmp_path / "both.log"
+    both.write_text(small.read_text(encoding="utf-8") + large.read_text(encoding="utf-8"), encoding="utf-8")
+    import json
+
+    assert main(["check", str(large), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main(["check", str(both), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == alone["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert doc["comparison"] == alone["comparison"]
+    assert any("2 start-ups of vLLM's engine" in w and "the last one is checked" in w for w in doc["warnings"])
+    # one run whose data-parallel engines each print the line before any figure is one run
+    dp = tmp_path / "dp.log"
+    text = large.read_text(encoding="utf-8")
+    first = text.index("Initializing a V1 LLM engine")
+    line = text[text.rfind("\n", 0, first) + 1:text.index("\n", first) + 1]
+    dp.write_text(text.replace(line, line + line.replace("EngineCore pid=118", "EngineCore_DP1 pid=119")), encoding="utf-8")
+    assert main(["check", str(dp), "--json"]) == 0
+    assert not any("start-ups" in w for w in json.loads(capsys.readouterr().out)["warnings"])

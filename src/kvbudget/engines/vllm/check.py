@@ -275,8 +275,10 @@ def check_log(
     if not ref:
         raise InputError("the log does not name its model: give --model")
     if log.starts > 1:  # a restarted server, or logs pasted together: parse_vllm_log read the last one
-        warnings.append(f"the log holds {log.starts} start-ups of the vLLM API server (its version line printed "
-                        f"{log.starts} times): the last one is checked; give one run's lines to check another")
+        how = ("of vLLM's engine (its 'Initializing ... LLM engine' line printed again after a run's KV-cache figures)"
+               if log.engine_starts else f"of the vLLM API server (its version line printed {log.starts} times)")
+        warnings.append(f"the log holds {log.starts} start-ups {how}: the last one is checked; give one run's lines to "
+                        "check another")
     if log.other_failure:
         warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
                         "'starts' compares the memory outcome")

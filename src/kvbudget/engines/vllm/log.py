@@ -59,7 +59,9 @@ class VllmLog:
     # rank=3 pid=..)" 4 ranks (TP x PP, read as TP); None where no worker prefix carries a rank
     worker_layout: tuple[int, int] | None = None
     kv_size_printed: int = 0
-    starts: int = 1  # the API server's start-ups the log holds (its version line); the figures are the last one's
+    starts: int = 1  # the start-ups the log holds (the API server's version line, or the engine's start after a run's
+    # figures: engine_starts); the figures are the last one's
+    engine_starts: bool = False
 
     def graph_estimate(self, total_gib: float | None) -> float | None:
         """vLLM's CUDA-graph estimate in GiB: (X - Y) x the GPU's total from the equivalent-utilization line (to
@@ -317,6 +319,32 @@ def _graph_fields(log: LogText) -> dict[str, object]:
     return out
 
 
+# The engine's own start (v1/engine/core.py, engine/llm_engine.py: "Initializing a V1 LLM engine (v0.11.0) with config:
+# ...", V0's "Initializing an LLM engine (v0.6.4)"): an offline LLM(...) run or a benchmark prints no API server line,
+# and each data-parallel engine prints one as it starts, before any figure. One after a KV-cache figure is another run.
+_ENGINE_START = "LLM engine (v"
+_RUN_FIGURES = ("Available KV cache memory: ", "KV cache size: ", "GPU blocks: ", "gpu blocks: ", "cuda blocks: ",
+                "CUDA blocks: ", "Maximum concurrency for ")
+
+
+def _last_engine_run(text: str) -> tuple[int, str]:
+    """How many engine runs ``text`` holds (an engine start after a KV-cache figure begins one), and the last one's
+    text: from the line after the previous run's last figure (the lines before its engine start, such as the API
+    server's non-default args, are the new run's). Linear: figures are searched for between consecutive starts."""
+    at = text.find(_ENGINE_START)
+    runs, run_start = 1, 0
+    while at >= 0:
+        later = text.find(_ENGINE_START, at + len(_ENGINE_START))
+        if later < 0:
+            break
+        last_figure = max(text.rfind(figure, at, later) for figure in _RUN_FIGURES)
+        if last_figure >= 0:
+            end = text.find("\n", last_figure, later)
+            runs, run_start = runs + 1, (text.rfind("\n", 0, later) if end < 0 else end) + 1
+        at = later
+    return runs, text[run_start:]
+
+
 def parse_vllm_log(text: str) -> VllmLog:
     """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``). A log that
     holds several start-ups (a restarted server, logs pasted one after another: the API server prints its version
@@ -326,8 +354,9 @@ def parse_vllm_log(text: str) -> VllmLog:
     if start > 0 and text.find(_RUN_START) < start:
         starts = text.count(_RUN_START)
         text = text[text.rfind("\n", 0, start) + 1:]
+    engines, text = _last_engine_run(text)
     log = open_log(text, "vLLM", join_wrapped=True)
-    fields: dict[str, object] = {"starts": starts}
+    fields: dict[str, object] = {"starts": starts + engines - 1, "engine_starts": engines > 1}
     m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")
          or log.first("LLM engine (v", r"LLM engine \(v([0-9][\w.+\-]{0,40})\)")
          or log.first("vLLM version", r"vLLM version:? v?([0-9][\w.+\-]{0,40})")

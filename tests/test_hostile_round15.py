@@ -145,3 +145,14 @@ def test_two_offline_vllm_runs_check_the_last_one(capsys: pytest.CaptureFixture[
     dp.write_text(text.replace(line, line + line.replace("EngineCore pid=118", "EngineCore_DP1 pid=119")), encoding="utf-8")
     assert main(["check", str(dp), "--json"]) == 0
     assert not any("start-ups" in w for w in json.loads(capsys.readouterr().out)["warnings"])
+
+
+def test_a_log_of_a_release_newer_than_kvbudget_read_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A vLLM 0.45.2 log was compared with 0.33's rules (-20% KV, 'starts: DIFFERS') and the plan's note that the
+    release is newer than any kvbudget has read was printed nowhere."""
+    log = tmp_path / "newer.log"
+    log.write_text(L4_LOG.read_text(encoding="utf-8").replace("0.11.0", "0.45.2"), encoding="utf-8")
+    out, _ = _runs(capsys, ["check", str(log), "--gpu", "L4"])
+    assert "vLLM '0.45.2' is newer than the newest release kvbudget has read (0.33.0)" in out
+    out, _ = _runs(capsys, ["check", str(L4_LOG), "--gpu", "L4"])
+    assert "newer than" not in out

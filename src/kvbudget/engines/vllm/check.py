@@ -23,7 +23,7 @@ from .command import (
 from .fixes import suggestions
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
-from .settings import VllmSettings, version_minor
+from .settings import VllmSettings, newer_than_read, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -285,6 +285,8 @@ def check_log(
     warnings += _all_ranks(log, settings)
     spec = _model(ref, overrides)
     device = _gpu(log, gpu, gpu_memory)
+    if (later := newer_than_read(settings.version)) is not None:  # the plan's note, which the check printed nowhere
+        warnings.append(later)
     predicted = plan(spec, device, settings)
     given = None
     if log.available_kv_gib is not None and log.available_kv_gib > 0:

@@ -16,8 +16,13 @@ L4_LOG = DATA / "vllm_logs" / "v0.11.0_l4_llama3.1-8b_len32000_gmu0.92_mns128.lo
 
 
 def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], *said: str) -> str:
-    """``argv`` ends in exit 2 with one line on standard error holding each of ``said``."""
-    assert main(argv) == 2
+    """``argv`` ends in exit 2 with one line on standard error holding each of ``said`` (argparse's usage errors leave
+    main() by SystemExit(2), as the command line does)."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code  # type: ignore[assignment]
+    assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("kvbudget: error: "), err
     for words in said:
@@ -156,3 +161,43 @@ def test_a_log_of_a_release_newer_than_kvbudget_read_says_so(capsys: pytest.Capt
     assert "vLLM '0.45.2' is newer than the newest release kvbudget has read (0.33.0)" in out
     out, _ = _runs(capsys, ["check", str(L4_LOG), "--gpu", "L4"])
     assert "newer than" not in out
+
+
+# --- output paths ------------------------------------------------------------------------------------------------------
+
+def test_calibrate_out_that_is_one_of_the_logs_is_refused_before_writing(capsys: pytest.CaptureFixture[str],
+                                                                          tmp_path: Path) -> None:
+    """calibrate LOG --out LOG wrote the profile over the site's log (exit 0); through a link, likewise."""
+    log = tmp_path / "run.log"
+    text = (DATA / "vllm_logs" / "v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9.log").read_text(encoding="utf-8")
+    log.write_text(text, encoding="utf-8")
+    (tmp_path / "link.log").symlink_to(log)
+    for out in (log, tmp_path / "link.log"):
+        _refused(capsys, ["calibrate", str(log), "--out", str(out)], "is one of the files it is made from",
+                 "would overwrite that file")
+        assert log.read_text(encoding="utf-8") == text
+    # an empty --out was taken as no --out (no profile written, exit 0); a missing folder is said before any log is read
+    _refused(capsys, ["calibrate", str(log), "--out", ""], "--out is empty")
+    _refused(capsys, ["calibrate", str(tmp_path / "missing.log"), "--out", str(tmp_path / "no" / "p.json")],
+             "does not exist: create it")
+    out, _ = _runs(capsys, ["calibrate", str(log), "--out", str(tmp_path / "p.json")])
+    assert (tmp_path / "p.json").is_file() and "wrote" in out
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["kv", "llama-3.1-8b", "--plot", ""], "argument --plot: is empty"),
+    (["fit", "llama-3.1-8b", "--gpu", "H100", "--plot", " "], "argument --plot: is empty"),
+    (["simulate", "llama-3.1-8b", "--gpu", "H100", "--synthetic", "requests=3", "--no-progress", "--plot", ""],
+     "argument --plot: is empty"),
+    (["simulate", "llama-3.1-8b", "--gpu", "H100", "--synthetic", "requests=3", "--no-progress", "--tokenizer", ""],
+     "argument --tokenizer: is empty"),
+    (["check", str(L4_LOG), "--gpu", "L4", "--model", ""], "argument --model: is empty"),
+    (["check", str(L4_LOG), "--gpu", ""], "argument --gpu: is empty"),
+    (["calibrate", str(L4_LOG), "--gpu", "L4", "--model", " "], "argument --model: is empty"),
+    (["diagnose", "--metrics", str(DATA / "metrics" / "vllm-0.33-busy.prom"), "--expect", "", "--gpu", "H100"],
+     "argument --expect: is empty"),
+])
+def test_an_empty_value_is_not_the_option_left_out(capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
+    """An empty --plot drew nothing, an empty --model / --gpu beside a log was passed over for the log's own, and an
+    empty --tokenizer or --expect was ignored: each answered exit 0 as if the option had not been given."""
+    _refused(capsys, argv, said)

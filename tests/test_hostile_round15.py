@@ -201,3 +201,25 @@ def test_an_empty_value_is_not_the_option_left_out(capsys: pytest.CaptureFixture
     """An empty --plot drew nothing, an empty --model / --gpu beside a log was passed over for the log's own, and an
     empty --tokenizer or --expect was ignored: each answered exit 0 as if the option had not been given."""
     _refused(capsys, argv, said)
+
+
+# --- check LOG -- FLAGS: flags that contradict what the log prints of its own run ---------------------------------------
+
+@pytest.mark.parametrize(("flags", "said"), [
+    # compared as if the run had used 4096: max concurrency +659%, exit 0
+    (["--max-model-len", "4096"], "set max_model_len to 4096, but the log prints max_model_len 32000"),
+    # refused for a wrong reason: 'the log is cut short' (one of two ranks printed its figures)
+    (["--tensor-parallel-size", "2"], "set tensor_parallel_size to 2, but the log prints tensor_parallel_size 1"),
+    (["--max-num-seqs", "256"], "set max_num_seqs to 256, but the log prints max_num_seqs 128"),
+    (["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192", "--max-num-seqs", "128"],
+     "set max_model_len to 8192"),
+])
+def test_flags_after_dashes_that_contradict_the_log_are_refused(capsys: pytest.CaptureFixture[str], flags: list[str],
+                                                                said: str) -> None:
+    _refused(capsys, ["check", str(L4_LOG), "--gpu", "L4", "--", *flags], said, "drop them")
+
+
+def test_flags_after_dashes_that_agree_with_the_log_are_read(capsys: pytest.CaptureFixture[str]) -> None:
+    out, _ = _runs(capsys, ["check", str(L4_LOG), "--gpu", "L4", "--", "--max-model-len", "32k",
+                            "--gpu-memory-utilization", "0.920", "--max-num-seqs", "128", "--kv-cache-dtype", "auto"])
+    assert "max_model_len 32,000" in out

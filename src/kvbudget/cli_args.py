@@ -266,7 +266,8 @@ def _check_args(p: argparse.ArgumentParser, registry: Registry) -> None:
                    "for standard input")
     p.add_argument("--model", type=_named(_MODEL), help="the model, when the log does not name it (catalog name, HF id or config.json)")
     _hardware(p, "the GPU, when the log does not show it", required=False)
-    p.epilog = ("After --: the engine's flags the run used, overriding what the log shows (vLLM: -- --max-model-len 4096; "
+    p.epilog = ("After --: the engine's flags the run used, where the log does not show them (vLLM: a flag that sets "
+                "an engine argument the log prints to another value is refused) (vLLM: -- --max-model-len 4096; "
                 "SGLang: -- --mem-fraction-static 0.85; TensorRT-LLM, trtllm-serve's: -- --tp_size 2), or the whole "
                 "launch command (-- docker run ... IMAGE:TAG ..., -- python -m sglang.launch_server ..., "
                 "-- trtllm-serve M ...): its model and its image's release are read too (vLLM: its environment).")

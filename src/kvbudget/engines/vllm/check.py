@@ -246,6 +246,7 @@ def check_log(
         if key == "hf_overrides":
             overrides = _log_overrides(value)
     command: list[str] = []  # the whole launch command after --, if one was given
+    logged = settings  # what the log itself prints of the run's engine arguments
     if flags is not None:  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...` or the flags
         flags, whole = run_words(flags, "vLLM", "vllm serve MODEL ...")
         command = flags if whole else []
@@ -262,6 +263,7 @@ def check_log(
         warnings += cmd.warnings
         if any(f == "--hf-overrides" or f.startswith(("--hf-overrides=", "--hf-overrides.")) for f in flags):
             overrides = cmd.overrides
+    _not_contradicted(log, logged, settings)
     settings, said = _layout_from_workers(log, settings)
     warnings += said
     if command:
@@ -300,6 +302,24 @@ def check_log(
         warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
         fixes=tuple(suggestions(spec, device, settings, predicted)) if not (log.started and predicted.starts) else (),
     )
+
+
+# Engine arguments a log prints (its engine config or non-default args line) that the flags after -- may not contradict:
+# the run used the printed value, so a check against another one compares kvbudget's plan of a run that never happened
+# with the logged run's figures (-- --max-model-len 4096 beside a log of max_model_len 32000: "+659%", exit 0).
+_PRINTED = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
+            "gpu_memory_utilization", "block_size", "max_num_seqs", "max_num_batched_tokens", "enforce_eager")
+
+
+def _not_contradicted(log: VllmLog, logged: VllmSettings, settings: VllmSettings) -> None:
+    """Refuse flags after -- that set an engine argument the log prints to another value."""
+    printed = {key for key, _ in log.settings}
+    for key in _PRINTED:
+        was, now = getattr(logged, key), getattr(settings, key)
+        if key in printed and was != now:
+            raise InputError(f"the flags after -- set {key} to {now}, but the log prints {key} {was} (the logged run's "
+                             "own engine arguments): they are not this run's flags; drop them, or give the log of the "
+                             "run that used them")
 
 
 def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:

@@ -223,3 +223,23 @@ def test_flags_after_dashes_that_agree_with_the_log_are_read(capsys: pytest.Capt
     out, _ = _runs(capsys, ["check", str(L4_LOG), "--gpu", "L4", "--", "--max-model-len", "32k",
                             "--gpu-memory-utilization", "0.920", "--max-num-seqs", "128", "--kv-cache-dtype", "auto"])
     assert "max_model_len 32,000" in out
+
+
+@pytest.mark.parametrize(("version", "size", "taken"), [
+    ("0.6.3", "64", "8, 16, 32"), ("0.6.5", "128", "8, 16, 32"), ("0.8.4", "24", "8, 16, 32, 64, 128"),
+    ("0.10.0", "256", "1, 8, 16, 32, 64, 128"), ("0.12.0", "24", "1, 8, 16, 32, 64, 128, 256"),
+    ("0.17.0", "48", "1, 8, 16, 32, 64, 128, 256"),
+])
+def test_a_block_size_the_release_does_not_offer_is_refused(capsys: pytest.CaptureFixture[str], version: str, size: str,
+                                                            taken: str) -> None:
+    """--block-size N was planned with N blocks for every release; up to 0.17 vLLM's parser offers a fixed list
+    (`invalid choice`), from 0.18 any size."""
+    _refused(capsys, ["explain", "--gpu", "H100", "--vllm-version", version, "--", "vllm", "serve", "llama-3.1-8b",
+                      "--max-model-len", "4096", "--block-size", size], f"invalid choice: {size}", f"takes {taken})")
+
+
+def test_a_block_size_the_release_offers_is_planned(capsys: pytest.CaptureFixture[str]) -> None:
+    for version, size in (("0.6.4", "128"), ("0.12.0", "256"), ("0.18.0", "24"), ("0.33.0", "48")):
+        out, _ = _runs(capsys, ["explain", "--gpu", "H100", "--vllm-version", version, "--", "vllm", "serve", "llama-3.1-8b",
+                                "--max-model-len", "4096", "--block-size", size])
+        assert f"block size {size}," in out

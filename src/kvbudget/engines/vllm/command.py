@@ -93,6 +93,28 @@ def engine_int(text: str, label: str, dest: str, version: str | None) -> int:
     return parse_whole(t, label)
 
 
+# The block sizes a release's parser takes (engine/arg_utils.py --block-size choices up to 0.8.4, then the BlockSize
+# Literal of config.py / config/cache.py that argparse's choices come from), from the first release of each span; 0.18
+# takes any size (config/cache.py block_size: SkipValidation[int]). Read in the wheels of 0.6.3-0.6.6, 0.7.0-0.7.3,
+# 0.8.0-0.8.5, 0.9.0, 0.10.0, 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.18.0; releases before 0.6.3 are not checked.
+_BLOCK_SIZES = (((6, 3), (8, 16, 32)), ((6, 4), (8, 16, 32, 64, 128)), ((6, 5), (8, 16, 32)),
+                ((6, 6), (8, 16, 32, 64, 128)), ((8, 5), (1, 8, 16, 32, 64, 128)), ((12, 0), (1, 8, 16, 32, 64, 128, 256)),
+                ((18, 0), None))
+
+
+def _block_size_taken(n: int, label: str, version: str | None) -> None:
+    """Refuse a block size the release's parser refuses (``--block-size 24`` on 0.10: "invalid choice")."""
+    from .settings import minor_patch
+
+    release = minor_patch(version)
+    if release is None or release < _BLOCK_SIZES[0][0]:
+        return
+    choices = next(sizes for first, sizes in reversed(_BLOCK_SIZES) if release >= first)
+    if choices is not None and n not in choices:
+        raise InputError(f"vLLM stops at start-up: `argument {label}: invalid choice: {n}` (vLLM {version} takes "
+                         f"{', '.join(map(str, choices))})")
+
+
 def _bool(value: str | None) -> bool:
     return value is None or value.strip().lower() in _TRUE
 
@@ -125,7 +147,10 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
     label = label or flag
     if dest in _INT_FIELDS:
         lo, hi = _INT_RANGES[dest]
-        return replace(settings, **{dest: whole(engine_int(v, label, dest, settings.version), label, lo, hi)})
+        n = whole(engine_int(v, label, dest, settings.version), label, lo, hi)
+        if dest == "block_size":
+            _block_size_taken(n, label, settings.version)
+        return replace(settings, **{dest: n})
     if dest in _TEXT_FIELDS:
         v = v.strip()
         if not v or len(v) > 64:

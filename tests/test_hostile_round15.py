@@ -243,3 +243,16 @@ def test_a_block_size_the_release_offers_is_planned(capsys: pytest.CaptureFixtur
         out, _ = _runs(capsys, ["explain", "--gpu", "H100", "--vllm-version", version, "--", "vllm", "serve", "llama-3.1-8b",
                                 "--max-model-len", "4096", "--block-size", size])
         assert f"block size {size}," in out
+
+
+def test_max_model_len_auto_before_its_release_is_refused_and_not_suggested(capsys: pytest.CaptureFixture[str]) -> None:
+    """--max-model-len auto (human_readable_int_or_auto) came with vLLM 0.14: 0.13 stops on the word, yet it was
+    planned as an auto-fit, and fit suggested it to a 0.10 run that does not start."""
+    _refused(capsys, ["explain", "--gpu", "L4", "--vllm-version", "0.13.0", "--", "vllm", "serve", "llama-3.1-8b",
+                      "--max-model-len", "auto"], "invalid human_readable_int value: 'auto'", "came with 0.14")
+    out, _ = _runs(capsys, ["explain", "--gpu", "L4", "--vllm-version", "0.14.0", "--", "vllm", "serve", "llama-3.1-8b",
+                            "--max-model-len", "auto"])
+    out, _ = _runs(capsys, ["fit", "llama-3.1-70b", "--gpu", "L4", "--vllm-version", "0.10.0"])
+    assert "does not fit" in out and "--max-model-len auto" not in out
+    out, _ = _runs(capsys, ["fit", "llama-3.1-70b", "--gpu", "L4"])
+    assert "--max-model-len auto" in out

@@ -21,7 +21,7 @@ from ...units import InputError, digits, human_readable_int
 from ..cmdscan import revision_said
 from ..compared import assignments, container_env
 from .kv_dtypes import kv_dtype_taken
-from .settings import VllmSettings, version_minor
+from .settings import VllmSettings, auto_fit_read, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -161,6 +161,9 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
     if dest == "max_model_len":  # Field(ge=-1), -1 or auto: fit to memory; a request of 0 tokens is no length
+        if v.strip().lower() == "auto" and not auto_fit_read(settings.version):
+            raise InputError(f"vLLM stops at start-up: `argument {label}: invalid human_readable_int value: 'auto'` "
+                             f"(vLLM {settings.version} has no auto-fit: --max-model-len auto came with 0.14)")
         n = -1 if v.strip().lower() in ("auto", "-1") else engine_int(v, label, dest, settings.version)
         if n != -1 and n < 1:
             raise InputError(f"{label} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")

@@ -170,6 +170,15 @@ def minor_patch(version: str | None) -> tuple[int, int] | None:
     return int(parts[1]), int(number or 0)
 
 
+AUTO_FIT = (14, 0)  # --max-model-len auto / -1 (utils/argparse_utils.py human_readable_int_or_auto): 0.14.0 on, not 0.13.0
+
+
+def auto_fit_read(version: str | None) -> bool:
+    """Whether the release (None, a line name: the newest) reads --max-model-len auto."""
+    release = minor_patch(version)
+    return release is None or release >= AUTO_FIT
+
+
 def release(version: str | None) -> Release:
     """The release line of a version string (``0.33.0``, ``v0.6.3.post1``, ``current``, ``v1``, ``v0``)."""
     if version is None or version in ("current", "latest"):

@@ -256,3 +256,36 @@ def test_max_model_len_auto_before_its_release_is_refused_and_not_suggested(caps
     assert "does not fit" in out and "--max-model-len auto" not in out
     out, _ = _runs(capsys, ["fit", "llama-3.1-70b", "--gpu", "L4"])
     assert "--max-model-len auto" in out
+
+
+# --- a vLLM release the command itself pins ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [
+    "uvx --from vllm==0.10.1 vllm serve llama-3.1-8b --max-model-len 8192",
+    "uvx --from 'vllm[flashinfer]==0.10.1' vllm serve llama-3.1-8b --max-model-len 8192",
+    "uv run --with vllm==0.10.1 vllm serve llama-3.1-8b --max-model-len 8192",
+    "pipx run --spec vllm==0.10.1 vllm serve llama-3.1-8b --max-model-len 8192",
+    "pip install -U vllm==0.10.1 && vllm serve llama-3.1-8b --max-model-len 8192",
+    # uvx's own form: was refused as 'not a launch command'
+    "uvx vllm@0.10.1 serve llama-3.1-8b --max-model-len 8192",
+])
+def test_a_release_the_command_pins_is_planned(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """The command installs vLLM 0.10.1; it was planned with the newest release's rules (utilization 0.92 and CUDA
+    graphs taken from the budget, where 0.10 takes 0.90 and no graphs), exit 0."""
+    import json
+
+    assert main(["explain", "--gpu", "H100", "--json", "--", command]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["explain", "--gpu", "H100", "--vllm-version", "0.10.1", "--json", "--", "vllm", "serve", "llama-3.1-8b",
+                 "--max-model-len", "8192"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert doc["engine"]["version_line"] == "v1" and doc["kv_cache_tokens"] == same["kv_cache_tokens"]
+
+
+def test_a_pin_beside_another_vllm_version_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    out, err = _runs(capsys, ["explain", "--gpu", "H100", "--vllm-version", "0.33.0", "--", "pip install vllm==0.10.1 && "
+                              "vllm serve llama-3.1-8b --max-model-len 8192"])
+    assert "pins vLLM 0.10.1; planned with --vllm-version 0.33.0 as given" in out + err
+    # a pinned release's own rules apply: 0.8.3 reads no suffix in --max-model-len
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "uvx --from vllm==0.8.3 vllm serve llama-3.1-8b --max-model-len 8k"],
+             "invalid int value: '8k'")

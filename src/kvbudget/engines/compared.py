@@ -150,12 +150,38 @@ def llama_image(word: str) -> str | None:
     return None if m is None else "llama-server" if m.group(1) == "server" else "llama-cli"
 
 
+def program_name(word: str) -> str:
+    """A program's name as a word of a command runs it: its file name, less the release uvx pins with '@'
+    (``uvx vllm@0.10.1 serve M`` runs vllm)."""
+    base = os.path.basename(word)
+    name, at, release = base.partition("@")
+    return name if at and name and release[:1] in "v0123456789" and release[:1] else base
+
+
+# A package the command pins where it installs or runs it: a setup step (pip install vllm==0.10.1 && ...), uv run
+# --with vllm==0.10.1, uvx --from 'vllm[flashinfer]==0.10.1', pipx run --spec vllm==0.10.1, uvx vllm@0.10.1 serve
+_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.\-]{0,60})(?:\[[^\]]{0,200}\])?(?:===?|@v?)([0-9]{1,4}(?:\.[0-9]{1,4}){1,3}"
+                  r"(?:\.?(?:post|rc|dev)[0-9]{1,6})*)")
+
+
+def package_pins(words: list[str]) -> dict[str, str]:
+    """The release each package is pinned to among the words (the last pin of a package wins, as pip's resolver
+    refuses two that differ): {'vllm': '0.10.1'}. Names as PyPI normalizes them (lowercase, '_' as '-')."""
+    pins: dict[str, str] = {}
+    for word in words:
+        for item in word.split(","):  # uv run --with a==1,b==2
+            m = _PIN.fullmatch(item.strip().strip("'\""))
+            if m is not None:
+                pins[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return pins
+
+
 def launcher(words: list[str]) -> str | None:
     """The engine whose server ``words`` start, by its program, module or image: vLLM (``vllm serve``, its API server
     modules, the vllm/vllm-openai image or an Apptainer .sif of it), SGLang (``sglang.launch_server``, ``sglang
     serve``), TensorRT-LLM (``trtllm-serve``), llama.cpp (``llama-server`` ...); None where they name none."""
     for i, word in enumerate(words):
-        base = os.path.basename(word)
+        base = program_name(word)
         serve = words[i + 1:i + 2] == ["serve"]
         if (base == "vllm" and serve) or word.startswith("vllm.entrypoints.") or "vllm-openai" in base or "vllm/vllm-openai" in word:
             return "vLLM"
@@ -312,7 +338,7 @@ def program_starts(words: list[str]) -> list[int]:
     """The indices of ``words`` where a launch command's program is named."""
     out = []
     for i, word in enumerate(words):
-        base = os.path.basename(word)
+        base = program_name(word)
         if (((base in ("vllm", "sglang") or word == _VLLM_CLI) and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES
                 or base in _PROGRAMS
                 or (("vllm/vllm-openai" in word or llama_image(word))

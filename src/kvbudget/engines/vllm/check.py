@@ -10,7 +10,7 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, run_devices, run_words
+from ..compared import Row, package_pins, run_devices, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
@@ -250,8 +250,9 @@ def check_log(
     if flags is not None:  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...` or the flags
         flags, whole = run_words(flags, "vLLM", "vllm serve MODEL ...")
         command = flags if whole else []
-        if whole and version is None and (tagged := image_tag_release(flags)) is not None:
-            settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
+        if whole and version is None and (tagged := package_pins(flags).get("vllm") or image_tag_release(flags)):
+            # the release the command pins (uvx --from vllm==0.10.1) or its image's tag names: more than the log's format
+            settings = replace(settings, version=tagged)
         try:
             cmd = parse_vllm_command(flags if whole else ["vllm", "serve", ref or "model", *flags], settings)
         except InputError as exc:  # a whole command without its model: --model's (or the log's command's)

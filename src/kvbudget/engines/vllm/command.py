@@ -19,7 +19,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
 from ...units import InputError, digits, human_readable_int
 from ..cmdscan import revision_said
-from ..compared import assignments, container_env
+from ..compared import assignments, container_env, package_pins, program_name
 from .kv_dtypes import kv_dtype_taken
 from .settings import VllmSettings, auto_fit_read, version_minor
 
@@ -491,6 +491,19 @@ def _image_release(image: str, base: VllmSettings | None) -> tuple[str | None, l
     return None, [f"{said}: planned with the newest release's rules; give --vllm-version for the one it runs"]
 
 
+def _pinned_release(pinned: str, base: VllmSettings | None, tagged: str | None,
+                    said: list[str]) -> tuple[str | None, list[str]]:
+    """The release a command pins (vllm==X where it installs or runs vLLM) as the one to plan, unless --vllm-version
+    names one (a warning where they differ); an image's tag that names another release is said."""
+    if base is not None:
+        if version_minor(base.version) is not None and version_minor(base.version) != version_minor(pinned):
+            return None, [*said, f"the command pins vLLM {pinned}; planned with --vllm-version {base.version} as given"]
+        return None, said
+    if tagged is not None and tagged != pinned:
+        said = [*said, f"the command pins vLLM {pinned} and its image is {tagged}: planned with {pinned}, the one it runs"]
+    return pinned, said
+
+
 def image_tag_release(words: list[str]) -> str | None:
     """The vLLM release a ``vllm/vllm-openai:TAG`` image among the words names (None: no image, or a tag naming none)."""
     image = next((w for w in words if _is_image(w)), None)
@@ -531,7 +544,7 @@ def _v1_asked(settings: VllmSettings) -> tuple[VllmSettings, list[str]]:
 def _program(tokens: list[str]) -> tuple[list[str], str]:
     """Drop the program part; return the argument tokens and the entry point."""
     for i, tok in enumerate(tokens):
-        base = os.path.basename(tok)
+        base = program_name(tok)
         if (base == "vllm" or tok == "vllm.entrypoints.cli.main") and i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return tokens[i + 2:], "serve"
         if tok == "vllm.entrypoints.openai.api_server":
@@ -649,8 +662,9 @@ def dashed(token: str) -> str:
     return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
-def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
-    """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
+def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None, pinned: str | None = None) -> LaunchCommand:
+    """Read a vLLM launch command (a list of words, or one string as a shell would split it). ``pinned``: the release
+    a setup step before it installed (``pip install vllm==0.10.1 && ...``), where the words do not pin one."""
     tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
     # NAME=VALUE before the program, also after env / sudo and their options (env VLLM_USE_V1=0 vllm serve M was
@@ -667,6 +681,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     if image_at is not None:  # docker run [-e NAME=VALUE ...] vllm/vllm-openai:TAG ...: the container's environment
         env += container_env(tokens[:image_at])
         tag_version, image_warnings = _image_release(_as_docker_image(tokens[image_at]), base)
+    pinned = package_pins(tokens).get("vllm", pinned)  # uvx --from vllm==0.10.1, uv run --with vllm==0.10.1, vllm@0.10.1
+    if pinned is not None:
+        tag_version, image_warnings = _pinned_release(pinned, base, tag_version, image_warnings)
     args, entry = _program(tokens)
     if entry == "image":  # the image's own entrypoint: the OpenAI API server module up to 0.8, vllm serve after
         image_minor = version_minor(tag_version) if tag_version is not None else None

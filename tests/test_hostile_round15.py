@@ -289,3 +289,23 @@ def test_a_pin_beside_another_vllm_version_is_said(capsys: pytest.CaptureFixture
     # a pinned release's own rules apply: 0.8.3 reads no suffix in --max-model-len
     _refused(capsys, ["explain", "--gpu", "H100", "--", "uvx --from vllm==0.8.3 vllm serve llama-3.1-8b --max-model-len 8k"],
              "invalid int value: '8k'")
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    ("srun --gpus=1 vllm serve llama-3.1-8b -tp 2", "srun --gpus shows 1"),
+    ("srun --partition gpu -G 1 vllm serve llama-3.1-8b -tp 2", "srun -G shows 1"),
+    ("srun --gres=gpu:a100:2 vllm serve llama-3.1-8b -tp 4", "srun --gres shows 2"),
+    ("srun -n1 --gpus-per-task=1 python -m sglang.launch_server --model-path llama-3.1-8b --tp 2",
+     "srun --gpus-per-task shows 1"),
+])
+def test_srun_that_gives_fewer_gpus_than_the_layout_is_refused(capsys: pytest.CaptureFixture[str], command: str,
+                                                                said: str) -> None:
+    """Slurm shows the step's task the GPUs it allocated: a TP 2 server under srun --gpus=1 stops at start-up; it was
+    planned on 2 GPUs, exit 0 (docker run --gpus and CUDA_VISIBLE_DEVICES were already held to it)."""
+    _refused(capsys, ["explain", "--gpu", "H100", "--", command], said, "stops at start-up")
+
+
+def test_srun_over_nodes_or_with_enough_gpus_is_planned(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("srun -N 2 --gpus-per-node=2 vllm serve llama-3.1-8b -tp 4 --max-model-len 8192",
+                    "srun --gpus 2 --pty vllm serve llama-3.1-8b -tp 2 --max-model-len 8192"):
+        _runs(capsys, ["explain", "--gpu", "H100", "--", command])

@@ -502,10 +502,37 @@ def visible_devices(words: list[str]) -> tuple[str, int] | None:
     return shown[-1] if shown else None
 
 
+# srun's options that ask GPUs for one task on one node, each the count the step's task sees (Slurm sets its
+# CUDA_VISIBLE_DEVICES to the GPUs allocated to it): --gpus / -G (the job's, one task), --gpus-per-task,
+# --gpus-per-node, --gres=gpu[:TYPE]:N
+_SRUN_GPUS = re.compile(r"(?:--gpus|-G|--gpus-per-task|--gpus-per-node)(?:=| |)([0-9]{1,4})|--gres(?:=| )gpu(?::[^:,\s]{1,40})?:([0-9]{1,4})")
+_SRUN_SPREAD = re.compile(r"(?:--ntasks|-n|--nodes|-N|--ntasks-per-node)(?:=| |)([0-9]{1,6})")  # more than one task
+
+
+def slurm_gpus(words: list[str]) -> tuple[str, int] | None:
+    """(how, GPUs) an ``srun`` before the program gives its one task; None where it asks none, or runs more than one
+    task or node (each task's share is Slurm's to decide)."""
+    at = next((i for i, w in enumerate(words) if os.path.basename(w) == "srun"), None)
+    if at is None:
+        return None
+    found: tuple[str, int] | None = None
+    end = next((i for i in program_starts(words) if i > at), len(words))  # srun's options end where the program starts
+    rest = words[at + 1:end]
+    for i, word in enumerate(rest):
+        pair = f"{word} {rest[i + 1]}" if i + 1 < len(rest) else word  # --gpus 2: the option and its value
+        spread = _SRUN_SPREAD.fullmatch(word) or _SRUN_SPREAD.fullmatch(pair)
+        if spread is not None and int(spread.group(1)) > 1:
+            return None
+        m = _SRUN_GPUS.fullmatch(word) or _SRUN_GPUS.fullmatch(pair)
+        if m is not None:
+            found = (f"srun {word.partition('=')[0]}", int(m.group(1) or m.group(2)))
+    return found
+
+
 def devices_refused(words: list[str], used: int, label: str, fix: str) -> None:
-    """Refuse a launch command whose CUDA_VISIBLE_DEVICES (or container's GPUs) shows fewer devices than the
-    ``used`` its parallel sizes take: the engine (``label``) stops at start-up. ``fix``: what to do, {used} in it."""
-    shown = visible_devices(words) or container_gpus(words)
+    """Refuse a launch command whose CUDA_VISIBLE_DEVICES (or container's GPUs, or srun's) shows fewer devices than
+    the ``used`` its parallel sizes take: the engine (``label``) stops at start-up. ``fix``: what to do, {used} in it."""
+    shown = visible_devices(words) or container_gpus(words) or slurm_gpus(words)
     if shown is not None and used > shown[1]:
         count = f"{used} device{'s' if used != 1 else ''}"
         raise InputError(f"the command needs {used} GPU{'s' if used != 1 else ''} (TP x PP x DP) but its {shown[0]} shows "

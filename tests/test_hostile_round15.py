@@ -309,3 +309,17 @@ def test_srun_over_nodes_or_with_enough_gpus_is_planned(capsys: pytest.CaptureFi
     for command in ("srun -N 2 --gpus-per-node=2 vllm serve llama-3.1-8b -tp 4 --max-model-len 8192",
                     "srun --gpus 2 --pty vllm serve llama-3.1-8b -tp 2 --max-model-len 8192"):
         _runs(capsys, ["explain", "--gpu", "H100", "--", command])
+
+
+def test_a_flood_of_engine_starts_and_figures_is_read_in_linear_time(tmp_path: Path) -> None:
+    """A run counted per engine start searched every figure to the end of the text from each one: 3 MB of alternating
+    start and figure lines took 9 s (60 MB, minutes). Now each figure is searched forward once."""
+    import time
+
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    line = "INFO Initializing a V1 LLM engine (v0.11.0) with config: model='llama-3.1-8b'\nAvailable KV cache memory: 1.5 GiB\n"
+    text = line * (8 * 2**20 // len(line))
+    began = time.perf_counter()
+    log = parse_vllm_log(text)
+    assert time.perf_counter() - began < 3 and log.starts > 1 and log.available_kv_gib == 1.5

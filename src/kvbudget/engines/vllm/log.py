@@ -325,24 +325,29 @@ def _graph_fields(log: LogText) -> dict[str, object]:
 _ENGINE_START = "LLM engine (v"
 _RUN_FIGURES = ("Available KV cache memory: ", "KV cache size: ", "GPU blocks: ", "gpu blocks: ", "cuda blocks: ",
                 "CUDA blocks: ", "Maximum concurrency for ")
+_MAX_RUNS = 1000  # runs counted (a log of more is a flood, not a site's restarts)
 
 
 def _last_engine_run(text: str) -> tuple[int, str]:
-    """How many engine runs ``text`` holds (an engine start after a KV-cache figure begins one), and the last one's
-    text: from the line after the previous run's last figure (the lines before its engine start, such as the API
-    server's non-default args, are the new run's). Linear: figures are searched for between consecutive starts."""
-    at = text.find(_ENGINE_START)
-    runs, run_start = 1, 0
-    while at >= 0:
-        later = text.find(_ENGINE_START, at + len(_ENGINE_START))
-        if later < 0:
-            break
-        last_figure = max(text.rfind(figure, at, later) for figure in _RUN_FIGURES)
-        if last_figure >= 0:
-            end = text.find("\n", last_figure, later)
-            runs, run_start = runs + 1, (text.rfind("\n", 0, later) if end < 0 else end) + 1
-        at = later
-    return runs, text[run_start:]
+    """How many engine runs ``text`` holds (an engine start after a KV-cache figure begins one; counted up to
+    ``_MAX_RUNS``), and the last one's text: from the line after the previous run's last figure (the lines before its
+    engine start, such as the API server's non-default args, are the new run's). Each step jumps from a start to the
+    next figure and from there to the next start, so the work grows with the runs, not with the lines."""
+    runs, at = 1, text.find(_ENGINE_START)
+    ahead = dict.fromkeys(_RUN_FIGURES, 0)  # each figure's next place at or after a point: searched forward once
+    while at >= 0 and runs <= _MAX_RUNS:
+        for f, i in ahead.items():
+            if 0 <= i < at:
+                ahead[f] = text.find(f, at)
+        figure = min((i for i in ahead.values() if i >= at), default=-1)
+        at = text.find(_ENGINE_START, figure) if figure >= 0 else -1
+        runs += at >= 0
+    last = text.rfind(_ENGINE_START)
+    figure = max(text.rfind(f, 0, last) for f in _RUN_FIGURES) if last > 0 else -1
+    if runs == 1 or figure < 0:
+        return 1, text
+    end = text.find("\n", figure, last)
+    return runs, text[(text.rfind("\n", 0, text.find(_ENGINE_START, figure)) if end < 0 else end) + 1:]
 
 
 def parse_vllm_log(text: str) -> VllmLog:

@@ -323,3 +323,15 @@ def test_a_flood_of_engine_starts_and_figures_is_read_in_linear_time(tmp_path: P
     began = time.perf_counter()
     log = parse_vllm_log(text)
     assert time.perf_counter() - began < 3 and log.starts > 1 and log.available_kv_gib == 1.5
+
+
+def test_sglang_flags_after_dashes_that_contradict_server_args_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """-- --tp 2 beside an SGLang log whose server_args print tp_size=4 was compared as a TP 2 run (K size -100%,
+    free memory after loading -9.23 GB, 'starts: DIFFERS'), exit 0."""
+    log = str(DATA / "sglang_logs" / "v0.4.3.post4_l4x4_qwq-32b_tp4_default.log")
+    base = ["check", log, "--model", "Qwen/QwQ-32B", "--gpu", "L4", "--"]
+    _refused(capsys, [*base, "--tp", "2"], "set tp to 2, but the log prints tp 4")
+    _refused(capsys, [*base, "--mem-fraction-static", "0.5"], "set mem_fraction_static to 0.5, but the log prints "
+             "mem_fraction_static 0.85")
+    out, _ = _runs(capsys, [*base, "--tp", "4", "--mem-fraction-static", "0.85"])
+    assert "tp 4" in out

@@ -160,10 +160,14 @@ def test_server_args_are_read_through_the_command_reader() -> None:
                        sglang.SGLangSettings(version="0.4.8", mem_fraction_static=0.8, chunked_prefill_size=8192,
                                              cuda_graph_max_bs=256)).max_total_num_tokens
     assert c.plan.kv_tokens == want
-    # the flags after -- lay over the log's: SGLang's own spelling, through the same reader
-    lower = sglang_check(_sglang_log(frac="0.8"), {"gpu": "H100-SXM-80GB", "flags": ["--mem-fraction-static", "0.7"]})
-    assert dict(lower.settings)["mem_fraction_static"] == 0.7 and lower.plan.kv_tokens < want
-    assert "the flags after --" in lower.read_from
+    # the flags after -- are read through the same reader, SGLang's own spelling; one that sets what server_args
+    # prints to another value is not this run's (hostile round 15: it was laid over the log's, and the logged run's
+    # figures compared with a plan of a run that never happened, exit 0)
+    same = sglang_check(_sglang_log(frac="0.8"), {"gpu": "H100-SXM-80GB", "flags": ["--mem-fraction-static", "0.80"]})
+    assert dict(same.settings)["mem_fraction_static"] == 0.8 and same.plan.kv_tokens == want
+    assert "the flags after --" in same.read_from
+    with pytest.raises(InputError, match=r"set mem_fraction_static to 0\.7, but the log prints mem_fraction_static 0\.8"):
+        sglang_check(_sglang_log(frac="0.8"), {"gpu": "H100-SXM-80GB", "flags": ["--mem-fraction-static", "0.7"]})
 
 
 @pytest.mark.parametrize(("tp", "frac", "said"), [

@@ -194,6 +194,17 @@ def launcher(words: list[str]) -> str | None:
     return None
 
 
+def not_contradicted(printed: dict[str, object], given: dict[str, object], keys: tuple[str, ...], where: str,
+                     shown: str) -> None:
+    """Refuse ``given`` settings (the flags after ``check LOG --``) that set one of ``keys`` the log prints (``shown``:
+    where it prints it) to another value: the run used the printed one, so a check against the other compares
+    kvbudget's plan of a run that never happened with the logged run's figures."""
+    for key in keys:
+        if key in printed and key in given and printed[key] != given[key]:
+            raise InputError(f"{where} set {key} to {given[key]}, but the log prints {key} {printed[key]} ({shown}): "
+                             "they are not this run's flags; drop them, or give the log of the run that used them")
+
+
 def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[str], bool]:
     """The words after ``check LOG --`` for a log of ``engine`` (its label), and whether they are a whole launch
     command of it (``is_launch_command``) rather than its flags. One quoted string is split as a shell splits it;

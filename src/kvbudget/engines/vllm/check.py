@@ -10,7 +10,7 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, package_pins, run_devices, run_words
+from ..compared import Row, not_contradicted, package_pins, run_devices, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
@@ -315,12 +315,9 @@ _PRINTED = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_siz
 def _not_contradicted(log: VllmLog, logged: VllmSettings, settings: VllmSettings) -> None:
     """Refuse flags after -- that set an engine argument the log prints to another value."""
     printed = {key for key, _ in log.settings}
-    for key in _PRINTED:
-        was, now = getattr(logged, key), getattr(settings, key)
-        if key in printed and was != now:
-            raise InputError(f"the flags after -- set {key} to {now}, but the log prints {key} {was} (the logged run's "
-                             "own engine arguments): they are not this run's flags; drop them, or give the log of the "
-                             "run that used them")
+    not_contradicted({key: getattr(logged, key) for key in _PRINTED if key in printed},
+                     {key: getattr(settings, key) for key in _PRINTED}, _PRINTED, "the flags after --",
+                     "the logged run's own engine arguments")
 
 
 def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:

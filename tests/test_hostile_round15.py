@@ -335,3 +335,15 @@ def test_sglang_flags_after_dashes_that_contradict_server_args_are_refused(capsy
              "mem_fraction_static 0.85")
     out, _ = _runs(capsys, [*base, "--tp", "4", "--mem-fraction-static", "0.85"])
     assert "tp 4" in out
+
+
+def test_calibrate_reads_standard_input_as_check_does(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """calibrate - said "log '-': no such file" (check reads '-' as standard input); '-' twice is one log given twice."""
+    import io
+
+    log = (DATA / "vllm_logs" / "v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9.log").read_text(encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO(log))
+    out, _ = _runs(capsys, ["calibrate", "-"])
+    assert "custom (31.36 GiB)" in out and "+0.04 GiB" in out
+    _refused(capsys, ["calibrate", "-", "-"], "standard input ('-') is given more than once")

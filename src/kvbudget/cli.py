@@ -105,12 +105,7 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
     from .questions.readers import check
 
     _no_own_flags_after_dashes(list(args.flags or ()), f"check {args.log} --")
-    if args.log == "-":  # standard input, bounded like a file
-        text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
-        if len(text) > inputs.MAX_LOG_BYTES:
-            raise InputError(f"standard input: more than the {inputs.MAX_LOG_BYTES:,} characters kvbudget reads of a log")
-    else:
-        text = inputs.read_log(args.log)
+    text = _log_text(args.log)
     given = {o.dest: getattr(args, o.dest) for e in registry for o in e.options
              if "check" in o.commands and getattr(args, o.dest, None) is not None}
     engine, result = check(text, {**given, "model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory,
@@ -118,6 +113,18 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
     if args.json:
         return _render(args, engine.check_doc(result, args.units), "")
     return engine.check_text(result, args.units)
+
+
+def _log_text(path: str) -> str:
+    """A log file's text, or standard input's for ``-`` (bounded like a file)."""
+    from . import inputs
+
+    if path != "-":
+        return inputs.read_log(path)
+    text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
+    if len(text) > inputs.MAX_LOG_BYTES:
+        raise InputError(f"standard input: more than the {inputs.MAX_LOG_BYTES:,} characters kvbudget reads of a log")
+    return text
 
 
 def _writable_report(path: str, flag: str = "--report", example: str = "report.md", inputs: Sequence[str] = ()) -> None:
@@ -159,7 +166,9 @@ def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
         raise InputError(f"{len(args.logs):,} logs: give at most 1,000")
     if args.out is not None:
         _writable_report(args.out, "--out", "profile.json", args.logs)
-    logs = ((path, inputs.read_log(path)) for path in args.logs)  # one at a time
+    if args.logs.count("-") > 1:
+        raise InputError("standard input ('-') is given more than once: it holds one log; give the others as files")
+    logs = ((path, _log_text(path)) for path in args.logs)  # one at a time; '-' is standard input, as check reads it
     c = calibrate(logs, {"model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
     if not c.terms:
         why = "; ".join(f"{log}: {reason}" for log, reason in c.skipped[:3])

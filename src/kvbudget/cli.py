@@ -101,7 +101,6 @@ def _no_own_flags_after_dashes(words: list[str], example: str) -> None:
 
 
 def _check(args: argparse.Namespace, registry: Registry) -> str:
-    from . import inputs
     from .questions.readers import check
 
     _no_own_flags_after_dashes(list(args.flags or ()), f"check {args.log} --")

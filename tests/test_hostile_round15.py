@@ -347,3 +347,88 @@ def test_calibrate_reads_standard_input_as_check_does(capsys: pytest.CaptureFixt
     out, _ = _runs(capsys, ["calibrate", "-"])
     assert "custom (31.36 GiB)" in out and "+0.04 GiB" in out
     _refused(capsys, ["calibrate", "-", "-"], "standard input ('-') is given more than once")
+
+
+# --- a Kubernetes manifest or compose file pasted whole into explain -----------------------------------------------------
+
+_DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.10.1
+        command: ["vllm", "serve"]
+        args:
+        - meta-llama/Llama-3.1-8B-Instruct
+        - --max-model-len
+        - "8192"
+        - --tensor-parallel-size
+        - "2"
+        resources:
+          limits: {nvidia.com/gpu: GPUS}
+        readinessProbe:
+          exec: {command: ["curl", "localhost:8000/health"]}
+---
+apiVersion: v1
+kind: Service
+spec: {ports: [{port: 8000}]}
+"""
+_COMPOSE = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.9.2
+    environment:
+      - VLLM_USE_V1=0
+    command: --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192
+  webui:
+    image: ghcr.io/open-webui/open-webui:main
+    environment: {OPENAI_API_BASE_URL: "http://vllm:8000/v1"}
+"""
+
+
+def _plan_of(capsys: pytest.CaptureFixture[str], *words: str) -> dict[str, object]:
+    import json
+
+    assert main(["explain", "--gpu", "H100", "--json", "--", *words]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_a_kubernetes_manifest_is_read_as_its_container_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """A Deployment pasted whole was refused for a wrong reason ('the command names no model': its args name it); its
+    image's tag names the release (0.10.1), its command and args are the server's."""
+    doc = _plan_of(capsys, _DEPLOYMENT.replace("GPUS", "2"))
+    same = _plan_of(capsys, "docker", "run", "--gpus", "2", "vllm/vllm-openai:v0.10.1", "--model",
+                    "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192", "--tensor-parallel-size", "2")
+    assert doc["kv_cache_tokens"] == same["kv_cache_tokens"] and doc["tp"] == 2
+    assert doc["engine"]["version_line"] == "v1"  # type: ignore[index]
+    _refused(capsys, ["explain", "--gpu", "H100", "--", _DEPLOYMENT.replace("GPUS", "1")],
+             "needs 2 GPUs (TP x PP x DP) but the pasted manifest gives it 1")
+
+
+def test_a_compose_file_and_kvbudgets_own_manifests_are_read(capsys: pytest.CaptureFixture[str]) -> None:
+    """compose: the image's entrypoint takes the command, the environment applies (VLLM_USE_V1=0 on 0.9.2: V0). The
+    manifests kvbudget plan writes (a Deployment; a LeaderWorkerSet whose leader runs `sh -c 'ray start ... && vllm
+    serve ...'` over 2 pods of 8 GPUs) read back to their command's plan."""
+    import json
+
+    doc = _plan_of(capsys, _COMPOSE)
+    assert doc["engine"]["version_line"] == "v0"  # type: ignore[index]
+    assert main(["plan", "llama-3.1-405b", "--concurrency", "4", "--context", "8192", "--gpus", "H100", "--max-gpus", "32",
+                 "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    multi = next(p for p in plans if p["num_gpus"] > 8 and p["launch"] and p["launch"].get("kubernetes"))
+    single = next(p for p in plans if p["num_gpus"] <= 8 and p["launch"] and p["launch"].get("kubernetes"))
+    for p in (multi, single):
+        assert _plan_of(capsys, p["launch"]["kubernetes"])["kv_cache_tokens"] == \
+            _plan_of(capsys, p["launch"]["command"])["kv_cache_tokens"]
+
+
+def test_a_manifest_with_no_engine_or_two_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "services:\n  web:\n    image: nginx\n    command: [nginx]\n"],
+             "no container that runs an engine")
+    two = _DEPLOYMENT.replace("GPUS", "2").replace("      - name: vllm\n", "      - name: a\n        image: vllm/vllm-openai:v0.10.1\n"
+                                                   "        command: [vllm, serve, llama-3.1-8b]\n      - name: vllm\n")
+    _refused(capsys, ["explain", "--gpu", "H100", "--", two], "holds 2 containers that run an engine")
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "image: vllm/vllm-openai\ncommand: [unclosed\n"],
+             "the pasted manifest: not valid YAML")

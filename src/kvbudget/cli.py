@@ -74,8 +74,8 @@ def _explain(args: argparse.Namespace, registry: Registry) -> str:
     words = list(args.launch)
     if words and words[0] == "--":
         words = words[1:]
-    if len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
-        words = split_command(words[0])
+    if len(words) == 1 and any(c.isspace() for c in words[0]) and not _is_manifest(words[0]):
+        words = split_command(words[0])  # the command pasted as one quoted string (a manifest: explain reads its YAML)
     if not words:
         raise InputError("give the launch command after --, e.g. kvbudget explain --gpu H100 -- vllm serve MODEL")
     _no_own_flags_after_dashes(words, "explain --gpu H100 -- " + " ".join(words[:3]))
@@ -86,6 +86,12 @@ def _explain(args: argparse.Namespace, registry: Registry) -> str:
     if args.json:
         return _render(args, fit_report.fit_doc(answer, engine, args.units), "")
     return fit_report.fit_text(answer, engine, args.units)
+
+
+def _is_manifest(text: str) -> bool:
+    from .engines.compared import manifest_command
+
+    return "\n" in text and manifest_command([text]) is not None
 
 
 def _no_own_flags_after_dashes(words: list[str], example: str) -> None:

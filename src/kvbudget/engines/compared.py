@@ -218,7 +218,10 @@ def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[
 
     words = list(flags or ())
     check_command_size(sum(len(w) + 1 for w in words))
-    if len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
+    manifest = manifest_command(words)  # a Kubernetes manifest or compose file: its container's command
+    if manifest is not None:
+        words = list(manifest.words)
+    elif len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
         words = split_command(words[0])
     words = without_redirections(shell_command(words))
     while words and words[-1] in SHELL_OPERATORS:  # `... &`: run in the background, the command is the same
@@ -548,3 +551,123 @@ def devices_refused(words: list[str], used: int, label: str, fix: str) -> None:
         count = f"{used} device{'s' if used != 1 else ''}"
         raise InputError(f"the command needs {used} GPU{'s' if used != 1 else ''} (TP x PP x DP) but its {shown[0]} shows "
                          f"{shown[1]}: {label} stops at start-up; {fix.format(used=count)}")
+
+
+# --- a Kubernetes manifest or compose file pasted in place of the command ------------------------------------------
+
+# Keys that open a container's spec in a manifest (Deployment, Pod, StatefulSet, LeaderWorkerSet ...) or a compose
+# file's service, at the start of a line: a pasted text that holds them is YAML, not a shell command line
+_MANIFEST_KEY = re.compile(r"^[ \t]*(?:-[ \t]+)?(?:image|command|args|containers|services|entrypoint):", re.M)
+_GPU_LIMITS = ("nvidia.com/gpu", "amd.com/gpu")
+# Engines' own images, whose tag names the release and whose readers take `docker run [--entrypoint P] IMAGE ...`
+_ENGINE_IMAGES = ("vllm/vllm-openai", "vllm-openai:", "lmsysorg/sglang", "ggml-org/llama.cpp", "ggerganov/llama.cpp")
+
+
+@record
+class Manifest:
+    """The launch command a pasted manifest's container runs, and the GPUs its pod asks (None: none said)."""
+
+    words: tuple[str, ...]
+    gpus: int | None
+
+
+def manifest_command(words: list[str]) -> Manifest | None:
+    """The command of the one container that runs an engine in a pasted Kubernetes manifest or compose file (its
+    environment as NAME=VALUE, then its command and args; without a command, the image and its args, which the
+    image's entrypoint takes; compose: entrypoint, else the image, then command), and its pod's GPU limit; None
+    where the words are not such YAML. Kubernetes' container fields (core/v1 Container: command, args, env) and
+    compose's service fields (image, entrypoint, command, environment)."""
+    from ..inputs import check_command_size, load_yaml
+
+    if len(words) != 1 or "\n" not in words[0] or not _MANIFEST_KEY.search(words[0]):
+        return None
+    check_command_size(len(words[0]))
+    docs = [load_yaml(doc, "the pasted manifest") for doc in re.split(r"(?m)^---[ \t]*$", words[0])]
+    found = [c for c in _containers(docs) if launcher(shell_command(list(c.words))) is not None]
+    if not found:
+        raise InputError("the pasted text is YAML (a Kubernetes manifest or compose file) with no container that runs an "
+                         "engine kvbudget reads (vllm serve, sglang, trtllm-serve, llama-server): give the launch "
+                         "command itself")
+    if len(found) > 1:
+        raise InputError(f"the pasted manifest holds {len(found)} containers that run an engine: paste the one to plan")
+    return found[0]
+
+
+def _containers(node: object, depth: int = 0, pod: bool = False, pods: int = 1) -> list[Manifest]:
+    """Every container spec under ``node``: a mapping with an image and a command, args or entrypoint (``pod``: in a
+    Kubernetes ``containers`` list, whose command replaces the image's entrypoint; elsewhere a compose service's,
+    whose command is the entrypoint's arguments). ``pods``: the pods of one replica (a LeaderWorkerSet's size: the
+    leader's server runs on all of their GPUs)."""
+    if depth > 40:
+        return []
+    if isinstance(node, list):
+        return [c for item in node for c in _containers(item, depth + 1, pod, pods)]
+    if not isinstance(node, dict):
+        return []
+    group = node.get("leaderWorkerTemplate")
+    size = group.get("size") if isinstance(group, dict) else None
+    pods = size if isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= 1 << 16 else pods
+    found = [c for key, value in node.items() if key not in ("env", "environment")
+             for c in _containers(value, depth + 1, key in ("containers", "initContainers"), pods)]
+    image = node.get("image")
+    if any(k in node for k in ("command", "args", "entrypoint")):  # a container, or its command and args alone
+        found.append(_container(node, image if isinstance(image, str) else None, pod or "args" in node, pods))
+    return found
+
+
+def _words_of(value: object, what: str) -> list[str]:
+    """A command, args or entrypoint as a list of words (compose also takes one string, split as a shell would)."""
+    from ..inputs import excerpt, split_command
+
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return split_command(value)
+    if isinstance(value, list) and all(isinstance(w, (str, int, float)) and not isinstance(w, bool) for w in value):
+        return [str(w) for w in value]
+    raise InputError(f"the pasted manifest's {what} {excerpt(value, 40)} is not a list of words")
+
+
+def _container(spec: dict[str, object], image: str | None, pod: bool, pods: int) -> Manifest:
+    env = spec.get("env", spec.get("environment"))
+    assigned: list[str] = []
+    if isinstance(env, list):  # Kubernetes [{name, value}], compose ["A=1"]
+        assigned = [f"{e['name']}={e.get('value', '')}" if isinstance(e, dict) and "name" in e else str(e) for e in env]
+    elif isinstance(env, dict):  # compose {A: 1}
+        assigned = [f"{k}={'' if v is None else v}" for k, v in env.items()]
+    assigned = [a for a in assigned if "=" in a and a.partition("=")[0].isidentifier()]
+    # Kubernetes: command replaces the image's entrypoint, args are its arguments; compose: entrypoint and command
+    program = _words_of(spec.get("command" if pod else "entrypoint"), "command" if pod else "entrypoint")
+    rest = _words_of(spec.get("args" if pod else "command"), "args" if pod else "command")
+    shell = bool(program) and os.path.basename(program[0]) in _SHELLS  # sh -c SCRIPT: the script says what runs
+    if image is not None and any(name in image for name in _ENGINE_IMAGES) and not shell:
+        # as docker runs it: the image's tag names the release, and its entrypoint runs where no command replaces it
+        run = ["docker", "run", *[w for a in assigned for w in ("-e", a)],
+               *(["--entrypoint", program[0], image, *program[1:]] if program else [image]), *rest]
+        assigned = []
+    elif not pod and image is None and not program:  # a compose command without its image: the command itself
+        run = rest
+    else:  # another image (a CUDA or Python base) with the engine installed: its program runs
+        run = [*(program or ([image] if image else [])), *rest]
+    count = _gpus_asked(spec)
+    return Manifest(tuple([*assigned, *run]), None if count is None else count * pods)
+
+
+def _gpus_asked(spec: dict[str, object]) -> int | None:
+    """The GPUs a container asks: Kubernetes' resources.limits (nvidia.com/gpu, amd.com/gpu), compose's
+    deploy.resources.reservations.devices (count, or device_ids); None where it says none (or 'all')."""
+    resources = spec.get("resources")
+    limits = resources.get("limits") if isinstance(resources, dict) else None
+    asked = next((limits[k] for k in _GPU_LIMITS if k in limits), None) if isinstance(limits, dict) else None
+    deploy = spec.get("deploy")
+    node: object = deploy
+    for key in ("resources", "reservations", "devices"):
+        node = node.get(key) if isinstance(node, dict) else None
+    for device in node if isinstance(node, list) else []:
+        if isinstance(device, dict) and isinstance(device.get("device_ids"), list):
+            asked = len(device["device_ids"])
+        elif isinstance(device, dict) and "count" in device:
+            asked = device["count"]
+    if isinstance(asked, str) and digits(asked) and len(asked) < 7:
+        return int(asked)
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 0 else None

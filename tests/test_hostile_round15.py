@@ -432,3 +432,18 @@ def test_a_manifest_with_no_engine_or_two_is_one_line(capsys: pytest.CaptureFixt
     _refused(capsys, ["explain", "--gpu", "H100", "--", two], "holds 2 containers that run an engine")
     _refused(capsys, ["explain", "--gpu", "H100", "--", "image: vllm/vllm-openai\ncommand: [unclosed\n"],
              "the pasted manifest: not valid YAML")
+
+
+def test_a_gpu_the_log_shows_is_not_replaced_by_another(capsys: pytest.CaptureFixture[str]) -> None:
+    """--gpu L4 beside a log of 'NVIDIA H100 80GB HBM3' (or of a 79.18 GiB total) was checked as an L4 run (-137%
+    available KV, 'starts: DIFFERS'), the log's own device passed over; --gpu is for a log that does not show it."""
+    named = str(DATA / "vllm_logs" / "v0.12.0_h100x2_qwen3-vl-30b-a3b_tp2_len65536.log")
+    total = str(DATA / "vllm_logs" / "v0.10.2_h100_qwen3-30b-a3b-2507_bf16_len6144.log")
+    _refused(capsys, ["check", named, "--gpu", "L4"], "--gpu 'L4' (L4-24GB) is not the run's device: the log names "
+             "'NVIDIA H100 80GB HBM3'")
+    _refused(capsys, ["check", total, "--gpu", "L4"], "the log prints a total of 79.18 GiB")
+    trtllm = str(DATA / "trtllm_logs" / "v0.13.0_rtx4090_glm-4-9b-int8_engine_triton-openai.log")  # 'GeForce RTX 4090'
+    _refused(capsys, ["check", trtllm, "--gpu", "H100"], "the log names 'GeForce RTX 4090'")
+    for argv in (["check", named, "--gpu", "H100 PCIe"], ["check", total, "--gpu", "H100"],
+                 ["check", trtllm, "--gpu", "RTX 4090"]):
+        _runs(capsys, argv)

@@ -66,6 +66,29 @@ def settings_items(settings: object, defaults: object) -> tuple[tuple[str, objec
     return tuple((n, getattr(settings, n)) for n in fields(settings) if getattr(settings, n) != getattr(defaults, n))
 
 
+def not_the_run(gpu: str, device: GPU, logged_name: str | None, logged_total: int | None) -> None:
+    """Refuse ``--gpu`` (found as ``device``) where the log shows another card: a device name of a card whose memory
+    differs by more than a tenth, or a total more than a tenth off the card's that no board of its name has (check
+    compared the logged run with a plan on the other card: an H100 log checked --gpu L4, -137% KV, exit 0)."""
+    from ..hardware import card_of_memory
+    from ..inputs import excerpt
+
+    logged: GPU | None = None
+    if logged_name:
+        try:
+            logged = find_gpu(logged_name)
+        except UnknownGPU:
+            logged = card_of_memory(logged_name, logged_total) if logged_total else None
+    if logged is not None and abs(logged.memory_bytes - device.memory_bytes) > logged.memory_bytes // 10:
+        raise InputError(f"--gpu {excerpt(gpu, 40)} ({device.name}) is not the run's device: the log names "
+                         f"{excerpt(logged_name, 60)} ({logged.name}); drop --gpu, the log says which GPU it ran on")
+    if (logged_total and abs(device.memory_bytes - logged_total) > logged_total // 10
+            and card_of_memory(gpu, logged_total) is None):
+        raise InputError(f"--gpu {excerpt(gpu, 40)} ({device.name}, {device.memory_bytes / GiB:.2f} GiB) is not the run's "
+                         f"device: the log prints a total of {logged_total / GiB:.2f} GiB; drop --gpu, or give the card "
+                         "it ran on")
+
+
 def run_gpu(gpu: str | None, gpu_memory: int | None, logged_name: str | None, logged_total_gib: float | None,
             free_gib: float | None, engine: str) -> GPU | None:
     """The device of a logged run: ``gpu`` (else the name the log prints), with ``gpu_memory`` or the total the log
@@ -74,6 +97,7 @@ def run_gpu(gpu: str | None, gpu_memory: int | None, logged_name: str | None, lo
     device: GPU | None = None
     if gpu:
         device = find_gpu(gpu)
+        not_the_run(gpu, device, logged_name, round(logged_total_gib * GiB) if logged_total_gib else None)
     elif logged_name:
         try:
             device = find_gpu(logged_name)

@@ -10,7 +10,7 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, not_contradicted, package_pins, run_devices, run_words
+from ..compared import Row, not_contradicted, not_the_run, package_pins, run_devices, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
@@ -111,6 +111,8 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
         # sized another card (24 GiB given for a 79.18 GiB run: -45 GiB "outside the model", exit 0)
         raise InputError(f"--gpu-memory {gpu_memory / GiB:.2f} GiB is not the run's device: the log prints a total of "
                          f"{log.total_gib:.2f} GiB; drop --gpu-memory (the log's total is read)")
+    if gpu:
+        not_the_run(gpu, find_gpu(gpu), log.gpu_name, total if gpu_memory is None else None)
     if gpu_memory is not None:
         if gpu:
             return replace(find_gpu(gpu), memory_bytes=gpu_memory, nvidia_smi_mib=None, memory_source="given with the GPU")
@@ -286,8 +288,8 @@ def check_log(
         warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
                         "'starts' compares the memory outcome")
     warnings += _all_ranks(log, settings)
+    device = _gpu(log, gpu, gpu_memory)  # a --gpu that is not the run's is refused before the model is fetched
     spec = _model(ref, overrides)
-    device = _gpu(log, gpu, gpu_memory)
     if (later := newer_than_read(settings.version)) is not None:  # the plan's note, which the check printed nowhere
         warnings.append(later)
     predicted = plan(spec, device, settings)

@@ -290,3 +290,51 @@ def test_a_stand_in_model_is_said_once(capsys: pytest.CaptureFixture[str]) -> No
                  "--gpu", "L4"]) == 0
     err = capsys.readouterr().err
     assert err.count("planned as Qwen/QwQ-32B") == 1
+
+
+def _defaults_warned(c: Any) -> bool:
+    """The warning check gives where the log's own figures say the settings planned are not the run's."""
+    return any("defaults were planned" in w or "figures imply mem_fraction_static" in w for w in c.warnings)
+
+
+def _tokens_error(c: Any) -> float | None:
+    return next((r.error_pct for r in c.rows if r.figure.startswith("KV tokens") and r.error_pct is not None), None)
+
+
+@pytest.mark.parametrize("log", _records(), ids=lambda p: p.stem)
+def test_check_says_when_settings_it_planned_are_not_the_runs(log: Path) -> None:
+    """A log that lacks settings the run used (EXPECTED) and whose prediction is far off the logged pool (> 10%)
+    carries a warning naming the settings planned as defaults or the fraction the log's figures imply; a log whose
+    settings are all read carries none, and neither does the same log with its settings given after --."""
+    c = _checked(log)
+    err = _tokens_error(c)
+    if log.stem not in EXPECTED:
+        assert not _defaults_warned(c), (log.stem, c.warnings)
+        return
+    if err is not None and abs(err) > 10:
+        assert _defaults_warned(c), (log.stem, err, c.warnings)
+    flags = EXPECTED[log.stem][1]
+    if flags is not None:
+        assert not _defaults_warned(_checked(log, flags, EXTRA.get(log.stem))), log.stem
+
+
+def test_implied_fraction_is_sglangs_pool_rule_inverted() -> None:
+    """1 - (free after loading - pool) / free before loading: the hicache record's 44.11 / 37.97 GB and its two 1.34 GB
+    buffers give the 0.2 its dropped server_args line set (the test fails if the rule is turned around)."""
+    from kvbudget.engines.sglang.check import implied_fraction
+    from kvbudget.engines.sglang.log import SGLangFigures
+
+    figs = SGLangFigures(tokens=25169, k_gb=1.34, pre_load_gb=44.11, after_load_gb=37.97)
+    assert implied_fraction(figs, 0.0) == pytest.approx(0.2000, abs=0.001)
+    assert implied_fraction(SGLangFigures(tokens=25169, k_gb=1.34), 44.11) is None  # no free memory after loading
+
+
+def test_a_log_of_sglangs_weight_loader_lines_only_is_read_as_sglangs() -> None:
+    """The GKE record's two lines (the image pull and SGLang's 'Load weight end.') were taken for a vLLM log and
+    refused with vLLM's figures named; they are SGLang's, and the refusal names SGLang's pool line."""
+    log = DATA / "sglang_logs" / "v0.5.19_h100_qwen3-32b_mem0.90_ctx8192_gke-memory-saver.log"
+    p = subprocess.run([sys.executable, "-m", "kvbudget", "check", str(log)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "SGLang KV pool figure" in p.stderr and "vLLM" not in p.stderr, p.stderr
+    one = "Load weight end. elapsed=1.00 s, type=Qwen3ForCausalLM, avail mem=17.40 GB, mem usage=61.07 GB.\n"
+    q = subprocess.run([sys.executable, "-m", "kvbudget", "check", "-"], input=one, capture_output=True, text=True, timeout=120)
+    assert q.returncode == 2 and "SGLang" in q.stderr, q.stderr

@@ -284,6 +284,7 @@ def check_log(
     spec = _model(ref, overrides)
     device = _gpu(log, gpu, gpu_memory)
     predicted = plan(spec, device, settings)
+    warnings += _utilization_unseen(log.available_kv_gib, settings, predicted)
     given = None
     if log.available_kv_gib is not None and log.available_kv_gib > 0:
         given = plan(spec, device, replace(settings, kv_cache_memory_bytes=round(log.available_kv_gib * GiB)))
@@ -296,6 +297,31 @@ def check_log(
         warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
         fixes=tuple(suggestions(spec, device, settings, predicted)) if not (log.started and predicted.starts) else (),
     )
+
+
+# How far kvbudget's available KV cache may sit from a log's (GiB, and share of the log's figure) before check,
+# having planned the default gpu_memory_utilization for a log that shows none, says what utilization the log fits
+_UNSEEN_GAP_GIB, _UNSEEN_GAP_SHARE = 1.0, 0.10
+
+
+def _utilization_unseen(logged_gib: float | None, settings: VllmSettings, p: VllmPlan) -> list[str]:
+    """A warning where neither the log nor the flags set gpu_memory_utilization (or --kv-cache-memory), the release's
+    default was planned, and the available KV cache the log prints is far from kvbudget's: the utilization that the
+    logged figure fits, everything else as planned (vLLM budgets utilization x total, less what the profile run held:
+    ``v1/worker/gpu_worker.py determine_available_memory``, 0.33.0; ``worker/worker.py``, V0), since a dropped
+    non-default-args line or command is the likeliest cause. Nothing where the utilization is known: the gap is then
+    the error check shows."""
+    if settings.gpu_memory_utilization is not None or settings.kv_cache_memory_bytes is not None or not logged_gib:
+        return []
+    gap = logged_gib - p.available_kv_cache_bytes / GiB
+    if abs(gap) <= max(_UNSEEN_GAP_GIB, _UNSEEN_GAP_SHARE * logged_gib):
+        return []
+    fits = p.utilization + gap * GiB / p.total_bytes
+    said = (f"it fits {fits:.2f} (give -- --gpu-memory-utilization {fits:.2f} if the run set that)" if 0.05 <= fits <= 1
+            else "no utilization fits it, so memory kvbudget does not model is the likelier cause")
+    return [f"available KV cache: kvbudget plans {p.available_kv_cache_bytes / GiB:.2f} GiB where the log shows "
+            f"{logged_gib:.2f}, and the log shows no gpu_memory_utilization, so the default {p.utilization:g} was "
+            f"planned: {said}"]
 
 
 def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:

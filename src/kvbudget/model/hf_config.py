@@ -319,9 +319,14 @@ def text_config(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     if not isinstance(model_type, str):
         raise ConfigError(f"config.json: 'model_type' must be a string (a short name such as 'llama'), not {excerpt(model_type)}")
     _check_model_type(model_type)
+    for key in ("text_config", "vision_config", "audio_config"):
+        # transformers 5's multimodal config classes take a sub-config as an object or null only ("Field
+        # 'vision_config' expected dict, got str"): a string vision_config was read as a text-only model, exit 0
+        inner = raw.get(key)
+        if inner is not None and not isinstance(inner, Mapping):
+            raise ConfigError(f"config.json: field {key!r} must be an object (the {key[:-7]} model's config), not "
+                              f"{excerpt(inner)}: fix the config.json")
     inner = raw.get("text_config")
-    if inner is not None and not isinstance(inner, Mapping):
-        raise ConfigError(f"config.json: field 'text_config' must be an object, not {excerpt(inner)}")
     if isinstance(inner, Mapping):
         if inner.get("model_type") is not None and not isinstance(inner.get("model_type"), str):
             raise ConfigError(f"config.json: text_config 'model_type' must be a string, not {excerpt(inner['model_type'])}")

@@ -185,6 +185,10 @@ def test_sglang_places_indexers_by_cli_factor(tmp_path: Path) -> None:
     assert whole.cell_bytes == GLM_LAYERS * BF16_LAYER and whole.weights_bytes == p.weights_bytes
     v = vllm_plan(spec, find_gpu("H200"), VllmSettings(tensor_parallel_size=8))
     assert v.bytes_per_block == 64 * GLM_LAYERS * BF16_LAYER  # type: ignore[attr-defined]
+    # indexer_types come before cli_factor in SGLang 0.5.20 on (and must agree with vLLM's placement here)
+    typed = kvbudget.load_model(_glm5_folder(tmp_path, cli_factor=2, indexer_types=["full"] * GLM_LAYERS))
+    assert not any("cli_factor" in n for n in typed.notes)
+    assert sglang_plan(typed, find_gpu("H200"), SGLangSettings(tp=8)).cell_bytes == GLM_LAYERS * BF16_LAYER
 
 
 def test_a_cli_factor_that_is_not_a_whole_number_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1102,10 +1102,10 @@ def _dsa_indexed(c: _Cfg, n: int, notes: list[str]) -> tuple[list[bool], Indexer
     if cli is not None and (type(cli) is not int or abs(cli) > _MAX_FIELD):
         raise ConfigError(f"{c.where}: 'cli_factor' (a fresh DSA top-k every cli_factor layers) must be a whole "
                           f"number, not {excerpt(cli)}: fix the config.json")
-    if isinstance(cli, int) and cli > 1:
+    types = c.get("indexer_types")  # SGLang reads it before cli_factor
+    if isinstance(cli, int) and cli > 1 and types is None:
         notes.append(f"{INDEXERS_NOTE}, as vLLM does; SGLang reads cli_factor {cli} first and builds one on every "
                      f"{cli} layers (0, {cli}, {2 * cli}, ...)")
-    types = c.get("indexer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != n or any(t not in ("full", "shared") for t in types):
             raise ConfigError(f"{c.where}: 'indexer_types' must list 'full' or 'shared' for each of the {n} layers")

@@ -82,10 +82,10 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float, latent: b
     from ...model.layers import MLA, SparseIndexer
     from ...model.resolve import load_foreign_model
     from ...units import element_type
-    from .dsa import scaled_latent_bytes
+    from .dsa import scaled_latent_bytes, sglang_layers
     from .policy import pool_of
 
-    spec = load_foreign_model(ref) if isinstance(ref, str) else ref
+    spec = sglang_layers(load_foreign_model(ref) if isinstance(ref, str) else ref, [])
     tp_match = log.last("tp_size=", r"tp_size=" + NUM) or log.last("--tp", r"--tp(?:-size)?[ =]" + NUM)
     # log lines are tagged TP0 .. TP(n-1)
     ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)

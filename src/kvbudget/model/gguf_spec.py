@@ -131,7 +131,7 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     layer_of: list[int] = []
     notes: list[str] = []
     # llama.cpp caches the MLA latent only for a GGUF converted for it (llama_hparams::is_mla(): key_length_mla and
-    # value_length_mla both set, written by convert_hf_to_gguf.py since llama.cpp PR #12801, April 2025). An older
+    # value_length_mla both set, written by convert_hf_to_gguf.py since llama.cpp PR #12801, b5137). An older
     # DeepSeek-V2/V3 conversion keeps the decompressed per-head K (key_length) and V (value_length) of every head,
     # and every build caches those in full.
     mla = bool(num("attention.key_length_mla", 0) and num("attention.value_length_mla", 0))
@@ -162,7 +162,9 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
         if num("attention.kv_lora_rank", 0) and mla:
             lora = num("attention.kv_lora_rank")
             rope = num("rope.dimension_count", max(head_k - lora, 0))
-            layers.append(MLA(lora, rope))
+            # each head's decompressed K (key_length_mla = qk_nope + qk_rope) and V (value_length_mla)
+            nope = max(num("attention.key_length_mla") - rope, 0)
+            layers.append(MLA(lora, rope, heads, nope, num("attention.value_length_mla")))
         elif window and _is_swa(arch, il, pattern):
             cls = ChunkedLocal if arch == "llama4" else SlidingWindow
             layers.append(cls(kv, head_k, head_v, window) if cls is SlidingWindow else ChunkedLocal(kv, head_k, head_v, window))

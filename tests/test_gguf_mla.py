@@ -94,3 +94,27 @@ def test_an_older_conversion_is_cached_per_head_by_every_build(tmp_path: Path, b
     assert main(_explain(path, build)) == 0
     assert "K (f16):  648.00 MiB, V (f16):  432.00 MiB" in capsys.readouterr().out
 
+
+def test_minicpm3_keeps_every_head_and_its_own_v_head_size(tmp_path: Path) -> None:
+    """MiniCPM3's GGUF carries a kv_lora_rank but no loader of llama.cpp reads key_length_mla for it: its heads are
+    always cached in full, so the 'converted before llama.cpp's MLA cache ... re-convert' note was wrong for it. Its
+    converter (conversion/minicpm.py, MiniCPM3Model) writes key_length (qk_nope 64 + qk_rope 32 = 96) and no
+    value_length, which llama.cpp reads as n_embd / n_head = 2560 / 40 = 64 (llama-model.cpp load_hparams), not 96."""
+    from kvbudget.model.gguf_spec import spec_from_gguf
+    from kvbudget.model.layers import FullAttention
+
+    w = GGUFWriter(str(tmp_path / "minicpm3.gguf"), "minicpm3")
+    a = "minicpm3"
+    for key, value in (("block_count", 62), ("context_length", 32768), ("embedding_length", 2560),
+                       ("attention.head_count", 40), ("attention.head_count_kv", 40), ("attention.kv_lora_rank", 256),
+                       ("attention.q_lora_rank", 768), ("attention.key_length", 96), ("rope.dimension_count", 32),
+                       ("vocab_size", 1024)):
+        w.add_uint32(f"{a}.{key}", value)
+    w.add_tensor("blk.0.attn_norm.weight", np.ones((2560,), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    spec = spec_from_gguf(str(tmp_path / "minicpm3.gguf"))
+    assert set(spec.layers) == {FullAttention(40, 96, 64)}
+    assert not any("MLA cache" in note for note in spec.notes)

@@ -63,3 +63,24 @@ def test_an_mla_layer_without_its_head_sizes_is_refused_for_a_per_head_build() -
     with pytest.raises(InputError, match="before b5137 cache MLA as every head's K and V"):
         cache_layer(MLA(512, 64), 0, True, False)
     assert cache_layer(MLA(512, 64), 0, True, True) is not None
+
+
+@pytest.mark.parametrize("excerpt", [
+    # https://github.com/ikawrakow/ik_llama.cpp/pull/259 (ubergarm's DeepSeek-R1 run, -mla 2): the latent alone
+    "llama_kv_cache_init:      CUDA0 KV buffer size =  1166.65 MiB\n"
+    "llama_new_context_with_model: KV self size  = 1166.62 MiB, c^KV (q8_0): 1166.62 MiB, kv^T: not used\n",
+    # https://github.com/ikawrakow/ik_llama.cpp/issues/285 (the fork's own DeepSeek-R1 run, -mla 0): per head
+    "llama_new_context_with_model: n_ctx      = 512\n"
+    "llama_new_context_with_model: mla_attn   = 0\n"
+    "llama_kv_cache_init:        CPU KV buffer size =  2440.00 MiB\n"
+    "llama_new_context_with_model: KV self size  = 2440.00 MiB, K (f16): 1464.00 MiB, V (f16):  976.00 MiB\n",
+])
+def test_an_ik_llama_cpp_log_is_not_read_as_llama_cpps(excerpt: str) -> None:
+    """ik_llama.cpp, a fork, caches DeepSeek's MLA by its own -mla modes (the latent with mla_attn >= 1 since
+    early 2025, before llama.cpp's b5137) and numbers its builds apart from llama.cpp's. `check` printed an empty
+    table (the c^KV line is no cache line it reads) or took the fork's figures for llama.cpp's, exit 0; it now
+    names the fork in one line, exit 2."""
+    run = subprocess.run([sys.executable, "-m", "kvbudget", "check", "-", "--model", "deepseek-ai/DeepSeek-R1"],
+                         input=excerpt, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == "" and run.stderr.count("\n") == 1
+    assert "ik_llama.cpp log" in run.stderr and "ggml-org/llama.cpp" in run.stderr

@@ -87,9 +87,10 @@ def test_a_gguf_converted_for_the_latent_does_not_load_before_b5137(tmp_path: Pa
 @pytest.mark.parametrize("build", [4963, 5137, 7832])
 def test_an_older_conversion_is_cached_per_head_by_every_build(tmp_path: Path, build: int,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """A GGUF converted before #12801 (no key_length_mla) loads in every build and is cached per head (is_mla false
-    in llama_model::load_tensors; the b7057 and 2026 logs of DeepSeek-V2-Lite GGUFs print n_embd_head_k_mla = 0 and
-    1080.00 MiB at 4096 cells): 27 x 4096 x 16 x 192 x 2 B = 648 MiB of K, 27 x 4096 x 16 x 128 x 2 B = 432 MiB of V."""
+    """A GGUF converted before #12801 (no key_length_mla) loads in every build and is cached per head: is_mla is
+    false, attn_kv_b is read ("only old legacy GGUF files will have the unsplit wkv_b tensor", llama.cpp
+    src/models/deepseek2.cpp, 2026) and n_embd_k_gqa = key_length x head_count_kv: 27 x 4096 x 16 x 192 x 2 B =
+    648 MiB of K, 27 x 4096 x 16 x 128 x 2 B = 432 MiB of V."""
     path = _deepseek2(tmp_path / "ds-old.gguf", mla=False)
     assert main(_explain(path, build)) == 0
     assert "K (f16):  648.00 MiB, V (f16):  432.00 MiB" in capsys.readouterr().out

@@ -884,7 +884,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             if q.attention_sinks:
                 tensors.append(Tensor("attention", heads, split="col"))
         if kind in ("mla", "dsa") and mla is not None:
-            layers.append(MLA(mla.kv_lora_rank, mla.rope))
+            layers.append(mla.layer(heads))
             layer_of.append(i)
             tensors += mla.tensors(hidden, heads)
         if kind == "dsa" and mla is not None and indexed[i]:
@@ -1153,6 +1153,10 @@ class _MLADims:
             c.int("kv_lora_rank"), c.int("qk_rope_head_dim"), c.int("qk_nope_head_dim"),
             c.int("v_head_dim"), c.int("q_lora_rank", default=0, positive=False),
         )
+
+    def layer(self, heads: int) -> MLA:
+        """The cached latent, with the per-head K (nope + rope) and V it decompresses to."""
+        return MLA(self.kv_lora_rank, self.rope, heads, self.nope, self.v_head_dim)
 
     def tensors(self, hidden: int, heads: int) -> list[Tensor]:
         qk = self.nope + self.rope

@@ -78,6 +78,25 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
     "v0.19.0_rtx5090_llama3.1-8b-fp8_engine_trtllm-serve": (
         "the FP8 engine's build settings (FP8 weights and KV, max_num_tokens 1024, max_seq_len 2048) are in the "
         "issue's text, not the excerpt", None),
+    "v0.14-era_rtx-a4000_qwen2.5-coder-0.5b-int8wo_engine_defaults": (
+        "the engine's build (trtllm-build defaults: max_batch_size 2048, max_seq_len 32,768, int8 weight-only weights) "
+        "is established from the logged runtime and decoder buffers, not read from a build command", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv095-mbs4096-oom": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv090-isl128-osl128": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv090-isl128-osl256": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv080-isl12-osl256": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
     "v0.20.0_h100pcie_llama3.1-8b-fp8_pytorch_trtllm-bench": (
         "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV): the record plans the base "
         "model with fp8 settings, which no trtllm-serve flag gives", None),

@@ -78,6 +78,10 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
     "v0.19.0_rtx5090_llama3.1-8b-fp8_engine_trtllm-serve": (
         "the FP8 engine's build settings (FP8 weights and KV, max_num_tokens 1024, max_seq_len 2048) are in the "
         "issue's text, not the excerpt", None),
+    "v0.16.0_h100x8_llama3.1-70b-fp8_engine_trtllm-bench-tp8": (
+        "TP 8 is in the eight ranks' lines and the summary's 'TP Size', which check does not read (it plans one rank "
+        "of a TP-1 engine), and the engine's limits (max_batch_size 2048, max_num_tokens 8192) are printed only as "
+        "TRTGptModel lines", ["--tp_size", "8", "--max_batch_size", "2048", "--max_num_tokens", "8192"]),
     "v0.14-era_rtx-a4000_qwen2.5-coder-0.5b-int8wo_engine_defaults": (
         "the engine's build (trtllm-build defaults: max_batch_size 2048, max_seq_len 32,768, int8 weight-only weights) "
         "is established from the logged runtime and decoder buffers, not read from a build command", None),

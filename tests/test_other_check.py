@@ -65,6 +65,9 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
         "the server arguments (mem_fraction_static 0.90, context length 8192, custom all-reduce off) are in the "
         "deployment manifest, not the two quoted lines",
         ["--mem-fraction-static", "0.90", "--context-length", "8192", "--disable-custom-all-reduce"]),
+    "v0.5.18_h100_qwen3-reranker-0.6b_mem0.3_no-radix": (
+        "mem_fraction_static 0.3 is in the README's launch command, not the four quoted log lines",
+        ["--mem-fraction-static", "0.3"]),
     "v0.5.6dev_b200_qwen2.5-vl-7b_piecewise": (
         "mem_fraction_static 0.7629746875 is in the run's ServerArgs line, which the stored excerpt lacks, and the GPU "
         "(B200) is named only in a CUTLASS message", ["--mem-fraction-static", "0.7629746875"]),

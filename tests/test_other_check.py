@@ -65,6 +65,9 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
         "the server arguments (mem_fraction_static 0.90, context length 8192, custom all-reduce off) are in the "
         "deployment manifest, not the two quoted lines",
         ["--mem-fraction-static", "0.90", "--context-length", "8192", "--disable-custom-all-reduce"]),
+    "v0.5.18_h100_qwen3-reranker-0.6b_mem0.3_no-radix": (
+        "mem_fraction_static 0.3 is in the README's launch command, not the four quoted log lines",
+        ["--mem-fraction-static", "0.3"]),
     "v0.5.6dev_b200_qwen2.5-vl-7b_piecewise": (
         "mem_fraction_static 0.7629746875 is in the run's ServerArgs line, which the stored excerpt lacks, and the GPU "
         "(B200) is named only in a CUTLASS message", ["--mem-fraction-static", "0.7629746875"]),
@@ -78,6 +81,29 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
     "v0.19.0_rtx5090_llama3.1-8b-fp8_engine_trtllm-serve": (
         "the FP8 engine's build settings (FP8 weights and KV, max_num_tokens 1024, max_seq_len 2048) are in the "
         "issue's text, not the excerpt", None),
+    "v0.16.0_h100x8_llama3.1-70b-fp8_engine_trtllm-bench-tp8": (
+        "TP 8 is in the eight ranks' lines and the summary's 'TP Size', which check does not read (it plans one rank "
+        "of a TP-1 engine), and the engine's limits (max_batch_size 2048, max_num_tokens 8192) are printed only as "
+        "TRTGptModel lines", ["--tp_size", "8", "--max_batch_size", "2048", "--max_num_tokens", "8192"]),
+    "v0.14-era_rtx-a4000_qwen2.5-coder-0.5b-int8wo_engine_defaults": (
+        "the engine's build (trtllm-build defaults: max_batch_size 2048, max_seq_len 32,768, int8 weight-only weights) "
+        "is established from the logged runtime and decoder buffers, not read from a build command", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv095-mbs4096-oom": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv090-isl128-osl128": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv090-isl128-osl256": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv080-isl12-osl256": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
     "v0.20.0_h100pcie_llama3.1-8b-fp8_pytorch_trtllm-bench": (
         "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV): the record plans the base "
         "model with fp8 settings, which no trtllm-serve flag gives", None),

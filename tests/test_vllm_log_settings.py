@@ -42,6 +42,10 @@ NOT_IN_THE_LOG = {
     "FlashInfer the sampler takes (the record's Apptainer command is the deployment's own template)",
     "v0.27.1_rtx-pro-6000-server-x4_qwen3-235b-a22b-2507-fp8_tp4": "the excerpt prints no version (0.27.1 from the "
     "post's text; the container tag is latest)",
+    **{f"v0.24.0_a100-{card}_{run}_eagle3-k5_len8192_gmu0.85": "the log shows the EAGLE-3 draft (non-default args' "
+       "'speculative_config' and the engine config's speculative_config=SpeculativeConfig(method='eagle3', ...)) but "
+       "the log reader does not read a speculative config: the log alone plans without the draft, 0.81 GiB apart"
+       for card, run in (("40gb", "llama3.1-8b_fp16"), ("80gb", "llama3.1-8b_fp16"), ("80gb", "llama3.1-8b-awq_kvfp8"))},
 }
 
 

@@ -113,13 +113,15 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float, latent: b
 _FRACTION_GAP = 0.03
 
 
-def implied_fraction(figs: SGLangFigures, planned_pre_gb: float) -> float | None:
-    """The mem_fraction_static a log's own figures imply, or None where it prints too little: SGLang sizes the pool
+def implied_fraction(figs: SGLangFigures, planned_pre_gb: float, cell_bytes: int = 0) -> float | None:
+    """The mem_fraction_static a log's own figures imply, or None where it prints too little (``cell_bytes``:
+    kvbudget's bytes per token, for a log that prints its tokens but not its buffers' sizes): SGLang sizes the pool
     as the free memory after loading minus (1 - mem_fraction_static) x the free memory before loading (sglang
     0.5.23 ``srt/model_executor/pool_configurator.py``; ``model_runner.py profile_max_num_token`` before it), so
     fraction = 1 - (after - pool) / before. ``planned_pre_gb``: kvbudget's free memory before loading, where the log
     prints none."""
-    pool = (2 * figs.k_gb if figs.k_gb is not None else figs.kv_gb)
+    pool = (2 * figs.k_gb if figs.k_gb is not None else figs.kv_gb if figs.kv_gb is not None
+            else figs.tokens * cell_bytes / GiB if figs.tokens and cell_bytes else None)
     pre = figs.pre_load_gb if figs.pre_load_gb is not None else planned_pre_gb
     if pool is None or figs.after_load_gb is None or pre <= 0:
         return None
@@ -167,7 +169,8 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     if spec is not None and device is not None:
         p = plan(spec, device, run.settings)
         notes += list(p.notes)
-        implied = None if fraction_shown else implied_fraction(figs, (p.pre_load_bytes - p.late_comms_bytes) / GiB)
+        implied = None if fraction_shown else implied_fraction(figs, (p.pre_load_bytes - p.late_comms_bytes) / GiB,
+                                                               p.cell_bytes)
         if implied is not None and abs(implied - p.mem_fraction_static) > _FRACTION_GAP:
             warnings.append(f"the log's own figures imply mem_fraction_static {implied:.2f}, not the {p.mem_fraction_static:.3g} "
                             "planned (the log shows no server_args line, so SGLang's default was planned): the "

@@ -16,6 +16,7 @@ from .command import (
     _INT_FIELDS,
     NO_MODEL,
     _apply,
+    _speculative,
     config_overrides,
     image_tag_release,
     parse_vllm_command,
@@ -79,9 +80,14 @@ def _model(ref: str, overrides: str = "") -> ModelSpec:
     return load_foreign_model(ref, overrides)
 
 
+def _python_dict_json(value: str) -> str:
+    """A Python dict as a log prints it ({'method': 'eagle3', 'x': True}) as JSON, for the readers of the flags."""
+    return value.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+
+
 def _log_overrides(value: str) -> str:
     """The config.json keys (other than RoPE's) of the log's hf_overrides, as a JSON object ("": none)."""
-    as_json = value.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+    as_json = _python_dict_json(value)
     keys = config_overrides(as_json)
     return json.dumps(keys) if keys else ""
 
@@ -242,6 +248,11 @@ def check_log(
         except InputError as exc:
             warnings.append(f"the launch command in the log could not be read: {exc}")
     for key, value in log.settings:
+        if key == "speculative_config":  # a draft's memory, read as --speculative-config is (its warnings too)
+            settings, said = _speculative(settings, "the log's speculative_config", _python_dict_json(value),
+                                          "the log's engine argument speculative_config")
+            warnings += said
+            continue
         settings = _setting(settings, key, value)
         if key == "hf_overrides":
             overrides = _log_overrides(value)
@@ -348,12 +359,12 @@ def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
     if key in ("limit_mm_per_prompt", "mm_processor_kwargs"):  # a Python dict as the log prints it, read as JSON
         from .command import _multimodal
 
-        as_json = v.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+        as_json = _python_dict_json(v)
         return _multimodal(s, key, "--" + key.replace("_", "-"), as_json, f"the log's engine argument {key}")
     if key in ("rope_scaling", "hf_overrides"):  # a Python dict as the log prints it, read as JSON
         from .command import _overrides
 
-        as_json = v.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+        as_json = _python_dict_json(v)
         return _overrides(s, "--" + key.replace("_", "-"), as_json, f"the log's engine argument {key}")[0]
     if key in ("skip_mm_profiling", "language_model_only"):
         return replace(s, **{key: v.lower() == "true"})

@@ -90,7 +90,7 @@ _ARG_KEYS = (
 )
 # Engine arguments whose value is a mapping ('limit_mm_per_prompt': {'image': 0, 'video': {'count': 1}}), read whole
 # (one level of nesting) from the non-default args line.
-_DICT_KEYS = ("limit_mm_per_prompt", "mm_processor_kwargs", "rope_scaling", "hf_overrides")
+_DICT_KEYS = ("limit_mm_per_prompt", "mm_processor_kwargs", "rope_scaling", "hf_overrides", "speculative_config")
 _DICT_SETTING = {key: re.compile("['\"]" + key + r"['\"]:[ \t]{0,8}(\{(?:[^{}\n]|\{[^{}\n]{0,400}\}){0,400}\})")
                  for key in _DICT_KEYS}
 # 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
@@ -147,7 +147,20 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
             if found is not None:
                 out[key] = found.group(1)
                 break
+    if "speculative_config" not in out:
+        spec = log.last("speculative_config=SpeculativeConfig(", _SPEC_CONFIG)
+        if spec:  # the engine config line's form, where no non-default args line shows the mapping
+            out["speculative_config"] = "{" + ", ".join(
+                f"'{k}': {v if v.isdigit() else repr(v.strip(chr(39) + chr(34)))}"
+                for k, v in (("method", spec.group(1)), ("model", spec.group(2)), ("num_speculative_tokens", spec.group(3)))
+                if v is not None and v != "None") + "}"
     return list(out.items())
+
+
+# The engine config line's speculative_config (config/speculative.py SpeculativeConfig.__repr__, 0.8 to 0.33.0):
+# "SpeculativeConfig(method='eagle3', model='yuhuili/EAGLE3-LLaMA3.1-Instruct-8B', num_spec_tokens=5)"
+_SPEC_CONFIG = (r"speculative_config=SpeculativeConfig\(method=('[A-Za-z0-9_]{1,40}'|None), model=('[^'\n]{1,256}'|None), "
+                r"num_spec_tokens=([0-9]{1,4})\)")
 
 
 # What the V1 sampler says of its top-k/top-p path (v1/sample/ops/topk_topp_sampler.py, 0.8 to 0.33.0).

@@ -81,10 +81,6 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
     "v0.19.0_rtx5090_llama3.1-8b-fp8_engine_trtllm-serve": (
         "the FP8 engine's build settings (FP8 weights and KV, max_num_tokens 1024, max_seq_len 2048) are in the "
         "issue's text, not the excerpt", None),
-    "v0.16.0_h100x8_llama3.1-70b-fp8_engine_trtllm-bench-tp8": (
-        "TP 8 is in the eight ranks' lines and the summary's 'TP Size', which check does not read (it plans one rank "
-        "of a TP-1 engine), and the engine's limits (max_batch_size 2048, max_num_tokens 8192) are printed only as "
-        "TRTGptModel lines", ["--tp_size", "8", "--max_batch_size", "2048", "--max_num_tokens", "8192"]),
     "v0.14-era_rtx-a4000_qwen2.5-coder-0.5b-int8wo_engine_defaults": (
         "the engine's build (trtllm-build defaults: max_batch_size 2048, max_seq_len 32,768, int8 weight-only weights) "
         "is established from the logged runtime and decoder buffers, not read from a build command", None),
@@ -364,3 +360,16 @@ def test_a_log_of_sglangs_weight_loader_lines_only_is_read_as_sglangs() -> None:
     one = "Load weight end. elapsed=1.00 s, type=Qwen3ForCausalLM, avail mem=17.40 GB, mem usage=61.07 GB.\n"
     q = subprocess.run([sys.executable, "-m", "kvbudget", "check", "-"], input=one, capture_output=True, text=True, timeout=120)
     assert q.returncode == 2 and "SGLang" in q.stderr, q.stderr
+
+
+def test_trtllm_bench_summary_with_tabs_is_read() -> None:
+    """trtllm-bench's summary aligns its values with tabs ('TP Size:\\t\\t8', the 0.16 TP-8 record) or spaces (the
+    0.12 record): both are read; with tabs the TP was missed and a 70B engine planned on one rank (no start)."""
+    pool = "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 52.08 GiB for max tokens in paged KV cache (2730752).\n"
+    for gap in ("\t\t", "         "):
+        text = (f"[TensorRT-LLM] TensorRT-LLM version: 0.16.0\nTP Size:{gap}8\nKV Cache Dtype:{gap}FP8\n"
+                f"Quantization:{gap}FP8\nKV Memory Percentage:{gap}90.00%\n{pool}")
+        c = trtllm_check(text, {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100"})
+        got = dict(c.settings)
+        assert (got.get("tp"), got.get("kv_cache_dtype"), got.get("quantization")) == (8, "fp8", "fp8"), got
+        assert got.get("free_gpu_memory_fraction", 0.9) == 0.9 and c.plan.starts

@@ -53,7 +53,7 @@ def test_the_table_holds_every_release_from_0_6_to_0_33() -> None:
 
 def test_the_generator_records_the_line_that_logging_reports(tmp_path: Path) -> None:
     """Python's logging reports the line a call starts on (a call spread over lines, an implicit concatenation, a
-    helper that logs its caller's line with stacklevel=2); the generator records those lines."""
+    function or method that logs its caller's line with stacklevel=2); the generator records those lines."""
     source = '''import logging
 logger = logging.getLogger("kvbudget_lines_probe")
 
@@ -76,6 +76,15 @@ def run(x):
     if x:
         logger.debug("nested %s",
                      x)
+    Worker().fail(x)
+
+
+class Worker:
+    def _log_failure(self, msg):
+        logger.error(msg, stacklevel=2)
+
+    def fail(self, x):
+        self._log_failure(f"a method that logs its caller's line {x}")
 '''
     (tmp_path / "probe_lines.py").write_text(source)
     reported: list[int] = []
@@ -94,9 +103,9 @@ def run(x):
         sys.path.remove(str(tmp_path))
         probe.removeHandler(handler)
     recorded = set(gen.release_lines({"vllm/probe_lines.py": source})["vllm/probe_lines.py"])
-    assert reported == [10, 11, 16, 18, 21]
+    assert reported == [10, 11, 16, 18, 21, 31]
     assert set(reported) <= recorded
-    assert recorded - set(reported) == {6}  # the helper's own call, which no record names
+    assert recorded - set(reported) == {6, 28}  # the helpers' own calls, which no record names
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in DATA.glob("*.log")))

@@ -95,7 +95,7 @@ def release_lines(sources: dict[str, str]) -> dict[str, list[int]]:
                 print(f"  {path}: {exc}", file=sys.stderr)
     calls = CALL.pattern
     if helpers:
-        calls += r"|(?<![\w.])(?<!def )(" + "|".join(sorted(helpers)) + r")\s*\("
+        calls += r"|(?<!\w)(?<!def )(" + "|".join(sorted(helpers)) + r")\s*\("
     rx = re.compile(calls)
     out: dict[str, list[int]] = {}
     for path, source in sources.items():

@@ -220,3 +220,16 @@ def test_releases_of_several_minor_versions_leave_the_wording_guess() -> None:
     result = check_log(text, model=k["model"], gpu=k["gpu"], flags=k.get("flags"))
     assert result.settings.version in ("current", "v1")
     assert any(f"fit vLLM {evidence.span}: the release is guessed from the log's wording" in w for w in result.warnings)
+
+
+def test_an_image_tag_wins_over_the_line_numbers_and_a_contradiction_is_said() -> None:
+    name = "v0.10.1_h100_gpt-oss-120b_default_negative-kv"
+    k = _meta(name)["kvbudget"]
+    text = (DATA / f"{name}.log").read_text()
+    run = ["docker", "run", "--gpus", "all", "vllm/vllm-openai:{tag}", "--model", k["model"]]
+    tagged = check_log(text, model=k["model"], gpu=k["gpu"], flags=[w.format(tag="v0.10.2") for w in run])
+    assert tagged.settings.version == "0.10.2"
+    assert any("fit vLLM 0.10.1-0.10.1.1, not the 0.10.2 that the image's tag names" in w for w in tagged.warnings)
+    assert not any("planned as 0.10.1.1" in w for w in tagged.warnings)  # the note of the release it no longer plans
+    fitting = check_log(text, model=k["model"], gpu=k["gpu"], flags=[w.format(tag="v0.10.1.1") for w in run])
+    assert fitting.settings.version == "0.10.1.1" and not any("line numbers" in w for w in fitting.warnings)

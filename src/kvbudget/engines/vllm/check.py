@@ -47,11 +47,10 @@ class CheckResult:
     fixes: tuple[tuple[str, VllmPlan], ...] = ()
 
 
-def _release(log: VllmLog, text: str, given: str | None) -> tuple[str, list[str]]:
+def _release(log: VllmLog, text: str, given: str | None, lines: LineEvidence) -> tuple[str, list[str]]:
     """The release to plan a log with: the one given (--vllm-version), the V0 engine where the log says it fell
-    back to it, the one the log prints, the newest of those its source line numbers fit (release_lines.py), else the
-    guess from its wording; with what is said of it."""
-    lines = release_evidence(text)
+    back to it, the one the log prints, the newest of those its source line numbers fit (``lines``), else the guess
+    from its wording; with what is said of it."""
     if given is not None:
         return given, _unlike(lines, given, "given with --vllm-version")
     if "Falling back to V0" in text or "Initializing a V0 LLM engine" in text:  # 0.8-0.10 ran V0 (arg_utils.py)
@@ -268,7 +267,9 @@ def check_log(
 ) -> CheckResult:
     """Predict what the logged run should have printed and compare, figure by figure."""
     log = parse_vllm_log(text)
-    resolved, warnings = _release(log, text, version)
+    lines = release_evidence(text)
+    resolved, of_release = _release(log, text, version, lines)  # said before the other warnings
+    warnings: list[str] = []
     settings = VllmSettings(version=resolved)
     if _v1_alpha_format(log, text) and (version is None or version_minor(version) == 7) and version_minor(resolved) in (None, 7):
         settings = replace(settings, version=resolved if version_minor(resolved) == 7 else log.version or "0.7", use_v1=True)
@@ -294,6 +295,7 @@ def check_log(
         command = flags if whole else []
         if whole and version is None and (tagged := image_tag_release(flags)) is not None:
             settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
+            of_release = _unlike(lines, tagged, "that the image's tag names")
         try:
             cmd = parse_vllm_command(flags if whole else ["vllm", "serve", ref or "model", *flags], settings)
         except InputError as exc:  # a whole command without its model: --model's (or the log's command's)
@@ -337,7 +339,7 @@ def check_log(
         arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)")
                               and "CUDA graph" not in r.figure and "CUDA-graph" not in r.figure)
         if given else (),
-        warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
+        warnings=tuple(dict.fromkeys(of_release + warnings)),  # a flag in the log's command and after -- is said once
         fixes=tuple(suggestions(spec, device, settings, predicted)) if not (log.started and predicted.starts) else (),
     )
 

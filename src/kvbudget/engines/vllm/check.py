@@ -24,7 +24,8 @@ from .command import (
 from .fixes import suggestions
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
-from .settings import VllmSettings, version_minor
+from .release_lines import MIN_PAIRS, LineEvidence, release_evidence, releases_read
+from .settings import VllmSettings, minor_patch, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -47,11 +48,52 @@ class CheckResult:
     fixes: tuple[tuple[str, VllmPlan], ...] = ()
 
 
-def _version_from_format(log: VllmLog, text: str) -> str:
+def _release(log: VllmLog, text: str, given: str | None, lines: LineEvidence) -> tuple[str, list[str]]:
+    """The release to plan a log with: the one given (--vllm-version), the V0 engine where the log says it fell
+    back to it, the one the log prints, the newest of those its source line numbers fit (``lines``), else the guess
+    from its wording; with what is said of it."""
+    if given is not None:
+        return given, _unlike(lines, given, "given with --vllm-version")
     if "Falling back to V0" in text or "Initializing a V0 LLM engine" in text:  # 0.8-0.10 ran V0 (arg_utils.py)
-        return "v0"
+        return "v0", []
     if log.version:
-        return log.version
+        return log.version, _unlike(lines, log.version, "the log prints")
+    wording = _version_from_format(log, text)
+    if not lines.releases:
+        if lines.pairs >= MIN_PAIRS:
+            return wording, [f"the source line numbers of the log's records ({lines.pairs} file:line pairs) fit no vLLM "
+                             f"release kvbudget has read ({_read_span()}) together: a newer release, a development or "
+                             "a patched build; the release is guessed from the log's wording"]
+        return wording, []
+    fits = (f"the log names no vLLM version; the source line numbers of its records ({lines.pairs} file:line pairs) "
+            f"fit vLLM {lines.span}")
+    if not lines.one_minor:  # the newest of several minor releases would be a guess: their rules differ
+        return wording, [f"{fits}: the release is guessed from the log's wording"]
+    newest = lines.releases[-1]
+    if wording == "v0" and (version_minor(newest) or 0) >= 8:  # the V0 engine of 0.8-0.10 (its lines say so)
+        return "v0", [f"{fits}, running the V0 engine: planned as the V0 engine"]
+    return newest, [f"{fits}: planned as {newest}"]
+
+
+def _read_span() -> str:
+    read = releases_read()
+    return f"{read[0]}-{read[-1]}"
+
+
+def _unlike(lines: LineEvidence, version: str, said: str) -> list[str]:
+    """A warning where the source line numbers fit releases none of which is the release number given or printed
+    (to its patch: 0.6.3 for 0.6.3.post1 and 0.10.1 for 0.10.1.1 are the same rules): lines of another run pasted in,
+    or a build from between releases. A number the table does not hold (a dev build, a release newer than the table,
+    a line such as v1) says nothing."""
+    plain = version.strip().lower().removeprefix("v")
+    if not lines.releases or plain not in releases_read() or minor_patch(plain) in map(minor_patch, lines.releases):
+        return []
+    return [f"the source line numbers of the log's records fit vLLM {lines.span}, not the {plain} {said}: planned as "
+            f"{version} (a build from between releases, or lines of another run?)"]
+
+
+def _version_from_format(log: VllmLog, text: str) -> str:
+    """The release line the log's wording points to (V0, V1 up to 0.20, or the current one)."""
     if log.num_gpu_blocks is not None and "KV cache size" not in text:
         return "v0"
     if any(clue in text for clue in _V0_CLUES) or (" model_runner.py:" in text and "Loading model weights took" in text):
@@ -231,10 +273,12 @@ def check_log(
 ) -> CheckResult:
     """Predict what the logged run should have printed and compare, figure by figure."""
     log = parse_vllm_log(text)
+    lines = release_evidence(text)
+    resolved, of_release = _release(log, text, version, lines)  # said before the other warnings
     warnings: list[str] = []
-    settings = VllmSettings(version=version if version is not None else _version_from_format(log, text))
-    if _v1_alpha_format(log, text) and (version is None or version_minor(version) == 7):
-        settings = replace(settings, version=version or log.version or "0.7", use_v1=True)
+    settings = VllmSettings(version=resolved)
+    if _v1_alpha_format(log, text) and (version is None or version_minor(version) == 7) and version_minor(resolved) in (None, 7):
+        settings = replace(settings, version=resolved if version_minor(resolved) == 7 else log.version or "0.7", use_v1=True)
     ref = model
     # --hf-overrides' config.json keys: vLLM applies them before anything reads the config (config/model.py of
     # 0.33.0), from the log's command, its non-default args, then the flags after -- (the last one wins)
@@ -262,6 +306,7 @@ def check_log(
         command = flags if whole else []
         if whole and version is None and (tagged := image_tag_release(flags)) is not None:
             settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
+            of_release = _unlike(lines, tagged, "that the image's tag names")
         try:
             cmd = parse_vllm_command(flags if whole else ["vllm", "serve", ref or "model", *flags], settings)
         except InputError as exc:  # a whole command without its model: --model's (or the log's command's)
@@ -305,7 +350,7 @@ def check_log(
         arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)")
                               and "CUDA graph" not in r.figure and "CUDA-graph" not in r.figure)
         if given else (),
-        warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
+        warnings=tuple(dict.fromkeys(of_release + warnings)),  # a flag in the log's command and after -- is said once
         fixes=tuple(suggestions(spec, device, settings, predicted)) if not (log.started and predicted.starts) else (),
     )
 

@@ -63,6 +63,8 @@ _CRI = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[
 def _cri_lines(text: str, lines: int) -> str:
     """The log as the container printed it, where at least half of its lines are in the CRI format: each line's head
     taken off, and a partial ('P') line joined to the next."""
+    if 2 * (text.count(" stdout ") + text.count(" stderr ")) < lines:  # in C: most logs are passed at once
+        return text
     heads = list(_CRI.finditer(text))
     if 2 * len(heads) < lines:
         return text
@@ -84,6 +86,8 @@ def strip_line_prefixes(text: str) -> str:
     for _ in range(len(_LINE_PREFIXES)):  # one collector's prefix ahead of another's: each pass takes the outer one
         taken = False
         for rx in _LINE_PREFIXES:
+            if rx is _LINE_PREFIXES[-1] and 2 * text.count("]: ") < lines:  # no unit[pid] head on half the lines
+                continue
             stripped, n = rx.subn("", text)
             if 2 * n >= lines:
                 text, taken = stripped, True

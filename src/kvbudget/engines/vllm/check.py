@@ -307,10 +307,11 @@ def check_log(
     if flags is not None:  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...` or the flags
         flags, whole = run_words(flags, "vLLM", "vllm serve MODEL ...")
         command = flags if whole else []
-        if whole and version is None and (tagged := package_pins(flags).get("vllm") or image_tag_release(flags)):
-            # the release the command pins (uvx --from vllm==0.10.1) or its image's tag names: more than the log's format
+        pinned = package_pins(flags).get("vllm") if whole else None  # uvx --from vllm==0.10.1, pip install vllm==X
+        if whole and version is None and (tagged := pinned or image_tag_release(flags)):
+            # the release the command pins or its image's tag names: more than the log's format
             settings = replace(settings, version=tagged)
-            of_release = _unlike(lines, tagged, "that the command pins or its image's tag names")
+            of_release = _unlike(lines, tagged, "that the command pins" if pinned else "that the image's tag names")
         try:
             cmd = parse_vllm_command(flags if whole else ["vllm", "serve", ref or "model", *flags], settings)
         except InputError as exc:  # a whole command without its model: --model's (or the log's command's)

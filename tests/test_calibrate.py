@@ -74,15 +74,24 @@ def test_leave_one_out_on_the_same_gpu_and_release_line() -> None:
     # run: 0.87 GiB alone before, 0.01 now). 12.2 and 4.0 since the 0.29.0 V2-runner starts that compile afresh count
     # the random embedding table a second time as consumed (compile_cache.pinned_copy_bytes): the RTX 5090 and 5060 Ti
     # runs close to 0.16 GiB or less alone, and neither the 0.5B nor the 0.30.0 run gets worse with its neighbours.
-    assert len(rows) == 40, rows
+    # 47 logs, 17.4 and 6.5 since five 0.24.0 runs on A100s joined the validation split (2026-12): alone they leave
+    # -0.91 to -1.15 GiB (kvbudget charges the fresh compile's table a second time where 0.24's profiling counts it
+    # once), and that term makes the two other A100 runs of the "current" line worse: the 0.26.1dev Qwen3-Coder-30B
+    # run (+0.15 alone, +1.06) and the 0.31.0 Qwen2.5-Coder-1.5B run (+0.02 alone, +1.02). 12.8 and 4.6 since the
+    # pinned table is counted only from 0.27, whose profiling measures consumption by free memory (0.22-0.26 counted
+    # memory outside torch's pool: compile_cache.FREE_MEMORY_MINOR): the five 0.24.0 runs close to 0.18 GiB or less
+    # alone, the 0.26.1dev and 0.31.0 runs to 0.08 and 0.04 with their neighbours; the 0.24.0 A100-40GB EAGLE-3 run
+    # now gets worse (-0.02 alone, +0.16 with the other 0.24.0 runs).
+    assert len(rows) == 47, rows
     by_log = {log: round(b, 1) for log, b, _ in rows}  # what is left at TP 8 on H100 with NCCL's buffers modelled
     assert (by_log["v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768"],
             by_log["v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768"]) == (0.0, -0.0)
-    assert (round(before / GiB, 1), round(after / GiB, 1)) == (12.2, 4.0)  # the README's figures
+    assert (round(before / GiB, 1), round(after / GiB, 1)) == (12.8, 4.6)  # the README's figures
     worse = [log for log, b, a in rows if abs(a) > abs(b) + 0.1]
     assert worse == ["v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95",
                      "v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1",
                      "v0.11-0.12_80gb-x2_gpt-oss-120b_tp2_default",
+                     "v0.24.0_a100-40gb_llama3.1-8b_fp16_eagle3-k5_len8192_gmu0.85",
                      "v0.9.2_24gb_qwen2.5-3b_len4096_mns128"], rows
 
 

@@ -136,3 +136,62 @@ def test_engines_without_an_indexer_layout_refuse_in_one_line(engine: str, capsy
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "DeepSeek sparse attention" in err[0] and "--engine vllm" in err[0]
+
+
+def _glm5_folder(tmp_path: Path, **keys: object) -> str:
+    """A GLM-5-FP8 model folder whose config.json carries ``keys`` on top of the published ones."""
+    cfg = {**copy.deepcopy(_config("glm-5-fp8.json")), **keys}
+    (tmp_path / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(("keys", "words"), [
+    # configs/model_config.py dsa_layer_skips_topk: "index_skip_topk_offset must be positive; offset <= 0 marks layer 0
+    # as skip_topk with no prior topk to reuse" (an assert: SGLang stops at start-up); was planned, exit 0
+    ({"index_skip_topk_offset": 0}, "index_skip_topk_offset 0 is not positive"),
+    ({"index_skip_topk_offset": 0, "index_topk_freq": 4}, "index_skip_topk_offset 0 is not positive"),
+    ({"cli_factor": 0}, "cli_factor 0 is not positive"),  # assert cli_factor > 0
+    ({"cli_factor": -2}, "cli_factor -2 is not positive"),
+])
+def test_sglang_stops_where_it_asserts_on_the_indexer_keys(keys: dict[str, object], words: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    folder = _glm5_folder(tmp_path, **keys)
+    assert main(["fit", folder, "--gpu", "H200", "--tp", "8", "--engine", "sglang"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert captured.out == "" and len(err) == 1 and words in err[0] and "SGLang" in err[0], err
+    # vLLM asserts neither (models/deepseek_v2.py reads the offset as it is and never reads cli_factor)
+    assert main(["fit", folder, "--gpu", "H200", "--tp", "8", "--engine", "vllm"]) == 0
+
+
+def test_sglang_stops_on_offset_0_only_where_it_reads_the_offset(tmp_path: Path) -> None:
+    """A pattern, a cli_factor above 1 or indexer_types come first in dsa_layer_skips_topk: the offset is not read."""
+    spec = kvbudget.load_model(_glm5_folder(tmp_path, index_skip_topk_offset=0, index_topk_pattern="F" * GLM_LAYERS))
+    assert sglang_plan(spec, find_gpu("H200"), SGLangSettings(tp=8)).starts
+
+
+def test_sglang_places_indexers_by_cli_factor(tmp_path: Path) -> None:
+    """SGLang 0.5.23 reads LongCat's cli_factor before index_topk_freq: a fresh top-k (an indexer and its cached keys)
+    on layers 0, 2, 4, ... only. vLLM 0.33.0 never reads it. Both were planned with an indexer on all 78 layers."""
+    spec = kvbudget.load_model(_glm5_folder(tmp_path, cli_factor=2))
+    assert spec.layer_kinds() == {"mla": GLM_LAYERS, "dsa_indexer": GLM_LAYERS}  # vLLM's placement (freq 1)
+    assert any("SGLang reads cli_factor 2 first" in n for n in spec.notes)
+    p = sglang_plan(spec, find_gpu("H200"), SGLangSettings(tp=8))
+    # 78 bf16 latents of (512 + 64) x 2 bytes, 39 indexer keys of 132 bytes
+    assert p.cell_bytes == GLM_LAYERS * (512 + 64) * 2 + 39 * 132
+    assert any("on 39 of 78 layers (cli_factor 2), vLLM on 78" in n for n in p.notes)
+    assert not any("SGLang reads cli_factor" in n for n in p.notes)  # the reader's note is about vLLM's placement
+    whole = sglang_plan(kvbudget.load_model("zai-org/GLM-5-FP8"), find_gpu("H200"), SGLangSettings(tp=8))
+    assert whole.cell_bytes == GLM_LAYERS * BF16_LAYER and whole.weights_bytes == p.weights_bytes
+    v = vllm_plan(spec, find_gpu("H200"), VllmSettings(tensor_parallel_size=8))
+    assert v.bytes_per_block == 64 * GLM_LAYERS * BF16_LAYER  # type: ignore[attr-defined]
+    # indexer_types come before cli_factor in SGLang 0.5.20 on (and must agree with vLLM's placement here)
+    typed = kvbudget.load_model(_glm5_folder(tmp_path, cli_factor=2, indexer_types=["full"] * GLM_LAYERS))
+    assert not any("cli_factor" in n for n in typed.notes)
+    assert sglang_plan(typed, find_gpu("H200"), SGLangSettings(tp=8)).cell_bytes == GLM_LAYERS * BF16_LAYER
+
+
+def test_a_cli_factor_that_is_not_a_whole_number_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kv", _glm5_folder(tmp_path, cli_factor="2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'cli_factor'" in err[0] and "whole number" in err[0]

@@ -16,6 +16,8 @@ import pytest
 
 from kvbudget.cli import main
 from kvbudget.model import catalog
+from kvbudget.model.hf_config import spec_from_config
+from kvbudget.model.resolve import load_model
 
 REPO = "acme-research/not-a-real-model-xyz"
 
@@ -50,14 +52,18 @@ def _closed_port() -> int:
     return port  # closed now: a connection is refused
 
 
-def _server(status: int, body: bytes = b"") -> tuple[ThreadingHTTPServer, list[str]]:
+def _server(status: int, body: bytes = b"", files: dict[str, tuple[int, bytes]] | None = None,
+            ) -> tuple[ThreadingHTTPServer, list[str]]:
+    """A Hub on loopback: config.json answers ``status`` with ``body``; ``files`` (name: (status, body)) the others;
+    anything else 404."""
     seen: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             seen.append(self.path)
-            code = status if self.path.endswith("/config.json") else 404
-            data = body if code == 200 else b'{"error": "Repository Not Found"}'
+            name = self.path.rsplit("/", 1)[-1]
+            code, data = (status, body) if name == "config.json" else (files or {}).get(name, (404, b""))
+            data = data if code == 200 else b'{"error": "Repository Not Found"}'
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -195,3 +201,58 @@ def test_the_hubs_config_wins_over_the_name(online: None, monkeypatch: pytest.Mo
         server.shutdown()
     assert code == 0 and not any("warning" in line for line in err), err
     assert sum(row["count"] for row in json.loads(out)["layers"]) == 7
+
+
+MODELOPT_FP8 = {"producer": {"name": "modelopt", "version": "0.27.1"},
+                "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}}
+
+
+def test_a_hub_repos_hf_quant_config_is_its_quantization_config(online: None, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A ModelOpt 0.29 checkpoint keeps its quantization config in hf_quant_config.json beside a config.json without
+    one (vLLM 0.33.0 transformers_utils/config.py reads it for a Hub id as for a folder). A local folder of it was
+    read so; the same repo as a Hub id was planned as 16-bit weights (Qwen3-8B: 16.4 GB of bf16, exit 0)."""
+    entry = catalog.find("Qwen/Qwen3-8B")
+    assert entry is not None
+    files = {"hf_quant_config.json": (200, json.dumps(MODELOPT_FP8).encode())}
+    server, seen = _server(200, json.dumps(entry.config).encode(), files)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, _, err = _run(["kv", REPO], capsys)
+        spec = load_model(REPO)
+    finally:
+        server.shutdown()
+    assert code == 0 and err == ["fetching config.json from the Hub…"], err
+    assert seen[:2] == [f"/{REPO}/resolve/main/config.json", f"/{REPO}/resolve/main/hf_quant_config.json"]
+    assert spec.weight_format is not None and (spec.weight_format.name, spec.weight_format.kv_cache) == ("fp8", "fp8")
+    assert spec.weight_format == spec_from_config({**entry.config, "quantization_config": MODELOPT_FP8}).weight_format
+
+
+@pytest.mark.parametrize(("answer", "words"), [((500, b""), "HTTP 500 for its hf_quant_config.json"),
+                                               ((200, b"[1]"), "hf_quant_config.json on the Hub does not hold a JSON object"),
+                                               ((200, b'{"quantization": NaN}'), "not valid JSON")])
+def test_a_hub_hf_quant_config_that_cannot_be_read_is_one_line(answer: tuple[int, bytes], words: str, online: None,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    entry = catalog.find("Qwen/Qwen3-8B")
+    assert entry is not None
+    server, _ = _server(200, json.dumps(entry.config).encode(), {"hf_quant_config.json": answer})
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, out, err = _run(["kv", REPO], capsys)
+    finally:
+        server.shutdown()
+    assert code == 2 and out == "" and len(err) == 2 and words in err[1], err
+
+
+def test_a_hub_config_with_its_own_quantization_config_asks_for_no_other_file(
+        online: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    entry = catalog.find("Qwen/Qwen3-8B-AWQ")
+    assert entry is not None and entry.config.get("quantization_config")
+    server, seen = _server(200, json.dumps(entry.config).encode())
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        code, _, err = _run(["kv", REPO], capsys)
+    finally:
+        server.shutdown()
+    assert code == 0 and seen == [f"/{REPO}/resolve/main/config.json"], (err, seen)

@@ -21,6 +21,12 @@ PREFIXES = {
     "compose": "vllm-1  | ",
     "kubectl --prefix": "[pod/vllm-0/server] ",
     "journald": "Dec  1 10:00:00 gpu-node docker[1234]: ",
+    # hostile round 15: these were joined to the line above (a line starting with a digit or a lowercase word read as
+    # a wrapped continuation): "max_num_batched_tokens '2048.stderr' is not a whole number"
+    "CRI log file": "2026-12-01T10:00:00.123456789Z stderr F ",
+    "journalctl -o short-iso": "2026-12-01T10:00:00+0100 gpu-node vllm[1234]: ",
+    "journalctl -o short-precise": "Dec 01 10:00:00.123456 gpu-node vllm[1234]: ",
+    "ts / a shipper": "2026-12-01 10:00:00,123 | ",
 }
 
 
@@ -157,3 +163,17 @@ def test_a_log_of_short_lines_is_not_filled() -> None:
             "Traceback (most recent call last):\n  File \"/usr/lib/python3.12/site-packages/vllm/engine.py\", line 1\n"
             "\nINFO 08-07 11:12:30 [core.py:1] done\nERROR 08-07 11:12:30 [core.py:1] RuntimeError: one\n")
     assert unwrap_words(text) == text
+
+
+def test_a_cri_log_file_joins_its_partial_lines() -> None:
+    """The CRI format splits a line longer than 16 KiB into 'P' pieces and a last 'F' one: read as one line again (the
+    engine config line of a vLLM log, whose max_num_seqs is past the cut)."""
+    text = (DATA / "vllm_logs" / "v0.11.0_l4_llama3.1-8b_len32000_gmu0.92_mns128.log").read_text(encoding="utf-8")
+    head = "2026-12-01T10:00:00.1Z stdout "
+    lines = []
+    for line in text.splitlines():
+        pieces = [line[i:i + 300] for i in range(0, len(line), 300)] or [""]
+        lines += [head + ("P " if n < len(pieces) - 1 else "F ") + piece for n, piece in enumerate(pieces)]
+    cri = "\n".join(lines) + "\n"
+    assert strip_line_prefixes(cri) == text
+    assert parse_vllm_log(cri) == parse_vllm_log(text)

@@ -65,6 +65,9 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
         "the server arguments (mem_fraction_static 0.90, context length 8192, custom all-reduce off) are in the "
         "deployment manifest, not the two quoted lines",
         ["--mem-fraction-static", "0.90", "--context-length", "8192", "--disable-custom-all-reduce"]),
+    "v0.5.18_h100_qwen3-reranker-0.6b_mem0.3_no-radix": (
+        "mem_fraction_static 0.3 is in the README's launch command, not the four quoted log lines",
+        ["--mem-fraction-static", "0.3"]),
     "v0.5.6dev_b200_qwen2.5-vl-7b_piecewise": (
         "mem_fraction_static 0.7629746875 is in the run's ServerArgs line, which the stored excerpt lacks, and the GPU "
         "(B200) is named only in a CUTLASS message", ["--mem-fraction-static", "0.7629746875"]),
@@ -78,6 +81,25 @@ EXPECTED: dict[str, tuple[str, list[str] | None]] = {
     "v0.19.0_rtx5090_llama3.1-8b-fp8_engine_trtllm-serve": (
         "the FP8 engine's build settings (FP8 weights and KV, max_num_tokens 1024, max_seq_len 2048) are in the "
         "issue's text, not the excerpt", None),
+    "v0.14-era_rtx-a4000_qwen2.5-coder-0.5b-int8wo_engine_defaults": (
+        "the engine's build (trtllm-build defaults: max_batch_size 2048, max_seq_len 32,768, int8 weight-only weights) "
+        "is established from the logged runtime and decoder buffers, not read from a build command", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv095-mbs4096-oom": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv090-isl128-osl128": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv090-isl128-osl256": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
+    "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv080-isl12-osl256": (
+        "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV: the record plans the base model "
+        "with fp8 settings, which no trtllm-serve flag gives), and its max_batch_size and CUDA-graph batch sizes come "
+        "from trtllm-bench's --max_batch_size and an extra_llm_api_options file the log does not echo", None),
     "v0.20.0_h100pcie_llama3.1-8b-fp8_pytorch_trtllm-bench": (
         "the run's checkpoint is nvidia/Llama-3.1-8B-Instruct-FP8 (FP8 weights and KV): the record plans the base "
         "model with fp8 settings, which no trtllm-serve flag gives", None),
@@ -160,10 +182,14 @@ def test_server_args_are_read_through_the_command_reader() -> None:
                        sglang.SGLangSettings(version="0.4.8", mem_fraction_static=0.8, chunked_prefill_size=8192,
                                              cuda_graph_max_bs=256)).max_total_num_tokens
     assert c.plan.kv_tokens == want
-    # the flags after -- lay over the log's: SGLang's own spelling, through the same reader
-    lower = sglang_check(_sglang_log(frac="0.8"), {"gpu": "H100-SXM-80GB", "flags": ["--mem-fraction-static", "0.7"]})
-    assert dict(lower.settings)["mem_fraction_static"] == 0.7 and lower.plan.kv_tokens < want
-    assert "the flags after --" in lower.read_from
+    # the flags after -- are read through the same reader, SGLang's own spelling; one that sets what server_args
+    # prints to another value is not this run's (hostile round 15: it was laid over the log's, and the logged run's
+    # figures compared with a plan of a run that never happened, exit 0)
+    same = sglang_check(_sglang_log(frac="0.8"), {"gpu": "H100-SXM-80GB", "flags": ["--mem-fraction-static", "0.80"]})
+    assert dict(same.settings)["mem_fraction_static"] == 0.8 and same.plan.kv_tokens == want
+    assert "the flags after --" in same.read_from
+    with pytest.raises(InputError, match=r"set mem_fraction_static to 0\.7, but the log prints mem_fraction_static 0\.8"):
+        sglang_check(_sglang_log(frac="0.8"), {"gpu": "H100-SXM-80GB", "flags": ["--mem-fraction-static", "0.7"]})
 
 
 @pytest.mark.parametrize(("tp", "frac", "said"), [
@@ -290,3 +316,64 @@ def test_a_stand_in_model_is_said_once(capsys: pytest.CaptureFixture[str]) -> No
                  "--gpu", "L4"]) == 0
     err = capsys.readouterr().err
     assert err.count("planned as Qwen/QwQ-32B") == 1
+
+
+def _defaults_warned(c: Any) -> bool:
+    """The warning check gives where the log's own figures say the settings planned are not the run's."""
+    return any("defaults were planned" in w or "figures imply mem_fraction_static" in w for w in c.warnings)
+
+
+def _tokens_error(c: Any) -> float | None:
+    return next((r.error_pct for r in c.rows if r.figure.startswith("KV tokens") and r.error_pct is not None), None)
+
+
+@pytest.mark.parametrize("log", _records(), ids=lambda p: p.stem)
+def test_check_says_when_settings_it_planned_are_not_the_runs(log: Path) -> None:
+    """A log that lacks settings the run used (EXPECTED) and whose prediction is far off the logged pool (> 10%)
+    carries a warning naming the settings planned as defaults or the fraction the log's figures imply; a log whose
+    settings are all read carries none, and neither does the same log with its settings given after --."""
+    c = _checked(log)
+    err = _tokens_error(c)
+    if log.stem not in EXPECTED:
+        assert not _defaults_warned(c), (log.stem, c.warnings)
+        return
+    if err is not None and abs(err) > 10:
+        assert _defaults_warned(c), (log.stem, err, c.warnings)
+    flags = EXPECTED[log.stem][1]
+    if flags is not None:
+        assert not _defaults_warned(_checked(log, flags, EXTRA.get(log.stem))), log.stem
+
+
+def test_implied_fraction_is_sglangs_pool_rule_inverted() -> None:
+    """1 - (free after loading - pool) / free before loading: the hicache record's 44.11 / 37.97 GB and its two 1.34 GB
+    buffers give the 0.2 its dropped server_args line set (the test fails if the rule is turned around)."""
+    from kvbudget.engines.sglang.check import implied_fraction
+    from kvbudget.engines.sglang.log import SGLangFigures
+
+    figs = SGLangFigures(tokens=25169, k_gb=1.34, pre_load_gb=44.11, after_load_gb=37.97)
+    assert implied_fraction(figs, 0.0) == pytest.approx(0.2000, abs=0.001)
+    assert implied_fraction(SGLangFigures(tokens=25169, k_gb=1.34), 44.11) is None  # no free memory after loading
+
+
+def test_a_log_of_sglangs_weight_loader_lines_only_is_read_as_sglangs() -> None:
+    """The GKE record's two lines (the image pull and SGLang's 'Load weight end.') were taken for a vLLM log and
+    refused with vLLM's figures named; they are SGLang's, and the refusal names SGLang's pool line."""
+    log = DATA / "sglang_logs" / "v0.5.19_h100_qwen3-32b_mem0.90_ctx8192_gke-memory-saver.log"
+    p = subprocess.run([sys.executable, "-m", "kvbudget", "check", str(log)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "SGLang KV pool figure" in p.stderr and "vLLM" not in p.stderr, p.stderr
+    one = "Load weight end. elapsed=1.00 s, type=Qwen3ForCausalLM, avail mem=17.40 GB, mem usage=61.07 GB.\n"
+    q = subprocess.run([sys.executable, "-m", "kvbudget", "check", "-"], input=one, capture_output=True, text=True, timeout=120)
+    assert q.returncode == 2 and "SGLang" in q.stderr, q.stderr
+
+
+def test_trtllm_bench_summary_with_tabs_is_read() -> None:
+    """trtllm-bench's summary aligns its values with tabs ('TP Size:\\t\\t8', the 0.16 TP-8 record) or spaces (the
+    0.12 record): both are read; with tabs the TP was missed and a 70B engine planned on one rank (no start)."""
+    pool = "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 52.08 GiB for max tokens in paged KV cache (2730752).\n"
+    for gap in ("\t\t", "         "):
+        text = (f"[TensorRT-LLM] TensorRT-LLM version: 0.16.0\nTP Size:{gap}8\nKV Cache Dtype:{gap}FP8\n"
+                f"Quantization:{gap}FP8\nKV Memory Percentage:{gap}90.00%\n{pool}")
+        c = trtllm_check(text, {"model": "meta-llama/Llama-3.1-70B-Instruct", "gpu": "H100"})
+        got = dict(c.settings)
+        assert (got.get("tp"), got.get("kv_cache_dtype"), got.get("quantization")) == (8, "fp8", "fp8"), got
+        assert got.get("free_gpu_memory_fraction", 0.9) == 0.9 and c.plan.starts

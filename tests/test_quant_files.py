@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kvbudget._record import replace
 from kvbudget.cli import main
 from kvbudget.model import catalog
 from kvbudget.model.hf_config import spec_from_config
@@ -65,8 +66,9 @@ def test_a_broken_hf_quant_config_file_is_one_line(tmp_path: Path, capsys: pytes
 
 
 def test_modelopt_quant_algo_is_one_vllm_loads() -> None:
-    """vLLM 0.33.0 quantization/modelopt.py loads the LINEAR_ALGOS FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO (and its
-    alias FP8_BLOCK_SCALES), NVFP4 and W4A16_NVFP4, and stops on any other ("ModelOpt currently only supports").
+    """vLLM 0.33.0 quantization/modelopt.py loads the LINEAR_ALGOS FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4
+    and W4A16_NVFP4, and stops on any other ("ModelOpt currently only supports"): FP8_BLOCK_SCALES too, an alias of
+    FP8_PB_WO only in a MIXED_PRECISION layer's entry (_BLOCK_FP8_MOE_ALGOS; it was priced as FP8_PB_WO, exit 0).
     Before, any algo starting with FP8 was per-tensor FP8 and any holding FP4 was NVFP4: NVFP4_AWQ and W4A8_NVFP4_FP8
     were planned as NVFP4 (vLLM does not start), FP8_PER_CHANNEL_PER_TOKEN and FP8_PB_WO with per-tensor scales."""
     def fmt(algo: object, **more: object) -> WeightFormat:
@@ -74,10 +76,10 @@ def test_modelopt_quant_algo_is_one_vllm_loads() -> None:
 
     assert (fmt("FP8").fp8_scales, fmt("fp8").fp8_scales) == ("per_tensor", "per_tensor")  # upper-cased, as vLLM does
     assert fmt("FP8_PER_CHANNEL_PER_TOKEN").fp8_scales == "per_channel"
-    for block in ("FP8_PB_WO", "fp8_pb_wo", "FP8_BLOCK_SCALES"):
+    for block in ("FP8_PB_WO", "fp8_pb_wo"):
         assert (fmt(block).fp8_scales, fmt(block).block) == ("block", (128, 128))
     assert fmt("W4A16_NVFP4").name == fmt("NVFP4").name == "nvfp4"
-    for refused in ("NVFP4_AWQ", "W4A8_NVFP4_FP8", "W4A8_AWQ", "FP8_DEFAULT", "INT8", ["FP8"], ""):
+    for refused in ("NVFP4_AWQ", "W4A8_NVFP4_FP8", "W4A8_AWQ", "FP8_DEFAULT", "INT8", ["FP8"], "", "FP8_BLOCK_SCALES"):
         with pytest.raises(InputError, match="is not one vLLM loads"):
             fmt(refused)
     for unpriced in ("MXFP8", "MIXED_PRECISION"):
@@ -88,6 +90,69 @@ def test_modelopt_quant_algo_is_one_vllm_loads() -> None:
     assert fmt("FP8").tensor_bytes(w) == 4096 * 4096 + 4
     assert fmt("FP8_PER_CHANNEL_PER_TOKEN").tensor_bytes(w) == 4096 * 4096 + 4 * 4096
     assert fmt("FP8_PB_WO").tensor_bytes(w) == 4096 * 4096 + 4 * 32 * 32
+
+
+W4A16 = {"quant_algo": "W4A16_NVFP4", "kv_cache_quant_algo": None, "group_size": 16, "exclude_modules": ["lm_head"]}
+PRODUCER = {"name": "modelopt", "version": "0.27.1"}
+
+
+def _fit(ref: str, engine: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    code = main(["fit", ref, "--gpu", "H100-SXM-80GB", "--engine", engine])
+    captured = capsys.readouterr()
+    return code, captured.err.strip().splitlines() if code else []
+
+
+@pytest.mark.parametrize("where", ["hf_quant_config.json", "config.json"])
+def test_vllm_stops_on_w4a16_nvfp4_in_modelopts_nested_form(where: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """ModelOpt's nested form (producer modelopt, {"quantization": {"quant_algo": ...}}) goes through vLLM 0.33.0's
+    config reader (transformers_utils/model_arch_config_convertor.py _normalize_quantization_config), which takes
+    FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4 and MIXED_PRECISION there and raises "Unknown ModelOpt quant
+    algo" on any other: W4A16_NVFP4 was planned as NVFP4 weights, exit 0. SGLang 0.5.23 loads it (configs/
+    model_config.py _parse_modelopt_quant_config: any FP4 algo is modelopt_fp4)."""
+    qc = {"producer": PRODUCER, "quantization": W4A16}
+    folder = (_folder(tmp_path, QWEN3_8B, **{"hf_quant_config.json": qc}) if where != "config.json"
+              else _folder(tmp_path, {**QWEN3_8B, "quantization_config": qc}))
+    spec = load_model(str(folder))
+    assert spec.weight_format is not None and spec.weight_format.name == "nvfp4"
+    code, err = _fit(str(folder), "vllm", capsys)
+    assert code == 2 and len(err) == 1 and "Unknown ModelOpt quant algo" in err[0] and "W4A16_NVFP4" in err[0], err
+    assert _fit(str(folder), "sglang", capsys)[0] == 0
+    # the flat form vLLM loads (modelopt.py ModelOptNvFp4Config), with the same weights
+    flat = _folder(tmp_path / "flat", {**QWEN3_8B, "quantization_config": {"quant_method": "modelopt", **W4A16}})
+    assert _fit(str(flat), "vllm", capsys)[0] == 0
+    assert load_model(str(flat)).weight_format == replace(spec.weight_format, vllm_stops="")
+
+
+def test_a_modelopt_method_with_a_nested_quantization_is_read_from_it(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.33.0 modelopt.py from_config reads the nested "quantization" object whenever the config has one; with
+    quant_method "modelopt" beside it kvbudget read the (absent) top-level quant_algo and refused the checkpoint
+    ("ModelOpt quant_algo (none) is not one vLLM loads")."""
+    folder = _folder(tmp_path, {**QWEN3_8B, "quantization_config": {"quant_method": "modelopt", "quantization": W4A16}})
+    spec = load_model(str(folder))
+    assert spec.weight_format == from_quantization_config({"quant_method": "modelopt", **W4A16}, "bf16")
+    assert _fit(str(folder), "vllm", capsys)[0] == 0
+    with pytest.raises(InputError, match="'quantization' must be an object holding quant_algo"):
+        from_quantization_config({"quant_method": "modelopt", "quantization": "NVFP4"}, "bf16")
+
+
+@pytest.mark.parametrize("algo", ["NVFP4", "W4A16_NVFP4"])
+def test_vllm_stops_on_a_nested_nvfp4_config_without_its_fields(algo: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """modelopt.py ModelOptNvFp4Config._from_config: the nested form of an NVFP4-family algo must name group_size,
+    kv_cache_quant_algo and exclude_modules (null is enough), else "NVFP4 quantization requires the following fields
+    in hf_quant_config.json"; SGLang needs group_size and exclude_modules only when it reads them as None."""
+    nested = {"quant_algo": algo, "group_size": 16}
+    qc: dict[str, Any] = {"quant_method": "modelopt", "quantization": nested}
+    if algo == "NVFP4":
+        qc = {"producer": PRODUCER, "quantization": nested}
+    folder = _folder(tmp_path, {**QWEN3_8B, "quantization_config": qc})
+    code, err = _fit(str(folder), "vllm", capsys)
+    assert code == 2 and len(err) == 1 and "lacks kv_cache_quant_algo, exclude_modules" in err[0], err
+    assert _fit(str(folder), "sglang", capsys)[0] == 0
+    nested.update(kv_cache_quant_algo=None, exclude_modules=[])
+    assert _fit(str(_folder(tmp_path / "whole", {**QWEN3_8B, "quantization_config": qc})), "vllm", capsys)[0] == 0
 
 
 def test_modelopt_kv_cache_quant_algo_is_a_string_vllm_maps() -> None:

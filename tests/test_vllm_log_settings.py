@@ -99,3 +99,23 @@ def test_a_run_that_did_not_start_gets_its_fixes(capsys: pytest.CaptureFixture[s
     ok = str(LOGS / "v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9.log")
     assert main(["check", ok, "--json"]) == 0
     assert _json.loads(capsys.readouterr().out)["fixes"] == []
+
+
+def test_the_speculative_config_is_read_from_either_line_the_log_shows() -> None:
+    """A draft's memory is planned from the log alone: the non-default args' 'speculative_config' mapping, or, where
+    an excerpt keeps only the engine config line, its speculative_config=SpeculativeConfig(method=..., model=...,
+    num_spec_tokens=N). Before, neither was read: the EAGLE-3 runs were planned without their draft (0.81 GiB)."""
+    from kvbudget.engines.vllm.check import check_log
+
+    text = (LOGS / "v0.24.0_a100-80gb_llama3.1-8b_fp16_eagle3-k5_len8192_gmu0.85.log").read_text(encoding="utf-8")
+    full = check_log(text, gpu="A100-80GB")
+    config_only = "\n".join(line for line in text.splitlines()
+                            if "non-default args" not in line and "vllm serve" not in line)
+    assert "speculative_config=SpeculativeConfig(method='eagle3'" in config_only
+    for r in (full, check_log(config_only, model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB")):
+        assert (r.settings.speculative_method, r.settings.num_speculative_tokens) == ("eagle3", 5)
+        assert r.settings.speculative_draft is not None
+    assert full.plan.model_loading_bytes == check_log(config_only, model="meta-llama/Llama-3.1-8B-Instruct",
+                                                      gpu="A100-80GB").plan.model_loading_bytes
+    without = "\n".join(line for line in config_only.splitlines() if "SpeculativeConfig(" not in line)
+    assert check_log(without, model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB").settings.speculative_method is None

@@ -74,8 +74,8 @@ def _explain(args: argparse.Namespace, registry: Registry) -> str:
     words = list(args.launch)
     if words and words[0] == "--":
         words = words[1:]
-    if len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
-        words = split_command(words[0])
+    if len(words) == 1 and any(c.isspace() for c in words[0]) and not _is_manifest(words[0]):
+        words = split_command(words[0])  # the command pasted as one quoted string (a manifest: explain reads its YAML)
     if not words:
         raise InputError("give the launch command after --, e.g. kvbudget explain --gpu H100 -- vllm serve MODEL")
     _no_own_flags_after_dashes(words, "explain --gpu H100 -- " + " ".join(words[:3]))
@@ -86,6 +86,12 @@ def _explain(args: argparse.Namespace, registry: Registry) -> str:
     if args.json:
         return _render(args, fit_report.fit_doc(answer, engine, args.units), "")
     return fit_report.fit_text(answer, engine, args.units)
+
+
+def _is_manifest(text: str) -> bool:
+    from .engines.compared import manifest_command
+
+    return "\n" in text and manifest_command([text]) is not None
 
 
 def _no_own_flags_after_dashes(words: list[str], example: str) -> None:
@@ -101,16 +107,10 @@ def _no_own_flags_after_dashes(words: list[str], example: str) -> None:
 
 
 def _check(args: argparse.Namespace, registry: Registry) -> str:
-    from . import inputs
     from .questions.readers import check
 
     _no_own_flags_after_dashes(list(args.flags or ()), f"check {args.log} --")
-    if args.log == "-":  # standard input, bounded like a file
-        text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
-        if len(text) > inputs.MAX_LOG_BYTES:
-            raise InputError(f"standard input: more than the {inputs.MAX_LOG_BYTES:,} characters kvbudget reads of a log")
-    else:
-        text = inputs.read_log(args.log)
+    text = _log_text(args.log)
     given = {o.dest: getattr(args, o.dest) for e in registry for o in e.options
              if "check" in o.commands and getattr(args, o.dest, None) is not None}
     engine, result = check(text, {**given, "model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory,
@@ -120,22 +120,46 @@ def _check(args: argparse.Namespace, registry: Registry) -> str:
     return engine.check_text(result, args.units)
 
 
-def _writable_report(path: str) -> None:
-    """Refuse a --report path the report (and its figures beside it) cannot be written to, before the sizing runs
-    (a missing folder was found only when the first figure was written, named as '--plot PATH-1.png')."""
+def _log_text(path: str) -> str:
+    """A log file's text, or standard input's for ``-`` (bounded like a file)."""
+    from . import inputs
+
+    if path != "-":
+        return inputs.read_log(path)
+    text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
+    if len(text) > inputs.MAX_LOG_BYTES:
+        raise InputError(f"standard input: more than the {inputs.MAX_LOG_BYTES:,} characters kvbudget reads of a log")
+    return text
+
+
+def _writable_report(path: str, flag: str = "--report", example: str = "report.md", inputs: Sequence[str] = ()) -> None:
+    """Refuse an output path (``flag``'s) that cannot be written to, before the work runs (a missing folder was found
+    only when the first figure was written, named as '--plot PATH-1.png'), or that is one of the ``inputs`` it is
+    made from (calibrate --out LOG wrote the profile over the log, exit 0)."""
     import os
 
     from .inputs import excerpt_path
 
     folder = os.path.dirname(os.path.abspath(path))
+    if not path.strip():
+        raise InputError(f"{flag} is empty: give a file name (e.g. {example})")
     if os.path.isdir(path):
-        raise InputError(f"--report {excerpt_path(path)} is a folder: give a file name in it (e.g. report.md)")
+        raise InputError(f"{flag} {excerpt_path(path)} is a folder: give a file name in it (e.g. {example})")
     if not os.path.isdir(folder):
-        raise InputError(f"--report {excerpt_path(path)}: folder {excerpt_path(folder)} does not exist: create it or "
+        raise InputError(f"{flag} {excerpt_path(path)}: folder {excerpt_path(folder)} does not exist: create it or "
                          "give a path in an existing folder")
     if not os.access(folder, os.W_OK):
-        raise InputError(f"--report {excerpt_path(path)}: folder {excerpt_path(folder)} is not writable: give a path "
+        raise InputError(f"{flag} {excerpt_path(path)}: folder {excerpt_path(folder)} is not writable: give a path "
                          "in a folder you can write to")
+    for given in inputs:
+        try:
+            same = os.path.exists(path) and os.path.samefile(path, given)
+        except OSError:  # an input that is no file (standard input's '-', a missing log: its reader says so)
+            same = False
+        if same:
+            other = "" if os.path.abspath(given) == os.path.abspath(path) else f" ({excerpt_path(given)})"
+            raise InputError(f"{flag} {excerpt_path(path)} is one of the files it is made from{other}: writing it would "
+                             f"overwrite that file; give another name (e.g. {example})")
 
 
 def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
@@ -145,12 +169,16 @@ def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
 
     if len(args.logs) > 1000:
         raise InputError(f"{len(args.logs):,} logs: give at most 1,000")
-    logs = ((path, inputs.read_log(path)) for path in args.logs)  # one at a time
+    if args.out is not None:
+        _writable_report(args.out, "--out", "profile.json", args.logs)
+    if args.logs.count("-") > 1:
+        raise InputError("standard input ('-') is given more than once: it holds one log; give the others as files")
+    logs = ((path, _log_text(path)) for path in args.logs)  # one at a time; '-' is standard input, as check reads it
     c = calibrate(logs, {"model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
     if not c.terms:
         why = "; ".join(f"{log}: {reason}" for log, reason in c.skipped[:3])
         raise InputError(f"no log to calibrate on ({why})")
-    if args.out:
+    if args.out is not None:
         import json
 
         inputs.write_text(args.out, json.dumps(profile_doc(c), indent=1) + "\n")
@@ -382,7 +410,8 @@ def _size(args: argparse.Namespace, registry: Registry, defaults: dict[str, obje
     if args.report is not None and not args.report.lower().endswith((".md", ".html", ".htm")):
         raise InputError(f"--report {args.report}: give a .md or .html file")
     if args.report is not None:
-        _writable_report(args.report)
+        _writable_report(args.report, inputs=[p for p in (args.log, args.trace, args.metrics, args.dcgm, args.nvidia_smi,
+                                                          args.tokenizer) if p])
     if args.metrics is None and (args.dcgm or args.nvidia_smi):
         raise InputError("--dcgm / --nvidia-smi are read with --metrics (step 4): give the server's /metrics too")
     log = inputs.read_log(args.log) if args.log else None

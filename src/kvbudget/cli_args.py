@@ -8,10 +8,11 @@ import os
 import sys
 
 from ._record import replace
-from .units import InputError, excerpt, human_readable_int, parse_size
+from .units import InputError, digits, excerpt, human_readable_int, parse_size
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
     from .engines.base import Option, Registry
@@ -25,7 +26,9 @@ class _Formatter(argparse.HelpFormatter):
 
     def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
         cols = os.environ.get("COLUMNS", "")
-        super().__init__(prog, indent_increment, max_help_position, width or (int(cols) - 2 if cols.isdigit() else 100))
+        # COLUMNS as a terminal sets it; anything else ('²', '0', a million) leaves the default width
+        shown = int(cols) if digits(cols) and len(cols) <= 5 else 0
+        super().__init__(prog, indent_increment, max_help_position, width or (shown - 2 if 20 <= shown <= 10_000 else 100))
 
 
 def one_line(message: str, limit: int = 300) -> str:
@@ -115,6 +118,22 @@ def _fraction(text: str) -> float:
     return value
 
 
+_PLOT, _MODEL, _TOKENIZER = "a file name (e.g. plot.png)", "a model (a catalog name, HF id or config.json)", \
+    "a tokenizer.json file"
+
+
+def _named(what: str) -> Callable[[str], str]:
+    """An option's value that names something (a file, a model, a GPU): an empty one was taken as the option left out
+    (calibrate --model '', kv --plot '': no plot, exit 0)."""
+    def check(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"is empty: give {what}")
+        return text
+
+    check.__name__ = "value"
+    return check
+
+
 def _layers(text: str) -> int:
     """llama.cpp's -ngl: layers on the GPU, -1 (or any negative) for all."""
     try:
@@ -201,7 +220,7 @@ def _kv_args(kv: argparse.ArgumentParser) -> None:
     kv.add_argument("--batch", type=_count, default=1, help="concurrent sequences (default 1)")
     kv.add_argument("--kv-dtype", default="auto", help="auto (model dtype), bf16, fp16, fp32, fp8, fp8_e5m2, int8, q8_0 ...")
     kv.add_argument("--tp", type=_count, default=1, help="tensor-parallel degree: figures are per GPU")
-    kv.add_argument("--plot", metavar="FILE", help="also draw KV vs length and batch, with the weights' crossover (.png/.svg)")
+    kv.add_argument("--plot", metavar="FILE", type=_named(_PLOT), help="also draw KV vs length and batch, with the weights' crossover (.png/.svg)")
 
 
 def _fit_args(fit: argparse.ArgumentParser, registry: Registry) -> None:
@@ -219,13 +238,13 @@ def _fit_args(fit: argparse.ArgumentParser, registry: Registry) -> None:
     names = registry.names()
     fit.add_argument("--engine", choices=names, default=names[0],
                      help=f"whose rules (default {names[0]}): " + ", ".join(f"{e.name} ({e.label})" for e in registry))
-    fit.add_argument("--plot", metavar="FILE", help="also draw each GPU's memory partition as the engine splits it "
+    fit.add_argument("--plot", metavar="FILE", type=_named(_PLOT), help="also draw each GPU's memory partition as the engine splits it "
                      "(.png/.svg)")
 
 
 def _hardware(p: argparse.ArgumentParser, gpu_help: str, required: bool = True) -> None:
     hw = p.add_mutually_exclusive_group(required=required)
-    hw.add_argument("--gpu", help=gpu_help)
+    hw.add_argument("--gpu", type=_named("a GPU name (see `kvbudget gpus`), or --gpu-memory 48GiB"), help=gpu_help)
     hw.add_argument("--gpu-memory", type=_size, help="memory of a GPU not in the catalog, e.g. 48GiB")
 
 
@@ -245,17 +264,19 @@ def _explain_args(p: argparse.ArgumentParser, registry: Registry) -> None:
 def _check_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("log", help="a start-up log file (vLLM of any release line, SGLang, TensorRT-LLM, llama.cpp), or - "
                    "for standard input")
-    p.add_argument("--model", help="the model, when the log does not name it (catalog name, HF id or config.json)")
+    p.add_argument("--model", type=_named(_MODEL), help="the model, when the log does not name it (catalog name, HF id or config.json)")
     _hardware(p, "the GPU, when the log does not show it", required=False)
-    p.epilog = ("After --: the engine's flags the run used, overriding what the log shows (vLLM: -- --max-model-len 4096; "
+    p.epilog = ("After --: the engine's flags the run used, where the log does not show them (vLLM: a flag that sets "
+                "an engine argument the log prints to another value is refused) (vLLM: -- --max-model-len 4096; "
                 "SGLang: -- --mem-fraction-static 0.85; TensorRT-LLM, trtllm-serve's: -- --tp_size 2), or the whole "
                 "launch command (-- docker run ... IMAGE:TAG ..., -- python -m sglang.launch_server ..., "
                 "-- trtllm-serve M ...): its model and its image's release are read too (vLLM: its environment).")
 
 
 def _calibrate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
-    p.add_argument("logs", nargs="+", metavar="LOG", help="the site's start-up logs (vLLM, any release line)")
-    p.add_argument("--model", help="the model, when a log does not name it (catalog name, HF id or config.json)")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="the site's start-up logs (vLLM, any release line); - for "
+                   "standard input")
+    p.add_argument("--model", type=_named(_MODEL), help="the model, when a log does not name it (catalog name, HF id or config.json)")
     _hardware(p, "the GPU, when a log does not show it", required=False)
     p.add_argument("--out", metavar="FILE", help="write the profile there (use it with --profile FILE on fit, explain, "
                    "levers)")
@@ -292,7 +313,7 @@ def _plan_args(p: argparse.ArgumentParser, registry: Registry) -> None:
                    help="a latency target: each replica runs only the batch that meets it (roofline step-time "
                         "estimate; prompt=N sets the prompt length TTFT is for, default the whole context)")
     p.add_argument("--top", type=_count, default=10, help="rows to show (default 10; --json gives all)")
-    p.add_argument("--plot", metavar="FILE", help="also draw capacity vs price per hour (.png/.svg)")
+    p.add_argument("--plot", metavar="FILE", type=_named(_PLOT), help="also draw capacity vs price per hour (.png/.svg)")
 
 
 def _levers_args(p: argparse.ArgumentParser, registry: Registry) -> None:
@@ -323,14 +344,14 @@ def _simulate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
                      "prompt_tokens or text, output_tokens (docs/simulate.md)")
     src.add_argument("--synthetic", metavar="SPEC", help="e.g. requests=1000,rate=8,prompt=sharegpt,output=sharegpt,"
                      "prefixes=4x512@0.8,turns=3,seed=1 (docs/simulate.md)")
-    p.add_argument("--tokenizer", metavar="FILE", help="a local tokenizer.json to count 'text' prompts (tokenizers package)")
+    p.add_argument("--tokenizer", metavar="FILE", type=_named(_TOKENIZER), help="a local tokenizer.json to count 'text' prompts (tokenizers package)")
     p.add_argument("--policies", default="paged,contiguous-max,contiguous-exact",
                    help="allocation policies side by side (paged is always run: it is the engine's)")
     p.add_argument("--no-prefix-caching", action="store_true", help="run with prefix caching off (vLLM: on by default)")
     p.add_argument("--no-chunked-prefill", action="store_true", help="prompts longer than the step budget wait whole")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on standard error")
     p.add_argument("--steps", action="store_true", help="with --json: every step's running, waiting and KV usage")
-    p.add_argument("--plot", metavar="FILE", help="also draw KV usage, running and waiting requests over time (.png/.svg)")
+    p.add_argument("--plot", metavar="FILE", type=_named(_PLOT), help="also draw KV usage, running and waiting requests over time (.png/.svg)")
 
 
 def _size_args(p: argparse.ArgumentParser, registry: Registry) -> None:
@@ -340,7 +361,7 @@ def _size_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     src.add_argument("--trace", metavar="FILE", help="step 3: the traffic to replay (JSON Lines, docs/simulate.md)")
     src.add_argument("--synthetic", metavar="SPEC", help="step 3: a synthetic workload (default: "
                      "requests=500,rate=4,prompt=sharegpt,output=sharegpt,seed=0)")
-    p.add_argument("--tokenizer", metavar="FILE", help="a local tokenizer.json to count a trace's 'text' prompts")
+    p.add_argument("--tokenizer", metavar="FILE", type=_named(_TOKENIZER), help="a local tokenizer.json to count a trace's 'text' prompts")
     p.add_argument("--metrics", metavar="URL|FILE", help="step 4: the running server's /metrics (or a saved copy)")
     gpu = p.add_mutually_exclusive_group()
     gpu.add_argument("--dcgm", metavar="URL|FILE", help="step 4: the DCGM exporter's /metrics")
@@ -382,7 +403,7 @@ def _diagnose_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     gpu.add_argument("--dcgm", metavar="URL|FILE", help="the DCGM exporter's /metrics (DCGM_FI_DEV_FB_USED/FREE)")
     gpu.add_argument("--nvidia-smi", metavar="FILE", help="saved output of nvidia-smi --query-gpu=index,name,memory.used,"
                      "memory.total --format=csv")
-    p.add_argument("--expect", metavar="MODEL", help="hold the metrics against kvbudget's plan of MODEL (with --gpu and "
+    p.add_argument("--expect", metavar="MODEL", type=_named(_MODEL), help="hold the metrics against kvbudget's plan of MODEL (with --gpu and "
                    "fit's settings): blocks allocated, the scheduler's cap, what each lever would hold")
     _hardware(p, "the GPU the engine runs on (with --expect)", required=False)
     _layout(p)
@@ -410,7 +431,7 @@ def _serve_args(p: argparse.ArgumentParser, registry: Registry) -> None:
 
 
 def _port(text: str) -> int:
-    if not text.strip().isdigit() or int(text) > 65535:
+    if not digits(text.strip()) or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a port (0 to 65535)")
     return int(text)
 

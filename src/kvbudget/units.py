@@ -150,6 +150,12 @@ def plural(n: int, word: str, sign: bool = False) -> str:
     return (f"{n:+,}" if sign else f"{n:,}") + " " + noun(n, word)
 
 
+def digits(text: str) -> bool:
+    """Whether ``text`` is one or more ASCII digits 0-9: ``str.isdigit`` also takes superscripts and other digit
+    characters ('²', '①') that ``int()`` and ``float()`` refuse (a ValueError where a number was expected)."""
+    return text.isascii() and text.isdigit()
+
+
 def human_readable_int(text: str) -> int | None:
     """vLLM's human-readable integers (vllm/utils/argparse_utils.py ``human_readable_int``, 0.33.0): a lowercase
     suffix is decimal (``32k`` = 32,000, ``25.6k`` = 25,600), an uppercase one binary (``32K`` = 32,768, whole
@@ -160,10 +166,10 @@ def human_readable_int(text: str) -> int | None:
     number, suffix = t[:-1], t[-1]
     if suffix.islower():
         whole, _, frac = number.partition(".")
-        if not whole.isdigit() or (frac and not frac.isdigit()):
+        if not digits(whole) or (frac and not digits(frac)):
             return None
         return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
-    if not number.isdigit():
+    if not digits(number):
         return None
     return int(number) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[suffix]
 

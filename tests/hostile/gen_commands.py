@@ -211,9 +211,10 @@ for n, text in enumerate([f"vllm serve {M} --max-model-len $(echo 16384)", f"vll
 argv("cmd-shell-expansion-open", [*GPU, f"vllm serve {M} -tp $(nproc"], expect_in="opens $( without closing it")
 argv("cmd-process-substitution", [*GPU, f"vllm serve {M} -tp 2 > >(tee 'serve log') 2>&1"], expect=0)
 # A Kubernetes args: [...] list (or a compose command: [...]) pasted as words: refused as 'unrecognized arguments: args:'
-for n, text in enumerate([f'args: ["--model", "{M}", "--max-model-len", "8192"]',
-                          f'command: ["vllm", "serve"]\nargs: ["{M}", "--max-model-len", "8192"]']):
-    argv(f"cmd-yaml-list-{n}", [*GPU, text], expect_in="the words look like a YAML or JSON list")
+argv("cmd-yaml-list-0", [*GPU, f'args: ["--model", "{M}", "--max-model-len", "8192"]'],
+     expect_in="the words look like a YAML or JSON list")
+# the lines of a container's command and args (YAML): read as the container runs them (hostile round 15)
+argv("cmd-yaml-list-1", [*GPU, f'command: ["vllm", "serve"]\nargs: ["{M}", "--max-model-len", "8192"]'], expect=0)
 argv("cmd-lines-without-backslashes", [*GPU, f"vllm serve {M}\n  --tensor-parallel-size 2\n  --max-model-len 8192\n"],
      expect=0)
 

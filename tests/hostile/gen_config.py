@@ -249,3 +249,13 @@ _LLAMA = json.dumps(_config("llama-3.1-8b"), indent=1)
 config_case("config-comment-first-line", "// exported config\n" + _LLAMA, "a comment at line 1")
 config_case("config-comment-inside", _LLAMA.replace("{\n", "{\n /* dims */\n", 1), "a comment at line 2")
 config_case("config-hash-comment", _LLAMA.replace("{\n", "{\n# dims\n", 1), "a comment at line 2")
+
+# A multimodal sub-config that is not an object: transformers 5 refuses it ("Field 'vision_config' expected dict, got
+# str"); kvbudget read the model as text-only (no vision tower in the weights), exit 0.
+_VL = _config("qwen2.5-vl-3b")
+for tag, value in (("string", "qwen2_5_vl"), ("list", [1]), ("number", 7), ("true", True)):
+    for command in ("kv", "fit"):
+        config_case(f"config-vision-config-{tag}-{command}", {**_VL, "vision_config": value},
+                    "'vision_config' must be an object", command=command)
+config_case("config-audio-config-string", {**_config("gemma-4-26b-a4b"), "audio_config": "gemma4_audio"},
+            "'audio_config' must be an object")

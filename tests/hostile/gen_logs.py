@@ -109,7 +109,7 @@ _file("logs-wrapped-digits", "\n0" * 500_000, LONG)  # vLLM's reader rejoins wra
 for n, (prefix, expect_in) in enumerate([
         ("Available KV cache memory: ", NONE_FOUND), ("GPU KV cache size: ", NONE_FOUND), ("# GPU blocks: ", NONE_FOUND),
         ("Maximum concurrency for ", NONE_FOUND), ("NVIDIA A", NONE_FOUND), ("KV Cache is allocated. ", "no SGLang"),
-        ("Load weight end.", NONE_FOUND), ("Allocated ", NONE_FOUND), ("KV buffer size = ", NONE_FOUND),
+        ("Load weight end.", "no SGLang"), ("Allocated ", NONE_FOUND), ("KV buffer size = ", NONE_FOUND),
         ("size = 1 MiB (", NONE_FOUND), ("- kv 1: ", NONE_FOUND), ("print_info: n_layer = ", NONE_FOUND),
         ("block_size", NONE_FOUND), ("vllm serve ", NONE_FOUND)]):
     _file(f"logs-prefix-flood-{n}", prefix * (200_000 // len(prefix)) + "\n" + (prefix + "\n") * (200_000 // (len(prefix) + 1)),

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from .._record import fields, record, replace
 from ..hardware import GPU, UnknownGPU, custom_gpu, find_gpu
 from ..model.spec import ModelSpec
-from ..units import GiB, InputError
+from ..units import GiB, InputError, digits
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -66,6 +66,29 @@ def settings_items(settings: object, defaults: object) -> tuple[tuple[str, objec
     return tuple((n, getattr(settings, n)) for n in fields(settings) if getattr(settings, n) != getattr(defaults, n))
 
 
+def not_the_run(gpu: str, device: GPU, logged_name: str | None, logged_total: int | None) -> None:
+    """Refuse ``--gpu`` (found as ``device``) where the log shows another card: a device name of a card whose memory
+    differs by more than a tenth, or a total more than a tenth off the card's that no board of its name has (check
+    compared the logged run with a plan on the other card: an H100 log checked --gpu L4, -137% KV, exit 0)."""
+    from ..hardware import card_of_memory
+    from ..inputs import excerpt
+
+    logged: GPU | None = None
+    if logged_name:
+        try:
+            logged = find_gpu(logged_name)
+        except UnknownGPU:
+            logged = card_of_memory(logged_name, logged_total) if logged_total else None
+    if logged is not None and abs(logged.memory_bytes - device.memory_bytes) > logged.memory_bytes // 10:
+        raise InputError(f"--gpu {excerpt(gpu, 40)} ({device.name}) is not the run's device: the log names "
+                         f"{excerpt(logged_name, 60)} ({logged.name}); drop --gpu, the log says which GPU it ran on")
+    if (logged_total and abs(device.memory_bytes - logged_total) > logged_total // 10
+            and card_of_memory(gpu, logged_total) is None):
+        raise InputError(f"--gpu {excerpt(gpu, 40)} ({device.name}, {device.memory_bytes / GiB:.2f} GiB) is not the run's "
+                         f"device: the log prints a total of {logged_total / GiB:.2f} GiB; drop --gpu, or give the card "
+                         "it ran on")
+
+
 def run_gpu(gpu: str | None, gpu_memory: int | None, logged_name: str | None, logged_total_gib: float | None,
             free_gib: float | None, engine: str) -> GPU | None:
     """The device of a logged run: ``gpu`` (else the name the log prints), with ``gpu_memory`` or the total the log
@@ -74,6 +97,7 @@ def run_gpu(gpu: str | None, gpu_memory: int | None, logged_name: str | None, lo
     device: GPU | None = None
     if gpu:
         device = find_gpu(gpu)
+        not_the_run(gpu, device, logged_name, round(logged_total_gib * GiB) if logged_total_gib else None)
     elif logged_name:
         try:
             device = find_gpu(logged_name)
@@ -150,12 +174,38 @@ def llama_image(word: str) -> str | None:
     return None if m is None else "llama-server" if m.group(1) == "server" else "llama-cli"
 
 
+def program_name(word: str) -> str:
+    """A program's name as a word of a command runs it: its file name, less the release uvx pins with '@'
+    (``uvx vllm@0.10.1 serve M`` runs vllm)."""
+    base = os.path.basename(word)
+    name, at, release = base.partition("@")
+    return name if at and name and release[:1] in "v0123456789" and release[:1] else base
+
+
+# A package the command pins where it installs or runs it: a setup step (pip install vllm==0.10.1 && ...), uv run
+# --with vllm==0.10.1, uvx --from 'vllm[flashinfer]==0.10.1', pipx run --spec vllm==0.10.1, uvx vllm@0.10.1 serve
+_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.\-]{0,60})(?:\[[^\]]{0,200}\])?(?:===?|@v?)([0-9]{1,4}(?:\.[0-9]{1,4}){1,3}"
+                  r"(?:\.?(?:post|rc|dev)[0-9]{1,6})*)")
+
+
+def package_pins(words: list[str]) -> dict[str, str]:
+    """The release each package is pinned to among the words (the last pin of a package wins, as pip's resolver
+    refuses two that differ): {'vllm': '0.10.1'}. Names as PyPI normalizes them (lowercase, '_' as '-')."""
+    pins: dict[str, str] = {}
+    for word in words:
+        for item in word.split(","):  # uv run --with a==1,b==2
+            m = _PIN.fullmatch(item.strip().strip("'\""))
+            if m is not None:
+                pins[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return pins
+
+
 def launcher(words: list[str]) -> str | None:
     """The engine whose server ``words`` start, by its program, module or image: vLLM (``vllm serve``, its API server
     modules, the vllm/vllm-openai image or an Apptainer .sif of it), SGLang (``sglang.launch_server``, ``sglang
     serve``), TensorRT-LLM (``trtllm-serve``), llama.cpp (``llama-server`` ...); None where they name none."""
     for i, word in enumerate(words):
-        base = os.path.basename(word)
+        base = program_name(word)
         serve = words[i + 1:i + 2] == ["serve"]
         if (base == "vllm" and serve) or word.startswith("vllm.entrypoints.") or "vllm-openai" in base or "vllm/vllm-openai" in word:
             return "vLLM"
@@ -166,6 +216,17 @@ def launcher(words: list[str]) -> str | None:
         if base in _LLAMA_PROGRAMS or llama_image(word):
             return "llama.cpp"
     return None
+
+
+def not_contradicted(printed: dict[str, object], given: dict[str, object], keys: tuple[str, ...], where: str,
+                     shown: str) -> None:
+    """Refuse ``given`` settings (the flags after ``check LOG --``) that set one of ``keys`` the log prints (``shown``:
+    where it prints it) to another value: the run used the printed one, so a check against the other compares
+    kvbudget's plan of a run that never happened with the logged run's figures."""
+    for key in keys:
+        if key in printed and key in given and printed[key] != given[key]:
+            raise InputError(f"{where} set {key} to {given[key]}, but the log prints {key} {printed[key]} ({shown}): "
+                             "they are not this run's flags; drop them, or give the log of the run that used them")
 
 
 def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[str], bool]:
@@ -181,7 +242,10 @@ def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[
 
     words = list(flags or ())
     check_command_size(sum(len(w) + 1 for w in words))
-    if len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
+    manifest = manifest_command(words)  # a Kubernetes manifest or compose file: its container's command
+    if manifest is not None:
+        words = list(manifest.words)
+    elif len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
         words = split_command(words[0])
     words = without_redirections(shell_command(words))
     while words and words[-1] in SHELL_OPERATORS:  # `... &`: run in the background, the command is the same
@@ -312,7 +376,7 @@ def program_starts(words: list[str]) -> list[int]:
     """The indices of ``words`` where a launch command's program is named."""
     out = []
     for i, word in enumerate(words):
-        base = os.path.basename(word)
+        base = program_name(word)
         if (((base in ("vllm", "sglang") or word == _VLLM_CLI) and words[i + 1:i + 2] == ["serve"]) or word in _VLLM_MODULES
                 or base in _PROGRAMS
                 or (("vllm/vllm-openai" in word or llama_image(word))
@@ -413,7 +477,7 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
     for n, field in enumerate(next(csv.reader([value]), [])):
         key, eq, item = field.strip().strip('"').partition("=")
         if not eq and n == 0:
-            if key.strip().lower() == "all" or not key.strip().isdigit():
+            if key.strip().lower() == "all" or not digits(key.strip()):
                 return inside
             devices = int(key)  # --gpus 2: two GPUs
         elif not eq and devices is not None and key.strip():
@@ -421,7 +485,7 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
         elif key == "device":
             devices = len([d for d in item.split(",") if d.strip()])
         elif key == "count":
-            devices = int(item) if item.isdigit() else None
+            devices = int(item) if digits(item) else None
     if devices is None or (inside is not None and inside[1] < devices):
         return inside
     return what, devices
@@ -432,7 +496,7 @@ def _devices_listed(value: str) -> int:
     shown = 0
     for device in value.split(","):
         entry = device.strip()
-        if not (entry.isdigit() and entry.isascii()) and not entry.upper().startswith(("GPU-", "MIG-")):
+        if not digits(entry) and not entry.upper().startswith(("GPU-", "MIG-")):
             break  # '-1', 'abc', '': CUDA shows the devices before it only
         shown += 1
     return shown
@@ -476,11 +540,158 @@ def visible_devices(words: list[str]) -> tuple[str, int] | None:
     return shown[-1] if shown else None
 
 
+# srun's options that ask GPUs for one task on one node, each the count the step's task sees (Slurm sets its
+# CUDA_VISIBLE_DEVICES to the GPUs allocated to it): --gpus / -G (the job's, one task), --gpus-per-task,
+# --gpus-per-node, --gres=gpu[:TYPE]:N
+_SRUN_GPUS = re.compile(r"(?:--gpus|-G|--gpus-per-task|--gpus-per-node)(?:=| |)([0-9]{1,4})|--gres(?:=| )gpu(?::[^:,\s]{1,40})?:([0-9]{1,4})")
+_SRUN_SPREAD = re.compile(r"(?:--ntasks|-n|--nodes|-N|--ntasks-per-node)(?:=| |)([0-9]{1,6})")  # more than one task
+
+
+def slurm_gpus(words: list[str]) -> tuple[str, int] | None:
+    """(how, GPUs) an ``srun`` before the program gives its one task; None where it asks none, or runs more than one
+    task or node (each task's share is Slurm's to decide)."""
+    at = next((i for i, w in enumerate(words) if os.path.basename(w) == "srun"), None)
+    if at is None:
+        return None
+    found: tuple[str, int] | None = None
+    end = next((i for i in program_starts(words) if i > at), len(words))  # srun's options end where the program starts
+    rest = words[at + 1:end]
+    for i, word in enumerate(rest):
+        pair = f"{word} {rest[i + 1]}" if i + 1 < len(rest) else word  # --gpus 2: the option and its value
+        spread = _SRUN_SPREAD.fullmatch(word) or _SRUN_SPREAD.fullmatch(pair)
+        if spread is not None and int(spread.group(1)) > 1:
+            return None
+        m = _SRUN_GPUS.fullmatch(word) or _SRUN_GPUS.fullmatch(pair)
+        if m is not None:
+            found = (f"srun {word.partition('=')[0]}", int(m.group(1) or m.group(2)))
+    return found
+
+
 def devices_refused(words: list[str], used: int, label: str, fix: str) -> None:
-    """Refuse a launch command whose CUDA_VISIBLE_DEVICES (or container's GPUs) shows fewer devices than the
-    ``used`` its parallel sizes take: the engine (``label``) stops at start-up. ``fix``: what to do, {used} in it."""
-    shown = visible_devices(words) or container_gpus(words)
+    """Refuse a launch command whose CUDA_VISIBLE_DEVICES (or container's GPUs, or srun's) shows fewer devices than
+    the ``used`` its parallel sizes take: the engine (``label``) stops at start-up. ``fix``: what to do, {used} in it."""
+    shown = visible_devices(words) or container_gpus(words) or slurm_gpus(words)
     if shown is not None and used > shown[1]:
         count = f"{used} device{'s' if used != 1 else ''}"
         raise InputError(f"the command needs {used} GPU{'s' if used != 1 else ''} (TP x PP x DP) but its {shown[0]} shows "
                          f"{shown[1]}: {label} stops at start-up; {fix.format(used=count)}")
+
+
+# --- a Kubernetes manifest or compose file pasted in place of the command ------------------------------------------
+
+# Keys that open a container's spec in a manifest (Deployment, Pod, StatefulSet, LeaderWorkerSet ...) or a compose
+# file's service, at the start of a line: a pasted text that holds them is YAML, not a shell command line
+_MANIFEST_KEY = re.compile(r"^[ \t]*(?:-[ \t]+)?(?:image|command|args|containers|services|entrypoint):", re.M)
+_GPU_LIMITS = ("nvidia.com/gpu", "amd.com/gpu")
+# Engines' own images, whose tag names the release and whose readers take `docker run [--entrypoint P] IMAGE ...`
+_ENGINE_IMAGES = ("vllm/vllm-openai", "vllm-openai:", "lmsysorg/sglang", "ggml-org/llama.cpp", "ggerganov/llama.cpp")
+
+
+@record
+class Manifest:
+    """The launch command a pasted manifest's container runs, and the GPUs its pod asks (None: none said)."""
+
+    words: tuple[str, ...]
+    gpus: int | None
+
+
+def manifest_command(words: list[str]) -> Manifest | None:
+    """The command of the one container that runs an engine in a pasted Kubernetes manifest or compose file (its
+    environment as NAME=VALUE, then its command and args; without a command, the image and its args, which the
+    image's entrypoint takes; compose: entrypoint, else the image, then command), and its pod's GPU limit; None
+    where the words are not such YAML. Kubernetes' container fields (core/v1 Container: command, args, env) and
+    compose's service fields (image, entrypoint, command, environment)."""
+    from ..inputs import check_command_size, load_yaml
+
+    if len(words) != 1 or "\n" not in words[0] or not _MANIFEST_KEY.search(words[0]):
+        return None
+    check_command_size(len(words[0]))
+    docs = [load_yaml(doc, "the pasted manifest") for doc in re.split(r"(?m)^---[ \t]*$", words[0])]
+    found = [c for c in _containers(docs) if launcher(shell_command(list(c.words))) is not None]
+    if not found:
+        raise InputError("the pasted text is YAML (a Kubernetes manifest or compose file) with no container that runs an "
+                         "engine kvbudget reads (vllm serve, sglang, trtllm-serve, llama-server): give the launch "
+                         "command itself")
+    if len(found) > 1:
+        raise InputError(f"the pasted manifest holds {len(found)} containers that run an engine: paste the one to plan")
+    return found[0]
+
+
+def _containers(node: object, depth: int = 0, pod: bool = False, pods: int = 1) -> list[Manifest]:
+    """Every container spec under ``node``: a mapping with an image and a command, args or entrypoint (``pod``: in a
+    Kubernetes ``containers`` list, whose command replaces the image's entrypoint; elsewhere a compose service's,
+    whose command is the entrypoint's arguments). ``pods``: the pods of one replica (a LeaderWorkerSet's size: the
+    leader's server runs on all of their GPUs)."""
+    if depth > 40:
+        return []
+    if isinstance(node, list):
+        return [c for item in node for c in _containers(item, depth + 1, pod, pods)]
+    if not isinstance(node, dict):
+        return []
+    group = node.get("leaderWorkerTemplate")
+    size = group.get("size") if isinstance(group, dict) else None
+    pods = size if isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= 1 << 16 else pods
+    found = [c for key, value in node.items() if key not in ("env", "environment")
+             for c in _containers(value, depth + 1, key in ("containers", "initContainers"), pods)]
+    image = node.get("image")
+    if any(k in node for k in ("command", "args", "entrypoint")):  # a container, or its command and args alone
+        found.append(_container(node, image if isinstance(image, str) else None, pod or "args" in node, pods))
+    return found
+
+
+def _words_of(value: object, what: str) -> list[str]:
+    """A command, args or entrypoint as a list of words (compose also takes one string, split as a shell would)."""
+    from ..inputs import excerpt, split_command
+
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return split_command(value)
+    if isinstance(value, list) and all(isinstance(w, (str, int, float)) and not isinstance(w, bool) for w in value):
+        return [str(w) for w in value]
+    raise InputError(f"the pasted manifest's {what} {excerpt(value, 40)} is not a list of words")
+
+
+def _container(spec: dict[str, object], image: str | None, pod: bool, pods: int) -> Manifest:
+    env = spec.get("env", spec.get("environment"))
+    assigned: list[str] = []
+    if isinstance(env, list):  # Kubernetes [{name, value}], compose ["A=1"]
+        assigned = [f"{e['name']}={e.get('value', '')}" if isinstance(e, dict) and "name" in e else str(e) for e in env]
+    elif isinstance(env, dict):  # compose {A: 1}
+        assigned = [f"{k}={'' if v is None else v}" for k, v in env.items()]
+    assigned = [a for a in assigned if "=" in a and a.partition("=")[0].isidentifier()]
+    # Kubernetes: command replaces the image's entrypoint, args are its arguments; compose: entrypoint and command
+    program = _words_of(spec.get("command" if pod else "entrypoint"), "command" if pod else "entrypoint")
+    rest = _words_of(spec.get("args" if pod else "command"), "args" if pod else "command")
+    shell = bool(program) and os.path.basename(program[0]) in _SHELLS  # sh -c SCRIPT: the script says what runs
+    if image is not None and any(name in image for name in _ENGINE_IMAGES) and not shell:
+        # as docker runs it: the image's tag names the release, and its entrypoint runs where no command replaces it
+        run = ["docker", "run", *[w for a in assigned for w in ("-e", a)],
+               *(["--entrypoint", program[0], image, *program[1:]] if program else [image]), *rest]
+        assigned = []
+    elif not pod and image is None and not program:  # a compose command without its image: the command itself
+        run = rest
+    else:  # another image (a CUDA or Python base) with the engine installed: its program runs
+        run = [*(program or ([image] if image else [])), *rest]
+    count = _gpus_asked(spec)
+    return Manifest(tuple([*assigned, *run]), None if count is None else count * pods)
+
+
+def _gpus_asked(spec: dict[str, object]) -> int | None:
+    """The GPUs a container asks: Kubernetes' resources.limits (nvidia.com/gpu, amd.com/gpu), compose's
+    deploy.resources.reservations.devices (count, or device_ids); None where it says none (or 'all')."""
+    resources = spec.get("resources")
+    limits = resources.get("limits") if isinstance(resources, dict) else None
+    asked = next((limits[k] for k in _GPU_LIMITS if k in limits), None) if isinstance(limits, dict) else None
+    deploy = spec.get("deploy")
+    node: object = deploy
+    for key in ("resources", "reservations", "devices"):
+        node = node.get(key) if isinstance(node, dict) else None
+    for device in node if isinstance(node, list) else []:
+        if isinstance(device, dict) and isinstance(device.get("device_ids"), list):
+            asked = len(device["device_ids"])
+        elif isinstance(device, dict) and "count" in device:
+            asked = device["count"]
+    if isinstance(asked, str) and digits(asked) and len(asked) < 7:
+        return int(asked)
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 0 else None

@@ -40,25 +40,54 @@ _LONG = re.compile(r"(?<![0-9])[0-9]{" + str(MAX_DIGITS + 1) + "}")
 _WRAPPED = re.compile(r"\n(?=[a-z0-9.,;:%)\]x ])(?!\.\.\.)")
 
 
-# What a collector puts before each line of a container's output, on at least half of a log's lines: an RFC 3339
-# time stamp (``docker logs -t``, ``kubectl logs --timestamps``), a Compose service (``vllm-1  | ``), a kubectl
-# ``--prefix`` (``[pod/name/container] ``), a journald/syslog head (``Dec 01 10:00:00 host unit[123]: ``)
+# What a collector puts before each line of a container's output, on at least half of a log's lines: a time stamp
+# (``docker logs -t`` and ``kubectl logs --timestamps``' RFC 3339, ``ts``' or a shipper's "2025-10-14 19:22:01,123 "
+# with its " | " or " - "), a Compose service (``vllm-1  | ``), a kubectl ``--prefix`` (``[pod/name/container] ``), a
+# journald/syslog head (``Dec 01 10:00:00[.123456] host unit[123]: ``; ``journalctl -o short-iso``'s host and unit
+# after its RFC 3339 stamp)
 _LINE_PREFIXES = (
-    re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})? ",
-               re.M),
+    re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
+               r"(?: [|-])? ", re.M),
     re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62} {0,32}\| ", re.M),
     re.compile(r"^\[pod/[^\]\n]{1,250}\] ", re.M),
-    re.compile(r"^[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [^ \n]{1,64} [^ \n:]{1,64}: ", re.M),
+    re.compile(r"^[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})? [^ \n]{1,64} [^ \n:]{1,64}: ", re.M),
+    re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63} [A-Za-z0-9_.@-]{1,64}\[[0-9]{1,10}\]: ", re.M),
 )
+# The container runtime's own log file (CRI: /var/log/pods/.../N.log, what a node's log shipper reads): an RFC 3339
+# stamp, the stream and a tag, F for a full line or P for a piece of a long one that the next line continues
+# (kubernetes/cri-api, the CRI logging format; containerd's and CRI-O's writers split lines at 16 KiB)
+_CRI = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2}) "
+                  r"(?:stdout|stderr) ([FP]) ", re.M)
+
+
+def _cri_lines(text: str, lines: int) -> str:
+    """The log as the container printed it, where at least half of its lines are in the CRI format: each line's head
+    taken off, and a partial ('P') line joined to the next."""
+    if 2 * (text.count(" stdout ") + text.count(" stderr ")) < lines:  # in C: most logs are passed at once
+        return text
+    heads = list(_CRI.finditer(text))
+    if 2 * len(heads) < lines:
+        return text
+    out, at, tag = [], 0, "F"
+    for m in heads:
+        piece = text[at:m.start()]
+        out.append(piece[:-1] if tag == "P" and piece.endswith("\n") else piece)  # a piece: the next line continues it
+        at, tag = m.end(), m.group(1)
+    out.append(text[at:])
+    return "".join(out)
 
 
 def strip_line_prefixes(text: str) -> str:
-    """The log without what a log collector put before every line (``_LINE_PREFIXES``), each kind taken off where
-    it heads at least half of the non-empty lines (at most four passes of each kind: linear in the text)."""
+    """The log without what a log collector put before every line (``_LINE_PREFIXES``, the CRI format's head), each
+    kind taken off where it heads at least half of the non-empty lines (at most five passes of each kind: linear in
+    the text)."""
     lines = max(text.count("\n") + 1 - text.count("\n\n"), 1)
+    text = _cri_lines(text, lines)
     for _ in range(len(_LINE_PREFIXES)):  # one collector's prefix ahead of another's: each pass takes the outer one
         taken = False
         for rx in _LINE_PREFIXES:
+            if rx is _LINE_PREFIXES[-1] and 2 * text.count("]: ") < lines:  # no unit[pid] head on half the lines
+                continue
             stripped, n = rx.subn("", text)
             if 2 * n >= lines:
                 text, taken = stripped, True

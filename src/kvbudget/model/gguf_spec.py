@@ -108,8 +108,10 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
         kv_per_layer = [whole_of(kv_raw, "attention.head_count_kv", 0, _HEADS)] * n
     if len(kv_per_layer) < n:
         raise ConfigError(f"{where}: {arch}.attention.head_count_kv has {len(kv_per_layer)} entries for {n} layers")
+    # llama.cpp's defaults (llama-model.cpp load_hparams): each of key_length and value_length is n_embd / n_head
+    # when absent, so a V head is not the K head's size (MiniCPM3 writes key_length 96 alone: V heads of 64)
     head_k = num("attention.key_length", hidden // heads if heads else 0)
-    head_v = num("attention.value_length", head_k)
+    head_v = num("attention.value_length", hidden // heads if heads else 0)
     if any(kv_per_layer) and not (head_k and head_v):
         key = f"{arch}.attention.{'value_length' if head_k else 'key_length'}"
         given = f"{key} is 0" if key in md else f"no {key}, and embedding_length / head_count gives 0"
@@ -131,11 +133,12 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     layer_of: list[int] = []
     notes: list[str] = []
     # llama.cpp caches the MLA latent only for a GGUF converted for it (llama_hparams::is_mla(): key_length_mla and
-    # value_length_mla both set, written by convert_hf_to_gguf.py since llama.cpp PR #12801, April 2025). An older
+    # value_length_mla both set, written by convert_hf_to_gguf.py since llama.cpp PR #12801, b5137). An older
     # DeepSeek-V2/V3 conversion keeps the decompressed per-head K (key_length) and V (value_length) of every head,
-    # and every build caches those in full.
+    # and every build caches those in full. MiniCPM3 and PLM carry a kv_lora_rank too but no loader of theirs reads
+    # key_length_mla: llama.cpp always caches their heads in full (nothing to re-convert).
     mla = bool(num("attention.key_length_mla", 0) and num("attention.value_length_mla", 0))
-    if num("attention.kv_lora_rank", 0) and not mla:
+    if num("attention.kv_lora_rank", 0) and not mla and arch in _MLA_ARCHS:
         notes.append(f"{arch}: converted before llama.cpp's MLA cache (no attention.key_length_mla): llama.cpp caches "
                      f"full per-head K ({head_k}) and V ({head_v}) for every head, not the {num('attention.kv_lora_rank')}"
                      "-wide latent; re-convert with a current convert_hf_to_gguf.py for the latent cache")
@@ -162,7 +165,9 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
         if num("attention.kv_lora_rank", 0) and mla:
             lora = num("attention.kv_lora_rank")
             rope = num("rope.dimension_count", max(head_k - lora, 0))
-            layers.append(MLA(lora, rope))
+            # each head's decompressed K (key_length_mla = qk_nope + qk_rope) and V (value_length_mla)
+            nope = max(num("attention.key_length_mla") - rope, 0)
+            layers.append(MLA(lora, rope, heads, nope, num("attention.value_length_mla")))
         elif window and _is_swa(arch, il, pattern):
             cls = ChunkedLocal if arch == "llama4" else SlidingWindow
             layers.append(cls(kv, head_k, head_v, window) if cls is SlidingWindow else ChunkedLocal(kv, head_k, head_v, window))
@@ -206,6 +211,9 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     )
 
 
+# The architectures whose llama.cpp loader reads attention.key_length_mla (src/models/deepseek2.cpp, deepseek32.cpp,
+# glm-dsa.cpp, kimi-linear.cpp, ggml-org/llama.cpp 2026-08): the ones a conversion can give the latent cache.
+_MLA_ARCHS = frozenset({"deepseek2", "deepseek32", "glm-dsa", "kimi-linear"})
 _NEXTN_FILTERED = frozenset({"qwen3next", "qwen35", "qwen35moe", "minimax-m2", "step35", "glm-dsa", "mimo2", "deepseek32"})
 
 

@@ -19,7 +19,7 @@ from . import params as P
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow, SparseIndexer
 from .params import Inventory, Tensor
 from .params import inventory as make_inventory
-from .spec import UNREAD_WEIGHTS, Dims, ModelSpec, VisionTower
+from .spec import INDEXERS_NOTE, UNREAD_WEIGHTS, Dims, IndexerKeys, ModelSpec, VisionTower
 from .weights import WeightFormat, from_quantization_config
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -319,9 +319,14 @@ def text_config(raw: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     if not isinstance(model_type, str):
         raise ConfigError(f"config.json: 'model_type' must be a string (a short name such as 'llama'), not {excerpt(model_type)}")
     _check_model_type(model_type)
+    for key in ("text_config", "vision_config", "audio_config"):
+        # transformers 5's multimodal config classes take a sub-config as an object or null only ("Field
+        # 'vision_config' expected dict, got str"): a string vision_config was read as a text-only model, exit 0
+        inner = raw.get(key)
+        if inner is not None and not isinstance(inner, Mapping):
+            raise ConfigError(f"config.json: field {key!r} must be an object (the {key[:-7]} model's config), not "
+                              f"{excerpt(inner)}: fix the config.json")
     inner = raw.get("text_config")
-    if inner is not None and not isinstance(inner, Mapping):
-        raise ConfigError(f"config.json: field 'text_config' must be an object, not {excerpt(inner)}")
     if isinstance(inner, Mapping):
         if inner.get("model_type") is not None and not isinstance(inner.get("model_type"), str):
             raise ConfigError(f"config.json: text_config 'model_type' must be a string, not {excerpt(inner['model_type'])}")
@@ -848,7 +853,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
     layer_of: list[int] = []
     blocks: list[tuple[Tensor, ...]] = []
     mla = _MLADims.read(c) if q.layout in ("mla", "dsa") else None
-    indexed = _dsa_indexed(c, n) if q.layout == "dsa" else []
+    indexed, indexer_keys = _dsa_indexed(c, n, notes) if q.layout == "dsa" else ([], None)
     chunk = c.int("attention_chunk_size", default=0, positive=False)
     if "chunked" in kinds and chunk <= 0:
         raise ConfigError(f"{c.where}: chunked_attention layers need a positive 'attention_chunk_size'")
@@ -879,7 +884,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
             if q.attention_sinks:
                 tensors.append(Tensor("attention", heads, split="col"))
         if kind in ("mla", "dsa") and mla is not None:
-            layers.append(MLA(mla.kv_lora_rank, mla.rope))
+            layers.append(mla.layer(heads))
             layer_of.append(i)
             tensors += mla.tensors(hidden, heads)
         if kind == "dsa" and mla is not None and indexed[i]:
@@ -980,6 +985,7 @@ def _build(c: _Cfg, model_type: str, q: Quirks, name: str, notes: list[str]) -> 
         expert_intermediate_size=moe.inter if moe else 0,
         pp_embedding="every" if q.embed_on_every_stage else "first_and_last" if tied else "first",
         mtp_layers=_mtp_layers(c, model_type),
+        indexer=indexer_keys,
     )
 
 
@@ -1073,29 +1079,42 @@ class _MoE:
         return out
 
 
-def _dsa_indexed(c: _Cfg, n: int) -> list[bool]:
+def _dsa_indexed(c: _Cfg, n: int, notes: list[str]) -> tuple[list[bool], IndexerKeys]:
     """Which decoder layers build a DSA indexer (and so cache its keys), as vLLM 0.33.0
     models/deepseek_v32/attention.py decides: a layer skips it ("skip_topk": it reuses an earlier layer's top-k)
     when ``index_topk_pattern[i] == "S"``, or without a pattern when ``max(i - index_skip_topk_offset + 1, 0) %
     index_topk_freq != 0`` (defaults 2 and 1: every layer has one, as DeepSeek-V3.2 and GLM-5). A config that
-    also lists ``indexer_types`` ("full" / "shared", which SGLang 0.5.23 reads) must agree with that rule."""
+    also lists ``indexer_types`` ("full" / "shared", which SGLang 0.5.23 reads) must agree with that rule. The keys
+    come back too: SGLang reads them in another order (indexer_types, LongCat's ``cli_factor``, the pattern, then
+    freq and offset), and its plan places its own (engines/sglang/dsa.py)."""
     pattern = c.get("index_topk_pattern")
     if pattern is not None and not isinstance(pattern, (str, list)):
         raise ConfigError(f"{c.where}: 'index_topk_pattern' must be a string or list of 'F'/'S', not {excerpt(pattern)}")
+    freq, offset, skips = 1, None, None  # with a pattern neither engine reads freq and offset
     if pattern is not None:
-        out = [not (i < len(pattern) and pattern[i] == "S") for i in range(n)]
+        skips = tuple(p == "S" for p in pattern[:n])
+        out = [not (i < len(skips) and skips[i]) for i in range(n)]
     else:
         freq = c.int("index_topk_freq", default=1)
-        offset = c.int("index_skip_topk_offset", default=2, positive=False)
-        out = [max(i - offset + 1, 0) % freq == 0 for i in range(n)]
-    types = c.get("indexer_types")
+        offset = c.int("index_skip_topk_offset", positive=False) if c.has("index_skip_topk_offset") else None
+        out = [max(i - (2 if offset is None else offset) + 1, 0) % freq == 0 for i in range(n)]
+    cli = c.get("cli_factor")
+    if cli is not None and (type(cli) is not int or abs(cli) > _MAX_FIELD):
+        raise ConfigError(f"{c.where}: 'cli_factor' (a fresh DSA top-k every cli_factor layers) must be a whole "
+                          f"number, not {excerpt(cli)}: fix the config.json")
+    types = c.get("indexer_types")  # SGLang reads it before cli_factor
+    if isinstance(cli, int) and cli > 1 and types is None:
+        notes.append(f"{INDEXERS_NOTE}, as vLLM does; SGLang reads cli_factor {cli} first and builds one on every "
+                     f"{cli} layers (0, {cli}, {2 * cli}, ...)")
     if types is not None:
         if not isinstance(types, list) or len(types) != n or any(t not in ("full", "shared") for t in types):
             raise ConfigError(f"{c.where}: 'indexer_types' must list 'full' or 'shared' for each of the {n} layers")
         if [t == "full" for t in types] != out:
             raise ConfigError(f"{c.where}: 'indexer_types' and index_topk_freq / index_skip_topk_offset / "
                               "index_topk_pattern name different layers with an indexer: fix the config.json")
-    return out
+    keys = IndexerKeys(c.int("index_head_dim"), freq, offset, skips, cli,
+                       None if types is None else tuple(t == "full" for t in types))
+    return out, keys
 
 
 def _dsa_indexer(c: _Cfg, hidden: int, q_lora_rank: int) -> tuple[SparseIndexer, list[Tensor]]:
@@ -1134,6 +1153,10 @@ class _MLADims:
             c.int("kv_lora_rank"), c.int("qk_rope_head_dim"), c.int("qk_nope_head_dim"),
             c.int("v_head_dim"), c.int("q_lora_rank", default=0, positive=False),
         )
+
+    def layer(self, heads: int) -> MLA:
+        """The cached latent, with the per-head K (nope + rope) and V it decompresses to."""
+        return MLA(self.kv_lora_rank, self.rope, heads, self.nope, self.v_head_dim)
 
     def tensors(self, hidden: int, heads: int) -> list[Tensor]:
         qk = self.nope + self.rope

@@ -83,11 +83,26 @@ class MLA:
     """Multi-head latent attention (DeepSeek V2/V3/R1, Kimi): one compressed latent of
     ``kv_lora_rank`` elements plus the decoupled RoPE key of ``qk_rope_head_dim`` elements per
     token. One "head", K only (no separate V), and never divided by TP: every rank keeps the
-    whole latent (vLLM ``MLAAttentionSpec``; SGLang ``MLATokenToKVPool``)."""
+    whole latent (vLLM ``MLAAttentionSpec``; SGLang ``MLATokenToKVPool``).
+
+    ``heads``, ``qk_nope_head_dim`` and ``v_head_dim`` are the attention the latent decompresses to (each head's
+    K of ``qk_nope_head_dim + qk_rope_head_dim`` and V of ``v_head_dim`` elements); 0 where the source does
+    not give them."""
 
     kv_lora_rank: int
     qk_rope_head_dim: int
+    heads: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
     kind = "mla"
+
+    def decompressed(self) -> FullAttention | None:
+        """Every head's decompressed K and V as multi-head attention, the cache of an engine that does not keep
+        the latent (llama.cpp before b5137); None where the per-head sizes are not known."""
+        k = self.qk_nope_head_dim + self.qk_rope_head_dim
+        if not (self.heads and self.qk_nope_head_dim and self.v_head_dim):
+            return None
+        return FullAttention(self.heads, k, self.v_head_dim)
 
     def kv_heads_per_rank(self, tp: int = 1) -> int:
         return 1

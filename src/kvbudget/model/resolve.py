@@ -17,6 +17,7 @@ from .spec import ModelSpec
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -57,18 +58,23 @@ def read_config_file(path: str) -> dict[str, Any]:
         path = os.path.join(path, "config.json")
     if not os.path.lexists(path):
         raise ConfigError(f"{_where(path)}: no such file (a model folder must hold a config.json)")
-    parsed = _json_object(path, "config.json")
-    if parsed.get("quantization_config") is None:
-        # ModelOpt 0.29 and before keep the quantization config in hf_quant_config.json beside config.json, and
-        # vLLM 0.33.0 (transformers_utils/config.py) takes that file as the quantization_config when config.json
-        # has none: a folder of such an FP8 / NVFP4 checkpoint read without it was planned as 16-bit weights
-        side = os.path.join(os.path.dirname(path), QUANT_FILE)
-        if os.path.lexists(side):
-            parsed = {**parsed, "quantization_config": _json_object(side, QUANT_FILE)}
-    return parsed
+    side = os.path.join(os.path.dirname(path), QUANT_FILE)
+    return with_quant_file(_json_object(path, "config.json"),
+                           lambda: _json_object(side, QUANT_FILE) if os.path.lexists(side) else None)
 
 
 QUANT_FILE = "hf_quant_config.json"
+
+
+def with_quant_file(parsed: dict[str, Any], quant_file: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+    """A config.json with the repo's hf_quant_config.json (read by ``quant_file``, None when there is none) as its
+    quantization_config when it has none. ModelOpt 0.29 and before keep the quantization config in that file, and
+    vLLM 0.33.0 (transformers_utils/config.py) takes it so: a folder or Hub id of such an FP8 / NVFP4 checkpoint read
+    without it was planned as 16-bit weights."""
+    if parsed.get("quantization_config") is not None:
+        return parsed
+    quant = quant_file()
+    return parsed if quant is None else {**parsed, "quantization_config": quant}
 
 
 def _json_object(path: str, what: str) -> dict[str, Any]:
@@ -139,8 +145,6 @@ def _from_hub(ref: str) -> dict[str, Any]:
             " (kvbudget models), or set HF_HUB_OFFLINE=1 to skip the Hub")
     try:
         import huggingface_hub as hub
-        from huggingface_hub.utils._headers import build_hf_headers
-        from huggingface_hub.utils._http import get_session
     except ImportError:  # pragma: no cover - it is a dependency
         raise HubUnreachable(f"model {ref!r} is not in the catalog and huggingface_hub is not installed: {ways}") from None
     try:  # a copy already downloaded: no network
@@ -152,9 +156,22 @@ def _from_hub(ref: str) -> dict[str, Any]:
     if hub_offline():
         raise HubUnreachable(f"model {ref!r} is not in the catalog nor the Hugging Face cache, and HF_HUB_OFFLINE is set:"
                            f" {ways.replace(', or set HF_HUB_OFFLINE=1 to skip the Hub', '')}, or unset HF_HUB_OFFLINE")
-    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or None
-    url = hub.hf_hub_url(ref, "config.json", endpoint=endpoint)
     print("fetching config.json from the Hub…", file=sys.stderr, flush=True)
+    data = _hub_json(ref, "config.json", ways)
+    if data is None:
+        raise UnknownModel(f"model {ref!r}: not on the Hub (HTTP 404: no such repo, or no config.json in it): {ways}")
+    return with_quant_file(data, lambda: _hub_json(ref, QUANT_FILE, ways))  # the same GET, when config.json needs it
+
+
+def _hub_json(ref: str, filename: str, ways: str) -> dict[str, Any] | None:
+    """One JSON object file of a Hub repo: one GET with a short timeout and no retries, at most MAX_CONFIG_BYTES,
+    strict JSON; None where the Hub answers 404 (no such file). Every other failure is one line."""
+    import huggingface_hub as hub
+    from huggingface_hub.utils._headers import build_hf_headers
+    from huggingface_hub.utils._http import get_session
+
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or None
+    url = hub.hf_hub_url(ref, filename, endpoint=endpoint)
     try:
         with get_session().stream("GET", url, headers=build_hf_headers(), timeout=_hub_timeout()) as response:
             status = response.status_code
@@ -163,22 +180,22 @@ def _from_hub(ref: str) -> dict[str, Any]:
                 for chunk in response.iter_bytes():
                     body += chunk
                     if len(body) > MAX_CONFIG_BYTES:
-                        raise ConfigError(f"{ref}: the Hub's config.json is more than {MAX_CONFIG_BYTES:,} bytes")
+                        raise ConfigError(f"{ref}: the Hub's {filename} is more than {MAX_CONFIG_BYTES:,} bytes")
     except ConfigError:
         raise
     except Exception as exc:  # connection refused, DNS, timeout, TLS, proxy: one line, no retry
         raise HubUnreachable(f"model {ref!r} is not in the catalog and the Hub could not be reached"
-                           f" ({exc.__class__.__name__}): {ways}") from None
+                             f" ({exc.__class__.__name__}): {ways}") from None
     if status in (401, 403):
         raise UnknownModel(f"model {ref!r}: the Hub has no public repo of that name (HTTP {status}: missing, private or"
                            f" gated; for a gated one accept its licence and log in, or set HF_TOKEN): {ways}")
     if status == 404:
-        raise UnknownModel(f"model {ref!r}: not on the Hub (HTTP 404: no such repo, or no config.json in it): {ways}")
+        return None
     if status != 200:
-        raise UnknownModel(f"model {ref!r}: the Hub answered HTTP {status} for its config.json: {ways}")
-    data = load_json(bytes(body), f"{ref} config.json from the Hub")
+        raise UnknownModel(f"model {ref!r}: the Hub answered HTTP {status} for its {filename}: {ways}")
+    data = load_json(bytes(body), f"{ref} {filename} from the Hub")
     if not isinstance(data, dict):
-        raise ConfigError(f"{ref}: its config.json on the Hub does not hold a JSON object")
+        raise ConfigError(f"{ref}: its {filename} on the Hub does not hold a JSON object")
     return data
 
 

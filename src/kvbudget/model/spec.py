@@ -45,6 +45,25 @@ class VisionTower:
     deepstack_layers: int = 0  # Qwen3-VL: blocks whose merged features are output too (deepstack_visual_indexes)
 
 
+# how the reader's note on a cli_factor it does not place by starts (an engine that places by it drops the note)
+INDEXERS_NOTE = "DSA indexers placed by index_topk_freq / index_skip_topk_offset / index_topk_pattern"
+
+
+@record
+class IndexerKeys:
+    """The config.json keys that say which layers of a DeepSeek sparse attention (DSA) model build a lightning indexer
+    and cache its keys. ``ModelSpec.layers`` places the indexers by the rule the reader follows (model/hf_config.py
+    ``_dsa_indexed``: index_topk_pattern, else index_topk_freq and index_skip_topk_offset); an engine that reads the
+    keys in another order places its own from these (engines/*/dsa.py)."""
+
+    head_dim: int  # index_head_dim: each indexer's key width
+    freq: int = 1  # index_topk_freq (1 when absent)
+    offset: int | None = None  # index_skip_topk_offset as written (None: absent)
+    pattern: tuple[bool, ...] | None = None  # index_topk_pattern: True where it names a layer "S" (None: absent)
+    cli_factor: int | None = None  # LongCat's cli_factor: a fresh top-k every cli_factor layers (None: absent)
+    types: tuple[bool, ...] | None = None  # indexer_types: True where "full" (None: absent)
+
+
 @record
 class ModelSpec:
     """A decoder as kvbudget sees it.
@@ -78,6 +97,7 @@ class ModelSpec:
     mtp_layers: int = 0
     vision: VisionTower | None = None  # the vision encoder vLLM loads with the decoder (None: text-only)
     architecture: str = ""  # config.json's architectures[0], the class engines look up ("": none named)
+    indexer: IndexerKeys | None = None  # a DSA model's indexer placement keys (None: no DSA indexer)
 
     @property
     def params(self) -> int:

@@ -57,6 +57,8 @@ class WeightFormat:
     # compressed-tensors kv_cache_scheme of 8-bit floats); "": none. TensorRT-LLM takes it when asked for auto.
     vllm_auto_kv: str = ""  # what vLLM >= 0.14 resolves --kv-cache-dtype auto to for this checkpoint: a ModelOpt
     # config's KV format ("fp8_e4m3", "nvfp4"); "": the model dtype (utils/torch_utils.py resolve_kv_cache_dtype_string)
+    vllm_stops: str = ""  # why vLLM stops at start-up on this checkpoint's quantization_config where other engines
+    # load it ("": it loads it): a ModelOpt nested form vLLM's config reader refuses (``_vllm_nested_modelopt``)
     sglang_auto_fp8: bool = False  # SGLang >= 0.5.3 resolves --kv-cache-dtype auto to FP8 for this checkpoint: its
     # ModelOpt config's KV format as SGLang reads it (``_sglang_auto_fp8``), which differs from vLLM's reading
     zero_points: bool = True  # gptq/awq: a packed zero point per group; compressed-tensors stores none when symmetric
@@ -305,21 +307,57 @@ def from_quantization_config(qc: Mapping[str, Any], dense_dtype: str, num_layers
     ``model_executor/layers/quantization/*.py``), with the KV cache it was quantized for. ``num_layers``: the
     model's decoder layers, against which per-layer exclude lists are read."""
     nested = qc.get("quantization")
-    legacy = isinstance(nested, Mapping) and not qc.get("quant_method")
+    method = qc.get("quant_method")
+    modelopt = not method or str(method).lower().startswith("modelopt")
+    if "quantization" in qc and modelopt and not isinstance(nested, Mapping):  # vLLM 0.33.0 modelopt.py from_config
+        raise InputError(f"ModelOpt's 'quantization' must be an object holding quant_algo, got {excerpt(nested, 40)}")
+    legacy = isinstance(nested, Mapping) and modelopt
+    stops = ""
     if legacy and isinstance(nested, Mapping):
         # ModelOpt 0.29 and before write hf_quant_config.json, {"producer": ..., "quantization": {"quant_algo": ...,
         # "kv_cache_quant_algo": ..., "exclude_modules": [...]}}, which vLLM takes as the quantization_config when
-        # config.json has none (transformers_utils/config.py) and reads as ModelOpt (quantization/modelopt.py)
+        # config.json has none (transformers_utils/config.py) and reads as ModelOpt (quantization/modelopt.py
+        # from_config reads the nested object whenever there is one, with quant_method "modelopt" or none)
+        stops = _vllm_nested_modelopt(qc, nested)
         qc = {**nested, "quant_method": "modelopt"}
     fmt = _weights_of(qc, dense_dtype, num_layers)
     kv = _checkpoint_kv(qc)
     auto = _vllm_auto_kv(qc)
     sglang_fp8 = _sglang_auto_fp8(qc, legacy=legacy)
-    if kv or auto or sglang_fp8:
+    if kv or auto or sglang_fp8 or stops:
         from .._record import replace
 
-        fmt = replace(fmt, kv_cache=kv, vllm_auto_kv=auto, sglang_auto_fp8=sglang_fp8)
+        fmt = replace(fmt, kv_cache=kv, vllm_auto_kv=auto, sglang_auto_fp8=sglang_fp8, vllm_stops=stops)
     return fmt
+
+
+# The quant_algo values vLLM's config reader takes from ModelOpt's nested form (a "producer" named modelopt, or a
+# "modelopt_quant_config" in the nested object): 0.33.0 transformers_utils/model_arch_config_convertor.py
+# _normalize_quantization_config (config/model.py in 0.11 - 0.32, which also lacked MIXED_PRECISION); any other stops
+# it with "Unknown ModelOpt quant algo", W4A16_NVFP4 among them, which the flat config.json form loads.
+_VLLM_NESTED_ALGOS = ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "NVFP4", "MIXED_PRECISION")
+_NVFP4_NESTED_FIELDS = ("group_size", "kv_cache_quant_algo", "exclude_modules")
+
+
+def _vllm_nested_modelopt(qc: Mapping[str, Any], nested: Mapping[str, Any]) -> str:
+    """Why vLLM 0.33.0 stops on ModelOpt's nested form ``qc`` ("" when it loads it), where SGLang 0.5.23 loads it
+    (configs/model_config.py _parse_modelopt_quant_config takes any FP4 algo, modelopt_quant.py W4A16_NVFP4 among
+    them): an algo its config reader does not take (``_VLLM_NESTED_ALGOS``), or an NVFP4-family algo without the
+    fields modelopt.py ModelOptNvFp4Config._from_config requires of the nested form ("NVFP4 quantization requires
+    the following fields in hf_quant_config.json")."""
+    producer = qc.get("producer")
+    algo = nested.get("quant_algo")
+    named = (isinstance(producer, Mapping) and producer.get("name") == "modelopt") or "modelopt_quant_config" in nested
+    if named and algo is not None and str(algo).upper() not in _VLLM_NESTED_ALGOS:
+        return (f"ModelOpt quant_algo {excerpt(algo, 40)} in hf_quant_config.json's nested form: vLLM stops at start-up "
+                "('Unknown ModelOpt quant algo', model_arch_config_convertor.py); write it flat in config.json's "
+                "quantization_config (quant_method modelopt), or use --engine sglang")
+    missing = [k for k in _NVFP4_NESTED_FIELDS if k not in nested]
+    if "NVFP4" in str(algo).upper() and missing:
+        return (f"ModelOpt quant_algo {excerpt(algo, 40)} in the nested form lacks {', '.join(missing)}: vLLM stops at "
+                "start-up ('NVFP4 quantization requires the following fields', quantization/modelopt.py); add them "
+                "(null where none), or use --engine sglang")
+    return ""
 
 
 def _vllm_auto_kv(qc: Mapping[str, Any]) -> str:
@@ -419,12 +457,13 @@ def _weights_of(qc: Mapping[str, Any], dense_dtype: str, num_layers: int = 0) ->
     if method == "modelopt" or (method.startswith(("fp8", "nvfp4")) and method == algo.lower()):
         # NVIDIA ModelOpt: quant_algo says which, one of vLLM 0.33.0 quantization/modelopt.py LINEAR_ALGOS (any
         # other stops vLLM: "ModelOpt currently only supports ..."); FP8 keeps one fp32 scale per tensor,
-        # FP8_PER_CHANNEL_PER_TOKEN one per output channel, FP8_PB_WO (alias FP8_BLOCK_SCALES) one per 128 x 128 block
+        # FP8_PER_CHANNEL_PER_TOKEN one per output channel, FP8_PB_WO one per 128 x 128 block (its alias
+        # FP8_BLOCK_SCALES is taken only for a MIXED_PRECISION layer: modelopt.py _BLOCK_FP8_MOE_ALGOS)
         if algo == "FP8":
             return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip)
         if algo == "FP8_PER_CHANNEL_PER_TOKEN":
             return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, fp8_scales="per_channel")
-        if algo in ("FP8_PB_WO", "FP8_BLOCK_SCALES"):
+        if algo == "FP8_PB_WO":
             return WeightFormat("fp8", bits=8, dense_dtype=dense_dtype, skip_roles=skip, block=(128, 128),
                                 fp8_scales="block")
         if algo in ("NVFP4", "W4A16_NVFP4"):

@@ -13,7 +13,7 @@ from .._record import record
 from ..engines.base import Lever, Registry
 from ..hardware import GPU
 from ..model.spec import ModelSpec
-from ..units import GiB, InputError, element_type
+from ..units import GiB, InputError, digits, element_type
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class RuleOfThumb:
 def nominal_params(name: str, params: int) -> int:
     """The size a model's name states ("Llama-2-70b-hf" -> 70e9, "Qwen3-0.6B" -> 0.6e9); its count when none."""
     for part in name.lower().replace("/", "-").replace("_", "-").replace(":", "-").split("-"):
-        if part.endswith("b") and part[:-1].replace(".", "", 1).isdigit():
+        if part.endswith("b") and digits(part[:-1].replace(".", "", 1)):
             return round(float(part[:-1]) * 1e9)
     return params
 

@@ -18,18 +18,29 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     """The engine whose launch command ``words`` is, and its plan of it (``given``: the engine options the user
     gave kvbudget, such as a vLLM release or a llama.cpp build, and ``num_gpus``, the GPUs the machine has)."""
     from ..engines.base import Ask
-    from ..engines.compared import devices_refused, one_command, shell_command, words_read
+    from ..engines.compared import (
+        devices_refused,
+        manifest_command,
+        one_command,
+        package_pins,
+        shell_command,
+        words_read,
+    )
     from ..model.resolve import load_foreign_model
     from .fit import fit
 
-    words = shell_command(words)
+    manifest = manifest_command(words)  # a Kubernetes manifest or compose file pasted whole: its container's command
+    words = shell_command(list(manifest.words) if manifest is not None else words)
     words_read(words)
+    pins = package_pins(words)  # also those of the setup before the command (pip install vllm==0.10.1 && ...)
     named = [e for e in registry if not getattr(e, "default_reader", False)]
     words = one_command(words, lambda segment: any(e.reads_command(segment) for e in named))
     engine = registry.reader(lambda e: e.reads_command(words))
     if engine is None:
         raise InputError(f"no engine kvbudget knows reads {words[0]!r}: give a vllm serve, python -m "
                          "sglang.launch_server, trtllm-serve or llama-server command")
+    if getattr(engine, "package", None) in pins:  # the release the command installs, for an engine that reads it
+        given = {**given, "pinned": pins[engine.package]}  # type: ignore[attr-defined]
     _only_its_own(engine, given, "explain", "command", registry)
     cmd = engine.read_command(words, given)
     used, have = engine.gpus(cmd.settings), given.get("num_gpus")
@@ -38,6 +49,10 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
         raise InputError(f"the command needs {gpus} (TP x PP x DP) but --num-gpus is {have}")
     if engine.name != "llama.cpp":  # llama.cpp runs on the GPUs it sees
         devices_refused(words, used, engine.label, "list {used} there, or lower the parallel sizes")
+        if manifest is not None and manifest.gpus is not None and used > manifest.gpus:
+            raise InputError(f"the command needs {gpus} (TP x PP x DP) but the pasted manifest gives it {manifest.gpus} "
+                             f"(its GPU limit or reservation): {engine.label} stops at start-up; ask {used} there, or "
+                             "lower the parallel sizes")
     return engine, fit(load_foreign_model(cmd.model, cmd.overrides), gpu, engine, Ask(), registry=registry, settings=cmd.settings,
                        warnings=cmd.warnings, inverse=False)
 

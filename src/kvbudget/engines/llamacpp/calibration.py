@@ -18,7 +18,10 @@ history (``src/llama-context.cpp``, ``src/llama-kv-cache*.cpp``, ``tools/server/
 - Sliding-window cache: none before b5429 (every layer full size); ``min(n_ctx, pad(n_swa x n_seq +
   n_batch))`` from b5429 (#13194); ``n_ubatch`` instead of ``n_batch`` from b5554 (#13833); the ``n_seq``
   factor only for a unified cache from b5913; no padding b6868-b6974; ``pad256(min(...))`` from b6975.
-- MLA: a V tensor of width ``value_length`` was allocated until b7832 (#19067).
+- MLA (DeepSeek-V2/V3/R1, Kimi-K2: the ``deepseek2`` architecture): every head's decompressed K and V
+  (``n_head x (qk_nope + qk_rope)`` and ``n_head x v_head_dim``) before b5137 (#12801); the latent
+  (``kv_lora_rank + qk_rope``) from b5137, for a GGUF converted for it; a V tensor of width
+  ``value_length`` was allocated until b7832 (#19067).
 - Hybrid models' attention cache held ``n_ctx`` cells per stream (not ``n_ctx_seq``) from b5702 until
   b8025 (#19559).
 - The output buffer: ``n_vocab x n_batch`` floats before b2540, ``n_vocab x n_seq_max`` since.
@@ -85,6 +88,19 @@ def swa_cells(build: int, cells: int, window: int, parallel: int, unified: bool,
     if build >= 6975:
         return pad(min(cells, window * seqs + batch), 256)
     return min(cells, pad(window * seqs + batch, padding))
+
+
+def mla_latent(build: int) -> bool:
+    """The build caches MLA's compressed latent (``kv_lora_rank + qk_rope_head_dim`` per token and layer).
+
+    From b5137 (ggml-org/llama.cpp PR #12801, commit daa42288, "llama : DeepSeek V2/V3 MLA implementation",
+    2025-04-15). Before it, ``deepseek2`` cached every head's decompressed K (``n_embd_head_k = qk_nope +
+    qk_rope``) and V (``n_embd_head_v``) like any multi-head attention (``src/llama-kv-cache.cpp``:
+    ``n_embd_k_gqa = n_embd_head_k x n_head_kv``, ``n_head_kv = n_head``): 128 x 192 and 128 x 128 elements a
+    layer for DeepSeek-V3/R1. Its GGUFs lack ``attention.key_length_mla``; later builds still load them and
+    cache them that way (``is_mla`` false in ``llama_model::load_tensors``), while a GGUF converted for the
+    latent (``attn_k_b`` / ``attn_v_b`` in place of ``attn_kv_b``) does not load in a build before b5137."""
+    return build >= 5137
 
 
 def mla_has_v(build: int) -> bool:

@@ -9,6 +9,7 @@ import re
 from ..._record import field, record, replace
 from ...units import MiB
 from ..logscan import count
+from . import calibration as eras
 from .calibration import cuda_pad_elems, pad
 from .kv_layout import _cache_layers, row_bytes
 from .log import CacheLine, LlamaCppLog
@@ -74,10 +75,13 @@ def _gguf_dims(meta: dict[str, str]) -> tuple[list[int], list[int]]:
     return [], []
 
 
-def _spec_dims(spec: ModelSpec | None) -> tuple[list[int], list[int]]:
+def _spec_dims(spec: ModelSpec | None, build: int | None) -> tuple[list[int], list[int]]:
+    """The model's K and V widths as the log's build caches them (an MLA latent, with or without its V, or every
+    head's decompressed K and V before b5137); a log without a build line: today's rules."""
     if spec is None:
         return [], []
-    rows = [r for r in _cache_layers(spec, False) if r[2]]  # (layer, state, n_embd_k_gqa, n_embd_v_gqa, ...)
+    b = eras.CURRENT if build is None else build
+    rows = [r for r in _cache_layers(spec, eras.mla_has_v(b), eras.mla_latent(b)) if r[2]]  # (layer, state, k, v, ...)
     return [r[2] for r in rows], [r[3] for r in rows]
 
 
@@ -98,8 +102,8 @@ def check_caches(log: LlamaCppLog, spec: ModelSpec | None = None) -> tuple[Cache
     if not k_dims:
         k_dims, v_dims = _gguf_dims(meta)
     if not k_dims:
-        k_dims, v_dims = _spec_dims(spec)
-    spec_layers = len(_spec_dims(spec)[0])
+        k_dims, v_dims = _spec_dims(spec, log.build)
+    spec_layers = len(_spec_dims(spec, log.build)[0])
     out = []
     for cache in log.caches:
         if not cache.layers and spec_layers:  # the excerpt lacks n_layer: the model's layers with KV

@@ -11,6 +11,7 @@ from ..._record import record
 from ...model.layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from ...model.spec import ModelSpec
 from ...units import InputError, element_type
+from .calibration import mla_latent
 
 
 @lru_cache(maxsize=1024, typed=True)  # pure and asked per layer of every plan: a few (type, width) pairs per model
@@ -35,14 +36,22 @@ class CacheLayer:
     window: int
 
 
-def cache_layer(layer: Layer, il: int, mla_v: bool) -> CacheLayer | None:
+def cache_layer(layer: Layer, il: int, mla_v: bool, mla_latent: bool) -> CacheLayer | None:
     """The one place a layer kind becomes llama.cpp's cache rule (None: it keeps nothing). Chunked local attention
     goes to the SWA cache with its chunk as the window; MLA keeps one K row (latent + rope), and a V row of the
-    latent where the build gives MLA a V tensor (``mla_v``)."""
+    latent where the build gives MLA a V tensor (``mla_v``); a build before llama.cpp's MLA cache (``mla_latent``
+    false: before b5137, ``calibration.mla_latent``) keeps every head's decompressed K and V instead."""
     if isinstance(layer, RecurrentState):
         # f32 elements of one cell: conv state (n_embd_r) + SSM state (n_embd_s)
         row = (layer.conv_kernel - 1) * layer.conv_dim + layer.state_heads * layer.state_elems_per_head
         return CacheLayer(il, row * 4, 0, 0, False, 0)
+    if isinstance(layer, MLA) and not mla_latent:
+        heads = layer.decompressed()
+        if heads is None:
+            raise InputError(f"llama.cpp builds before b5137 cache MLA as every head's K and V, and this model's MLA "
+                             f"layer ({layer.describe()}) does not give its head count, qk_nope_head_dim and "
+                             "v_head_dim: give its config.json, or --llamacpp-build 5137 or later")
+        layer = heads
     if isinstance(layer, MLA):
         k = layer.kv_lora_rank + layer.qk_rope_head_dim
         return CacheLayer(il, 0, k, layer.kv_lora_rank if mla_v else 0, False, 0) if k else None
@@ -61,12 +70,28 @@ def cache_layer(layer: Layer, il: int, mla_v: bool) -> CacheLayer | None:
 # What follows depends on the model (and the build's rules), never on the GPU or the context: memoized (bounded,
 # typed, immutable results), so a plan search over GPU types and slot counts works each out once per model.
 @lru_cache(maxsize=16, typed=True)
-def _cache_layers(spec: ModelSpec, mla_v: bool) -> tuple[tuple[int, int, int, int, bool, int], ...]:
+def _cache_layers(spec: ModelSpec, mla_v: bool, mla_latent: bool) -> tuple[tuple[int, int, int, int, bool, int], ...]:
     """Each layer that keeps something, in order, as the plain tuple of its ``CacheLayer`` (layer, state_bytes,
     k_width, v_width, sliding, window) that ``policy.py``'s loop over contexts unpacks. ``mla_v``: the build gives
-    MLA a V tensor."""
-    rules = (cache_layer(layer, il, mla_v) for layer, il in zip(spec.layers, spec.layer_of, strict=True))
+    MLA a V tensor; ``mla_latent``: it caches MLA's latent (b5137 on). A GGUF converted for the latent cache does
+    not load in a build before it: refused."""
+    if not mla_latent and spec.model_type.startswith("gguf:") and any(isinstance(x, MLA) for x in spec.layers):
+        raise InputError(f"{spec.name}: a GGUF made for llama.cpp's MLA cache (attention.key_length_mla) does not "
+                         "load before b5137 (PR #12801): give --llamacpp-build 5137 or later, or a GGUF converted "
+                         "before b5137")
+    rules = (cache_layer(layer, il, mla_v, mla_latent) for layer, il in zip(spec.layers, spec.layer_of, strict=True))
     return tuple((r.layer, r.state_bytes, r.k_width, r.v_width, r.sliding, r.window) for r in rules if r is not None)
+
+
+def mla_note(spec: ModelSpec, build: int) -> str:
+    """What a build before llama.cpp's MLA cache keeps of the model's MLA layers ("" where it keeps the latent)."""
+    mla = next((x for x in spec.layers if isinstance(x, MLA)), None)
+    heads = mla.decompressed() if mla is not None and not mla_latent(build) else None
+    if mla is None or heads is None:
+        return ""
+    return (f"build {build} predates llama.cpp's MLA cache (b5137, PR #12801): every head's K and V are cached "
+            f"({heads.num_kv_heads} x {heads.head_dim} and {heads.num_kv_heads} x {heads.v_dim} a layer), not the "
+            f"{mla.kv_lora_rank + mla.qk_rope_head_dim}-wide latent")
 
 
 @lru_cache(maxsize=16, typed=True)

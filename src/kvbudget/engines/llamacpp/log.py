@@ -61,6 +61,11 @@ _META = (r"(?:print_info|llm_load_print_meta|llama_context|llama_new_context_wit
 _GGUF_KV = r"- kv[ \t]{1,8}[0-9]{1,6}:[ \t]{1,8}([\w.]{1,128})[ \t]{1,8}\S{1,64}[ \t]{1,8}=[ \t]{1,8}([^\n]{1,200})"
 
 
+# ik_llama.cpp (github.com/ikawrakow/ik_llama.cpp), a llama.cpp fork, prints these and llama.cpp never has: its
+# context parameter ``mla_attn`` and its MLA cache's ``KV self size = X MiB, c^KV (type): X MiB, kv^T: ...``.
+_FORK_MARKS = ("mla_attn", "c^KV")
+
+
 def _meta(log: LogText) -> dict[str, str]:
     """The hyper-parameters the log prints (the first of each), then its GGUF key/value dump."""
     out: dict[str, str] = {}
@@ -97,6 +102,10 @@ def parse_llamacpp_log(text: str) -> LlamaCppLog:
     """The KV caches and buffers a llama.cpp log reports, and the hyper-parameters it prints; each
     figure found by a literal and read in a bounded window of its line (linear time), and checked."""
     log = open_log(text, "llama.cpp")
+    if mark := next((m for m in _FORK_MARKS if log.has(m)), None):
+        raise InputError(f"an ik_llama.cpp log (its {mark!r} line), not llama.cpp's: that fork caches DeepSeek's MLA by "
+                         "its own -mla modes and numbers its builds apart, which kvbudget does not model; give a "
+                         "log of ggml-org/llama.cpp")
     text = log.text
     caches: list[CacheLine] = []
     swa_next = False

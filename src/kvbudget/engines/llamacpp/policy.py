@@ -22,7 +22,7 @@ from ...units import GiB, InputError, MiB
 from ..base import Replica
 from . import calibration as eras
 from .calibration import pad
-from .kv_layout import _cache_layers, _has_state, row_bytes
+from .kv_layout import _cache_layers, _has_state, mla_note, row_bytes
 from .settings import LlamaCppSettings, _cache_type
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -264,7 +264,9 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     output = eras.output_rows(b, parallel, s.n_batch) * vocab * 4  # llama_context output buffer: n_vocab floats per row
     compute = s.n_ubatch * (vocab + 4 * hidden) * 4 if gpu is not None else 0  # estimate: logits + activations
 
-    layers = _cache_layers(spec, eras.mla_has_v(b))  # what ``context`` walks
+    layers = _cache_layers(spec, eras.mla_has_v(b), eras.mla_latent(b))  # what ``context`` walks
+    if note := mla_note(spec, b):
+        notes.append(note)
     c = context(n_ctx)
     fit_note = ""
     if gpu is not None and fit:

@@ -14,7 +14,7 @@ import re
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
-from .log import ALLOCATED
+from .log import ALLOCATED, SGLangFigures
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -82,10 +82,10 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float, latent: b
     from ...model.layers import MLA, SparseIndexer
     from ...model.resolve import load_foreign_model
     from ...units import element_type
-    from .dsa import scaled_latent_bytes
+    from .dsa import scaled_latent_bytes, sglang_layers
     from .policy import pool_of
 
-    spec = load_foreign_model(ref) if isinstance(ref, str) else ref
+    spec = sglang_layers(load_foreign_model(ref) if isinstance(ref, str) else ref, [])
     tp_match = log.last("tp_size=", r"tp_size=" + NUM) or log.last("--tp", r"--tp(?:-size)?[ =]" + NUM)
     # log lines are tagged TP0 .. TP(n-1)
     ranks = [int(m.group(1)) for m in re.finditer(r"TP([0-9]{1,4})\b", log.text)
@@ -106,6 +106,26 @@ def _model_k_bytes(ref: str | ModelSpec, log: LogText, implied: float, latent: b
     candidates = [sum(x.bytes_per_token(element_type(d), tp) for x in group) / 2
                   for group in (full, attn) for d in ("fp8_e4m3", "bf16", "fp32")]
     return min(candidates, key=lambda c: abs(c - implied)) if attn else implied
+
+
+# How far the fraction a log's figures imply may sit from the one planned before check says so: the figures are
+# rounded to 0.01 GB and SGLang's pool is floored to whole tokens and pages, a few hundredths at most
+_FRACTION_GAP = 0.03
+
+
+def implied_fraction(figs: SGLangFigures, planned_pre_gb: float, cell_bytes: int = 0) -> float | None:
+    """The mem_fraction_static a log's own figures imply, or None where it prints too little (``cell_bytes``:
+    kvbudget's bytes per token, for a log that prints its tokens but not its buffers' sizes): SGLang sizes the pool
+    as the free memory after loading minus (1 - mem_fraction_static) x the free memory before loading (sglang
+    0.5.23 ``srt/model_executor/pool_configurator.py``; ``model_runner.py profile_max_num_token`` before it), so
+    fraction = 1 - (after - pool) / before. ``planned_pre_gb``: kvbudget's free memory before loading, where the log
+    prints none."""
+    pool = (2 * figs.k_gb if figs.k_gb is not None else figs.kv_gb if figs.kv_gb is not None
+            else figs.tokens * cell_bytes / GiB if figs.tokens and cell_bytes else None)
+    pre = figs.pre_load_gb if figs.pre_load_gb is not None else planned_pre_gb
+    if pool is None or figs.after_load_gb is None or pre <= 0:
+        return None
+    return 1 - (figs.after_load_gb - pool) / pre
 
 
 def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
@@ -135,7 +155,8 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     notes = [f"release line {run.settings.version}: {run.release_said}"]
     if run.tp_from_ranks:
         notes.append(f"TP {run.settings.tp} from the ranks' tags the log prints (no launch command or server_args names it)")
-    if "mem_fraction_static" not in dict(settings_items(run.settings, SGLangSettings())):
+    fraction_shown = "mem_fraction_static" in dict(settings_items(run.settings, SGLangSettings()))
+    if not fraction_shown:
         notes.append("mem_fraction_static: the log shows none (no server_args line), so SGLang's default is planned; "
                      "give -- --mem-fraction-static F if the run set one")
     spec = logged_model(model, run.model, warnings)
@@ -148,6 +169,12 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     if spec is not None and device is not None:
         p = plan(spec, device, run.settings)
         notes += list(p.notes)
+        implied = None if fraction_shown else implied_fraction(figs, (p.pre_load_bytes - p.late_comms_bytes) / GiB,
+                                                               p.cell_bytes)
+        if implied is not None and abs(implied - p.mem_fraction_static) > _FRACTION_GAP:
+            warnings.append(f"the log's own figures imply mem_fraction_static {implied:.2f}, not the {p.mem_fraction_static:.3g} "
+                            "planned (the log shows no server_args line, so SGLang's default was planned): the "
+                            f"prediction is for the default; give -- --mem-fraction-static {implied:.2f} if the run set it")
         if figs.tokens is not None:
             rows.append(row("KV tokens (max_total_num_tokens)", figs.tokens, p.max_total_num_tokens))
         if figs.k_gb is not None and p.v_size_bytes:

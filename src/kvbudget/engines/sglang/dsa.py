@@ -14,20 +14,82 @@ From sglang 0.5.23 (the wheel on PyPI, paths under ``sglang/srt/``):
   aiter): kv_lora_rank + kv_lora_rank / 128 x 4 + qk_rope_head_dim x 2 bytes (656 for DeepSeek).
 * ``model_executor/pool_configurator.py _compute_cell_size``: plus the indexer's 132 bytes for each layer that has
   one (``SparseIndexer.bytes_per_token``; shared-top-k layers keep none).
+* ``configs/model_config.py dsa_layer_skips_topk``: which layers are shared-top-k, read in its own order
+  (``indexed_layers``), and two asserts that stop SGLang at start-up.
 """
 
 from __future__ import annotations
 
+from ..._record import replace
 from ...hardware import GPU, capability
 from ...model.layers import MLA, Layer, SparseIndexer
-from ...model.spec import ModelSpec
+from ...model.spec import INDEXERS_NOTE, IndexerKeys, ModelSpec
 from ...units import ElementType, InputError
 
 PAGE_SIZE = 64
 
 
 def is_dsa(spec: ModelSpec) -> bool:
-    return any(isinstance(x, SparseIndexer) for x in spec.layers)
+    return spec.indexer is not None or any(isinstance(x, SparseIndexer) for x in spec.layers)
+
+
+def indexed_layers(keys: IndexerKeys, n: int, name: str) -> list[bool]:
+    """Which of ``n`` decoder layers SGLang 0.5.23 builds an indexer on and caches its keys for (not shared-top-k:
+    configs/model_config.py ``dsa_layer_skips_topk``, read per layer by models/deepseek_v2.py and
+    mem_cache/kv_cache_configurator.py). In order: ``indexer_types`` (0.5.20 on) where "full"; LongCat's
+    ``cli_factor`` (0.5.18 on; asserted positive) above 1, every cli_factor-th layer from 0; ``index_topk_pattern``
+    where not "S"; then ``max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0`` with the offset asserted
+    positive (0.5.13 on: "offset <= 0 marks layer 0 as skip_topk with no prior topk to reuse"), or without an offset
+    ``max(i - 1, 0) % index_topk_freq == 0``. A failed assert stops SGLang: an InputError."""
+    if keys.types is not None:
+        return list(keys.types)
+    cli = 1 if keys.cli_factor is None else keys.cli_factor
+    if cli <= 0:
+        raise InputError(f"{name}: cli_factor {cli} is not positive, and SGLang (0.5.18 on) stops at start-up on it "
+                         "(configs/model_config.py dsa_layer_skips_topk asserts cli_factor > 0): fix the config.json, "
+                         "or use --engine vllm (which does not read cli_factor)")
+    if cli > 1:
+        return [i % cli == 0 for i in range(n)]
+    if keys.pattern is not None:
+        return [not (i < len(keys.pattern) and keys.pattern[i]) for i in range(n)]
+    if keys.offset is not None and keys.offset <= 0:
+        raise InputError(f"{name}: index_skip_topk_offset {keys.offset} is not positive, and SGLang (0.5.13 on) stops "
+                         "at start-up on it (configs/model_config.py dsa_layer_skips_topk asserts offset > 0: an offset "
+                         "<= 0 makes layer 0 reuse a top-k no layer computed): fix the config.json, or use --engine vllm")
+    offset = 2 if keys.offset is None else keys.offset  # without one: max(i - 1, 0), the same as an offset of 2
+    return [max(i - offset + 1, 0) % keys.freq == 0 for i in range(n)]
+
+
+def sglang_layers(spec: ModelSpec, notes: list[str]) -> ModelSpec:
+    """``spec`` with its DSA indexers where SGLang builds them (``indexed_layers``), when that differs from where the
+    reader put them (vLLM's rule: it ignores cli_factor and indexer_types), with a note; any other model as it is.
+    The weights stay the checkpoint's (SGLang's loader skips the indexer weights of a layer it built none for,
+    models/deepseek_common/deepseek_weight_loader.py; kvbudget counts them all)."""
+    keys = spec.indexer
+    if keys is None:
+        return spec
+    n = spec.num_layers
+    want = indexed_layers(keys, n, spec.name)
+    have = [False] * n
+    for layer, i in zip(spec.layers, spec.layer_of, strict=True):
+        have[i] = have[i] or isinstance(layer, SparseIndexer)
+    if want == have:
+        return spec
+    layers: list[Layer] = []
+    of: list[int] = []
+    for layer, i in zip(spec.layers, spec.layer_of, strict=True):
+        if isinstance(layer, SparseIndexer):
+            continue
+        layers.append(layer)
+        of.append(i)
+        if isinstance(layer, MLA) and want[i]:
+            layers.append(SparseIndexer(keys.head_dim))
+            of.append(i)
+    why = f"cli_factor {keys.cli_factor}" if keys.types is None and (keys.cli_factor or 1) > 1 else "indexer_types"
+    notes.append(f"DeepSeek sparse attention: SGLang builds an indexer and caches its keys on {sum(want)} of {n} "
+                 f"layers ({why}), vLLM on {sum(have)}; the weights still count vLLM's {sum(have)} indexers")
+    return replace(spec, layers=tuple(layers), layer_of=tuple(of),
+                   notes=tuple(x for x in spec.notes if not x.startswith(INDEXERS_NOTE)))
 
 
 def dsa_kv_dtype(spec: ModelSpec, gpu: GPU, value: str, old: bool, notes: list[str]) -> str:

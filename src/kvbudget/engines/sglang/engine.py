@@ -167,7 +167,7 @@ class SGLangEngine(PoolServer):
 
 
 _MARKS = ("KV Cache is allocated", "ServerArgs(", "sglang.srt", "sglang.launch_server", "Load weight begin",
-          "Memory pool end", "max_total_num_tokens=")
+          "Load weight end.", "Memory pool end", "max_total_num_tokens=", "lmsysorg/sglang")
 
 
 def _line(version: str) -> str:

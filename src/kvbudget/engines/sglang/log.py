@@ -10,6 +10,7 @@ import re
 from ..._record import record, replace
 from ...inputs import excerpt, split_command
 from ...units import InputError
+from ..compared import not_contradicted
 from ..logscan import MAX_GB, NUM, LogText, count, figure
 from .command import known_flags, sglang_fields
 from .settings import SGLangSettings
@@ -192,6 +193,12 @@ def _fields(words: list[str], where: str) -> tuple[str | None, dict[str, object]
     return (None if model == _NO_MODEL else model), fields, warnings
 
 
+# The settings SGLang's server_args prints as it was given them (no post-init rule rewrites a value the user gave):
+# flags after -- that set one of them to another value are not the logged run's
+_PRINTED = ("tp", "pp", "dp", "ep_size", "mem_fraction_static", "context_length", "max_running_requests",
+            "max_total_tokens")
+
+
 def read_run(log: LogText, flags: list[str] | None = None, version: str | None = None, *,
              version_said: str = "given with --sglang-version", where: str = "the flags after --") -> SGLangRun:
     """The run an SGLang log shows: settings from its launch command, then its server_args, then ``flags`` (SGLang's
@@ -199,6 +206,7 @@ def read_run(log: LogText, flags: list[str] | None = None, version: str | None =
     (``release``: ``version``, found as ``version_said`` says); the device it names. ``where``: what the flags
     are, for the messages."""
     fields: dict[str, object] = {}
+    printed: dict[str, object] = {}  # what the log's own command and server_args set (flags after -- may not differ)
     read_from: list[str] = []
     warnings: list[str] = []
     model: str | None = None
@@ -214,6 +222,7 @@ def read_run(log: LogText, flags: list[str] | None = None, version: str | None =
             warnings.append(f"{exc}: the command's settings are not read")
         else:
             model, fields = name, got
+            printed.update(got)
             # the run's flags that change no memory are not worth a line each (a user's own, after --, are)
             warnings += [f"the log's launch command: {w}" for w in more if not w.endswith("in kvbudget's model: ignored")]
             read_from.append("launch command")
@@ -225,6 +234,7 @@ def read_run(log: LogText, flags: list[str] | None = None, version: str | None =
         name, got, _ = _fields(server, "the log's server_args")
         model = name or model
         fields.update(got)
+        printed.update(got)
         read_from.append("server_args")
     if ep_moe is not None and "ep_size" not in fields:
         fields["ep_size"] = fields.get("tp", 1)  # 0.4's --enable-ep-moe: the experts over the TP group
@@ -238,6 +248,7 @@ def read_run(log: LogText, flags: list[str] | None = None, version: str | None =
         read_from.append(f"the ranks' tags (TP0 ... TP{max(ranks)})")
     if flags:
         named, got, more = _fields(list(flags), where)
+        not_contradicted(printed, got, _PRINTED, where, "its server_args or launch command")
         model = named or model
         fields.update(got)
         warnings += [f"{where}: {w}" for w in more]

@@ -24,7 +24,7 @@ from ..base import Replica
 from ..vllm.calibration import rotary_cache_bytes
 from .archs import check_architecture
 from .dsa import PAGE_SIZE as DSA_PAGE
-from .dsa import cell_bytes, dsa_kv_dtype, is_dsa
+from .dsa import cell_bytes, dsa_kv_dtype, is_dsa, sglang_layers
 from .settings import KV_DTYPES, SGLangSettings, attn_dp
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -268,6 +268,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     pp_partition(spec.num_layers, s.pp)  # more stages than layers is refused before anything is sized
     notes: list[str] = []
     check_architecture(spec.architecture, s.version, spec.name, notes)
+    spec = sglang_layers(spec, notes)  # a DSA model's indexers where SGLang builds them
     gpu_mib = gpu.nvidia_smi_mib or (round(gpu.memory_bytes / MiB) if not gpu.custom else None)
     chunk, max_bs = _tiers(gpu_mib, s.tp)
     chunk = s.chunked_prefill_size or chunk

@@ -150,6 +150,32 @@ def check_trtllm_log(log: LogText) -> list[Row]:
     return rows
 
 
+# The free memory at sizing may sit this far (GiB, and share of the log's figure) from the log's before check says
+# the settings planned are likely not the run's
+_FREE_GAP_GIB, _FREE_GAP_SHARE = 1.0, 0.10
+
+
+def defaults_off(rows: list[Any], assumed: tuple[str, ...]) -> list[str]:
+    """A warning where settings were planned as defaults (``assumed``: not in the log) and the memory free when the
+    pool is sized, as kvbudget plans it, is far from the log's own figure: the prediction then stands for the
+    defaults, not for the run (an engine's build settings are baked into it and printed only by some releases)."""
+    if not assumed:
+        return []
+    for r in rows:
+        free = r.figure in ("free when the pool is sized (GiB)", "available KV cache memory (GiB)")
+        if r.reported is None or r.predicted is None or not (free or r.figure.startswith("KV tokens")):
+            continue
+        gap = r.predicted - r.reported
+        if abs(gap) > max(_FREE_GAP_GIB if free else 0, _FREE_GAP_SHARE * abs(r.reported)):
+            shown = f"{r.predicted:.2f} where the log shows {r.reported:.2f}" if free else \
+                f"{r.predicted:,.0f} where the log shows {r.reported:,.0f}"
+            return [f"{r.figure}: kvbudget plans {shown}, and {', '.join(a.split(' ')[0] for a in assumed)} "
+                    f"{'is' if len(assumed) == 1 else 'are'} not in the log, so TensorRT-LLM's defaults were planned: "
+                    "the prediction is for those defaults, not this run; give the run's settings after -- "
+                    "(trtllm-serve flags, or the engine's build settings)"]
+    return []
+
+
 def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     """``check`` of a TensorRT-LLM log: the run it shows (``log.read_run``: settings, release, device; the settings no
     line shows are the release's defaults, named in a note) planned by ``policy.plan``, each figure it printed beside
@@ -201,6 +227,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(row("available KV cache memory (GiB)", figs.kv_available_gib, round(p.available_bytes / GiB, 2)))
         if figs.per_token is not None:
             rows.append(row("KV bytes per token", figs.per_token, p.per_token_bytes))
+        warnings += defaults_off(rows, run.assumed)
         if figs.started is not None:
             rows.append(starts_row(figs.started, p.starts))
     recomputed = check_trtllm_log(log)

@@ -113,21 +113,21 @@ def _executor(log: LogText) -> tuple[list[str], dict[str, object]]:
     # the C++ runtime (trtGptModelInflightBatching.cpp: "TRTGptModel maxBatchSize: N" ...), trtllm-bench's summary,
     # then the PyTorch executor's line (py_executor_creator.py: "max_seq_len=..., max_num_requests=..., max_num_tokens=")
     batch = (_int(log, "TRTGptModel maxBatchSize: ", r"TRTGptModel maxBatchSize: " + NUM, "TRT-LLM maxBatchSize")
-             or _int(log, "Max Runtime Batch Size:", r"Max Runtime Batch Size: *" + NUM, "TRT-LLM Max Runtime Batch Size")
+             or _int(log, "Max Runtime Batch Size:", r"Max Runtime Batch Size:[ \t]{0,40}" + NUM, "TRT-LLM Max Runtime Batch Size")
              or _int(log, "max_num_requests=", r"max_num_requests=" + NUM, "TRT-LLM max_num_requests"))
     tokens = (_int(log, "TRTGptModel maxNumTokens: ", r"TRTGptModel maxNumTokens: " + NUM, "TRT-LLM maxNumTokens")
-              or _int(log, "Max Runtime Tokens:", r"Max Runtime Tokens: *" + NUM, "TRT-LLM Max Runtime Tokens")
+              or _int(log, "Max Runtime Tokens:", r"Max Runtime Tokens:[ \t]{0,40}" + NUM, "TRT-LLM Max Runtime Tokens")
               or _int(log, "max_num_tokens=", r"max_num_tokens=" + NUM, "TRT-LLM max_num_tokens"))
     seq = (_int(log, "TRTGptModel maxSequenceLen: ", r"TRTGptModel maxSequenceLen: " + NUM, "TRT-LLM maxSequenceLen")
-           or _int(log, "Max Sequence Length:", r"Max Sequence Length: *" + NUM, "TRT-LLM Max Sequence Length"))
+           or _int(log, "Max Sequence Length:", r"Max Sequence Length:[ \t]{0,40}" + NUM, "TRT-LLM Max Sequence Length"))
     # 1.x's KV cache manager line: "..., max sequence length=N"
     seq = seq or _int(log, "max sequence length=", r"max sequence length=" + NUM, "TRT-LLM max sequence length")
     if seq is None and not log.has("Adjusted max_seq_len"):  # the first pass's, before the pool shortened it
         m = log.first("max_seq_len=", r"max_seq_len=" + NUM + r", max_num_requests=")
         seq = count(m.group(1), "max_seq_len", 1, 1 << 40) if m else None
     for flag, value in (("--max_batch_size", batch), ("--max_num_tokens", tokens), ("--max_seq_len", seq),
-                        ("--tp_size", _int(log, "TP Size:", r"TP Size: *" + NUM, "TRT-LLM TP Size")),
-                        ("--pp_size", _int(log, "PP Size:", r"PP Size: *" + NUM, "TRT-LLM PP Size"))):
+                        ("--tp_size", _int(log, "TP Size:", r"TP Size:[ \t]{0,40}" + NUM, "TRT-LLM TP Size")),
+                        ("--pp_size", _int(log, "PP Size:", r"PP Size:[ \t]{0,40}" + NUM, "TRT-LLM PP Size"))):
         if value is not None:
             argv += [flag, str(value)]
     frac = (log.last("free_gpu_memory_fraction and max_tokens are set (to ",
@@ -136,17 +136,17 @@ def _executor(log: LogText) -> tuple[list[str], dict[str, object]]:
     if frac:
         argv += ["--kv_cache_free_gpu_memory_fraction", f"{round(figure(frac.group(1), 'fraction', 0, 1), 6):g}"]
     else:
-        pct = log.last("KV Memory Percentage:", r"KV Memory Percentage: *" + NUM + "%")
+        pct = log.last("KV Memory Percentage:", r"KV Memory Percentage:[ \t]{0,40}" + NUM + "%")
         if pct:
             argv += ["--kv_cache_free_gpu_memory_fraction", f"{figure(pct.group(1), 'KV Memory Percentage', 0, 100) / 100:g}"]
     if log.has("Using LLM with PyTorch backend"):
         argv += ["--backend", "pytorch"]
     elif any(log.has(m) for m in _ENGINE_MARKS):
         argv += ["--backend", "tensorrt"]
-    kv = log.last("KV Cache Dtype:", r"KV Cache Dtype: *([A-Za-z0-9_]{1,20})")
+    kv = log.last("KV Cache Dtype:", r"KV Cache Dtype:[ \t]{0,40}([A-Za-z0-9_]{1,20})")
     if kv and kv.group(1).lower() not in ("none", "auto"):
         argv += ["--kv_cache_dtype", kv.group(1).lower()]
-    quant = log.last("Quantization:", r"(?m)^Quantization: *([A-Za-z0-9_]{1,20})")
+    quant = log.last("Quantization:", r"(?m)^Quantization:[ \t]{0,40}([A-Za-z0-9_]{1,20})")
     if quant and quant.group(1).lower() not in ("none", "auto"):
         fields["quantization"] = quant.group(1).lower()
     tpb = (_int(log, "Number of tokens per block: ", r"Number of tokens per block: " + NUM, "TRT-LLM tokens per block")

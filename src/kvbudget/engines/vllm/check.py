@@ -10,12 +10,13 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, run_devices, run_words
+from ..compared import Row, not_contradicted, not_the_run, package_pins, run_devices, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
     NO_MODEL,
     _apply,
+    _speculative,
     config_overrides,
     image_tag_release,
     parse_vllm_command,
@@ -23,7 +24,8 @@ from .command import (
 from .fixes import suggestions
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
-from .settings import VllmSettings, version_minor
+from .release_lines import MIN_PAIRS, LineEvidence, release_evidence, releases_read
+from .settings import VllmSettings, minor_patch, newer_than_read, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -46,11 +48,52 @@ class CheckResult:
     fixes: tuple[tuple[str, VllmPlan], ...] = ()
 
 
-def _version_from_format(log: VllmLog, text: str) -> str:
+def _release(log: VllmLog, text: str, given: str | None, lines: LineEvidence) -> tuple[str, list[str]]:
+    """The release to plan a log with: the one given (--vllm-version), the V0 engine where the log says it fell
+    back to it, the one the log prints, the newest of those its source line numbers fit (``lines``), else the guess
+    from its wording; with what is said of it."""
+    if given is not None:
+        return given, _unlike(lines, given, "given with --vllm-version")
     if "Falling back to V0" in text or "Initializing a V0 LLM engine" in text:  # 0.8-0.10 ran V0 (arg_utils.py)
-        return "v0"
+        return "v0", []
     if log.version:
-        return log.version
+        return log.version, _unlike(lines, log.version, "the log prints")
+    wording = _version_from_format(log, text)
+    if not lines.releases:
+        if lines.pairs >= MIN_PAIRS:
+            return wording, [f"the source line numbers of the log's records ({lines.pairs} file:line pairs) fit no vLLM "
+                             f"release kvbudget has read ({_read_span()}) together: a newer release, a development or "
+                             "a patched build; the release is guessed from the log's wording"]
+        return wording, []
+    fits = (f"the log names no vLLM version; the source line numbers of its records ({lines.pairs} file:line pairs) "
+            f"fit vLLM {lines.span}")
+    if not lines.one_minor:  # the newest of several minor releases would be a guess: their rules differ
+        return wording, [f"{fits}: the release is guessed from the log's wording"]
+    newest = lines.releases[-1]
+    if wording == "v0" and (version_minor(newest) or 0) >= 8:  # the V0 engine of 0.8-0.10 (its lines say so)
+        return "v0", [f"{fits}, running the V0 engine: planned as the V0 engine"]
+    return newest, [f"{fits}: planned as {newest}"]
+
+
+def _read_span() -> str:
+    read = releases_read()
+    return f"{read[0]}-{read[-1]}"
+
+
+def _unlike(lines: LineEvidence, version: str, said: str) -> list[str]:
+    """A warning where the source line numbers fit releases none of which is the release number given or printed
+    (to its patch: 0.6.3 for 0.6.3.post1 and 0.10.1 for 0.10.1.1 are the same rules): lines of another run pasted in,
+    or a build from between releases. A number the table does not hold (a dev build, a release newer than the table,
+    a line such as v1) says nothing."""
+    plain = version.strip().lower().removeprefix("v")
+    if not lines.releases or plain not in releases_read() or minor_patch(plain) in map(minor_patch, lines.releases):
+        return []
+    return [f"the source line numbers of the log's records fit vLLM {lines.span}, not the {plain} {said}: planned as "
+            f"{version} (a build from between releases, or lines of another run?)"]
+
+
+def _version_from_format(log: VllmLog, text: str) -> str:
+    """The release line the log's wording points to (V0, V1 up to 0.20, or the current one)."""
     if log.num_gpu_blocks is not None and "KV cache size" not in text:
         return "v0"
     if any(clue in text for clue in _V0_CLUES) or (" model_runner.py:" in text and "Loading model weights took" in text):
@@ -79,9 +122,14 @@ def _model(ref: str, overrides: str = "") -> ModelSpec:
     return load_foreign_model(ref, overrides)
 
 
+def _python_dict_json(value: str) -> str:
+    """A Python dict as a log prints it ({'method': 'eagle3', 'x': True}) as JSON, for the readers of the flags."""
+    return value.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+
+
 def _log_overrides(value: str) -> str:
     """The config.json keys (other than RoPE's) of the log's hf_overrides, as a JSON object ("": none)."""
-    as_json = value.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+    as_json = _python_dict_json(value)
     keys = config_overrides(as_json)
     return json.dumps(keys) if keys else ""
 
@@ -111,6 +159,8 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
         # sized another card (24 GiB given for a 79.18 GiB run: -45 GiB "outside the model", exit 0)
         raise InputError(f"--gpu-memory {gpu_memory / GiB:.2f} GiB is not the run's device: the log prints a total of "
                          f"{log.total_gib:.2f} GiB; drop --gpu-memory (the log's total is read)")
+    if gpu:
+        not_the_run(gpu, find_gpu(gpu), log.gpu_name, total if gpu_memory is None else None)
     if gpu_memory is not None:
         if gpu:
             return replace(find_gpu(gpu), memory_bytes=gpu_memory, nvidia_smi_mib=None, memory_source="given with the GPU")
@@ -225,10 +275,12 @@ def check_log(
 ) -> CheckResult:
     """Predict what the logged run should have printed and compare, figure by figure."""
     log = parse_vllm_log(text)
+    lines = release_evidence(text)
+    resolved, of_release = _release(log, text, version, lines)  # said before the other warnings
     warnings: list[str] = []
-    settings = VllmSettings(version=version if version is not None else _version_from_format(log, text))
-    if _v1_alpha_format(log, text) and (version is None or version_minor(version) == 7):
-        settings = replace(settings, version=version or log.version or "0.7", use_v1=True)
+    settings = VllmSettings(version=resolved)
+    if _v1_alpha_format(log, text) and (version is None or version_minor(version) == 7) and version_minor(resolved) in (None, 7):
+        settings = replace(settings, version=resolved if version_minor(resolved) == 7 else log.version or "0.7", use_v1=True)
     ref = model
     # --hf-overrides' config.json keys: vLLM applies them before anything reads the config (config/model.py of
     # 0.33.0), from the log's command, its non-default args, then the flags after -- (the last one wins)
@@ -242,15 +294,24 @@ def check_log(
         except InputError as exc:
             warnings.append(f"the launch command in the log could not be read: {exc}")
     for key, value in log.settings:
+        if key == "speculative_config":  # a draft's memory, read as --speculative-config is (its warnings too)
+            settings, said = _speculative(settings, "the log's speculative_config", _python_dict_json(value),
+                                          "the log's engine argument speculative_config")
+            warnings += said
+            continue
         settings = _setting(settings, key, value)
         if key == "hf_overrides":
             overrides = _log_overrides(value)
     command: list[str] = []  # the whole launch command after --, if one was given
+    logged = settings  # what the log itself prints of the run's engine arguments
     if flags is not None:  # `-- docker run ... vllm/vllm-openai:TAG ...`, `-- VAR=1 vllm serve M ...` or the flags
         flags, whole = run_words(flags, "vLLM", "vllm serve MODEL ...")
         command = flags if whole else []
-        if whole and version is None and (tagged := image_tag_release(flags)) is not None:
-            settings = replace(settings, version=tagged)  # the image's tag names the release: more than the log's format
+        pinned = package_pins(flags).get("vllm") if whole else None  # uvx --from vllm==0.10.1, pip install vllm==X
+        if whole and version is None and (tagged := pinned or image_tag_release(flags)):
+            # the release the command pins or its image's tag names: more than the log's format
+            settings = replace(settings, version=tagged)
+            of_release = _unlike(lines, tagged, "that the command pins" if pinned else "that the image's tag names")
         try:
             cmd = parse_vllm_command(flags if whole else ["vllm", "serve", ref or "model", *flags], settings)
         except InputError as exc:  # a whole command without its model: --model's (or the log's command's)
@@ -262,6 +323,7 @@ def check_log(
         warnings += cmd.warnings
         if any(f == "--hf-overrides" or f.startswith(("--hf-overrides=", "--hf-overrides.")) for f in flags):
             overrides = cmd.overrides
+    _not_contradicted(log, logged, settings)
     settings, said = _layout_from_workers(log, settings)
     warnings += said
     if command:
@@ -275,15 +337,20 @@ def check_log(
     if not ref:
         raise InputError("the log does not name its model: give --model")
     if log.starts > 1:  # a restarted server, or logs pasted together: parse_vllm_log read the last one
-        warnings.append(f"the log holds {log.starts} start-ups of the vLLM API server (its version line printed "
-                        f"{log.starts} times): the last one is checked; give one run's lines to check another")
+        how = ("of vLLM's engine (its 'Initializing ... LLM engine' line printed again after a run's KV-cache figures)"
+               if log.engine_starts else f"of the vLLM API server (its version line printed {log.starts} times)")
+        warnings.append(f"the log holds {log.starts} start-ups {how}: the last one is checked; give one run's lines to "
+                        "check another")
     if log.other_failure:
         warnings.append(f"the run stopped after its KV cache was sized, for a reason that is not memory ({log.other_failure}): "
                         "'starts' compares the memory outcome")
     warnings += _all_ranks(log, settings)
+    device = _gpu(log, gpu, gpu_memory)  # a --gpu that is not the run's is refused before the model is fetched
     spec = _model(ref, overrides)
-    device = _gpu(log, gpu, gpu_memory)
+    if (later := newer_than_read(settings.version)) is not None:  # the plan's note, which the check printed nowhere
+        warnings.append(later)
     predicted = plan(spec, device, settings)
+    warnings += _utilization_unseen(log.available_kv_gib, settings, predicted)
     given = None
     if log.available_kv_gib is not None and log.available_kv_gib > 0:
         given = plan(spec, device, replace(settings, kv_cache_memory_bytes=round(log.available_kv_gib * GiB)))
@@ -293,9 +360,49 @@ def check_log(
         arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)")
                               and "CUDA graph" not in r.figure and "CUDA-graph" not in r.figure)
         if given else (),
-        warnings=tuple(dict.fromkeys(warnings)),  # a flag in the log's command and after -- is said once
+        warnings=tuple(dict.fromkeys(of_release + warnings)),  # a flag in the log's command and after -- is said once
         fixes=tuple(suggestions(spec, device, settings, predicted)) if not (log.started and predicted.starts) else (),
     )
+
+
+# How far kvbudget's available KV cache may sit from a log's (GiB, and share of the log's figure) before check,
+# having planned the default gpu_memory_utilization for a log that shows none, says what utilization the log fits
+_UNSEEN_GAP_GIB, _UNSEEN_GAP_SHARE = 1.0, 0.10
+
+
+def _utilization_unseen(logged_gib: float | None, settings: VllmSettings, p: VllmPlan) -> list[str]:
+    """A warning where neither the log nor the flags set gpu_memory_utilization (or --kv-cache-memory), the release's
+    default was planned, and the available KV cache the log prints is far from kvbudget's: the utilization that the
+    logged figure fits, everything else as planned (vLLM budgets utilization x total, less what the profile run held:
+    ``v1/worker/gpu_worker.py determine_available_memory``, 0.33.0; ``worker/worker.py``, V0), since a dropped
+    non-default-args line or command is the likeliest cause. Nothing where the utilization is known: the gap is then
+    the error check shows."""
+    if settings.gpu_memory_utilization is not None or settings.kv_cache_memory_bytes is not None or not logged_gib:
+        return []
+    gap = logged_gib - p.available_kv_cache_bytes / GiB
+    if abs(gap) <= max(_UNSEEN_GAP_GIB, _UNSEEN_GAP_SHARE * logged_gib):
+        return []
+    fits = p.utilization + gap * GiB / p.total_bytes
+    said = (f"it fits {fits:.2f} (give -- --gpu-memory-utilization {fits:.2f} if the run set that)" if 0.05 <= fits <= 1
+            else "no utilization fits it, so memory kvbudget does not model is the likelier cause")
+    return [f"available KV cache: kvbudget plans {p.available_kv_cache_bytes / GiB:.2f} GiB where the log shows "
+            f"{logged_gib:.2f}, and the log shows no gpu_memory_utilization, so the default {p.utilization:g} was "
+            f"planned: {said}"]
+
+
+# Engine arguments a log prints (its engine config or non-default args line) that the flags after -- may not contradict:
+# the run used the printed value, so a check against another one compares kvbudget's plan of a run that never happened
+# with the logged run's figures (-- --max-model-len 4096 beside a log of max_model_len 32000: "+659%", exit 0).
+_PRINTED = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_model_len",
+            "gpu_memory_utilization", "block_size", "max_num_seqs", "max_num_batched_tokens", "enforce_eager")
+
+
+def _not_contradicted(log: VllmLog, logged: VllmSettings, settings: VllmSettings) -> None:
+    """Refuse flags after -- that set an engine argument the log prints to another value."""
+    printed = {key for key, _ in log.settings}
+    not_contradicted({key: getattr(logged, key) for key in _PRINTED if key in printed},
+                     {key: getattr(settings, key) for key in _PRINTED}, _PRINTED, "the flags after --",
+                     "the logged run's own engine arguments")
 
 
 def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
@@ -322,12 +429,12 @@ def _setting(s: VllmSettings, key: str, value: str) -> VllmSettings:
     if key in ("limit_mm_per_prompt", "mm_processor_kwargs"):  # a Python dict as the log prints it, read as JSON
         from .command import _multimodal
 
-        as_json = v.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+        as_json = _python_dict_json(v)
         return _multimodal(s, key, "--" + key.replace("_", "-"), as_json, f"the log's engine argument {key}")
     if key in ("rope_scaling", "hf_overrides"):  # a Python dict as the log prints it, read as JSON
         from .command import _overrides
 
-        as_json = v.replace("'", '"').replace("True", "true").replace("False", "false").replace("None", "null")
+        as_json = _python_dict_json(v)
         return _overrides(s, "--" + key.replace("_", "-"), as_json, f"the log's engine argument {key}")[0]
     if key in ("skip_mm_profiling", "language_model_only"):
         return replace(s, **{key: v.lower() == "true"})

@@ -17,11 +17,11 @@ import re
 from ... import inputs
 from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, whole
-from ...units import InputError, human_readable_int
+from ...units import InputError, digits, human_readable_int
 from ..cmdscan import revision_said
-from ..compared import assignments, container_env
+from ..compared import assignments, container_env, package_pins, program_name
 from .kv_dtypes import kv_dtype_taken
-from .settings import VllmSettings, version_minor
+from .settings import VllmSettings, auto_fit_read, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -67,6 +67,54 @@ def human_int(text: str, flag: str) -> int:
     return parse_whole(t, flag, forms="vLLM accepts e.g. 8192, 32k, 4K")
 
 
+# The engine arguments vLLM reads with human_readable_int (engine/arg_utils.py), from the first release that does:
+# max_model_len from 0.8.4 (0.8.3: argparse type=int), max_num_batched_tokens from 0.9.1 (0.9.0: max_model_len
+# only), kv_cache_memory_bytes since it came (0.11). Every other integer argument is argparse's type=int in every
+# release (0.33.0 _compute_kwargs: `kwargs[name]["type"] = int`): '1K' stops vLLM there.
+_HUMAN_READABLE = {"max_model_len": (8, 4), "max_num_batched_tokens": (9, 1), "kv_cache_memory_bytes": (0, 0)}
+_PYTHON_INT = re.compile(r"[+-]?[0-9](?:_?[0-9]){0,39}")  # what int() takes of ASCII text: 1_000 is 1000
+
+
+def engine_int(text: str, label: str, dest: str, version: str | None) -> int:
+    """An integer engine argument as the release's parser reads it: human-readable (``human_int``) where
+    ``_HUMAN_READABLE`` says so (a release not named: the newest), else Python's ``int`` (argparse ``type=int``)."""
+    from .settings import minor_patch
+
+    first, release = _HUMAN_READABLE.get(dest), minor_patch(version)
+    if first is not None and (release is None or release >= first):
+        return human_int(text, label)
+    t = text.strip()
+    if _PYTHON_INT.fullmatch(t):
+        return parse_whole(t.replace("_", ""), label)
+    if human_readable_int(t) is not None or _HUMAN.fullmatch(t):
+        since = "" if first is None else f"; vLLM reads them there from 0.{first[0]}.{first[1]}"
+        raise InputError(f"vLLM stops at start-up: `argument {label}: invalid int value: {excerpt(t)}` (a k/K suffix: "
+                         f"{label} takes a plain whole number{since})")
+    return parse_whole(t, label)
+
+
+# The block sizes a release's parser takes (engine/arg_utils.py --block-size choices up to 0.8.4, then the BlockSize
+# Literal of config.py / config/cache.py that argparse's choices come from), from the first release of each span; 0.18
+# takes any size (config/cache.py block_size: SkipValidation[int]). Read in the wheels of 0.6.3-0.6.6, 0.7.0-0.7.3,
+# 0.8.0-0.8.5, 0.9.0, 0.10.0, 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.17.0, 0.18.0; releases before 0.6.3 are not checked.
+_BLOCK_SIZES = (((6, 3), (8, 16, 32)), ((6, 4), (8, 16, 32, 64, 128)), ((6, 5), (8, 16, 32)),
+                ((6, 6), (8, 16, 32, 64, 128)), ((8, 5), (1, 8, 16, 32, 64, 128)), ((12, 0), (1, 8, 16, 32, 64, 128, 256)),
+                ((18, 0), None))
+
+
+def _block_size_taken(n: int, label: str, version: str | None) -> None:
+    """Refuse a block size the release's parser refuses (``--block-size 24`` on 0.10: "invalid choice")."""
+    from .settings import minor_patch
+
+    release = minor_patch(version)
+    if release is None or release < _BLOCK_SIZES[0][0]:
+        return
+    choices = next(sizes for first, sizes in reversed(_BLOCK_SIZES) if release >= first)
+    if choices is not None and n not in choices:
+        raise InputError(f"vLLM stops at start-up: `argument {label}: invalid choice: {n}` (vLLM {version} takes "
+                         f"{', '.join(map(str, choices))})")
+
+
 def _bool(value: str | None) -> bool:
     return value is None or value.strip().lower() in _TRUE
 
@@ -99,7 +147,10 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
     label = label or flag
     if dest in _INT_FIELDS:
         lo, hi = _INT_RANGES[dest]
-        return replace(settings, **{dest: whole(human_int(v, label), label, lo, hi)})
+        n = whole(engine_int(v, label, dest, settings.version), label, lo, hi)
+        if dest == "block_size":
+            _block_size_taken(n, label, settings.version)
+        return replace(settings, **{dest: n})
     if dest in _TEXT_FIELDS:
         v = v.strip()
         if not v or len(v) > 64:
@@ -110,7 +161,10 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
     if dest in _SWITCHES:
         return replace(settings, **{dest: flag.startswith(_SWITCHES[dest]) and _bool(value)})
     if dest == "max_model_len":  # Field(ge=-1), -1 or auto: fit to memory; a request of 0 tokens is no length
-        n = -1 if v.strip().lower() in ("auto", "-1") else human_int(v, label)
+        if v.strip().lower() == "auto" and not auto_fit_read(settings.version):
+            raise InputError(f"vLLM stops at start-up: `argument {label}: invalid human_readable_int value: 'auto'` "
+                             f"(vLLM {settings.version} has no auto-fit: --max-model-len auto came with 0.14)")
+        n = -1 if v.strip().lower() in ("auto", "-1") else engine_int(v, label, dest, settings.version)
         if n != -1 and n < 1:
             raise InputError(f"{label} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")
         return replace(settings, max_model_len=whole(n, label, -1, 1 << 40))
@@ -174,7 +228,8 @@ def _extra_flag(settings: VllmSettings, dest: str, name: str, value: str | None,
     if dest == "enable_eplb":
         return replace(settings, enable_eplb=not name.startswith(("--no-", "--disable")) and _bool(value)), offload
     if dest == "decode_context_parallel_size":  # ParallelConfig Field(ge=1)
-        return replace(settings, decode_context_parallel_size=whole(human_int(v, label), label, 1, 1 << 16)), offload
+        return replace(settings, decode_context_parallel_size=whole(engine_int(v, label, dest, settings.version), label,
+                                                                    1, 1 << 16)), offload
     if dest == "mm_ipc_gpu_memory_gb":  # MultiModalConfig Field(ge=0), GiB: int(gb x GiB_bytes)
         return replace(settings, mm_ipc_bytes=int(parse_real(v, label, 0, 1 << 20) * (1 << 30))), offload
     if dest == "kv_offloading_size":  # CacheConfig kv_offloading_size, GiB of host memory
@@ -341,7 +396,7 @@ def _compile(settings: VllmSettings, dest: str, value: str | None, label: str) -
     elif dest == "cudagraph_capture_sizes":
         flags = replace(flags, flag_sizes=sizes(v.split(), label))
     else:  # --max-cudagraph-capture-size: argparse type=int; below 1 stops vLLM where graphs are captured
-        if not v.strip().lstrip("-").isdigit() or len(v.strip()) > 12:
+        if not digits(v.strip().lstrip("-")) or len(v.strip()) > 12:
             raise InputError(f"vLLM stops at start-up: `argument {label}: invalid int value: {excerpt(v, 30)}`")
         flags = replace(flags, flag_max=int(v))
     return replace(settings, compile=flags), said
@@ -436,6 +491,19 @@ def _image_release(image: str, base: VllmSettings | None) -> tuple[str | None, l
     return None, [f"{said}: planned with the newest release's rules; give --vllm-version for the one it runs"]
 
 
+def _pinned_release(pinned: str, base: VllmSettings | None, tagged: str | None,
+                    said: list[str]) -> tuple[str | None, list[str]]:
+    """The release a command pins (vllm==X where it installs or runs vLLM) as the one to plan, unless --vllm-version
+    names one (a warning where they differ); an image's tag that names another release is said."""
+    if base is not None:
+        if version_minor(base.version) is not None and version_minor(base.version) != version_minor(pinned):
+            return None, [*said, f"the command pins vLLM {pinned}; planned with --vllm-version {base.version} as given"]
+        return None, said
+    if tagged is not None and tagged != pinned:
+        said = [*said, f"the command pins vLLM {pinned} and its image is {tagged}: planned with {pinned}, the one it runs"]
+    return pinned, said
+
+
 def image_tag_release(words: list[str]) -> str | None:
     """The vLLM release a ``vllm/vllm-openai:TAG`` image among the words names (None: no image, or a tag naming none)."""
     image = next((w for w in words if _is_image(w)), None)
@@ -476,7 +544,7 @@ def _v1_asked(settings: VllmSettings) -> tuple[VllmSettings, list[str]]:
 def _program(tokens: list[str]) -> tuple[list[str], str]:
     """Drop the program part; return the argument tokens and the entry point."""
     for i, tok in enumerate(tokens):
-        base = os.path.basename(tok)
+        base = program_name(tok)
         if (base == "vllm" or tok == "vllm.entrypoints.cli.main") and i + 1 < len(tokens) and tokens[i + 1] == "serve":
             return tokens[i + 2:], "serve"
         if tok == "vllm.entrypoints.openai.api_server":
@@ -594,8 +662,9 @@ def dashed(token: str) -> str:
     return "--" + head.replace("_", "-") + dot + tail + eq + value
 
 
-def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) -> LaunchCommand:
-    """Read a vLLM launch command (a list of words, or one string as a shell would split it)."""
+def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None, pinned: str | None = None) -> LaunchCommand:
+    """Read a vLLM launch command (a list of words, or one string as a shell would split it). ``pinned``: the release
+    a setup step before it installed (``pip install vllm==0.10.1 && ...``), where the words do not pin one."""
     tokens = inputs.split_command(argv) if isinstance(argv, str) else list(argv)
     tokens = [t for t in tokens if t not in ("\\", "\n")]
     # NAME=VALUE before the program, also after env / sudo and their options (env VLLM_USE_V1=0 vllm serve M was
@@ -612,6 +681,9 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
     if image_at is not None:  # docker run [-e NAME=VALUE ...] vllm/vllm-openai:TAG ...: the container's environment
         env += container_env(tokens[:image_at])
         tag_version, image_warnings = _image_release(_as_docker_image(tokens[image_at]), base)
+    pinned = package_pins(tokens).get("vllm", pinned)  # uvx --from vllm==0.10.1, uv run --with vllm==0.10.1, vllm@0.10.1
+    if pinned is not None:
+        tag_version, image_warnings = _pinned_release(pinned, base, tag_version, image_warnings)
     args, entry = _program(tokens)
     if entry == "image":  # the image's own entrypoint: the OpenAI API server module up to 0.8, vllm serve after
         image_minor = version_minor(tag_version) if tag_version is not None else None
@@ -721,7 +793,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
         if takes_value and not eq and name in flags and flags[name][0] == "cudagraph_capture_sizes":
             # nargs="+": every following word that is not an option (argparse takes -1 as a value, a number)
             taken = []
-            while i < len(args) and (not args[i].startswith("-") or args[i][1:].isdigit()):
+            while i < len(args) and (not args[i].startswith("-") or digits(args[i][1:])):
                 taken.append(args[i])
                 i += 1
             if not taken:
@@ -762,11 +834,12 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None) 
             continue
         if name in ("--num-redundant-experts", "--eplb-window-size"):  # flags of 0.9.2-0.11 (eplb.py)
             field = "num_redundant_experts" if name == "--num-redundant-experts" else "eplb_window_size"
-            settings = replace(settings, **{field: whole(human_int(arg or "", label), label,
+            settings = replace(settings, **{field: whole(engine_int(arg or "", label, field, settings.version), label,
                                                          0 if field == "num_redundant_experts" else 1, 1 << 20)})
             continue
         if name == "--lora-extra-vocab-size":  # a flag of 0.11 and earlier (lora.py: the extra vocabulary rows)
-            settings = replace(settings, lora_extra_vocab_size=whole(human_int(arg or "", label), label, 1, 1 << 20))
+            settings = replace(settings, lora_extra_vocab_size=whole(engine_int(arg or "", label, "lora_extra_vocab_size",
+                                                                                settings.version), label, 1, 1 << 20))
             continue
         if name not in flags:
             if (said := unmodelled(name, None, arg)) is not None:

@@ -39,7 +39,10 @@ cannot release it, so the table's bytes are counted once as consumed and once in
 wraps the profiling run in ``_scoped_allocator_max_split(max_split_size_mb=20)`` for exactly this (v1/worker/
 gpu_worker.py ``determine_available_memory``: "a later small allocation can be carved out of a freed multi-GiB
 block and pin the whole segment past the empty_cache()"); the scope applies on CUDA only (``is_cuda()``), so ROCm
-keeps the old behaviour. Which allocation does the carving is the model runner's: the V2 model runner
+keeps the old behaviour. Only from 0.27 does a pinned segment count: 0.22-0.26 took the memory outside the
+forward's peak as the growth of CUDA memory used outside torch's reserved pool (``non_torch_increase``), and the
+pinned segment is inside that pool; 0.27.0 measures consumption by free memory (``total_consumed``, with the
+transient peak above what is still allocated added), which counts it. Which allocation does the carving is the model runner's: the V2 model runner
 (v1/worker/gpu/model_runner.py) allocates state during the run that the V1 runner made before it. The logs that
 show both figures agree with no constant fitted: the 0.29.0 V2-runner starts count the table twice (consumed less
 weights: RTX 5090 Qwen2.5-7B 1.36 GiB = 0.34 + 1.02, its FP8 run 1.42 = 0.40 + 1.02, Qwen2.5-0.5B 0.66 = 0.41 +
@@ -76,13 +79,18 @@ def cold_compile_bytes(spec: ModelSpec, tp: int, dtype: str, *, first_stage: boo
 
 
 SPLIT_LIMIT_MINOR = 31  # the first release that scopes max_split_size_mb around the profiling run (gpu_worker.py)
+# The first release whose profiling counts what the process consumed by free memory (utils/mem_utils.py
+# memory_profiling ``total_consumed``, 0.27.0); before it, memory outside the forward's peak was the growth of CUDA
+# memory used outside torch's reserved pool (``non_torch_increase``), which a segment pinned inside that pool is not
+FREE_MEMORY_MINOR = 27
 
 
 def pinned_copy_bytes(cold: int, runner: str, minor: int, vendor: str) -> int:
     """The fresh compile's random table that stays counted as consumed after the profiling run (the module's last
     paragraph): ``cold`` (cold_compile_bytes) on the V2 model runner where the run has no allocator split limit
-    (before 0.31, or on a GPU that is not CUDA); 0 otherwise."""
-    if cold <= 0 or runner != "v2":
+    (before 0.31, or on a GPU that is not CUDA) and the profiling counts consumption by free memory (0.27 on); 0
+    otherwise."""
+    if cold <= 0 or runner != "v2" or minor < FREE_MEMORY_MINOR:
         return 0
     if vendor == "nvidia" and minor >= SPLIT_LIMIT_MINOR:
         return 0

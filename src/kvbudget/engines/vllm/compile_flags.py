@@ -43,7 +43,7 @@ import os
 from functools import lru_cache
 
 from ..._record import record, replace
-from ...units import InputError, excerpt
+from ...units import InputError, digits, excerpt
 from .settings import NEWEST_MINOR, CompileFlags, minor_patch
 
 _KEYS_FILE = os.path.join(os.path.dirname(__file__), "compile_keys.json")
@@ -126,7 +126,7 @@ def short_o(tok: str, following: str | None, mp: tuple[int, int]) -> tuple[str, 
 
 def _int(value: object, what: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value.strip()) <= 12:
+        if isinstance(value, str) and digits(value.strip().lstrip("-")) and len(value.strip()) <= 12:
             value = int(value.strip())
         else:
             raise InputError(f"vLLM stops at start-up: {what} {excerpt(str(value), 30)} is not an integer")
@@ -151,7 +151,7 @@ def sizes(words: list[str], label: str) -> tuple[int, ...]:
     captures a graph of each size: zero or fewer tokens fail the capture at start-up)."""
     out = []
     for w in words[:4096]:
-        if not w.strip().lstrip("-").isdigit() or len(w.strip()) > 12:
+        if not digits(w.strip().lstrip("-")) or len(w.strip()) > 12:
             raise InputError(f"vLLM stops at start-up: `argument {label}: invalid int value: {excerpt(w, 30)}`")
         out.append(_size(int(w), label))
     return tuple(out)
@@ -228,7 +228,7 @@ def read_config(flags: CompileFlags, value: str, label: str, version: str | None
 
 def _compile_mode(value: object, where: str, level: bool) -> int:
     """The compilation mode (0.12 on; CompilationMode's names or 0-3) or level (0.6.5-0.17: 0-3)."""
-    if isinstance(value, str) and not value.strip().isdigit():
+    if isinstance(value, str) and not digits(value.strip()):
         name = value.strip().upper()
         if level or name not in COMPILE_MODES:
             raise InputError(f"vLLM stops at start-up: {where} {excerpt(value, 30)}: give 0-3"

@@ -22,6 +22,7 @@ _ALL = ("fit", "explain", "check", "plan", "levers")
 
 class VllmEngine:
     name, label = "vllm", "vLLM"
+    package = "vllm"  # its name on PyPI: a command's `pip install vllm==0.10.1` (or uvx vllm@0.10.1) names the release
     serving, multi_node, pipeline = True, True, True  # launch files across nodes; pipeline stages
     pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""
     default_reader = True  # a command or a log no other engine claims is vLLM's
@@ -200,7 +201,8 @@ class VllmEngine:
         from .settings import VllmSettings
 
         version = given.get("vllm_version")
-        cmd = parse_vllm_command(words, VllmSettings(version=version) if version is not None else None)
+        cmd = parse_vllm_command(words, VllmSettings(version=version) if version is not None else None,
+                                 given.get("pinned"))
         settings = replace(cmd.settings, site=_site(given.get("profile"))) if given.get("profile") else cmd.settings
         if given.get("vllm_compile_cache"):
             settings = replace(settings, compile_cache=given["vllm_compile_cache"])

@@ -8,7 +8,7 @@ from ...model.spec import ModelSpec
 from ...units import InputError
 from .levers import FP8_KV_DTYPES
 from .policy import VllmPlan, plan
-from .settings import VllmSettings
+from .settings import VllmSettings, auto_fit_read
 
 
 def suggestions(spec: ModelSpec, gpu: GPU, settings: VllmSettings, current: VllmPlan) -> list[tuple[str, VllmPlan]]:
@@ -20,7 +20,7 @@ def suggestions(spec: ModelSpec, gpu: GPU, settings: VllmSettings, current: Vllm
     if current.estimated_max_model_len:
         options.append((f"--max-model-len {current.estimated_max_model_len}",
                         replace(settings, max_model_len=current.estimated_max_model_len)))
-    elif not current.starts:
+    elif not current.starts and auto_fit_read(settings.version):  # a release before 0.14 refuses the word
         options.append(("--max-model-len auto", replace(settings, max_model_len=-1)))
     if current.kv_cache_dtype not in FP8_KV_DTYPES and gpu.fp8 is not False:
         options.append(("--kv-cache-dtype fp8", replace(settings, kv_cache_dtype="fp8")))

@@ -59,7 +59,9 @@ class VllmLog:
     # rank=3 pid=..)" 4 ranks (TP x PP, read as TP); None where no worker prefix carries a rank
     worker_layout: tuple[int, int] | None = None
     kv_size_printed: int = 0
-    starts: int = 1  # the API server's start-ups the log holds (its version line); the figures are the last one's
+    starts: int = 1  # the start-ups the log holds (the API server's version line, or the engine's start after a run's
+    # figures: engine_starts); the figures are the last one's
+    engine_starts: bool = False
 
     def graph_estimate(self, total_gib: float | None) -> float | None:
         """vLLM's CUDA-graph estimate in GiB: (X - Y) x the GPU's total from the equivalent-utilization line (to
@@ -90,7 +92,7 @@ _ARG_KEYS = (
 )
 # Engine arguments whose value is a mapping ('limit_mm_per_prompt': {'image': 0, 'video': {'count': 1}}), read whole
 # (one level of nesting) from the non-default args line.
-_DICT_KEYS = ("limit_mm_per_prompt", "mm_processor_kwargs", "rope_scaling", "hf_overrides")
+_DICT_KEYS = ("limit_mm_per_prompt", "mm_processor_kwargs", "rope_scaling", "hf_overrides", "speculative_config")
 _DICT_SETTING = {key: re.compile("['\"]" + key + r"['\"]:[ \t]{0,8}(\{(?:[^{}\n]|\{[^{}\n]{0,400}\}){0,400}\})")
                  for key in _DICT_KEYS}
 # 'key': value (non-default args dicts) or key=value (engine config lines), each key searched for as a
@@ -147,7 +149,20 @@ def _settings(log: LogText) -> list[tuple[str, str]]:
             if found is not None:
                 out[key] = found.group(1)
                 break
+    if "speculative_config" not in out:
+        spec = log.last("speculative_config=SpeculativeConfig(", _SPEC_CONFIG)
+        if spec:  # the engine config line's form, where no non-default args line shows the mapping
+            out["speculative_config"] = "{" + ", ".join(
+                f"'{k}': {v if v.isdigit() else repr(v.strip(chr(39) + chr(34)))}"
+                for k, v in (("method", spec.group(1)), ("model", spec.group(2)), ("num_speculative_tokens", spec.group(3)))
+                if v is not None and v != "None") + "}"
     return list(out.items())
+
+
+# The engine config line's speculative_config (config/speculative.py SpeculativeConfig.__repr__, 0.8 to 0.33.0):
+# "SpeculativeConfig(method='eagle3', model='yuhuili/EAGLE3-LLaMA3.1-Instruct-8B', num_spec_tokens=5)"
+_SPEC_CONFIG = (r"speculative_config=SpeculativeConfig\(method=('[A-Za-z0-9_]{1,40}'|None), model=('[^'\n]{1,256}'|None), "
+                r"num_spec_tokens=([0-9]{1,4})\)")
 
 
 # What the V1 sampler says of its top-k/top-p path (v1/sample/ops/topk_topp_sampler.py, 0.8 to 0.33.0).
@@ -317,6 +332,47 @@ def _graph_fields(log: LogText) -> dict[str, object]:
     return out
 
 
+# The engine's own start (v1/engine/core.py, engine/llm_engine.py: "Initializing a V1 LLM engine (v0.11.0) with config:
+# ...", V0's "Initializing an LLM engine (v0.6.4)" / "Initializing a V0 LLM engine (v0.8.5)"): an offline LLM(...) run or
+# a benchmark prints no API server line, and each data-parallel engine prints one as it starts, before any figure. One
+# after a KV-cache figure is another run. (A crash's "Dumping input data for V1 LLM engine (v0.24.0) with config"
+# (dump_input.py) is no start.)
+_ENGINE_STARTS = ("Initializing a V1 LLM engine (v", "Initializing an LLM engine (v", "Initializing a V0 LLM engine (v")
+_RUN_FIGURES = ("Available KV cache memory: ", "KV cache size: ", "GPU blocks: ", "gpu blocks: ", "cuda blocks: ",
+                "CUDA blocks: ", "Maximum concurrency for ")
+_MAX_RUNS = 1000  # runs counted (a log of more is a flood, not a site's restarts)
+
+
+def _first(text: str, literals: dict[str, int], at: int) -> int:
+    """The first place at or after ``at`` of any of ``literals`` (each one's next place, kept in the dict and searched
+    forward only when ``at`` passes it: linear over a run of calls with ``at`` rising); -1 where none is."""
+    for lit, i in literals.items():
+        if 0 <= i < at:
+            literals[lit] = text.find(lit, at)
+    return min((i for i in literals.values() if i >= at), default=-1)
+
+
+def _last_engine_run(text: str) -> tuple[int, str]:
+    """How many engine runs ``text`` holds (an engine start after a KV-cache figure begins one; counted up to
+    ``_MAX_RUNS``), and the last one's text: from the line after the previous run's last figure (the lines before its
+    engine start, such as the API server's non-default args, are the new run's). Each step jumps from a start to the
+    next figure and from there to the next start, so the work grows with the runs, not with the lines."""
+    starts = {s: text.find(s) for s in _ENGINE_STARTS}  # each literal's next place, moved forward by _first
+    figures = {f: text.find(f) for f in _RUN_FIGURES}
+    runs, at = 1, _first(text, starts, 0)
+    while at >= 0 and runs <= _MAX_RUNS:
+        figure = _first(text, figures, at)
+        at = _first(text, starts, figure) if figure >= 0 else -1
+        runs += at >= 0
+    last = max(text.rfind(s) for s in _ENGINE_STARTS)
+    figure = max(text.rfind(f, 0, last) for f in _RUN_FIGURES) if last > 0 else -1
+    if runs == 1 or figure < 0:
+        return 1, text
+    end = text.find("\n", figure, last)
+    begins = min(i for i in (text.find(s, figure) for s in _ENGINE_STARTS) if i >= 0)
+    return runs, text[(text.rfind("\n", 0, begins) if end < 0 else end) + 1:]
+
+
 def parse_vllm_log(text: str) -> VllmLog:
     """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``). A log that
     holds several start-ups (a restarted server, logs pasted one after another: the API server prints its version
@@ -326,8 +382,9 @@ def parse_vllm_log(text: str) -> VllmLog:
     if start > 0 and text.find(_RUN_START) < start:
         starts = text.count(_RUN_START)
         text = text[text.rfind("\n", 0, start) + 1:]
+    engines, text = _last_engine_run(text)
     log = open_log(text, "vLLM", join_wrapped=True)
-    fields: dict[str, object] = {"starts": starts}
+    fields: dict[str, object] = {"starts": starts + engines - 1, "engine_starts": engines > 1}
     m = (log.first("vLLM API server version ", r"vLLM API server version ([0-9][\w.+\-]{0,40})")
          or log.first("LLM engine (v", r"LLM engine \(v([0-9][\w.+\-]{0,40})\)")
          or log.first("vLLM version", r"vLLM version:? v?([0-9][\w.+\-]{0,40})")

@@ -61,6 +61,7 @@ from .cudagraph import GraphEstimate, estimate, model_runner
 from .dsa import BLOCK_SIZE as DSA_BLOCK
 from .dsa import dsa_kv_dtype
 from .encoder_profile import EncoderPass, profile_pass
+from .head_sizes import check_head_sizes
 from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
@@ -305,6 +306,7 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     asked = _checkpoint_kv_dtype(spec, settings, notes)
     if said := kv_dtype_runs(asked, settings.version, gpu, spec.dims.head_dim, facts.mla):
         notes.append(said)
+    check_head_sizes(spec, gpu, settings, rel.key, model_dtype, asked)  # an attention backend for each head size
     dsa = facts.dsa
     kv_name = dsa_kv_dtype(spec, asked, gpu, rel.key == "current", notes) if dsa else asked
     kv_dtype = kv_cache_dtype(kv_name, model_dtype)

@@ -67,6 +67,8 @@ def loaded_format(spec: ModelSpec, quantization: str | None, dense: str) -> Weig
     ``--quantization`` names for a 16-bit checkpoint; a word of another family than the checkpoint's stops vLLM."""
     word = _word(quantization)
     own = spec.weight_format
+    if own is not None and own.vllm_stops:  # its config reader stops before --quantization is compared
+        raise InputError(f"{spec.name}: {own.vllm_stops}")
     if word in ("", "auto", "none"):
         own = checkpoint_format(spec, WEIGHTS_FIX)
         return own if own.quantized else dense_format(dense)

@@ -9,7 +9,7 @@ import re
 from functools import lru_cache
 
 from ..._record import record, replace
-from ...units import InputError, excerpt
+from ...units import InputError, digits, excerpt
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def version_minor(version: str | None) -> int | None:
     """The minor number of a 0.x release (``0.13.0`` -> 13, ``v0.8.5.post1`` -> 8); None for ``current``, a
     release-line name (``v1``, ``v0``) or anything else that names no release."""
     parts = (version or "").strip().lower().lstrip("v").split(".")
-    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+    if len(parts) < 2 or parts[0] != "0" or not digits(parts[1]):  # '0.²1' (a superscript) names no release
         return None
     return int(parts[1])
 
@@ -163,11 +163,20 @@ def minor_patch(version: str | None) -> tuple[int, int] | None:
     """(minor, patch) of a 0.x release string (``0.10.1.1`` -> (10, 1), ``0.8.5.post1`` -> (8, 5)); None for a
     release-line name or anything else."""
     parts = (version or "").strip().lower().lstrip("v").split(".")
-    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+    if len(parts) < 2 or parts[0] != "0" or not digits(parts[1]):
         return None
     patch = parts[2] if len(parts) > 2 else "0"
-    digits = "".join(ch for ch in patch[:3] if ch.isdigit()) if patch[:1].isdigit() else "0"
-    return int(parts[1]), int(digits or 0)
+    number = "".join(ch for ch in patch[:3] if digits(ch)) if digits(patch[:1]) else "0"
+    return int(parts[1]), int(number or 0)
+
+
+AUTO_FIT = (14, 0)  # --max-model-len auto / -1 (utils/argparse_utils.py human_readable_int_or_auto): 0.14.0 on, not 0.13.0
+
+
+def auto_fit_read(version: str | None) -> bool:
+    """Whether the release (None, a line name: the newest) reads --max-model-len auto."""
+    release = minor_patch(version)
+    return release is None or release >= AUTO_FIT
 
 
 def release(version: str | None) -> Release:

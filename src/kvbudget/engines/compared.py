@@ -36,6 +36,16 @@ def row(figure: str, reported: float | None, predicted: float | None) -> Row:
     return Row(figure, reported, predicted, err)
 
 
+# How far a predicted figure may sit from the log's before check says the settings it planned (defaults, where the
+# log shows none) are likely not the run's: the larger of a floor (in the figure's unit) and a share of the log's
+SETTINGS_GAP_SHARE = 0.10
+
+
+def far_apart(predicted: float, reported: float, floor: float) -> bool:
+    """The prediction is more than ``floor`` and more than SETTINGS_GAP_SHARE of the logged figure away from it."""
+    return abs(predicted - reported) > max(floor, SETTINGS_GAP_SHARE * abs(reported))
+
+
 def starts_row(started: bool, predicted: bool) -> Row:
     """Whether the run started (it logged its KV pool) against kvbudget's verdict; 100 % error where they differ."""
     return Row("starts", float(started), float(predicted), None if started == predicted else 100.0)

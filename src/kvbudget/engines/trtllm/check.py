@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..compared import OtherCheck
+    from ..compared import Row as Compared
 
 
 def _pool(log: LogText) -> re.Match[str] | None:
@@ -150,23 +151,23 @@ def check_trtllm_log(log: LogText) -> list[Row]:
     return rows
 
 
-# The free memory at sizing may sit this far (GiB, and share of the log's figure) from the log's before check says
-# the settings planned are likely not the run's
-_FREE_GAP_GIB, _FREE_GAP_SHARE = 1.0, 0.10
+_FREE_GAP_GIB = 1.0  # the free memory at sizing may sit this far from the log's, besides compared.far_apart's share
 
 
-def defaults_off(rows: list[Any], assumed: tuple[str, ...]) -> list[str]:
+def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
     """A warning where settings were planned as defaults (``assumed``: not in the log) and the memory free when the
-    pool is sized, as kvbudget plans it, is far from the log's own figure: the prediction then stands for the
-    defaults, not for the run (an engine's build settings are baked into it and printed only by some releases)."""
+    pool is sized, or the KV tokens, as kvbudget plans them, are far from the log's own figure: the prediction then
+    stands for the defaults, not for the run (an engine's build settings are baked into it and printed only by some
+    releases)."""
+    from ..compared import far_apart
+
     if not assumed:
         return []
     for r in rows:
         free = r.figure in ("free when the pool is sized (GiB)", "available KV cache memory (GiB)")
         if r.reported is None or r.predicted is None or not (free or r.figure.startswith("KV tokens")):
             continue
-        gap = r.predicted - r.reported
-        if abs(gap) > max(_FREE_GAP_GIB if free else 0, _FREE_GAP_SHARE * abs(r.reported)):
+        if far_apart(r.predicted, r.reported, _FREE_GAP_GIB if free else 0):
             shown = f"{r.predicted:.2f} where the log shows {r.reported:.2f}" if free else \
                 f"{r.predicted:,.0f} where the log shows {r.reported:,.0f}"
             return [f"{r.figure}: kvbudget plans {shown}, and {', '.join(a.split(' ')[0] for a in assumed)} "

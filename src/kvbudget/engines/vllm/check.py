@@ -10,7 +10,7 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, not_contradicted, not_the_run, package_pins, run_devices, run_words
+from ..compared import Row, far_apart, not_contradicted, not_the_run, package_pins, run_devices, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
@@ -365,9 +365,9 @@ def check_log(
     )
 
 
-# How far kvbudget's available KV cache may sit from a log's (GiB, and share of the log's figure) before check,
+# How far kvbudget's available KV cache may sit from a log's (GiB, besides compared.far_apart's share) before check,
 # having planned the default gpu_memory_utilization for a log that shows none, says what utilization the log fits
-_UNSEEN_GAP_GIB, _UNSEEN_GAP_SHARE = 1.0, 0.10
+_UNSEEN_GAP_GIB = 1.0
 
 
 def _utilization_unseen(logged_gib: float | None, settings: VllmSettings, p: VllmPlan) -> list[str]:
@@ -380,7 +380,7 @@ def _utilization_unseen(logged_gib: float | None, settings: VllmSettings, p: Vll
     if settings.gpu_memory_utilization is not None or settings.kv_cache_memory_bytes is not None or not logged_gib:
         return []
     gap = logged_gib - p.available_kv_cache_bytes / GiB
-    if abs(gap) <= max(_UNSEEN_GAP_GIB, _UNSEEN_GAP_SHARE * logged_gib):
+    if not far_apart(p.available_kv_cache_bytes / GiB, logged_gib, _UNSEEN_GAP_GIB):
         return []
     fits = p.utilization + gap * GiB / p.total_bytes
     said = (f"it fits {fits:.2f} (give -- --gpu-memory-utilization {fits:.2f} if the run set that)" if 0.05 <= fits <= 1

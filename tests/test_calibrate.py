@@ -13,7 +13,7 @@ import pytest
 import kvbudget
 from kvbudget.cli import main
 from kvbudget.engines.base import default_registry
-from kvbudget.engines.vllm.settings import SiteTerm, site_bytes
+from kvbudget.engines.site import SiteTerm, site_bytes
 from kvbudget.questions.calibrate import Point
 from kvbudget.units import GiB
 
@@ -135,12 +135,12 @@ def test_calibrate_writes_a_profile_that_fit_explain_and_levers_apply(tmp_path: 
 def test_calibrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"terms": []}')
-    sglang = next(p for p in sorted((DATA.parent / "sglang_logs").glob("*.log")))
+    trtllm = DATA.parent / "trtllm_logs" / "v0.20.0_h100pcie_llama3.1-8b-fp8_pytorch_trtllm-bench.log"
     for argv, said in [
         (["fit", "gpt-oss-20b", "--gpu", "H100", "--profile", str(bad)], "not a kvbudget profile"),
-        (["fit", "gpt-oss-20b", "--gpu", "H100", "--engine", "sglang", "--profile", str(bad)],
-         "--profile is not read under --engine sglang"),
-        (["calibrate", str(sglang)], "no log to calibrate on"),
+        (["fit", "gpt-oss-20b", "--gpu", "H100", "--engine", "trtllm", "--profile", str(bad)],
+         "--profile is not read under --engine trtllm"),
+        (["calibrate", str(trtllm)], "TensorRT-LLM's logs are not calibrated yet"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err
@@ -210,12 +210,13 @@ def test_a_profile_term_beyond_a_quarter_of_the_gpu_is_refused(tmp_path: Path, c
 def test_a_term_names_its_gpu_as_plans_do() -> None:
     """A hand-written term's GPU alias is the catalog's name ('H100' -> 'H100-SXM-80GB'), so that it applies; a custom
     GPU keeps calibrate's name ('custom (48.00 GiB)', hardware.custom_gpu)."""
-    from kvbudget.engines.vllm.settings import site_profile
+    from kvbudget.engines.site import site_profile
+    from kvbudget.engines.vllm.settings import RELEASES
     from kvbudget.hardware import custom_gpu
 
     term = {"release": "v1", "gpus": 1, "bytes": 1, "logs": 1}
     doc = {"kvbudget_profile": 1, "terms": [{**term, "gpu": "H100"}, {**term, "gpu": custom_gpu(48 * GiB).name}]}
-    assert [t.gpu for t in site_profile(doc)] == ["H100-SXM-80GB", "custom (48.00 GiB)"]
+    assert [t.gpu for t in site_profile(doc, "vllm", "vLLM", RELEASES)] == ["H100-SXM-80GB", "custom (48.00 GiB)"]
 
 
 def test_one_run_given_twice_counts_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,10 +1,12 @@
-"""``calibrate``: a site's own start-up logs turned into a profile of the non-KV memory kvbudget's model misses there.
+"""``calibrate``: a site's own start-up logs turned into a profile of the memory kvbudget's model misses there.
 
 Each log is read by the engine that printed it; an engine that can be calibrated (``calibration_point``) gives, for
-the run the log shows, the KV memory it logged and the one kvbudget predicts from model, GPU and flags alone. Their
-difference is memory the site spends outside kvbudget's model (other processes, a driver's or a kernel's
-workspace). The profile keeps the median per GPU, release line and TP x PP; ``--profile`` adds it to the engine's
-non-torch memory on every plan that matches, and says so in the figure's provenance.
+the run the log shows, a memory figure it logged and the one kvbudget predicts from model, GPU and flags alone: vLLM's
+available KV cache memory, SGLang's free memory before loading. Their difference is memory the site spends outside
+kvbudget's model (other processes, a desktop or WSL2's host, a driver's or a kernel's workspace). The profile keeps
+the median per GPU, release line and TP x PP, for one engine; ``--profile`` applies it to every plan of that engine
+that matches (vLLM: added to the non-torch memory; SGLang: off the free memory before loading) and says so in the
+plan's notes or the figure's provenance.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import hashlib
 import statistics
 
 from .._record import record
+from ..engines.site import PROFILE_VERSION
 from ..units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -21,9 +24,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..engines.base import Registry
-    from ..engines.vllm.settings import SiteTerm
+    from ..engines.site import SiteTerm
 
-PROFILE_VERSION = 1
 
 
 @record
@@ -37,6 +39,7 @@ class Point:
     gpus: int
     logged: int
     predicted: int
+    figure: str = "available KV cache memory"  # what the engine logged, in bytes (SGLang: free memory before loading)
 
     @property
     def residual(self) -> int:
@@ -54,7 +57,7 @@ class Calibration:
 def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: Registry) -> Calibration:
     """The profile of ``logs`` (name, text; read one at a time, so a thousand large logs are never in memory
     together): one term per GPU, release line and TP x PP, the median residual."""
-    from ..engines.vllm.settings import SiteTerm
+    from ..engines.site import SiteTerm
 
     points: list[Point] = []
     skipped: list[tuple[str, str]] = []
@@ -69,7 +72,7 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
         point = getattr(engine, "calibration_point", None)
         if engine is None or point is None:
             skipped.append((name, f"{engine.label if engine else 'no engine'}'s logs are not calibrated yet "
-                                  "(kvbudget calibrates vLLM's non-KV memory)"))
+                                  "(kvbudget calibrates vLLM's and SGLang's)"))
             continue
         try:
             p = point(name, text, given)
@@ -77,7 +80,11 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
             skipped.append((name, str(exc)))
             continue
         if p is None:
-            skipped.append((name, "the log prints no available KV cache memory to calibrate on"))
+            skipped.append((name, f"the log prints none of the memory figures kvbudget calibrates {engine.label} on"))
+        elif points and p.engine != points[0].engine:  # one profile, one engine: each measures its own memory
+            raise InputError(f"{points[0].log} and {name} are two engines' logs ({registry.get(points[0].engine).label}, "
+                             f"{engine.label}): a profile holds one engine's terms; calibrate each engine's logs into its "
+                             "own profile")
         else:
             points.append(p)
     groups: dict[tuple[str, str, int], list[Point]] = {}
@@ -93,7 +100,7 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
 
 def profile_doc(c: Calibration) -> dict[str, Any]:
     """The profile file ``--profile`` reads."""
-    return {"kvbudget_profile": PROFILE_VERSION, "engine": "vllm",
+    return {"kvbudget_profile": PROFILE_VERSION, "engine": c.points[0].engine if c.points else "vllm",
             "terms": [{"gpu": t.gpu, "release": t.release, "gpus": t.gpus, "bytes": t.bytes, "logs": t.logs,
                        "spread": t.spread} for t in c.terms],
             "logs": [p.log for p in c.points]}

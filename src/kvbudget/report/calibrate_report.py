@@ -20,20 +20,22 @@ def _signed(n: int, units: str) -> str:
 def calibrate_text(c: Calibration, units: str, out: str | None) -> str:
     from .text import table
 
-    out_lines = ["Available KV cache memory, logged vs kvbudget's model (the difference is memory the site spends "
-                 "outside the model):",
+    figure = c.points[0].figure if c.points else "available KV cache memory"
+    out_lines = [f"{figure[:1].upper()}{figure[1:]}, logged vs kvbudget's model (the difference is memory the site "
+                 "spends outside the model):",
                  table(["log", "GPU", "release", "GPUs", "logged", "kvbudget", "outside the model"],
                        [[os.path.basename(p.log), p.gpu, p.release, str(p.gpus), fmt_bytes(p.logged, units), fmt_bytes(p.predicted, units),
                          _signed(p.residual, units)] for p in c.points],
                        right=[False, False, False, True, True, True, True]),
                  "", "Profile (median per GPU, release line and GPUs; spread: the farthest log from it):",
-                 table(["GPU", "release", "GPUs", "logs", "non-KV memory added", "spread"],
+                 table(["GPU", "release", "GPUs", "logs", "outside the model", "spread"],
                        [[t.gpu, t.release, str(t.gpus), str(t.logs), _signed(t.bytes, units), fmt_bytes(t.spread, units)]
                         for t in c.terms], right=[False, False, True, True, True, True])]
     out_lines += [f"skipped {log}: {why}" for log, why in c.skipped]
     lines = sorted({t.release for t in c.terms})
+    engine = c.points[0].engine if c.points else "vllm"
     out_lines.append(f"a term applies to runs of its GPU and release line ({', '.join(lines)}): give fit the same "
-                     "--vllm-version (vLLM reads a pasted command's release itself)")
+                     f"--{engine}-version" + (" (vLLM reads a pasted command's release itself)" if engine == "vllm" else ""))
     out_lines.append(f"wrote {out}: use it with --profile {out} on fit, explain and levers" if out
                      else "give --out FILE to save the profile, then --profile FILE on fit, explain and levers")
     return "\n".join(out_lines)

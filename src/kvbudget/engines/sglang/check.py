@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from ..._record import replace
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
@@ -128,6 +129,59 @@ def implied_fraction(figs: SGLangFigures, planned_pre_gb: float, cell_bytes: int
     return 1 - (figs.after_load_gb - pool) / pre
 
 
+# How much less free memory than kvbudget plans for the bare card a log may show before check says something else
+# held it: SGLang rounds to 0.01 GB, and kvbudget's CUDA context is a few hundred MB off on some drivers
+_HELD_FLOOR_GB, _HELD_SHARE = 0.25, 0.01
+
+
+def logged_pre_load(figs: SGLangFigures) -> tuple[float, str] | None:
+    """The free memory before loading a log shows (GB) and how it shows it: its "Load weight begin. avail mem", or
+    the free memory after loading plus the load's "mem usage", which SGLang computes as their difference (sglang
+    0.5.23 ``srt/model_executor/model_runner.py``, ``weight_load_mem_usage``); None where it prints neither."""
+    if figs.pre_load_gb is not None:
+        return figs.pre_load_gb, "its 'Load weight begin' line"
+    if figs.after_load_gb is not None and figs.weights_gb is not None:
+        return (round(figs.after_load_gb + figs.weights_gb, 2),
+                f"free after loading {figs.after_load_gb:.2f} + the load's mem usage {figs.weights_gb:.2f}")
+    return None
+
+
+def held_outside(figs: SGLangFigures, planned_pre_gb: float) -> tuple[float, float, str] | None:
+    """(the free memory before loading the log shows, how much less that is than ``planned_pre_gb``, where the
+    figure comes from), where the gap is more than ``_HELD_FLOOR_GB`` and ``_HELD_SHARE`` of the planned figure;
+    None otherwise. Memory another process holds (a desktop, WSL2's host, a second server) shrinks that figure,
+    and SGLang's pool with it."""
+    logged = logged_pre_load(figs)
+    if logged is None:
+        return None
+    pre, where = logged
+    gap = planned_pre_gb - pre
+    return (pre, gap, where) if gap > max(_HELD_FLOOR_GB, _HELD_SHARE * planned_pre_gb) else None
+
+
+def _held_warning(figs: SGLangFigures, p: Any, device: Any, settings: Any, spec: ModelSpec) -> str | None:
+    """The warning for memory held outside the server (``held_outside``), with the pool planned on a card that
+    much smaller, so the user sees what that memory explains and can plan with it (``--gpu-memory``)."""
+    from ..compared import row
+    from .policy import plan
+
+    planned_pre = round((p.pre_load_bytes - p.late_comms_bytes) / GiB, 2)  # as the row beside the log's shows it
+    held = held_outside(figs, planned_pre)
+    if held is None:
+        return None
+    pre, gap, where = held
+    memory = device.memory_bytes - round(gap * GiB)
+    q = plan(spec, replace(device, memory_bytes=memory, memory_source="the free memory the log shows"), settings)
+    effect = ""
+    if figs.tokens and q.starts:
+        err = row("", figs.tokens, q.max_total_num_tokens).error_pct
+        effect = f"; planned with that much less, the pool is {q.max_total_num_tokens:,} tokens ({err:+.2f}% against the log)"
+    return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
+            f"{device.name} ({planned_pre:.2f} GB): memory held outside this server (a desktop, WSL2's host, another "
+            f"process on the GPU) is not modelled{effect}; to plan for a GPU shared like this, calibrate on this log "
+            "(kvbudget calibrate LOG --out site.json) and give --profile site.json")
+
+
 def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     """``check`` of an SGLang log: the run it shows (``log.read_run``: settings, release line, device) planned by
     ``policy.plan``, each figure it printed beside kvbudget's, then the figures recomputed from each other
@@ -175,15 +229,19 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             warnings.append(f"the log's own figures imply mem_fraction_static {implied:.2f}, not the {p.mem_fraction_static:.3g} "
                             "planned (the log shows no server_args line, so SGLang's default was planned): the "
                             f"prediction is for the default; give -- --mem-fraction-static {implied:.2f} if the run set it")
+        held = _held_warning(figs, p, device, run.settings, spec)
+        if held is not None:
+            warnings.append(held)
         if figs.tokens is not None:
             rows.append(row("KV tokens (max_total_num_tokens)", figs.tokens, p.max_total_num_tokens))
         if figs.k_gb is not None and p.v_size_bytes:
             rows.append(row("K size (GB)", figs.k_gb, round(p.k_size_bytes / GiB, 2)))
         if figs.kv_gb is not None and not p.v_size_bytes:  # MLA's one latent buffer (plan: k_size_bytes)
             rows.append(row("KV size (GB)", figs.kv_gb, round(p.k_size_bytes / GiB, 2)))
-        if figs.pre_load_gb is not None:
-            rows.append(row("free before loading (GB)", figs.pre_load_gb,
-                            round((p.pre_load_bytes - p.late_comms_bytes) / GiB, 2)))
+        pre = logged_pre_load(figs)
+        if pre is not None:  # printed, or the free memory after loading plus the load's
+            label = "free before loading (GB)" if figs.pre_load_gb is not None else "free before loading (GB, after + usage)"
+            rows.append(row(label, pre[0], round((p.pre_load_bytes - p.late_comms_bytes) / GiB, 2)))
         if figs.weights_gb is not None:
             rows.append(row("weights: load mem usage (GB)", figs.weights_gb, round(p.weights_bytes / GiB, 2)))
         if figs.after_load_gb is not None:

@@ -37,11 +37,13 @@ class SGLangEngine(PoolServer):
                       default=False),
                Option("ep_size", "count", "SGLang --ep-size: an MoE model's routed experts spread over this many GPUs "
                       "of the TP group (must divide --tp)", default=1),
+               Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): the memory the "
+                      "site's logs show held outside the server", commands=("fit", "explain", "levers")),
                Option("sglang_version", "choice", "SGLang release line whose memory rules apply: current (0.5.3 on), "
                       "0.4.8 (0.4.8 - 0.5.2) or 0.4 (up to 0.4.7)",
                       default="current", choices=("current", "0.5", "0.4.8", "0.4"), commands=("fit", "explain", "check")))
     fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "sglang_version", "tp", "pp", "num_gpus", "batch",
-                           "kv_dtype", "weights_dtype", "dp", "enable_dp_attention", "ep_size"})
+                           "kv_dtype", "weights_dtype", "dp", "enable_dp_attention", "ep_size", "profile"})
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
 
     # what `kvbudget plan` tries by default, and the names it accepts
@@ -81,7 +83,8 @@ class SGLangEngine(PoolServer):
                               max_running_requests=ask.option("max_num_seqs"),
                               dp=int(ask.option("dp", 1)), enable_dp_attention=bool(ask.option("enable_dp_attention", False)),
                               ep_size=int(ask.option("ep_size", 1)),
-                              quantization=None if ask.weights == "auto" else ask.weights)
+                              quantization=None if ask.weights == "auto" else ask.weights,
+                              site=_site(ask.option("profile")))
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings) -> SGLangPlan:
         from .policy import plan
@@ -154,6 +157,26 @@ class SGLangEngine(PoolServer):
         # one launch_server starts every --dp replica (its data-parallel controller): one pod of them
         return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization), group=replicas(s))
 
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Any:
+        from ..._record import replace
+
+        cmd = super().read_command(words, given)
+        return replace(cmd, settings=replace(cmd.settings, site=_site(given["profile"]))) if given.get("profile") else cmd
+
+    def calibration_point(self, name: str, text: str, given: dict[str, Any]) -> Any:
+        """The run a log shows: its GPU, release line and TP x PP, the free memory before loading it logged and the
+        one kvbudget plans (None when the log prints neither it nor the load's figures it follows from)."""
+        from ...questions.calibrate import Point
+        from ...units import GiB
+
+        c = self.check(text, given)
+        row = next((r for r in c.rows if r.figure.startswith("free before loading")), None)
+        if row is None or row.reported is None or row.predicted is None or c.plan is None:
+            return None
+        s = dict(c.settings)
+        return Point(name, self.name, c.gpu, c.release, int(s.get("tp", 1)) * int(s.get("pp", 1)),
+                     round(row.reported * GiB), round(row.predicted * GiB), "free memory before loading")
+
     def reads_command(self, words: list[str]) -> bool:
         from ..cmdscan import sglang_serve_at
 
@@ -173,6 +196,16 @@ _MARKS = ("KV Cache is allocated", "ServerArgs(", "sglang.srt", "sglang.launch_s
 def _line(version: str) -> str:
     """The release line of an SGLang version as kvbudget's rules name it (0.5 is the current one)."""
     return "current" if version in ("current", "0.5") else version
+
+
+def _site(doc: object) -> tuple[Any, ...]:
+    """A site profile's terms (none when no profile is given)."""
+    if doc is None:
+        return ()
+    from ..site import site_profile
+    from .settings import LINES
+
+    return site_profile(doc, "sglang", "SGLang", LINES)
 
 
 ENGINE = SGLangEngine()

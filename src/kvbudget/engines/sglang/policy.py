@@ -314,7 +314,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     comms = communicator_bytes(gpu, s)  # the TP group's buffers, held before min_per_gpu_memory is taken
     extra = unattributed_bytes(gpu, s)  # the rest of the group's init before it, fitted (comms.py)
     late = torch_communicator_bytes(gpu, s)  # torch's communicator: after the measurement, before loading (0.4)
-    pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra
+    pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra - _site_held(gpu, s, notes)
     if comms:
         from ..vllm.nccl import connection_bytes
 
@@ -422,6 +422,24 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
         notes=tuple(notes) + ((f"default mem_fraction_static {frac:.4g} = (nvidia-smi {gpu_mib} MiB - reserved "
                                f"{reserved:.0f} MiB) / {gpu_mib} MiB",) if reserved else ()),
     )
+
+
+def _site_held(gpu: GPU, s: SGLangSettings, notes: list[str]) -> int:
+    """Memory a site profile says is held outside the server on this GPU and release line (``--profile``: a desktop,
+    WSL2's host, another process), off the free memory SGLang measures before loading and sizes its pool from."""
+    if not s.site:
+        return 0
+    from ..site import site_bytes, term_said
+
+    held, term = site_bytes(s.site, gpu.name, s.version, s.tp * s.pp)
+    if term is None:
+        notes.append(f"the site profile has no run on {gpu.name} with SGLang's {s.version} line: kvbudget's own model applies")
+        return 0
+    if abs(held) > gpu.memory_bytes // 4:  # no desktop holds a quarter of a GPU: a profile of another GPU
+        raise InputError(f"--profile: its term for {gpu.name} is {held / GiB:+.2f} GiB, more than a quarter of the GPU: "
+                         "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
+    notes.append(f"{term_said(term)}, held outside the server: off the free memory before loading")
+    return held
 
 
 # --- the engine interface (engines/base.py) ---------------------------------------------------------------

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 from ..._record import record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ..site import SiteTerm
+
+# The release lines whose rules kvbudget applies (policy.py): the current one (0.5.3 on), 0.4.8 - 0.5.2, and 0.4 up to 0.4.7
+LINES = ("current", "0.4.8", "0.4")
+
 
 @record
 class SGLangSettings:
@@ -31,6 +38,7 @@ class SGLangSettings:
     mamba_ssm_dtype: str = "float32"
     quantization: str | None = None
     disable_custom_all_reduce: bool = False  # --disable-custom-all-reduce (comms.py)
+    site: tuple[SiteTerm, ...] = ()  # a site's own calibration (kvbudget calibrate --out PROFILE; --profile PROFILE)
 
 
 # server_args.py: the --kv-cache-dtype choices (matched as given), each with what it stores ("": the model's dtype)

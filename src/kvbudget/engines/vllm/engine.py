@@ -293,9 +293,10 @@ def _site(doc: object) -> tuple[Any, ...]:
     """A site profile's terms (none when no profile is given)."""
     if doc is None:
         return ()
-    from .settings import site_profile
+    from ..site import site_profile
+    from .settings import RELEASES
 
-    return site_profile(doc)
+    return site_profile(doc, "vllm", "vLLM", RELEASES)
 
 
 ENGINE = VllmEngine()

@@ -29,6 +29,7 @@ from ...model.weights import WeightFormat, dense_format
 from ...parallel import pp_partition, stages
 from ...units import GiB, InputError, MiB, element_type
 from ..base import Replica, cap_raised_to_load
+from ..site import site_bytes
 from . import context_parallel, eplb, kv_connector, mm_memory
 from .allocations import counts_segments, segment_bytes
 from .archs import check_architecture
@@ -76,7 +77,6 @@ from .settings import (
     release,
     release_minor,
     settings_release,
-    site_bytes,
     version_minor,
 )
 from .speculative import drafter_buffers
@@ -1204,11 +1204,10 @@ def summary(p: VllmPlan) -> EnginePlan:
 
 def _site_band(settings: VllmSettings, gpu: GPU, r: _Resolved) -> str:
     """The provenance of a non-torch figure that a site profile moved: which logs, and how far they spread."""
-    extra, term = site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)
-    if term is None:
-        return ""
-    return (f"site profile: {extra / GiB:+.2f} GiB from {term.logs} log(s) of {term.gpu}, {term.release}, "
-            f"{term.gpus} GPU(s) (spread {term.spread / GiB:.2f} GiB)")
+    from ..site import term_said
+
+    term = site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1]
+    return "" if term is None else term_said(term)
 
 
 def _short(p: VllmPlan, gpu: GPU) -> str:

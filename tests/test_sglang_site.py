@@ -127,3 +127,13 @@ def test_profiles_stay_with_their_engine(tmp_path: Path, capsys: pytest.CaptureF
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and said in err, err
+
+
+@pytest.mark.parametrize(("gpu", "unified"), [("GB10", True), ("Jetson AGX Orin", True), ("H100", False)])
+def test_unified_memory_devices_say_what_is_not_counted(gpu: str, unified: bool) -> None:
+    """On a device whose memory the CPU shares, the free memory an engine measures is the system's: every engine's
+    plan says kvbudget counts none of the host's use (catalog: "unified_memory")."""
+    for engine in ("sglang", "vllm"):
+        answer = kvbudget.fit("Qwen/Qwen2.5-7B-Instruct", gpu=gpu, context=4096, engine=engine)
+        said = [n for n in answer.plan.notes if "shares its memory with the CPU" in n]
+        assert bool(said) == unified, (engine, gpu)

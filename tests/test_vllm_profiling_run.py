@@ -405,7 +405,10 @@ def test_the_a800_takes_the_large_batch_defaults() -> None:
 
 def test_batch_default_tiers_by_release() -> None:
     """engine/arg_utils.py: the 160 GiB tier (16,384 tokens for the server) came in 0.29 (the 0.21-0.28 wheels have
-    no such branch); 0.33 keeps the GB10 (compute capability 12.1) on the small tier (is_gb10)."""
+    no such branch). The GB10 (compute capability 12.1) is on the small tier in every release: 0.33 names it
+    (is_gb10); before it platforms/cuda.py asked NVML for the device's memory, which an integrated part does not
+    have, and arg_utils.py takes the exception as 0 bytes. A 0.13.0 GB10 log prints max_num_batched_tokens=2048, and
+    its max_num_seqs of 256 (not 1024) is what its sampler's share of the profiling run was sized with."""
     from kvbudget.engines.vllm.calibration import batch_defaults
     from kvbudget.engines.vllm.settings import release
 
@@ -415,8 +418,17 @@ def test_batch_default_tiers_by_release() -> None:
     assert [defaults("B200", v) for v in ("0.21.0", "0.28.0", "0.29.0", "current")] == \
         [(8192, 1024), (8192, 1024), (16384, 1024), (16384, 1024)]
     assert [defaults("GB10", v) for v in ("0.13.0", "0.32.0", "0.33.0", "current")] == \
-        [(8192, 1024), (8192, 1024), (2048, 256), (2048, 256)]
+        [(2048, 256), (2048, 256), (2048, 256), (2048, 256)]
     assert defaults("H100", "current") == (8192, 1024) and defaults("A100-SXM4-80GB", "current") == (2048, 256)
+    assert defaults("Jetson AGX Thor", "0.13.0") == (8192, 1024)  # no NVML on Jetson: torch's 122.8 GiB total
+    name = "v0.13.0-nv26.01_gb10_gpt-oss-20b-ft_len8192_gmu0.25"
+    text = (LOGS / f"{name}.log").read_text(encoding="utf-8")
+    assert "max_num_batched_tokens=2048" in text
+    k = json.loads((LOGS / f"{name}.json").read_text(encoding="utf-8"))["kvbudget"]
+    result = check_log(text, model=k["model"], gpu=k["gpu"], version=k["version"], flags=k["flags"])
+    tokens = next(r for r in result.rows if r.figure == "KV cache tokens")
+    assert tokens.error_pct is not None and abs(tokens.error_pct) < 12  # -31.28% with the large tier's 1,024
+    assert any("GB10-128GB shares its memory with the CPU" in w for w in result.warnings)
 
 
 def test_check_keeps_a_named_gpu_given_with_its_memory() -> None:

@@ -42,6 +42,15 @@ class GPU:
     custom: bool = False
     compute_capability: str = ""  # "8.0" (NVIDIA sm), "gfx942" (AMD), "" unknown
     gpus_per_node: int = 8  # the most in one host / NVLink board: tensor parallelism stays within it
+    unified_memory: bool = False  # GPU and CPU share one memory (GB10, Jetson): CUDA's free memory is the system's
+
+
+def unified_note(gpu: GPU) -> str:
+    """What a plan on a unified-memory device (``GPU.unified_memory``) cannot count, for the engines' notes."""
+    return (f"{gpu.name} shares its memory with the CPU: CUDA's free memory is the system's, so the operating system, "
+            "the page cache and other processes count against the engine's budget, and whatever they take while the "
+            "engine measures its memory is charged to it; kvbudget counts none of it (a site profile from this "
+            "machine's own start-up logs does: kvbudget calibrate)")
 
 
 def capability(gpu: GPU) -> float | None:
@@ -90,6 +99,7 @@ def _read(path: str) -> GPU:
         price_source=d.get("price_source") or "",
         compute_capability=str(d.get("compute_capability") or ""),
         gpus_per_node=int(d.get("gpus_per_node", 8)),
+        unified_memory=bool(d.get("unified_memory", False)),
     )
 
 

@@ -315,6 +315,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     extra = unattributed_bytes(gpu, s)  # the rest of the group's init before it, fitted (comms.py)
     late = torch_communicator_bytes(gpu, s)  # torch's communicator: after the measurement, before loading (0.4)
     pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra - _site_held(gpu, s, notes)
+    if gpu.unified_memory:
+        from ...hardware import unified_note
+
+        notes.append(unified_note(gpu))
     if comms:
         from ..vllm.nccl import connection_bytes
 

@@ -22,9 +22,11 @@ def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len
     server = settings.entrypoint != "llm"
     total = gpu.memory_bytes
     minor = release_minor(settings.version) if rel.key == "current" else 0
-    # 0.29 added a tier for cards of 160 GiB or more (B200, B300, MI300X); 0.33 keeps the GB10 (compute capability
-    # 12.1: the memory of a large card, not its compute) on the small tier
-    gb10 = minor >= 33 and capability(gpu) == 12.1
+    # 0.29 added a tier for cards of 160 GiB or more (B200, B300, MI300X). The GB10 (DGX Spark, compute capability
+    # 12.1) is on the small tier in every release: up to 0.32 platforms/cuda.py get_device_total_memory asks NVML,
+    # which has no device memory for an integrated part, and arg_utils.py takes the exception as 0 bytes (a 0.13.0
+    # GB10 log prints max_num_batched_tokens=2048); 0.33 reads the total from torch and keeps the GB10 small by name
+    gb10 = capability(gpu) == 12.1
     if total >= 160 * GiB and minor >= 29:
         tokens, seqs = 16384, 1024
     elif total >= 70 * GiB and "a100" not in gpu.name.lower() and not gb10:

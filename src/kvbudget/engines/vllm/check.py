@@ -351,6 +351,10 @@ def check_log(
         warnings.append(later)
     predicted = plan(spec, device, settings)
     warnings += _utilization_unseen(log.available_kv_gib, settings, predicted)
+    if device.unified_memory and settings.kv_cache_memory_bytes is None:  # the plan's note, which check prints nowhere
+        from ...hardware import unified_note
+
+        warnings.append(unified_note(device))
     given = None
     if log.available_kv_gib is not None and log.available_kv_gib > 0:
         given = plan(spec, device, replace(settings, kv_cache_memory_bytes=round(log.available_kv_gib * GiB)))

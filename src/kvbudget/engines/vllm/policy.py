@@ -962,6 +962,11 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
     band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
             "case per split are in docs/validation.md")
     unmodelled = list(settings.unmodelled)
+    if gpu.unified_memory and settings.kv_cache_memory_bytes is None:
+        from ...hardware import unified_note
+
+        notes.append(unified_note(gpu))
+        unmodelled.append("the host's use of the unified memory")
     if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
         _vision_note(spec, settings, encoder, unmodelled, notes)
     if counts_whole_device(rel.key, settings.version) and settings.kv_cache_memory_bytes is None:

@@ -41,6 +41,7 @@ from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import check_indexer_priced, check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention
+from ...model.params import Inventory, Tensor
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
@@ -125,6 +126,27 @@ def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
         raise InputError(f"TensorRT-LLM needs moe_tensor_parallel_size x moe_expert_parallel_size = tp_size ({s.tp}): "
                          f"{given} does not divide it (mapping.py); give a divisor of {s.tp}")
     return ep, mtp
+
+
+def engine_weights(spec: ModelSpec) -> ModelSpec:
+    """The model as a TensorRT engine holds its weights: a tied lm_head is a weight of its own.
+
+    The C++ engine path builds from a TensorRT-LLM checkpoint, and the checkpoint converters write the tied
+    embedding out twice: ``tensorrt_llm/models/llama/convert.py`` and ``models/qwen/convert.py`` (the 0.x line's
+    converters, NVIDIA/TensorRT-LLM on GitHub) set ``weights['lm_head.weight']`` to a copy of the embedding when the Hugging Face
+    config has ``tie_word_embeddings``, split over TP along the vocabulary (padded to a multiple of TP) and not
+    weight-only quantized (only the layers' linears go through ``symmetric_quantize_last_axis_of_batched_matrix``);
+    the engine keeps both unless the build shares them (``share_embedding_table``, off unless asked for). So the
+    engine holds the embedding on its first stage and a vocab x hidden lm_head in the 16-bit dtype on its last,
+    even for a single stage. The PyTorch backend (0.19 to main in 2026) shares them instead
+    (``_torch/models/modeling_utils.py`` DecoderModelForCausalLM: ``self.lm_head.weight =
+    self.model.embed_tokens.weight``): there the model is planned as read."""
+    inv = spec.inventory
+    if not inv.head or any(t.role == "lm_head" for t in inv.tail):
+        return spec
+    embedding = inv.head[0]
+    head = Tensor("lm_head", embedding.rows, embedding.cols, split="vocab")
+    return replace(spec, inventory=Inventory(inv.head, inv.layers, (*inv.tail, head)), pp_embedding="first")
 
 
 def per_token_bytes(spec: ModelSpec, layers: tuple[object, ...], tp: int, nbytes: int) -> int:
@@ -317,7 +339,11 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     # moe_ep_size per rank, each with intermediate_size // moe_tp_size (fused_moe_cutlass.py CutlassFusedMoE.__init__,
     # expert_size_per_partition and intermediate_size_per_partition).
     attn_tp = 1 if s.enable_attention_dp else s.tp
-    stage = max(stages(spec, fmt, attn_tp, s.pp, s.tp // attn_tp, ep > 1, moe_tp if ep > 1 else 1),
+    held = engine_weights(spec) if s.backend == "engine" else spec
+    if held is not spec:
+        notes.append("tie_word_embeddings: the engine stores the lm_head as a copy of the embedding (the checkpoint "
+                     "converter writes both; the PyTorch backend would share them)")
+    stage = max(stages(held, fmt, attn_tp, s.pp, s.tp // attn_tp, ep > 1, moe_tp if ep > 1 else 1),
                 key=lambda st: st.weights_bytes)
     kv = parse_kv_dtype(s.kv_cache_dtype.lower(), dtype, _KV_DTYPES,
                         f"TensorRT-LLM's KV cache dtype is auto or fp8 in kvbudget's model, not {s.kv_cache_dtype!r}")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from ..compared import OtherCheck
     from ..compared import Row as Compared
+    from .log import TrtllmFigures
 
 
 def _pool(log: LogText) -> re.Match[str] | None:
@@ -90,13 +91,15 @@ def _size(log: LogText, literal: str, pattern: str, name: str) -> float:
 def engine_memory(log: LogText) -> EngineMemory | None:
     """The engine log's memory outside the KV cache by named part; None without the engine-size line and the
     total/available measurement (the PyTorch backend prints neither)."""
+    from .log import rank_available
+
     usage = log.last("Memory usage when calculating max tokens in paged kv cache",
                      r"total: " + NUM + r" GiB, available: " + NUM + r" GiB")
     engine = log.last("Loaded engine size: ", r"Loaded engine size: " + NUM + r" MiB")
     if usage is None or engine is None:
         return None
     total = figure(usage.group(1), "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) * GiB
-    available = figure(usage.group(2), "TRT-LLM available GPU memory (GiB)", 0, MAX_GB) * GiB
+    available = min(rank_available(log)) * GiB  # the smallest rank's: its free memory sized every rank's pool
     unit = r" ?([KMG]i?B|B)\b"
     return EngineMemory(
         total, available, figure(engine.group(1), "TRT-LLM loaded engine size (MiB)", 0, MAX_GB * 1024) * (1 << 20),
@@ -110,6 +113,9 @@ def engine_memory(log: LogText) -> EngineMemory | None:
 def check_trtllm_log(log: LogText) -> list[Row]:
     """(figure, reported, recomputed, matches) for every TensorRT-LLM figure the log lets us recompute (none:
     an empty list)."""
+    from .log import last_run, rank_available
+
+    log = last_run(log)[1]
     rows: list[Row] = []
     pool = _pool(log)
     if pool:
@@ -124,12 +130,15 @@ def check_trtllm_log(log: LogText) -> list[Row]:
             n = count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool")
             b = count(tpb.group(1), "TRT-LLM tokens per block", 1, 1 << 20)
             rows.append(("TRT-LLM tokens = blocks x tokens per block", t, n * b, t == n * b))
-        avail = log.last("available: ", r"available: " + NUM + " GiB")
+        # the engine path: the pool is fraction x the free memory of the rank with the least (kvCacheManager.cpp:
+        # each rank's max tokens, then an allreduce MIN over the ranks)
+        free = rank_available(log)
+        avail = log.last("available: ", r"available: " + NUM + " GiB") if not free else None
         frac = log.last(("free_gpu_memory_fraction", "freeGpuMemoryFraction", "kv_cache_free_gpu_mem_fraction"),
                         r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]{1,8}"
                         + NUM)
-        if avail and frac:
-            a_gib = figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, MAX_GB)
+        a_gib = min(free) if free else figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, MAX_GB) if avail else None
+        if a_gib is not None and frac:
             fr = figure(frac.group(1), "TRT-LLM free_gpu_memory_fraction", 0, 1, lo_open=True)
             want = a_gib * fr
             rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * fr))
@@ -177,6 +186,26 @@ def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
     return []
 
 
+_RANK_GAP_GIB = 0.5  # ranks' free memory this far apart is worth a line (it moves every rank's pool by 0.45 GiB)
+
+
+def _run_warnings(runs: int, figs: TrtllmFigures) -> list[str]:
+    """What the log shows that kvbudget's one-run, one-rank plan does not: several runs in one log (the last is read),
+    and ranks that had different free memory when the pool was sized (every rank's pool is the smallest rank's)."""
+    out = []
+    if runs > 1:
+        out.append(f"the log holds {runs} TensorRT-LLM runs (a version or LLM API backend line after a KV pool line): "
+                   "the last one is checked; give one run's lines to check another")
+    least, most = figs.available_gib, figs.available_most_gib
+    if least is not None and most is not None and most - least >= _RANK_GAP_GIB:
+        out.append(f"the ranks had {least:.2f} to {most:.2f} GiB free when the pool was sized: TensorRT-LLM gives every "
+                   f"rank the pool of the one with the least (kvCacheManager.cpp, an allreduce MIN over the ranks), so "
+                   f"the {most - least:.2f} GiB that rank holds beyond another (another process on its GPU, or the "
+                   "launching process's own CUDA context) shrinks every rank's pool; kvbudget plans one rank with nothing "
+                   "else on its GPU")
+    return out
+
+
 def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     """``check`` of a TensorRT-LLM log: the run it shows (``log.read_run``: settings, release, device; the settings no
     line shows are the release's defaults, named in a note) planned by ``policy.plan``, each figure it printed beside
@@ -186,11 +215,11 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     from ...units import InputError
     from ..compared import OtherCheck, logged_model, row, run_devices, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
-    from .log import COMMAND_EXAMPLE, read_run, whole_command
+    from .log import COMMAND_EXAMPLE, last_run, read_run, whole_command
     from .policy import plan, summary
     from .settings import TrtllmSettings
 
-    log = open_log(text, "TensorRT-LLM")
+    runs, log = last_run(open_log(text, "TensorRT-LLM"))
     flags, whole = run_words(given.get("flags"), "TensorRT-LLM", COMMAND_EXAMPLE)
     command = flags if whole else []
     release, found, said_first = given.get("trtllm_release"), "--trtllm-release", list[str]()
@@ -200,8 +229,10 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     if command:
         run_devices(command, run.settings.tp * run.settings.pp, "TensorRT-LLM")
     model = given.get("model")
-    warnings = [*said_first, *run.warnings]
-    notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
+    warnings = [*said_first, *run.warnings, *_run_warnings(runs, run.figures)]
+    notes = [f"TP {run.settings.tp} from {run.tp_from_ranks} (no line names TP; an excerpt that leaves ranks out shows "
+             "fewer: give -- --tp_size N)"] if run.tp_from_ranks else []
+    notes += [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
              "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
     spec = logged_model(model, run.model, warnings)
     figs = run.figures

@@ -67,3 +67,31 @@ def test_the_pool_is_the_smallest_ranks() -> None:
            "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 52.08 GiB for max tokens in paged KV cache (2730752).\n")
     rows = {r[0]: r for r in check_trtllm_log(open_log(two, "TensorRT-LLM"))}
     assert rows["TRT-LLM pool GiB = available x fraction"][3]  # 0.9 x 57.87 = 52.08
+
+
+def test_memory_held_outside_the_pool_implied_by_a_log_that_prints_only_its_pool() -> None:
+    from kvbudget.engines.trtllm.check import HELD
+    from kvbudget.units import GiB
+
+    given = {"model": "nvidia/Qwen3-8B-FP8", "gpu": "RTX-5060-Ti-16GB", "flags": ["--max_batch_size", "1"]}
+    c = check_run(RTX, given)
+    row = next(r for r in c.rows if r.figure == HELD)
+    total = 17_102_274_560  # the catalog's RTX 5060 Ti 16GB (the log prints no total)
+    assert row.reported == round((total - 3.17 * GiB / 0.9) / GiB, 2) == 12.41  # 'Allocated 3.17 GiB', fraction 0.9
+    assert c.plan is not None and row.predicted is not None and row.predicted < 10.5
+    assert any(w.startswith("the log's pool implies 12.41 GiB held outside it") for w in c.warnings)
+    # a log that prints the free memory the pool was sized from is compared on that figure instead
+    assert not any(r.figure == HELD for r in check_run(TP8, LLAMA70).rows)
+    # and a pool that max_tokens set implies nothing
+    import kvbudget
+    from kvbudget.engines import trtllm
+    from kvbudget.engines.trtllm.check import held_outside
+    from kvbudget.engines.trtllm.log import figures
+
+    gpu = kvbudget.find_gpu("RTX-5060-Ti-16GB")
+    spec = kvbudget.load_model("nvidia/Qwen3-8B-FP8")
+    figs = figures(open_log(RTX, "TensorRT-LLM"))
+    free = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(max_batch_size=1))
+    capped = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(max_batch_size=1, max_tokens=4096))
+    assert held_outside(figs, free, gpu.memory_bytes) is not None and capped.max_tokens_capped
+    assert held_outside(figs, capped, gpu.memory_bytes) is None

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..compared import OtherCheck
     from ..compared import Row as Compared
     from .log import TrtllmFigures
+    from .policy import TrtllmPlan
 
 
 def _pool(log: LogText) -> re.Match[str] | None:
@@ -186,6 +187,35 @@ def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
     return []
 
 
+HELD = "held outside the KV pool: total - pool / fraction (GiB)"
+
+
+def held_outside(figs: TrtllmFigures, p: TrtllmPlan, total_bytes: int) -> tuple[float, float] | None:
+    """(the log's, kvbudget's) GiB held outside the KV pool when it was sized, where the log prints its pool but not the
+    memory it was sized from: the pool is the fraction of what the peak leaves (``policy``), so total - pool / fraction
+    is the peak (to a block and the pool's 0.01 GiB rounding; kvbudget's figure is its peak). None where the log prints
+    the free or available memory itself (those rows compare it), or a max_tokens cap may have set the pool instead."""
+    if figs.pool_gib is None or figs.available_gib is not None or figs.kv_available_gib is not None or p.error:
+        return None
+    if p.free_gpu_memory_fraction <= 0 or figs.pool_gib * GiB >= total_bytes or p.max_tokens_capped:
+        return None
+    total = figs.total_gib * GiB if figs.total_gib is not None else total_bytes
+    return round((total - figs.pool_gib * GiB / p.free_gpu_memory_fraction) / GiB, 2), round(p.peak_bytes / GiB, 2)
+
+
+def held_warning(logged: float, planned: float) -> list[str]:
+    """A line where the run held much more outside its KV pool than kvbudget's profiled peak: memory kvbudget does
+    not model, most often another process's on the same GPU (both of TensorRT-LLM's paths size the pool from the
+    device's free memory, cudaMemGetInfo / torch.cuda.mem_get_info, which every process's use lowers)."""
+    if logged - planned < _FREE_GAP_GIB:
+        return []
+    return [f"the log's pool implies {logged:.2f} GiB held outside it when it was sized, {logged - planned:.2f} GiB more "
+            f"than kvbudget's {planned:.2f} GiB (weights and profiled peak): memory kvbudget does not model, such as "
+            "another process on the same GPU (a desktop session on a display card; TensorRT-LLM sizes the pool from the "
+            "device's free memory, which every process's use lowers); the smaller the pool, the larger the KV tokens' "
+            "error it makes"]
+
+
 _RANK_GAP_GIB = 0.5  # ranks' free memory this far apart is worth a line (it moves every rank's pool by 0.45 GiB)
 
 
@@ -259,6 +289,10 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(row("available KV cache memory (GiB)", figs.kv_available_gib, round(p.available_bytes / GiB, 2)))
         if figs.per_token is not None:
             rows.append(row("KV bytes per token", figs.per_token, p.per_token_bytes))
+        held = held_outside(figs, p, device.memory_bytes)
+        if held is not None:
+            rows.append(row(HELD, *held))
+            warnings += held_warning(*held)
         warnings += defaults_off(rows, run.assumed)
         if figs.started is not None:
             rows.append(starts_row(figs.started, p.starts))

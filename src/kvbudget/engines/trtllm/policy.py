@@ -105,6 +105,7 @@ class TrtllmPlan:
     moe_tp: int = 1  # moe_tensor_parallel_size, as Mapping settles it
     attention_dp: bool = False
     temporary_kv_bytes: int = 0  # PyTorch backend: the estimation pool, in TensorRT-LLM's printed peak
+    max_tokens_capped: bool = False  # max_tokens, not the fraction, set the pool
 
 
 def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
@@ -386,6 +387,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
             notes.append("attention DP: the attention-DP communication buffers and padded CUDA graphs are not modelled")
     available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
     error = None
+    capped = False
     if available <= 0 or per_token <= 0:
         tokens = blocks = 0
         error = "no GPU memory left for the KV cache after the weights and the profiled peak"
@@ -393,7 +395,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         tokens = available // per_token
         if s.max_tokens is not None and s.max_tokens < tokens:
             notes.append("both free_gpu_memory_fraction and max_tokens are set: the smaller value is used")
-            tokens = s.max_tokens
+            tokens, capped = s.max_tokens, True
         blocks = pool_blocks(tokens, tpb, rules.ceil_blocks and s.backend == "pytorch")
     pool = blocks * tpb * per_token
     lines = []
@@ -417,7 +419,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
         free_gpu_memory_fraction=s.free_gpu_memory_fraction, ep=ep, moe_tp=moe_tp, attention_dp=s.enable_attention_dp,
-        temporary_kv_bytes=temporary_kv,
+        temporary_kv_bytes=temporary_kv, max_tokens_capped=capped,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
         available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,
         max_tokens=blocks * tpb, pool_bytes=pool, max_seq_len=max_seq,

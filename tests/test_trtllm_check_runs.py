@@ -95,3 +95,22 @@ def test_memory_held_outside_the_pool_implied_by_a_log_that_prints_only_its_pool
     capped = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(max_batch_size=1, max_tokens=4096))
     assert held_outside(figs, free, gpu.memory_bytes) is not None and capped.max_tokens_capped
     assert held_outside(figs, capped, gpu.memory_bytes) is None
+
+
+def test_an_engine_logs_named_parts_beside_kvbudgets() -> None:
+    c = check_run(TP8, LLAMA70)
+    rows = {r.figure: r for r in c.rows}
+    assert rows["runtime buffers (MiB)"].reported == round(1.63 * 1024, 2)
+    assert rows["decoder (MiB)"].reported == round(3.30 * 1024, 2)
+    assert rows["execution context (MiB)"].reported == 1013.01 and rows["loaded engine (MiB)"].reported == 8940
+    # 2,048 x 128,256 x 2 B + 24 x 2,048 x 25,000 B = 1.634 GiB: 16-bit logits, where kvbudget plans float32's
+    assert rows["runtime buffers (MiB)"].predicted == round((2048 * 128256 * 4 + 24 * 2048 * 25000) / 2**20, 2)
+    assert any(w.startswith("the log's runtime buffers (1.63 GiB) are what 16-bit logits give") for w in c.warnings)
+    # the 0.14 log's float32 logits: its runtime buffers and decoder are kvbudget's to the hundredth, no such line
+    a4000 = (LOGS / "v0.14-era_rtx-a4000_qwen2.5-coder-0.5b-int8wo_engine_defaults.log").read_text(encoding="utf-8")
+    c = check_run(a4000, {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "gpu": "RTX-A4000-16GB",
+                          "flags": ["--max_batch_size", "2048", "--max_seq_len", "32768"]})
+    rows = {r.figure: r for r in c.rows}
+    for name in ("runtime buffers (MiB)", "decoder (MiB)"):
+        assert abs(rows[name].predicted - rows[name].reported) <= 0.006 * 1024, name
+    assert not any("16-bit logits" in w for w in c.warnings)

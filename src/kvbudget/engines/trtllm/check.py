@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...units import GiB
+from ...units import GiB, MiB
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..compared import Row as Compared
     from .log import TrtllmFigures
     from .policy import TrtllmPlan
+    from .settings import TrtllmSettings
 
 
 def _pool(log: LogText) -> re.Match[str] | None:
@@ -89,6 +90,25 @@ def _size(log: LogText, literal: str, pattern: str, name: str) -> float:
     return figure(m.group(1), name, 0, MAX_GB * 1024) * _UNIT[m.group(2).upper()]
 
 
+_PART_UNIT = r" ?([KMG]i?B|B)\b"
+# The engine path's allocations before the pool is sized, as its lines print them: (name, literal, pattern)
+_PARTS = (("execution context", "for execution context memory",
+           r"Allocated " + NUM + _PART_UNIT + r" for execution context memory"),
+          ("runtime buffers", "GPU memory for runtime buffers", r"Allocated " + NUM + _PART_UNIT + r" GPU memory for runtime buffers"),
+          ("decoder", "GPU memory for decoder", r"Allocated " + NUM + _PART_UNIT + r" GPU memory for decoder"))
+
+
+def engine_parts(log: LogText) -> dict[str, float]:
+    """Bytes of each part the engine path's log names (the last line of each; every rank prints the same): the loaded
+    engine (tllmRuntime.cpp "Loaded engine size: N MiB"), TensorRT's execution context, the runtime buffers and the
+    decoder (trtGptModelInflightBatching.cpp); a part whose line is absent is left out."""
+    out = {name: _size(log, literal, pattern, f"TRT-LLM {name}") for name, literal, pattern in _PARTS if log.has(literal)}
+    engine = log.last("Loaded engine size: ", r"Loaded engine size: " + NUM + r" MiB")
+    if engine is not None:
+        out["loaded engine"] = figure(engine.group(1), "TRT-LLM loaded engine size (MiB)", 0, MAX_GB * 1024) * (1 << 20)
+    return out
+
+
 def engine_memory(log: LogText) -> EngineMemory | None:
     """The engine log's memory outside the KV cache by named part; None without the engine-size line and the
     total/available measurement (the PyTorch backend prints neither)."""
@@ -96,19 +116,13 @@ def engine_memory(log: LogText) -> EngineMemory | None:
 
     usage = log.last("Memory usage when calculating max tokens in paged kv cache",
                      r"total: " + NUM + r" GiB, available: " + NUM + r" GiB")
-    engine = log.last("Loaded engine size: ", r"Loaded engine size: " + NUM + r" MiB")
-    if usage is None or engine is None:
+    parts = engine_parts(log)
+    if usage is None or "loaded engine" not in parts:
         return None
     total = figure(usage.group(1), "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) * GiB
     available = min(rank_available(log)) * GiB  # the smallest rank's: its free memory sized every rank's pool
-    unit = r" ?([KMG]i?B|B)\b"
-    return EngineMemory(
-        total, available, figure(engine.group(1), "TRT-LLM loaded engine size (MiB)", 0, MAX_GB * 1024) * (1 << 20),
-        _size(log, "for execution context memory", r"Allocated " + NUM + unit + r" for execution context memory",
-              "TRT-LLM execution context memory"),
-        _size(log, "GPU memory for runtime buffers", r"Allocated " + NUM + unit + r" GPU memory for runtime buffers",
-              "TRT-LLM runtime buffers"),
-        _size(log, "GPU memory for decoder", r"Allocated " + NUM + unit + r" GPU memory for decoder", "TRT-LLM decoder"))
+    return EngineMemory(total, available, parts["loaded engine"], parts.get("execution context", 0.0),
+                        parts.get("runtime buffers", 0.0), parts.get("decoder", 0.0))
 
 
 def check_trtllm_log(log: LogText) -> list[Row]:
@@ -185,6 +199,26 @@ def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
                     "the prediction is for those defaults, not this run; give the run's settings after -- "
                     "(trtllm-serve flags, or the engine's build settings)"]
     return []
+
+
+def logits_16_bit(logged: float | None, s: TrtllmSettings, vocab: int, seq: int) -> list[str]:
+    """A line where the log's runtime buffers are what 16-bit logits give and not float32's: the engine was built with
+    a 16-bit logits dtype (trtllm-build --logits_dtype; the checkpoint's PretrainedConfig default is 'float32',
+    tensorrt_llm/models/modeling_utils.py), which kvbudget's engine_buffers does not take (its runtime buffers hold
+    batch x beam x vocab float32 logits)."""
+    from .policy import engine_buffers
+
+    if logged is None:
+        return []
+    fp32 = engine_buffers(s.max_batch_size, s.max_beam_width, seq, vocab)[0]
+    half = fp32 - s.max_batch_size * s.max_beam_width * vocab * 2
+    near = 0.006 * GiB  # the line prints GiB to 0.01
+    if abs(half - logged) > near or abs(fp32 - logged) <= near:
+        return []
+    return [f"the log's runtime buffers ({logged / GiB:.2f} GiB) are what 16-bit logits give for max_batch_size "
+            f"{s.max_batch_size} x vocab {vocab:,} ({half / GiB:.2f} GiB, float32: {fp32 / GiB:.2f}): the engine was "
+            "built with a 16-bit logits dtype, which kvbudget does not model (it plans float32 logits, the builder's "
+            "default)"]
 
 
 HELD = "held outside the KV pool: total - pool / fraction (GiB)"
@@ -289,6 +323,13 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(row("available KV cache memory (GiB)", figs.kv_available_gib, round(p.available_bytes / GiB, 2)))
         if figs.per_token is not None:
             rows.append(row("KV bytes per token", figs.per_token, p.per_token_bytes))
+        if p.backend == "engine":
+            parts = engine_parts(log)
+            rows += [row(f"{name} (MiB)", round(parts[name] / MiB, 2), round(planned / MiB, 2))
+                     for name, planned in (("loaded engine", p.weights_bytes), ("execution context", p.execution_context_bytes),
+                                           ("runtime buffers", p.runtime_buffers_bytes), ("decoder", p.decoder_bytes))
+                     if name in parts]
+            warnings += logits_16_bit(parts.get("runtime buffers"), run.settings, spec.dims.vocab_size, p.max_seq_len)
         held = held_outside(figs, p, device.memory_bytes)
         if held is not None:
             rows.append(row(HELD, *held))

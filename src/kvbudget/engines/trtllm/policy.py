@@ -106,6 +106,11 @@ class TrtllmPlan:
     attention_dp: bool = False
     temporary_kv_bytes: int = 0  # PyTorch backend: the estimation pool, in TensorRT-LLM's printed peak
     max_tokens_capped: bool = False  # max_tokens, not the fraction, set the pool
+    # the C++ engine path's allocations before the pool is sized (trtGptModelInflightBatching.cpp; 0 on PyTorch):
+    # TensorRT's execution context (estimate), the runtime buffers and the decoder (engine_buffers)
+    execution_context_bytes: int = 0
+    runtime_buffers_bytes: int = 0
+    decoder_bytes: int = 0
 
 
 def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
@@ -363,7 +368,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
     rules = release_rules(s.release)
     max_seq = s.max_seq_len or spec.max_context
-    temporary_kv = 0
+    temporary_kv = act = runtime = decoder = 0
     if s.backend == "engine":
         # the engine's execution-context memory (its activations for max_num_tokens, fixed at build time;
         # estimate: the MLP's gate and up outputs and four hidden-size tensors per token, in 16 bits)
@@ -419,7 +424,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
         free_gpu_memory_fraction=s.free_gpu_memory_fraction, ep=ep, moe_tp=moe_tp, attention_dp=s.enable_attention_dp,
-        temporary_kv_bytes=temporary_kv, max_tokens_capped=capped,
+        temporary_kv_bytes=temporary_kv, max_tokens_capped=capped, execution_context_bytes=act,
+        runtime_buffers_bytes=runtime, decoder_bytes=decoder,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
         available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,
         max_tokens=blocks * tpb, pool_bytes=pool, max_seq_len=max_seq,

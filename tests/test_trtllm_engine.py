@@ -34,3 +34,14 @@ def test_a_tied_engine_notes_the_copy() -> None:
     spec = kvbudget.load_model(QWEN05)
     p = trtllm.plan(spec, kvbudget.find_gpu("A100-80GB"), trtllm.TrtllmSettings(backend="engine"))
     assert any("tie_word_embeddings" in n for n in p.notes)
+
+
+def test_an_engine_above_one_rank_holds_nccls_buffers() -> None:
+    from kvbudget.engines.textbook import NON_TORCH_TP_BYTES
+
+    spec = kvbudget.load_model(LLAMA8)
+    gpu = kvbudget.find_gpu("H100")
+    for tp in (1, 2):
+        p = trtllm.plan(spec, gpu, trtllm.TrtllmSettings(backend="engine", tp=tp))
+        named = p.weights_bytes + p.execution_context_bytes + p.runtime_buffers_bytes + p.decoder_bytes
+        assert p.peak_bytes - named == trtllm.NON_TORCH_BYTES + (NON_TORCH_TP_BYTES if tp > 1 else 0)

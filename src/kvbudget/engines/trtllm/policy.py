@@ -376,10 +376,15 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         act = s.max_num_tokens * (2 * d.intermediate_size // s.tp + 4 * d.hidden_size) * 2
         runtime, decoder = engine_buffers(s.max_batch_size, s.max_beam_width, max_seq, d.vocab_size,
                                           rules.penalty_logits_copy)
-        peak = stage.weights_bytes + act + runtime + decoder + NON_TORCH_BYTES
+        # above one rank the engine's NCCL plugins open the group's communicator as the engine is deserialized, before
+        # the pool is sized (cpp/tensorrt_llm/plugins/ncclPlugin: AllreducePlugin / AllgatherPlugin::initialize call
+        # getComm(mGroup) unless building): NCCL's buffers, priced as on the PyTorch backend (NON_TORCH_TP_BYTES)
+        nccl = NON_TORCH_TP_BYTES if s.tp * s.pp > 1 else 0
+        peak = stage.weights_bytes + act + runtime + decoder + NON_TORCH_BYTES + nccl
         notes.append(f"engine runtime: execution context {act / GiB:.2f} GiB (estimate), runtime buffers "
                      f"{runtime / GiB:.2f} GiB and decoder {decoder / GiB:.2f} GiB for max_batch_size "
-                     f"{s.max_batch_size} x max_seq_len {max_seq:,} (exact), CUDA context {NON_TORCH_BYTES / GiB:.1f} GiB")
+                     f"{s.max_batch_size} x max_seq_len {max_seq:,} (exact), CUDA context {NON_TORCH_BYTES / GiB:.1f} GiB"
+                     + (f", NCCL buffers {nccl / GiB:.1f} GiB" if nccl else ""))
     else:
         prof = profiling_peak(spec, s, attn_tp, moe_tp, fmt, max_seq, per_token, tpb)
         peak = stage.weights_bytes + prof.total

@@ -16,7 +16,10 @@ The memory outside the pool, by mechanism and release line:
   hold one more batch x vocab fp32 buffer, ``release_rules``), then the KV cache manager reads cudaMemGetInfo's
   free memory ("Memory usage when calculating max tokens in paged kv cache: total: T GiB, available: A GiB") and
   takes fraction x A, in whole blocks rounded down; a host pool of kv_cache_host_memory_bytes (the "secondary
-  pool") adds no GPU memory. What no line names (CUDA context, cuBLAS, NCCL, other processes) is NON_TORCH_BYTES.
+  pool") adds no GPU memory. What no line names (CUDA context, cuBLAS, other processes) is NON_TORCH_BYTES, and
+  above one rank NCCL's buffers (NON_TORCH_TP_BYTES, as on the PyTorch backend). The engine's weights hold a tied
+  lm_head as its own copy of the embedding (``engine_weights``). Every rank's pool is the smallest rank's
+  (``kvCacheManager.cpp``: an allreduce MIN of the ranks' max tokens); kvbudget plans one rank.
   ``check`` sets an engine log's total - available against its named parts (``check.engine_memory``).
 - PyTorch backend (0.19 to main in 2026): ``KvCacheCreator`` (below) measures a peak after a dummy forward;
   the fraction applies to total - peak + the temporary pool. Its "non-torch" part is the device's used memory

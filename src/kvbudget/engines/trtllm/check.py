@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...units import GiB
+from ...units import GiB, MiB
 from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
     from ..compared import OtherCheck
     from ..compared import Row as Compared
+    from .log import TrtllmFigures
+    from .policy import TrtllmPlan
+    from .settings import TrtllmSettings
 
 
 def _pool(log: LogText) -> re.Match[str] | None:
@@ -87,29 +90,47 @@ def _size(log: LogText, literal: str, pattern: str, name: str) -> float:
     return figure(m.group(1), name, 0, MAX_GB * 1024) * _UNIT[m.group(2).upper()]
 
 
+_PART_UNIT = r" ?([KMG]i?B|B)\b"
+# The engine path's allocations before the pool is sized, as its lines print them: (name, literal, pattern)
+_PARTS = (("execution context", "for execution context memory",
+           r"Allocated " + NUM + _PART_UNIT + r" for execution context memory"),
+          ("runtime buffers", "GPU memory for runtime buffers", r"Allocated " + NUM + _PART_UNIT + r" GPU memory for runtime buffers"),
+          ("decoder", "GPU memory for decoder", r"Allocated " + NUM + _PART_UNIT + r" GPU memory for decoder"))
+
+
+def engine_parts(log: LogText) -> dict[str, float]:
+    """Bytes of each part the engine path's log names (the last line of each; every rank prints the same): the loaded
+    engine (tllmRuntime.cpp "Loaded engine size: N MiB"), TensorRT's execution context, the runtime buffers and the
+    decoder (trtGptModelInflightBatching.cpp); a part whose line is absent is left out."""
+    out = {name: _size(log, literal, pattern, f"TRT-LLM {name}") for name, literal, pattern in _PARTS if log.has(literal)}
+    engine = log.last("Loaded engine size: ", r"Loaded engine size: " + NUM + r" MiB")
+    if engine is not None:
+        out["loaded engine"] = figure(engine.group(1), "TRT-LLM loaded engine size (MiB)", 0, MAX_GB * 1024) * (1 << 20)
+    return out
+
+
 def engine_memory(log: LogText) -> EngineMemory | None:
     """The engine log's memory outside the KV cache by named part; None without the engine-size line and the
     total/available measurement (the PyTorch backend prints neither)."""
+    from .log import rank_available
+
     usage = log.last("Memory usage when calculating max tokens in paged kv cache",
                      r"total: " + NUM + r" GiB, available: " + NUM + r" GiB")
-    engine = log.last("Loaded engine size: ", r"Loaded engine size: " + NUM + r" MiB")
-    if usage is None or engine is None:
+    parts = engine_parts(log)
+    if usage is None or "loaded engine" not in parts:
         return None
     total = figure(usage.group(1), "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) * GiB
-    available = figure(usage.group(2), "TRT-LLM available GPU memory (GiB)", 0, MAX_GB) * GiB
-    unit = r" ?([KMG]i?B|B)\b"
-    return EngineMemory(
-        total, available, figure(engine.group(1), "TRT-LLM loaded engine size (MiB)", 0, MAX_GB * 1024) * (1 << 20),
-        _size(log, "for execution context memory", r"Allocated " + NUM + unit + r" for execution context memory",
-              "TRT-LLM execution context memory"),
-        _size(log, "GPU memory for runtime buffers", r"Allocated " + NUM + unit + r" GPU memory for runtime buffers",
-              "TRT-LLM runtime buffers"),
-        _size(log, "GPU memory for decoder", r"Allocated " + NUM + unit + r" GPU memory for decoder", "TRT-LLM decoder"))
+    available = min(rank_available(log)) * GiB  # the smallest rank's: its free memory sized every rank's pool
+    return EngineMemory(total, available, parts["loaded engine"], parts.get("execution context", 0.0),
+                        parts.get("runtime buffers", 0.0), parts.get("decoder", 0.0))
 
 
 def check_trtllm_log(log: LogText) -> list[Row]:
     """(figure, reported, recomputed, matches) for every TensorRT-LLM figure the log lets us recompute (none:
     an empty list)."""
+    from .log import last_run, rank_available
+
+    log = last_run(log)[1]
     rows: list[Row] = []
     pool = _pool(log)
     if pool:
@@ -124,12 +145,15 @@ def check_trtllm_log(log: LogText) -> list[Row]:
             n = count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool")
             b = count(tpb.group(1), "TRT-LLM tokens per block", 1, 1 << 20)
             rows.append(("TRT-LLM tokens = blocks x tokens per block", t, n * b, t == n * b))
-        avail = log.last("available: ", r"available: " + NUM + " GiB")
+        # the engine path: the pool is fraction x the free memory of the rank with the least (kvCacheManager.cpp:
+        # each rank's max tokens, then an allreduce MIN over the ranks)
+        free = rank_available(log)
+        avail = log.last("available: ", r"available: " + NUM + " GiB") if not free else None
         frac = log.last(("free_gpu_memory_fraction", "freeGpuMemoryFraction", "kv_cache_free_gpu_mem_fraction"),
                         r"(?:free_gpu_memory_fraction|freeGpuMemoryFraction|kv_cache_free_gpu_mem_fraction)['\"]?[=: ]{1,8}"
                         + NUM)
-        if avail and frac:
-            a_gib = figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, MAX_GB)
+        a_gib = min(free) if free else figure(avail.group(1), "TRT-LLM available memory (GiB)", 0, MAX_GB) if avail else None
+        if a_gib is not None and frac:
             fr = figure(frac.group(1), "TRT-LLM free_gpu_memory_fraction", 0, 1, lo_open=True)
             want = a_gib * fr
             rows.append(("TRT-LLM pool GiB = available x fraction", x, round(want, 2), abs(want - x) <= 0.005 * 2 + 0.01 * fr))
@@ -177,6 +201,75 @@ def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
     return []
 
 
+def logits_16_bit(logged: float | None, s: TrtllmSettings, vocab: int, seq: int) -> list[str]:
+    """A line where the log's runtime buffers are what 16-bit logits give and not float32's: the engine was built with
+    a 16-bit logits dtype (trtllm-build --logits_dtype; the checkpoint's PretrainedConfig default is 'float32',
+    tensorrt_llm/models/modeling_utils.py), which kvbudget's engine_buffers does not take (its runtime buffers hold
+    batch x beam x vocab float32 logits)."""
+    from .policy import engine_buffers
+
+    if logged is None:
+        return []
+    fp32 = engine_buffers(s.max_batch_size, s.max_beam_width, seq, vocab)[0]
+    half = fp32 - s.max_batch_size * s.max_beam_width * vocab * 2
+    near = 0.006 * GiB  # the line prints GiB to 0.01
+    if abs(half - logged) > near or abs(fp32 - logged) <= near:
+        return []
+    return [f"the log's runtime buffers ({logged / GiB:.2f} GiB) are what 16-bit logits give for max_batch_size "
+            f"{s.max_batch_size} x vocab {vocab:,} ({half / GiB:.2f} GiB, float32: {fp32 / GiB:.2f}): the engine was "
+            "built with a 16-bit logits dtype, which kvbudget does not model (it plans float32 logits, the builder's "
+            "default)"]
+
+
+HELD = "held outside the KV pool: total - pool / fraction (GiB)"
+
+
+def held_outside(figs: TrtllmFigures, p: TrtllmPlan, total_bytes: int) -> tuple[float, float] | None:
+    """(the log's, kvbudget's) GiB held outside the KV pool when it was sized, where the log prints its pool but not the
+    memory it was sized from: the pool is the fraction of what the peak leaves (``policy``), so total - pool / fraction
+    is the peak (to a block and the pool's 0.01 GiB rounding; kvbudget's figure is its peak). None where the log prints
+    the free or available memory itself (those rows compare it), or a max_tokens cap may have set the pool instead."""
+    if figs.pool_gib is None or figs.available_gib is not None or figs.kv_available_gib is not None or p.error:
+        return None
+    if p.free_gpu_memory_fraction <= 0 or figs.pool_gib * GiB >= total_bytes or p.max_tokens_capped:
+        return None
+    total = figs.total_gib * GiB if figs.total_gib is not None else total_bytes
+    return round((total - figs.pool_gib * GiB / p.free_gpu_memory_fraction) / GiB, 2), round(p.peak_bytes / GiB, 2)
+
+
+def held_warning(logged: float, planned: float) -> list[str]:
+    """A line where the run held much more outside its KV pool than kvbudget's profiled peak: memory kvbudget does
+    not model, most often another process's on the same GPU (both of TensorRT-LLM's paths size the pool from the
+    device's free memory, cudaMemGetInfo / torch.cuda.mem_get_info, which every process's use lowers)."""
+    if logged - planned < _FREE_GAP_GIB:
+        return []
+    return [f"the log's pool implies {logged:.2f} GiB held outside it when it was sized, {logged - planned:.2f} GiB more "
+            f"than kvbudget's {planned:.2f} GiB (weights and profiled peak): memory kvbudget does not model, such as "
+            "another process on the same GPU (a desktop session on a display card; TensorRT-LLM sizes the pool from the "
+            "device's free memory, which every process's use lowers); the smaller the pool, the larger the KV tokens' "
+            "error it makes"]
+
+
+_RANK_GAP_GIB = 0.5  # ranks' free memory this far apart is worth a line (it moves every rank's pool by 0.45 GiB)
+
+
+def _run_warnings(runs: int, figs: TrtllmFigures) -> list[str]:
+    """What the log shows that kvbudget's one-run, one-rank plan does not: several runs in one log (the last is read),
+    and ranks that had different free memory when the pool was sized (every rank's pool is the smallest rank's)."""
+    out = []
+    if runs > 1:
+        out.append(f"the log holds {runs} TensorRT-LLM runs (a version or LLM API backend line after a KV pool line): "
+                   "the last one is checked; give one run's lines to check another")
+    least, most = figs.available_gib, figs.available_most_gib
+    if least is not None and most is not None and most - least >= _RANK_GAP_GIB:
+        out.append(f"the ranks had {least:.2f} to {most:.2f} GiB free when the pool was sized: TensorRT-LLM gives every "
+                   f"rank the pool of the one with the least (kvCacheManager.cpp, an allreduce MIN over the ranks), so "
+                   f"the {most - least:.2f} GiB that rank holds beyond another (another process on its GPU, or the "
+                   "launching process's own CUDA context) shrinks every rank's pool; kvbudget plans one rank with nothing "
+                   "else on its GPU")
+    return out
+
+
 def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     """``check`` of a TensorRT-LLM log: the run it shows (``log.read_run``: settings, release, device; the settings no
     line shows are the release's defaults, named in a note) planned by ``policy.plan``, each figure it printed beside
@@ -186,11 +279,11 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     from ...units import InputError
     from ..compared import OtherCheck, logged_model, row, run_devices, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
-    from .log import COMMAND_EXAMPLE, read_run, whole_command
+    from .log import COMMAND_EXAMPLE, last_run, read_run, whole_command
     from .policy import plan, summary
     from .settings import TrtllmSettings
 
-    log = open_log(text, "TensorRT-LLM")
+    runs, log = last_run(open_log(text, "TensorRT-LLM"))
     flags, whole = run_words(given.get("flags"), "TensorRT-LLM", COMMAND_EXAMPLE)
     command = flags if whole else []
     release, found, said_first = given.get("trtllm_release"), "--trtllm-release", list[str]()
@@ -200,8 +293,10 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     if command:
         run_devices(command, run.settings.tp * run.settings.pp, "TensorRT-LLM")
     model = given.get("model")
-    warnings = [*said_first, *run.warnings]
-    notes = [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
+    warnings = [*said_first, *run.warnings, *_run_warnings(runs, run.figures)]
+    notes = [f"TP {run.settings.tp} from {run.tp_from_ranks} (no line names TP; an excerpt that leaves ranks out shows "
+             "fewer: give -- --tp_size N)"] if run.tp_from_ranks else []
+    notes += [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
              "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
     spec = logged_model(model, run.model, warnings)
     figs = run.figures
@@ -228,6 +323,17 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(row("available KV cache memory (GiB)", figs.kv_available_gib, round(p.available_bytes / GiB, 2)))
         if figs.per_token is not None:
             rows.append(row("KV bytes per token", figs.per_token, p.per_token_bytes))
+        if p.backend == "engine":
+            parts = engine_parts(log)
+            rows += [row(f"{name} (MiB)", round(parts[name] / MiB, 2), round(planned / MiB, 2))
+                     for name, planned in (("loaded engine", p.weights_bytes), ("execution context", p.execution_context_bytes),
+                                           ("runtime buffers", p.runtime_buffers_bytes), ("decoder", p.decoder_bytes))
+                     if name in parts]
+            warnings += logits_16_bit(parts.get("runtime buffers"), run.settings, spec.dims.vocab_size, p.max_seq_len)
+        held = held_outside(figs, p, device.memory_bytes)
+        if held is not None:
+            rows.append(row(HELD, *held))
+            warnings += held_warning(*held)
         warnings += defaults_off(rows, run.assumed)
         if figs.started is not None:
             rows.append(starts_row(figs.started, p.starts))

@@ -23,7 +23,9 @@ class TrtllmFigures:
     pool_gib: float | None = None  # X
     blocks: int | None = None  # "Number of blocks in KV cache primary pool: N" / "primary blocks=N"
     total_gib: float | None = None  # the device total ("total: T GiB", "device total memory T GiB")
-    available_gib: float | None = None  # engine: "available: A GiB" (free memory when the pool is sized)
+    available_gib: float | None = None  # engine: "available: A GiB" (free memory when the pool is sized; the least
+    # over the ranks that print it: each rank's pool is the smallest rank's, kvCacheManager.cpp's allreduce MIN)
+    available_most_gib: float | None = None  # the most any rank printed (the same as available_gib on one rank)
     kv_available_gib: float | None = None  # PyTorch: "available KV cache memory when calculating max tokens: A GiB"
     per_token: float | None = None  # PyTorch: "kv size [per token] is S" (bytes)
     started: bool | None = None
@@ -38,6 +40,54 @@ class TrtllmRun:
     gpu_name: str | None
     figures: TrtllmFigures
     warnings: tuple[str, ...]
+    tp_from_ranks: str = ""  # where TP was read from the ranks the log shows ("": a line names it, or none shows ranks)
+
+
+# A run's start: the version line TensorRT-LLM prints as it is imported ("[TensorRT-LLM] TensorRT-LLM version: X";
+# 1.x "TensorRT LLM version") and the LLM API's backend line (llmapi/llm.py "Using LLM with PyTorch backend"). Every
+# rank of one run starts before any of them sizes its pool (the pool is sized after the model is loaded, and agreed over
+# the ranks: kvCacheManager.cpp's allreduce MIN), so a start after a pool line (or after the executor's failure) is
+# another run's: a restarted server, or logs pasted one after another.
+_RUN_STARTS = ("TensorRT-LLM version: ", "TensorRT LLM version: ", "Using LLM with PyTorch backend",
+               "Using LLM with AutoDeploy backend")
+_RUN_ENDS = ("for max tokens in paged KV cache", "Executor creation failed")
+
+
+def last_run(log: LogText) -> tuple[int, LogText]:
+    """How many runs the log holds and the last one's lines (from its first start line after the previous run's pool),
+    each line looked at once."""
+    text = log.text
+    runs, ended, begin = 1, False, 0
+    for start, stop, _ in log.lines(_RUN_STARTS + _RUN_ENDS):
+        if any(end in text[start:stop] for end in _RUN_ENDS):
+            ended = True
+        elif ended:
+            runs, ended, begin = runs + 1, False, start
+    return runs, (log if begin == 0 else LogText(text[begin:]))
+
+
+_MAX_RANKS = 1 << 16
+
+
+def ranks(log: LogText) -> tuple[int, str] | None:
+    """The ranks (tp x pp) a run's lines show, and where: the LLM API's rank tags ("[TRT-LLM] [RANK 7] [I] ...",
+    tensorrt_llm/logger.py), the C++ runtime's "MPI size: N, rank: R" (worldConfig.cpp), or an engine's
+    per-rank lines: each rank loads its engine ("Loaded engine size", tllmRuntime.cpp) and allocates its own pool of
+    the size every rank agreed on, so as many engine loads as pool lines of one size are that many ranks. None:
+    one rank, or nothing shows how many."""
+    tags = [int(m.group(1)) for m in log.each("[RANK ", r"\[RANK ([0-9]{1,5})\]")]
+    if tags and max(tags) > 0:
+        return max(tags) + 1, f"the ranks' tags ([RANK 0] ... [RANK {max(tags)}])"
+    mpi = [int(m.group(1)) for m in log.each("MPI size: ", r"MPI size: ([0-9]{1,5}),")]
+    if mpi and 1 < max(mpi) <= _MAX_RANKS:
+        return max(mpi), f"the runtime's 'MPI size: {max(mpi)}' line"
+    if log.has("Using LLM with PyTorch backend"):  # its estimation pass allocates a pool of its own
+        return None
+    engines = sum(1 for _ in log.lines("Loaded engine size: "))
+    pools = {m.group(1) for m in log.each("GiB for max tokens in paged KV cache (", r"paged KV cache \(" + NUM + r"\)")}
+    if engines > 1 and len(pools) == 1 and sum(1 for _ in log.lines("GiB for max tokens in paged KV cache (")) == engines:
+        return engines, f"the {engines} ranks' engine loads and pools ('Loaded engine size', one pool size)"
+    return None
 
 
 # trtllm-bench's flags (tensorrt_llm/bench/benchmark/throughput.py and utils/general.py of 0.20) under the trtllm-serve
@@ -206,6 +256,17 @@ def read_run(log: LogText, flags: list[str] | None = None, release: str | None =
         fields.update(got)
         warnings += [f"{where}: {w}" for w in more]
         read_from.append(where)
+    tp_from_ranks = ""
+    shown = ranks(log) if "tp" not in fields else None  # the ranks the lines show are tp x pp
+    pp = fields.get("pp", 1)
+    pp = pp if isinstance(pp, int) and pp > 0 else 1
+    if shown is not None and shown[0] % pp == 0:
+        fields["tp"] = shown[0] // pp
+        tp_from_ranks = shown[1]
+        read_from.append(shown[1])
+    elif shown is not None:
+        warnings.append(f"{shown[1]} show {shown[0]} ranks, which pp_size {pp} does not divide: TP is not read from "
+                        "them (give -- --tp_size N)")
     if release is not None:
         from .policy import release_line
 
@@ -217,7 +278,7 @@ def read_run(log: LogText, flags: list[str] | None = None, release: str | None =
                         "plans the PyTorch backend's")
     settings = replace(TrtllmSettings(), **fields)
     return TrtllmRun(model, settings, tuple(read_from), assumed(settings, fields), _gpu_name(log), figures(log),
-                     tuple(warnings))
+                     tuple(warnings), tp_from_ranks)
 
 
 def _with_model(args: list[str]) -> list[str]:
@@ -304,6 +365,14 @@ def _gpu_name(log: LogText) -> str | None:
     return m.group(1).strip() if m else None
 
 
+def rank_available(log: LogText) -> list[float]:
+    """Every "Memory usage when calculating max tokens in paged kv cache: total: T GiB, available: A GiB" line's A (the
+    engine path prints one a rank), in GiB."""
+    return [figure(m.group(2), "TRT-LLM available GPU memory (GiB)", 0, MAX_GB)
+            for m in log.each("Memory usage when calculating max tokens in paged kv cache",
+                              r"total: " + NUM + r" GiB, available: " + NUM + r" GiB")]
+
+
 def figures(log: LogText) -> TrtllmFigures:
     pool = log.last("GiB for max tokens in paged KV cache (",
                     r"Allocated " + NUM + r" GiB for max tokens in paged KV cache \(" + NUM + r"\)")
@@ -311,6 +380,7 @@ def figures(log: LogText) -> TrtllmFigures:
               or log.last("primary blocks=", r"primary blocks=" + NUM))
     usage = log.last("Memory usage when calculating max tokens in paged kv cache",
                      r"total: " + NUM + r" GiB, available: " + NUM + r" GiB")
+    free = rank_available(log)
     device = log.last("device total memory ", r"device total memory " + NUM + " GiB")
     per = log.last("available KV cache memory when calculating max tokens: ",
                    r"available KV cache memory when calculating max tokens: " + NUM
@@ -326,7 +396,7 @@ def figures(log: LogText) -> TrtllmFigures:
         pool_gib=figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB) if pool else None,
         blocks=count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool") if blocks else None,
         total_gib=figure(total, "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) if total else None,
-        available_gib=figure(usage.group(2), "TRT-LLM available GPU memory (GiB)", 0, MAX_GB) if usage else None,
+        available_gib=min(free) if free else None, available_most_gib=max(free) if free else None,
         kv_available_gib=figure(per.group(1), "TRT-LLM available KV cache memory (GiB)", 0, MAX_GB) if per else None,
         per_token=figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True) if per else None,
         started=False if failed else True if pool or legacy else None)

@@ -16,7 +16,10 @@ The memory outside the pool, by mechanism and release line:
   hold one more batch x vocab fp32 buffer, ``release_rules``), then the KV cache manager reads cudaMemGetInfo's
   free memory ("Memory usage when calculating max tokens in paged kv cache: total: T GiB, available: A GiB") and
   takes fraction x A, in whole blocks rounded down; a host pool of kv_cache_host_memory_bytes (the "secondary
-  pool") adds no GPU memory. What no line names (CUDA context, cuBLAS, NCCL, other processes) is NON_TORCH_BYTES.
+  pool") adds no GPU memory. What no line names (CUDA context, cuBLAS, other processes) is NON_TORCH_BYTES, and
+  above one rank NCCL's buffers (NON_TORCH_TP_BYTES, as on the PyTorch backend). The engine's weights hold a tied
+  lm_head as its own copy of the embedding (``engine_weights``). Every rank's pool is the smallest rank's
+  (``kvCacheManager.cpp``: an allreduce MIN of the ranks' max tokens); kvbudget plans one rank.
   ``check`` sets an engine log's total - available against its named parts (``check.engine_memory``).
 - PyTorch backend (0.19 to main in 2026): ``KvCacheCreator`` (below) measures a peak after a dummy forward;
   the fraction applies to total - peak + the temporary pool. Its "non-torch" part is the device's used memory
@@ -41,6 +44,7 @@ from ...dtypes import parse_kv_dtype
 from ...hardware import GPU
 from ...kvcache import check_indexer_priced, check_tp, serving_dtype
 from ...model.layers import MLA, FullAttention
+from ...model.params import Inventory, Tensor
 from ...model.spec import WEIGHTS_FIX, ModelSpec, checkpoint_format
 from ...model.weights import WeightFormat, parse_weight_format
 from ...parallel import stages
@@ -104,6 +108,12 @@ class TrtllmPlan:
     moe_tp: int = 1  # moe_tensor_parallel_size, as Mapping settles it
     attention_dp: bool = False
     temporary_kv_bytes: int = 0  # PyTorch backend: the estimation pool, in TensorRT-LLM's printed peak
+    max_tokens_capped: bool = False  # max_tokens, not the fraction, set the pool
+    # the C++ engine path's allocations before the pool is sized (trtGptModelInflightBatching.cpp; 0 on PyTorch):
+    # TensorRT's execution context (estimate), the runtime buffers and the decoder (engine_buffers)
+    execution_context_bytes: int = 0
+    runtime_buffers_bytes: int = 0
+    decoder_bytes: int = 0
 
 
 def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
@@ -125,6 +135,27 @@ def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
         raise InputError(f"TensorRT-LLM needs moe_tensor_parallel_size x moe_expert_parallel_size = tp_size ({s.tp}): "
                          f"{given} does not divide it (mapping.py); give a divisor of {s.tp}")
     return ep, mtp
+
+
+def engine_weights(spec: ModelSpec) -> ModelSpec:
+    """The model as a TensorRT engine holds its weights: a tied lm_head is a weight of its own.
+
+    The C++ engine path builds from a TensorRT-LLM checkpoint, and the checkpoint converters write the tied
+    embedding out twice: ``tensorrt_llm/models/llama/convert.py`` and ``models/qwen/convert.py`` (the 0.x line's
+    converters, NVIDIA/TensorRT-LLM on GitHub) set ``weights['lm_head.weight']`` to a copy of the embedding when the Hugging Face
+    config has ``tie_word_embeddings``, split over TP along the vocabulary (padded to a multiple of TP) and not
+    weight-only quantized (only the layers' linears go through ``symmetric_quantize_last_axis_of_batched_matrix``);
+    the engine keeps both unless the build shares them (``share_embedding_table``, off unless asked for). So the
+    engine holds the embedding on its first stage and a vocab x hidden lm_head in the 16-bit dtype on its last,
+    even for a single stage. The PyTorch backend (0.19 to main in 2026) shares them instead
+    (``_torch/models/modeling_utils.py`` DecoderModelForCausalLM: ``self.lm_head.weight =
+    self.model.embed_tokens.weight``): there the model is planned as read."""
+    inv = spec.inventory
+    if not inv.head or any(t.role == "lm_head" for t in inv.tail):
+        return spec
+    embedding = inv.head[0]
+    head = Tensor("lm_head", embedding.rows, embedding.cols, split="vocab")
+    return replace(spec, inventory=Inventory(inv.head, inv.layers, (*inv.tail, head)), pp_embedding="first")
 
 
 def per_token_bytes(spec: ModelSpec, layers: tuple[object, ...], tp: int, nbytes: int) -> int:
@@ -317,7 +348,11 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     # moe_ep_size per rank, each with intermediate_size // moe_tp_size (fused_moe_cutlass.py CutlassFusedMoE.__init__,
     # expert_size_per_partition and intermediate_size_per_partition).
     attn_tp = 1 if s.enable_attention_dp else s.tp
-    stage = max(stages(spec, fmt, attn_tp, s.pp, s.tp // attn_tp, ep > 1, moe_tp if ep > 1 else 1),
+    held = engine_weights(spec) if s.backend == "engine" else spec
+    if held is not spec:
+        notes.append("tie_word_embeddings: the engine stores the lm_head as a copy of the embedding (the checkpoint "
+                     "converter writes both; the PyTorch backend would share them)")
+    stage = max(stages(held, fmt, attn_tp, s.pp, s.tp // attn_tp, ep > 1, moe_tp if ep > 1 else 1),
                 key=lambda st: st.weights_bytes)
     kv = parse_kv_dtype(s.kv_cache_dtype.lower(), dtype, _KV_DTYPES,
                         f"TensorRT-LLM's KV cache dtype is auto or fp8 in kvbudget's model, not {s.kv_cache_dtype!r}")
@@ -336,7 +371,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
     rules = release_rules(s.release)
     max_seq = s.max_seq_len or spec.max_context
-    temporary_kv = 0
+    temporary_kv = act = runtime = decoder = 0
     if s.backend == "engine":
         # the engine's execution-context memory (its activations for max_num_tokens, fixed at build time;
         # estimate: the MLP's gate and up outputs and four hidden-size tensors per token, in 16 bits)
@@ -344,10 +379,15 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         act = s.max_num_tokens * (2 * d.intermediate_size // s.tp + 4 * d.hidden_size) * 2
         runtime, decoder = engine_buffers(s.max_batch_size, s.max_beam_width, max_seq, d.vocab_size,
                                           rules.penalty_logits_copy)
-        peak = stage.weights_bytes + act + runtime + decoder + NON_TORCH_BYTES
+        # above one rank the engine's NCCL plugins open the group's communicator as the engine is deserialized, before
+        # the pool is sized (cpp/tensorrt_llm/plugins/ncclPlugin: AllreducePlugin / AllgatherPlugin::initialize call
+        # getComm(mGroup) unless building): NCCL's buffers, priced as on the PyTorch backend (NON_TORCH_TP_BYTES)
+        nccl = NON_TORCH_TP_BYTES if s.tp * s.pp > 1 else 0
+        peak = stage.weights_bytes + act + runtime + decoder + NON_TORCH_BYTES + nccl
         notes.append(f"engine runtime: execution context {act / GiB:.2f} GiB (estimate), runtime buffers "
                      f"{runtime / GiB:.2f} GiB and decoder {decoder / GiB:.2f} GiB for max_batch_size "
-                     f"{s.max_batch_size} x max_seq_len {max_seq:,} (exact), CUDA context {NON_TORCH_BYTES / GiB:.1f} GiB")
+                     f"{s.max_batch_size} x max_seq_len {max_seq:,} (exact), CUDA context {NON_TORCH_BYTES / GiB:.1f} GiB"
+                     + (f", NCCL buffers {nccl / GiB:.1f} GiB" if nccl else ""))
     else:
         prof = profiling_peak(spec, s, attn_tp, moe_tp, fmt, max_seq, per_token, tpb)
         peak = stage.weights_bytes + prof.total
@@ -360,6 +400,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
             notes.append("attention DP: the attention-DP communication buffers and padded CUDA graphs are not modelled")
     available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
     error = None
+    capped = False
     if available <= 0 or per_token <= 0:
         tokens = blocks = 0
         error = "no GPU memory left for the KV cache after the weights and the profiled peak"
@@ -367,7 +408,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
         tokens = available // per_token
         if s.max_tokens is not None and s.max_tokens < tokens:
             notes.append("both free_gpu_memory_fraction and max_tokens are set: the smaller value is used")
-            tokens = s.max_tokens
+            tokens, capped = s.max_tokens, True
         blocks = pool_blocks(tokens, tpb, rules.ceil_blocks and s.backend == "pytorch")
     pool = blocks * tpb * per_token
     lines = []
@@ -391,7 +432,8 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
         free_gpu_memory_fraction=s.free_gpu_memory_fraction, ep=ep, moe_tp=moe_tp, attention_dp=s.enable_attention_dp,
-        temporary_kv_bytes=temporary_kv,
+        temporary_kv_bytes=temporary_kv, max_tokens_capped=capped, execution_context_bytes=act,
+        runtime_buffers_bytes=runtime, decoder_bytes=decoder,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
         available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,
         max_tokens=blocks * tpb, pool_bytes=pool, max_seq_len=max_seq,

@@ -135,12 +135,12 @@ def test_calibrate_writes_a_profile_that_fit_explain_and_levers_apply(tmp_path: 
 def test_calibrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"terms": []}')
-    trtllm = DATA.parent / "trtllm_logs" / "v0.20.0_h100pcie_llama3.1-8b-fp8_pytorch_trtllm-bench.log"
+    llamacpp = DATA.parent / "llamacpp_logs" / "b3107_ggml-ci_x86-cpu_pythia-1.4b_q4_0_save-load-state.log"
     for argv, said in [
         (["fit", "gpt-oss-20b", "--gpu", "H100", "--profile", str(bad)], "not a kvbudget profile"),
-        (["fit", "gpt-oss-20b", "--gpu", "H100", "--engine", "trtllm", "--profile", str(bad)],
-         "--profile is not read under --engine trtllm"),
-        (["calibrate", str(trtllm)], "TensorRT-LLM's logs are not calibrated yet"),
+        (["fit", "gpt-oss-20b", "--gpu", "H100", "--engine", "llama.cpp", "--profile", str(bad)],
+         "--profile is not read under --engine llama.cpp"),
+        (["calibrate", str(llamacpp)], "llama.cpp's logs are not calibrated yet"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err

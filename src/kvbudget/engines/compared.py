@@ -69,6 +69,8 @@ class OtherCheck:
     notes: tuple[str, ...]  # what kvbudget assumed, and the plan's own notes
     warnings: tuple[str, ...]
     plan: EnginePlan | None = None  # the prediction, as every engine's plan reads
+    device_bytes: int | None = None  # the memory of the device planned (the catalog's, --gpu-memory or the log's total)
+    assumed: tuple[str, ...] = ()  # settings no line of the log (nor --) showed, planned as the engine's defaults
 
 
 def settings_items(settings: object, defaults: object) -> tuple[tuple[str, object], ...]:

@@ -38,11 +38,34 @@ class PoolServer:
         version = given.get("sglang_version")
         cmd = parse_other_command(words, version)  # its flags checked against the release line named
         settings = cmd.sglang if cmd.sglang is not None else cmd.trtllm
-        if version is not None and cmd.sglang is not None:  # the release line the user names for the command
-            from .._record import replace
+        from .._record import replace
 
+        if version is not None and cmd.sglang is not None:  # the release line the user names for the command
             settings = replace(settings, version="current" if version in ("current", "0.5") else version)
+        if given.get("profile"):  # a site profile (kvbudget calibrate --out), checked as this engine's
+            settings = replace(settings, site=self.site_terms(given["profile"]))
         return Command(cmd.model, settings, cmd.warnings)
+
+    def site_terms(self, doc: object) -> tuple[Any, ...]:
+        """A site profile's terms for this engine (none when no profile is given)."""
+        raise NotImplementedError
+
+    def calibration_point(self, name: str, text: str, given: dict[str, Any]) -> Any:
+        """The run a log shows: its GPU, release line and TP x PP, and the free memory the pool was sized from as
+        the log shows it and as kvbudget plans it (``calibration_free``; None when the log shows neither)."""
+        from ..questions.calibrate import Point
+
+        c = self.check(text, given)
+        free = self.calibration_free(c) if c.plan is not None else None
+        if free is None:
+            return None
+        figure, logged, predicted, release = free
+        s = dict(c.settings)
+        return Point(name, self.name, c.gpu, release, int(s.get("tp", 1)) * int(s.get("pp", 1)), logged, predicted, figure)
+
+    def calibration_free(self, c: Any) -> tuple[str, int, int, str] | None:
+        """(what the figure is, the log's bytes, kvbudget's bytes, the release line's key) of a checked log."""
+        raise NotImplementedError
 
     def gpus(self, s: Any) -> int:
         return int(s.tp * s.pp)

@@ -15,7 +15,7 @@ from ..units import InputError, excerpt
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
 
 
 @record
@@ -38,10 +38,10 @@ _TERM_KEYS = ("gpu", "release", "gpus", "bytes", "logs", "spread")
 RECALIBRATE = "recalibrate with `kvbudget calibrate LOG ... --out FILE`"
 
 
-def site_profile(doc: object, engine: str, label: str, releases: Collection[str],
+def site_profile(doc: object, engine: str, label: str, releases: Collection[str] | Callable[[str], bool],
                  where: str = "--profile") -> tuple[SiteTerm, ...]:
     """A profile file read back for ``engine`` (its registry name; ``label`` as users know it), each field checked;
-    ``releases``: the engine's release line keys (a term of another matches no plan)."""
+    ``releases``: the engine's release line keys, or a test of one (a term of another line matches no plan)."""
     from ..inputs import whole
 
     if (not isinstance(doc, dict) or type(doc.get("kvbudget_profile")) is not int
@@ -65,9 +65,11 @@ def site_profile(doc: object, engine: str, label: str, releases: Collection[str]
         if extra := sorted(str(k)[:40] for k in t if k not in _TERM_KEYS):  # e.g. 'tp': 2, which no plan would read
             raise InputError(f"{at}: key {extra[0]!r} is not a term's (a term has {', '.join(_TERM_KEYS)}): remove it, or "
                              f"{RECALIBRATE}")
-        if t["release"] not in releases:  # a term no plan would ever match: silently no calibration
-            raise InputError(f"{at}: release {t['release'][:40]!r} is not a {label} release line kvbudget knows "
-                             f"({', '.join(releases)}): {RECALIBRATE} with this kvbudget")
+        known = releases(t["release"]) if callable(releases) else t["release"] in releases
+        if not known:  # a term no plan would ever match: silently no calibration
+            listed = "" if callable(releases) else f" ({', '.join(releases)})"
+            raise InputError(f"{at}: release {t['release'][:40]!r} is not a {label} release line kvbudget knows{listed}: "
+                             f"{RECALIBRATE} with this kvbudget")
         term = SiteTerm(_term_gpu(t["gpu"], at), t["release"], whole(t.get("gpus"), "gpus", 1, 1 << 20, at),
                         whole(t.get("bytes"), "bytes", -(1 << 50), 1 << 50, at),
                         whole(t.get("logs"), "logs", 1, 1 << 20, at), whole(t.get("spread", 0), "spread", 0, 1 << 50, at))

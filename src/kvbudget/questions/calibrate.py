@@ -52,6 +52,7 @@ class Calibration:
     points: tuple[Point, ...]
     terms: tuple[SiteTerm, ...]
     skipped: tuple[tuple[str, str], ...]  # (log, why)
+    release_flag: str = "--vllm-version"  # the flag that names the release line a term applies to, for the engine
 
 
 def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: Registry) -> Calibration:
@@ -71,8 +72,9 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
         engine = registry.reader(lambda e, t=text: e.reads_log(t))  # type: ignore[misc]
         point = getattr(engine, "calibration_point", None)
         if engine is None or point is None:
+            which = ", ".join(f"{e.label}'s" for e in registry if getattr(e, "calibration_point", None) is not None)
             skipped.append((name, f"{engine.label if engine else 'no engine'}'s logs are not calibrated yet "
-                                  "(kvbudget calibrates vLLM's and SGLang's)"))
+                                  f"(kvbudget calibrates {which})"))
             continue
         try:
             p = point(name, text, given)
@@ -95,7 +97,9 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
         median = round(statistics.median(p.residual for p in ps))
         spread = max(abs(p.residual - median) for p in ps)
         terms.append(SiteTerm(gpu, release, gpus, median, len(ps), spread))
-    return Calibration(tuple(points), tuple(terms), tuple(skipped))
+    option = getattr(registry.get(points[0].engine), "release_option", "") if points else ""
+    flag = "--" + option.replace("_", "-") if option else "--vllm-version"
+    return Calibration(tuple(points), tuple(terms), tuple(skipped), flag)
 
 
 def profile_doc(c: Calibration) -> dict[str, Any]:

@@ -33,9 +33,9 @@ def calibrate_text(c: Calibration, units: str, out: str | None) -> str:
                         for t in c.terms], right=[False, False, True, True, True, True])]
     out_lines += [f"skipped {log}: {why}" for log, why in c.skipped]
     lines = sorted({t.release for t in c.terms})
-    engine = c.points[0].engine if c.points else "vllm"
+    vllm = not c.points or c.points[0].engine == "vllm"
     out_lines.append(f"a term applies to runs of its GPU and release line ({', '.join(lines)}): give fit the same "
-                     f"--{engine}-version" + (" (vLLM reads a pasted command's release itself)" if engine == "vllm" else ""))
+                     f"{c.release_flag}" + (" (vLLM reads a pasted command's release itself)" if vllm else ""))
     out_lines.append(f"wrote {out}: use it with --profile {out} on fit, explain and levers" if out
                      else "give --out FILE to save the profile, then --profile FILE on fit, explain and levers")
     return "\n".join(out_lines)

@@ -22,6 +22,7 @@ def _kv(name: str) -> str:
 
 class SGLangEngine(PoolServer):
     name, label = "sglang", "SGLang"
+    release_option = "sglang_version"  # the option naming the release line whose rules apply (calibrate's hint)
     multi_node, pipeline = False, True
     # SGLang's image (docs.sglang.ai, "Install SGLang": docker); launch_server's default port 30000
     container: Container | None = Container("sglang", "lmsysorg/sglang:latest", 30000,
@@ -157,25 +158,17 @@ class SGLangEngine(PoolServer):
         # one launch_server starts every --dp replica (its data-parallel controller): one pod of them
         return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization), group=replicas(s))
 
-    def read_command(self, words: list[str], given: dict[str, Any]) -> Any:
-        from ..._record import replace
+    def site_terms(self, doc: object) -> tuple[Any, ...]:
+        return _site(doc)
 
-        cmd = super().read_command(words, given)
-        return replace(cmd, settings=replace(cmd.settings, site=_site(given["profile"]))) if given.get("profile") else cmd
-
-    def calibration_point(self, name: str, text: str, given: dict[str, Any]) -> Any:
-        """The run a log shows: its GPU, release line and TP x PP, the free memory before loading it logged and the
-        one kvbudget plans (None when the log prints neither it nor the load's figures it follows from)."""
-        from ...questions.calibrate import Point
+    def calibration_free(self, c: Any) -> tuple[str, int, int, str] | None:
+        """SGLang's free memory before loading (printed, or after loading plus the load's usage: check's row)."""
         from ...units import GiB
 
-        c = self.check(text, given)
         row = next((r for r in c.rows if r.figure.startswith("free before loading")), None)
-        if row is None or row.reported is None or row.predicted is None or c.plan is None:
+        if row is None or row.reported is None or row.predicted is None:
             return None
-        s = dict(c.settings)
-        return Point(name, self.name, c.gpu, c.release, int(s.get("tp", 1)) * int(s.get("pp", 1)),
-                     round(row.reported * GiB), round(row.predicted * GiB), "free memory before loading")
+        return "free memory before loading", round(row.reported * GiB), round(row.predicted * GiB), c.release
 
     def reads_command(self, words: list[str]) -> bool:
         from ..cmdscan import sglang_serve_at

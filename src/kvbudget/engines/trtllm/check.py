@@ -350,4 +350,5 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
                       gpu=device.name if device is not None and spec is not None else None,
                       release=run.settings.release or "current", settings=settings_items(run.settings, TrtllmSettings()),
                       read_from=run.read_from, rows=tuple(rows), recomputed=tuple(recomputed), notes=tuple(notes),
-                      warnings=tuple(dict.fromkeys(warnings)), plan=summary(p) if p is not None else None)
+                      warnings=tuple(dict.fromkeys(warnings)), plan=summary(p) if p is not None else None,
+                      device_bytes=device.memory_bytes if device is not None else None, assumed=run.assumed)

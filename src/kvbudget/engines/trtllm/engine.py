@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 class TrtllmEngine(PoolServer):
     name, label = "trtllm", "TensorRT-LLM"
+    release_option = "trtllm_release"  # the option naming the release line whose rules apply (calibrate's hint)
     multi_node, pipeline = False, True
     # the TensorRT-LLM release image on NGC (nvcr.io/nvidia/tensorrt-llm/release); trtllm-serve's port 8000
     container: Container | None = Container("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:latest", 8000,
@@ -25,17 +26,21 @@ class TrtllmEngine(PoolServer):
     fraction: Fraction | None = Fraction("free_gpu_memory_fraction", 0.05)
     options: tuple[Option, ...] = (
         Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)", commands=("fit", "levers")),
-        Option("trtllm_release", "text", "TensorRT-LLM release the logged run used (0.13, 0.20, 1.1.0rc3 ...), where the "
-               "log does not print it (default: the current source)", commands=("check",)),
+        Option("trtllm_release", "text", "TensorRT-LLM release whose rules apply (0.13, 0.20, 1.1.0rc3 ...): the one "
+               "a logged run used where the log does not print it, or the one a plan is for (default: the current "
+               "source)", commands=("fit", "explain", "levers", "check")),
         Option("moe_expert_parallel_size", "count", "TensorRT-LLM --ep_size: an MoE model's routed experts spread over "
                "this many of the TP ranks, whole (default: none, every expert split over the TP ranks)"),
         Option("moe_tensor_parallel_size", "count", "TensorRT-LLM moe_tensor_parallel_size (options file): each "
                "expert split this many ways; x moe_expert_parallel_size must equal --tp"),
         Option("enable_attention_dp", "switch", "TensorRT-LLM enable_attention_dp (options file): every rank holds the "
                "attention whole and caches all KV heads of its own requests", default=False),
+        Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): the memory the site's logs "
+               "show held outside the pool", commands=("fit", "explain", "levers")),
     )
     fit_flags = frozenset({"free_gpu_memory_fraction", "moe_expert_parallel_size", "moe_tensor_parallel_size",
-                           "enable_attention_dp", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype"})
+                           "enable_attention_dp", "tp", "pp", "num_gpus", "batch", "kv_dtype", "weights_dtype", "profile",
+                           "trtllm_release"})
     fit_instead = tuple({"gpu_memory_utilization": "--free-gpu-memory-fraction",
                          "max_num_seqs": "a --config options file with max_batch_size"}.items())
 
@@ -77,7 +82,43 @@ class TrtllmEngine(PoolServer):
                               kv_cache_dtype=ask.kv_dtype, quantization=None if ask.weights == "auto" else ask.weights,
                               max_seq_len=ask.context, moe_ep=ask.option("moe_expert_parallel_size", None),
                               moe_tp=ask.option("moe_tensor_parallel_size", None),
-                              enable_attention_dp=bool(ask.option("enable_attention_dp", False)))
+                              enable_attention_dp=bool(ask.option("enable_attention_dp", False)),
+                              site=self.site_terms(ask.option("profile")), release=_release(ask.option("trtllm_release")))
+
+    def site_terms(self, doc: object) -> tuple[Any, ...]:
+        """A site profile's terms (none when no profile is given)."""
+        if doc is None:
+            return ()
+        from ..site import site_profile
+        from .policy import is_release_key
+
+        return site_profile(doc, "trtllm", "TensorRT-LLM", is_release_key)
+
+    def calibration_free(self, c: Any) -> tuple[str, int, int, str] | None:
+        """The free memory TensorRT-LLM sized its pool from: printed (the engine path's "available"; the PyTorch
+        path's available KV memory over its fraction), or the total less what the pool implies was held outside it."""
+        from ...units import GiB, InputError
+        from .check import HELD
+        from .policy import release_key
+
+        if unseen := [a for a in c.assumed if a.split(" ", 1)[0] in _SIZED_BY]:  # the peak planned is the defaults'
+            raise InputError(f"the log does not print {', '.join(a.split(' ', 1)[0] for a in unseen)}: kvbudget planned "
+                             "TensorRT-LLM's defaults, and a profile would take their difference for the site's memory")
+        rows = {r.figure: r for r in c.rows if r.reported is not None and r.predicted is not None}
+        fraction = float(dict(c.settings).get("free_gpu_memory_fraction", 0.9))
+        total = c.device_bytes
+        if "free when the pool is sized (GiB)" in rows:
+            r = rows["free when the pool is sized (GiB)"]
+            logged, planned = r.reported * GiB, r.predicted * GiB
+        elif "available KV cache memory (GiB)" in rows:
+            r = rows["available KV cache memory (GiB)"]
+            logged, planned = r.reported * GiB / fraction, r.predicted * GiB / fraction
+        elif HELD in rows and total is not None:
+            r = rows[HELD]
+            logged, planned = total - r.reported * GiB, total - r.predicted * GiB
+        else:
+            return None
+        return "free memory when the pool is sized", round(logged), round(planned), release_key(c.release)
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: TrtllmSettings) -> TrtllmPlan:
         from .policy import plan
@@ -113,5 +154,19 @@ class TrtllmEngine(PoolServer):
         return any(p in text for p in ("[TensorRT-LLM]", "[TRT-LLM]", "for max tokens in paged KV cache",
                                        "tokens in paged KV cache", "blocks in KV cache primary pool"))
 
+
+def _release(value: object) -> str | None:
+    """--trtllm-release as TrtllmSettings.release, checked as a release line (policy.release_line) when given."""
+    if value is None:
+        return None
+    from .policy import release_line
+
+    release_line(str(value))
+    return str(value)
+
+
+# The settings the memory held outside the pool depends on (the weights, the engine's buffers or the profiling run):
+# a log that shows none of them cannot be calibrated on
+_SIZED_BY = frozenset({"free_gpu_memory_fraction", "max_batch_size", "max_num_tokens", "max_seq_len", "kv_cache_dtype"})
 
 ENGINE = TrtllmEngine()

@@ -189,6 +189,36 @@ def release_line(release: str | None) -> tuple[int, int] | None:
     return major, minor
 
 
+def release_key(release: str | None) -> str:
+    """A release's line as a site profile's terms name it: 'major.minor', or 'current' for the current source."""
+    line = release_line(release)
+    return "current" if line is None else f"{line[0]}.{line[1]}"
+
+
+def is_release_key(key: str) -> bool:
+    """A site profile term's release as ``release_key`` writes one."""
+    return key == "current" or re.fullmatch(r"\d{1,2}\.\d{1,3}", key) is not None
+
+
+def _site_held(gpu: GPU, s: TrtllmSettings, notes: list[str]) -> int:
+    """Memory a site profile says is held outside the pool on this GPU and release line (``--profile``: another
+    process, a desktop session), which lowers the free memory both paths size the pool from."""
+    if not s.site:
+        return 0
+    from ..site import site_bytes, term_said
+
+    key = release_key(s.release)
+    held, term = site_bytes(s.site, gpu.name, key, s.tp * s.pp)
+    if term is None:
+        notes.append(f"the site profile has no run on {gpu.name} with TensorRT-LLM {key}: kvbudget's own model applies")
+        return 0
+    if abs(held) > gpu.memory_bytes // 4:  # no site holds a quarter of a GPU: a profile of another GPU
+        raise InputError(f"--profile: its term for {gpu.name} is {held / GiB:+.2f} GiB, more than a quarter of the GPU: "
+                         "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
+    notes.append(f"{term_said(term)}, held outside the pool when it is sized")
+    return held
+
+
 def release_rules(release: str | None) -> ReleaseRules:
     """The per-release rules, each from TensorRT-LLM's source and checked against a log's printed figures.
 
@@ -398,6 +428,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      f"{prof.non_torch / GiB:.2f} GiB (estimates from TensorRT-LLM's source)")
         if s.enable_attention_dp:
             notes.append("attention DP: the attention-DP communication buffers and padded CUDA graphs are not modelled")
+    peak += _site_held(gpu, s, notes)
     available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
     error = None
     capped = False

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from ..._record import record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ..site import SiteTerm
+
 
 @record
 class TrtllmSettings:
@@ -32,6 +36,7 @@ class TrtllmSettings:
     # the release line the run used ('0.13', '0.20', '1.1.0rc3'): where TensorRT-LLM's arithmetic changed between
     # releases (policy.release_rules); None: the current source (main in 2026)
     release: str | None = None
+    site: tuple[SiteTerm, ...] = ()  # a site's own calibration (kvbudget calibrate --out PROFILE; --profile PROFILE)
 
 
 # The KV cache dtypes kvbudget models for TensorRT-LLM and what each stores: FP8 (e4m3, kv_cache_config.dtype

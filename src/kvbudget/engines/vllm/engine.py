@@ -22,6 +22,7 @@ _ALL = ("fit", "explain", "check", "plan", "levers")
 
 class VllmEngine:
     name, label = "vllm", "vLLM"
+    release_option = "vllm_version"  # the option naming the release line whose rules apply (calibrate's hint)
     package = "vllm"  # its name on PyPI: a command's `pip install vllm==0.10.1` (or uvx vllm@0.10.1) names the release
     serving, multi_node, pipeline = True, True, True  # launch files across nodes; pipeline stages
     pooled, lever_load, tensor_parallel, launch_hint = True, 1, True, ""

@@ -17,6 +17,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
 
+    from ..hardware import GPU
+
 
 @record
 class SiteTerm:
@@ -112,3 +114,23 @@ def term_said(term: SiteTerm) -> str:
 
     return (f"site profile: {term.bytes / GiB:+.2f} GiB from {term.logs} log(s) of {term.gpu}, {term.release}, "
             f"{term.gpus} GPU(s) (spread {term.spread / GiB:.2f} GiB)")
+
+
+def held_by_site(site: tuple[SiteTerm, ...], gpu: GPU, release: str, gpus: int, line: str, where: str,
+                 notes: list[str]) -> int:
+    """The bytes a profile's term for this GPU, release line and TP x PP says the site holds outside the engine's
+    memory (0 where it has none, with a note saying so), noted as ``where`` it comes off; ``line``: the release line
+    as users read it. A term of more than a quarter of the GPU is a profile of another GPU: refused."""
+    from ..units import GiB
+
+    if not site:
+        return 0
+    held, term = site_bytes(site, gpu.name, release, gpus)
+    if term is None:
+        notes.append(f"the site profile has no run on {gpu.name} with {line}: kvbudget's own model applies")
+        return 0
+    if abs(held) > gpu.memory_bytes // 4:  # no site holds a quarter of a GPU outside the model
+        raise InputError(f"--profile: its term for {gpu.name} is {held / GiB:+.2f} GiB, more than a quarter of the GPU: "
+                         "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
+    notes.append(f"{term_said(term)}, {where}")
+    return held

@@ -431,19 +431,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
 def _site_held(gpu: GPU, s: SGLangSettings, notes: list[str]) -> int:
     """Memory a site profile says is held outside the server on this GPU and release line (``--profile``: a desktop,
     WSL2's host, another process), off the free memory SGLang measures before loading and sizes its pool from."""
-    if not s.site:
-        return 0
-    from ..site import site_bytes, term_said
+    from ..site import held_by_site
 
-    held, term = site_bytes(s.site, gpu.name, s.version, s.tp * s.pp)
-    if term is None:
-        notes.append(f"the site profile has no run on {gpu.name} with SGLang's {s.version} line: kvbudget's own model applies")
-        return 0
-    if abs(held) > gpu.memory_bytes // 4:  # no desktop holds a quarter of a GPU: a profile of another GPU
-        raise InputError(f"--profile: its term for {gpu.name} is {held / GiB:+.2f} GiB, more than a quarter of the GPU: "
-                         "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
-    notes.append(f"{term_said(term)}, held outside the server: off the free memory before loading")
-    return held
+    return held_by_site(s.site, gpu, s.version, s.tp * s.pp, f"SGLang's {s.version} line",
+                        "held outside the server: off the free memory before loading", notes)
 
 
 # --- the engine interface (engines/base.py) ---------------------------------------------------------------

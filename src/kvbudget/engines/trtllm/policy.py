@@ -203,20 +203,11 @@ def is_release_key(key: str) -> bool:
 def _site_held(gpu: GPU, s: TrtllmSettings, notes: list[str]) -> int:
     """Memory a site profile says is held outside the pool on this GPU and release line (``--profile``: another
     process, a desktop session), which lowers the free memory both paths size the pool from."""
-    if not s.site:
-        return 0
-    from ..site import site_bytes, term_said
+    from ..site import held_by_site
 
     key = release_key(s.release)
-    held, term = site_bytes(s.site, gpu.name, key, s.tp * s.pp)
-    if term is None:
-        notes.append(f"the site profile has no run on {gpu.name} with TensorRT-LLM {key}: kvbudget's own model applies")
-        return 0
-    if abs(held) > gpu.memory_bytes // 4:  # no site holds a quarter of a GPU: a profile of another GPU
-        raise InputError(f"--profile: its term for {gpu.name} is {held / GiB:+.2f} GiB, more than a quarter of the GPU: "
-                         "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
-    notes.append(f"{term_said(term)}, held outside the pool when it is sized")
-    return held
+    return held_by_site(s.site, gpu, key, s.tp * s.pp, f"TensorRT-LLM {key}", "held outside the pool when it is sized",
+                        notes)
 
 
 def release_rules(release: str | None) -> ReleaseRules:

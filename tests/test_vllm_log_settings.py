@@ -119,3 +119,22 @@ def test_the_speculative_config_is_read_from_either_line_the_log_shows() -> None
                                                       gpu="A100-80GB").plan.model_loading_bytes
     without = "\n".join(line for line in config_only.splitlines() if "SpeculativeConfig(" not in line)
     assert check_log(without, model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB").settings.speculative_method is None
+
+
+def test_a_launch_command_over_continuation_lines_is_read_whole() -> None:
+    """A command pasted as the shell shows it, one flag a line after a backslash (the rtx6kpro MiniMax-M2.5 page):
+    its model and flags are on the lines after `vllm serve \\`. Before, only that first line was read, so the log
+    named no model and its TP 4 was lost (planned at TP 1, the run did not start)."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    text = (LOGS / "v0.16-0.17_rtx-pro-6000x4_minimax-m2.5-fp8_tp4_default.log").read_text(encoding="utf-8")
+    assert parse_vllm_log(text).command == (
+        "SAFETENSORS_FAST_GPU=1 VLLM_SLEEP_WHEN_IDLE=1 vllm serve MiniMaxAI/MiniMax-M2.5 --tensor-parallel-size 4 "
+        "--tool-call-parser minimax_m2 --reasoning-parser minimax_m2_append_think --enable-auto-tool-choice "
+        "--trust-remote-code")
+    r = check_log(text, gpu="RTX-PRO-6000-WS-96GB", version="0.16.0")
+    assert r.settings.tensor_parallel_size == 4 and "MiniMax-M2" in r.model
+    # a continuation that runs on (every line ending in a backslash) is read for a bounded number of lines
+    flood = "vllm serve \\\n" + "  --trust-remote-code \\\n" * 100_000 + "GPU KV cache size: 1,024 tokens\n"
+    command = parse_vllm_log(flood).command
+    assert command is not None and command.startswith("vllm serve --trust-remote-code") and len(command) < 10_000

@@ -42,6 +42,8 @@ NOT_IN_THE_LOG = {
     "FlashInfer the sampler takes (the record's Apptainer command is the deployment's own template)",
     "v0.27.1_rtx-pro-6000-server-x4_qwen3-235b-a22b-2507-fp8_tp4": "the excerpt prints no version (0.27.1 from the "
     "post's text; the container tag is latest)",
+    "v0.19.0_a100-80gb_gemma-4-26b-a4b_len131072_eager": "the excerpt prints no version (0.19.0 from the same post's "
+    "other run on the host)",
 }
 
 
@@ -138,3 +140,18 @@ def test_a_launch_command_over_continuation_lines_is_read_whole() -> None:
     flood = "vllm serve \\\n" + "  --trust-remote-code \\\n" * 100_000 + "GPU KV cache size: 1,024 tokens\n"
     command = parse_vllm_log(flood).command
     assert command is not None and command.startswith("vllm serve --trust-remote-code") and len(command) < 10_000
+
+
+def test_a_command_after_a_shell_prompt_is_read() -> None:
+    """A command copied with the terminal's prompt before it (`(.venv) root@host:~# vllm serve M ...`, the myoceane.fr
+    Gemma 4 post): before, only `$`, `#` or `>` and blanks could come before it, so the log named no model."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    text = (LOGS / "v0.19.0_a100-80gb_gemma-4-26b-a4b_len131072_eager.log").read_text(encoding="utf-8")
+    command = parse_vllm_log(text).command
+    assert command is not None and command.startswith("vllm serve google/gemma-4-26B-A4B --port 10000")
+    r = check_log(text, gpu="A100-SXM4-80GB", version="0.19.0")
+    assert "gemma-4-26B-A4B" in r.model and r.settings.enforce_eager and r.settings.max_model_len == 131072
+    for prompt in ("user@gpu-box:~/work$ ", "[root@node1 ~]# ", "(vllm) PS C:\\> ", "$ "):
+        assert parse_vllm_log(f"{prompt}vllm serve Qwen/Qwen3-8B\nGPU KV cache size: 1,024 tokens\n").command == (
+            "vllm serve Qwen/Qwen3-8B"), prompt

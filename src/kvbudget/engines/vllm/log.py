@@ -373,6 +373,11 @@ def _last_engine_run(text: str) -> tuple[int, str]:
     return runs, text[(text.rfind("\n", 0, begins) if end < 0 else end) + 1:]
 
 
+# what a terminal prints before a command copied with it: a virtual environment's name, then a POSIX shell's
+# user@host:dir$ or [user@host dir]# or PowerShell's PS dir>, or only $, # or > (the myoceane.fr Gemma 4 post pastes
+# "(.venv) root@run-cvvmqstioi240l5-0:~# vllm serve ...")
+_PROMPT = (r"(?:\([^()\n]{1,64}\) ?)?(?:\[?[\w.-]{1,64}@[\w.-]{1,64}[: ][^\n#$>]{0,256}[#$] ?|PS [^\n>]{1,256}> ?)?"
+           r"[#$>\s]{0,8}")
 _CONTINUED_LINES = 200  # lines a command pasted one flag a line may run on (vLLM has about 300 flags)
 # a line break a backslash escaped, once the log's reader has joined the next line on (``_WRAPPED`` joins a line
 # that starts with a blank): the backslash and the next line's indentation, or a backslash before a flag; a
@@ -500,7 +505,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     fields.update(_graph_fields(log))
     settings = _settings(log) + _sampler(log) + _compile_cache(log)
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
-                       r"[#$>\s]{0,8}((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
+                       _PROMPT + r"((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:
         fields["command"] = _continued(log.text, m.end(), m.group(1).strip())
     fields["worker_layout"] = _worker_layout(log)

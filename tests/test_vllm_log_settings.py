@@ -42,6 +42,11 @@ NOT_IN_THE_LOG = {
     "FlashInfer the sampler takes (the record's Apptainer command is the deployment's own template)",
     "v0.27.1_rtx-pro-6000-server-x4_qwen3-235b-a22b-2507-fp8_tp4": "the excerpt prints no version (0.27.1 from the "
     "post's text; the container tag is latest)",
+    "v0.19.0_a100-80gb_gemma-4-26b-a4b_len131072_eager": "the excerpt prints no version (0.19.0 from the same post's "
+    "other run on the host)",
+    "v0.24.0_rtx5090_qwen3.6-35b-a3b-nvfp4_kvfp8_len131072_mns1": "the log's quantization=modelopt reads the local "
+    "NVFP4 export's quantization_config, which kvbudget has no copy of (the record plans --quantization modelopt_fp4 as "
+    "a stand-in)",
 }
 
 
@@ -119,3 +124,37 @@ def test_the_speculative_config_is_read_from_either_line_the_log_shows() -> None
                                                       gpu="A100-80GB").plan.model_loading_bytes
     without = "\n".join(line for line in config_only.splitlines() if "SpeculativeConfig(" not in line)
     assert check_log(without, model="meta-llama/Llama-3.1-8B-Instruct", gpu="A100-80GB").settings.speculative_method is None
+
+
+def test_a_launch_command_over_continuation_lines_is_read_whole() -> None:
+    """A command pasted as the shell shows it, one flag a line after a backslash (the rtx6kpro MiniMax-M2.5 page):
+    its model and flags are on the lines after `vllm serve \\`. Before, only that first line was read, so the log
+    named no model and its TP 4 was lost (planned at TP 1, the run did not start)."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    text = (LOGS / "v0.16-0.17_rtx-pro-6000x4_minimax-m2.5-fp8_tp4_default.log").read_text(encoding="utf-8")
+    assert parse_vllm_log(text).command == (
+        "SAFETENSORS_FAST_GPU=1 VLLM_SLEEP_WHEN_IDLE=1 vllm serve MiniMaxAI/MiniMax-M2.5 --tensor-parallel-size 4 "
+        "--tool-call-parser minimax_m2 --reasoning-parser minimax_m2_append_think --enable-auto-tool-choice "
+        "--trust-remote-code")
+    r = check_log(text, gpu="RTX-PRO-6000-WS-96GB", version="0.16.0")
+    assert r.settings.tensor_parallel_size == 4 and "MiniMax-M2" in r.model
+    # a continuation that runs on (every line ending in a backslash) is read for a bounded number of lines
+    flood = "vllm serve \\\n" + "  --trust-remote-code \\\n" * 100_000 + "GPU KV cache size: 1,024 tokens\n"
+    command = parse_vllm_log(flood).command
+    assert command is not None and command.startswith("vllm serve --trust-remote-code") and len(command) < 10_000
+
+
+def test_a_command_after_a_shell_prompt_is_read() -> None:
+    """A command copied with the terminal's prompt before it (`(.venv) root@host:~# vllm serve M ...`, the myoceane.fr
+    Gemma 4 post): before, only `$`, `#` or `>` and blanks could come before it, so the log named no model."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    text = (LOGS / "v0.19.0_a100-80gb_gemma-4-26b-a4b_len131072_eager.log").read_text(encoding="utf-8")
+    command = parse_vllm_log(text).command
+    assert command is not None and command.startswith("vllm serve google/gemma-4-26B-A4B --port 10000")
+    r = check_log(text, gpu="A100-SXM4-80GB", version="0.19.0")
+    assert "gemma-4-26B-A4B" in r.model and r.settings.enforce_eager and r.settings.max_model_len == 131072
+    for prompt in ("user@gpu-box:~/work$ ", "[root@node1 ~]# ", "(vllm) PS C:\\> ", "$ "):
+        assert parse_vllm_log(f"{prompt}vllm serve Qwen/Qwen3-8B\nGPU KV cache size: 1,024 tokens\n").command == (
+            "vllm serve Qwen/Qwen3-8B"), prompt

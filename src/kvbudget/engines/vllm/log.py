@@ -373,6 +373,33 @@ def _last_engine_run(text: str) -> tuple[int, str]:
     return runs, text[(text.rfind("\n", 0, begins) if end < 0 else end) + 1:]
 
 
+# what a terminal prints before a command copied with it: a virtual environment's name, then a POSIX shell's
+# user@host:dir$ or [user@host dir]# or PowerShell's PS dir>, or only $, # or > (the myoceane.fr Gemma 4 post pastes
+# "(.venv) root@run-cvvmqstioi240l5-0:~# vllm serve ...")
+_PROMPT = (r"(?:\([^()\n]{1,64}\) ?)?(?:\[?[\w.-]{1,64}@[\w.-]{1,64}[: ][^\n#$>]{0,256}[#$] ?|PS [^\n>]{1,256}> ?)?"
+           r"[#$>\s]{0,8}")
+_CONTINUED_LINES = 200  # lines a command pasted one flag a line may run on (vLLM has about 300 flags)
+# a line break a backslash escaped, once the log's reader has joined the next line on (``_WRAPPED`` joins a line
+# that starts with a blank): the backslash and the next line's indentation, or a backslash before a flag; a
+# backslash and one blank before a word is a path's escaped blank (``My\\ Models``), which the shell keeps
+_BREAK = re.compile(r"\\(?:[ \t]{2,}|[ \t]+(?=-)|[ \t]*$)")
+
+
+def _continued(text: str, end: int, first: str) -> str:
+    """The launch command whose first line is ``first`` (ending at ``end`` in ``text``) as the shell reads it:
+    the lines a trailing backslash continues it onto joined, the escaped breaks dropped (the rtx6kpro MiniMax-M2.5
+    page pastes ``vllm serve \\`` with the model and each flag indented on a line of its own, which the shell's
+    split read as a blank word and the model as a second one). At most ``_CONTINUED_LINES`` lines."""
+    pieces = [first]
+    while len(pieces) <= _CONTINUED_LINES and pieces[-1].endswith("\\") and end < len(text):
+        pieces[-1] = pieces[-1][:-1]
+        stop = text.find("\n", end + 1)
+        stop = len(text) if stop < 0 else stop
+        pieces.append(text[end + 1:stop].strip())
+        end = stop
+    return " ".join(_BREAK.sub(" ", " ".join(pieces)).split())
+
+
 def parse_vllm_log(text: str) -> VllmLog:
     """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``). A log that
     holds several start-ups (a restarted server, logs pasted one after another: the API server prints its version
@@ -478,9 +505,9 @@ def parse_vllm_log(text: str) -> VllmLog:
     fields.update(_graph_fields(log))
     settings = _settings(log) + _sampler(log) + _compile_cache(log)
     m = log.line_match(("vllm serve", "-m vllm.entrypoints"),
-                       r"[#$>\s]{0,8}((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
+                       _PROMPT + r"((?:[A-Z_][A-Z0-9_]{0,63}=\S{0,256} ){0,16}(?:vllm serve|python3? -m vllm\.entrypoints)[^\n]*)")
     if m:
-        fields["command"] = m.group(1).strip()
+        fields["command"] = _continued(log.text, m.end(), m.group(1).strip())
     fields["worker_layout"] = _worker_layout(log)
     parsed = VllmLog(settings=tuple(settings), **fields)  # type: ignore[arg-type]
     if not parsed.has_figures and parsed.model_loading_gib is None:

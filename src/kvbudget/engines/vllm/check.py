@@ -60,10 +60,14 @@ def _release(log: VllmLog, text: str, given: str | None, lines: LineEvidence) ->
         return log.version, _unlike(lines, log.version, "the log prints")
     wording = _version_from_format(log, text)
     if not lines.releases:
+        none = (f"the source line numbers of the log's records ({lines.pairs} file:line pairs) fit no vLLM release "
+                f"kvbudget has read ({_read_span()}) together: a newer release, a development or a patched build")
+        near = LineEvidence(lines.nearest, lines.pairs)
+        if lines.nearest and near.one_minor and not (wording == "v0" and (version_minor(lines.nearest[-1]) or 0) >= 8):
+            return lines.nearest[-1], [f"{none}; {lines.matched} of them fit vLLM {near.span}, the nearest: planned as "
+                                       f"{lines.nearest[-1]} (give --vllm-version if the build is another)"]
         if lines.pairs >= MIN_PAIRS:
-            return wording, [f"the source line numbers of the log's records ({lines.pairs} file:line pairs) fit no vLLM "
-                             f"release kvbudget has read ({_read_span()}) together: a newer release, a development or "
-                             "a patched build; the release is guessed from the log's wording"]
+            return wording, [f"{none}; the release is guessed from the log's wording"]
         return wording, []
     fits = (f"the log names no vLLM version; the source line numbers of its records ({lines.pairs} file:line pairs) "
             f"fit vLLM {lines.span}")

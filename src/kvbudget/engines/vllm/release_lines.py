@@ -9,7 +9,10 @@ logger call on that line; it says nothing where the table does not know the file
 or where the release has a file of that name the table leaves out (a model file, ``open`` in the table). A log's
 releases are those no pair rules out, once two pairs at least have ruled some out: one pair alone can match a
 release by chance. Pairs that rule out every release mean a release newer than the table, a development build or a
-patched one: no release is named then."""
+patched one: no release fits them all then, and the nearest are those that fit two thirds of them at least (a
+build between two releases keeps most of its neighbours' lines: a 0.8.5 development build fits 0.8.5 on 7 of its 8
+pairs, the NVIDIA container's 0.13.0 build fits 0.13.0 on 25 of 26, a 0.15.0 development build 0.15.0 on 17 of 23;
+a ROCm 0.14.0rc1 build fits no release on more than 12 of its 25, and is named none)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from ..._record import record
 
 TABLE = Path(__file__).with_name("lines.json")
 MIN_PAIRS = 2  # pairs that must rule releases out before the rest are named
+NEAREST_SHARE = 2 / 3  # the share of the ruling pairs the nearest releases must fit where none fits them all
 
 _ANSI = re.compile(r"\x1b\[[0-9;]{0,20}m")  # a colored log's escapes (logging_utils/formatter.py ColoredFormatter)
 # the level and time vLLM's format puts before the tag (%(levelname)s %(asctime)s, date format %m-%d %H:%M:%S): other
@@ -36,6 +40,10 @@ class LineEvidence:
 
     releases: tuple[str, ...]  # the releases read that no pair rules out, oldest first (empty: none, or too few pairs)
     pairs: int  # distinct (file, line) pairs that ruled releases out
+    # where no release fits every pair: the releases most of them fit (``NEAREST_SHARE`` of the pairs at least), and
+    # how many pairs those fit (a development or patched build between releases keeps most lines of its neighbours)
+    nearest: tuple[str, ...] = ()
+    matched: int = 0
 
     @property
     def span(self) -> str:
@@ -103,7 +111,7 @@ def release_evidence(text: str) -> LineEvidence:
     """The releases (of those read) that could have printed every tagged record of ``text``; see the module."""
     order = releases_read()
     every = (1 << len(order)) - 1
-    candidates, ruling = every, 0
+    candidates, ruling, masks = every, 0, []
     for name, line in pairs(text):
         known = _file(name)
         if known is None:
@@ -113,6 +121,13 @@ def release_evidence(text: str) -> LineEvidence:
         if allowed != every:
             ruling += 1
             candidates &= allowed
+            masks.append(allowed)
     if ruling < MIN_PAIRS:
-        candidates = 0
-    return LineEvidence(tuple(v for i, v in enumerate(order) if candidates >> i & 1), ruling)
+        return LineEvidence((), ruling)
+    if candidates:
+        return LineEvidence(tuple(v for i, v in enumerate(order) if candidates >> i & 1), ruling)
+    fits = [sum(m >> i & 1 for m in masks) for i in range(len(order))]
+    best = max(fits)
+    if best <= MIN_PAIRS or best < NEAREST_SHARE * ruling:
+        return LineEvidence((), ruling)
+    return LineEvidence((), ruling, tuple(v for i, v in enumerate(order) if fits[i] == best), best)

@@ -603,6 +603,7 @@ class Manifest:
 
     words: tuple[str, ...]
     gpus: int | None
+    source: str = "the pasted manifest"  # what gives the GPUs (its GPU limit or reservation)
 
 
 def manifest_command(words: list[str]) -> Manifest | None:
@@ -705,3 +706,62 @@ def _gpus_asked(spec: dict[str, object]) -> int | None:
     if isinstance(asked, str) and digits(asked) and len(asked) < 7:
         return int(asked)
     return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 0 else None
+
+
+# --- kubectl run NAME --image=IMAGE [--command] -- ARGS --------------------------------------------------------------
+
+# kubectl run's options that take a value as the next word (kubectl 1.31 `kubectl run --help`); the others are
+# switches (--rm, -i, -t, --command, --privileged ...) or are written --name=value
+_KUBECTL_VALUED = ("--image", "--env", "--overrides", "--port", "--labels", "-l", "--restart", "--namespace", "-n",
+                   "--context", "--image-pull-policy", "--annotations", "--pod-running-timeout", "--override-type",
+                   "--kubeconfig", "--cluster", "--user", "--dry-run", "-o", "--output", "--field-manager")
+
+
+def kubectl_command(words: list[str]) -> Manifest | None:
+    """``kubectl run NAME --image=IMAGE [--env=K=V] [--command] -- ARGS`` (``oc run`` the same) as the manifest of the
+    Pod it creates: ARGS are the container's args, which the image's entrypoint takes, or with --command its command
+    (kubectl run --help). An ``--overrides`` JSON's container resources say its GPUs. None for other words."""
+    at = next((i for i in range(len(words) - 1) if os.path.basename(words[i]) in ("kubectl", "oc")
+               and words[i + 1] == "run"), None)
+    if at is None:
+        return None
+    end = words.index("--", at) if "--" in words[at:] else len(words)
+    spec: dict[str, object] = {"env": []}
+    overrides: object = None
+    i = at + 2
+    while i < end:
+        word = words[i]
+        name, eq, value = word.partition("=")
+        if not eq and name in _KUBECTL_VALUED and i + 1 < end:
+            value, i = words[i + 1], i + 1
+        if name == "--image":
+            spec["image"] = value
+        elif name == "--env" and "=" in value:
+            spec["env"].append(value)  # type: ignore[attr-defined]
+        elif name == "--overrides":
+            overrides = _overrides(value)
+        i += 1
+    if not isinstance(spec.get("image"), str):
+        raise InputError("kubectl run without --image=IMAGE: give the image whose container runs the engine "
+                         "(kubectl run NAME --image=vllm/vllm-openai:v0.10.1 -- --model M ...)")
+    spec["command" if "--command" in words[at:end] else "args"] = words[end + 1:]
+    gpus = next((g for g in (_gpus_asked(c) for c in _container_specs(overrides)) if g is not None), None)
+    run = _container(spec, str(spec["image"]), True, 1)
+    return Manifest(tuple([*words[:at], *run.words]), gpus, "kubectl run --overrides")
+
+
+def _overrides(text: str) -> object:
+    from ..inputs import load_json
+
+    return load_json(text[:1 << 20], "kubectl run --overrides")
+
+
+def _container_specs(node: object, depth: int = 0) -> list[dict[str, object]]:
+    """The mappings in a ``containers`` list under ``node`` (an --overrides Pod), however deep."""
+    if depth > 40 or not isinstance(node, (dict, list)):
+        return []
+    if isinstance(node, list):
+        return [c for item in node for c in _container_specs(item, depth + 1)]
+    listed = node.get("containers")
+    own = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
+    return own + [c for k, v in node.items() if k != "containers" for c in _container_specs(v, depth + 1)]

@@ -20,7 +20,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from ..units import InputError
+from ..units import InputError, excerpt
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 MAX_REQUESTS = 1_000_000
@@ -95,6 +95,23 @@ def _ids(value: Any, what: str, where: str) -> array[int]:
     return ids
 
 
+_MOST_SECONDS = 1e9  # about 32 years: a larger time is a unit mix-up (nanoseconds, an epoch in ms), not a trace
+
+
+def _seconds(value: Any, what: str, where: str) -> float:
+    """A time in seconds, 0 <= t < 1e9, each way of being wrong told apart (missing, not a number, negative, huge)."""
+    if value is None:
+        raise TraceError(f"{where}: {what} is missing: give it as a number of seconds >= 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise TraceError(f"{where}: {what} is {excerpt(value, 30)}, not a number: give seconds >= 0, e.g. 0.25")
+    if value < 0:
+        raise TraceError(f"{where}: {what} is negative ({excerpt(value, 30)}): give seconds >= 0")
+    if not value < _MOST_SECONDS:
+        raise TraceError(f"{where}: {what} is {excerpt(value, 30)} seconds, beyond 1e9 (32 years): give seconds from "
+                         "the start of the trace, not a clock time (epoch seconds, ms or ns)")
+    return float(value)
+
+
 def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize: Any = None) -> RequestSpec:
     """One trace line (already parsed) as a request; ``tokenize(text) -> list[int]`` reads ``text`` prompts."""
     if not isinstance(obj, dict):
@@ -103,8 +120,7 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
         obj = _from_openai(obj, where)
     step = obj.get("arrival_step")
     arrival = obj.get("arrival", obj.get("timestamp", 0.0 if step is not None else None))
-    if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < 1e9:
-        raise TraceError(f"{where}: 'arrival' (seconds from the start, >= 0) is missing or not a number")
+    arrival = _seconds(arrival, "'arrival' (seconds from the start)", where)
     prompts = [k for k in ("prompt", "prompt_tokens", "text") if k in obj]
     if len(prompts) != 1:
         raise TraceError(f"{where}: give exactly one of 'prompt' (token ids), 'prompt_tokens' (a count) or 'text'")
@@ -132,9 +148,7 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
     after = obj.get("after")
     if after is not None and not isinstance(after, str):
         raise TraceError(f"{where}: 'after' must be the id of an earlier request")
-    delay = obj.get("delay", 0.0)
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < 1e9:
-        raise TraceError(f"{where}: 'delay' must be seconds >= 0")
+    delay = _seconds(obj.get("delay", 0.0), "'delay' (seconds from the earlier request's finish)", where)
     return RequestSpec(str(rid)[:200], float(arrival), prompt, output,
                        None if step is None else _int(step, "'arrival_step'", where, 0, 10**9), after, float(delay))
 

@@ -164,6 +164,13 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
         if v.strip().lower() == "auto" and not auto_fit_read(settings.version):
             raise InputError(f"vLLM stops at start-up: `argument {label}: invalid human_readable_int value: 'auto'` "
                              f"(vLLM {settings.version} has no auto-fit: --max-model-len auto came with 0.14)")
+        if v.strip() == "-1" and not auto_fit_read(settings.version):
+            # human_readable_int reads '-1' as int('-1'): before 0.14 a length of -1 tokens, not a fit to memory.
+            # The default batch of tokens becomes max_num_seqs x -1 (engine/arg_utils.py, 0.10-0.13) and the
+            # scheduler refuses it (config/scheduler.py Field(ge=1) on 0.12-0.13); where it does start, no prompt fits
+            raise InputError(f"{label} -1: vLLM {settings.version} takes it as a length of -1 tokens (no request "
+                             "fits; its scheduler's checks stop it at start-up): -1 and auto mean 'fit to memory' "
+                             "from 0.14; give a length of at least 1 token, or --vllm-version 0.14 or later")
         n = -1 if v.strip().lower() in ("auto", "-1") else engine_int(v, label, dest, settings.version)
         if n != -1 and n < 1:
             raise InputError(f"{label} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")

@@ -87,3 +87,58 @@ def test_max_model_len_minus_one_before_auto_fit_is_refused(capsys: pytest.Captu
                       "--max-model-len", "-1"], f"vLLM {version} takes it as a length of -1 tokens", "from 0.14")
     _runs(capsys, ["explain", "--gpu", "L4", "--vllm-version", "0.14.0", "--", "vllm", "serve", "llama-3.1-8b",
                    "--max-model-len", "-1"])
+
+
+# --- a vLLM command its SchedulerConfig or quantization method refuses ---------------------------------------------------
+
+@pytest.mark.parametrize(("words", "said"), [
+    # 0.33.0 config/scheduler.py verify_max_model_len: both were planned, 'fits', exit 0
+    (["--max-model-len", "8192", "--max-num-batched-tokens", "4096", "--no-enable-chunked-prefill"],
+     "max_num_batched_tokens (4096) is smaller than max_model_len (8192)"),
+    (["--max-model-len", "8192", "--max-num-batched-tokens", "100", "--max-num-seqs", "256"],
+     "max_num_batched_tokens (100) must be greater than or equal to max_num_seqs (256)"),
+])
+def test_a_token_budget_the_scheduler_refuses_is_refused(capsys: pytest.CaptureFixture[str], words: list[str],
+                                                         said: str) -> None:
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b", *words], "vLLM stops at start-up",
+             said)
+
+
+def test_a_token_budget_the_scheduler_takes_is_planned(capsys: pytest.CaptureFixture[str]) -> None:
+    """With no --max-num-seqs vLLM lowers its default to the tokens; chunked prefill takes any budget; V0 of 0.8
+    chunks no prefill below 32K, so a short budget stops it there."""
+    out, _ = _runs(capsys, ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b", "--max-model-len", "8192",
+                            "--max-num-batched-tokens", "100"])
+    assert "max_num_seqs 100," in out
+    _runs(capsys, ["explain", "--gpu", "H100", "--", "vllm", "serve", "llama-3.1-8b", "--max-model-len", "8192",
+                   "--max-num-batched-tokens", "4096", "--max-num-seqs", "64"])
+    _refused(capsys, ["explain", "--gpu", "H100", "--vllm-version", "0.8.5", "--", "VLLM_USE_V1=0", "vllm", "serve",
+                      "llama-3.1-8b", "--max-model-len", "8192", "--max-num-batched-tokens", "4096"], "(chunked prefill is off)")
+
+
+@pytest.mark.parametrize(("version", "gpu", "words", "said"), [
+    # config/vllm.py _get_quantization_config: the method's get_supported_act_dtypes (fp8.py, mxfp4.py, awq.py)
+    (None, "H100", ["llama-3.1-8b", "--quantization", "fp8", "--dtype", "float32"],
+     "torch.float32 is not supported for quantization method fp8. Supported dtypes: [torch.bfloat16, torch.float16]"),
+    (None, "H100", ["gpt-oss-20b", "--dtype", "half"],
+     "torch.float16 is not supported for quantization method mxfp4. Supported dtypes: [torch.bfloat16]"),
+    ("0.20.0", "H100", ["llama-3.1-8b-awq", "--quantization", "awq", "--dtype", "bfloat16"],
+     "torch.bfloat16 is not supported for quantization method awq. Supported dtypes: [torch.float16]"),
+    # a T4 under 0.10.0 runs V0 (the fallback), whose AWQ kernel is the plain one (Marlin needs 8.0 up to 0.13)
+    ("0.10.0", "T4", ["llama-3.1-8b-awq", "--dtype", "float32"], "quantization method awq. Supported dtypes: [torch.float16]"),
+])
+def test_a_dtype_the_quantization_method_does_not_run_is_refused(capsys: pytest.CaptureFixture[str], version: str | None,
+                                                                 gpu: str, words: list[str], said: str) -> None:
+    release = ["--vllm-version", version] if version else []
+    _refused(capsys, ["explain", "--gpu", gpu, *release, "--", "vllm", "serve", *words, "--max-model-len", "4096"],
+             "vLLM stops at start-up", said)
+
+
+def test_the_v0_fallback_keeps_its_releases_kernel_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    """The V0 line (T4 under 0.10.0) was read as the newest release: Marlin from compute capability 7.5."""
+    out, _ = _runs(capsys, ["explain", "--gpu", "T4", "--vllm-version", "0.10.0", "--", "vllm", "serve", "llama-3.1-8b-awq",
+                            "--max-model-len", "4096"])
+    assert "vLLM's plain AWQ kernel (T4-16GB cannot run Marlin" in out
+    for words in (["llama-3.1-8b", "--quantization", "fp8", "--dtype", "half"], ["gpt-oss-20b"],
+                  ["llama-3.1-8b-awq", "--quantization", "awq_marlin", "--dtype", "bfloat16"]):
+        _runs(capsys, ["explain", "--gpu", "H100", "--", "vllm", "serve", *words, "--max-model-len", "4096"])

@@ -207,6 +207,7 @@ def act_dtype_taken(fmt: WeightFormat, quantization: str | None, gpu: GPU, versi
     word = _word(quantization)
     if word in ("", "auto", "none") and fmt.name == "mxfp4":  # a checkpoint's own quant_method (gpt-oss: mxfp4)
         word = "mxfp4"
+    allowed: tuple[str, ...]
     if kernel in ("awq", "gptq") and minor is not None and minor <= (23 if kernel == "awq" else 21):
         word, allowed = kernel, ("fp16",)
     elif word in _ACT_DTYPES:

@@ -142,3 +142,24 @@ def test_the_v0_fallback_keeps_its_releases_kernel_rules(capsys: pytest.CaptureF
     for words in (["llama-3.1-8b", "--quantization", "fp8", "--dtype", "half"], ["gpt-oss-20b"],
                   ["llama-3.1-8b-awq", "--quantization", "awq_marlin", "--dtype", "bfloat16"]):
         _runs(capsys, ["explain", "--gpu", "H100", "--", "vllm", "serve", *words, "--max-model-len", "4096"])
+
+
+# --- start-up logs -------------------------------------------------------------------------------------------------------
+
+L4_LOG = DATA / "vllm_logs" / "v0.11.0_l4_llama3.1-8b_len32000_gmu0.92_mns128.log"
+
+
+@pytest.mark.parametrize(("logged", "edited", "said"), [
+    # read with the comma dropped: 149,889 GiB of model loading (-99.99%), 475 GiB of KV cache, exit 0
+    ("Model loading took 14.9889 GiB", "Model loading took 14,9889 GiB", "model loading (GiB) '14,9889' has a comma"),
+    ("Available KV cache memory: 4.75 GiB", "Available KV cache memory: 4,75 GiB", "'4,75' has a comma"),
+    # digits grouped in twos (en-IN): read as 38,944 by chance of the digits, as 3,894 here
+    ("GPU KV cache size: 38,944 tokens", "GPU KV cache size: 3,89,4 tokens", "GPU KV cache size (tokens) '3,89,4'"),
+])
+def test_a_number_with_a_comma_no_engine_prints_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           logged: str, edited: str, said: str) -> None:
+    log = tmp_path / "run.log"
+    text = L4_LOG.read_text(encoding="utf-8")
+    assert logged in text
+    log.write_text(text.replace(logged, edited), encoding="utf-8")
+    _refused(capsys, ["check", str(log), "--gpu", "L4"], said, "no thousands separator")

@@ -163,3 +163,38 @@ def test_a_number_with_a_comma_no_engine_prints_is_refused(capsys: pytest.Captur
     assert logged in text
     log.write_text(text.replace(logged, edited), encoding="utf-8")
     _refused(capsys, ["check", str(log), "--gpu", "L4"], said, "no thousands separator")
+
+
+# --- simulate: a workload or trace over the token cap is refused before its token ids are made --------------------------
+
+def test_a_synthetic_workload_over_the_cap_is_refused_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """2,000 requests of 200,000 tokens: 45 s and 1.6 GB of token ids were made before the refusal."""
+    import time
+
+    began = time.perf_counter()
+    _refused(capsys, ["simulate", "llama-3.1-8b", "--gpu", "H100", "--synthetic",
+                      "requests=2000,prompt=100000,output=100000"], "more than 200,000,000 tokens in all")
+    assert time.perf_counter() - began < 5
+
+
+def test_a_trace_over_the_cap_is_refused_at_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """30 lines of 'prompt_tokens': 9,000,000: 50 s and 1.6 GB before the refusal."""
+    import time
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"arrival": {i}, "prompt_tokens": 9000000, "output_tokens": 1000000}}\n'
+                             for i in range(30)), encoding="utf-8")
+    began = time.perf_counter()
+    _refused(capsys, ["simulate", "llama-3.1-8b", "--gpu", "H100", "--trace", str(trace)], "200,000,000 tokens")
+    assert time.perf_counter() - began < 5
+
+
+def test_a_multi_turn_workload_is_drawn_as_before(capsys: pytest.CaptureFixture[str]) -> None:
+    """The lengths are drawn first, then the ids made: the same seeded requests as one pass made them."""
+    from kvbudget.sim.workload import generate, parse_workload
+
+    reqs = generate(parse_workload("requests=7,prefixes=2x16@1,turns=3,seed=5,prompt=10,output=4"))
+    assert [r.id for r in reqs] == ["c0t0", "c0t1", "c0t2", "c1t0", "c1t1", "c1t2", "c2t0"]
+    assert [r.after for r in reqs[:3]] == [None, "c0t0", "c0t1"]
+    assert [r.prompt_len for r in reqs[:3]] == [26, 40, 54] and reqs[3].prompt_len == 26
+    assert list(reqs[1].prompt[:30]) == list(reqs[0].prompt) + list(reqs[0].output)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,27 +186,54 @@ def _content(content: Any, where: str) -> str:
     raise TraceError(f"{where}: a message's 'content' must be a string or a list of parts, got {type(content).__name__}")
 
 
-def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
-    """The requests of a JSON Lines trace file, ordered by arrival (stable)."""
-    from ..inputs import read_text
-
-    text = read_text(path, "trace", MAX_TRACE_BYTES)
-    tokens = TokenSource()
-    requests: list[RequestSpec] = []
-    total = 0
+def _objects(text: str, path: str) -> Iterator[tuple[str, Any]]:
+    """Each non-blank line of a JSON Lines trace, parsed, with where it is."""
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path} line {n}"
         try:
-            obj = json.loads(line)
+            yield where, json.loads(line)
         except (ValueError, RecursionError):
             raise TraceError(f"{where}: not JSON (a trace is one JSON object per line)") from None
+
+
+def _given_tokens(obj: Any) -> int:
+    """The tokens a trace line gives as counts or id lists (0 for what ``request_from`` refuses or tokenizes)."""
+    if not isinstance(obj, dict):
+        return 0
+    given = 0
+    for key in ("prompt", "prompt_tokens", "output", "output_tokens"):
+        value = obj.get(key)
+        if isinstance(value, list):
+            given += len(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            given += min(value, MAX_REQUEST_TOKENS + 1)
+    return given
+
+
+def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
+    """The requests of a JSON Lines trace file, ordered by arrival (stable)."""
+    from ..inputs import read_text
+
+    text = read_text(path, "trace", MAX_TRACE_BYTES)
+    too_many = TraceError(f"{path}: more than {MAX_REQUESTS:,} requests or {MAX_TOTAL_TOKENS:,} tokens; replay a "
+                          "sample of it")
+    # the lengths the lines give, summed in a first reading before any token id is made (30 lines of
+    # 'prompt_tokens': 9000000 took 50 s and 1.6 GB to be refused); 'text' prompts are counted as they are tokenized
+    lines = given = 0
+    for _, obj in _objects(text, path):
+        lines, given = lines + 1, given + _given_tokens(obj)
+        if lines > MAX_REQUESTS or given > MAX_TOTAL_TOKENS:
+            raise too_many
+    tokens = TokenSource()
+    requests: list[RequestSpec] = []
+    total = 0
+    for where, obj in _objects(text, path):
         req = request_from(obj, where, len(requests), tokens, tokenize)
         total += req.prompt_len + req.output_len
-        if total > MAX_TOTAL_TOKENS or len(requests) >= MAX_REQUESTS:
-            raise TraceError(f"{path}: more than {MAX_REQUESTS:,} requests or {MAX_TOTAL_TOKENS:,} tokens; "
-                             "replay a sample of it")
+        if total > MAX_TOTAL_TOKENS:
+            raise too_many
         requests.append(req)
     if not requests:
         raise TraceError(f"{path}: no requests (a trace is one JSON object per line)")

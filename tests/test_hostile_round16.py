@@ -198,3 +198,13 @@ def test_a_multi_turn_workload_is_drawn_as_before(capsys: pytest.CaptureFixture[
     assert [r.after for r in reqs[:3]] == [None, "c0t0", "c0t1"]
     assert [r.prompt_len for r in reqs[:3]] == [26, 40, 54] and reqs[3].prompt_len == 26
     assert list(reqs[1].prompt[:30]) == list(reqs[0].prompt) + list(reqs[0].output)
+
+
+def test_a_synthetic_rate_that_puts_arrivals_beyond_float_precision_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """rate=1e-300: arrivals near 1e300 s, where each step's milliseconds vanish in the sum: every TTFT, TPOT and
+    end-to-end latency printed 0 ms, exit 0."""
+    _refused(capsys, ["simulate", "llama-3.1-8b", "--gpu", "H100", "--synthetic", "rate=1e-300,requests=10"],
+             "bad value for rate: '1e-300' (expected requests per second, 1e-6 to 1e6)")
+    out, _ = _runs(capsys, ["simulate", "llama-3.1-8b", "--gpu", "H100", "--no-progress", "--synthetic",
+                            "rate=1e-6,requests=10"])
+    assert "0 / 0 / 0 ms      0 / 0 / 0 ms" not in out  # TTFT and TPOT

@@ -144,7 +144,9 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
                 fields[key] = n
             elif key in ("rate", "think"):
                 x = float(value)
-                if not (math.isfinite(x) and (x > 0 if key == "rate" else x >= 0) and x <= 1e6):
+                # a rate below 1e-6 per second puts arrivals past 1e300 s, where a step's milliseconds vanish in
+                # the float sum (every latency 0 ms); traces' arrivals are held below 1e9 s (trace.py)
+                if not (math.isfinite(x) and (x >= 1e-6 if key == "rate" else x >= 0) and x <= 1e6):
                     raise ValueError
                 fields[key] = x
             elif key == "arrivals":
@@ -165,7 +167,8 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
         except TraceError:
             raise
         except ValueError:
-            hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once"}
+            hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once",
+                    "rate": "requests per second, 1e-6 to 1e6", "think": "seconds, 0 to 1e6"}
             raise TraceError(f"--synthetic: bad value for {key}: '{value}'"
                              + (f" (expected {hint[key]})" if key in hint else "")) from None
     return Workload(**fields)  # type: ignore[arg-type]

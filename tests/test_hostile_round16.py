@@ -208,3 +208,28 @@ def test_a_synthetic_rate_that_puts_arrivals_beyond_float_precision_is_refused(c
     out, _ = _runs(capsys, ["simulate", "llama-3.1-8b", "--gpu", "H100", "--no-progress", "--synthetic",
                             "rate=1e-6,requests=10"])
     assert "0 / 0 / 0 ms      0 / 0 / 0 ms" not in out  # TTFT and TPOT
+
+
+# --- fit's own engine options, held to what the engine's command line takes ----------------------------------------------
+
+def test_fit_ngl_below_minus_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """fit --ngl -5 was planned as every layer on the GPU (any negative clamped to -1); llama-model.cpp puts none
+    there for it (i_gpu_start = max(n_layer + 1 - ngl, 0), act_gpu_layers = min(ngl, n_layer + 1)), and explain's
+    reader of the same -ngl refused it."""
+    import kvbudget
+    from kvbudget.units import InputError
+
+    _refused(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--engine", "llama.cpp", "--ngl", "-5"],
+             "--ngl -5: llama.cpp puts no layer on the GPU", "give -1 for every layer, or 0 for none")
+    with pytest.raises(InputError, match="--ngl -5"):
+        kvbudget.fit("llama-3.1-8b", gpu="H100", engine="llama.cpp", options={"ngl": -5})
+    _runs(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--engine", "llama.cpp", "--ngl", "-1"])
+
+
+def test_fit_block_size_the_release_does_not_offer_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """explain held --block-size to the release's choices (round 15); fit --block-size 7 --vllm-version 0.6.3 was
+    planned with blocks of 7 tokens, exit 0."""
+    _refused(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--vllm-version", "0.6.3", "--block-size", "7"],
+             "invalid choice: 7", "takes 8, 16, 32")
+    out, _ = _runs(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--vllm-version", "0.6.3", "--block-size", "32"])
+    assert "block size 32," in out

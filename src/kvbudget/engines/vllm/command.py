@@ -102,7 +102,7 @@ _BLOCK_SIZES = (((6, 3), (8, 16, 32)), ((6, 4), (8, 16, 32, 64, 128)), ((6, 5), 
                 ((18, 0), None))
 
 
-def _block_size_taken(n: int, label: str, version: str | None) -> None:
+def block_size_taken(n: int, label: str, version: str | None) -> None:
     """Refuse a block size the release's parser refuses (``--block-size 24`` on 0.10: "invalid choice")."""
     from .settings import minor_patch
 
@@ -149,7 +149,7 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
         lo, hi = _INT_RANGES[dest]
         n = whole(engine_int(v, label, dest, settings.version), label, lo, hi)
         if dest == "block_size":
-            _block_size_taken(n, label, settings.version)
+            block_size_taken(n, label, settings.version)
         return replace(settings, **{dest: n})
     if dest in _TEXT_FIELDS:
         v = v.strip()

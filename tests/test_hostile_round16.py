@@ -233,3 +233,23 @@ def test_fit_block_size_the_release_does_not_offer_is_refused(capsys: pytest.Cap
              "invalid choice: 7", "takes 8, 16, 32")
     out, _ = _runs(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--vllm-version", "0.6.3", "--block-size", "32"])
     assert "block size 32," in out
+
+
+# --- --profile files ------------------------------------------------------------------------------------------------------
+
+def _profile(tmp_path: Path, **fields: object) -> str:
+    doc = {"kvbudget_profile": 1, "engine": "vllm", "terms": [{"gpu": "H100-SXM-80GB", "release": "current", "gpus": 1,
+                                                                "bytes": 1 << 28, "logs": 1, "spread": 0}], "logs": []}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({**doc, **fields}), encoding="utf-8")
+    return str(path)
+
+
+def test_a_profile_with_no_terms_or_a_newer_format_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """"terms": [] was read as given and nothing said (calibrate never writes one: it refuses logs it cannot read);
+    format 2 was 'not a kvbudget profile', its own key saying it is one."""
+    _refused(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--profile", _profile(tmp_path, terms=[])],
+             "the profile holds no terms, so it calibrates no run")
+    _refused(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--profile", _profile(tmp_path, kvbudget_profile=2)],
+             "a kvbudget profile of format 2, newer than the format 1 this kvbudget reads")
+    _runs(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--profile", _profile(tmp_path)])

@@ -40,9 +40,15 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
     """A profile file (``kvbudget calibrate --out``) read back, each field checked."""
     from ...inputs import whole
 
-    if (not isinstance(doc, dict) or type(doc.get("kvbudget_profile")) is not int or doc["kvbudget_profile"] != 1
-            or not isinstance(doc.get("terms"), list)):
+    form = doc.get("kvbudget_profile") if isinstance(doc, dict) else None
+    if type(form) is int and form > 1:  # was 'not a kvbudget profile', the file's own key saying otherwise
+        raise InputError(f"{where}: a kvbudget profile of format {form if form < 10**6 else 'a large number'}, newer "
+                         "than the format 1 this kvbudget reads: update kvbudget, or recalibrate with this one")
+    if not isinstance(doc, dict) or type(form) is not int or form != 1 or not isinstance(doc.get("terms"), list):
         raise InputError(f"{where}: not a kvbudget profile (write one with `kvbudget calibrate LOG ... --out FILE`)")
+    if not doc["terms"]:  # calibrate writes a term per GPU, release and GPU count of its logs: none is a hand edit
+        raise InputError(f"{where}: the profile holds no terms, so it calibrates no run: "
+                         "recalibrate with `kvbudget calibrate LOG ... --out FILE`")
     if doc.get("engine", "vllm") != "vllm":  # the terms are vLLM's non-KV memory: no other engine's plan reads them
         raise InputError(f"{where}: a profile of engine {str(doc['engine'])[:40]!r}; kvbudget writes vLLM profiles only "
                          "(engine \"vllm\"): recalibrate with `kvbudget calibrate LOG ... --out FILE`")

@@ -46,14 +46,14 @@ def site_profile(doc: object, where: str = "--profile") -> tuple[SiteTerm, ...]:
                          "than the format 1 this kvbudget reads: update kvbudget, or recalibrate with this one")
     if not isinstance(doc, dict) or type(form) is not int or form != 1 or not isinstance(doc.get("terms"), list):
         raise InputError(f"{where}: not a kvbudget profile (write one with `kvbudget calibrate LOG ... --out FILE`)")
-    if not doc["terms"]:  # calibrate writes a term per GPU, release and GPU count of its logs: none is a hand edit
-        raise InputError(f"{where}: the profile holds no terms, so it calibrates no run: "
-                         "recalibrate with `kvbudget calibrate LOG ... --out FILE`")
     if doc.get("engine", "vllm") != "vllm":  # the terms are vLLM's non-KV memory: no other engine's plan reads them
         raise InputError(f"{where}: a profile of engine {str(doc['engine'])[:40]!r}; kvbudget writes vLLM profiles only "
                          "(engine \"vllm\"): recalibrate with `kvbudget calibrate LOG ... --out FILE`")
     if extra := sorted(str(k)[:40] for k in doc if k not in _PROFILE_KEYS):  # a hand edit kvbudget would not read
         raise InputError(f"{where}: key {extra[0]!r} is not a profile's (it has {', '.join(_PROFILE_KEYS)}): remove it, or "
+                         "recalibrate with `kvbudget calibrate LOG ... --out FILE`")
+    if not doc["terms"]:  # calibrate writes a term per GPU, release and GPU count of its logs: none is a hand edit
+        raise InputError(f"{where}: the profile holds no terms, so it calibrates no run: "
                          "recalibrate with `kvbudget calibrate LOG ... --out FILE`")
     if len(doc["terms"]) > 10_000:
         raise InputError(f"{where}: {len(doc['terms']):,} terms: a profile holds at most 10,000")

@@ -253,3 +253,13 @@ def test_a_profile_with_no_terms_or_a_newer_format_is_named(capsys: pytest.Captu
     _refused(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--profile", _profile(tmp_path, kvbudget_profile=2)],
              "a kvbudget profile of format 2, newer than the format 1 this kvbudget reads")
     _runs(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--profile", _profile(tmp_path)])
+
+
+def test_calibrate_out_dash_is_no_file_named_dash(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """calibrate LOG --out - wrote a file named '-' in the working folder and said 'use it with --profile -' (where
+    '-' beside a log means standard input)."""
+    monkeypatch.chdir(tmp_path)
+    log = str(DATA / "vllm_logs" / "v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9.log")
+    _refused(capsys, ["calibrate", log, "--out", "-"], "--out '-': the answer already goes to standard output")
+    assert not (tmp_path / "-").exists()

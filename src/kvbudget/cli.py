@@ -143,6 +143,9 @@ def _writable_report(path: str, flag: str = "--report", example: str = "report.m
     folder = os.path.dirname(os.path.abspath(path))
     if not path.strip():
         raise InputError(f"{flag} is empty: give a file name (e.g. {example})")
+    if path.strip() == "-":  # read as standard input where a log is given, yet it wrote a file named '-' here
+        raise InputError(f"{flag} '-': the answer already goes to standard output; give a file name to write "
+                         f"(e.g. {example})")
     if os.path.isdir(path):
         raise InputError(f"{flag} {excerpt_path(path)} is a folder: give a file name in it (e.g. {example})")
     if not os.path.isdir(folder):

@@ -263,3 +263,22 @@ def test_calibrate_out_dash_is_no_file_named_dash(capsys: pytest.CaptureFixture[
     log = str(DATA / "vllm_logs" / "v0.29.0_rtx5090_qwen2.5-7b_bf16_len8192_gmu0.9.log")
     _refused(capsys, ["calibrate", log, "--out", "-"], "--out '-': the answer already goes to standard output")
     assert not (tmp_path / "-").exists()
+
+
+# --- a container's GPUs given as devices ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [
+    f"podman run --device nvidia.com/gpu=0 vllm/vllm-openai:v0.10.1 --model {_LLAMA} -tp 2",
+    f"docker run --device=/dev/nvidia0 --device /dev/nvidiactl vllm/vllm-openai:v0.10.1 --model {_LLAMA} -tp 2",
+])
+def test_a_container_given_fewer_gpu_devices_than_the_layout_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                        command: str) -> None:
+    """podman's CDI device (and a device node) shows the container one GPU: a TP 2 server stops at start-up; it was
+    planned on 2 GPUs, exit 0 (docker run --gpus 1 was already held to it)."""
+    _refused(capsys, ["explain", "--gpu", "H100", "--", command], "its --device shows 1", "stops at start-up")
+
+
+def test_a_container_given_enough_gpu_devices_is_planned(capsys: pytest.CaptureFixture[str]) -> None:
+    for devices in ("--device nvidia.com/gpu=0 --device nvidia.com/gpu=1", "--device nvidia.com/gpu=all",
+                    "--device /dev/fuse"):
+        _plan(capsys, f"podman run {devices} vllm/vllm-openai:v0.10.1 --model {_LLAMA} -tp 2 --max-model-len 8192")

@@ -456,11 +456,12 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
         return None
     found: tuple[str, str] | None = None
     inside: tuple[str, int] | None = None  # -e CUDA_VISIBLE_DEVICES=0: the devices CUDA shows in the container
+    named: list[str] = []  # --device nvidia.com/gpu=0 (CDI, podman and docker 25+), --device /dev/nvidia0
     rest = words[at + 2:]
     for i, word in enumerate(rest):
-        if word in ("--gpus", "-e", "--env") and i + 1 < len(rest):
+        if word in ("--gpus", "-e", "--env", "--device") and i + 1 < len(rest):
             flag, value = word, rest[i + 1]
-        elif word.startswith(("--gpus=", "--env=")):
+        elif word.startswith(("--gpus=", "--env=", "--device=")):
             flag, _, value = word.partition("=")
         elif not word.startswith("-") and (i == 0 or rest[i - 1] not in ("--gpus", "-e", "--env", "-p", "-v", "--name",
                                                                          "--runtime", "--ipc", "--shm-size", "--network",
@@ -469,13 +470,17 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
             break  # the image: what follows is the container's command
         else:
             continue
-        if flag == "--gpus":
+        if flag == "--device":
+            named += [value.partition(":")[0]] if _GPU_DEVICE.fullmatch(value.partition(":")[0]) else []
+        elif flag == "--gpus":
             found = ("docker run --gpus", value)
         elif value.startswith("NVIDIA_VISIBLE_DEVICES=") and found is None:
             found = ("NVIDIA_VISIBLE_DEVICES", value.partition("=")[2])
         elif value.partition("=")[0] in _VISIBLE:
             name, _, devices_text = value.partition("=")
             inside = (f"-e {name}", _devices_listed(devices_text))
+    if found is None and named and not any(d.endswith(("=all", "=*")) for d in named):
+        found = ("--device", str(len(set(named))))  # one device each: as --gpus N counts them
     if found is None:
         return inside
     what, value = found
@@ -499,6 +504,10 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
     if devices is None or (inside is not None and inside[1] < devices):
         return inside
     return what, devices
+
+
+# A GPU a container's --device names: a CDI device (nvidia.com/gpu=0, =GPU-uuid, =all) or an NVIDIA device node
+_GPU_DEVICE = re.compile(r"(?:nvidia\.com|amd\.com)/gpu=[\w\-.*]{1,80}|/dev/nvidia[0-9]{1,3}")
 
 
 def _devices_listed(value: str) -> int:

@@ -282,3 +282,49 @@ def test_a_container_given_enough_gpu_devices_is_planned(capsys: pytest.CaptureF
     for devices in ("--device nvidia.com/gpu=0 --device nvidia.com/gpu=1", "--device nvidia.com/gpu=all",
                     "--device /dev/fuse"):
         _plan(capsys, f"podman run {devices} vllm/vllm-openai:v0.10.1 --model {_LLAMA} -tp 2 --max-model-len 8192")
+
+
+# --- the values file of vLLM's production-stack Helm chart ---------------------------------------------------------------
+
+_VALUES = """servingEngineSpec:
+  modelSpec:
+  - name: "llama3"
+    repository: "vllm/vllm-openai"
+    tag: "v0.10.1"
+    modelURL: "meta-llama/Llama-3.1-8B-Instruct"
+    replicaCount: 1
+    requestCPU: 10
+    requestMemory: "16Gi"
+    requestGPU: GPUS
+    vllmConfig:
+      enablePrefixCaching: true
+      maxModelLen: 8192
+      tensorParallelSize: 2
+      gpuMemoryUtilization: 0.85
+      extraArgs: ["--max-num-seqs", "64"]
+routerSpec:
+  repository: "lmcache/lmstack-router"
+"""
+
+
+def test_helm_values_are_read_as_the_container_the_chart_makes(capsys: pytest.CaptureFixture[str]) -> None:
+    """A production-stack values file was refused ('the words look like a YAML or JSON list'); the chart's
+    deployment-vllm-multi.yaml runs `vllm serve MODELURL` with the vllmConfig flags in REPOSITORY:TAG."""
+    doc = _plan(capsys, _VALUES.replace("GPUS", "2"))
+    same = _plan(capsys, "docker", "run", "--gpus", "2", "--entrypoint", "vllm", "vllm/vllm-openai:v0.10.1", "serve",
+                 _LLAMA, "--enable-prefix-caching", "--max-model-len", "8192", "--tensor-parallel-size", "2",
+                 "--gpu_memory_utilization", "0.85", "--max-num-seqs", "64")
+    assert doc["kv_cache_tokens"] == same["kv_cache_tokens"] and doc["tp"] == 2 and doc["max_num_seqs"] == 64
+    assert doc["engine"]["version_line"] == "v1"  # type: ignore[index]
+    _refused(capsys, ["explain", "--gpu", "H100", "--", _VALUES.replace("GPUS", "1")],
+             "needs 2 GPUs (TP x PP x DP) but the Helm values' requestGPU gives it 1")
+
+
+def test_helm_values_without_a_model_or_a_helm_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    _refused(capsys, ["explain", "--gpu", "H100", "--", _VALUES.replace('    modelURL: "meta-llama/Llama-3.1-8B-Instruct"\n',
+                                                                        "").replace("GPUS", "2")],
+             "modelSpec has no modelURL")
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "servingEngineSpec:\n  enableEngine: true\n"],
+             "no servingEngineSpec.modelSpec list")
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "helm", "install", "vllm", "vllm/vllm-stack", "-f", "values.yaml"],
+             "a helm command", "paste the values file")

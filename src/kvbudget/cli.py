@@ -91,7 +91,7 @@ def _explain(args: argparse.Namespace, registry: Registry) -> str:
 def _is_manifest(text: str) -> bool:
     from .engines.compared import manifest_command
 
-    return "\n" in text and manifest_command([text]) is not None
+    return "\n" in text and ("servingEngineSpec" in text or manifest_command([text]) is not None)  # Helm values too
 
 
 def _no_own_flags_after_dashes(words: list[str], example: str) -> None:

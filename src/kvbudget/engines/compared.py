@@ -655,7 +655,7 @@ def _containers(node: object, depth: int = 0, pod: bool = False, pods: int = 1) 
              for c in _containers(value, depth + 1, key in ("containers", "initContainers"), pods)]
     image = node.get("image")
     if any(k in node for k in ("command", "args", "entrypoint")):  # a container, or its command and args alone
-        found.append(_container(node, image if isinstance(image, str) else None, pod or "args" in node, pods))
+        found.append(container_words(node, image if isinstance(image, str) else None, pod or "args" in node, pods))
     return found
 
 
@@ -672,7 +672,7 @@ def _words_of(value: object, what: str) -> list[str]:
     raise InputError(f"the pasted manifest's {what} {excerpt(value, 40)} is not a list of words")
 
 
-def _container(spec: dict[str, object], image: str | None, pod: bool, pods: int) -> Manifest:
+def container_words(spec: dict[str, object], image: str | None, pod: bool, pods: int) -> Manifest:
     env = spec.get("env", spec.get("environment"))
     assigned: list[str] = []
     if isinstance(env, list):  # Kubernetes [{name, value}], compose ["A=1"]
@@ -693,11 +693,11 @@ def _container(spec: dict[str, object], image: str | None, pod: bool, pods: int)
         run = rest
     else:  # another image (a CUDA or Python base) with the engine installed: its program runs
         run = [*(program or ([image] if image else [])), *rest]
-    count = _gpus_asked(spec)
+    count = gpus_asked(spec)
     return Manifest(tuple([*assigned, *run]), None if count is None else count * pods)
 
 
-def _gpus_asked(spec: dict[str, object]) -> int | None:
+def gpus_asked(spec: dict[str, object]) -> int | None:
     """The GPUs a container asks: Kubernetes' resources.limits (nvidia.com/gpu, amd.com/gpu), compose's
     deploy.resources.reservations.devices (count, or device_ids); None where it says none (or 'all')."""
     resources = spec.get("resources")
@@ -715,62 +715,3 @@ def _gpus_asked(spec: dict[str, object]) -> int | None:
     if isinstance(asked, str) and digits(asked) and len(asked) < 7:
         return int(asked)
     return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked >= 0 else None
-
-
-# --- kubectl run NAME --image=IMAGE [--command] -- ARGS --------------------------------------------------------------
-
-# kubectl run's options that take a value as the next word (kubectl 1.31 `kubectl run --help`); the others are
-# switches (--rm, -i, -t, --command, --privileged ...) or are written --name=value
-_KUBECTL_VALUED = ("--image", "--env", "--overrides", "--port", "--labels", "-l", "--restart", "--namespace", "-n",
-                   "--context", "--image-pull-policy", "--annotations", "--pod-running-timeout", "--override-type",
-                   "--kubeconfig", "--cluster", "--user", "--dry-run", "-o", "--output", "--field-manager")
-
-
-def kubectl_command(words: list[str]) -> Manifest | None:
-    """``kubectl run NAME --image=IMAGE [--env=K=V] [--command] -- ARGS`` (``oc run`` the same) as the manifest of the
-    Pod it creates: ARGS are the container's args, which the image's entrypoint takes, or with --command its command
-    (kubectl run --help). An ``--overrides`` JSON's container resources say its GPUs. None for other words."""
-    at = next((i for i in range(len(words) - 1) if os.path.basename(words[i]) in ("kubectl", "oc")
-               and words[i + 1] == "run"), None)
-    if at is None:
-        return None
-    end = words.index("--", at) if "--" in words[at:] else len(words)
-    spec: dict[str, object] = {"env": []}
-    overrides: object = None
-    i = at + 2
-    while i < end:
-        word = words[i]
-        name, eq, value = word.partition("=")
-        if not eq and name in _KUBECTL_VALUED and i + 1 < end:
-            value, i = words[i + 1], i + 1
-        if name == "--image":
-            spec["image"] = value
-        elif name == "--env" and "=" in value:
-            spec["env"].append(value)  # type: ignore[attr-defined]
-        elif name == "--overrides":
-            overrides = _overrides(value)
-        i += 1
-    if not isinstance(spec.get("image"), str):
-        raise InputError("kubectl run without --image=IMAGE: give the image whose container runs the engine "
-                         "(kubectl run NAME --image=vllm/vllm-openai:v0.10.1 -- --model M ...)")
-    spec["command" if "--command" in words[at:end] else "args"] = words[end + 1:]
-    gpus = next((g for g in (_gpus_asked(c) for c in _container_specs(overrides)) if g is not None), None)
-    run = _container(spec, str(spec["image"]), True, 1)
-    return Manifest(tuple([*words[:at], *run.words]), gpus, "kubectl run --overrides")
-
-
-def _overrides(text: str) -> object:
-    from ..inputs import load_json
-
-    return load_json(text[:1 << 20], "kubectl run --overrides")
-
-
-def _container_specs(node: object, depth: int = 0) -> list[dict[str, object]]:
-    """The mappings in a ``containers`` list under ``node`` (an --overrides Pod), however deep."""
-    if depth > 40 or not isinstance(node, (dict, list)):
-        return []
-    if isinstance(node, list):
-        return [c for item in node for c in _container_specs(item, depth + 1)]
-    listed = node.get("containers")
-    own = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
-    return own + [c for k, v in node.items() if k != "containers" for c in _container_specs(v, depth + 1)]

@@ -20,18 +20,18 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     from ..engines.base import Ask
     from ..engines.compared import (
         devices_refused,
-        kubectl_command,
         manifest_command,
         one_command,
         package_pins,
         shell_command,
         words_read,
     )
+    from ..engines.orchestrators import helm_values_command, kubectl_command
     from ..model.resolve import load_foreign_model
     from .fit import fit
 
-    # a Kubernetes manifest or compose file pasted whole, or kubectl run: its container's command
-    manifest = manifest_command(words) or kubectl_command(words)
+    # a Kubernetes manifest, compose file or Helm values file pasted whole, or kubectl run: its container's command
+    manifest = helm_values_command(words) or manifest_command(words) or kubectl_command(words)
     words = shell_command(list(manifest.words) if manifest is not None else words)
     words_read(words)
     pins = package_pins(words)  # also those of the setup before the command (pip install vllm==0.10.1 && ...)

@@ -328,3 +328,24 @@ def test_helm_values_without_a_model_or_a_helm_command_is_one_line(capsys: pytes
              "no servingEngineSpec.modelSpec list")
     _refused(capsys, ["explain", "--gpu", "H100", "--", "helm", "install", "vllm", "vllm/vllm-stack", "-f", "values.yaml"],
              "a helm command", "paste the values file")
+
+
+# --- commands pasted from Windows shells or a word processor -------------------------------------------------------------
+
+@pytest.mark.parametrize("mark", ["^", "`"])
+def test_a_command_continued_as_cmd_or_powershell_continue_it_is_read(capsys: pytest.CaptureFixture[str],
+                                                                      mark: str) -> None:
+    """docker run ... ^ (cmd.exe) or ` (PowerShell) at each line's end: refused as 'unrecognized arguments: ^'
+    with a wrong diagnosis (a flag's -- missing)."""
+    lines = ["docker run --gpus all", "vllm/vllm-openai:v0.10.1", f"--model {_LLAMA} --max-model-len 8192",
+             "--tensor-parallel-size 2"]
+    doc = _plan(capsys, f" {mark}\n  ".join(lines))
+    same = _plan(capsys, " \\\n  ".join(lines))
+    assert doc["kv_cache_tokens"] == same["kv_cache_tokens"] and doc["tp"] == 2
+
+
+def test_a_word_in_typographic_quotes_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm serve “meta-llama/...”: 'unknown model' (the shell passes the quotes on as letters)."""
+    for words in ([f"vllm serve “{_LLAMA}” --max-model-len 8192"], ["vllm", "serve", f"‘{_LLAMA}’"]):
+        _refused(capsys, ["explain", "--gpu", "H100", "--", *words], "a typographic quote", "type ' or \"")
+    _plan(capsys, f"vllm serve {_LLAMA} --max-model-len 8192 --served-model-name 'Meta’s llama'")

@@ -354,9 +354,10 @@ def words_read(words: list[str]) -> None:
     """What every engine's command reader needs of the words: a bounded size, and flags written with '-'. A word
     like '\u2014tensor-parallel-size' is a stray positional word to the engine's argparse (it stops at start-up),
     and kvbudget's readers passed it over: the plan was the default layout, exit 0."""
-    from ..inputs import check_command_size, excerpt
+    from ..inputs import check_command_size, excerpt, typographic_quotes
 
     check_command_size(sum(len(w) + 1 for w in words))
+    typographic_quotes(words)
     for word in words:
         if _LISTED_FLAG.fullmatch(word):
             raise InputError(f"the words look like a YAML or JSON list ({excerpt(word, 40)}: a flag followed by ','): "

@@ -349,3 +349,39 @@ def test_a_word_in_typographic_quotes_is_named(capsys: pytest.CaptureFixture[str
     for words in ([f"vllm serve “{_LLAMA}” --max-model-len 8192"], ["vllm", "serve", f"‘{_LLAMA}’"]):
         _refused(capsys, ["explain", "--gpu", "H100", "--", *words], "a typographic quote", "type ' or \"")
     _plan(capsys, f"vllm serve {_LLAMA} --max-model-len 8192 --served-model-name 'Meta’s llama'")
+
+
+# --- layer counts no model has: minutes of planning -----------------------------------------------------------------------
+
+def _llama_config(**fields: object) -> str:
+    return json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+                       "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+                       "num_hidden_layers": 32, "vocab_size": 128256, "max_position_embeddings": 8192,
+                       "torch_dtype": "bfloat16", **fields})
+
+
+def test_a_vision_encoder_of_a_million_layers_is_refused_at_once(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    """vision_config.depth had no limit: 1,000,000 took 140 s to plan one `vllm serve`, exit 0."""
+    import time
+
+    from kvbudget.model.catalog import find
+
+    entry = find("qwen2.5-vl-7b")
+    assert entry is not None
+    config = json.loads(json.dumps(entry.config))
+    config["vision_config"]["depth"] = 10**6
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    began = time.perf_counter()
+    _refused(capsys, ["explain", "--gpu", "H100", "--", "vllm", "serve", str(tmp_path), "--max-model-len", "8192"],
+             "integer field 'depth' is 1000000: it must be at most 2,048")
+    assert time.perf_counter() - began < 5
+
+
+def test_a_text_model_of_ten_thousand_layers_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """10,000 layers was the cap: `plan` on such a config took 14 s."""
+    (tmp_path / "config.json").write_text(_llama_config(num_hidden_layers=10_000), encoding="utf-8")
+    _refused(capsys, ["plan", str(tmp_path), "--concurrency", "4", "--context", "8192"],
+             "integer field 'num_hidden_layers' is 10000: it must be at most 2,048")
+    (tmp_path / "config.json").write_text(_llama_config(num_hidden_layers=126), encoding="utf-8")
+    _runs(capsys, ["fit", str(tmp_path), "--gpu", "H100", "--context", "8192"])

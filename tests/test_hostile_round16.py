@@ -385,3 +385,18 @@ def test_a_text_model_of_ten_thousand_layers_is_refused(capsys: pytest.CaptureFi
              "integer field 'num_hidden_layers' is 10000: it must be at most 2,048")
     (tmp_path / "config.json").write_text(_llama_config(num_hidden_layers=126), encoding="utf-8")
     _runs(capsys, ["fit", str(tmp_path), "--gpu", "H100", "--context", "8192"])
+
+
+@pytest.mark.parametrize(("version", "words", "first"), [
+    # 0.10's parser has no --kv-cache-memory-bytes: it was planned with a 4 GiB KV cache, exit 0
+    ("0.10.0", ["--kv-cache-memory-bytes", "4G"], "0.11.0"),
+    ("0.7.3", ["--enable-expert-parallel"], "0.8.0"),
+    ("0.8.2", ["-dp", "2"], "0.8.3"),
+    ("0.9.2", ["--async-scheduling"], "0.10.0"),
+])
+def test_a_memory_flag_before_its_release_is_refused(capsys: pytest.CaptureFixture[str], version: str, words: list[str],
+                                                     first: str) -> None:
+    _refused(capsys, ["explain", "--gpu", "H100", "--vllm-version", version, "--", "vllm", "serve", "llama-3.1-8b",
+                      "--max-model-len", "4096", *words], "unrecognized arguments", f"it came with {first}")
+    _runs(capsys, ["explain", "--gpu", "H100", "--vllm-version", first, "--", "vllm", "serve", "llama-3.1-8b",
+                   "--max-model-len", "4096", *words])

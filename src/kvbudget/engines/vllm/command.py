@@ -115,6 +115,22 @@ def block_size_taken(n: int, label: str, version: str | None) -> None:
                          f"{', '.join(map(str, choices))})")
 
 
+# Flags that change memory, from the first release whose parser has them (engine/arg_utils.py of 0.7.3-0.13.0):
+# an older one stops at them (argparse: unrecognized arguments), where kvbudget planned them (a 4 GiB KV cache of
+# --kv-cache-memory-bytes 4G on 0.10, exit 0)
+_FLAG_SINCE = {"--kv-cache-memory-bytes": (11, 0), "--enable-expert-parallel": (8, 0), "--data-parallel-size": (8, 3),
+               "-dp": (8, 3), "--async-scheduling": (10, 0)}
+
+
+def _flag_there(name: str, version: str) -> None:
+    from .settings import minor_patch
+
+    first, release = _FLAG_SINCE.get(name), minor_patch(version)
+    if first is not None and release is not None and release < first:
+        raise InputError(f"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: {name}` (vLLM {version} "
+                         f"has no {name}: it came with 0.{first[0]}.{first[1]})")
+
+
 def _bool(value: str | None) -> bool:
     return value is None or value.strip().lower() in _TRUE
 
@@ -790,6 +806,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None, 
             matches = [f for f in flags if f.startswith(name)] if name.startswith("--") else []
             if len(matches) == 1:
                 name = matches[0]
+        _flag_there(name, settings.version)
         takes_value = flags[name][1] if name in flags else historical.get(name)
         arg: str | None = inline if eq else None
         if name in flags and flags[name][0] in _COMPILE_DESTS:

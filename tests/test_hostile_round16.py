@@ -400,3 +400,11 @@ def test_a_memory_flag_before_its_release_is_refused(capsys: pytest.CaptureFixtu
                       "--max-model-len", "4096", *words], "unrecognized arguments", f"it came with {first}")
     _runs(capsys, ["explain", "--gpu", "H100", "--vllm-version", first, "--", "vllm", "serve", "llama-3.1-8b",
                    "--max-model-len", "4096", *words])
+
+
+@pytest.mark.parametrize(("window", "said"), [("0s", "is zero"), ("0m0s", "is zero"), ("99999999y", "over ten years")])
+def test_a_rate_window_of_no_length_is_refused_before_asking(capsys: pytest.CaptureFixture[str], window: str,
+                                                            said: str) -> None:
+    """--window 0s was sent to Prometheus (a zero-length range it refuses, or a connection error named instead)."""
+    _refused(capsys, ["diagnose", "--prometheus", "http://127.0.0.1:1", "--window", window], f"rate window {window!r}",
+             said)

@@ -213,14 +213,14 @@ def test_a_synthetic_rate_that_puts_arrivals_beyond_float_precision_is_refused(c
 # --- fit's own engine options, held to what the engine's command line takes ----------------------------------------------
 
 def test_fit_ngl_below_minus_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    """fit --ngl -5 was planned as every layer on the GPU (any negative clamped to -1); llama-model.cpp puts none
-    there for it (i_gpu_start = max(n_layer + 1 - ngl, 0), act_gpu_layers = min(ngl, n_layer + 1)), and explain's
-    reader of the same -ngl refused it."""
+    """fit --ngl -5 was planned as every layer on the GPU (any negative clamped to -1); older llama.cpp builds put
+    none there for it (llama-model.cpp: i_gpu_start = max(n_layer + 1 - ngl, 0), act_gpu_layers = min(ngl,
+    n_layer + 1)), and explain's reader of the same -ngl refused it."""
     import kvbudget
     from kvbudget.units import InputError
 
     _refused(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--engine", "llama.cpp", "--ngl", "-5"],
-             "--ngl -5: llama.cpp puts no layer on the GPU", "give -1 for every layer, or 0 for none")
+             "--ngl -5: llama.cpp builds differ on a layer count below -1", "give -1 for every layer, or 0 for none")
     with pytest.raises(InputError, match="--ngl -5"):
         kvbudget.fit("llama-3.1-8b", gpu="H100", engine="llama.cpp", options={"ngl": -5})
     _runs(capsys, ["fit", "llama-3.1-8b", "--gpu", "H100", "--engine", "llama.cpp", "--ngl", "-1"])
@@ -408,3 +408,12 @@ def test_a_rate_window_of_no_length_is_refused_before_asking(capsys: pytest.Capt
     """--window 0s was sent to Prometheus (a zero-length range it refuses, or a connection error named instead)."""
     _refused(capsys, ["diagnose", "--prometheus", "http://127.0.0.1:1", "--window", window], f"rate window {window!r}",
              said)
+
+
+def test_a_split_mode_llama_server_does_not_take_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """-sm banana was passed over with the flags that do not change memory; common/arg.cpp throws 'invalid value'
+    for any word but none, layer, row (and, in newer builds, tensor)."""
+    base = ["explain", "--gpu", "H100", "--", "llama-server", "-hf", "bartowski/Llama-3.2-1B-Instruct-GGUF", "-c", "4096"]
+    _refused(capsys, [*base, "-sm", "banana"], "-sm banana: llama-server stops on it", "give none, layer or row")
+    _refused(capsys, [*base, "--split-mode", "ROW"], "--split-mode ROW")
+    _runs(capsys, [*base, "-sm", "row"])

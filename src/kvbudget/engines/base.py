@@ -194,12 +194,13 @@ def check_option(o: Option, value: object) -> object:
 
 
 def check_layers(value: int, flag: str) -> int:
-    """llama.cpp's -ngl: -1 is every layer (common/common.cpp passes it on as the model's default); another
-    negative reaches llama-model.cpp as it is, where i_gpu_start = max(n_layer + 1 - ngl, 0) and
-    act_gpu_layers = min(ngl, n_layer + 1) put no layer on the GPU (it was planned as every layer)."""
+    """llama.cpp's -ngl: -1 is every layer (common/common.cpp passes it on as the model's default). Below -1 the
+    builds differ: older ones pass it to llama-model.cpp as it is, where i_gpu_start = max(n_layer + 1 - ngl, 0)
+    and act_gpu_layers = min(ngl, n_layer + 1) put no layer on the GPU; newer ones read -2 as 'all'. It was planned
+    as every layer; the launch command's own -ngl refused it already."""
     if value < -1:
-        raise InputError(f"{flag} {value}: llama.cpp puts no layer on the GPU for a negative other than -1; give -1 "
-                         "for every layer, or 0 for none")
+        raise InputError(f"{flag} {value}: llama.cpp builds differ on a layer count below -1 (older ones offload no "
+                         "layer for it); give -1 for every layer, or 0 for none")
     return value
 
 

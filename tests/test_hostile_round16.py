@@ -417,3 +417,26 @@ def test_a_split_mode_llama_server_does_not_take_is_refused(capsys: pytest.Captu
     _refused(capsys, [*base, "-sm", "banana"], "-sm banana: llama-server stops on it", "give none, layer or row")
     _refused(capsys, [*base, "--split-mode", "ROW"], "--split-mode ROW")
     _runs(capsys, [*base, "-sm", "row"])
+
+
+# --- simulate --tokenizer ------------------------------------------------------------------------------------------------
+
+def test_a_tokenizer_beside_a_synthetic_workload_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--synthetic ... --tokenizer FILE read the tokenizer and passed it over (the workload's prompts are counts)."""
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text('{"version": "1.0", "model": {"type": "WordLevel", "vocab": {"hi": 0, "[UNK]": 1}, '
+                   '"unk_token": "[UNK]"}}', encoding="utf-8")
+    for command in ("simulate", "size"):
+        _refused(capsys, [command, "llama-3.1-8b", "--gpu", "H100", "--no-progress", "--synthetic", "requests=10",
+                          "--tokenizer", str(tok)], "a synthetic workload has none: drop it, or give --trace FILE")
+
+
+def test_a_tokenizer_that_gives_no_token_for_a_text_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A tokenizer.json with an empty vocabulary: 'the prompt is empty', of a line whose text is there."""
+    pytest.importorskip("tokenizers")
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}', encoding="utf-8")
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "text": "hello world", "output_tokens": 5}\n', encoding="utf-8")
+    _refused(capsys, ["simulate", "llama-3.1-8b", "--gpu", "H100", "--trace", str(trace), "--tokenizer", str(tok)],
+             "--tokenizer gives no token for its 'text' (11 characters)")

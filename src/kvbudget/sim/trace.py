@@ -135,6 +135,9 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
         if not isinstance(obj["text"], str):
             raise TraceError(f"{where}: 'text' must be a string")
         prompt = array("q", tokenize(obj["text"]))
+        if not prompt and obj["text"]:  # was 'the prompt is empty', the trace's text being there
+            raise TraceError(f"{where}: --tokenizer gives no token for its 'text' ({len(obj['text']):,} characters): "
+                             "is it the model's tokenizer.json?")
     if len(prompt) == 0:
         raise TraceError(f"{where}: the prompt is empty (a request needs at least one prompt token)")
     if "output" in obj:

@@ -440,3 +440,16 @@ def test_a_tokenizer_that_gives_no_token_for_a_text_is_named(capsys: pytest.Capt
     trace.write_text('{"arrival": 0, "text": "hello world", "output_tokens": 5}\n', encoding="utf-8")
     _refused(capsys, ["simulate", "llama-3.1-8b", "--gpu", "H100", "--trace", str(trace), "--tokenizer", str(tok)],
              "--tokenizer gives no token for its 'text' (11 characters)")
+
+
+def test_check_reads_a_kubectl_run_after_dashes(capsys: pytest.CaptureFixture[str]) -> None:
+    """check LOG -- kubectl run ... -- ARGS: 'unrecognized arguments: --' (a wrong reason); now its container's
+    command, held to the log's own settings as any command after -- is."""
+    log = str(DATA / "vllm_logs" / "v0.11.0_l4_llama3.1-8b_len32000_gmu0.92_mns128.log")
+    run = ["kubectl", "run", "x", "--image=vllm/vllm-openai:v0.11.0", "--", "--model",
+           "meta-llama/Meta-Llama-3.1-8B-Instruct"]
+    out, _ = _runs(capsys, ["check", log, "--gpu", "L4", "--", *run, "--max-model-len", "32000",
+                            "--gpu-memory-utilization", "0.92", "--max-num-seqs", "128"])
+    assert "max_model_len 32,000" in out
+    _refused(capsys, ["check", log, "--gpu", "L4", "--", *run, "--max-model-len", "8192"],
+             "set max_model_len to 8192, but the log prints max_model_len 32000")

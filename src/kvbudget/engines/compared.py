@@ -252,12 +252,16 @@ def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[
 
     words = list(flags or ())
     check_command_size(sum(len(w) + 1 for w in words))
-    manifest = manifest_command(words)  # a Kubernetes manifest or compose file: its container's command
+    from .orchestrators import helm_values_command, kubectl_command
+
+    # a Kubernetes manifest, compose file or Helm values: its container's command
+    manifest = manifest_command(words) or helm_values_command(words)
     if manifest is not None:
         words = list(manifest.words)
     elif len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
         words = split_command(words[0])
-    words = without_redirections(shell_command(words))
+    run = kubectl_command(words)  # kubectl run NAME --image=IMAGE -- ARGS: its Pod's container
+    words = without_redirections(shell_command(list(run.words) if run is not None else words))
     while words and words[-1] in SHELL_OPERATORS:  # `... &`: run in the background, the command is the same
         words.pop()
     if flags is not None and not any(w.strip() for w in words):  # `--`, `-- ""`

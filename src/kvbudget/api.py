@@ -244,6 +244,9 @@ def _requests(trace: str | None, synthetic: str | None, tokenizer: str | None) -
     from .sim import trace as traces
     from .sim import workload
 
+    if tokenizer and trace is None:  # it was read, then passed over: the workload's prompts are counts
+        raise InputError("--tokenizer counts a trace's 'text' prompts, and a synthetic workload has none: drop it, or "
+                         "give --trace FILE")
     tokenize = _tokenizer(tokenizer) if tokenizer else None
     if trace is not None:
         path = _name("--trace", trace)

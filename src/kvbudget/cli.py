@@ -91,7 +91,7 @@ def _explain(args: argparse.Namespace, registry: Registry) -> str:
 def _is_manifest(text: str) -> bool:
     from .engines.compared import manifest_command
 
-    return "\n" in text and manifest_command([text]) is not None
+    return "\n" in text and ("servingEngineSpec" in text or manifest_command([text]) is not None)  # Helm values too
 
 
 def _no_own_flags_after_dashes(words: list[str], example: str) -> None:
@@ -143,6 +143,9 @@ def _writable_report(path: str, flag: str = "--report", example: str = "report.m
     folder = os.path.dirname(os.path.abspath(path))
     if not path.strip():
         raise InputError(f"{flag} is empty: give a file name (e.g. {example})")
+    if path.strip() == "-":  # read as standard input where a log is given, yet it wrote a file named '-' here
+        raise InputError(f"{flag} '-': the answer already goes to standard output; give a file name to write "
+                         f"(e.g. {example})")
     if os.path.isdir(path):
         raise InputError(f"{flag} {excerpt_path(path)} is a folder: give a file name in it (e.g. {example})")
     if not os.path.isdir(folder):

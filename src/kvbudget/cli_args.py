@@ -135,14 +135,19 @@ def _named(what: str) -> Callable[[str], str]:
 
 
 def _layers(text: str) -> int:
-    """llama.cpp's -ngl: layers on the GPU, -1 (or any negative) for all."""
+    """llama.cpp's -ngl: layers on the GPU, -1 for all."""
     try:
         value = int(text) if len(text) <= 12 else None
     except ValueError:
         value = None
     if value is None:
         raise argparse.ArgumentTypeError(f"{excerpt(text, 26)} is not a whole number of layers (-1: all)")
-    return max(value, -1)
+    try:
+        from .engines.base import check_layers
+
+        return check_layers(value, "--ngl")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _json_file(path: str) -> object:

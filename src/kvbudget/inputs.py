@@ -471,7 +471,7 @@ def split_command(text: str) -> list[str]:
     import shlex
 
     check_command_size(len(text))
-    text = text.replace("\r\n", "\n")
+    text = _windows_continued(text.replace("\r\n", "\n"))
     if "#" in text:
         text = _without_comments(text)
     if "(" in text or "`" in text:
@@ -487,6 +487,32 @@ def split_command(text: str) -> list[str]:
     while words and words[-1] in SHELL_OPERATORS:  # a line end or '&' after the command ends nothing
         words.pop()
     return [w.translate(_UNHIDE) for w in words] if any(c in text for c in _HIDDEN) else words
+
+
+# A line continued as cmd.exe (`` ^``) or PowerShell (`` ` ``) continue it: docker run commands pasted from Windows
+# docs. Taken as such only where every caret or backquote of the text ends a line (bash reads neither so).
+_CONTINUED = {mark: re.compile(r"[ \t]" + re.escape(mark) + r"[ \t]*\n") for mark in "^`"}
+
+
+def _windows_continued(text: str) -> str:
+    for mark, pattern in _CONTINUED.items():
+        if mark in text and len(pattern.findall(text)) == text.count(mark):
+            text = pattern.sub(" ", text)
+    return text
+
+
+# Quotes a word processor or chat window puts in place of the shell's ' and " (the shell reads them as letters)
+_TYPOGRAPHIC = frozenset("\u201c\u201d\u2018\u2019\u201e\u00ab\u00bb")
+
+
+def typographic_quotes(words: list[str]) -> None:
+    """Refuse a word quoted with typographic quotes (``“meta-llama/...”``): the shell passes them on as letters, and
+    kvbudget said only 'unknown model'. One inside a word (``Meta’s``) is the word's own."""
+    for word in words:
+        mark = word[0] if word[:1] in _TYPOGRAPHIC else word[-1] if word[-1:] in _TYPOGRAPHIC else ""
+        if mark:
+            raise InputError(f"{excerpt(word, 40)} is quoted with {mark!r} (U+{ord(mark):04X}), a typographic quote: "
+                             "the shell passes it on as a letter; type ' or \" (a text editor changed the quotes)")
 
 
 # What a substitution's text holds that would split it: white space, the shell's operators and quotes, each hidden

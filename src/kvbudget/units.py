@@ -105,6 +105,21 @@ _SIZE_UNITS = {
 MAX_SIZE = 1 << 50  # 1 PiB: far beyond any GPU, host or model; a larger size is a typo
 
 
+def _bare_size_hint(number: str, value: float) -> str:
+    """What a number given without a unit most likely meant: a count of bytes (``51539607552``, what
+    ``torch.cuda.mem_get_info`` prints) above 2^24, of MiB (``81559``, what nvidia-smi prints) from 1,024 up, else
+    of GiB or GB."""
+    if not value <= MAX_SIZE:
+        return "even as a count of bytes it is more than 1 PiB: write it like 48GiB, 80GB or 512MiB"
+    if value >= 1 << 24:
+        gib = value / GiB
+        return f"{number} looks like a count of bytes ({gib:,.4g} GiB): write it like {gib:.4g}GiB or {number}B"
+    if value >= 1024:
+        return (f"{number} looks like a count of MiB, as nvidia-smi prints ({value / 1024:,.4g} GiB): write it like "
+                f"{number}MiB")
+    return f"write it like {number}GiB, {number}GB or {number}MiB"
+
+
 def parse_size(text: str, allow_zero: bool = False) -> int:
     """Parse ``48GiB``, ``80GB`` or ``512MiB`` into bytes. A bare number is refused (``48`` would be
     48 bytes, never what anyone means), except ``0`` where zero is allowed."""
@@ -121,7 +136,7 @@ def parse_size(text: str, allow_zero: bool = False) -> int:
             return 0
         raise InputError(f"memory size {shown} must be positive, e.g. 48GiB")
     if not unit and value >= 0 and number and not number.startswith(("+", "-")):
-        raise InputError(f"memory size {shown} has no unit: write it like {number}GiB, {number}GB or {number}MiB")
+        raise InputError(f"memory size {shown} has no unit: {_bare_size_hint(number, value)}")
     if unit not in _SIZE_UNITS or value < 0 or number.startswith(("+", "-")) or value != value or value == float("inf"):
         raise InputError(f"cannot read memory size {shown}: write it like 48GiB, 80GB or 512MiB")
     if value * _SIZE_UNITS[unit] > MAX_SIZE:

@@ -183,13 +183,24 @@ def check_option(o: Option, value: object) -> object:
     if o.kind in ("count", "size", "size0"):
         return whole(value, flag, lo=0 if o.kind == "size0" else 1, hi=MAX_SIZE if o.kind != "count" else 10**12)
     if o.kind == "layers":
-        return max(whole(value, flag, lo=-(10**6), hi=10**6), -1)
+        return check_layers(whole(value, flag, lo=-(10**6), hi=10**6), flag)
     if o.kind == "fraction":
         return real(value, flag, lo=0, hi=1, lo_open=True)
     if not isinstance(value, str) or len(value) > 200:
         raise InputError(f"{flag} takes a word, not {excerpt(value)}")
     if o.choices and value not in o.choices:
         raise InputError(f"{flag} {excerpt(value)}: use one of {', '.join(o.choices)}")
+    return value
+
+
+def check_layers(value: int, flag: str) -> int:
+    """llama.cpp's -ngl: -1 is every layer (common/common.cpp passes it on as the model's default). Below -1 the
+    builds differ: older ones pass it to llama-model.cpp as it is, where i_gpu_start = max(n_layer + 1 - ngl, 0)
+    and act_gpu_layers = min(ngl, n_layer + 1) put no layer on the GPU; newer ones read -2 as 'all'. It was planned
+    as every layer; the launch command's own -ngl refused it already."""
+    if value < -1:
+        raise InputError(f"{flag} {value}: llama.cpp builds differ on a layer count below -1 (older ones offload no "
+                         "layer for it); give -1 for every layer, or 0 for none")
     return value
 
 

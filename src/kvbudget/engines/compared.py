@@ -254,12 +254,16 @@ def run_words(flags: list[str] | None, engine: str, example: str) -> tuple[list[
 
     words = list(flags or ())
     check_command_size(sum(len(w) + 1 for w in words))
-    manifest = manifest_command(words)  # a Kubernetes manifest or compose file: its container's command
+    from .orchestrators import helm_values_command, kubectl_command
+
+    # a Kubernetes manifest, compose file or Helm values: its container's command
+    manifest = manifest_command(words) or helm_values_command(words)
     if manifest is not None:
         words = list(manifest.words)
     elif len(words) == 1 and any(c.isspace() for c in words[0]):  # the command pasted as one quoted string
         words = split_command(words[0])
-    words = without_redirections(shell_command(words))
+    run = kubectl_command(words)  # kubectl run NAME --image=IMAGE -- ARGS: its Pod's container
+    words = without_redirections(shell_command(list(run.words) if run is not None else words))
     while words and words[-1] in SHELL_OPERATORS:  # `... &`: run in the background, the command is the same
         words.pop()
     if flags is not None and not any(w.strip() for w in words):  # `--`, `-- ""`
@@ -356,9 +360,10 @@ def words_read(words: list[str]) -> None:
     """What every engine's command reader needs of the words: a bounded size, and flags written with '-'. A word
     like '\u2014tensor-parallel-size' is a stray positional word to the engine's argparse (it stops at start-up),
     and kvbudget's readers passed it over: the plan was the default layout, exit 0."""
-    from ..inputs import check_command_size, excerpt
+    from ..inputs import check_command_size, excerpt, typographic_quotes
 
     check_command_size(sum(len(w) + 1 for w in words))
+    typographic_quotes(words)
     for word in words:
         if _LISTED_FLAG.fullmatch(word):
             raise InputError(f"the words look like a YAML or JSON list ({excerpt(word, 40)}: a flag followed by ','): "
@@ -458,11 +463,12 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
         return None
     found: tuple[str, str] | None = None
     inside: tuple[str, int] | None = None  # -e CUDA_VISIBLE_DEVICES=0: the devices CUDA shows in the container
+    named: list[str] = []  # --device nvidia.com/gpu=0 (CDI, podman and docker 25+), --device /dev/nvidia0
     rest = words[at + 2:]
     for i, word in enumerate(rest):
-        if word in ("--gpus", "-e", "--env") and i + 1 < len(rest):
+        if word in ("--gpus", "-e", "--env", "--device") and i + 1 < len(rest):
             flag, value = word, rest[i + 1]
-        elif word.startswith(("--gpus=", "--env=")):
+        elif word.startswith(("--gpus=", "--env=", "--device=")):
             flag, _, value = word.partition("=")
         elif not word.startswith("-") and (i == 0 or rest[i - 1] not in ("--gpus", "-e", "--env", "-p", "-v", "--name",
                                                                          "--runtime", "--ipc", "--shm-size", "--network",
@@ -471,13 +477,17 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
             break  # the image: what follows is the container's command
         else:
             continue
-        if flag == "--gpus":
+        if flag == "--device":
+            named += [value.partition(":")[0]] if _GPU_DEVICE.fullmatch(value.partition(":")[0]) else []
+        elif flag == "--gpus":
             found = ("docker run --gpus", value)
         elif value.startswith("NVIDIA_VISIBLE_DEVICES=") and found is None:
             found = ("NVIDIA_VISIBLE_DEVICES", value.partition("=")[2])
         elif value.partition("=")[0] in _VISIBLE:
             name, _, devices_text = value.partition("=")
             inside = (f"-e {name}", _devices_listed(devices_text))
+    if found is None and named and not any(d.endswith(("=all", "=*")) for d in named):
+        found = ("--device", str(len(set(named))))  # one device each: as --gpus N counts them
     if found is None:
         return inside
     what, value = found
@@ -501,6 +511,10 @@ def container_gpus(words: list[str]) -> tuple[str, int] | None:
     if devices is None or (inside is not None and inside[1] < devices):
         return inside
     return what, devices
+
+
+# A GPU a container's --device names: a CDI device (nvidia.com/gpu=0, =GPU-uuid, =all) or an NVIDIA device node
+_GPU_DEVICE = re.compile(r"(?:nvidia\.com|amd\.com)/gpu=[\w\-.*]{1,80}|/dev/nvidia[0-9]{1,3}")
 
 
 def _devices_listed(value: str) -> int:
@@ -605,6 +619,7 @@ class Manifest:
 
     words: tuple[str, ...]
     gpus: int | None
+    source: str = "the pasted manifest"  # what gives the GPUs (its GPU limit or reservation)
 
 
 def manifest_command(words: list[str]) -> Manifest | None:
@@ -647,7 +662,7 @@ def _containers(node: object, depth: int = 0, pod: bool = False, pods: int = 1) 
              for c in _containers(value, depth + 1, key in ("containers", "initContainers"), pods)]
     image = node.get("image")
     if any(k in node for k in ("command", "args", "entrypoint")):  # a container, or its command and args alone
-        found.append(_container(node, image if isinstance(image, str) else None, pod or "args" in node, pods))
+        found.append(container_words(node, image if isinstance(image, str) else None, pod or "args" in node, pods))
     return found
 
 
@@ -664,7 +679,7 @@ def _words_of(value: object, what: str) -> list[str]:
     raise InputError(f"the pasted manifest's {what} {excerpt(value, 40)} is not a list of words")
 
 
-def _container(spec: dict[str, object], image: str | None, pod: bool, pods: int) -> Manifest:
+def container_words(spec: dict[str, object], image: str | None, pod: bool, pods: int) -> Manifest:
     env = spec.get("env", spec.get("environment"))
     assigned: list[str] = []
     if isinstance(env, list):  # Kubernetes [{name, value}], compose ["A=1"]
@@ -685,11 +700,11 @@ def _container(spec: dict[str, object], image: str | None, pod: bool, pods: int)
         run = rest
     else:  # another image (a CUDA or Python base) with the engine installed: its program runs
         run = [*(program or ([image] if image else [])), *rest]
-    count = _gpus_asked(spec)
+    count = gpus_asked(spec)
     return Manifest(tuple([*assigned, *run]), None if count is None else count * pods)
 
 
-def _gpus_asked(spec: dict[str, object]) -> int | None:
+def gpus_asked(spec: dict[str, object]) -> int | None:
     """The GPUs a container asks: Kubernetes' resources.limits (nvidia.com/gpu, amd.com/gpu), compose's
     deploy.resources.reservations.devices (count, or device_ids); None where it says none (or 'all')."""
     resources = spec.get("resources")

@@ -311,11 +311,21 @@ def figure(value: str, name: str, lo: float | None = None, hi: float = 1e6, deci
 def count(value: str, name: str, lo: int = 0, hi: int = 10**13) -> int:
     """A logged whole number in ``[lo, hi]`` (digits read exactly, so a refusal quotes their count)."""
     digits = value.replace(",", "")
-    exact = int(digits) if digits.lstrip("-").isdecimal() and digits.isascii() else None
+    exact = int(digits) if digits.lstrip("-").isdecimal() and digits.isascii() and _GROUPED.fullmatch(value.rstrip(",")) else None
     return whole(_number(value, name, False) if exact is None else exact, name, lo, hi, where="the log")
 
 
+# Thousands separators as engines print them ({:,}): groups of three digits after the first one to three
+_GROUPED = re.compile(r"-?(?:[0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
 def _number(value: str, name: str, decimal_comma: bool) -> float:
+    if not decimal_comma and "," in value and not _GROUPED.fullmatch(value.rstrip(",")):  # '1464, # CPU blocks'
+        # '4,75 GiB', '14,9889 GiB': no engine prints that (Python's formatting takes no locale); read with the
+        # commas dropped it was a figure 100 or 10,000 times too large
+        raise InputError(f"the log: {name} {excerpt(value)} has a comma that is no thousands separator (a decimal "
+                         "comma, or digits grouped other than in threes? engines print 4.75 and 38,944): give the log as "
+                         "the engine wrote it")
     try:
         return float(value.replace(",", "." if decimal_comma else ""))
     except ValueError:

@@ -46,8 +46,12 @@ def site_profile(doc: object, engine: str, label: str, releases: Collection[str]
     ``releases``: the engine's release line keys, or a test of one (a term of another line matches no plan)."""
     from ..inputs import whole
 
-    if (not isinstance(doc, dict) or type(doc.get("kvbudget_profile")) is not int
-            or doc["kvbudget_profile"] != PROFILE_VERSION or not isinstance(doc.get("terms"), list)):
+    form = doc.get("kvbudget_profile") if isinstance(doc, dict) else None
+    if type(form) is int and form > PROFILE_VERSION:  # was 'not a kvbudget profile', the file's own key saying otherwise
+        raise InputError(f"{where}: a kvbudget profile of format {form if form < 10**6 else 'a large number'}, newer "
+                         f"than the format {PROFILE_VERSION} this kvbudget reads: update kvbudget, or recalibrate with this one")
+    if (not isinstance(doc, dict) or type(form) is not int or form != PROFILE_VERSION
+            or not isinstance(doc.get("terms"), list)):
         raise InputError(f"{where}: not a kvbudget profile (write one with `kvbudget calibrate LOG ... --out FILE`)")
     # profiles written before SGLang's were vLLM's and may carry no engine
     if doc.get("engine", "vllm") != engine:  # another engine's memory: no plan of this one reads it
@@ -56,6 +60,8 @@ def site_profile(doc: object, engine: str, label: str, releases: Collection[str]
     if extra := sorted(str(k)[:40] for k in doc if k not in _PROFILE_KEYS):  # a hand edit kvbudget would not read
         raise InputError(f"{where}: key {extra[0]!r} is not a profile's (it has {', '.join(_PROFILE_KEYS)}): remove it, or "
                          f"{RECALIBRATE}")
+    if not doc["terms"]:  # calibrate writes a term per GPU, release and GPU count of its logs: none is a hand edit
+        raise InputError(f"{where}: the profile holds no terms, so it calibrates no run: {RECALIBRATE}")
     if len(doc["terms"]) > 10_000:
         raise InputError(f"{where}: {len(doc['terms']):,} terms: a profile holds at most 10,000")
     terms: list[SiteTerm] = []

@@ -13,7 +13,7 @@ from collections import Counter
 
 from ..inputs import excerpt, whole
 from .gguf_reader import GGUFHeader, GGUFTensor, read_gguf_header
-from .hf_config import ConfigError
+from .hf_config import MAX_LAYERS, ConfigError
 from .layers import MLA, ChunkedLocal, FullAttention, Layer, RecurrentState, SlidingWindow
 from .params import Tensor
 from .params import inventory as make_inventory
@@ -98,7 +98,7 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
             return max((whole_of(x, key, lo, hi) for x in v), default=lo)
         return whole_of(v, key, lo, hi)
 
-    n = num("block_count", lo=1, hi=10_000)
+    n = num("block_count", lo=1, hi=MAX_LAYERS)
     hidden = num("embedding_length", lo=1)
     heads = num("attention.head_count", 0, hi=_HEADS)
     kv_raw = get("attention.head_count_kv", heads)

@@ -251,7 +251,11 @@ _KV_ALIASES = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_
 
 
 _MAX_FIELD = 1 << 31  # no real model dimension, vocabulary or context comes near 2^31
-_LIMITS = {"num_hidden_layers": 10_000, "n_layer": 10_000, "num_layers": 10_000, "n_layers": 10_000}
+# Layer counts: no published model has more than a few hundred (Llama 3.1 405B: 126); 10,000 layers took `plan` 14 s
+# and a vision encoder's depth of 10^6 (no limit of its own) 140 s to plan one launch command
+MAX_LAYERS = 2_048
+_LIMITS = {"num_hidden_layers": MAX_LAYERS, "n_layer": MAX_LAYERS, "num_layers": MAX_LAYERS, "n_layers": MAX_LAYERS,
+           "depth": MAX_LAYERS}
 
 
 class _Cfg:

@@ -187,9 +187,16 @@ def parse_selector(selector: str) -> tuple[str, ...]:
     return tuple(matchers)
 
 
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
 def check_window(window: str) -> str:
-    if not _WINDOW.fullmatch(window):
+    if not _WINDOW.fullmatch(window) or len(window) > 40:
         raise PrometheusError(f"rate window {window!r} is not a Prometheus duration: use e.g. 5m, 30s or 1h")
+    seconds = sum(int(n) * _UNIT_S[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", window))
+    if not 0 < seconds <= 10 * _UNIT_S["y"]:  # '0s' was sent, for Prometheus to refuse a zero-length range
+        raise PrometheusError(f"rate window {window!r} is {'zero' if seconds == 0 else 'over ten years'}: give a "
+                              "window of a few scrapes, e.g. 5m")
     return window
 
 

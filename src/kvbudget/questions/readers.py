@@ -26,10 +26,12 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
         shell_command,
         words_read,
     )
+    from ..engines.orchestrators import helm_values_command, kubectl_command
     from ..model.resolve import load_foreign_model
     from .fit import fit
 
-    manifest = manifest_command(words)  # a Kubernetes manifest or compose file pasted whole: its container's command
+    # a Kubernetes manifest, compose file or Helm values file pasted whole, or kubectl run: its container's command
+    manifest = helm_values_command(words) or manifest_command(words) or kubectl_command(words)
     words = shell_command(list(manifest.words) if manifest is not None else words)
     words_read(words)
     pins = package_pins(words)  # also those of the setup before the command (pip install vllm==0.10.1 && ...)
@@ -50,7 +52,7 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
     if engine.name != "llama.cpp":  # llama.cpp runs on the GPUs it sees
         devices_refused(words, used, engine.label, "list {used} there, or lower the parallel sizes")
         if manifest is not None and manifest.gpus is not None and used > manifest.gpus:
-            raise InputError(f"the command needs {gpus} (TP x PP x DP) but the pasted manifest gives it {manifest.gpus} "
+            raise InputError(f"the command needs {gpus} (TP x PP x DP) but {manifest.source} gives it {manifest.gpus} "
                              f"(its GPU limit or reservation): {engine.label} stops at start-up; ask {used} there, or "
                              "lower the parallel sizes")
     return engine, fit(load_foreign_model(cmd.model, cmd.overrides), gpu, engine, Ask(), registry=registry, settings=cmd.settings,

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..units import InputError
+from ..units import InputError, excerpt
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024
 MAX_REQUESTS = 1_000_000
@@ -95,6 +96,23 @@ def _ids(value: Any, what: str, where: str) -> array[int]:
     return ids
 
 
+_MOST_SECONDS = 1e9  # about 32 years: a larger time is a unit mix-up (nanoseconds, an epoch in ms), not a trace
+
+
+def _seconds(value: Any, what: str, where: str) -> float:
+    """A time in seconds, 0 <= t < 1e9, each way of being wrong told apart (missing, not a number, negative, huge)."""
+    if value is None:
+        raise TraceError(f"{where}: {what} is missing: give it as a number of seconds >= 0")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise TraceError(f"{where}: {what} is {excerpt(value, 30)}, not a number: give seconds >= 0, e.g. 0.25")
+    if value < 0:
+        raise TraceError(f"{where}: {what} is negative ({excerpt(value, 30)}): give seconds >= 0")
+    if not value < _MOST_SECONDS:
+        raise TraceError(f"{where}: {what} is {excerpt(value, 30)} seconds, beyond 1e9 (32 years): give seconds from "
+                         "the start of the trace, not a clock time (epoch seconds, ms or ns)")
+    return float(value)
+
+
 def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize: Any = None) -> RequestSpec:
     """One trace line (already parsed) as a request; ``tokenize(text) -> list[int]`` reads ``text`` prompts."""
     if not isinstance(obj, dict):
@@ -103,8 +121,7 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
         obj = _from_openai(obj, where)
     step = obj.get("arrival_step")
     arrival = obj.get("arrival", obj.get("timestamp", 0.0 if step is not None else None))
-    if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < 1e9:
-        raise TraceError(f"{where}: 'arrival' (seconds from the start, >= 0) is missing or not a number")
+    arrival = _seconds(arrival, "'arrival' (seconds from the start)", where)
     prompts = [k for k in ("prompt", "prompt_tokens", "text") if k in obj]
     if len(prompts) != 1:
         raise TraceError(f"{where}: give exactly one of 'prompt' (token ids), 'prompt_tokens' (a count) or 'text'")
@@ -118,6 +135,9 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
         if not isinstance(obj["text"], str):
             raise TraceError(f"{where}: 'text' must be a string")
         prompt = array("q", tokenize(obj["text"]))
+        if not prompt and obj["text"]:  # was 'the prompt is empty', the trace's text being there
+            raise TraceError(f"{where}: --tokenizer gives no token for its 'text' ({len(obj['text']):,} characters): "
+                             "is it the model's tokenizer.json?")
     if len(prompt) == 0:
         raise TraceError(f"{where}: the prompt is empty (a request needs at least one prompt token)")
     if "output" in obj:
@@ -132,9 +152,7 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
     after = obj.get("after")
     if after is not None and not isinstance(after, str):
         raise TraceError(f"{where}: 'after' must be the id of an earlier request")
-    delay = obj.get("delay", 0.0)
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < 1e9:
-        raise TraceError(f"{where}: 'delay' must be seconds >= 0")
+    delay = _seconds(obj.get("delay", 0.0), "'delay' (seconds from the earlier request's finish)", where)
     return RequestSpec(str(rid)[:200], float(arrival), prompt, output,
                        None if step is None else _int(step, "'arrival_step'", where, 0, 10**9), after, float(delay))
 
@@ -171,27 +189,54 @@ def _content(content: Any, where: str) -> str:
     raise TraceError(f"{where}: a message's 'content' must be a string or a list of parts, got {type(content).__name__}")
 
 
-def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
-    """The requests of a JSON Lines trace file, ordered by arrival (stable)."""
-    from ..inputs import read_text
-
-    text = read_text(path, "trace", MAX_TRACE_BYTES)
-    tokens = TokenSource()
-    requests: list[RequestSpec] = []
-    total = 0
+def _objects(text: str, path: str) -> Iterator[tuple[str, Any]]:
+    """Each non-blank line of a JSON Lines trace, parsed, with where it is."""
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path} line {n}"
         try:
-            obj = json.loads(line)
+            yield where, json.loads(line)
         except (ValueError, RecursionError):
             raise TraceError(f"{where}: not JSON (a trace is one JSON object per line)") from None
+
+
+def _given_tokens(obj: Any) -> int:
+    """The tokens a trace line gives as counts or id lists (0 for what ``request_from`` refuses or tokenizes)."""
+    if not isinstance(obj, dict):
+        return 0
+    given = 0
+    for key in ("prompt", "prompt_tokens", "output", "output_tokens"):
+        value = obj.get(key)
+        if isinstance(value, list):
+            given += len(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            given += min(value, MAX_REQUEST_TOKENS + 1)
+    return given
+
+
+def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
+    """The requests of a JSON Lines trace file, ordered by arrival (stable)."""
+    from ..inputs import read_text
+
+    text = read_text(path, "trace", MAX_TRACE_BYTES)
+    too_many = TraceError(f"{path}: more than {MAX_REQUESTS:,} requests or {MAX_TOTAL_TOKENS:,} tokens; replay a "
+                          "sample of it")
+    # the lengths the lines give, summed in a first reading before any token id is made (30 lines of
+    # 'prompt_tokens': 9000000 took 50 s and 1.6 GB to be refused); 'text' prompts are counted as they are tokenized
+    lines = given = 0
+    for _, obj in _objects(text, path):
+        lines, given = lines + 1, given + _given_tokens(obj)
+        if lines > MAX_REQUESTS or given > MAX_TOTAL_TOKENS:
+            raise too_many
+    tokens = TokenSource()
+    requests: list[RequestSpec] = []
+    total = 0
+    for where, obj in _objects(text, path):
         req = request_from(obj, where, len(requests), tokens, tokenize)
         total += req.prompt_len + req.output_len
-        if total > MAX_TOTAL_TOKENS or len(requests) >= MAX_REQUESTS:
-            raise TraceError(f"{path}: more than {MAX_REQUESTS:,} requests or {MAX_TOTAL_TOKENS:,} tokens; "
-                             "replay a sample of it")
+        if total > MAX_TOTAL_TOKENS:
+            raise too_many
         requests.append(req)
     if not requests:
         raise TraceError(f"{path}: no requests (a trace is one JSON object per line)")

@@ -144,7 +144,9 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
                 fields[key] = n
             elif key in ("rate", "think"):
                 x = float(value)
-                if not (math.isfinite(x) and (x > 0 if key == "rate" else x >= 0) and x <= 1e6):
+                # a rate below 1e-6 per second puts arrivals past 1e300 s, where a step's milliseconds vanish in
+                # the float sum (every latency 0 ms); traces' arrivals are held below 1e9 s (trace.py)
+                if not (math.isfinite(x) and (x >= 1e-6 if key == "rate" else x >= 0) and x <= 1e6):
                     raise ValueError
                 fields[key] = x
             elif key == "arrivals":
@@ -165,7 +167,8 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
         except TraceError:
             raise
         except ValueError:
-            hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once"}
+            hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once",
+                    "rate": "requests per second, 1e-6 to 1e6", "think": "seconds, 0 to 1e6"}
             raise TraceError(f"--synthetic: bad value for {key}: '{value}'"
                              + (f" (expected {hint[key]})" if key in hint else "")) from None
     return Workload(**fields)  # type: ignore[arg-type]
@@ -187,34 +190,48 @@ def _arrival_times(w: Workload, n: int, rng: random.Random) -> list[float]:
     return out
 
 
-def generate(w: Workload) -> list[RequestSpec]:
-    """The requests of a workload, in arrival order. Later turns of a conversation name the turn before them
-    (``after``) and arrive ``think`` seconds after it finishes."""
+def _drawn(w: Workload) -> list[tuple[int, int, float, int | None, int, int]]:
+    """Every request's (conversation, turn, start, shared prefix or None, prompt draw, output draw), drawn in the
+    order ``generate`` consumes the seeded generator, and the total refused before any token id is made (a
+    workload of 200 million tokens took 45 s and 1.6 GB to be refused)."""
     rng = random.Random(w.seed)
-    tokens = TokenSource()
-    systems: dict[int, array[int]] = {}  # the shared prefixes, each made when a conversation first draws it
-    conversations = -(-w.requests // w.turns)
-    starts = _arrival_times(w, conversations, rng)
-    out: list[RequestSpec] = []
+    starts = _arrival_times(w, -(-w.requests // w.turns), rng)
+    out: list[tuple[int, int, float, int | None, int, int]] = []
     total = 0
     for c, start in enumerate(starts):
-        history = array("q")
-        if w.prefixes and rng.random() < w.prefix_share:
-            k = rng.randrange(w.prefixes)
-            if k not in systems:
-                systems[k] = tokens.fresh(w.prefix_tokens)
-            history.extend(systems[k])
+        k = rng.randrange(w.prefixes) if w.prefixes and rng.random() < w.prefix_share else None
+        history = w.prefix_tokens if k is not None else 0
         for t in range(w.turns):
             if len(out) >= w.requests:
                 break
-            prompt = history + tokens.fresh(w.prompt.draw(rng))
-            output = tokens.fresh(w.output.draw(rng))
-            total += len(prompt) + len(output)
-            if total > MAX_TOTAL_TOKENS or len(prompt) > MAX_REQUEST_TOKENS:
+            prompt, output = w.prompt.draw(rng), w.output.draw(rng)
+            total += history + prompt + output
+            if total > MAX_TOTAL_TOKENS or history + prompt > MAX_REQUEST_TOKENS:
                 raise TraceError(f"--synthetic: more than {MAX_TOTAL_TOKENS:,} tokens in all; fewer requests, "
                                  "turns or shorter lengths")
-            rid = f"c{c}t{t}" if w.turns > 1 else f"r{c}"
-            out.append(RequestSpec(rid, start if t == 0 else 0.0, prompt, output,
-                                   after=out[-1].id if t else None, delay=w.think if t else 0.0))
-            history = prompt + output
+            out.append((c, t, start, k, prompt, output))
+            history += prompt + output
+    return out
+
+
+def generate(w: Workload) -> list[RequestSpec]:
+    """The requests of a workload, in arrival order. Later turns of a conversation name the turn before them
+    (``after``) and arrive ``think`` seconds after it finishes."""
+    tokens = TokenSource()
+    systems: dict[int, array[int]] = {}  # the shared prefixes, each made when a conversation first draws it
+    out: list[RequestSpec] = []
+    history = array("q")
+    for c, t, start, k, prompt_len, output_len in _drawn(w):
+        if t == 0:
+            history = array("q")
+            if k is not None:
+                if k not in systems:
+                    systems[k] = tokens.fresh(w.prefix_tokens)
+                history.extend(systems[k])
+        prompt = history + tokens.fresh(prompt_len)
+        output = tokens.fresh(output_len)
+        rid = f"c{c}t{t}" if w.turns > 1 else f"r{c}"
+        out.append(RequestSpec(rid, start if t == 0 else 0.0, prompt, output,
+                               after=out[-1].id if t else None, delay=w.think if t else 0.0))
+        history = prompt + output
     return out

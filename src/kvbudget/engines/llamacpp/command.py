@@ -39,6 +39,9 @@ _OTHER_VALUE_FLAGS = {
 }
 
 
+# -sm's values (common/arg.cpp; newer builds add an experimental 'tensor'): any other stops llama-server
+_SPLIT_MODES = ("none", "layer", "row", "tensor")
+
 _FLAGS_FILE = os.path.join(os.path.dirname(__file__), "flags.json")
 
 
@@ -202,6 +205,9 @@ class _Read:
                 field, on = _SWITCHES[flag]
                 self.settings = replace(self.settings, **{field: on})
             elif flag in _OTHER_VALUE_FLAGS:
+                if flag in ("-sm", "--split-mode") and i < len(tokens) and tokens[i] not in _SPLIT_MODES:
+                    raise InputError(f"{flag} {excerpt(tokens[i], 40)[1:-1]}: llama-server stops on it (common/arg.cpp: "
+                                     "'invalid value'); give none, layer or row")
                 i += 1 if takes is None else takes
             elif flag.startswith("-"):
                 i += takes or 0  # a llama-server flag kvbudget does not model: its value(s) with it

@@ -12,7 +12,7 @@ from ..._record import record
 from ...hardware import GPU, capability
 from ...model.layers import MLA, FullAttention
 from ...model.spec import ModelSpec
-from ...units import GiB, element_type
+from ...units import GiB, InputError, element_type
 from .settings import Release, VllmSettings, is_v1_alpha, minor_patch, release_minor, version_minor
 
 
@@ -44,15 +44,35 @@ def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len
         tokens, seqs = tokens * 2, seqs * 2
     seqs = user_seqs or seqs
     if user_tokens is None:
-        chunked = settings.enable_chunked_prefill
-        if chunked is None:
-            chunked = rel.key != "v0" or max_model_len > 32768
-        if not chunked:
+        if not chunked_prefill(settings, rel, max_model_len):
             tokens = max(max_model_len, tokens)
         tokens = min(seqs * max_model_len, tokens)
     else:
         tokens = user_tokens
+        _scheduler_takes(settings, rel, tokens, max_model_len)
     return tokens, min(seqs, tokens)
+
+
+def chunked_prefill(settings: VllmSettings, rel: Release, max_model_len: int) -> bool:
+    """Whether the scheduler chunks prefills: --enable-chunked-prefill as given, else always in V1 and, in V0, for
+    contexts over 32K (engine/arg_utils.py of 0.6-0.10)."""
+    chunked = settings.enable_chunked_prefill
+    return chunked if chunked is not None else (rel.key != "v0" or max_model_len > 32768)
+
+
+def _scheduler_takes(settings: VllmSettings, rel: Release, tokens: int, max_model_len: int) -> None:
+    """SchedulerConfig's checks of a --max-num-batched-tokens the command gives (config/scheduler.py
+    verify_max_model_len, 0.33.0; config.py SchedulerConfig._verify_args in 0.6-0.10): the engine stops at start-up
+    with a ValueError where a batch holds fewer tokens than a whole prompt without chunked prefill, or fewer than the
+    --max-num-seqs the command also gives (where it gives none, vLLM lowers the default to the tokens)."""
+    if tokens < max_model_len and not chunked_prefill(settings, rel, max_model_len):
+        raise InputError(f"vLLM stops at start-up: `ValueError: max_num_batched_tokens ({tokens}) is smaller than "
+                         f"max_model_len ({max_model_len})` (chunked prefill is off): raise --max-num-batched-tokens to "
+                         f"{max_model_len}, lower --max-model-len, or enable chunked prefill")
+    if settings.max_num_seqs is not None and tokens < settings.max_num_seqs:
+        raise InputError(f"vLLM stops at start-up: `ValueError: max_num_batched_tokens ({tokens}) must be greater than "
+                         f"or equal to max_num_seqs ({settings.max_num_seqs})`: raise --max-num-batched-tokens or "
+                         "lower --max-num-seqs")
 
 
 def blackwell_ceiling(gpu: GPU) -> bool:

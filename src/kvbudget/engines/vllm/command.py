@@ -102,7 +102,7 @@ _BLOCK_SIZES = (((6, 3), (8, 16, 32)), ((6, 4), (8, 16, 32, 64, 128)), ((6, 5), 
                 ((18, 0), None))
 
 
-def _block_size_taken(n: int, label: str, version: str | None) -> None:
+def block_size_taken(n: int, label: str, version: str | None) -> None:
     """Refuse a block size the release's parser refuses (``--block-size 24`` on 0.10: "invalid choice")."""
     from .settings import minor_patch
 
@@ -113,6 +113,22 @@ def _block_size_taken(n: int, label: str, version: str | None) -> None:
     if choices is not None and n not in choices:
         raise InputError(f"vLLM stops at start-up: `argument {label}: invalid choice: {n}` (vLLM {version} takes "
                          f"{', '.join(map(str, choices))})")
+
+
+# Flags that change memory, from the first release whose parser has them (engine/arg_utils.py of 0.7.3-0.13.0):
+# an older one stops at them (argparse: unrecognized arguments), where kvbudget planned them (a 4 GiB KV cache of
+# --kv-cache-memory-bytes 4G on 0.10, exit 0)
+_FLAG_SINCE = {"--kv-cache-memory-bytes": (11, 0), "--enable-expert-parallel": (8, 0), "--data-parallel-size": (8, 3),
+               "-dp": (8, 3), "--async-scheduling": (10, 0)}
+
+
+def _flag_there(name: str, version: str) -> None:
+    from .settings import minor_patch
+
+    first, release = _FLAG_SINCE.get(name), minor_patch(version)
+    if first is not None and release is not None and release < first:
+        raise InputError(f"vLLM stops at start-up: `vllm serve: error: unrecognized arguments: {name}` (vLLM {version} "
+                         f"has no {name}: it came with 0.{first[0]}.{first[1]})")
 
 
 def _bool(value: str | None) -> bool:
@@ -149,7 +165,7 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
         lo, hi = _INT_RANGES[dest]
         n = whole(engine_int(v, label, dest, settings.version), label, lo, hi)
         if dest == "block_size":
-            _block_size_taken(n, label, settings.version)
+            block_size_taken(n, label, settings.version)
         return replace(settings, **{dest: n})
     if dest in _TEXT_FIELDS:
         v = v.strip()
@@ -164,6 +180,13 @@ def _apply(settings: VllmSettings, dest: str, flag: str, value: str | None, labe
         if v.strip().lower() == "auto" and not auto_fit_read(settings.version):
             raise InputError(f"vLLM stops at start-up: `argument {label}: invalid human_readable_int value: 'auto'` "
                              f"(vLLM {settings.version} has no auto-fit: --max-model-len auto came with 0.14)")
+        if v.strip() == "-1" and not auto_fit_read(settings.version):
+            # human_readable_int reads '-1' as int('-1'): before 0.14 a length of -1 tokens, not a fit to memory.
+            # The default batch of tokens becomes max_num_seqs x -1 (engine/arg_utils.py, 0.10-0.13) and the
+            # scheduler refuses it (config/scheduler.py Field(ge=1) on 0.12-0.13); where it does start, no prompt fits
+            raise InputError(f"{label} -1: vLLM {settings.version} takes it as a length of -1 tokens (no request "
+                             "fits; its scheduler's checks stop it at start-up): -1 and auto mean 'fit to memory' "
+                             "from 0.14; give a length of at least 1 token, or --vllm-version 0.14 or later")
         n = -1 if v.strip().lower() in ("auto", "-1") else engine_int(v, label, dest, settings.version)
         if n != -1 and n < 1:
             raise InputError(f"{label} is {n}: give a length of at least 1 token, or auto (-1) to fit it to memory")
@@ -783,6 +806,7 @@ def parse_vllm_command(argv: list[str] | str, base: VllmSettings | None = None, 
             matches = [f for f in flags if f.startswith(name)] if name.startswith("--") else []
             if len(matches) == 1:
                 name = matches[0]
+        _flag_there(name, settings.version)
         takes_value = flags[name][1] if name in flags else historical.get(name)
         arg: str | None = inline if eq else None
         if name in flags and flags[name][0] in _COMPILE_DESTS:

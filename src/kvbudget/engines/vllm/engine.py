@@ -93,8 +93,11 @@ class VllmEngine:
         return replica(*args)
 
     def settings(self, spec: ModelSpec, ask: Ask) -> VllmSettings:
+        from .command import block_size_taken
         from .settings import VllmSettings
 
+        if ask.option("block_size") is not None:  # as the release's parser takes it (fit --block-size 7 on 0.6.3)
+            block_size_taken(ask.option("block_size"), "--block-size", ask.option("vllm_version", "current"))
         return VllmSettings(
             version=ask.option("vllm_version", "current"), gpu_memory_utilization=ask.option("gpu_memory_utilization"),
             max_model_len=ask.context, block_size=ask.option("block_size"), kv_cache_dtype=ask.kv_dtype,

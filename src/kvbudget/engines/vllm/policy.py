@@ -68,7 +68,7 @@ from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
 from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, nccl_line, on_nvswitch
-from .quant import dequant_bytes, int4_kernel, loaded_format
+from .quant import act_dtype_taken, dequant_bytes, int4_kernel, loaded_format
 from .settings import (
     Release,
     VllmSettings,
@@ -327,6 +327,9 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
     fmt = _vllm_loading(weight_format(spec, settings), notes)
     check_capability(fmt, gpu)
+    if settings.dtype != "auto" or (spec.weight_format is not None and spec.weight_format.quantized):
+        # (a 16-bit checkpoint priced as its AWQ or GPTQ version, a what-if, keeps its own dtype)
+        act_dtype_taken(fmt, settings.quantization, gpu, settings.version, model_dtype)
     chunked = facts.chunked
     hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
     _check_extras(spec, settings)

@@ -109,12 +109,18 @@ def _from_word(spec: ModelSpec, word: str, dense: str) -> WeightFormat:
                          "modelopt_fp4, experts_int8, ptpc_fp8") from None
 
 
+def _minor(version: str) -> int | None:
+    """The release's minor number; the V0 line (a T4 or V100 under 0.8.0-0.10.1 falls back to it, policy.py
+    _v0_fallback) is at most 0.10, whose rules for these kernels are 0.13's and earlier; None: the newest."""
+    return 10 if version.strip().lower() == "v0" else version_minor(version)
+
+
 def marlin_capable(gpu: GPU, version: str, fmt: WeightFormat) -> bool:
     """Whether vLLM's Marlin kernels run ``fmt`` on ``gpu`` (marlin_utils.py: 4- and 8-bit, groups of -1, 32,
     64 or 128, compute capability 8.0 up to 0.13 and 7.5 from 0.14; CUDA only). An unknown GPU counts as able."""
     if gpu.vendor != "nvidia" or fmt.bits not in (4, 8) or fmt.group_size not in (-1, 32, 64, 128):
         return False
-    minor = version_minor(version)
+    minor = _minor(version)
     have = capability(gpu)
     return have is None or have >= (8.0 if minor is not None and minor <= 13 else 7.5)
 
@@ -123,7 +129,7 @@ def int4_kernel(fmt: WeightFormat, quantization: str | None, gpu: GPU, version: 
     """The kernel family vLLM runs AWQ/GPTQ weights with: "marlin", or the plain "awq"/"gptq" kernel."""
     if fmt.name not in ("awq", "gptq"):
         return ""
-    word, minor = _word(quantization), version_minor(version)
+    word, minor = _word(quantization), _minor(version)
     forced = (word == "awq" == fmt.name and minor is not None and minor <= 23) or (
         word == "gptq" == fmt.name and minor is not None and minor <= 21)
     return fmt.name if forced or not marlin_capable(gpu, version, fmt) else "marlin"
@@ -179,3 +185,37 @@ def format_name(quantization: str | None) -> str | None:
         return parse_weight_format(word).name
     except InputError:
         return word
+
+
+# The activation dtypes each --quantization method runs in (QuantizationConfig.get_supported_act_dtypes, 0.33.0:
+# fp8.py, fbgemm_fp8.py, experts_int8.py, moe_wna16.py, awq_marlin/gptq_marlin (0.20.0); mxfp4.py and fp_quant.py
+# bfloat16 only); bitsandbytes, torchao and compressed-tensors also run float32. vLLM stops at start-up on another
+# (config/vllm.py _get_quantization_config: "... is not supported for quantization method ...")
+_HALF = ("bf16", "fp16")
+_ACT_DTYPES = {**{w: _HALF for w in ("fp8", "fbgemm_fp8", "ptpc_fp8", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel",
+                                     "experts_int8", "moe_wna16", "awq_marlin", "gptq_marlin", "auto_awq", "auto_gptq",
+                                     "modelopt", "quark", "inc", "humming", "marlin", "awq", "gptq")},
+               "mxfp4": ("bf16",), "gpt_oss_mxfp4": ("bf16",), "fp_quant": ("bf16",)}
+_TORCH = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
+
+
+def act_dtype_taken(fmt: WeightFormat, quantization: str | None, gpu: GPU, version: str, model_dtype: str) -> None:
+    """Refuse a --dtype the quantization method does not run its activations in. The plain AWQ and GPTQ kernels
+    (awq.py, gptq.py up to 0.23 / 0.21, before auto_awq and auto_gptq took their place) run float16 only."""
+    kernel = int4_kernel(fmt, quantization, gpu, version)
+    minor = _minor(version)
+    word = _word(quantization)
+    if word in ("", "auto", "none") and fmt.name == "mxfp4":  # a checkpoint's own quant_method (gpt-oss: mxfp4)
+        word = "mxfp4"
+    allowed: tuple[str, ...]
+    if kernel in ("awq", "gptq") and minor is not None and minor <= (23 if kernel == "awq" else 21):
+        word, allowed = kernel, ("fp16",)
+    elif word in _ACT_DTYPES:
+        allowed = _ACT_DTYPES[word]
+    else:
+        return
+    if model_dtype not in allowed:
+        shown = ", ".join(_TORCH[d] for d in allowed)
+        raise InputError(f"vLLM stops at start-up: `ValueError: {_TORCH.get(model_dtype, model_dtype)} is not supported "
+                         f"for quantization method {word}. Supported dtypes: [{shown}]`: give --dtype "
+                         f"{' or '.join({'bf16': 'bfloat16', 'fp16': 'float16'}[d] for d in allowed)}")

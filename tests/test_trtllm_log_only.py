@@ -140,3 +140,28 @@ def test_the_oom_at_graph_capture_is_read_and_warned() -> None:
     assert outside.reported == 2.26 and outside.predicted is not None and outside.predicted < 1.5
     # at 0.90 with graphs to 2048 the fraction leaves room: no line
     assert not any("after the final pool" in w for w in check_run(KV090, {"model": LLAMA, "gpu": "H100"}).warnings)
+
+
+def test_the_engines_build_command_sets_its_limits() -> None:
+    # the 0.5 issue's log opens with its build.py command: batch 25, 2048 + 4096 tokens, blocks of 16, activations for
+    # 25 x 2048 tokens (0.5 has no --max_num_tokens); kvbudget planned trtllm-build's defaults (2048 x the model's
+    # 4,096) before: +39.7% log-only, now -10% (the Triton config's fraction 0.95 is not in the log)
+    a10 = (LOGS / "v0.5_a10_llama-2-7b_engine_triton.log").read_text(encoding="utf-8")
+    s = _run(a10).settings
+    assert (s.backend, s.max_batch_size, s.max_seq_len, s.max_num_tokens, s.tokens_per_block) == (
+        "engine", 25, 6144, 51200, 16)
+    logged, planned = _tokens(check_run(a10, {"model": "meta-llama/Llama-2-7b-chat-hf", "gpu": "A10"}))
+    assert logged == 10_718 and planned is not None and abs(planned - logged) / logged < 0.15
+    built = "$ trtllm-build --checkpoint_dir ckpt --max_batch_size 64 --max_seq_len=4096 --max_num_tokens 2048\n"
+    s = _run(built + "[TensorRT-LLM][INFO] Using 10718 tokens in paged KV cache.\n").settings
+    assert (s.backend, s.max_batch_size, s.max_seq_len, s.max_num_tokens) == ("engine", 64, 4096, 2048)
+
+
+def test_a_run_that_started_on_weights_kvbudget_cannot_hold_names_the_quantization() -> None:
+    # the 1.2.0rc2 RTX 5060 Ti run loaded Qwen3-8B-FP8; given the 16-bit Qwen3-8B (15.3 GiB) nothing is left on 16 GB
+    rtx = (LOGS / "v1.2.0rc2_rtx5060ti_qwen3-8b-fp8_pytorch_llmapi.log").read_text(encoding="utf-8")
+    c = check_run(rtx, {"model": "Qwen/Qwen3-8B", "gpu": "RTX-5060-Ti-16GB"})
+    assert any(w.startswith("the run started, but Qwen/Qwen3-8B's weights") and "pre-quantized checkpoint's" in w
+               for w in c.warnings)
+    # where the weights leave room (an 80 GB card), no line
+    assert not any("the run started" in w for w in check_run(rtx, {"model": "Qwen/Qwen3-8B", "gpu": "H100"}).warnings)

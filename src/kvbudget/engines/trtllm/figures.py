@@ -67,6 +67,15 @@ def read_from_figures(spec: ModelSpec, gpu: GPU, s: TrtllmSettings, p: TrtllmPla
     per = logged_per_token(figs)
     if per is not None and abs(p.per_token_bytes - per[0]) > per[1]:
         s = _read_kv(spec, gpu, s, p, per, names, notes, warnings)
+    if "quantization" in names and figs.started and figs.weights_gib is None:
+        q = _plan(spec, gpu, s) if s != p0 else p
+        if q is not None and not q.starts:
+            fp8_kv = "kv_cache_dtype" in names and s.kv_cache_dtype == "fp8"
+            warnings.append(f"the run started, but {spec.name}'s weights as kvbudget reads them ({q.weights_bytes / GiB:.2f} "
+                            f"GiB a rank) leave no KV cache on this GPU, and no line names the checkpoint's quantization"
+                            + (" (an FP8 cache with no kv_cache_dtype given is a pre-quantized checkpoint's "
+                               "kv_cache_quant_algo, llmapi/llm_utils.py)" if fp8_kv else "")
+                            + ": give the checkpoint the run loaded as --model (its quantized one)")
     read = {name for name in ("quantization", "kv_cache_dtype") if getattr(s, name) != getattr(p0, name)}
     return s, tuple(a for a in assumed if a.split(" ")[0] not in read), notes, warnings
 
@@ -90,7 +99,7 @@ def _read_weights(spec: ModelSpec, gpu: GPU, s: TrtllmSettings, p: TrtllmPlan, l
     said = " or ".join(f for f, _ in fits) if fits else "none of " + ", ".join(_WEIGHT_TRIES)
     warnings.append(f"the log's weights are {logged:.2f} GiB a rank, kvbudget's {planned:.2f} GiB with the checkpoint's "
                     f"own format, and no line names its quantization ({said} fits): give the checkpoint the run loaded "
-                    "(--model), or -- --quantization FORMAT")
+                    "as --model")
     return s, p
 
 

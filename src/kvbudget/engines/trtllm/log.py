@@ -13,6 +13,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, excerpt_path, split_command
 from ...units import InputError
 from ..logscan import MAX_GB, NUM, LogText, count, figure
+from .build_command import build_fields
 from .command import option_takes, trtllm_fields
 from .settings import TrtllmSettings
 
@@ -258,12 +259,17 @@ def read_run(log: LogText, flags: list[str] | None = None, release: str | None =
     read_from: list[str] = []
     warnings: list[str] = []
     model = None
+    built = build_fields(log)  # the engine's build command: its limits, under what the run's own lines say
+    if built:
+        fields.update(built)
+        read_from.append("the engine's build command")
     found = _command(log)
     if found is not None:
         words, said = found
         warnings += said
         try:
-            model, fields, more = _fields(words, "the log's launch command")
+            model, launched, more = _fields(words, "the log's launch command")
+            fields.update(launched)
         except InputError as exc:
             warnings.append(f"{exc}: the command's settings are not read")
         else:

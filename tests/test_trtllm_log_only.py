@@ -138,6 +138,9 @@ def test_the_oom_at_graph_capture_is_read_and_warned() -> None:
     assert logged["peak during profiling, torch + outside (GiB)"] == 11.86
     outside = rows["outside torch in profiling: CUDA context, NCCL, CUDA graphs, estimation pool (GiB)"]
     assert outside.reported == 2.26 and outside.predicted is not None and outside.predicted < 1.5
+    # the out-of-memory message's other process (trtllm-bench's launching process): 588 MiB
+    assert rows["other processes on the GPU at the out-of-memory error (GiB)"].reported == 0.57
+    assert any("other processes holding 0.57 GiB" in w for w in c.warnings)
     # at 0.90 with graphs to 2048 the fraction leaves room: no line
     assert not any("after the final pool" in w for w in check_run(KV090, {"model": LLAMA, "gpu": "H100"}).warnings)
 

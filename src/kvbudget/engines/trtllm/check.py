@@ -393,6 +393,12 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
         if p.backend == "pytorch":
             rows += profiling_rows(figs, p)
             warnings += capture_warning(figs, p, device.memory_bytes)
+        if figs.other_processes_gib:
+            rows.append(row("other processes on the GPU at the out-of-memory error (GiB)", figs.other_processes_gib, 0.0))
+            warnings.append(f"the out-of-memory message lists other processes holding {figs.other_processes_gib:.2f} GiB "
+                            "on the GPU (under trtllm-bench or the LLM API, the launching process's own CUDA context; or "
+                            "another program): TensorRT-LLM's profiling counts them as memory outside torch (it reads the "
+                            "device's used memory), and kvbudget does not model them")
         held = held_outside(figs, p, device.memory_bytes)
         if held is not None:
             rows.append(row(HELD, *held))

@@ -36,6 +36,9 @@ class TrtllmFigures:
     peak_gib: float | None = None  # "Peak memory during memory usage profiling (torch + non-torch): X GiB"
     dynamic_gib: float | None = None  # "Memory dynamically allocated during inference (inside torch) ...: X GiB"
     temporary_kv_gib: float | None = None  # "tmp kv_mem X GiB" / "temporary kv cache memory during profiling X GiB"
+    # a CUDA out-of-memory message's "Process P has X MiB memory in use" for each process on the GPU (PyTorch's
+    # allocator, c10/cuda/CUDACachingAllocator.cpp): the GiB of all but the one holding the most (the run's own)
+    other_processes_gib: float | None = None
 
 
 @record
@@ -446,7 +449,19 @@ def figures(log: LogText) -> TrtllmFigures:
                          r"inference[^\n:]{0,80}: " + NUM + " GiB", "memory allocated during inference"),
         temporary_kv_gib=_gib(log, ("tmp kv_mem ", "temporary kv cache memory during profiling "),
                               r"(?:tmp kv_mem|temporary kv cache memory during profiling) " + NUM + " GiB",
-                              "temporary KV cache memory"))
+                              "temporary KV cache memory"),
+        other_processes_gib=_other_processes(log))
+
+
+def _other_processes(log: LogText) -> float | None:
+    """GiB the other processes on the GPU held when the last CUDA out-of-memory message was printed: every process
+    it lists but the one holding the most (the run's own); None without such a message or with one process."""
+    m = log.last("CUDA out of memory", r"CUDA out of memory[^\n]{0,300}?(Process [0-9]{1,10} has [^\n]{0,400})")
+    if m is None:
+        return None
+    held = [figure(n.group(1), "process memory in use", 0, MAX_GB * 1024) * (1024 if n.group(2) == "GiB" else 1)
+            for n in re.finditer(r"Process [0-9]{1,10} has " + NUM + r" (MiB|GiB) memory in use", m.group(1)[:4000])]
+    return round((sum(held) - max(held)) / 1024, 2) if len(held) > 1 else None
 
 
 def _gib(log: LogText, literal: str | tuple[str, ...], pattern: str, name: str) -> float | None:

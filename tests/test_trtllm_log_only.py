@@ -168,3 +168,12 @@ def test_a_run_that_started_on_weights_kvbudget_cannot_hold_names_the_quantizati
                for w in c.warnings)
     # where the weights leave room (an 80 GB card), no line
     assert not any("the run started" in w for w in check_run(rtx, {"model": "Qwen/Qwen3-8B", "gpu": "H100"}).warnings)
+
+
+def test_an_engine_planned_at_default_limits_says_what_they_cost() -> None:
+    # the 0.19 RTX 5090 log prints five lines and none of the engine's build limits (it was built for batch 2048 x
+    # 2,048 tokens): planned at 2048 x the model's 131,072, the runtime buffers and decoder alone are 15 GiB
+    rtx = (LOGS / "v0.19.0_rtx5090_llama3.1-8b-fp8_engine_trtllm-serve.log").read_text(encoding="utf-8")
+    c = check_run(rtx, {"model": LLAMA, "gpu": "RTX-5090-32GB"})
+    said = next(w for w in c.warnings if w.startswith("KV tokens"))
+    assert "runtime buffers and decoder 15.02 GiB for max_batch_size 2,048 x max_seq_len 131,072" in said

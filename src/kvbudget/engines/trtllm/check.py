@@ -178,7 +178,20 @@ def check_trtllm_log(log: LogText) -> list[Row]:
 _FREE_GAP_GIB = 1.0  # the free memory at sizing may sit this far from the log's, besides compared.far_apart's share
 
 
-def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
+def engine_defaults(p: TrtllmPlan, s: TrtllmSettings, assumed: tuple[str, ...]) -> str:
+    """Where an engine's batch and sequence limits were planned as defaults: what they cost in kvbudget's plan (the
+    runtime buffers and decoder scale with max_batch_size x max_seq_len, fixed when the engine was built and printed
+    by no line of a 0.9 to 0.19 runtime log but the TRTGptModel ones)."""
+    names = {a.split(" ")[0] for a in assumed}
+    if p.backend != "engine" or not names & {"max_batch_size", "max_seq_len"}:
+        return ""
+    held = p.runtime_buffers_bytes + p.decoder_bytes
+    return (f" (of them, the engine's build limits cost most: runtime buffers and decoder {held / GiB:.2f} GiB for "
+            f"max_batch_size {s.max_batch_size:,} x max_seq_len {p.max_seq_len:,} as planned; give the build's --max_batch_size and "
+            "--max_seq_len after --)")
+
+
+def defaults_off(rows: list[Compared], assumed: tuple[str, ...], more: str = "") -> list[str]:
     """A warning where settings were planned as defaults (``assumed``: not in the log) and the memory free when the
     pool is sized, or the KV tokens, as kvbudget plans them, are far from the log's own figure: the prediction then
     stands for the defaults, not for the run (an engine's build settings are baked into it and printed only by some
@@ -197,7 +210,7 @@ def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
             return [f"{r.figure}: kvbudget plans {shown}, and {', '.join(a.split(' ')[0] for a in assumed)} "
                     f"{'is' if len(assumed) == 1 else 'are'} not in the log, so TensorRT-LLM's defaults were planned: "
                     "the prediction is for those defaults, not this run; give the run's settings after -- "
-                    "(trtllm-serve flags, or the engine's build settings)"]
+                    "(trtllm-serve flags, or the engine's build settings)" + more]
     return []
 
 
@@ -405,7 +418,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             unknown = any(a.startswith("free_gpu_memory_fraction ") for a in run.assumed)
             warnings += held_warning(*held, (p.free_gpu_memory_fraction, (device.memory_bytes - p.peak_bytes) / GiB)
                                      if unknown else None)
-        warnings += defaults_off(rows, run.assumed)
+        warnings += defaults_off(rows, run.assumed, engine_defaults(p, run.settings, run.assumed))
         if figs.started is not None:
             rows.append(starts_row(figs.started, p.starts))
     recomputed = check_trtllm_log(log)

@@ -483,7 +483,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     lines.append(f"[TensorRT-LLM][INFO] Number of tokens per block: {tpb}.")
     lines.append(f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {pool / GiB:.2f} GiB for max tokens in paged KV cache "
                  f"({blocks * tpb}).")
-    left = gpu.memory_bytes - peak - pool  # what the final pool leaves (the fraction's share, to a block)
+    left = max(gpu.memory_bytes - peak - pool, 0)  # what the final pool leaves (the fraction's share, to a block)
     if capture and error is None:
         notes.append(("the CUDA-graph capture may run out of memory: " if capture > left else "")
                      + f"after the final pool {left / GiB:.2f} GiB are left ({(left + freed) / GiB:.2f} with the "

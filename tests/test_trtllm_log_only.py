@@ -177,3 +177,13 @@ def test_an_engine_planned_at_default_limits_says_what_they_cost() -> None:
     c = check_run(rtx, {"model": LLAMA, "gpu": "RTX-5090-32GB"})
     said = next(w for w in c.warnings if w.startswith("KV tokens"))
     assert "runtime buffers and decoder 15.02 GiB for max_batch_size 2,048 x max_seq_len 131,072" in said
+
+
+def test_a_pre_09_log_prints_its_pool_in_bytes() -> None:
+    # 0.8's "Allocate 69524783104 bytes for k/v cache." is the pool: 524,288 B for each of its 132,608 tokens, and
+    # what it implies held outside it (7.31 GiB: an int8 SmoothQuant engine, against the 16-bit defaults' 15.40)
+    a100 = (LOGS / "v0.8_a100-80gb_llama2-7b-class-sq_engine_runpy-beam5.log").read_text(encoding="utf-8")
+    c = check_run(a100, {"model": "meta-llama/Llama-2-7b-chat-hf", "gpu": "A100-SXM4-80GB"})
+    rows = {r.figure: r for r in c.rows}
+    assert rows["KV pool (GiB)"].reported is not None and abs(rows["KV pool (GiB)"].reported - 64.75) < 0.005
+    assert rows["held outside the KV pool: total - pool / fraction (GiB)"].reported == 7.31

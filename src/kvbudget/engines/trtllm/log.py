@@ -427,13 +427,16 @@ def figures(log: LogText) -> TrtllmFigures:
     # the executor's stop for lack of memory: before the pool (the C++ executor), or after it, as the PyTorch backend's
     # CUDA-graph capture on what the pool left ("Failed to initialize executor on rank 0: CUDA out of memory",
     # py_executor_creator.py / the LLM API's worker)
+    # before 0.9 the pool's exact size: "Allocate N bytes for k/v cache." (the C++ runtime of 0.7 and 0.8)
+    legacy_bytes = None if pool else log.last("bytes for k/v cache", r"Allocate " + NUM + r" bytes for k/v cache")
     failed = log.has("Executor creation failed due to insufficient GPU memory") or bool(
         log.last("Failed to initialize executor on rank", r"Failed to initialize executor on rank [0-9]{1,5}: CUDA out of memory"))
     total = usage.group(1) if usage else device.group(1) if device else None
     return TrtllmFigures(
         tokens=(count(pool.group(2), "TRT-LLM max tokens in paged KV cache") if pool
                 else count(legacy.group(1), "TRT-LLM tokens in paged KV cache") if legacy else None),
-        pool_gib=figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB) if pool else None,
+        pool_gib=(figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB) if pool
+                  else count(legacy_bytes.group(1), "TRT-LLM k/v cache bytes") / (1 << 30) if legacy_bytes else None),
         blocks=count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool") if blocks else None,
         total_gib=figure(total, "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) if total else None,
         available_gib=min(free) if free else None, available_most_gib=max(free) if free else None,

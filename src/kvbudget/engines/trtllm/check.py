@@ -178,7 +178,20 @@ def check_trtllm_log(log: LogText) -> list[Row]:
 _FREE_GAP_GIB = 1.0  # the free memory at sizing may sit this far from the log's, besides compared.far_apart's share
 
 
-def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
+def engine_defaults(p: TrtllmPlan, s: TrtllmSettings, assumed: tuple[str, ...]) -> str:
+    """Where an engine's batch and sequence limits were planned as defaults: what they cost in kvbudget's plan (the
+    runtime buffers and decoder scale with max_batch_size x max_seq_len, fixed when the engine was built and printed
+    by no line of a 0.9 to 0.19 runtime log but the TRTGptModel ones)."""
+    names = {a.split(" ")[0] for a in assumed}
+    if p.backend != "engine" or not names & {"max_batch_size", "max_seq_len"}:
+        return ""
+    held = p.runtime_buffers_bytes + p.decoder_bytes
+    return (f" (of them, the engine's build limits cost most: runtime buffers and decoder {held / GiB:.2f} GiB for "
+            f"max_batch_size {s.max_batch_size:,} x max_seq_len {p.max_seq_len:,} as planned; give the build's --max_batch_size and "
+            "--max_seq_len after --)")
+
+
+def defaults_off(rows: list[Compared], assumed: tuple[str, ...], more: str = "") -> list[str]:
     """A warning where settings were planned as defaults (``assumed``: not in the log) and the memory free when the
     pool is sized, or the KV tokens, as kvbudget plans them, are far from the log's own figure: the prediction then
     stands for the defaults, not for the run (an engine's build settings are baked into it and printed only by some
@@ -197,7 +210,7 @@ def defaults_off(rows: list[Compared], assumed: tuple[str, ...]) -> list[str]:
             return [f"{r.figure}: kvbudget plans {shown}, and {', '.join(a.split(' ')[0] for a in assumed)} "
                     f"{'is' if len(assumed) == 1 else 'are'} not in the log, so TensorRT-LLM's defaults were planned: "
                     "the prediction is for those defaults, not this run; give the run's settings after -- "
-                    "(trtllm-serve flags, or the engine's build settings)"]
+                    "(trtllm-serve flags, or the engine's build settings)" + more]
     return []
 
 
@@ -237,17 +250,64 @@ def held_outside(figs: TrtllmFigures, p: TrtllmPlan, total_bytes: int) -> tuple[
     return round((total - figs.pool_gib * GiB / p.free_gpu_memory_fraction) / GiB, 2), round(p.peak_bytes / GiB, 2)
 
 
-def held_warning(logged: float, planned: float) -> list[str]:
+def held_warning(logged: float, planned: float, fraction: tuple[float, float] | None = None) -> list[str]:
     """A line where the run held much more outside its KV pool than kvbudget's profiled peak: memory kvbudget does
     not model, most often another process's on the same GPU (both of TensorRT-LLM's paths size the pool from the
-    device's free memory, cudaMemGetInfo / torch.cuda.mem_get_info, which every process's use lowers)."""
+    device's free memory, cudaMemGetInfo / torch.cuda.mem_get_info, which every process's use lowers). ``fraction``:
+    (the fraction planned, the GiB kvbudget's peak leaves) where no line shows the run's fraction: the gap is then as
+    much a lower fraction's, which the line names with the one the pool would be of that memory."""
     if logged - planned < _FREE_GAP_GIB:
         return []
+    if fraction is not None:
+        planned_fraction, left = fraction
+        implied = (1 - (logged - planned) / left) * planned_fraction if left > 0 else 0.0
+        return [f"the log's pool implies {logged:.2f} GiB held outside it when it was sized at the fraction "
+                f"{planned_fraction:g} kvbudget assumed, {logged - planned:.2f} GiB more than kvbudget's {planned:.2f} GiB "
+                f"(weights and profiled peak): no line shows the run's free_gpu_memory_fraction, and the pool is "
+                f"{implied:.2f} of the {left:.2f} GiB kvbudget's peak leaves; give -- --kv_cache_free_gpu_memory_fraction "
+                "F if the run set one (else the memory is another process's on the same GPU, which kvbudget does not "
+                "model)"]
     return [f"the log's pool implies {logged:.2f} GiB held outside it when it was sized, {logged - planned:.2f} GiB more "
             f"than kvbudget's {planned:.2f} GiB (weights and profiled peak): memory kvbudget does not model, such as "
             "another process on the same GPU (a desktop session on a display card; TensorRT-LLM sizes the pool from the "
             "device's free memory, which every process's use lowers); the smaller the pool, the larger the KV tokens' "
             "error it makes"]
+
+
+def profiling_rows(figs: TrtllmFigures, p: TrtllmPlan) -> list[Compared]:
+    """The PyTorch backend's profiling lines (KvCacheCreator, ``_torch/pyexecutor/_util.py``) beside kvbudget's terms,
+    so a user sees which one is off: the weights ("Rank R uses X GB for model weights", model_engine.py), what the run
+    allocated inside torch (activations, attention workspace, logits), the memory outside torch (used - torch's
+    allocated after empty_cache: CUDA context, NCCL, the CUDA graphs the run held and the estimation pool, which the
+    C++ manager allocates) and the peak (torch's peak + outside torch)."""
+    from ..compared import row
+
+    pairs = ((figs.weights_gib, "weights (GiB)", p.weights_bytes),
+             (figs.dynamic_gib, "allocated inside torch in the profiling run (GiB)", p.activation_bytes),
+             (figs.outside_torch_gib, "outside torch in profiling: CUDA context, NCCL, CUDA graphs, estimation pool (GiB)",
+              p.non_torch_bytes + p.cuda_graph_bytes + p.temporary_kv_bytes),
+             (figs.peak_gib, "peak during profiling, torch + outside (GiB)", p.peak_bytes + p.temporary_kv_bytes))
+    return [row(name, logged, round(planned / GiB, 2)) for logged, name, planned in pairs if logged is not None]
+
+
+def capture_warning(figs: TrtllmFigures, p: TrtllmPlan, total_bytes: int) -> list[str]:
+    """A line where the CUDA graphs captured after the final pool (``policy.graphs_in_estimation``: the estimation run
+    captured none) need more than the log's own figures leave: the pool takes fraction x (total - peak + the estimation
+    pool), so (1 - fraction) x that is what stays free for the capture, with the activations the estimation run freed.
+    kvbudget's capture figure is the largest graph's (a lower bound: the smaller graphs' outputs share its pool), and
+    how much of the freed activations the capture can use is not known, so this is a warning, not a verdict."""
+    if not p.capture_after_pool_bytes or figs.peak_gib is None:
+        return []
+    total = figs.total_gib * GiB if figs.total_gib is not None else total_bytes
+    left = (1 - p.free_gpu_memory_fraction) * (total - figs.peak_gib * GiB + (figs.temporary_kv_gib or 0) * GiB)
+    if left >= p.capture_after_pool_bytes:
+        return []
+    return [f"the fraction {p.free_gpu_memory_fraction:g} leaves {left / GiB:.2f} GiB after the final pool (1 - fraction of "
+            f"the log's total - peak + estimation pool) for the CUDA graphs captured after it, which kvbudget puts at "
+            f"{p.capture_after_pool_bytes / GiB:.2f} GiB or more: the estimation run captured none (its pool has fewer "
+            "blocks than the largest graph batch), so the pool was sized without them and the capture may run out of "
+            "memory (py_executor_creator.py builds the final pool, then a new executor captures the graphs); lower the "
+            "fraction or cuda_graph_config max_batch_size"]
 
 
 _RANK_GAP_GIB = 0.5  # ranks' free memory this far apart is worth a line (it moves every rank's pool by 0.45 GiB)
@@ -276,9 +336,12 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     kvbudget's, then the figures recomputed from each other (``check_trtllm_log``). ``given``: --model, --gpu,
     --gpu-memory, --trtllm-release and the words after -- (trtllm-serve's flags, or the whole launch command: its
     model where --model is not given, the release its image names where --trtllm-release is not)."""
+    from ..._record import replace
+    from ...inputs import excerpt
     from ...units import InputError
     from ..compared import OtherCheck, logged_model, row, run_devices, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
+    from .figures import read_from_figures
     from .log import COMMAND_EXAMPLE, last_run, read_run, whole_command
     from .policy import plan, summary
     from .settings import TrtllmSettings
@@ -296,20 +359,30 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     warnings = [*said_first, *run.warnings, *_run_warnings(runs, run.figures)]
     notes = [f"TP {run.settings.tp} from {run.tp_from_ranks} (no line names TP; an excerpt that leaves ranks out shows "
              "fewer: give -- --tp_size N)"] if run.tp_from_ranks else []
-    notes += [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
-             "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
     spec = logged_model(model, run.model, warnings)
+    if model and run.model and model.strip("/").lower() != run.model.strip("/").lower():
+        warnings.append(f"the log's command loads {excerpt(run.model, 60)}, planned as --model {excerpt(model, 60)}: "
+                        "where the two checkpoints differ (a quantized one), so do the weights and the KV cache")
     figs = run.figures
     device = run_gpu(given.get("gpu"), given.get("gpu_memory"), run.gpu_name, figs.total_gib, None, "TensorRT-LLM")
     if figs.total_gib is not None and given.get("gpu_memory") is None and device is not None:
         notes.append(f"the GPU's memory: the {figs.total_gib:.2f} GiB total the log prints")
     rows: list[Any] = []
     p = None
+    read: list[str] = []
     if spec is not None and device is None:
         warnings.append("the log does not say which GPU it ran on: give --gpu (or --gpu-memory) for kvbudget's prediction")
     if spec is not None and device is not None:
         p = plan(spec, device, run.settings)
-        notes += list(p.notes)
+        settings, assumed_now, read, from_figures = read_from_figures(spec, device, run.settings, p, figs, run.assumed)
+        if settings != run.settings:
+            run = replace(run, settings=settings, assumed=assumed_now)
+            p = plan(spec, device, settings)
+        warnings += from_figures
+    notes += [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
+              "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
+    notes += read + (list(p.notes) if p is not None else [])
+    if spec is not None and device is not None and p is not None:
         if figs.tokens is not None:
             rows.append(row("KV tokens (max tokens in paged KV cache)", figs.tokens, p.max_tokens))
         if figs.pool_gib is not None:
@@ -330,11 +403,22 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
                                            ("runtime buffers", p.runtime_buffers_bytes), ("decoder", p.decoder_bytes))
                      if name in parts]
             warnings += logits_16_bit(parts.get("runtime buffers"), run.settings, spec.dims.vocab_size, p.max_seq_len)
+        if p.backend == "pytorch":
+            rows += profiling_rows(figs, p)
+            warnings += capture_warning(figs, p, device.memory_bytes)
+        if figs.other_processes_gib:
+            rows.append(row("other processes on the GPU at the out-of-memory error (GiB)", figs.other_processes_gib, 0.0))
+            warnings.append(f"the out-of-memory message lists other processes holding {figs.other_processes_gib:.2f} GiB "
+                            "on the GPU (under trtllm-bench or the LLM API, the launching process's own CUDA context; or "
+                            "another program): TensorRT-LLM's profiling counts them as memory outside torch (it reads the "
+                            "device's used memory), and kvbudget does not model them")
         held = held_outside(figs, p, device.memory_bytes)
         if held is not None:
             rows.append(row(HELD, *held))
-            warnings += held_warning(*held)
-        warnings += defaults_off(rows, run.assumed)
+            unknown = any(a.startswith("free_gpu_memory_fraction ") for a in run.assumed)
+            warnings += held_warning(*held, (p.free_gpu_memory_fraction, (device.memory_bytes - p.peak_bytes) / GiB)
+                                     if unknown else None)
+        warnings += defaults_off(rows, run.assumed, engine_defaults(p, run.settings, run.assumed))
         if figs.started is not None:
             rows.append(starts_row(figs.started, p.starts))
     recomputed = check_trtllm_log(log)

@@ -13,6 +13,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, excerpt_path, split_command
 from ...units import InputError
 from ..logscan import MAX_GB, NUM, LogText, count, figure
+from .build_command import build_fields
 from .command import option_takes, trtllm_fields
 from .settings import TrtllmSettings
 
@@ -29,6 +30,15 @@ class TrtllmFigures:
     kv_available_gib: float | None = None  # PyTorch: "available KV cache memory when calculating max tokens: A GiB"
     per_token: float | None = None  # PyTorch: "kv size [per token] is S" (bytes)
     started: bool | None = None
+    weights_gib: float | None = None  # PyTorch: "Rank R uses X GB for model weights" (model_engine.py: GiB, 1024**3)
+    # PyTorch: KvCacheCreator's profiling lines (_torch/pyexecutor/_util.py, 0.19 to main in 2026), in GiB
+    outside_torch_gib: float | None = None  # "Memory used outside torch (e.g., NCCL and CUDA graphs) ...: X GiB"
+    peak_gib: float | None = None  # "Peak memory during memory usage profiling (torch + non-torch): X GiB"
+    dynamic_gib: float | None = None  # "Memory dynamically allocated during inference (inside torch) ...: X GiB"
+    temporary_kv_gib: float | None = None  # "tmp kv_mem X GiB" / "temporary kv cache memory during profiling X GiB"
+    # a CUDA out-of-memory message's "Process P has X MiB memory in use" for each process on the GPU (PyTorch's
+    # allocator, c10/cuda/CUDACachingAllocator.cpp): the GiB of all but the one holding the most (the run's own)
+    other_processes_gib: float | None = None
 
 
 @record
@@ -150,6 +160,19 @@ _ENGINE_MARKS = ("Loaded engine size: ", "TRTGptModel ", "Engine version ", "IEx
                  "Memory usage when calculating max tokens in paged kv cache", "for execution context memory")
 
 
+# Lines only the PyTorch backend prints: the LLM API's backend line, and KvCacheCreator's profiling lines
+# (_torch/pyexecutor/_util.py, 0.19 to main in 2026)
+_PYTORCH_MARKS = ("Using LLM with PyTorch backend", "Peak memory during memory usage profiling",
+                  "Estimated max tokens in KV cache")
+# trtllm-bench's own lines: its batch heuristics (bench/benchmark/utils/general.py) and its report's configuration
+_BENCH_MARKS = ("Using heuristics or pre-defined settings: max_batch_size=", "Max Runtime Batch Size:")
+# A pre-quantized checkpoint's quant_algo as the LLM API logs it ("Setting quant_algo=FP8 form HF quant config.",
+# llmapi/llm_utils.py, from the checkpoint's hf_quant_config.json; QuantAlgo names, tensorrt_llm/quantization/mode.py)
+# and the weight format kvbudget plans for it; the others (mixed precision, W4A8, INT8 SmoothQuant) are not read
+_QUANT_ALGOS = {"FP8": "fp8", "FP8_BLOCK_SCALES": "fp8", "FP8_PER_CHANNEL_PER_TOKEN": "fp8", "NVFP4": "nvfp4",
+                "W4A16_AWQ": "awq", "W4A16_GPTQ": "gptq"}
+
+
 def _int(log: LogText, literal: str, pattern: str, name: str) -> int | None:
     m = log.last(literal, pattern)
     return count(m.group(1), name, 1, 1 << 40) if m else None
@@ -189,16 +212,24 @@ def _executor(log: LogText) -> tuple[list[str], dict[str, object]]:
         pct = log.last("KV Memory Percentage:", r"KV Memory Percentage:[ \t]{0,40}" + NUM + "%")
         if pct:
             argv += ["--kv_cache_free_gpu_memory_fraction", f"{figure(pct.group(1), 'KV Memory Percentage', 0, 100) / 100:g}"]
-    if log.has("Using LLM with PyTorch backend"):
+    if any(log.has(m) for m in _PYTORCH_MARKS):
         argv += ["--backend", "pytorch"]
     elif any(log.has(m) for m in _ENGINE_MARKS):
         argv += ["--backend", "tensorrt"]
-    kv = log.last("KV Cache Dtype:", r"KV Cache Dtype:[ \t]{0,40}([A-Za-z0-9_]{1,20})")
+    kv = (log.last("KV Cache Dtype:", r"KV Cache Dtype:[ \t]{0,40}([A-Za-z0-9_]{1,20})")
+          or log.last("Setting kv_cache_quant_algo=", r"Setting kv_cache_quant_algo=(?:QuantAlgo\.)?(FP8)\b"))
     if kv and kv.group(1).lower() not in ("none", "auto"):
         argv += ["--kv_cache_dtype", kv.group(1).lower()]
     quant = log.last("Quantization:", r"(?m)^Quantization:[ \t]{0,40}([A-Za-z0-9_]{1,20})")
+    algo = log.last("Setting quant_algo=", r"Setting quant_algo=(?:QuantAlgo\.)?([A-Z0-9_]{1,40}) f[or]{2}m HF")
     if quant and quant.group(1).lower() not in ("none", "auto"):
         fields["quantization"] = quant.group(1).lower()
+    elif algo and algo.group(1) in _QUANT_ALGOS:
+        fields["quantization"] = _QUANT_ALGOS[algo.group(1)]
+    if batch is not None and "cuda_graph_max_batch_size" not in fields and any(log.has(m) for m in _BENCH_MARKS):
+        # trtllm-bench captures CUDA graphs up to its max_batch_size (bench/benchmark/utils/general.py get_settings:
+        # cuda_graph_max_batch_size = max_batch_size, padding on); an options file's cuda_graph_config would change it
+        fields["cuda_graph_max_batch_size"] = batch
     tpb = (_int(log, "Number of tokens per block: ", r"Number of tokens per block: " + NUM, "TRT-LLM tokens per block")
            or _int(log, "tokens per block=", r"tokens per block=" + NUM, "TRT-LLM tokens per block"))
     if tpb is not None:
@@ -231,12 +262,17 @@ def read_run(log: LogText, flags: list[str] | None = None, release: str | None =
     read_from: list[str] = []
     warnings: list[str] = []
     model = None
+    built = build_fields(log)  # the engine's build command: its limits, under what the run's own lines say
+    if built:
+        fields.update(built)
+        read_from.append("the engine's build command")
     found = _command(log)
     if found is not None:
         words, said = found
         warnings += said
         try:
-            model, fields, more = _fields(words, "the log's launch command")
+            model, launched, more = _fields(words, "the log's launch command")
+            fields.update(launched)
         except InputError as exc:
             warnings.append(f"{exc}: the command's settings are not read")
         else:
@@ -388,16 +424,51 @@ def figures(log: LogText) -> TrtllmFigures:
     # before 0.9 (the pre-0.9 wording): "Using N tokens in paged KV cache", "Max tokens in paged KV cache: N."
     legacy = (log.last(" tokens in paged KV cache", r"Using " + NUM + r" tokens in paged KV cache")
               or log.last("Max tokens in paged KV cache: ", r"Max tokens in paged KV cache: " + NUM))
-    failed = log.has("Executor creation failed due to insufficient GPU memory")
+    # the executor's stop for lack of memory: before the pool (the C++ executor), or after it, as the PyTorch backend's
+    # CUDA-graph capture on what the pool left ("Failed to initialize executor on rank 0: CUDA out of memory",
+    # py_executor_creator.py / the LLM API's worker)
+    # before 0.9 the pool's exact size: "Allocate N bytes for k/v cache." (the C++ runtime of 0.7 and 0.8)
+    legacy_bytes = None if pool else log.last("bytes for k/v cache", r"Allocate " + NUM + r" bytes for k/v cache")
+    failed = log.has("Executor creation failed due to insufficient GPU memory") or bool(
+        log.last("Failed to initialize executor on rank", r"Failed to initialize executor on rank [0-9]{1,5}: CUDA out of memory"))
     total = usage.group(1) if usage else device.group(1) if device else None
     return TrtllmFigures(
         tokens=(count(pool.group(2), "TRT-LLM max tokens in paged KV cache") if pool
                 else count(legacy.group(1), "TRT-LLM tokens in paged KV cache") if legacy else None),
-        pool_gib=figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB) if pool else None,
+        pool_gib=(figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB) if pool
+                  else count(legacy_bytes.group(1), "TRT-LLM k/v cache bytes") / (1 << 30) if legacy_bytes else None),
         blocks=count(blocks.group(1), "TRT-LLM blocks in KV cache primary pool") if blocks else None,
         total_gib=figure(total, "TRT-LLM total GPU memory (GiB)", 0, MAX_GB, lo_open=True) if total else None,
         available_gib=min(free) if free else None, available_most_gib=max(free) if free else None,
         kv_available_gib=figure(per.group(1), "TRT-LLM available KV cache memory (GiB)", 0, MAX_GB) if per else None,
         per_token=figure(per.group(2), "TRT-LLM kv size per token", 0, 1e12, lo_open=True) if per else None,
-        started=False if failed else True if pool or legacy else None)
+        started=False if failed else True if pool or legacy else None,
+        weights_gib=_gib(log, "GB for model weights", r"[Uu]ses? " + NUM + r" GB for model weights", "model weights"),
+        outside_torch_gib=_gib(log, "Memory used outside torch", r"Memory used outside torch[^\n:]{0,80}: " + NUM + " GiB",
+                               "memory used outside torch"),
+        peak_gib=_gib(log, "Peak memory during memory usage profiling", r"Peak memory during memory usage profiling[^\n:]{0,40}: "
+                      + NUM + " GiB", "peak memory during profiling"),
+        dynamic_gib=_gib(log, "Memory dynamically allocated during inference", r"Memory dynamically allocated during "
+                         r"inference[^\n:]{0,80}: " + NUM + " GiB", "memory allocated during inference"),
+        temporary_kv_gib=_gib(log, ("tmp kv_mem ", "temporary kv cache memory during profiling "),
+                              r"(?:tmp kv_mem|temporary kv cache memory during profiling) " + NUM + " GiB",
+                              "temporary KV cache memory"),
+        other_processes_gib=_other_processes(log))
+
+
+def _other_processes(log: LogText) -> float | None:
+    """GiB the other processes on the GPU held when the last CUDA out-of-memory message was printed: every process
+    it lists but the one holding the most (the run's own); None without such a message or with one process."""
+    m = log.last("CUDA out of memory", r"CUDA out of memory[^\n]{0,300}?(Process [0-9]{1,10} has [^\n]{0,400})")
+    if m is None:
+        return None
+    held = [figure(n.group(1), "process memory in use", 0, MAX_GB * 1024) * (1024 if n.group(2) == "GiB" else 1)
+            for n in re.finditer(r"Process [0-9]{1,10} has " + NUM + r" (MiB|GiB) memory in use", m.group(1)[:4000])]
+    return round((sum(held) - max(held)) / 1024, 2) if len(held) > 1 else None
+
+
+def _gib(log: LogText, literal: str | tuple[str, ...], pattern: str, name: str) -> float | None:
+    """The GiB figure of the last line matching ``pattern`` (None where no line does)."""
+    m = log.last(literal, pattern)
+    return figure(m.group(1), f"TRT-LLM {name} (GiB)", 0, MAX_GB) if m else None
 

@@ -114,6 +114,14 @@ class TrtllmPlan:
     execution_context_bytes: int = 0
     runtime_buffers_bytes: int = 0
     decoder_bytes: int = 0
+    # PyTorch backend: the CUDA graphs captured after the final pool (``graphs_in_estimation``; 0 where the estimation
+    # run held them) and what the final pool leaves on the device (total - peak - pool)
+    capture_after_pool_bytes: int = 0
+    left_after_pool_bytes: int = 0
+    # PyTorch backend: the peak's memory outside torch (CUDA context, NCCL) and the CUDA graphs the estimation run held
+    non_torch_bytes: int = 0
+    cuda_graph_bytes: int = 0
+    activation_bytes: int = 0  # the profiling run's activations, attention workspace and logits (inside torch)
 
 
 def moe_sizes(s: TrtllmSettings) -> tuple[int, int]:
@@ -300,9 +308,13 @@ class ProfilingPeak:
     forward: int  # activations at the MLP's peak for ``tokens``
     workspace: int  # the attention workspace's context part: cuBLAS workspace + the Q buffer
     logits: int
-    cuda_graphs: int  # the graph pool: one decode step of the largest captured batch, logits included
+    cuda_graphs: int  # the graph pool, where the estimation run captured it: one decode step of the largest batch
     non_torch: int  # CUDA context (and NCCL buffers above one rank)
     temporary_kv: int  # the estimation pool (counted in TensorRT-LLM's printed peak, then added back)
+    # the graph pool where the estimation pool was too small to capture it (``graphs_in_estimation``): captured only
+    # after the final pool, from what the fraction leaves; 0 where ``cuda_graphs`` holds it
+    capture_after_pool: int = 0
+    graph_batch: int = 0  # the largest batch a graph is captured for (0: graphs off)
 
     @property
     def total(self) -> int:
@@ -329,9 +341,26 @@ def profiling_peak(spec: ModelSpec, s: TrtllmSettings, attn_tp: int, moe_tp: int
                       s.max_batch_size)
     graphs = graph_batch * (per_tok + d.vocab_size * 6) if graph_batch > 0 else 0
     non_torch = CUDA_CONTEXT_BYTES + (NON_TORCH_TP_BYTES if s.tp * s.pp > 1 else 0)
-    temp = temporary_kv_tokens(lengths, tokens_per_block) * per_token
+    temp_tokens = temporary_kv_tokens(lengths, tokens_per_block)
+    before = graphs if graphs_in_estimation(graph_batch, temp_tokens // tokens_per_block) else 0
     return ProfilingPeak(tokens, len(lengths), tokens * per_tok, workspace, logits_bytes(len(lengths), d.vocab_size),
-                         graphs, non_torch, temp)
+                         before, non_torch, temp_tokens * per_token, graphs - before, max(graph_batch, 0))
+
+
+def graphs_in_estimation(graph_batch: int, estimation_blocks: int) -> bool:
+    """Whether the estimation run holds the CUDA graphs when it measures its peak.
+
+    The graphs are captured in PyExecutor's constructor (``model_engine.warmup``) twice: for the estimation pass, on
+    its small pool, and again after the final pool (``py_executor_creator.py``, 0.20 to main in 2026: estimate_max_tokens,
+    then build_managers for the final pool, ``_release_cuda_graphs``, then a new PyExecutor). The warmup captures the
+    batch sizes largest first and stops at the first one whose dummy requests (one block each) the pool has no
+    free blocks for (``model_engine.py``: ``get_cuda_graph_warmup_request`` returns None where
+    ``available_blocks < batch_size``, and the loop returns; 1.x ``_capture_generation_cuda_graphs`` the same). So
+    where the estimation pool has fewer blocks than the largest graph batch, no graph is captured before the peak is
+    measured: the printed peak holds none (the 0.20 H100 trtllm-bench logs print the same peak, 11.77 and 11.86 GiB,
+    for graphs to batch 2048 and 4096, whose pools differ by about 1.7 GiB), and the final capture takes its memory
+    from what the fraction leaves after the final pool."""
+    return graph_batch <= 0 or estimation_blocks >= graph_batch
 
 
 def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
@@ -392,7 +421,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     tpb = s.tokens_per_block or (32 if s.backend == "pytorch" else 64)
     rules = release_rules(s.release)
     max_seq = s.max_seq_len or spec.max_context
-    temporary_kv = act = runtime = decoder = 0
+    temporary_kv = act = runtime = decoder = capture = freed = non_torch = graphs = activations = 0
     if s.backend == "engine":
         # the engine's execution-context memory (its activations for max_num_tokens, fixed at build time;
         # estimate: the MLP's gate and up outputs and four hidden-size tensors per token, in 16 bits)
@@ -412,11 +441,16 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     else:
         prof = profiling_peak(spec, s, attn_tp, moe_tp, fmt, max_seq, per_token, tpb)
         peak = stage.weights_bytes + prof.total
-        temporary_kv = prof.temporary_kv
+        temporary_kv, capture, non_torch, graphs = prof.temporary_kv, prof.capture_after_pool, prof.non_torch, prof.cuda_graphs
+        freed = prof.forward + prof.logits  # the estimation run's activations, freed before the final pool
+        activations = prof.forward + prof.workspace + prof.logits
         notes.append(f"profiling run: {prof.requests} dummy request(s) of {prof.tokens:,} tokens in all; activations "
                      f"{prof.forward / GiB:.2f} GiB, attention workspace {prof.workspace / GiB:.2f} GiB, logits "
                      f"{prof.logits / GiB:.2f} GiB, CUDA graphs {prof.cuda_graphs / GiB:.2f} GiB, outside torch "
-                     f"{prof.non_torch / GiB:.2f} GiB (estimates from TensorRT-LLM's source)")
+                     f"{prof.non_torch / GiB:.2f} GiB (estimates from TensorRT-LLM's source)"
+                     + (f"; the CUDA graphs to batch {prof.graph_batch:,} ({capture / GiB:.2f} GiB) are captured after "
+                        "the final pool: the estimation pool has fewer blocks than that batch, so its run captured none"
+                        if capture else ""))
         if s.enable_attention_dp:
             notes.append("attention DP: the attention-DP communication buffers and padded CUDA graphs are not modelled")
     peak += _site_held(gpu, s, notes)
@@ -449,12 +483,22 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     lines.append(f"[TensorRT-LLM][INFO] Number of tokens per block: {tpb}.")
     lines.append(f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {pool / GiB:.2f} GiB for max tokens in paged KV cache "
                  f"({blocks * tpb}).")
+    left = max(gpu.memory_bytes - peak - pool, 0)  # what the final pool leaves (the fraction's share, to a block)
+    if capture and error is None:
+        notes.append(("the CUDA-graph capture may run out of memory: " if capture > left else "")
+                     + f"after the final pool {left / GiB:.2f} GiB are left ({(left + freed) / GiB:.2f} with the "
+                     f"estimation run's activations freed) for the CUDA-graph capture, which kvbudget puts at "
+                     f"{capture / GiB:.2f} GiB or more (the largest batch's graph; the smaller graphs' outputs share its "
+                     "pool)" + (": lower free_gpu_memory_fraction or cuda_graph_config max_batch_size" if capture > left
+                                else ""))
     if blocks * tpb < max_seq and error is None:
         notes.append(f"the pool holds fewer tokens than max_seq_len {max_seq:,}: TRT-LLM reduces the attention window "
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
         free_gpu_memory_fraction=s.free_gpu_memory_fraction, ep=ep, moe_tp=moe_tp, attention_dp=s.enable_attention_dp,
         temporary_kv_bytes=temporary_kv, max_tokens_capped=capped, execution_context_bytes=act,
+        capture_after_pool_bytes=capture, left_after_pool_bytes=left, non_torch_bytes=non_torch, cuda_graph_bytes=graphs,
+        activation_bytes=activations,
         runtime_buffers_bytes=runtime, decoder_bytes=decoder,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,
         available_bytes=available, per_token_bytes=per_token, tokens_per_block=tpb, num_blocks=blocks,

@@ -772,8 +772,8 @@ def test_a_load_that_fails_shows_no_kv_memory(capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-70B-Instruct", "deepseek-ai/DeepSeek-V3", "google/gemma-3-27b-it",
                                    "Qwen/Qwen3-Next-80B-A3B-Instruct", "openai/gpt-oss-120b"])
 def test_a_plan_without_its_explanation_has_the_same_figures(model: str) -> None:
-    # the plan search asks for the figures alone (explained=False): everything but the provenance and the log lines
-    # is the explained plan's, whichever GPU, layout, precision and release line, and whether vLLM starts or not
+    # the plan search asks for the figures alone (explained=False): everything but the provenance, the notes and the
+    # log lines is the explained plan's, whichever GPU, layout, precision and release line, and whether vLLM starts or not
     spec = kvbudget.load_model(model)
     seen = set()
     for gpu in ("H100", "A100-40GB", "L4", "T4", "MI300X", "B200", "RTX-4090"):
@@ -789,7 +789,7 @@ def test_a_plan_without_its_explanation_has_the_same_figures(model: str) -> None
                             plan(spec, kvbudget.find_gpu(gpu), settings, explained=False)
                         continue
                     lean = plan(spec, kvbudget.find_gpu(gpu), settings, explained=False)
-                    assert lean.provenance == () and lean.log_lines == ()
-                    assert replace(full, provenance=(), log_lines=()) == lean, (gpu, version, tp, pp, quantization)
+                    assert lean.provenance == () and lean.log_lines == () and lean.notes == ()
+                    assert replace(full, provenance=(), log_lines=(), notes=()) == lean, (gpu, version, tp, pp, quantization)
                     seen.add(full.starts)
     assert seen == {True, False}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 from ..._record import record, replace
 from ...dtypes import KVDtype
@@ -543,86 +544,90 @@ class _ProfilingRun:
     fresh: int  # the same on a start that compiles afresh (--vllm-compile-cache cold)
 
 
-def _profiling_run(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
-                   graphs: GraphPlan | None) -> _ProfilingRun | None:
-    """The >= 0.21 line's profiling run (None before 0.21): ``graphs`` where ``_compile_note`` resolved them already."""
+def _profiling_run(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int) -> _ProfilingRun | None:
+    """The >= 0.21 line's profiling run (None before 0.21), from what it depends on (``profiling_run``)."""
     if not r.rel.cudagraph_subtracted:
         return None
-    quantized = _quantized(settings, r)
-    if graphs is None:
-        graphs = _graph_plan(spec, gpu, settings, r, quantized)
+    return profiling_run(spec, settings, r.rel.key, r.tp, r.pp, r.tokens, r.seqs, r.model_dtype, _quantized(settings, r),
+                         blackwell_ceiling(gpu), gpu.vendor, sampler_path(settings, gpu, r.rel.key), dequant)
+
+
+@lru_cache(maxsize=1024)  # pure, of small hashable arguments: a search asks it alike for every GPU type of a batch tier
+def profiling_run(spec: ModelSpec, settings: VllmSettings, rel_key: str, tp: int, pp: int, tokens: int, seqs: int,
+                  model_dtype: str, quantized: bool, blackwell: bool, vendor: str, sampler: str,
+                  dequant: int) -> _ProfilingRun:
+    """The >= 0.21 profiling run of ``settings`` (its release line ``rel_key``, TP and PP) with max_num_batched_tokens
+    ``tokens`` and max_num_seqs ``seqs`` in ``model_dtype``, on a GPU of ``vendor`` whose default capture sizes reach
+    1024 or not (``blackwell``: calibration.blackwell_ceiling) and whose sampler path is ``sampler``
+    (calibration.sampler_path); ``dequant``: a plain AWQ / GPTQ kernel's copy (``_dequant``)."""
+    graphs = _graph_plan(spec, settings, seqs, tokens, blackwell, quantized)
     runner = model_runner(spec, release_minor(settings.version), quantized)
+    moe = moe_workspace_elements(spec, tokens, tp, settings.enable_expert_parallel, rel_key)
+
+    def source(last_stage: bool) -> int:
+        # the peak as vLLM's source allocates it (calibration.PROFILING_RUN_CURRENT), with the dummy sampler pass (on
+        # the last stage) of the model runner the release starts for the model; the plan charges the larger of it and
+        # the fresh compile's copy
+        return activation_peak(spec, tokens, min(tokens, seqs), tp, model_dtype, last_stage, PROFILING_RUN_CURRENT,
+                               sampler, moe, settings.version, dequant, 0, runner, rel_key)
+
+    def cold(cache: str) -> int:
+        # the compile-time peak on the first stage of a start that compiles afresh (compile_cache.py): Inductor's
+        # benchmark of the embedding lookup, a random copy of the rank's embedding table; 0 with a warm cache
+        return cold_compile_bytes(spec, tp, model_dtype, first_stage=True, compiled=graphs.compiled, cache=cache)
+
     return _ProfilingRun(
-        graphs=graphs, estimate=_graph_estimate(spec, gpu, settings, r, graphs, quantized), runner=runner,
-        last=_source_activation(spec, gpu, settings, r, dequant, runner),
-        earlier=_source_activation(spec, gpu, settings, r, dequant, runner, last_stage=False) if r.pp > 1 else 0,
-        cold=_cold_compile(spec, r, graphs, settings.compile_cache), fresh=_cold_compile(spec, r, graphs, "cold"))
+        graphs=graphs, estimate=_graph_estimate(spec, settings, rel_key, tp, seqs, model_dtype, graphs, quantized, vendor),
+        runner=runner, last=source(True), earlier=source(False) if pp > 1 else 0, cold=cold(settings.compile_cache),
+        fresh=cold("cold"))
 
 
-def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, graphs: GraphPlan,
-                    quantized: bool) -> GraphEstimate:
+def _graph_estimate(spec: ModelSpec, settings: VllmSettings, rel_key: str, tp: int, seqs: int, model_dtype: str,
+                    graphs: GraphPlan, quantized: bool, vendor: str) -> GraphEstimate:
     """vLLM's CUDA-graph estimate (>= 0.21; cudagraph.py), computed whether or not VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
     applies it (the worker logs it either way), for the mode and capture sizes the compilation flags resolve to
     (``graphs``: compile_flags.graph_plan)."""
     query = 1 + (settings.num_speculative_tokens if settings.speculative_method else 0)
-    piecewise, full = graph_sizes(graphs.mode, graphs.sizes, r.seqs, query)
+    piecewise, full = graph_sizes(graphs.mode, graphs.sizes, seqs, query)
     largest = max(piecewise[-1:] + full[-1:], default=0)
     first = 0
     if largest:
-        moe = moe_workspace_elements(spec, largest, r.tp, settings.enable_expert_parallel, r.rel.key)
-        first = forward_bytes(spec, largest, r.tp, r.model_dtype, moe)
-    return estimate(spec, piecewise, full, first, settings.version, quantized, gpu.vendor)
+        moe = moe_workspace_elements(spec, largest, tp, settings.enable_expert_parallel, rel_key)
+        first = forward_bytes(spec, largest, tp, model_dtype, moe)
+    return estimate(spec, piecewise, full, first, settings.version, quantized, vendor)
 
 
-def _graph_plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, quantized: bool) -> GraphPlan:
+def _graph_plan(spec: ModelSpec, settings: VllmSettings, seqs: int, tokens: int, blackwell: bool,
+                quantized: bool) -> GraphPlan:
     """The CUDA-graph mode and capture sizes vLLM resolves the command's flags to (compile_flags.py)."""
-    return graph_plan(settings.compile, settings.version, enforce_eager=settings.enforce_eager, max_num_seqs=r.seqs,
-                      max_num_tokens=r.tokens, blackwell=blackwell_ceiling(gpu),
+    return graph_plan(settings.compile, settings.version, enforce_eager=settings.enforce_eager, max_num_seqs=seqs,
+                      max_num_tokens=tokens, blackwell=blackwell,
                       runner=model_runner(spec, release_minor(settings.version), quantized),
                       performance_mode=settings.performance_mode)
 
 
-def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, notes: list[str]) -> GraphPlan | None:
+def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, notes: list[str]) -> None:
     """What the plan says of the compilation and CUDA-graph flags read (``explain``): the graphs they resolve to from
     0.21, or, before, that the graphs come after the KV cache is sized. From 0.12 the sizes are checked as vLLM checks
-    them (the same _set_cudagraph_sizes assertions) whatever the release line. The graphs, where it resolved them."""
+    them (the same _set_cudagraph_sizes assertions) whatever the release line."""
     flags = settings.compile
     if not flags.given:
-        return None
+        return
     read = describe(flags, settings.version)
     shown = settings.version if version_minor(settings.version) is not None else "0.33"
-    quantized = _quantized(settings, r)
-    graphs = _graph_plan(spec, gpu, settings, r, quantized) if release_minor(settings.version) >= 12 else None
+    graphs = (_graph_plan(spec, settings, r.seqs, r.tokens, blackwell_ceiling(gpu), _quantized(settings, r))
+              if release_minor(settings.version) >= 12 else None)
     if graphs is None or not r.rel.cudagraph_subtracted:
         notes.append(f"compilation flags read ({read}): vLLM {shown} captures its CUDA graphs after it sizes the KV "
                      "cache (gpu_model_runner.py capture_model), so they change no figure here; the graphs' memory "
                      "comes out of what the KV cache leaves")
-        return graphs
+        return
     sizes = graphs.sizes
     span = f"{len(sizes)} capture size{'s' if len(sizes) != 1 else ''} ({sizes[0]}-{sizes[-1]})" if sizes else "no CUDA graphs"
     notes.append(f"compilation flags read ({read}): vLLM {shown} runs cudagraph_mode {graphs.mode}, torch.compile "
                  f"{'on' if graphs.compiled else 'off'}, {span}" + (f" [{graphs.why}]" if graphs.why else "")
                  + ("; torch.compile off leaves kvbudget's activation peak as it is (as with --enforce-eager)"
                     if not graphs.compiled else ""))
-    return graphs
-
-
-def _source_activation(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int, runner: str,
-                       last_stage: bool = True) -> int:
-    """The >= 0.21 profiling run's peak as vLLM's source allocates it (calibration.PROFILING_RUN_CURRENT), with the
-    dummy sampler pass (on the last stage) of the model runner the release starts for the model
-    (cudagraph.model_runner). The plan charges the larger of it and the fitted figure."""
-    moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, r.rel.key)
-    return activation_peak(spec, r.tokens, min(r.tokens, r.seqs), r.tp, r.model_dtype, last_stage,
-                           PROFILING_RUN_CURRENT, sampler_path(settings, gpu, r.rel.key), moe, settings.version,
-                           dequant, 0, runner, r.rel.key)
-
-
-def _cold_compile(spec: ModelSpec, r: _Resolved, graphs: GraphPlan, cache: str) -> int:
-    """The >= 0.21 profiling run's compile-time peak on the first stage of a start that compiles afresh
-    (compile_cache.py): Inductor's benchmark of the embedding lookup, a random copy of the rank's embedding table; 0
-    with a warm ``cache``."""
-    return cold_compile_bytes(spec, r.tp, r.model_dtype, first_stage=True, compiled=graphs.compiled, cache=cache)
 
 
 def _pinned_copy(run: _ProfilingRun, settings: VllmSettings, gpu: GPU, cold: int) -> int:
@@ -886,12 +891,12 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
     """Predict vLLM's start-up memory figures for ``spec`` on ``gpu`` with ``settings``: the settings as vLLM
     fills them in, what each worker has for its KV cache, then kv_cache_utils.py's steps (groups -> page
     size -> blocks -> checks -> capacity) and the lines vLLM logs. ``explained=False``: the same figures without
-    their provenance and the log lines (both empty), for a search that reads only the figures."""
+    their provenance, notes and log lines (all empty), for a search that reads only the figures."""
     notes: list[str] = []
     settings = _v0_fallback(settings, gpu, notes)
     spec = _draft(spec, settings, notes)
     r = _resolve(spec, gpu, settings, notes)
-    flag_graphs = _compile_note(spec, gpu, settings, r, notes)
+    _compile_note(spec, gpu, settings, r, notes)
     rel, util = r.rel, r.util
     layout = _groups(spec, r, notes)
     block_size = layout.block_size
@@ -907,10 +912,133 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
     lora = _lora(spec, settings, r)
     eplb = _eplb(spec, settings, r)
     extras, extra_unmodelled = _extras(spec, settings, r, notes)
-    run = _profiling_run(spec, gpu, settings, r, dequant, flag_graphs)
+    run = _profiling_run(spec, gpu, settings, r, dequant)
     segments = _segments(spec, settings, r)
     total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, segments, run,
                                                         encoder, lora, eplb, extras)
+    if explained:
+        _memory_notes(spec, gpu, settings, r, run, segments, dequant, notes)
+    k, available, num_blocks = _blocks(per_stage, settings, notes)
+    if explained and settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
+        notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
+    st, bpb, weights, act, graphs, _ = per_stage[k]
+    cudagraph = run.estimate if run is not None else None
+    lora_bytes = lora.per_stage[st.index] if lora is not None else 0
+    if lora is not None and explained:
+        from .lora import note as lora_note
+
+        notes.append(lora_note(lora, settings, lora_bytes))
+    error, max_len, estimated, load_oom, available, num_blocks = _checks(
+        r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
+    if extras.ipc and load_oom is None and available <= 0:  # the carve-out leaves nothing: vLLM stops there
+        error, num_blocks = ipc_error(extras.ipc, available + extras.ipc), 0
+    per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request, dcp)
+    lines: tuple[str, ...] = ()
+    if explained:
+        lines = _log_lines(rel, weights, available + extras.ipc, num_blocks, kv_tokens, concurrency, max_len, error,
+                           total, util)
+        if load_oom is not None:
+            lines = (f"torch.OutOfMemoryError: {error}",)
+    provenance: tuple[tuple[str, Figure], ...] = ()
+    if explained:  # the notes, the provenance and what is not modelled: what a search does not read
+        band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
+                "case per split are in docs/validation.md")
+        unmodelled = list(settings.unmodelled)
+        if gpu.unified_memory and settings.kv_cache_memory_bytes is None:
+            from ...hardware import unified_note
+
+            notes.append(unified_note(gpu))
+            unmodelled.append("the host's use of the unified memory")
+        if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
+            _vision_note(spec, settings, encoder, unmodelled, notes)
+        if counts_whole_device(rel.key, settings.version) and settings.kv_cache_memory_bytes is None:
+            notes.append(f"vLLM {settings.version} counts the CUDA context (everything on the device torch did not allocate) "
+                         f"as non-torch memory: {CUDA_CONTEXT_BYTES / GiB:.2f} GiB more than the releases that count the "
+                         "increase over the worker's start (0.6.3, 0.6.5-0.8 V0, 0.9.1 on)")
+        ranks = r.tp * r.pp
+        nccl = _nvswitch_nccl(gpu, settings, r)
+        if nccl is not None and settings.kv_cache_memory_bytes is None:
+            notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version or 'this release'} runs NCCL "
+                         f"{nccl_line(settings.version, settings.nccl_cumem)} with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
+                         f"and allocate NVLink SHARP buffers at start-up, with the {EAGER_INIT_UNATTRIBUTED / GiB:.2f} GiB a process "
+                         f"such a start is measured to hold beyond them: {nccl / GiB:.2f} GiB per rank outside torch, "
+                         "counted in the non-torch memory (the chain's first and last ranks hold a little less"
+                         + ("; NCCL_NVLS_ENABLE=0 saves the SHARP part)" if settings.nccl_nvls else
+                            "; NCCL_NVLS_ENABLE=0: no SHARP buffers)"))
+        elif ranks >= 3 and on_nvswitch(gpu.name) and settings.kv_cache_memory_bytes is None:
+            # From 0.10.2 vLLM leaves NCCL's cuMem on, so NCCL connects each algorithm's channels and allocates the
+            # NVLink SHARP buffers on first use (init.cc runtimeConn): which of them the profiling run's collectives
+            # reach is NCCL's tuning choice, not modelled. Eager releases are nccl.py's.
+            unmodelled.append(f"NCCL's buffers at {ranks} ranks on NVSwitch")
+            at_most = (eager_nvswitch_bytes("0.10.0", r.tp, int(capability(gpu) or 9.0), None, settings.nccl_nvls)
+                       if r.pp == 1 else None)
+            notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: this release leaves NCCL's cuMem on, so NCCL "
+                         "allocates ring, tree and NVLink SHARP buffers when a collective first uses them; kvbudget charges "
+                         f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"
+                         + (f", up to {at_most / GiB:.2f} GiB if every algorithm is connected" if at_most else "")
+                         + " (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
+        if eplb is not None:
+            from .eplb import note as eplb_note
+
+            notes.append(eplb_note(eplb, st.index, settings))
+            if eplb.communicator_unknown:
+                unmodelled.append("EPLB's profiling buffer without NIXL")
+        if dcp > 1:
+            from .context_parallel import note as dcp_note
+            from .context_parallel import unsharded
+
+            notes.append(dcp_note(dcp, block_size, max_len, per_request(max_len)))
+            if kinds := unsharded(layout.groups):
+                unmodelled.append(f"decode context parallelism on {', '.join(kinds)} layers")
+        unmodelled += extra_unmodelled
+        if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
+            band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
+                     "KV cache (the available KV memory is an upper bound)")
+        provenance = (
+            ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
+            ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
+            ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
+                                       _site_band(settings, gpu, r) or band)),
+            ("activation_bytes", Figure(act, "modelled" if r.rel.key == "current" else "calibrated", _activation_band(gpu, settings, r, run, band))),
+            ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
+                                       (cudagraph.why_none if cudagraph is not None else ""))),
+            *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
+                                     f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),
+            *((("eplb_bytes", Figure(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0),
+                                     "exact", f"vLLM 0.{eplb.release_minor} fused_moe/layer.py + eplb_state.py: "
+                                     f"{eplb.local_physical} physical experts per rank of {eplb.physical}")),) if eplb else ()),
+            *((("mm_ipc_bytes", Figure(extras.ipc, "exact", "multimodal/gpu_ipc_memory.py reserve_mm_ipc_gpu_memory: "
+                                       "int(mm_ipc_gpu_memory_gb x 2^30)")),) if extras.ipc else ()),
+            ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
+                                                band if unmodelled else "")),
+            ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
+            ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
+        )
+    return VllmPlan(
+        model=spec.name, params=r.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
+        tp=r.tp, pp=r.pp, dp=r.dp, total_bytes=total, utilization=util, requested_bytes=requested,
+        weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
+        activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,
+        kv_cache_dtype=r.kv_dtype.name, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
+        blocks_per_request=per_req, max_model_len=max_len, max_model_len_auto=r.auto_len,
+        kv_cache_tokens=kv_tokens, max_concurrency=concurrency, starts=error is None, error=error,
+        estimated_max_model_len=estimated, max_num_seqs=r.seqs, max_num_batched_tokens=r.tokens,
+        groups=layout.groups, in_flight_tokens=r.in_flight, mamba_blocks=r.mamba_blocks, derived_max_model_len=r.derived_len,
+        provenance=provenance, log_lines=lines, notes=tuple(notes) if explained else (),
+        weights_format=r.fmt.describe(),
+        stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
+        ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
+        cudagraph=cudagraph, dcp=dcp,
+        eplb_bytes=(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
+        mm_ipc_bytes=extras.ipc, load_fails=load_oom is not None,
+    )
+
+
+def _memory_notes(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, run: _ProfilingRun | None,
+                  segments: tuple[int, int, bool], dequant: int, notes: list[str]) -> None:
+    """What the plan says of the memory it took before the KV cache: the sampler path a release line may run
+    either way, the torch.compile cache, the allocator's segments around the weights and a plain AWQ / GPTQ
+    kernel's copy."""
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
         reqs = min(r.tokens, r.seqs)
@@ -938,118 +1066,6 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
         from .quant import dequant_note
 
         notes.append(dequant_note(r.fmt, settings.quantization, gpu, settings.version, dequant))
-    k, available, num_blocks = _blocks(per_stage, settings, notes)
-    if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
-        notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
-    st, bpb, weights, act, graphs, _ = per_stage[k]
-    cudagraph = run.estimate if run is not None else None
-    lora_bytes = lora.per_stage[st.index] if lora is not None else 0
-    if lora is not None:
-        from .lora import note as lora_note
-
-        notes.append(lora_note(lora, settings, lora_bytes))
-    error, max_len, estimated, load_oom, available, num_blocks = _checks(
-        r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
-    if extras.ipc and load_oom is None and available <= 0:  # the carve-out leaves nothing: vLLM stops there
-        error, num_blocks = ipc_error(extras.ipc, available + extras.ipc), 0
-    per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request, dcp)
-    lines: tuple[str, ...] = ()
-    if explained:
-        lines = _log_lines(rel, weights, available + extras.ipc, num_blocks, kv_tokens, concurrency, max_len, error,
-                           total, util)
-        if load_oom is not None:
-            lines = (f"torch.OutOfMemoryError: {error}",)
-    band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
-            "case per split are in docs/validation.md")
-    unmodelled = list(settings.unmodelled)
-    if gpu.unified_memory and settings.kv_cache_memory_bytes is None:
-        from ...hardware import unified_note
-
-        notes.append(unified_note(gpu))
-        unmodelled.append("the host's use of the unified memory")
-    if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
-        _vision_note(spec, settings, encoder, unmodelled, notes)
-    if counts_whole_device(rel.key, settings.version) and settings.kv_cache_memory_bytes is None:
-        notes.append(f"vLLM {settings.version} counts the CUDA context (everything on the device torch did not allocate) "
-                     f"as non-torch memory: {CUDA_CONTEXT_BYTES / GiB:.2f} GiB more than the releases that count the "
-                     "increase over the worker's start (0.6.3, 0.6.5-0.8 V0, 0.9.1 on)")
-    ranks = r.tp * r.pp
-    nccl = _nvswitch_nccl(gpu, settings, r)
-    if nccl is not None and settings.kv_cache_memory_bytes is None:
-        notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version or 'this release'} runs NCCL "
-                     f"{nccl_line(settings.version, settings.nccl_cumem)} with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
-                     f"and allocate NVLink SHARP buffers at start-up, with the {EAGER_INIT_UNATTRIBUTED / GiB:.2f} GiB a process "
-                     f"such a start is measured to hold beyond them: {nccl / GiB:.2f} GiB per rank outside torch, "
-                     "counted in the non-torch memory (the chain's first and last ranks hold a little less"
-                     + ("; NCCL_NVLS_ENABLE=0 saves the SHARP part)" if settings.nccl_nvls else
-                        "; NCCL_NVLS_ENABLE=0: no SHARP buffers)"))
-    elif ranks >= 3 and on_nvswitch(gpu.name) and settings.kv_cache_memory_bytes is None:
-        # From 0.10.2 vLLM leaves NCCL's cuMem on, so NCCL connects each algorithm's channels and allocates the
-        # NVLink SHARP buffers on first use (init.cc runtimeConn): which of them the profiling run's collectives
-        # reach is NCCL's tuning choice, not modelled. Eager releases are nccl.py's.
-        unmodelled.append(f"NCCL's buffers at {ranks} ranks on NVSwitch")
-        at_most = (eager_nvswitch_bytes("0.10.0", r.tp, int(capability(gpu) or 9.0), None, settings.nccl_nvls)
-                   if r.pp == 1 else None)
-        notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: this release leaves NCCL's cuMem on, so NCCL "
-                     "allocates ring, tree and NVLink SHARP buffers when a collective first uses them; kvbudget charges "
-                     f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"
-                     + (f", up to {at_most / GiB:.2f} GiB if every algorithm is connected" if at_most else "")
-                     + " (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
-    if eplb is not None:
-        from .eplb import note as eplb_note
-
-        notes.append(eplb_note(eplb, st.index, settings))
-        if eplb.communicator_unknown:
-            unmodelled.append("EPLB's profiling buffer without NIXL")
-    if dcp > 1:
-        from .context_parallel import note as dcp_note
-        from .context_parallel import unsharded
-
-        notes.append(dcp_note(dcp, block_size, max_len, per_request(max_len)))
-        if kinds := unsharded(layout.groups):
-            unmodelled.append(f"decode context parallelism on {', '.join(kinds)} layers")
-    unmodelled += extra_unmodelled
-    if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
-        band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
-                 "KV cache (the available KV memory is an upper bound)")
-    provenance = () if not explained else (
-        ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
-        ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
-        ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
-                                   _site_band(settings, gpu, r) or band)),
-        ("activation_bytes", Figure(act, "modelled" if r.rel.key == "current" else "calibrated", _activation_band(gpu, settings, r, run, band))),
-        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
-                                   (cudagraph.why_none if cudagraph is not None else ""))),
-        *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
-                                 f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),
-        *((("eplb_bytes", Figure(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0),
-                                 "exact", f"vLLM 0.{eplb.release_minor} fused_moe/layer.py + eplb_state.py: "
-                                 f"{eplb.local_physical} physical experts per rank of {eplb.physical}")),) if eplb else ()),
-        *((("mm_ipc_bytes", Figure(extras.ipc, "exact", "multimodal/gpu_ipc_memory.py reserve_mm_ipc_gpu_memory: "
-                                   "int(mm_ipc_gpu_memory_gb x 2^30)")),) if extras.ipc else ()),
-        ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
-                                            band if unmodelled else "")),
-        ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
-        ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
-    )
-    return VllmPlan(
-        model=spec.name, params=r.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
-        tp=r.tp, pp=r.pp, dp=r.dp, total_bytes=total, utilization=util, requested_bytes=requested,
-        weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
-        activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,
-        kv_cache_dtype=r.kv_dtype.name, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
-        blocks_per_request=per_req, max_model_len=max_len, max_model_len_auto=r.auto_len,
-        kv_cache_tokens=kv_tokens, max_concurrency=concurrency, starts=error is None, error=error,
-        estimated_max_model_len=estimated, max_num_seqs=r.seqs, max_num_batched_tokens=r.tokens,
-        groups=layout.groups, in_flight_tokens=r.in_flight, mamba_blocks=r.mamba_blocks, derived_max_model_len=r.derived_len,
-        provenance=provenance, log_lines=lines, notes=tuple(notes),
-        weights_format=r.fmt.describe(),
-        stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
-        ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
-        cudagraph=cudagraph, dcp=dcp,
-        eplb_bytes=(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
-        mm_ipc_bytes=extras.ipc, load_fails=load_oom is not None,
-    )
 
 
 def _eplb(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> EplbMemory | None:

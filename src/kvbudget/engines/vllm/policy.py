@@ -66,11 +66,12 @@ from .encoder_profile import EncoderPass, profile_pass
 from .head_sizes import check_head_sizes
 from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
-from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
+from .kv_layout import KVGroup, KVLayout, ModelFacts, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
 from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .quant import dequant_bytes, int4_kernel, loaded_format
 from .settings import (
+    RELEASES,
     Release,
     VllmSettings,
     minor_patch,
@@ -278,72 +279,146 @@ def _in_flight_batches(rel: Release, settings: VllmSettings, pp: int) -> int:
     return pp + 1 if async_on else pp
 
 
+@record
+class _Settled:
+    """What vLLM makes of the settings before it looks at the GPU (engine/arg_utils.py, config/): the release line,
+    the memory fraction, --kv-cache-dtype as the release resolves it, max_model_len, the weights as loaded and the KV
+    cache manager's mode; worked out once per model and settings (``settled``: a search asks it alike for every GPU
+    type) and replayed by ``_resolve`` step by step among the GPU's own checks, in vLLM's order: each step's notes
+    (``said``) and the first refusal at the step that makes it (``refused_at``; the values of the later steps are
+    then not worked out: placeholders)."""
+
+    said: tuple[tuple[str, ...], ...]  # the notes of each step (SETTLED_STEPS of them)
+    refusal: InputError | None = None
+    refused_at: int = -1  # the step whose check refuses the settings (-1: none)
+    rel: Release = RELEASES["current"]
+    facts: ModelFacts | None = None
+    util: float = 0.0
+    asked: str = "auto"  # --kv-cache-dtype as the release resolves it (the checkpoint's ModelOpt format from 0.14)
+    derived_len: int = 0
+    auto_len: bool = False
+    max_len: int = 0
+    fmt: WeightFormat | None = None
+    hybrid_manager: bool = False
+    align: bool = False
+    in_flight_batches: int = 0
+    speculative_states: int = 0
+
+
+SETTLED_STEPS = 6  # the steps of ``settled``, between which ``_resolve`` runs the GPU's checks
+
+
+@lru_cache(maxsize=1024)  # pure, of hashable arguments (the settings' hash is kept on the record)
+def settled(spec: ModelSpec, settings: VllmSettings) -> _Settled:
+    """The GPU-independent part of ``_resolve`` for ``settings``, in six steps: (0) the release line, the architecture,
+    the sampler and compile-cache names, TP and PP, the memory fraction; (1) --kv-cache-dtype as the release takes and
+    resolves it; (2) max_model_len; (3) the weights as vLLM loads them; (4) the hybrid KV cache manager and the other
+    flags' refusals (``_check_extras``); (5) the Mamba state pages speculative decoding adds."""
+    said: list[list[str]] = [[] for _ in range(SETTLED_STEPS)]
+    got: dict[str, object] = {}
+    step = 0
+    try:
+        notes = said[0]
+        rel = got["rel"] = settings_release(settings)
+        if (later := newer_than_read(settings.version)) is not None:
+            notes.append(later)
+        check_architecture(spec.architecture, settings.version, spec.name, notes)
+        if settings.sampler is not None and settings.sampler not in SAMPLERS:
+            raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
+        if settings.compile_cache not in COMPILE_CACHES:
+            raise InputError(f"compile cache {settings.compile_cache!r} is not a state kvbudget knows: give one of "
+                             f"{', '.join(COMPILE_CACHES)}")
+        tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+        facts = got["facts"] = model_facts(spec)
+        check_tp(spec, tp, facts.tp_layers)
+        if pp < 1 or pp > spec.num_layers:
+            raise InputError(f"--pipeline-parallel-size {pp} must be between 1 and the model's {spec.num_layers} layers")
+        util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
+        if not 0 < util <= 1:
+            raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+        got["util"] = util
+        step = 1  # (the model dtype on the GPU comes first)
+        # the value as the release takes it (as written): fit's --kv-dtype and the API reach vLLM's rules here; a launch
+        # command's --kv-cache-dtype was checked as it was read
+        kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
+        got["asked"] = _checkpoint_kv_dtype(spec, settings, said[1])
+        step = 2  # (an attention backend that holds it on the GPU comes first)
+        derived_len = spec.max_context
+        if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
+            from .rope import derived_len as rope_len
+            derived_len, rope_said = rope_len(settings.rope_scaling, spec.max_context, version_minor(settings.version))
+            said[2].append(rope_said)
+        default_len = derived_len if settings.rope_scaling is not None else (spec.default_context or derived_len)
+        max_len = default_len if settings.max_model_len in (None, -1) else settings.max_model_len
+        if max_len <= 0:
+            raise InputError(f"--max-model-len must be positive or auto, got {max_len}")
+        if max_len > derived_len and not settings.allow_long_max_model_len:
+            raise InputError(
+                f"--max-model-len {max_len:,} is greater than the derived max_model_len ({derived_len:,}) of "
+                f"{spec.name}; vLLM refuses it (set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to override)")
+        got.update(derived_len=derived_len, auto_len=settings.max_model_len == -1, max_len=max_len)
+        step = 3  # (the batch sizes on the GPU come first)
+        got["fmt"] = _vllm_loading(weight_format(spec, settings), said[3])
+        step = 4  # (whether the GPU runs that format comes first)
+        chunked = facts.chunked
+        hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
+        _check_extras(spec, settings)
+        if hybrid_manager and not keeps_hybrid_manager(settings.kv_connector, settings.version):
+            hybrid_manager = False  # kv_connector.py: a connector without SupportsHMA turns it off
+        if chunked and not hybrid_manager:
+            said[4].append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
+                           "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
+        prefix = settings.enable_prefix_caching if settings.enable_prefix_caching is not None else True
+        got.update(hybrid_manager=hybrid_manager, align=facts.hybrid_mamba and prefix and rel.key == "current",
+                   in_flight_batches=_in_flight_batches(rel, settings, pp))
+        step = 5  # (the GPU's block size comes first)
+        got["speculative_states"] = _speculative_states(facts.hybrid_mamba, rel, settings, said[5])
+    except InputError as exc:
+        return _Settled(tuple(tuple(n) for n in said), exc, step, **got)  # type: ignore[arg-type]
+    return _Settled(tuple(tuple(n) for n in said), **got)  # type: ignore[arg-type]
+
+
+def _replay(s: _Settled, step: int, notes: list[str]) -> None:
+    """Step ``step`` of the settled settings in the plan's course: its notes, or the refusal it makes."""
+    notes += s.said[step]
+    if s.refused_at == step and s.refusal is not None:
+        raise s.refusal.with_traceback(None)  # raised afresh each time it is replayed
+
+
 def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]) -> _Resolved:
     """Check the settings and fill in vLLM's defaults for the release and the GPU: the memory fraction,
     the dtypes, max_model_len (``-1``: auto-fit, decided by ``_checks``), max_num_batched_tokens and
     max_num_seqs (``batch_defaults``), the weights as vLLM loads them (a format the GPU cannot run is
-    refused), and whether the hybrid KV cache manager runs."""
-    rel = settings_release(settings)
-    if (later := newer_than_read(settings.version)) is not None:
-        notes.append(later)
-    check_architecture(spec.architecture, settings.version, spec.name, notes)
-    if settings.sampler is not None and settings.sampler not in SAMPLERS:
-        raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
-    if settings.compile_cache not in COMPILE_CACHES:
-        raise InputError(f"compile cache {settings.compile_cache!r} is not a state kvbudget knows: give one of "
-                         f"{', '.join(COMPILE_CACHES)}")
-    tp, pp, dp = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size
-    facts = model_facts(spec)
-    check_tp(spec, tp, facts.tp_layers)
-    if pp < 1 or pp > spec.num_layers:
-        raise InputError(f"--pipeline-parallel-size {pp} must be between 1 and the model's {spec.num_layers} layers")
-    util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
-    if not 0 < util <= 1:
-        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    refused), and whether the hybrid KV cache manager runs. What does not depend on the GPU is ``settled``'s,
+    replayed in its place among the GPU's checks."""
+    s = settled(spec, settings)
+    _replay(s, 0, notes)
+    rel, facts, asked = s.rel, s.facts, s.asked
+    assert facts is not None  # worked out in step 0, which passed
     model_dtype = _model_dtype(spec, settings, gpu, notes)
-    # the value as the release takes it (as written), and an attention backend that holds it on this GPU: fit's
-    # --kv-dtype and the API reach vLLM's rules here; a launch command's --kv-cache-dtype was checked as it was read
-    kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
-    asked = _checkpoint_kv_dtype(spec, settings, notes)
+    _replay(s, 1, notes)
+    # an attention backend that holds the KV-cache dtype on this GPU
     if said := kv_dtype_runs(asked, settings.version, gpu, spec.dims.head_dim, facts.mla):
         notes.append(said)
     check_head_sizes(spec, gpu, settings, rel.key, model_dtype, asked)  # an attention backend for each head size
     dsa = facts.dsa
     kv_name = dsa_kv_dtype(spec, asked, gpu, rel.key == "current", notes) if dsa else asked
     kv_dtype = kv_cache_dtype(kv_name, model_dtype)
-    derived_len = spec.max_context
-    if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
-        from .rope import derived_len as rope_len
-        derived_len, said = rope_len(settings.rope_scaling, spec.max_context, version_minor(settings.version))
-        notes.append(said)
-    auto_len = settings.max_model_len == -1
-    default_len = derived_len if settings.rope_scaling is not None else (spec.default_context or derived_len)
-    max_len = default_len if settings.max_model_len in (None, -1) else settings.max_model_len
-    if max_len <= 0:
-        raise InputError(f"--max-model-len must be positive or auto, got {max_len}")
-    if max_len > derived_len and not settings.allow_long_max_model_len:
-        raise InputError(
-            f"--max-model-len {max_len:,} is greater than the derived max_model_len ({derived_len:,}) of {spec.name}; "
-            "vLLM refuses it (set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to override)")
-    tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
-    fmt = _vllm_loading(weight_format(spec, settings), notes)
+    _replay(s, 2, notes)
+    tokens, seqs = batch_defaults(gpu, settings, rel, s.max_len)
+    _replay(s, 3, notes)
+    fmt = s.fmt
+    assert fmt is not None  # worked out in step 3, which passed
     check_capability(fmt, gpu)
-    chunked = facts.chunked
-    hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
-    _check_extras(spec, settings)
-    if hybrid_manager and not keeps_hybrid_manager(settings.kv_connector, settings.version):
-        hybrid_manager = False  # kv_connector.py: a connector without SupportsHMA turns it off
-    if chunked and not hybrid_manager:
-        notes.append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
-                     "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
-    prefix = settings.enable_prefix_caching if settings.enable_prefix_caching is not None else True
-    align = facts.hybrid_mamba and prefix and rel.key == "current"
+    _replay(s, 4, notes)
+    block_size = settings.block_size or (DSA_BLOCK if dsa else _block_size(facts.mla, gpu, rel, notes))
+    _replay(s, 5, notes)
     return _Resolved(
-        rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
-        auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
-        hybrid_manager=hybrid_manager, block_size=settings.block_size or (DSA_BLOCK if dsa else _block_size(facts.mla, gpu, rel, notes)), align=align,
-        in_flight=_in_flight_batches(rel, settings, pp) * tokens,
-        mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
+        rel=rel, tp=settings.tensor_parallel_size, pp=settings.pipeline_parallel_size, dp=settings.data_parallel_size,
+        util=s.util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=s.derived_len, auto_len=s.auto_len,
+        max_len=s.max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params, hybrid_manager=s.hybrid_manager,
+        block_size=block_size, align=s.align, in_flight=s.in_flight_batches * tokens,
+        mamba_blocks=(2 if s.align else 1) + s.speculative_states)
 
 
 def _model_dtype(spec: ModelSpec, settings: VllmSettings, gpu: GPU, notes: list[str]) -> str:
@@ -1244,11 +1319,19 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
             version: str, fraction: float | None = None) -> Replica:
     """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
     s, p, pool = cap_raised_to_load(
-        VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                     quantization=None if weights == "auto" else weights, kv_cache_dtype=kv, gpu_memory_utilization=fraction),
+        replica_settings(version, context, tp, pp, weights, kv, fraction),
         lambda s: plan(spec, gpu, s, explained=False), held, lambda p: p.max_num_seqs,
         "max_num_seqs", concurrency)
     reason = "" if p.starts else _short(p, gpu)
     return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
                    p.kv_cache_tokens, p.max_num_seqs, s, p.utilization)
 
+
+@lru_cache(maxsize=1024)  # one record per layout and precision of a search, shared by every GPU type (its hash is kept)
+def replica_settings(version: str, context: int, tp: int, pp: int, weights: str, kv: str,
+                     fraction: float | None) -> VllmSettings:
+    """The settings of a serving replica: vLLM's defaults but for the release, max_model_len, the layout, the weights
+    (``auto``: the checkpoint's), the KV-cache dtype and the memory fraction (None: the release's)."""
+    return VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                        quantization=None if weights == "auto" else weights, kv_cache_dtype=kv,
+                        gpu_memory_utilization=fraction)

@@ -16,6 +16,7 @@ from ...units import GiB, element_type
 from .settings import Release, VllmSettings, is_v1_alpha, minor_patch, release_minor, version_minor
 
 
+@lru_cache(maxsize=4096)  # pure, of hashable arguments whose hashes the records keep: a search asks it for every plan
 def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs as vLLM fills them in (engine/arg_utils.py
     get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args)."""

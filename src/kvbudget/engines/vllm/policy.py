@@ -413,12 +413,10 @@ def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]
     _replay(s, 4, notes)
     block_size = settings.block_size or (DSA_BLOCK if dsa else _block_size(facts.mla, gpu, rel, notes))
     _replay(s, 5, notes)
-    return _Resolved(
-        rel=rel, tp=settings.tensor_parallel_size, pp=settings.pipeline_parallel_size, dp=settings.data_parallel_size,
-        util=s.util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=s.derived_len, auto_len=s.auto_len,
-        max_len=s.max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params, hybrid_manager=s.hybrid_manager,
-        block_size=block_size, align=s.align, in_flight=s.in_flight_batches * tokens,
-        mamba_blocks=(2 if s.align else 1) + s.speculative_states)
+    return _Resolved(  # positional: a plan search builds one a plan (keywords cost a dict of them on every call)
+        rel, settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size, s.util,
+        model_dtype, kv_dtype, s.derived_len, s.auto_len, s.max_len, tokens, seqs, fmt, facts.params, s.hybrid_manager,
+        block_size, s.align, s.in_flight_batches * tokens, (2 if s.align else 1) + s.speculative_states)
 
 
 def _model_dtype(spec: ModelSpec, settings: VllmSettings, gpu: GPU, notes: list[str]) -> str:
@@ -1089,23 +1087,15 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
             ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
             ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
         )
-    return VllmPlan(
-        model=spec.name, params=r.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
-        tp=r.tp, pp=r.pp, dp=r.dp, total_bytes=total, utilization=util, requested_bytes=requested,
-        weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
-        activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,
-        kv_cache_dtype=r.kv_dtype.name, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
-        blocks_per_request=per_req, max_model_len=max_len, max_model_len_auto=r.auto_len,
-        kv_cache_tokens=kv_tokens, max_concurrency=concurrency, starts=error is None, error=error,
-        estimated_max_model_len=estimated, max_num_seqs=r.seqs, max_num_batched_tokens=r.tokens,
-        groups=layout.groups, in_flight_tokens=r.in_flight, mamba_blocks=r.mamba_blocks, derived_max_model_len=r.derived_len,
-        provenance=provenance, log_lines=lines, notes=tuple(notes) if explained else (),
-        weights_format=r.fmt.describe(),
-        stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
-        ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
-        cudagraph=cudagraph, dcp=dcp,
-        eplb_bytes=(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
-        mm_ipc_bytes=extras.ipc, load_fails=load_oom is not None,
+    return VllmPlan(  # positional, in the fields' order: keywords cost a dict of 47 on every plan of a search
+        spec.name, r.params, gpu.name, rel.key, rel.label, r.tp, r.pp, r.dp, total, util, requested, st.weights_bytes,
+        weights, non_torch, act, graphs, available, r.kv_dtype.name, block_size, num_blocks, bpb, per_req, max_len,
+        r.auto_len, kv_tokens, concurrency, error is None, error, estimated, r.seqs, r.tokens, layout.groups,
+        r.in_flight, r.mamba_blocks, r.derived_len, provenance, lines, tuple(notes) if explained else (),
+        r.fmt.describe(), tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
+        r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes, cudagraph, dcp,
+        (eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
+        extras.ipc, load_oom is not None
     )
 
 

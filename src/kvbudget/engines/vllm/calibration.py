@@ -124,6 +124,7 @@ def counts_no_non_torch(rel_key: str, version: str) -> bool:
     return rel_key == "v0" and rel is not None and rel <= (2, 4)
 
 
+@lru_cache(maxsize=256)  # pure: a plan search asks it for every plan
 def single_gpu_non_torch(rel_key: str, version: str) -> int:
     """Non-torch memory of a one-GPU run as the release counts it (0.6.4, 0.8.0-0.9.0 V1: the CUDA context too;
     up to 0.2.4: none)."""
@@ -134,6 +135,7 @@ def single_gpu_non_torch(rel_key: str, version: str) -> int:
     return NON_TORCH_TP1_BYTES[rel_key]
 
 
+@lru_cache(maxsize=256)  # pure: a plan search asks it for every plan
 def multi_gpu_non_torch(rel_key: str, version: str) -> int:
     """Non-torch memory of a rank of a TP/PP group (off NVSwitch, or NCCL connecting lazily): the fitted TP 2
     figure, plus the CUDA context where the release counts it (the 0.6.4.post1 TP 4 log prints 0.71 GiB); none up

@@ -517,7 +517,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     nccl = _nvswitch_nccl(gpu, settings, r)
     if nccl is not None:  # NCCL's buffers by mechanism (nccl.py) on top of the one-GPU figure
         non_torch = single_gpu_non_torch(rel.key, settings.version) + nccl
-    extra = site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0]  # a site profile, when given
+    extra = site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0] if settings.site else 0  # a site profile
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
@@ -531,7 +531,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         act_model = v1_alpha_activation(r.model_dtype)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
     cold = run.cold if run is not None else 0  # the first stage's, once
-    pinned = _pinned_copy(run, settings, gpu, cold) if run is not None else 0
+    pinned = run.pinned if run is not None else 0
     if r.pp == 1:  # the first stage's consumed memory, which a one-stage run reports as its non-torch memory
         non_torch += pinned
     per_stage: list[_StageMemory] = []
@@ -555,7 +555,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             act += lora.activation
         if eplb is not None:  # the dummy rearrangement's buffer, after the forward has freed its intermediates
             act = max(act, eplb.profile_buffer[st.index])
-        if st.index == r.pp - 1:  # the proposer's buffers (speculative.py drafter_buffers)
+        if st.index == r.pp - 1 and settings.speculative_draft is not None:  # the proposer's (speculative.py)
             act += drafter_buffers(settings.speculative_draft, r.tokens, element_type(r.model_dtype).nbytes(1))
         graphs = graph_estimate.bytes if graph_estimate is not None and graphs_counted else 0
         if settings.kv_cache_memory_bytes is not None:
@@ -615,6 +615,7 @@ class _ProfilingRun:
     earlier: int  # the same on an earlier stage (0 with one stage)
     cold: int  # the fresh compile's embedding copy on the first stage, under the settings' compile cache
     fresh: int  # the same on a start that compiles afresh (--vllm-compile-cache cold)
+    pinned: int  # ``cold`` still counted as consumed after the run (compile_cache.pinned_copy_bytes)
 
 
 def _profiling_run(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int) -> _ProfilingRun | None:
@@ -652,7 +653,8 @@ def profiling_run(spec: ModelSpec, settings: VllmSettings, rel_key: str, tp: int
     return _ProfilingRun(
         graphs=graphs, estimate=_graph_estimate(spec, settings, rel_key, tp, seqs, model_dtype, graphs, quantized, vendor),
         runner=runner, last=source(True), earlier=source(False) if pp > 1 else 0, cold=cold(settings.compile_cache),
-        fresh=cold("cold"))
+        fresh=cold("cold"), pinned=pinned_copy_bytes(cold(settings.compile_cache), runner,
+                                                     release_minor(settings.version), vendor))
 
 
 def _graph_estimate(spec: ModelSpec, settings: VllmSettings, rel_key: str, tp: int, seqs: int, model_dtype: str,

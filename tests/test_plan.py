@@ -675,3 +675,17 @@ def test_each_serving_row_has_the_launch_of_its_own_replica(engine: str, weights
         assert d.launch == _launch(server, spec.name, d, d.gpus_per_node)
         shared += sum(e.launch is d.launch for e in rows if e.gpu != d.gpu)
     assert shared  # some replicas are alike across GPU types
+
+
+def test_a_search_shares_one_settings_record_per_layout_and_precision_across_gpu_types() -> None:
+    # the vLLM replica's settings depend on the layout and precision, not on the GPU type: one record (and one hash)
+    # for every GPU type of a search (engines/vllm/policy.py replica_settings), equal to the one built afresh
+    rows = search(kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct"), 8, 8192, [find_gpu("H100"), find_gpu("L40S")],
+                  max_gpus=8)
+    first = {}
+    for d in rows:
+        if d.settings is None or d.settings.max_num_seqs is not None:
+            continue
+        key = (d.tp, d.pp, d.weights_dtype, d.kv_dtype)
+        assert d.settings is first.setdefault(key, d.settings), key
+    assert len(first) > 4 and {d.gpu for d in rows} == {"H100-SXM-80GB", "L40S-48GB"}

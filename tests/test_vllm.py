@@ -772,8 +772,8 @@ def test_a_load_that_fails_shows_no_kv_memory(capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize("model", ["meta-llama/Llama-3.1-70B-Instruct", "deepseek-ai/DeepSeek-V3", "google/gemma-3-27b-it",
                                    "Qwen/Qwen3-Next-80B-A3B-Instruct", "openai/gpt-oss-120b"])
 def test_a_plan_without_its_explanation_has_the_same_figures(model: str) -> None:
-    # the plan search asks for the figures alone (explained=False): everything but the provenance and the log lines
-    # is the explained plan's, whichever GPU, layout, precision and release line, and whether vLLM starts or not
+    # the plan search asks for the figures alone (explained=False): everything but the provenance, the notes and the
+    # log lines is the explained plan's, whichever GPU, layout, precision and release line, and whether vLLM starts or not
     spec = kvbudget.load_model(model)
     seen = set()
     for gpu in ("H100", "A100-40GB", "L4", "T4", "MI300X", "B200", "RTX-4090"):
@@ -789,7 +789,26 @@ def test_a_plan_without_its_explanation_has_the_same_figures(model: str) -> None
                             plan(spec, kvbudget.find_gpu(gpu), settings, explained=False)
                         continue
                     lean = plan(spec, kvbudget.find_gpu(gpu), settings, explained=False)
-                    assert lean.provenance == () and lean.log_lines == ()
-                    assert replace(full, provenance=(), log_lines=()) == lean, (gpu, version, tp, pp, quantization)
+                    assert lean.provenance == () and lean.log_lines == () and lean.notes == ()
+                    assert replace(full, provenance=(), log_lines=(), notes=()) == lean, (gpu, version, tp, pp, quantization)
                     seen.add(full.starts)
     assert seen == {True, False}
+
+
+def test_the_settings_part_that_needs_no_gpu_keeps_vllms_order_of_refusals_and_notes() -> None:
+    # policy.settled works out what does not depend on the GPU once per settings; plan replays it among the GPU's
+    # checks. A KV-cache dtype no MLA backend of 0.13 holds on an A100 is refused before a --max-model-len past the
+    # model's (both refused), the latter alone on an H100; the notes keep their order (block size, then NCCL)
+    from kvbudget.engines.vllm.policy import plan, settled
+    from kvbudget.engines.vllm.settings import VllmSettings
+
+    spec = kvbudget.load_model("deepseek-ai/DeepSeek-V3")
+    too_long = VllmSettings(version="0.13.0", kv_cache_dtype="fp8", max_model_len=10**7, tensor_parallel_size=8)
+    with pytest.raises(InputError, match="No valid attention backend found"):
+        plan(spec, kvbudget.find_gpu("A100-80GB"), too_long)
+    for _ in range(2):  # the refusal is kept with the settled settings and raised again, the same line
+        with pytest.raises(InputError, match="greater than the derived max_model_len"):
+            plan(spec, kvbudget.find_gpu("H100"), too_long)
+    assert settled(spec, too_long) is settled(spec, replace(too_long))  # one record per settings
+    notes = plan(spec, kvbudget.find_gpu("H100"), replace(too_long, max_model_len=8192)).notes
+    assert notes[0].startswith("MLA attention on H100") and notes[1].startswith("NCCL at 8 ranks")

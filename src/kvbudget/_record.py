@@ -134,11 +134,13 @@ def _make(cls: type) -> type:
         return v  # type: ignore[no-any-return]
 
     def __hash__(self: Any) -> int:
-        d = self.__dict__
-        h = d.get(" hash")
-        if h is None:
-            h = d[" hash"] = hash(_cached(self))
-        return int(h)
+        # a memoized function's key hashes its records on every call: the kept hash is read without a method call
+        try:
+            return self.__dict__[" hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            h: int = hash(_cached(self))
+            self.__dict__[" hash"] = h
+            return h
 
     def _replace(self: Any, changes: dict[str, Any]) -> Any:
         # every field is set already: copy them and apply the changes, without __init__'s defaults and checks

@@ -55,9 +55,13 @@ def unified_note(gpu: GPU) -> str:
 
 def capability(gpu: GPU) -> float | None:
     """The NVIDIA compute capability as a number (8.9), or None for AMD and unknown GPUs."""
-    cc = gpu.compute_capability
-    if not cc or cc.startswith("gfx"):  # unknown, or AMD's architecture name: answered without raising (a plan
-        return None  # search asks thousands of times)
+    return _capability(gpu.compute_capability)
+
+
+@functools.lru_cache(maxsize=256)  # a plan search asks it several times a plan, of a few dozen strings
+def _capability(cc: str) -> float | None:
+    if not cc or cc.startswith("gfx"):  # unknown, or AMD's architecture name: answered without raising
+        return None
     try:
         return float(cc)
     except ValueError:

@@ -16,6 +16,7 @@ from ...units import GiB, InputError, element_type
 from .settings import Release, VllmSettings, is_v1_alpha, minor_patch, release_minor, version_minor
 
 
+@lru_cache(maxsize=4096)  # pure, of hashable arguments whose hashes the records keep: a search asks it for every plan
 def batch_defaults(gpu: GPU, settings: VllmSettings, rel: Release, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs as vLLM fills them in (engine/arg_utils.py
     get_batch_defaults and _set_default_max_num_seqs_and_batched_tokens_args)."""
@@ -143,6 +144,7 @@ def counts_no_non_torch(rel_key: str, version: str) -> bool:
     return rel_key == "v0" and rel is not None and rel <= (2, 4)
 
 
+@lru_cache(maxsize=256)  # pure: a plan search asks it for every plan
 def single_gpu_non_torch(rel_key: str, version: str) -> int:
     """Non-torch memory of a one-GPU run as the release counts it (0.6.4, 0.8.0-0.9.0 V1: the CUDA context too;
     up to 0.2.4: none)."""
@@ -153,6 +155,7 @@ def single_gpu_non_torch(rel_key: str, version: str) -> int:
     return NON_TORCH_TP1_BYTES[rel_key]
 
 
+@lru_cache(maxsize=256)  # pure: a plan search asks it for every plan
 def multi_gpu_non_torch(rel_key: str, version: str) -> int:
     """Non-torch memory of a rank of a TP/PP group (off NVSwitch, or NCCL connecting lazily): the fitted TP 2
     figure, plus the CUDA context where the release counts it (the 0.6.4.post1 TP 4 log prints 0.71 GiB); none up

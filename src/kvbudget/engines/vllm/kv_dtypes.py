@@ -12,6 +12,8 @@ Two checks, one boundary for every way a plan is asked (a launch command, ``kvbu
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ...hardware import capability
 from ...inputs import excerpt
 from ...units import InputError
@@ -109,6 +111,7 @@ def _nvfp4_runs(value: str, minor: int, cap: float, head_size: int) -> str:
     return ""
 
 
+@lru_cache(maxsize=4096)  # pure, of hashable arguments: a search asks it for every plan (a refusal is not kept)
 def kv_dtype_runs(value: str, version: str, gpu: GPU, head_size: int = 0, mla: bool = False) -> str:
     """Refuse a --kv-cache-dtype for which release ``version`` has no attention backend on ``gpu`` (the error
     vLLM stops with), or whose only backend cannot run there (0.21-0.24's NVFP4 off Blackwell: the trtllm-gen

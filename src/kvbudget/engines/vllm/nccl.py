@@ -44,6 +44,8 @@ two-GPU A100 log above leaves 0.72 GiB open in the same way. Band: +-0.05 GiB ov
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ...units import MiB
 from .settings import minor_patch
 
@@ -101,11 +103,13 @@ def connection_bytes(ranks: int, position: str = "middle") -> int:
 NVSWITCH_BOARDS = ("H100-SXM", "H200", "H20", "B200", "B300", "GB200")
 
 
+@lru_cache(maxsize=256)  # a plan search asks it for every plan
 def on_nvswitch(gpu_name: str) -> bool:
     """Whether kvbudget's GPU of that name sits on an NVSwitch board (the boards this model's channels are of)."""
     return gpu_name.upper().startswith(NVSWITCH_BOARDS)
 
 
+@lru_cache(maxsize=256)  # pure, of small arguments: a plan search asks it for every plan on NVSwitch
 def eager_nvswitch_bytes(version: str | None, ranks: int, sm_major: int, cumem: bool | None = None,
                          nvls: bool = True) -> int | None:
     """NCCL's memory per rank, outside torch, for a TP group of ``ranks`` GPUs on an NVSwitch board under a

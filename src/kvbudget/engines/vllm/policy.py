@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 from ..._record import record, replace
 from ...dtypes import KVDtype
@@ -65,11 +66,12 @@ from .encoder_profile import EncoderPass, profile_pass
 from .head_sizes import check_head_sizes
 from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
-from .kv_layout import KVGroup, KVLayout, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
+from .kv_layout import KVGroup, KVLayout, ModelFacts, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
 from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, nccl_line, on_nvswitch
 from .quant import act_dtype_taken, dequant_bytes, int4_kernel, loaded_format
 from .settings import (
+    RELEASES,
     Release,
     VllmSettings,
     minor_patch,
@@ -277,75 +279,147 @@ def _in_flight_batches(rel: Release, settings: VllmSettings, pp: int) -> int:
     return pp + 1 if async_on else pp
 
 
+@record
+class _Settled:
+    """What vLLM makes of the settings before it looks at the GPU (engine/arg_utils.py, config/): the release line,
+    the memory fraction, --kv-cache-dtype as the release resolves it, max_model_len, the weights as loaded and the KV
+    cache manager's mode; worked out once per model and settings (``settled``: a search asks it alike for every GPU
+    type) and replayed by ``_resolve`` step by step among the GPU's own checks, in vLLM's order: each step's notes
+    (``said``) and the first refusal at the step that makes it (``refused_at``; the values of the later steps are
+    then not worked out: placeholders)."""
+
+    said: tuple[tuple[str, ...], ...]  # the notes of each step (SETTLED_STEPS of them)
+    refusal: InputError | None = None
+    refused_at: int = -1  # the step whose check refuses the settings (-1: none)
+    rel: Release = RELEASES["current"]
+    facts: ModelFacts | None = None
+    util: float = 0.0
+    asked: str = "auto"  # --kv-cache-dtype as the release resolves it (the checkpoint's ModelOpt format from 0.14)
+    derived_len: int = 0
+    auto_len: bool = False
+    max_len: int = 0
+    fmt: WeightFormat | None = None
+    hybrid_manager: bool = False
+    align: bool = False
+    in_flight_batches: int = 0
+    speculative_states: int = 0
+
+
+SETTLED_STEPS = 6  # the steps of ``settled``, between which ``_resolve`` runs the GPU's checks
+
+
+@lru_cache(maxsize=1024)  # pure, of hashable arguments (the settings' hash is kept on the record)
+def settled(spec: ModelSpec, settings: VllmSettings) -> _Settled:
+    """The GPU-independent part of ``_resolve`` for ``settings``, in six steps: (0) the release line, the architecture,
+    the sampler and compile-cache names, TP and PP, the memory fraction; (1) --kv-cache-dtype as the release takes and
+    resolves it; (2) max_model_len; (3) the weights as vLLM loads them; (4) the hybrid KV cache manager and the other
+    flags' refusals (``_check_extras``); (5) the Mamba state pages speculative decoding adds."""
+    said: list[list[str]] = [[] for _ in range(SETTLED_STEPS)]
+    got: dict[str, object] = {}
+    step = 0
+    try:
+        notes = said[0]
+        rel = got["rel"] = settings_release(settings)
+        if (later := newer_than_read(settings.version)) is not None:
+            notes.append(later)
+        check_architecture(spec.architecture, settings.version, spec.name, notes)
+        if settings.sampler is not None and settings.sampler not in SAMPLERS:
+            raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
+        if settings.compile_cache not in COMPILE_CACHES:
+            raise InputError(f"compile cache {settings.compile_cache!r} is not a state kvbudget knows: give one of "
+                             f"{', '.join(COMPILE_CACHES)}")
+        tp, pp = settings.tensor_parallel_size, settings.pipeline_parallel_size
+        facts = got["facts"] = model_facts(spec)
+        check_tp(spec, tp, facts.tp_layers)
+        if pp < 1 or pp > spec.num_layers:
+            raise InputError(f"--pipeline-parallel-size {pp} must be between 1 and the model's {spec.num_layers} layers")
+        util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
+        if not 0 < util <= 1:
+            raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+        got["util"] = util
+        step = 1  # (the model dtype on the GPU comes first)
+        # the value as the release takes it (as written): fit's --kv-dtype and the API reach vLLM's rules here; a launch
+        # command's --kv-cache-dtype was checked as it was read
+        kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
+        got["asked"] = _checkpoint_kv_dtype(spec, settings, said[1])
+        step = 2  # (an attention backend that holds it on the GPU comes first)
+        derived_len = spec.max_context
+        if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
+            from .rope import derived_len as rope_len
+            derived_len, rope_said = rope_len(settings.rope_scaling, spec.max_context, version_minor(settings.version))
+            said[2].append(rope_said)
+        default_len = derived_len if settings.rope_scaling is not None else (spec.default_context or derived_len)
+        max_len = default_len if settings.max_model_len in (None, -1) else settings.max_model_len
+        if max_len <= 0:
+            raise InputError(f"--max-model-len must be positive or auto, got {max_len}")
+        if max_len > derived_len and not settings.allow_long_max_model_len:
+            raise InputError(
+                f"--max-model-len {max_len:,} is greater than the derived max_model_len ({derived_len:,}) of "
+                f"{spec.name}; vLLM refuses it (set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to override)")
+        got.update(derived_len=derived_len, auto_len=settings.max_model_len == -1, max_len=max_len)
+        step = 3  # (the batch sizes on the GPU come first)
+        got["fmt"] = _vllm_loading(weight_format(spec, settings), said[3])
+        step = 4  # (whether the GPU runs that format comes first)
+        chunked = facts.chunked
+        hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
+        _check_extras(spec, settings)
+        if hybrid_manager and not keeps_hybrid_manager(settings.kv_connector, settings.version):
+            hybrid_manager = False  # kv_connector.py: a connector without SupportsHMA turns it off
+        if chunked and not hybrid_manager:
+            said[4].append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
+                           "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
+        prefix = settings.enable_prefix_caching if settings.enable_prefix_caching is not None else True
+        got.update(hybrid_manager=hybrid_manager, align=facts.hybrid_mamba and prefix and rel.key == "current",
+                   in_flight_batches=_in_flight_batches(rel, settings, pp))
+        step = 5  # (the GPU's block size comes first)
+        got["speculative_states"] = _speculative_states(facts.hybrid_mamba, rel, settings, said[5])
+    except InputError as exc:
+        return _Settled(tuple(tuple(n) for n in said), exc, step, **got)  # type: ignore[arg-type]
+    return _Settled(tuple(tuple(n) for n in said), **got)  # type: ignore[arg-type]
+
+
+def _replay(s: _Settled, step: int, notes: list[str]) -> None:
+    """Step ``step`` of the settled settings in the plan's course: its notes, or the refusal it makes."""
+    notes += s.said[step]
+    if s.refused_at == step and s.refusal is not None:
+        raise s.refusal.with_traceback(None)  # raised afresh each time it is replayed
+
+
 def _resolve(spec: ModelSpec, gpu: GPU, settings: VllmSettings, notes: list[str]) -> _Resolved:
     """Check the settings and fill in vLLM's defaults for the release and the GPU: the memory fraction,
     the dtypes, max_model_len (``-1``: auto-fit, decided by ``_checks``), max_num_batched_tokens and
     max_num_seqs (``batch_defaults``), the weights as vLLM loads them (a format the GPU cannot run is
-    refused), and whether the hybrid KV cache manager runs."""
-    rel = settings_release(settings)
-    if (later := newer_than_read(settings.version)) is not None:
-        notes.append(later)
-    check_architecture(spec.architecture, settings.version, spec.name, notes)
-    if settings.sampler is not None and settings.sampler not in SAMPLERS:
-        raise InputError(f"sampler {settings.sampler!r} is not one vLLM has: give one of {', '.join(SAMPLERS)}")
-    if settings.compile_cache not in COMPILE_CACHES:
-        raise InputError(f"compile cache {settings.compile_cache!r} is not a state kvbudget knows: give one of "
-                         f"{', '.join(COMPILE_CACHES)}")
-    tp, pp, dp = settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size
-    facts = model_facts(spec)
-    check_tp(spec, tp, facts.tp_layers)
-    if pp < 1 or pp > spec.num_layers:
-        raise InputError(f"--pipeline-parallel-size {pp} must be between 1 and the model's {spec.num_layers} layers")
-    util = settings.gpu_memory_utilization if settings.gpu_memory_utilization is not None else rel.default_utilization
-    if not 0 < util <= 1:
-        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    refused), and whether the hybrid KV cache manager runs. What does not depend on the GPU is ``settled``'s,
+    replayed in its place among the GPU's checks."""
+    s = settled(spec, settings)
+    _replay(s, 0, notes)
+    rel, facts, asked = s.rel, s.facts, s.asked
+    assert facts is not None  # worked out in step 0, which passed
     model_dtype = _model_dtype(spec, settings, gpu, notes)
-    # the value as the release takes it (as written), and an attention backend that holds it on this GPU: fit's
-    # --kv-dtype and the API reach vLLM's rules here; a launch command's --kv-cache-dtype was checked as it was read
-    kv_dtype_taken(settings.kv_cache_dtype, settings.version, "--kv-dtype")
-    asked = _checkpoint_kv_dtype(spec, settings, notes)
+    _replay(s, 1, notes)
+    # an attention backend that holds the KV-cache dtype on this GPU
     if said := kv_dtype_runs(asked, settings.version, gpu, spec.dims.head_dim, facts.mla):
         notes.append(said)
     check_head_sizes(spec, gpu, settings, rel.key, model_dtype, asked)  # an attention backend for each head size
     dsa = facts.dsa
     kv_name = dsa_kv_dtype(spec, asked, gpu, rel.key == "current", notes) if dsa else asked
     kv_dtype = kv_cache_dtype(kv_name, model_dtype)
-    derived_len = spec.max_context
-    if settings.rope_scaling is not None:  # --rope-scaling / --hf-overrides (rope.py)
-        from .rope import derived_len as rope_len
-        derived_len, said = rope_len(settings.rope_scaling, spec.max_context, version_minor(settings.version))
-        notes.append(said)
-    auto_len = settings.max_model_len == -1
-    default_len = derived_len if settings.rope_scaling is not None else (spec.default_context or derived_len)
-    max_len = default_len if settings.max_model_len in (None, -1) else settings.max_model_len
-    if max_len <= 0:
-        raise InputError(f"--max-model-len must be positive or auto, got {max_len}")
-    if max_len > derived_len and not settings.allow_long_max_model_len:
-        raise InputError(
-            f"--max-model-len {max_len:,} is greater than the derived max_model_len ({derived_len:,}) of {spec.name}; "
-            "vLLM refuses it (set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 to override)")
-    tokens, seqs = batch_defaults(gpu, settings, rel, max_len)
-    fmt = _vllm_loading(weight_format(spec, settings), notes)
+    _replay(s, 2, notes)
+    tokens, seqs = batch_defaults(gpu, settings, rel, s.max_len)
+    _replay(s, 3, notes)
+    fmt = s.fmt
+    assert fmt is not None  # worked out in step 3, which passed
     check_capability(fmt, gpu)
     if settings.dtype != "auto" or (spec.weight_format is not None and spec.weight_format.quantized):
         # (a 16-bit checkpoint priced as its AWQ or GPTQ version, a what-if, keeps its own dtype)
         act_dtype_taken(fmt, settings.quantization, gpu, settings.version, model_dtype)
-    chunked = facts.chunked
-    hybrid_manager = not settings.disable_hybrid_kv_cache_manager and (not chunked or settings.chunked_local_hybrid)
-    _check_extras(spec, settings)
-    if hybrid_manager and not keeps_hybrid_manager(settings.kv_connector, settings.version):
-        hybrid_manager = False  # kv_connector.py: a connector without SupportsHMA turns it off
-    if chunked and not hybrid_manager:
-        notes.append("chunked local attention: vLLM disables the hybrid KV cache manager and caches every layer "
-                     "in full (config/vllm.py; VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE)")
-    prefix = settings.enable_prefix_caching if settings.enable_prefix_caching is not None else True
-    align = facts.hybrid_mamba and prefix and rel.key == "current"
-    return _Resolved(
-        rel=rel, tp=tp, pp=pp, dp=dp, util=util, model_dtype=model_dtype, kv_dtype=kv_dtype, derived_len=derived_len,
-        auto_len=auto_len, max_len=max_len, tokens=tokens, seqs=seqs, fmt=fmt, params=facts.params,
-        hybrid_manager=hybrid_manager, block_size=settings.block_size or (DSA_BLOCK if dsa else _block_size(facts.mla, gpu, rel, notes)), align=align,
-        in_flight=_in_flight_batches(rel, settings, pp) * tokens,
-        mamba_blocks=(2 if align else 1) + _speculative_states(facts.hybrid_mamba, rel, settings, notes))
+    _replay(s, 4, notes)
+    block_size = settings.block_size or (DSA_BLOCK if dsa else _block_size(facts.mla, gpu, rel, notes))
+    _replay(s, 5, notes)
+    return _Resolved(  # positional: a plan search builds one a plan (keywords cost a dict of them on every call)
+        rel, settings.tensor_parallel_size, settings.pipeline_parallel_size, settings.data_parallel_size, s.util,
+        model_dtype, kv_dtype, s.derived_len, s.auto_len, s.max_len, tokens, seqs, fmt, facts.params, s.hybrid_manager,
+        block_size, s.align, s.in_flight_batches * tokens, (2 if s.align else 1) + s.speculative_states)
 
 
 def _model_dtype(spec: ModelSpec, settings: VllmSettings, gpu: GPU, notes: list[str]) -> str:
@@ -446,7 +520,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
     nccl = _nvswitch_nccl(gpu, settings, r)
     if nccl is not None:  # NCCL's buffers by mechanism (nccl.py) on top of the one-GPU figure
         non_torch = single_gpu_non_torch(rel.key, settings.version) + nccl
-    extra = site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0]  # a site profile, when given
+    extra = site_bytes(settings.site, gpu.name, rel.key, r.tp * r.pp)[0] if settings.site else 0  # a site profile
     if abs(extra) > total // 4:  # no site spends a quarter of a GPU outside the model: a profile of another GPU
         raise InputError(f"--profile: its term for {gpu.name} is {extra / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
@@ -460,7 +534,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
         act_model = v1_alpha_activation(r.model_dtype)
     moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, rel.key)
     cold = run.cold if run is not None else 0  # the first stage's, once
-    pinned = _pinned_copy(run, settings, gpu, cold) if run is not None else 0
+    pinned = run.pinned if run is not None else 0
     if r.pp == 1:  # the first stage's consumed memory, which a one-stage run reports as its non-torch memory
         non_torch += pinned
     per_stage: list[_StageMemory] = []
@@ -484,7 +558,7 @@ def _available(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, 
             act += lora.activation
         if eplb is not None:  # the dummy rearrangement's buffer, after the forward has freed its intermediates
             act = max(act, eplb.profile_buffer[st.index])
-        if st.index == r.pp - 1:  # the proposer's buffers (speculative.py drafter_buffers)
+        if st.index == r.pp - 1 and settings.speculative_draft is not None:  # the proposer's (speculative.py)
             act += drafter_buffers(settings.speculative_draft, r.tokens, element_type(r.model_dtype).nbytes(1))
         graphs = graph_estimate.bytes if graph_estimate is not None and graphs_counted else 0
         if settings.kv_cache_memory_bytes is not None:
@@ -544,88 +618,94 @@ class _ProfilingRun:
     earlier: int  # the same on an earlier stage (0 with one stage)
     cold: int  # the fresh compile's embedding copy on the first stage, under the settings' compile cache
     fresh: int  # the same on a start that compiles afresh (--vllm-compile-cache cold)
+    pinned: int  # ``cold`` still counted as consumed after the run (compile_cache.pinned_copy_bytes)
 
 
-def _profiling_run(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int,
-                   graphs: GraphPlan | None) -> _ProfilingRun | None:
-    """The >= 0.21 line's profiling run (None before 0.21): ``graphs`` where ``_compile_note`` resolved them already."""
+def _profiling_run(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int) -> _ProfilingRun | None:
+    """The >= 0.21 line's profiling run (None before 0.21), from what it depends on (``profiling_run``)."""
     if not r.rel.cudagraph_subtracted:
         return None
-    quantized = _quantized(settings, r)
-    if graphs is None:
-        graphs = _graph_plan(spec, gpu, settings, r, quantized)
+    return profiling_run(spec, settings, r.rel.key, r.tp, r.pp, r.tokens, r.seqs, r.model_dtype, _quantized(settings, r),
+                         blackwell_ceiling(gpu), gpu.vendor, sampler_path(settings, gpu, r.rel.key), dequant)
+
+
+@lru_cache(maxsize=1024)  # pure, of small hashable arguments: a search asks it alike for every GPU type of a batch tier
+def profiling_run(spec: ModelSpec, settings: VllmSettings, rel_key: str, tp: int, pp: int, tokens: int, seqs: int,
+                  model_dtype: str, quantized: bool, blackwell: bool, vendor: str, sampler: str,
+                  dequant: int) -> _ProfilingRun:
+    """The >= 0.21 profiling run of ``settings`` (its release line ``rel_key``, TP and PP) with max_num_batched_tokens
+    ``tokens`` and max_num_seqs ``seqs`` in ``model_dtype``, on a GPU of ``vendor`` whose default capture sizes reach
+    1024 or not (``blackwell``: calibration.blackwell_ceiling) and whose sampler path is ``sampler``
+    (calibration.sampler_path); ``dequant``: a plain AWQ / GPTQ kernel's copy (``_dequant``)."""
+    graphs = _graph_plan(spec, settings, seqs, tokens, blackwell, quantized)
     runner = model_runner(spec, release_minor(settings.version), quantized)
+    moe = moe_workspace_elements(spec, tokens, tp, settings.enable_expert_parallel, rel_key)
+
+    def source(last_stage: bool) -> int:
+        # the peak as vLLM's source allocates it (calibration.PROFILING_RUN_CURRENT), with the dummy sampler pass (on
+        # the last stage) of the model runner the release starts for the model; the plan charges the larger of it and
+        # the fresh compile's copy
+        return activation_peak(spec, tokens, min(tokens, seqs), tp, model_dtype, last_stage, PROFILING_RUN_CURRENT,
+                               sampler, moe, settings.version, dequant, 0, runner, rel_key)
+
+    def cold(cache: str) -> int:
+        # the compile-time peak on the first stage of a start that compiles afresh (compile_cache.py): Inductor's
+        # benchmark of the embedding lookup, a random copy of the rank's embedding table; 0 with a warm cache
+        return cold_compile_bytes(spec, tp, model_dtype, first_stage=True, compiled=graphs.compiled, cache=cache)
+
     return _ProfilingRun(
-        graphs=graphs, estimate=_graph_estimate(spec, gpu, settings, r, graphs, quantized), runner=runner,
-        last=_source_activation(spec, gpu, settings, r, dequant, runner),
-        earlier=_source_activation(spec, gpu, settings, r, dequant, runner, last_stage=False) if r.pp > 1 else 0,
-        cold=_cold_compile(spec, r, graphs, settings.compile_cache), fresh=_cold_compile(spec, r, graphs, "cold"))
+        graphs=graphs, estimate=_graph_estimate(spec, settings, rel_key, tp, seqs, model_dtype, graphs, quantized, vendor),
+        runner=runner, last=source(True), earlier=source(False) if pp > 1 else 0, cold=cold(settings.compile_cache),
+        fresh=cold("cold"), pinned=pinned_copy_bytes(cold(settings.compile_cache), runner,
+                                                     release_minor(settings.version), vendor))
 
 
-def _graph_estimate(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, graphs: GraphPlan,
-                    quantized: bool) -> GraphEstimate:
+def _graph_estimate(spec: ModelSpec, settings: VllmSettings, rel_key: str, tp: int, seqs: int, model_dtype: str,
+                    graphs: GraphPlan, quantized: bool, vendor: str) -> GraphEstimate:
     """vLLM's CUDA-graph estimate (>= 0.21; cudagraph.py), computed whether or not VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
     applies it (the worker logs it either way), for the mode and capture sizes the compilation flags resolve to
     (``graphs``: compile_flags.graph_plan)."""
     query = 1 + (settings.num_speculative_tokens if settings.speculative_method else 0)
-    piecewise, full = graph_sizes(graphs.mode, graphs.sizes, r.seqs, query)
+    piecewise, full = graph_sizes(graphs.mode, graphs.sizes, seqs, query)
     largest = max(piecewise[-1:] + full[-1:], default=0)
     first = 0
     if largest:
-        moe = moe_workspace_elements(spec, largest, r.tp, settings.enable_expert_parallel, r.rel.key)
-        first = forward_bytes(spec, largest, r.tp, r.model_dtype, moe)
-    return estimate(spec, piecewise, full, first, settings.version, quantized, gpu.vendor)
+        moe = moe_workspace_elements(spec, largest, tp, settings.enable_expert_parallel, rel_key)
+        first = forward_bytes(spec, largest, tp, model_dtype, moe)
+    return estimate(spec, piecewise, full, first, settings.version, quantized, vendor)
 
 
-def _graph_plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, quantized: bool) -> GraphPlan:
+def _graph_plan(spec: ModelSpec, settings: VllmSettings, seqs: int, tokens: int, blackwell: bool,
+                quantized: bool) -> GraphPlan:
     """The CUDA-graph mode and capture sizes vLLM resolves the command's flags to (compile_flags.py)."""
-    return graph_plan(settings.compile, settings.version, enforce_eager=settings.enforce_eager, max_num_seqs=r.seqs,
-                      max_num_tokens=r.tokens, blackwell=blackwell_ceiling(gpu),
+    return graph_plan(settings.compile, settings.version, enforce_eager=settings.enforce_eager, max_num_seqs=seqs,
+                      max_num_tokens=tokens, blackwell=blackwell,
                       runner=model_runner(spec, release_minor(settings.version), quantized),
                       performance_mode=settings.performance_mode)
 
 
-def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, notes: list[str]) -> GraphPlan | None:
+def _compile_note(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, notes: list[str]) -> None:
     """What the plan says of the compilation and CUDA-graph flags read (``explain``): the graphs they resolve to from
     0.21, or, before, that the graphs come after the KV cache is sized. From 0.12 the sizes are checked as vLLM checks
-    them (the same _set_cudagraph_sizes assertions) whatever the release line. The graphs, where it resolved them."""
+    them (the same _set_cudagraph_sizes assertions) whatever the release line."""
     flags = settings.compile
     if not flags.given:
-        return None
+        return
     read = describe(flags, settings.version)
     shown = settings.version if version_minor(settings.version) is not None else "0.33"
-    quantized = _quantized(settings, r)
-    graphs = _graph_plan(spec, gpu, settings, r, quantized) if release_minor(settings.version) >= 12 else None
+    graphs = (_graph_plan(spec, settings, r.seqs, r.tokens, blackwell_ceiling(gpu), _quantized(settings, r))
+              if release_minor(settings.version) >= 12 else None)
     if graphs is None or not r.rel.cudagraph_subtracted:
         notes.append(f"compilation flags read ({read}): vLLM {shown} captures its CUDA graphs after it sizes the KV "
                      "cache (gpu_model_runner.py capture_model), so they change no figure here; the graphs' memory "
                      "comes out of what the KV cache leaves")
-        return graphs
+        return
     sizes = graphs.sizes
     span = f"{len(sizes)} capture size{'s' if len(sizes) != 1 else ''} ({sizes[0]}-{sizes[-1]})" if sizes else "no CUDA graphs"
     notes.append(f"compilation flags read ({read}): vLLM {shown} runs cudagraph_mode {graphs.mode}, torch.compile "
                  f"{'on' if graphs.compiled else 'off'}, {span}" + (f" [{graphs.why}]" if graphs.why else "")
                  + ("; torch.compile off leaves kvbudget's activation peak as it is (as with --enforce-eager)"
                     if not graphs.compiled else ""))
-    return graphs
-
-
-def _source_activation(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, dequant: int, runner: str,
-                       last_stage: bool = True) -> int:
-    """The >= 0.21 profiling run's peak as vLLM's source allocates it (calibration.PROFILING_RUN_CURRENT), with the
-    dummy sampler pass (on the last stage) of the model runner the release starts for the model
-    (cudagraph.model_runner). The plan charges the larger of it and the fitted figure."""
-    moe = moe_workspace_elements(spec, r.tokens, r.tp, settings.enable_expert_parallel, r.rel.key)
-    return activation_peak(spec, r.tokens, min(r.tokens, r.seqs), r.tp, r.model_dtype, last_stage,
-                           PROFILING_RUN_CURRENT, sampler_path(settings, gpu, r.rel.key), moe, settings.version,
-                           dequant, 0, runner, r.rel.key)
-
-
-def _cold_compile(spec: ModelSpec, r: _Resolved, graphs: GraphPlan, cache: str) -> int:
-    """The >= 0.21 profiling run's compile-time peak on the first stage of a start that compiles afresh
-    (compile_cache.py): Inductor's benchmark of the embedding lookup, a random copy of the rank's embedding table; 0
-    with a warm ``cache``."""
-    return cold_compile_bytes(spec, r.tp, r.model_dtype, first_stage=True, compiled=graphs.compiled, cache=cache)
 
 
 def _pinned_copy(run: _ProfilingRun, settings: VllmSettings, gpu: GPU, cold: int) -> int:
@@ -889,12 +969,12 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
     """Predict vLLM's start-up memory figures for ``spec`` on ``gpu`` with ``settings``: the settings as vLLM
     fills them in, what each worker has for its KV cache, then kv_cache_utils.py's steps (groups -> page
     size -> blocks -> checks -> capacity) and the lines vLLM logs. ``explained=False``: the same figures without
-    their provenance and the log lines (both empty), for a search that reads only the figures."""
+    their provenance, notes and log lines (all empty), for a search that reads only the figures."""
     notes: list[str] = []
     settings = _v0_fallback(settings, gpu, notes)
     spec = _draft(spec, settings, notes)
     r = _resolve(spec, gpu, settings, notes)
-    flag_graphs = _compile_note(spec, gpu, settings, r, notes)
+    _compile_note(spec, gpu, settings, r, notes)
     rel, util = r.rel, r.util
     layout = _groups(spec, r, notes)
     block_size = layout.block_size
@@ -910,10 +990,125 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
     lora = _lora(spec, settings, r)
     eplb = _eplb(spec, settings, r)
     extras, extra_unmodelled = _extras(spec, settings, r, notes)
-    run = _profiling_run(spec, gpu, settings, r, dequant, flag_graphs)
+    run = _profiling_run(spec, gpu, settings, r, dequant)
     segments = _segments(spec, settings, r)
     total, requested, non_torch, per_stage = _available(spec, gpu, settings, r, block_bytes, dequant, segments, run,
                                                         encoder, lora, eplb, extras)
+    if explained:
+        _memory_notes(spec, gpu, settings, r, run, segments, dequant, notes)
+    k, available, num_blocks = _blocks(per_stage, settings, notes)
+    if explained and settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
+        notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
+    st, bpb, weights, act, graphs, _ = per_stage[k]
+    cudagraph = run.estimate if run is not None else None
+    lora_bytes = lora.per_stage[st.index] if lora is not None else 0
+    if lora is not None and explained:
+        from .lora import note as lora_note
+
+        notes.append(lora_note(lora, settings, lora_bytes))
+    error, max_len, estimated, load_oom, available, num_blocks = _checks(
+        r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
+    if extras.ipc and load_oom is None and available <= 0:  # the carve-out leaves nothing: vLLM stops there
+        error, num_blocks = ipc_error(extras.ipc, available + extras.ipc), 0
+    per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request, dcp)
+    lines: tuple[str, ...] = ()
+    if explained:
+        lines = _log_lines(rel, weights, available + extras.ipc, num_blocks, kv_tokens, concurrency, max_len, error,
+                           total, util)
+        if load_oom is not None:
+            lines = (f"torch.OutOfMemoryError: {error}",)
+    provenance: tuple[tuple[str, Figure], ...] = ()
+    if explained:  # the notes, the provenance and what is not modelled: what a search does not read
+        band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
+                "case per split are in docs/validation.md")
+        unmodelled = list(settings.unmodelled)
+        if gpu.unified_memory and settings.kv_cache_memory_bytes is None:
+            from ...hardware import unified_note
+
+            notes.append(unified_note(gpu))
+            unmodelled.append("the host's use of the unified memory")
+        if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
+            _vision_note(spec, settings, encoder, unmodelled, notes)
+        if counts_whole_device(rel.key, settings.version) and settings.kv_cache_memory_bytes is None:
+            notes.append(f"vLLM {settings.version} counts the CUDA context (everything on the device torch did not allocate) "
+                         f"as non-torch memory: {CUDA_CONTEXT_BYTES / GiB:.2f} GiB more than the releases that count the "
+                         "increase over the worker's start (0.6.3, 0.6.5-0.8 V0, 0.9.1 on)")
+        ranks = r.tp * r.pp
+        nccl = _nvswitch_nccl(gpu, settings, r)
+        if nccl is not None and settings.kv_cache_memory_bytes is None:
+            notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version or 'this release'} runs NCCL "
+                         f"{nccl_line(settings.version, settings.nccl_cumem)} with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
+                         f"and allocate NVLink SHARP buffers at start-up, with the {EAGER_INIT_UNATTRIBUTED / GiB:.2f} GiB a process "
+                         f"such a start is measured to hold beyond them: {nccl / GiB:.2f} GiB per rank outside torch, "
+                         "counted in the non-torch memory (the chain's first and last ranks hold a little less"
+                         + ("; NCCL_NVLS_ENABLE=0 saves the SHARP part)" if settings.nccl_nvls else
+                            "; NCCL_NVLS_ENABLE=0: no SHARP buffers)"))
+        elif ranks >= 3 and on_nvswitch(gpu.name) and settings.kv_cache_memory_bytes is None:
+            # From 0.10.2 vLLM leaves NCCL's cuMem on, so NCCL connects each algorithm's channels and allocates the
+            # NVLink SHARP buffers on first use (init.cc runtimeConn): which of them the profiling run's collectives
+            # reach is NCCL's tuning choice, not modelled. Eager releases are nccl.py's.
+            unmodelled.append(f"NCCL's buffers at {ranks} ranks on NVSwitch")
+            at_most = (eager_nvswitch_bytes("0.10.0", r.tp, int(capability(gpu) or 9.0), None, settings.nccl_nvls)
+                       if r.pp == 1 else None)
+            notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: this release leaves NCCL's cuMem on, so NCCL "
+                         "allocates ring, tree and NVLink SHARP buffers when a collective first uses them; kvbudget charges "
+                         f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"
+                         + (f", up to {at_most / GiB:.2f} GiB if every algorithm is connected" if at_most else "")
+                         + " (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
+        if eplb is not None:
+            from .eplb import note as eplb_note
+
+            notes.append(eplb_note(eplb, st.index, settings))
+            if eplb.communicator_unknown:
+                unmodelled.append("EPLB's profiling buffer without NIXL")
+        if dcp > 1:
+            from .context_parallel import note as dcp_note
+            from .context_parallel import unsharded
+
+            notes.append(dcp_note(dcp, block_size, max_len, per_request(max_len)))
+            if kinds := unsharded(layout.groups):
+                unmodelled.append(f"decode context parallelism on {', '.join(kinds)} layers")
+        unmodelled += extra_unmodelled
+        if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
+            band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
+                     "KV cache (the available KV memory is an upper bound)")
+        provenance = (
+            ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
+            ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
+            ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
+                                       _site_band(settings, gpu, r) or band)),
+            ("activation_bytes", Figure(act, "modelled" if r.rel.key == "current" else "calibrated", _activation_band(gpu, settings, r, run, band))),
+            ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
+                                       (cudagraph.why_none if cudagraph is not None else ""))),
+            *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
+                                     f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),
+            *((("eplb_bytes", Figure(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0),
+                                     "exact", f"vLLM 0.{eplb.release_minor} fused_moe/layer.py + eplb_state.py: "
+                                     f"{eplb.local_physical} physical experts per rank of {eplb.physical}")),) if eplb else ()),
+            *((("mm_ipc_bytes", Figure(extras.ipc, "exact", "multimodal/gpu_ipc_memory.py reserve_mm_ipc_gpu_memory: "
+                                       "int(mm_ipc_gpu_memory_gb x 2^30)")),) if extras.ipc else ()),
+            ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
+                                                band if unmodelled else "")),
+            ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
+            ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
+        )
+    return VllmPlan(  # positional, in the fields' order: keywords cost a dict of 47 on every plan of a search
+        spec.name, r.params, gpu.name, rel.key, rel.label, r.tp, r.pp, r.dp, total, util, requested, st.weights_bytes,
+        weights, non_torch, act, graphs, available, r.kv_dtype.name, block_size, num_blocks, bpb, per_req, max_len,
+        r.auto_len, kv_tokens, concurrency, error is None, error, estimated, r.seqs, r.tokens, layout.groups,
+        r.in_flight, r.mamba_blocks, r.derived_len, provenance, lines, tuple(notes) if explained else (),
+        r.fmt.describe(), tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
+        r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes, cudagraph, dcp,
+        (eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
+        extras.ipc, load_oom is not None
+    )
+
+
+def _memory_notes(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolved, run: _ProfilingRun | None,
+                  segments: tuple[int, int, bool], dequant: int, notes: list[str]) -> None:
+    """What the plan says of the memory it took before the KV cache: the sampler path a release line may run
+    either way, the torch.compile cache, the allocator's segments around the weights and a plain AWQ / GPTQ
+    kernel's copy."""
     if sampler_may_differ(settings, gpu, r.rel.key) and settings.kv_cache_memory_bytes is None:
         model = ACTIVATION[r.rel.key]
         reqs = min(r.tokens, r.seqs)
@@ -941,118 +1136,6 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
         from .quant import dequant_note
 
         notes.append(dequant_note(r.fmt, settings.quantization, gpu, settings.version, dequant))
-    k, available, num_blocks = _blocks(per_stage, settings, notes)
-    if settings.site and site_bytes(settings.site, gpu.name, r.rel.key, r.tp * r.pp)[1] is None:
-        notes.append(f"the site profile has no run on {gpu.name} with {r.rel.label}: kvbudget's own model applies")
-    st, bpb, weights, act, graphs, _ = per_stage[k]
-    cudagraph = run.estimate if run is not None else None
-    lora_bytes = lora.per_stage[st.index] if lora is not None else 0
-    if lora is not None:
-        from .lora import note as lora_note
-
-        notes.append(lora_note(lora, settings, lora_bytes))
-    error, max_len, estimated, load_oom, available, num_blocks = _checks(
-        r, settings, layout, per_stage, non_torch, total, bpb, available, num_blocks, per_request, notes)
-    if extras.ipc and load_oom is None and available <= 0:  # the carve-out leaves nothing: vLLM stops there
-        error, num_blocks = ipc_error(extras.ipc, available + extras.ipc), 0
-    per_req, concurrency, kv_tokens = _capacity(rel, layout, num_blocks, max_len, per_request, dcp)
-    lines: tuple[str, ...] = ()
-    if explained:
-        lines = _log_lines(rel, weights, available + extras.ipc, num_blocks, kv_tokens, concurrency, max_len, error,
-                           total, util)
-        if load_oom is not None:
-            lines = (f"torch.OutOfMemoryError: {error}",)
-    band = ("checked on the published start-up logs of tests/data/vllm_logs: the KV tokens' median error and worst "
-            "case per split are in docs/validation.md")
-    unmodelled = list(settings.unmodelled)
-    if gpu.unified_memory and settings.kv_cache_memory_bytes is None:
-        from ...hardware import unified_note
-
-        notes.append(unified_note(gpu))
-        unmodelled.append("the host's use of the unified memory")
-    if spec.params_by_role().get("vision") and rel.key != "v0" and settings.kv_cache_memory_bytes is None:
-        _vision_note(spec, settings, encoder, unmodelled, notes)
-    if counts_whole_device(rel.key, settings.version) and settings.kv_cache_memory_bytes is None:
-        notes.append(f"vLLM {settings.version} counts the CUDA context (everything on the device torch did not allocate) "
-                     f"as non-torch memory: {CUDA_CONTEXT_BYTES / GiB:.2f} GiB more than the releases that count the "
-                     "increase over the worker's start (0.6.3, 0.6.5-0.8 V0, 0.9.1 on)")
-    ranks = r.tp * r.pp
-    nccl = _nvswitch_nccl(gpu, settings, r)
-    if nccl is not None and settings.kv_cache_memory_bytes is None:
-        notes.append(f"NCCL at TP {r.tp} on {gpu.name}'s NVSwitch: {settings.version or 'this release'} runs NCCL "
-                     f"{nccl_line(settings.version, settings.nccl_cumem)} with cuMem off, so both communicators (pynccl's and torch's) connect every ring and tree channel "
-                     f"and allocate NVLink SHARP buffers at start-up, with the {EAGER_INIT_UNATTRIBUTED / GiB:.2f} GiB a process "
-                     f"such a start is measured to hold beyond them: {nccl / GiB:.2f} GiB per rank outside torch, "
-                     "counted in the non-torch memory (the chain's first and last ranks hold a little less"
-                     + ("; NCCL_NVLS_ENABLE=0 saves the SHARP part)" if settings.nccl_nvls else
-                        "; NCCL_NVLS_ENABLE=0: no SHARP buffers)"))
-    elif ranks >= 3 and on_nvswitch(gpu.name) and settings.kv_cache_memory_bytes is None:
-        # From 0.10.2 vLLM leaves NCCL's cuMem on, so NCCL connects each algorithm's channels and allocates the
-        # NVLink SHARP buffers on first use (init.cc runtimeConn): which of them the profiling run's collectives
-        # reach is NCCL's tuning choice, not modelled. Eager releases are nccl.py's.
-        unmodelled.append(f"NCCL's buffers at {ranks} ranks on NVSwitch")
-        at_most = (eager_nvswitch_bytes("0.10.0", r.tp, int(capability(gpu) or 9.0), None, settings.nccl_nvls)
-                   if r.pp == 1 else None)
-        notes.append(f"NCCL at {ranks} ranks on {gpu.name}'s NVSwitch: this release leaves NCCL's cuMem on, so NCCL "
-                     "allocates ring, tree and NVLink SHARP buffers when a collective first uses them; kvbudget charges "
-                     f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"
-                     + (f", up to {at_most / GiB:.2f} GiB if every algorithm is connected" if at_most else "")
-                     + " (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
-    if eplb is not None:
-        from .eplb import note as eplb_note
-
-        notes.append(eplb_note(eplb, st.index, settings))
-        if eplb.communicator_unknown:
-            unmodelled.append("EPLB's profiling buffer without NIXL")
-    if dcp > 1:
-        from .context_parallel import note as dcp_note
-        from .context_parallel import unsharded
-
-        notes.append(dcp_note(dcp, block_size, max_len, per_request(max_len)))
-        if kinds := unsharded(layout.groups):
-            unmodelled.append(f"decode context parallelism on {', '.join(kinds)} layers")
-    unmodelled += extra_unmodelled
-    if unmodelled:  # memory the run spends that kvbudget does not count: the KV figures are an upper bound
-        band += (f"; wider here: the memory of {', '.join(unmodelled)} is not modelled and comes out of the "
-                 "KV cache (the available KV memory is an upper bound)")
-    provenance = () if not explained else (
-        ("total_bytes", Figure(total, "exact", gpu.memory_source[:80])),
-        ("weights_bytes", Figure(weights, "modelled", "weights from the config and format, + rotary cache")),
-        ("non_torch_bytes", Figure(non_torch, "modelled" if nccl is not None and not settings.site else "calibrated",
-                                   _site_band(settings, gpu, r) or band)),
-        ("activation_bytes", Figure(act, "modelled" if r.rel.key == "current" else "calibrated", _activation_band(gpu, settings, r, run, band))),
-        ("cudagraph_bytes", Figure(graphs, "calibrated" if graphs else "exact", _graph_band(cudagraph) if graphs and cudagraph else
-                                   (cudagraph.why_none if cudagraph is not None else ""))),
-        *((("lora_bytes", Figure(lora_bytes, "exact", f"vLLM 0.{lora.release_minor} lora/layers create_lora_weights: "
-                                 f"{settings.max_loras} slot(s) x rank {settings.max_lora_rank}")),) if lora else ()),
-        *((("eplb_bytes", Figure(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0),
-                                 "exact", f"vLLM 0.{eplb.release_minor} fused_moe/layer.py + eplb_state.py: "
-                                 f"{eplb.local_physical} physical experts per rank of {eplb.physical}")),) if eplb else ()),
-        *((("mm_ipc_bytes", Figure(extras.ipc, "exact", "multimodal/gpu_ipc_memory.py reserve_mm_ipc_gpu_memory: "
-                                   "int(mm_ipc_gpu_memory_gb x 2^30)")),) if extras.ipc else ()),
-        ("available_kv_cache_bytes", Figure(available, "calibrated" if settings.kv_cache_memory_bytes is None else "exact",
-                                            band if unmodelled else "")),
-        ("bytes_per_block", Figure(bpb, "exact", "pages and groups as v1/core/kv_cache_planning.py")),
-        ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
-    )
-    return VllmPlan(
-        model=spec.name, params=r.params, gpu=gpu.name, release=rel.key, version_line=rel.label,
-        tp=r.tp, pp=r.pp, dp=r.dp, total_bytes=total, utilization=util, requested_bytes=requested,
-        weights_bytes=st.weights_bytes, model_loading_bytes=weights, non_torch_bytes=non_torch,
-        activation_bytes=act, cudagraph_bytes=graphs, available_kv_cache_bytes=available,
-        kv_cache_dtype=r.kv_dtype.name, block_size=block_size, num_gpu_blocks=num_blocks, bytes_per_block=bpb,
-        blocks_per_request=per_req, max_model_len=max_len, max_model_len_auto=r.auto_len,
-        kv_cache_tokens=kv_tokens, max_concurrency=concurrency, starts=error is None, error=error,
-        estimated_max_model_len=estimated, max_num_seqs=r.seqs, max_num_batched_tokens=r.tokens,
-        groups=layout.groups, in_flight_tokens=r.in_flight, mamba_blocks=r.mamba_blocks, derived_max_model_len=r.derived_len,
-        provenance=provenance, log_lines=lines, notes=tuple(notes),
-        weights_format=r.fmt.describe(),
-        stage_memory=tuple((w, max(num_blocks, 0) * b, a, g) for _, b, w, a, g, _ in per_stage),
-        ep=r.tp * r.dp if settings.enable_expert_parallel and spec.num_experts else 1, lora_bytes=lora_bytes,
-        cudagraph=cudagraph, dcp=dcp,
-        eplb_bytes=(eplb.redundant_weights[st.index] + (eplb.state[st.index] if eplb.state_counted else 0)) if eplb else 0,
-        mm_ipc_bytes=extras.ipc, load_fails=load_oom is not None,
-    )
 
 
 def _eplb(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> EplbMemory | None:
@@ -1231,11 +1314,19 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
             version: str, fraction: float | None = None) -> Replica:
     """vLLM: whole requests of the pool's blocks (``vllm.capacity``), capped by ``max_num_seqs``."""
     s, p, pool = cap_raised_to_load(
-        VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-                     quantization=None if weights == "auto" else weights, kv_cache_dtype=kv, gpu_memory_utilization=fraction),
+        replica_settings(version, context, tp, pp, weights, kv, fraction),
         lambda s: plan(spec, gpu, s, explained=False), held, lambda p: p.max_num_seqs,
         "max_num_seqs", concurrency)
     reason = "" if p.starts else _short(p, gpu)
     return Replica(min(pool, p.max_num_seqs), reason, p.starts, p.weights_bytes, p.available_kv_cache_bytes,
                    p.kv_cache_tokens, p.max_num_seqs, s, p.utilization)
 
+
+@lru_cache(maxsize=1024)  # one record per layout and precision of a search, shared by every GPU type (its hash is kept)
+def replica_settings(version: str, context: int, tp: int, pp: int, weights: str, kv: str,
+                     fraction: float | None) -> VllmSettings:
+    """The settings of a serving replica: vLLM's defaults but for the release, max_model_len, the layout, the weights
+    (``auto``: the checkpoint's), the KV-cache dtype and the memory fraction (None: the release's)."""
+    return VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+                        quantization=None if weights == "auto" else weights, kv_cache_dtype=kv,
+                        gpu_memory_utilization=fraction)

@@ -239,7 +239,7 @@ class VllmEngine:
             return None
         s = c.settings
         return Point(name, self.name, c.gpu, c.plan.release, s.tensor_parallel_size * s.pipeline_parallel_size,
-                     round(row.reported * GiB), round(row.predicted * GiB))
+                     round(row.reported * GiB), round(row.predicted * GiB), device_bytes=c.plan.total_bytes)
 
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import vllm_text

@@ -1,0 +1,85 @@
+"""Hostile inputs, round 17: calibrate over SGLang and TensorRT-LLM logs, site profiles read by their plans, check of
+SGLang logs, unified-memory devices and vLLM's nearest release. Each case failed on the code before it: a traceback,
+a refusal for the wrong reason, or a plausible answer with exit 0. The required outcome is the engine's own answer,
+or one error line naming the problem and the fix, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from test_hostile_round15 import _refused
+
+DATA = Path(__file__).parent / "data"
+SGLANG_WSL = DATA / "sglang_logs" / "v0.4.9docker_24gb-wsl_llama3.1-8b_default.log"  # avail 7.37 GB, usage 15.02 GB
+TRT_020 = DATA / "trtllm_logs" / "v0.20.0_h100-sxm_llama3.1-8b-fp8_pytorch_trtllm-bench-kv090-isl128-osl128.log"
+VLLM_4090 = DATA / "vllm_logs" / "v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1.log"  # Available KV cache memory: 15.31 GiB
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(autouse=True)
+def _short_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # logs named shortly, so that an error line quoting one keeps its words whole
+
+
+def _edited(tmp_path: Path, log: Path, old: str, new: str) -> str:
+    """``log`` with ``old`` replaced, as a short relative name in ``tmp_path`` (the working directory)."""
+    text = log.read_text(encoding="utf-8")
+    assert old in text
+    (tmp_path / "a.log").write_text(text.replace(old, new), encoding="utf-8")
+    return "a.log"
+
+
+# --- calibrate: a figure no site could show on the GPU given ------------------------------------------------------------
+
+@pytest.mark.parametrize(("log", "old", "new", "model", "gpu", "said"), [
+    # was: a term of -135.01 GiB written, exit 0 (--profile refuses it afterwards: more than a quarter of the GPU)
+    (VLLM_4090, "Available KV cache memory: 15.31 GiB", "Available KV cache memory: 150.31 GiB", "Qwen/Qwen2.5-3B-Instruct",
+     "RTX-4090-24GB", "its available KV cache memory is -135.01 GiB off kvbudget's, over a quarter of RTX-4090-24GB"),
+    (VLLM_4090, "Available KV cache memory: 15.31 GiB", "Available KV cache memory: 0.01 GiB", "Qwen/Qwen2.5-3B-Instruct",
+     "RTX-4090-24GB", "+15.29 GiB off kvbudget's, over a quarter of RTX-4090-24GB"),
+    # was: -608.99 GiB (available 610.17 GiB over the fraction, on an 80 GB card)
+    (TRT_020, "when calculating max tokens: 61.17", "when calculating max tokens: 610.17", LLAMA, "H100",
+     "its free memory when the pool is sized is -608.99 GiB off kvbudget's, over a quarter of H100-SXM-80GB"),
+    # was: -61,100 GiB (the available memory over a fraction of 0.001)
+    (TRT_020, "0.8999999761581421", "0.001", LLAMA, "H100", "over a quarter of H100-SXM-80GB"),
+])
+def test_calibrate_refuses_a_log_no_site_of_that_gpu_could_print(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                 log: Path, old: str, new: str, model: str, gpu: str,
+                                                                 said: str) -> None:
+    edited = _edited(tmp_path, log, old, new)
+    _refused(capsys, ["calibrate", edited, "--model", model, "--gpu", gpu, "--out", str(tmp_path / "p.json")],
+             "no log to calibrate on", said, "give --gpu of the card it ran on")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_sglang_free_before_loading_over_the_card_is_not_the_runs_gpu(capsys: pytest.CaptureFixture[str],
+                                                                      tmp_path: Path) -> None:
+    """Free after loading + the load's mem usage is the free memory before loading (SGLang computes the usage as
+    their difference): 157.39 GB on a 24 GB card. check was exit 0 with a -85% row; calibrate wrote -134.30 GiB."""
+    edited = _edited(tmp_path, SGLANG_WSL, "mem usage=15.02 GB", "mem usage=150.02 GB")
+    for command in ("check", "calibrate"):
+        _refused(capsys, [command, edited, "--model", LLAMA, "--gpu", "RTX-4090-24GB"],
+                 "the log had 157.39 GB free before loading the weights, more than the 23.64 GiB of RTX-4090-24GB")
+
+
+def test_sglang_pool_larger_than_the_free_memory_it_came_from_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                         tmp_path: Path) -> None:
+    """0.00 GB free after loading, yet a pool of 4.66 GB: check warned of 23.09 GB held outside the server and told
+    the user to calibrate on it; calibrate wrote +23.09 GiB, exit 0."""
+    edited = _edited(tmp_path, SGLANG_WSL, "avail mem=7.37 GB, mem usage=15.02 GB", "avail mem=0.00 GB, mem usage=0.00 GB")
+    for command in ("check", "calibrate"):
+        _refused(capsys, [command, edited, "--model", LLAMA, "--gpu", "RTX-4090-24GB"],
+                 "the log's KV pool (4.66 GB) is larger than the 0.00 GB it had free after loading the weights")
+
+
+def test_two_engines_logs_are_refused_even_where_one_gives_no_point(capsys: pytest.CaptureFixture[str],
+                                                                     tmp_path: Path) -> None:
+    """A vLLM log that prints no available KV memory beside an SGLang log: the vLLM one was skipped and the profile
+    written as SGLang's, exit 0, though the user named both for one profile."""
+    text = "\n".join(line for line in VLLM_4090.read_text(encoding="utf-8").splitlines()
+                     if "Available KV cache memory" not in line)
+    (tmp_path / "v.log").write_text(text, encoding="utf-8")
+    _refused(capsys, ["calibrate", "v.log", str(SGLANG_WSL), "--model", LLAMA, "--gpu", "RTX-4090-24GB"],
+             "v.log and v0.4.9docker_24gb-wsl_llama3.1-8b_default.log are two engines' logs (vLLM, SGLang)")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kvbudget.cli import main
 from test_hostile_round15 import _refused
 
 DATA = Path(__file__).parent / "data"
@@ -83,3 +84,16 @@ def test_two_engines_logs_are_refused_even_where_one_gives_no_point(capsys: pyte
     (tmp_path / "v.log").write_text(text, encoding="utf-8")
     _refused(capsys, ["calibrate", "v.log", str(SGLANG_WSL), "--model", LLAMA, "--gpu", "RTX-4090-24GB"],
              "v.log and v0.4.9docker_24gb-wsl_llama3.1-8b_default.log are two engines' logs (vLLM, SGLang)")
+
+
+def test_sglang_check_on_a_card_far_larger_than_the_runs_names_the_card(capsys: pytest.CaptureFixture[str]) -> None:
+    """An L4 run (21.63 GB free before loading) checked with --gpu H100: the warning said 55.15 GB was held outside
+    the server by a desktop or another process and told the user to calibrate on the log, whose profile --profile
+    then refuses (more than a quarter of the GPU). It names the card instead."""
+    log = DATA / "sglang_logs" / "v0.4.3.post4_l4x4_qwq-32b_tp4_default.log"
+    assert main(["check", str(log), "--gpu", "H100"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the report wraps its lines
+    assert "55.15 GB less than kvbudget plans for a bare H100-SXM-80GB (76.78 GB), more than a quarter of it" in out
+    assert "give --gpu (or --gpu-memory) of the card it ran on" in out and "calibrate on this log" not in out
+    assert main(["check", str(log), "--gpu", "L4"]) == 0
+    assert "held outside" not in capsys.readouterr().out

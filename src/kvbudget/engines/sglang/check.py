@@ -170,6 +170,11 @@ def _held_warning(figs: SGLangFigures, p: Any, device: Any, settings: Any, spec:
     if held is None:
         return None
     pre, gap, where = held
+    if gap * GiB > device.memory_bytes / 4:  # more than --profile takes (engines/site.py held_by_site): another card
+        return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
+                f"{device.name} ({planned_pre:.2f} GB), more than a quarter of it: the run likely used a smaller GPU "
+                "than the one planned, so every figure here is for the wrong card; give --gpu (or --gpu-memory) of the "
+                "card it ran on")
     memory = device.memory_bytes - round(gap * GiB)
     q = plan(spec, replace(device, memory_bytes=memory, memory_source="the free memory the log shows"), settings)
     effect = ""

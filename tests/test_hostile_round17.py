@@ -97,3 +97,13 @@ def test_sglang_check_on_a_card_far_larger_than_the_runs_names_the_card(capsys: 
     assert "give --gpu (or --gpu-memory) of the card it ran on" in out and "calibrate on this log" not in out
     assert main(["check", str(log), "--gpu", "L4"]) == 0
     assert "held outside" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("gpu", "unified"), [("GB10", True), ("Jetson AGX Thor", True), ("H100", False)])
+def test_trtllm_plans_on_unified_memory_say_what_is_not_counted(gpu: str, unified: bool) -> None:
+    """TensorRT-LLM sizes its pool from CUDA's free memory as vLLM and SGLang do (the 1.1.0rc3 DGX Spark log: 49 GiB
+    the OS held): its plans on a GB10 or a Jetson said nothing of the host's use, where vLLM's and SGLang's do."""
+    import kvbudget
+
+    answer = kvbudget.fit("Qwen/Qwen2.5-7B-Instruct", gpu=gpu, context=4096, engine="trtllm")
+    assert bool([n for n in answer.plan.notes if "shares its memory with the CPU" in n]) == unified

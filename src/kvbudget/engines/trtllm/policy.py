@@ -349,6 +349,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     if s.tokens_per_block is not None and s.tokens_per_block & (s.tokens_per_block - 1):
         raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two, got {s.tokens_per_block}")
     notes: list[str] = []
+    if gpu.unified_memory:  # both paths size the pool from CUDA's free memory, which is the system's there
+        from ...hardware import unified_note
+
+        notes.append(unified_note(gpu))
     dtype = serving_dtype(spec)
     fmt = (checkpoint_format(spec, WEIGHTS_FIX) if s.quantization in (None, "")
            else parse_weight_format(s.quantization, dtype))

@@ -122,3 +122,13 @@ def test_a_vllm_log_of_a_million_fabricated_source_lines_is_read_in_bounded_time
     evidence = release_evidence(text)
     assert evidence.pairs == 1_000_000 and evidence.releases == () and evidence.nearest == ()
     assert time.perf_counter() - start < 4.5  # 2.6 s here, with three other test runs on two cores; 5.7 s before
+
+
+@pytest.mark.parametrize("command", ["check", "calibrate"])
+def test_gpu_memory_far_off_the_total_a_trtllm_log_prints_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                      command: str) -> None:
+    """--gpu-memory 100GiB for a run whose log prints 'device total memory 79.18 GiB': planned on 100 GiB, check
+    exit 0 and calibrate a term of +21.83 GiB for the site (under a quarter of 100 GiB). vLLM's check refused it."""
+    _refused(capsys, [command, str(TRT_020), "--model", LLAMA, "--gpu-memory", "100GiB"],
+             "--gpu-memory 100.00 GiB is not the run's device: the log prints a total of 79.18 GiB")
+    assert main([command, str(TRT_020), "--model", LLAMA, "--gpu-memory", "80GiB"]) == 0  # within a tenth

@@ -132,3 +132,31 @@ def test_gpu_memory_far_off_the_total_a_trtllm_log_prints_is_refused(capsys: pyt
     _refused(capsys, [command, str(TRT_020), "--model", LLAMA, "--gpu-memory", "100GiB"],
              "--gpu-memory 100.00 GiB is not the run's device: the log prints a total of 79.18 GiB")
     assert main([command, str(TRT_020), "--model", LLAMA, "--gpu-memory", "80GiB"]) == 0  # within a tenth
+
+
+@pytest.mark.parametrize(("release", "said"), [
+    # was planned with rules of releases that never were (0.1: 1,064,992 tokens where 0.5-era rules give others)
+    ("0.1", "TensorRT-LLM release '0.1' is older than its first release, 0.5.0"),
+    ("0.4.8", "TensorRT-LLM release '0.4.8' is older than its first release, 0.5.0"),
+    # was the current source, unsaid (an unset shell variable)
+    ("", "--trtllm-release is empty"),
+    (" ", "--trtllm-release is empty"),
+])
+@pytest.mark.parametrize("command", ["fit", "check"])
+def test_a_trtllm_release_that_never_was_is_refused(capsys: pytest.CaptureFixture[str], release: str, said: str,
+                                                    command: str) -> None:
+    argv = (["fit", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "H100", "--engine", "trtllm"] if command == "fit"
+            else ["check", str(TRT_020), "--model", LLAMA])
+    _refused(capsys, [*argv, "--trtllm-release", release], said)
+
+
+def test_a_trtllm_profile_term_of_a_release_before_the_first_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                        tmp_path: Path) -> None:
+    """A hand-edited term of release '0.4': read as a release line (0.20's shape), it matched only plans no release
+    could be; now the profile names it."""
+    import json
+
+    (tmp_path / "p.json").write_text(json.dumps({"kvbudget_profile": 1, "engine": "trtllm", "terms": [
+        {"gpu": "H100", "release": "0.4", "gpus": 1, "bytes": 10**9, "logs": 1}]}), encoding="utf-8")
+    _refused(capsys, ["fit", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "H100", "--engine", "trtllm", "--profile", "p.json"],
+             "terms[0]: release '0.4' is not a TensorRT-LLM release line kvbudget knows")

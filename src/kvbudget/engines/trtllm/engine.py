@@ -76,6 +76,7 @@ class TrtllmEngine(PoolServer):
         return isinstance(settings, TrtllmSettings)
 
     def settings(self, spec: ModelSpec, ask: Ask) -> TrtllmSettings:
+        from .policy import given_release
         from .settings import TrtllmSettings
 
         return TrtllmSettings(free_gpu_memory_fraction=ask.option("free_gpu_memory_fraction", 0.9), tp=ask.tp, pp=ask.pp,
@@ -83,7 +84,7 @@ class TrtllmEngine(PoolServer):
                               max_seq_len=ask.context, moe_ep=ask.option("moe_expert_parallel_size", None),
                               moe_tp=ask.option("moe_tensor_parallel_size", None),
                               enable_attention_dp=bool(ask.option("enable_attention_dp", False)),
-                              site=self.site_terms(ask.option("profile")), release=_release(ask.option("trtllm_release")))
+                              site=self.site_terms(ask.option("profile")), release=given_release(ask.option("trtllm_release")))
 
     def site_terms(self, doc: object) -> tuple[Any, ...]:
         """A site profile's terms (none when no profile is given)."""
@@ -153,16 +154,6 @@ class TrtllmEngine(PoolServer):
         """Its tags, or (lines pasted without them) the phrases only its KV cache manager prints."""
         return any(p in text for p in ("[TensorRT-LLM]", "[TRT-LLM]", "for max tokens in paged KV cache",
                                        "tokens in paged KV cache", "blocks in KV cache primary pool"))
-
-
-def _release(value: object) -> str | None:
-    """--trtllm-release as TrtllmSettings.release, checked as a release line (policy.release_line) when given."""
-    if value is None:
-        return None
-    from .policy import release_line
-
-    release_line(str(value))
-    return str(value)
 
 
 # The settings the memory held outside the pool depends on (the weights, the engine's buffers or the profiling run):

@@ -186,7 +186,22 @@ def release_line(release: str | None) -> tuple[int, int] | None:
         raise InputError(f"TensorRT-LLM release {excerpt(release)} is not a release line (give one such as 0.13, 0.20 or "
                          "1.1.0rc3)")
     major, minor = int(m.group(1)), int(m.group(2))
+    if (major, minor) < (0, 5):  # planned with rules of releases that never were (0.1: a pool of its own size)
+        raise InputError(f"TensorRT-LLM release {excerpt(release)} is older than its first release, 0.5.0 (October "
+                         "2023): give the release the run used, such as 0.13, 0.20 or 1.1.0rc3")
     return major, minor
+
+
+def given_release(value: object) -> str | None:
+    """--trtllm-release as TrtllmSettings.release, checked as a release line (``release_line``) when given; an empty
+    one (an unset shell variable: '--trtllm-release "$REL"') is refused, not planned as the current source unsaid."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise InputError("--trtllm-release is empty: give the release whose rules apply (0.13, 0.20, 1.1.0rc3, or "
+                         "current for the current source), or leave the option out")
+    release_line(str(value))
+    return str(value)
 
 
 def release_key(release: str | None) -> str:
@@ -197,7 +212,8 @@ def release_key(release: str | None) -> str:
 
 def is_release_key(key: str) -> bool:
     """A site profile term's release as ``release_key`` writes one."""
-    return key == "current" or re.fullmatch(r"\d{1,2}\.\d{1,3}", key) is not None
+    m = re.fullmatch(r"(\d{1,2})\.(\d{1,3})", key)
+    return key == "current" or (m is not None and (int(m.group(1)), int(m.group(2))) >= (0, 5))  # 0.5.0: the first
 
 
 def _site_held(gpu: GPU, s: TrtllmSettings, notes: list[str]) -> int:

@@ -160,3 +160,44 @@ def test_a_trtllm_profile_term_of_a_release_before_the_first_is_refused(capsys: 
         {"gpu": "H100", "release": "0.4", "gpus": 1, "bytes": 10**9, "logs": 1}]}), encoding="utf-8")
     _refused(capsys, ["fit", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "H100", "--engine", "trtllm", "--profile", "p.json"],
              "terms[0]: release '0.4' is not a TensorRT-LLM release line kvbudget knows")
+
+
+def _profile(tmp_path: Path, engine: str, release: str, held: int) -> str:
+    import json
+
+    (tmp_path / f"{engine}.json").write_text(json.dumps({"kvbudget_profile": 1, "engine": engine, "terms": [
+        {"gpu": "RTX-4090-24GB", "release": release, "gpus": 1, "bytes": held, "logs": 1}]}), encoding="utf-8")
+    return f"{engine}.json"
+
+
+@pytest.mark.parametrize(("engine", "release", "words"), [
+    ("sglang", "0.4.8", ["--sglang-version", "0.4.8"]),  # levers took no --sglang-version: such a term never applied
+    ("trtllm", "0.20", ["--trtllm-release", "0.20.0"]),  # --trtllm-release was taken and passed over
+    ("trtllm", "current", []),
+])
+def test_levers_and_fit_tables_take_the_site_profile(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: str,
+                                                     release: str, words: list[str]) -> None:
+    """levers --engine sglang/trtllm --profile: each lever was replanned without the profile's terms (the replica
+    search knew none), so the table's 'as configured' was the bare card's (6.89 GiB for TensorRT-LLM where fit with
+    the same profile says 4.19), exit 0. Now the baseline is fit's own figure."""
+    import json
+
+    profile = _profile(tmp_path, engine, release, 3 << 30)
+    common = ["Qwen/Qwen2.5-7B-Instruct", "--gpu", "RTX-4090-24GB", "--context", "8192", "--engine", engine, *words,
+              "--json"]
+    assert main(["fit", *common, "--profile", profile]) == 0
+    fitted = json.loads(capsys.readouterr().out)
+    assert main(["levers", *common, "--profile", profile]) == 0
+    levers = json.loads(capsys.readouterr().out)
+    assert main(["levers", *common]) == 0
+    bare = json.loads(capsys.readouterr().out)
+    assert levers["baseline"]["kv_cache_bytes"] < bare["baseline"]["kv_cache_bytes"] - (1 << 30)
+    assert levers["baseline"]["max_concurrency"] == int(fitted["max_concurrency"])  # fit's own plan, whole requests
+    assert fitted["levers"] == levers["levers"]  # fit's lever table: the same replanning, the same profile
+
+
+def test_levers_say_when_no_term_of_the_profile_applies(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    profile = _profile(tmp_path, "sglang", "0.4.8", 3 << 30)
+    assert main(["levers", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "RTX-4090-24GB", "--context", "8192", "--engine",
+                 "sglang", "--profile", profile]) == 0
+    assert "the site profile has no run on RTX-4090-24GB with SGLang's current line" in capsys.readouterr().out

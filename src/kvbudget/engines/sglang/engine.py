@@ -42,7 +42,8 @@ class SGLangEngine(PoolServer):
                       "site's logs show held outside the server", commands=("fit", "explain", "levers")),
                Option("sglang_version", "choice", "SGLang release line whose memory rules apply: current (0.5.3 on), "
                       "0.4.8 (0.4.8 - 0.5.2) or 0.4 (up to 0.4.7)",
-                      default="current", choices=("current", "0.5", "0.4.8", "0.4"), commands=("fit", "explain", "check")))
+                      default="current", choices=("current", "0.5", "0.4.8", "0.4"),
+                      commands=("fit", "explain", "check", "levers")))
     fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "sglang_version", "tp", "pp", "num_gpus", "batch",
                            "kv_dtype", "weights_dtype", "dp", "enable_dp_attention", "ep_size", "profile"})
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
@@ -65,10 +66,10 @@ class SGLangEngine(PoolServer):
         return self.row(self.run(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
                                                            kv_cache_dtype=_kv(setup.kv_dtype))))
 
-    def replica(self, *args: Any) -> Any:
+    def replica(self, *args: Any, **site: Any) -> Any:  # site: a profile's terms (plan/search.py with_site)
         from .policy import replica
 
-        return replica(*args)
+        return replica(*args, **site)
 
     def accepts(self, settings: object) -> bool:
         from .settings import SGLangSettings
@@ -140,7 +141,8 @@ class SGLangEngine(PoolServer):
             return None, []
         layout = self.layout(settings)
         return replica_levers(spec, gpu, self.name, p.context_len, tp=layout.tp, pp=layout.pp, weights=layout.weights,
-                              kv=layout.kv, fraction=layout.fraction, version=layout.version, gpus_per_node=gpus_per_node)
+                              kv=layout.kv, fraction=layout.fraction, version=layout.version, gpus_per_node=gpus_per_node,
+                              site=layout.site)
 
     def gpus(self, s: SGLangSettings) -> int:
         from .settings import replicas
@@ -148,7 +150,7 @@ class SGLangEngine(PoolServer):
         return int(s.tp * s.pp * replicas(s))  # under DP attention tp is the world size
 
     def layout(self, s: SGLangSettings) -> Layout:
-        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static, s.version)
+        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static, s.version, s.site)
 
     def launch(self, model: str, s: SGLangSettings) -> Launch:
         from ..served import checkpoint_note

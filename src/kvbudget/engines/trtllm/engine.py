@@ -65,10 +65,10 @@ class TrtllmEngine(PoolServer):
         return self.row(self.run(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=kv,
                                                            max_seq_len=setup.context)))
 
-    def replica(self, *args: Any) -> Any:
+    def replica(self, *args: Any, **site: Any) -> Any:  # site: a profile's terms (plan/search.py with_site)
         from .policy import replica
 
-        return replica(*args)
+        return replica(*args, **site)
 
     def accepts(self, settings: object) -> bool:
         from .settings import TrtllmSettings
@@ -135,7 +135,8 @@ class TrtllmEngine(PoolServer):
         return pool_verdict(p.starts, p.max_tokens, p.max_seq_len, settings.max_batch_size, batch)
 
     def layout(self, s: TrtllmSettings) -> Layout:
-        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.free_gpu_memory_fraction)
+        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.free_gpu_memory_fraction,
+                      s.release or "current", s.site)
 
     def launch(self, model: str, s: TrtllmSettings) -> Launch:
         from ..served import checkpoint_note

@@ -56,6 +56,7 @@ from .settings import _KV_DTYPES, TrtllmSettings
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..base import EnginePlan
+    from ..site import SiteTerm
 
 # The C++ engine path's memory outside the engine and its buffers (CUDA context, cuBLAS, NCCL), calibrated on
 # tests/data/trtllm_logs (engine rows), per rank.
@@ -503,10 +504,10 @@ def summary(p: TrtllmPlan) -> EnginePlan:
 
 
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-            version: str, fraction: float | None = None) -> Replica:
+            version: str, fraction: float | None = None, site: tuple[SiteTerm, ...] = ()) -> Replica:
     """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
-    (``max_tokens // context``), capped by ``max_batch_size``."""
-    del version
+    (``max_tokens // context``), capped by ``max_batch_size``. ``version``: the release whose rules apply
+    (--trtllm-release; "current": the current source); ``site``: a site profile's terms (--profile)."""
     if weights != "auto":  # trtllm-serve takes a pre-quantized checkpoint
         raise InputError("TensorRT-LLM is planned with the checkpoint's own weights (use --weights-dtype auto, or "
                          "pass a pre-quantized checkpoint)")
@@ -514,7 +515,8 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
 
     fp8 = parse_kv_dtype(kv.lower(), serving_dtype(spec), _KV_DTYPES,  # an FP8 cache: TensorRT-LLM's (e4m3)
                          f"TensorRT-LLM's KV cache is one of {', '.join(_KV_DTYPES)}, not {kv!r}").is_fp8
-    s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if fp8 else kv)
+    s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if fp8 else kv, site=site,
+                       release=None if version == "current" else version)
     if fraction is not None:
         s = replace(s, free_gpu_memory_fraction=fraction)
     cap = s.max_batch_size  # TensorRT-LLM's cap is a setting, not a figure of its plan

@@ -201,3 +201,20 @@ def test_levers_say_when_no_term_of_the_profile_applies(capsys: pytest.CaptureFi
     assert main(["levers", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "RTX-4090-24GB", "--context", "8192", "--engine",
                  "sglang", "--profile", profile]) == 0
     assert "the site profile has no run on RTX-4090-24GB with SGLang's current line" in capsys.readouterr().out
+
+
+def test_explain_plans_a_trtllm_command_under_the_release_named(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    """explain --trtllm-release R -- trtllm-serve ...: R was accepted and passed over (even 'garbage', exit 0), as was
+    the release an nvcr.io image tag names, so a profile's term of that release never applied."""
+    profile = _profile(tmp_path, "trtllm", "0.20", 3 << 30)
+    serve = ["trtllm-serve", "Qwen/Qwen2.5-7B-Instruct"]
+    image = ["docker", "run", "--gpus", "all", "nvcr.io/nvidia/tensorrt-llm/release:0.20.0", *serve]
+    for words, given in ((serve, ["--trtllm-release", "0.20.0"]), (image, [])):
+        assert main(["explain", "--gpu", "RTX-4090-24GB", "--profile", profile, *given, "--", *words]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert "site profile: +3.00 GiB from 1 log(s) of RTX-4090-24GB, 0.20" in out, out
+    _refused(capsys, ["explain", "--gpu", "RTX-4090-24GB", "--trtllm-release", "garbage", "--", *serve],
+             "TensorRT-LLM release 'garbage' is not a release line")
+    assert main(["explain", "--gpu", "RTX-4090-24GB", "--trtllm-release", "1.1", "--", *image]) == 0
+    assert "is TensorRT-LLM 0.20.0; planned with --trtllm-release 1.1 as given" in " ".join(capsys.readouterr().out.split())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict, known_weights
+from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict, known_weights
 from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -85,6 +85,21 @@ class TrtllmEngine(PoolServer):
                               moe_tp=ask.option("moe_tensor_parallel_size", None),
                               enable_attention_dp=bool(ask.option("enable_attention_dp", False)),
                               site=self.site_terms(ask.option("profile")), release=given_release(ask.option("trtllm_release")))
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        """The command as ``PoolServer`` reads it, planned under the release --trtllm-release names, else the one
+        its nvcr.io/nvidia/tensorrt-llm/release:TAG image names (as ``check LOG -- COMMAND`` reads it): both were
+        passed over (the current source planned, a profile's term of that release unapplied, garbage accepted)."""
+        from ..._record import replace
+        from .log import whole_command
+        from .policy import given_release
+
+        cmd = super().read_command(words, given)
+        _, release, _, said = whole_command(words, given_release(given.get("trtllm_release")))
+        if release is None:
+            return cmd
+        return replace(cmd, settings=replace(cmd.settings, release=release),
+                       warnings=(*cmd.warnings, *(w for w in said if w.startswith("the image"))))
 
     def site_terms(self, doc: object) -> tuple[Any, ...]:
         """A site profile's terms (none when no profile is given)."""

@@ -218,3 +218,17 @@ def test_explain_plans_a_trtllm_command_under_the_release_named(capsys: pytest.C
              "TensorRT-LLM release 'garbage' is not a release line")
     assert main(["explain", "--gpu", "RTX-4090-24GB", "--trtllm-release", "1.1", "--", *image]) == 0
     assert "is TensorRT-LLM 0.20.0; planned with --trtllm-release 1.1 as given" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(("tag", "line"), [("v0.4.6.post1-cu124", "0.4"), ("v0.4.9", "0.4.8"), ("latest", "current")])
+def test_explain_plans_an_sglang_command_under_its_images_release(capsys: pytest.CaptureFixture[str], tag: str,
+                                                                  line: str) -> None:
+    """explain -- docker run lmsysorg/sglang:TAG python3 -m sglang.launch_server ...: the current line was planned for
+    any image, where check LOG -- (the same command) plans the release the tag names."""
+    import json
+
+    assert main(["explain", "--gpu", "RTX-4090-24GB", "--json", "--", "docker", "run", "--gpus", "all",
+                 f"lmsysorg/sglang:{tag}", "python3", "-m", "sglang.launch_server", "--model-path",
+                 "Qwen/Qwen2.5-7B-Instruct"]) == 0
+    out = capsys.readouterr().out
+    assert f'"version": "{line}"' in out and json.loads(out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Verdict, known_weights
+from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Verdict, known_weights
 from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -159,6 +159,18 @@ class SGLangEngine(PoolServer):
 
         # one launch_server starts every --dp replica (its data-parallel controller): one pod of them
         return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization), group=replicas(s))
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        """The command as ``PoolServer`` reads it, under --sglang-version, else the release line its lmsysorg/sglang:TAG
+        image names (as ``check LOG -- COMMAND`` reads it; explain planned the current line for any image)."""
+        from ..._record import replace
+        from .log import whole_command
+
+        _, line, _, said = whole_command(words, given.get("sglang_version"))
+        cmd = super().read_command(words, {**given, "sglang_version": line} if line is not None else given)
+        # the image against --sglang-version (a tag naming no release: the log says more, and explain has none)
+        image = [w for w in said if w.startswith("the image ") and not w.startswith("the image tag")]
+        return replace(cmd, warnings=(*cmd.warnings, *image))
 
     def site_terms(self, doc: object) -> tuple[Any, ...]:
         return _site(doc)

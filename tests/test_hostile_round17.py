@@ -97,6 +97,9 @@ def test_sglang_check_on_a_card_far_larger_than_the_runs_names_the_card(capsys: 
     assert "give --gpu (or --gpu-memory) of the card it ran on" in out and "calibrate on this log" not in out
     assert main(["check", str(log), "--gpu", "L4"]) == 0
     assert "held outside" not in capsys.readouterr().out
+    assert main(["check", str(log), "--gpu", "GB10"]) == 0  # unified memory: the system's use is the first reading
+    out = " ".join(capsys.readouterr().out.split())
+    assert "97.52 GB less than kvbudget plans for a bare GB10-128GB (119.15 GB): its memory is the system's too" in out
 
 
 @pytest.mark.parametrize(("gpu", "unified"), [("GB10", True), ("Jetson AGX Thor", True), ("H100", False)])

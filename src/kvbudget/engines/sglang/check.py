@@ -170,6 +170,11 @@ def _held_warning(figs: SGLangFigures, p: Any, device: Any, settings: Any, spec:
     if held is None:
         return None
     pre, gap, where = held
+    if gap * GiB > device.memory_bytes / 4 and device.unified_memory:  # the system's use of the memory it shares
+        return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
+                f"{device.name} ({planned_pre:.2f} GB): its memory is the system's too, and what the operating system, "
+                "the page cache and other processes held then is not modelled (or the run used another GPU: give its "
+                "--gpu)")
     if gap * GiB > device.memory_bytes / 4:  # more than --profile takes (engines/site.py held_by_site): another card
         return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
                 f"{device.name} ({planned_pre:.2f} GB), more than a quarter of it: the run likely used a smaller GPU "

@@ -121,10 +121,10 @@ def test_a_vllm_log_of_a_million_fabricated_source_lines_is_read_in_bounded_time
 
     text = "".join(f"INFO 10-06 15:57:53 [{name}:{n}] x\n" for name in ("core.py", "gpu_worker.py")
                    for n in range(1_000_000, 1_500_000))
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time: other test runs on the machine do not count
     evidence = release_evidence(text)
     assert evidence.pairs == 1_000_000 and evidence.releases == () and evidence.nearest == ()
-    assert time.perf_counter() - start < 4.5  # 2.6 s here, with three other test runs on two cores; 5.7 s before
+    assert time.process_time() - start < 4.5  # 2.6 s here; 5.7 s before
 
 
 @pytest.mark.parametrize("command", ["check", "calibrate"])
@@ -235,3 +235,18 @@ def test_explain_plans_an_sglang_command_under_its_images_release(capsys: pytest
                  "Qwen/Qwen2.5-7B-Instruct"]) == 0
     out = capsys.readouterr().out
     assert f'"version": "{line}"' in out and json.loads(out)
+
+
+@pytest.mark.parametrize(("engine", "said"), [
+    # was: the free memory before loading planned 2.45 GiB over the card's total, exit 0
+    ("sglang", "is -3.00 GiB, more than the 0.55 GiB of the CUDA context and the TP group's buffers before loading"),
+    # was: a profiled peak 2.4 GiB below the weights it holds (9.59 GiB of pool where the bare card gives 6.89)
+    ("trtllm", "is -3.00 GiB, more than the 1.80 GiB of the profiled peak beyond the weights"),
+])
+def test_a_negative_term_beyond_what_the_model_holds_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                engine: str, said: str) -> None:
+    argv = ["fit", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "RTX-4090-24GB", "--context", "8192", "--engine", engine,
+            "--profile"]
+    _refused(capsys, [*argv, _profile(tmp_path, engine, "current", -3 << 30)], said, "recalibrate")
+    assert main([*argv, _profile(tmp_path, engine, "current", -(1 << 28))]) == 0  # a quarter GiB less: taken
+    assert "site profile: -0.25 GiB" in capsys.readouterr().out

@@ -315,7 +315,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     comms = communicator_bytes(gpu, s)  # the TP group's buffers, held before min_per_gpu_memory is taken
     extra = unattributed_bytes(gpu, s)  # the rest of the group's init before it, fitted (comms.py)
     late = torch_communicator_bytes(gpu, s)  # torch's communicator: after the measurement, before loading (0.4)
-    pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra - _site_held(gpu, s, notes)
+    pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra - _site_held(gpu, s, notes, CONTEXT_BYTES + comms + extra)
     if gpu.unified_memory:
         from ...hardware import unified_note
 
@@ -429,13 +429,14 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     )
 
 
-def _site_held(gpu: GPU, s: SGLangSettings, notes: list[str]) -> int:
+def _site_held(gpu: GPU, s: SGLangSettings, notes: list[str], modelled: int) -> int:
     """Memory a site profile says is held outside the server on this GPU and release line (``--profile``: a desktop,
     WSL2's host, another process), off the free memory SGLang measures before loading and sizes its pool from."""
     from ..site import held_by_site
 
     return held_by_site(s.site, gpu, s.version, s.tp * s.pp, f"SGLang's {s.version} line",
-                        "held outside the server: off the free memory before loading", notes)
+                        "held outside the server: off the free memory before loading", notes,
+                        (modelled, "the CUDA context and the TP group's buffers before loading"))
 
 
 # --- the engine interface (engines/base.py) ---------------------------------------------------------------

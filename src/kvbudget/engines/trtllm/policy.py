@@ -217,14 +217,14 @@ def is_release_key(key: str) -> bool:
     return key == "current" or (m is not None and (int(m.group(1)), int(m.group(2))) >= (0, 5))  # 0.5.0: the first
 
 
-def _site_held(gpu: GPU, s: TrtllmSettings, notes: list[str]) -> int:
+def _site_held(gpu: GPU, s: TrtllmSettings, notes: list[str], modelled: int) -> int:
     """Memory a site profile says is held outside the pool on this GPU and release line (``--profile``: another
     process, a desktop session), which lowers the free memory both paths size the pool from."""
     from ..site import held_by_site
 
     key = release_key(s.release)
     return held_by_site(s.site, gpu, key, s.tp * s.pp, f"TensorRT-LLM {key}", "held outside the pool when it is sized",
-                        notes)
+                        notes, (modelled, "the profiled peak beyond the weights"))
 
 
 def release_rules(release: str | None) -> ReleaseRules:
@@ -440,7 +440,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                      f"{prof.non_torch / GiB:.2f} GiB (estimates from TensorRT-LLM's source)")
         if s.enable_attention_dp:
             notes.append("attention DP: the attention-DP communication buffers and padded CUDA graphs are not modelled")
-    peak += _site_held(gpu, s, notes)
+    peak += _site_held(gpu, s, notes, peak - stage.weights_bytes)
     available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
     error = None
     capped = False

@@ -103,13 +103,21 @@ def test_sglang_check_on_a_card_far_larger_than_the_runs_names_the_card(capsys: 
 
 
 @pytest.mark.parametrize(("gpu", "unified"), [("GB10", True), ("Jetson AGX Thor", True), ("H100", False)])
-def test_trtllm_plans_on_unified_memory_say_what_is_not_counted(gpu: str, unified: bool) -> None:
+@pytest.mark.parametrize("engine", ["trtllm", "llama.cpp"])
+def test_plans_on_unified_memory_say_what_is_not_counted(gpu: str, unified: bool, engine: str) -> None:
     """TensorRT-LLM sizes its pool from CUDA's free memory as vLLM and SGLang do (the 1.1.0rc3 DGX Spark log: 49 GiB
-    the OS held): its plans on a GB10 or a Jetson said nothing of the host's use, where vLLM's and SGLang's do."""
+    the OS held), and llama-server auto-fits its context to it: their plans on a GB10 or a Jetson said nothing of
+    the host's use, where vLLM's and SGLang's do."""
     import kvbudget
 
-    answer = kvbudget.fit("Qwen/Qwen2.5-7B-Instruct", gpu=gpu, context=4096, engine="trtllm")
+    answer = kvbudget.fit("Qwen/Qwen2.5-7B-Instruct", gpu=gpu, context=4096, engine=engine)
     assert bool([n for n in answer.plan.notes if "shares its memory with the CPU" in n]) == unified
+
+
+def test_compare_on_unified_memory_says_what_no_engine_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    for gpu, unified in (("GB10", True), ("H100", False)):
+        assert main(["compare", "Qwen/Qwen2.5-7B-Instruct", "--gpu", gpu]) == 0
+        assert ("note: GB10-128GB shares its memory with the CPU" in capsys.readouterr().out) == unified
 
 
 def test_a_vllm_log_of_a_million_fabricated_source_lines_is_read_in_bounded_time() -> None:

@@ -196,11 +196,15 @@ def _compare(args: argparse.Namespace, registry: Registry) -> str:
     from .report import json_doc, text
 
     tp, pp = _parallelism(args)
-    rows, omitted = compare(api.load_model(args.model), api._device(args.gpu, args.gpu_memory), args.context, tp,
-                            args.kv_dtype, pp, registry)
+    device = api._device(args.gpu, args.gpu_memory)
+    rows, omitted = compare(api.load_model(args.model), device, args.context, tp, args.kv_dtype, pp, registry)
     if args.json:
         return _render(args, json_doc.compare_doc(args.model, args.context, tp, pp, rows, omitted), "")
-    return text.compare_text(rows, args.model, args.context, args.units, omitted)
+    from .hardware import unified_note
+
+    # every engine's budget on a unified-memory device leaves out the host's use of it (each fit says so)
+    notes = (unified_note(device),) if device.unified_memory else ()
+    return text.compare_text(rows, args.model, args.context, args.units, omitted, notes)
 
 
 def _plan(args: argparse.Namespace, registry: Registry) -> str:

@@ -113,9 +113,9 @@ def release_evidence(text: str) -> LineEvidence:
     order = releases_read()
     every = (1 << len(order)) - 1
     counted: Counter[int] = Counter()  # the releases a ruling pair allows (as bits) -> how many pairs allow just them
-    by_name: dict[str, set[int]] = {}
-    for name, line in pairs(text):
-        by_name.setdefault(name, set()).add(line)
+    by_name: dict[str, set[int]] = {}  # the pairs (``pairs``), read in one pass
+    for path, line in _TAG.findall(_ANSI.sub("", text)):
+        by_name.setdefault(path.rsplit("/", 1)[-1], set()).add(int(line))
     for name, lines in by_name.items():
         known = _file(name)
         if known is None:

@@ -274,3 +274,18 @@ def test_a_trtllm_log_printing_two_fractions_is_refused(capsys: pytest.CaptureFi
     _refused(capsys, [command, edited, "--model", LLAMA, "--gpu", "H100"],
              "the log prints two fractions, 0.8999999761581421 ('Both free_gpu_memory_fraction and max_tokens are "
              "set') and 0.5 ('fraction is set')")
+
+
+def test_calibrate_takes_the_release_a_log_does_not_print(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A TensorRT-LLM log without its 'TensorRT-LLM version' line was calibrated as the current source's, and
+    calibrate took no --trtllm-release to say otherwise (check does): the term never applied to a 0.20 plan."""
+    import json
+
+    text = "".join(line for line in TRT_020.read_text(encoding="utf-8").splitlines(keepends=True)
+                   if "TensorRT-LLM version" not in line)
+    (tmp_path / "a.log").write_text(text, encoding="utf-8")
+    argv = ["calibrate", "a.log", "--model", LLAMA, "--gpu", "H100", "--out", "p.json"]
+    assert main([*argv, "--trtllm-release", "0.20.0"]) == 0
+    capsys.readouterr()
+    assert [t["release"] for t in json.loads((tmp_path / "p.json").read_text())["terms"]] == ["0.20"]
+    _refused(capsys, [*argv, "--sglang-version", "0.4"], "--sglang-version is not read for TensorRT-LLM's log a.log")

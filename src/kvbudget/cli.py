@@ -177,7 +177,9 @@ def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
     if args.logs.count("-") > 1:
         raise InputError("standard input ('-') is given more than once: it holds one log; give the others as files")
     logs = ((path, _log_text(path)) for path in args.logs)  # one at a time; '-' is standard input, as check reads it
-    c = calibrate(logs, {"model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
+    given = {o.dest: getattr(args, o.dest) for e in registry for o in e.options
+             if "calibrate" in o.commands and getattr(args, o.dest, None) is not None}  # each engine's release
+    c = calibrate(logs, {**given, "model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
     if not c.terms:
         why = "; ".join(f"{log}: {reason}" for log, reason in c.skipped[:3])
         raise InputError(f"no log to calibrate on ({why})")

@@ -78,6 +78,9 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
             skipped.append((name, f"{engine.label if engine else 'no engine'}'s logs are not calibrated yet "
                                   f"(kvbudget calibrates {which})"))
             continue
+        from .readers import _only_its_own
+
+        _only_its_own(engine, given, "calibrate", f"log {_base(name)}", registry)  # another engine's release: refused
         first = first or (name, engine)
         if engine is not first[1]:  # one profile, one engine: each measures its own memory
             raise InputError(f"{_base(first[0])} and {_base(name)} are two engines' logs ({first[1].label}, {engine.label}): a profile "

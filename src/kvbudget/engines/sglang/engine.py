@@ -43,7 +43,7 @@ class SGLangEngine(PoolServer):
                Option("sglang_version", "choice", "SGLang release line whose memory rules apply: current (0.5.3 on), "
                       "0.4.8 (0.4.8 - 0.5.2) or 0.4 (up to 0.4.7)",
                       default="current", choices=("current", "0.5", "0.4.8", "0.4"),
-                      commands=("fit", "explain", "check", "levers")))
+                      commands=("fit", "explain", "check", "levers", "calibrate")))
     fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "sglang_version", "tp", "pp", "num_gpus", "batch",
                            "kv_dtype", "weights_dtype", "dp", "enable_dp_attention", "ep_size", "profile"})
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())

@@ -28,7 +28,7 @@ class TrtllmEngine(PoolServer):
         Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)", commands=("fit", "levers")),
         Option("trtllm_release", "text", "TensorRT-LLM release whose rules apply (0.13, 0.20, 1.1.0rc3 ...): the one "
                "a logged run used where the log does not print it, or the one a plan is for (default: the current "
-               "source)", commands=("fit", "explain", "levers", "check")),
+               "source)", commands=("fit", "explain", "levers", "check", "calibrate")),
         Option("moe_expert_parallel_size", "count", "TensorRT-LLM --ep_size: an MoE model's routed experts spread over "
                "this many of the TP ranks, whole (default: none, every expert split over the TP ranks)"),
         Option("moe_tensor_parallel_size", "count", "TensorRT-LLM moe_tensor_parallel_size (options file): each "

@@ -177,7 +177,9 @@ def _calibrate(args: argparse.Namespace, registry: Registry) -> str:
     if args.logs.count("-") > 1:
         raise InputError("standard input ('-') is given more than once: it holds one log; give the others as files")
     logs = ((path, _log_text(path)) for path in args.logs)  # one at a time; '-' is standard input, as check reads it
-    c = calibrate(logs, {"model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
+    given = {o.dest: getattr(args, o.dest) for e in registry for o in e.options
+             if "calibrate" in o.commands and getattr(args, o.dest, None) is not None}  # each engine's release
+    c = calibrate(logs, {**given, "model": args.model, "gpu": args.gpu, "gpu_memory": args.gpu_memory}, registry)
     if not c.terms:
         why = "; ".join(f"{log}: {reason}" for log, reason in c.skipped[:3])
         raise InputError(f"no log to calibrate on ({why})")
@@ -196,11 +198,15 @@ def _compare(args: argparse.Namespace, registry: Registry) -> str:
     from .report import json_doc, text
 
     tp, pp = _parallelism(args)
-    rows, omitted = compare(api.load_model(args.model), api._device(args.gpu, args.gpu_memory), args.context, tp,
-                            args.kv_dtype, pp, registry)
+    device = api._device(args.gpu, args.gpu_memory)
+    rows, omitted = compare(api.load_model(args.model), device, args.context, tp, args.kv_dtype, pp, registry)
     if args.json:
         return _render(args, json_doc.compare_doc(args.model, args.context, tp, pp, rows, omitted), "")
-    return text.compare_text(rows, args.model, args.context, args.units, omitted)
+    from .hardware import unified_note
+
+    # every engine's budget on a unified-memory device leaves out the host's use of it (each fit says so)
+    notes = (unified_note(device),) if device.unified_memory else ()
+    return text.compare_text(rows, args.model, args.context, args.units, omitted, notes)
 
 
 def _plan(args: argparse.Namespace, registry: Registry) -> str:

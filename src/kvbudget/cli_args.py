@@ -279,8 +279,8 @@ def _check_args(p: argparse.ArgumentParser, registry: Registry) -> None:
 
 
 def _calibrate_args(p: argparse.ArgumentParser, registry: Registry) -> None:
-    p.add_argument("logs", nargs="+", metavar="LOG", help="the site's start-up logs (vLLM, any release line); - for "
-                   "standard input")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="the site's start-up logs (vLLM, SGLang or TensorRT-LLM, "
+                   "one engine's); - for standard input")
     p.add_argument("--model", type=_named(_MODEL), help="the model, when a log does not name it (catalog name, HF id or config.json)")
     _hardware(p, "the GPU, when a log does not show it", required=False)
     p.add_argument("--out", metavar="FILE", help="write the profile there (use it with --profile FILE on fit, explain, "

@@ -254,6 +254,7 @@ class Layout:
     kv: str = "auto"
     fraction: float | None = None
     version: str = "current"
+    site: tuple[Any, ...] = ()  # a site profile's terms (--profile), which every replica planned from it takes
 
 
 @record

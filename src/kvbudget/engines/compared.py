@@ -101,6 +101,15 @@ def not_the_run(gpu: str, device: GPU, logged_name: str | None, logged_total: in
                          "it ran on")
 
 
+def memory_not_the_run(gpu_memory: int | None, logged_total: int | None) -> None:
+    """Refuse ``--gpu-memory`` more than a tenth off the total the log prints: the engine measured that total on the
+    run's device, and a figure so far off sizes another card (24 GiB given for a 79.18 GiB run: -45 GiB "outside the
+    model", exit 0; 100 GiB for a TensorRT-LLM run of 79.18: +21.83 GiB calibrated as the site's)."""
+    if gpu_memory is not None and logged_total and abs(gpu_memory - logged_total) > logged_total // 10:
+        raise InputError(f"--gpu-memory {gpu_memory / GiB:.2f} GiB is not the run's device: the log prints a total of "
+                         f"{logged_total / GiB:.2f} GiB; drop --gpu-memory (the log's total is read)")
+
+
 def run_gpu(gpu: str | None, gpu_memory: int | None, logged_name: str | None, logged_total_gib: float | None,
             free_gib: float | None, engine: str) -> GPU | None:
     """The device of a logged run: ``gpu`` (else the name the log prints), with ``gpu_memory`` or the total the log
@@ -115,7 +124,9 @@ def run_gpu(gpu: str | None, gpu_memory: int | None, logged_name: str | None, lo
             device = find_gpu(logged_name)
         except UnknownGPU:
             device = None
-    memory = gpu_memory if gpu_memory is not None else round(logged_total_gib * GiB) if logged_total_gib else None
+    total = round(logged_total_gib * GiB) if logged_total_gib else None
+    memory_not_the_run(gpu_memory, total)
+    memory = gpu_memory if gpu_memory is not None else total
     if memory is not None:
         source = "given with the GPU" if gpu_memory is not None else "the log's total GPU memory"
         device = (replace(device, memory_bytes=memory, nvidia_smi_mib=None if gpu_memory is not None else device.nvidia_smi_mib,

@@ -61,7 +61,8 @@ class PoolServer:
             return None
         figure, logged, predicted, release = free
         s = dict(c.settings)
-        return Point(name, self.name, c.gpu, release, int(s.get("tp", 1)) * int(s.get("pp", 1)), logged, predicted, figure)
+        return Point(name, self.name, c.gpu, release, int(s.get("tp", 1)) * int(s.get("pp", 1)), logged, predicted, figure,
+                     c.device_bytes or 0)
 
     def calibration_free(self, c: Any) -> tuple[str, int, int, str] | None:
         """(what the figure is, the log's bytes, kvbudget's bytes, the release line's key) of a checked log."""

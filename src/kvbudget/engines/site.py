@@ -123,10 +123,12 @@ def term_said(term: SiteTerm) -> str:
 
 
 def held_by_site(site: tuple[SiteTerm, ...], gpu: GPU, release: str, gpus: int, line: str, where: str,
-                 notes: list[str]) -> int:
+                 notes: list[str], modelled: tuple[int, str] | None = None) -> int:
     """The bytes a profile's term for this GPU, release line and TP x PP says the site holds outside the engine's
     memory (0 where it has none, with a note saying so), noted as ``where`` it comes off; ``line``: the release line
-    as users read it. A term of more than a quarter of the GPU is a profile of another GPU: refused."""
+    as users read it. A term of more than a quarter of the GPU is a profile of another GPU: refused. ``modelled``:
+    the bytes kvbudget's model holds there that a negative term can take back, and what they are; a term below
+    that would free memory the card does not have (calibrate's terms never are: a log's figure is the card's)."""
     from ..units import GiB
 
     if not site:
@@ -138,5 +140,9 @@ def held_by_site(site: tuple[SiteTerm, ...], gpu: GPU, release: str, gpus: int, 
     if abs(held) > gpu.memory_bytes // 4:  # no site holds a quarter of a GPU outside the model
         raise InputError(f"--profile: its term for {gpu.name} is {held / GiB:+.2f} GiB, more than a quarter of the GPU: "
                          "recalibrate with the GPU the logs ran on (kvbudget calibrate LOG ... --gpu G)")
+    if modelled is not None and held < -modelled[0]:  # a hand edit: more free memory than the card has
+        raise InputError(f"--profile: its term for {gpu.name} is {held / GiB:+.2f} GiB, more than the "
+                         f"{modelled[0] / GiB:.2f} GiB of {modelled[1]} kvbudget models there: no site frees memory "
+                         f"its GPU does not spend; {RECALIBRATE}")
     notes.append(f"{term_said(term)}, {where}")
     return held

@@ -13,14 +13,18 @@ from ..engines.base import Registry, default_registry
 from ..hardware import GPU
 from ..model.spec import ModelSpec
 from ..units import InputError
-from .search import replica_of
+from .search import replica_of, with_site
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def held(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1, weights: str = "auto",
          kv: str = "auto", fraction: float | None = None, version: str = "current",
-         registry: Registry | None = None) -> int:
+         registry: Registry | None = None, site: tuple[Any, ...] = ()) -> int:
     """Requests of ``context`` tokens one replica holds at once (0: it does not start or holds none)."""
-    replica = replica_of(engine, "kvbudget sizes", registry)
+    replica = with_site(replica_of(engine, "kvbudget sizes", registry), site)
     if context < 1:
         raise InputError(f"context must be at least 1 token, got {context}")
     load = (registry or default_registry()).get(engine).lever_load
@@ -30,7 +34,8 @@ def held(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, p
 
 def longest_context(spec: ModelSpec, gpu: GPU, engine: str, concurrency: int, *, tp: int = 1, pp: int = 1,
                     weights: str = "auto", kv: str = "auto", fraction: float | None = None,
-                    version: str = "current", limit: int = 0, registry: Registry | None = None) -> int:
+                    version: str = "current", limit: int = 0, registry: Registry | None = None,
+                    site: tuple[Any, ...] = ()) -> int:
     """The longest context (up to ``limit``, default the model's) at which one replica holds ``concurrency``
     requests at once; 0 when not even one token each fits."""
     if concurrency < 1:
@@ -39,6 +44,6 @@ def longest_context(spec: ModelSpec, gpu: GPU, engine: str, concurrency: int, *,
 
     def ok(context: int) -> bool:
         return held(spec, gpu, engine, context, tp=tp, pp=pp, weights=weights, kv=kv, fraction=fraction,
-                    version=version, registry=registry) >= concurrency
+                    version=version, registry=registry, site=site) >= concurrency
 
     return largest(ok, top)

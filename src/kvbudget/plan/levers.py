@@ -17,6 +17,8 @@ from ..units import GiB, InputError, digits, element_type
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..engines.base import Engine
 
 
@@ -83,16 +85,17 @@ def flag_change(engine: Engine, model: str, before: object, after: object) -> st
 
 def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: int = 1, pp: int = 1,
                    weights: str = "auto", kv: str = "auto", fraction: float | None = None, version: str = "current",
-                   gpus_per_node: int | None = None, registry: Registry | None = None) -> tuple[Lever, list[Lever]]:
+                   gpus_per_node: int | None = None, registry: Registry | None = None,
+                   site: tuple[Any, ...] = ()) -> tuple[Lever, list[Lever]]:
     """What each lever buys under SGLang's, TensorRT-LLM's or llama-server's rules (any engine of
     the registry with a ``replica``): the replica as that engine sizes it, each lever re-planned the same way, with the
     scheduler keeping its default cap. ``freed_bytes`` is the KV pool's change per GPU, or for llama.cpp
     (no pool: the cache is what ``-c`` asks for) the change of the memory its weights and buffers take."""
     gpus_per_node = gpus_per_node or gpu.gpus_per_node
     from ..engines.base import Replica, default_registry
-    from .search import replica_of
+    from .search import replica_of, with_site
 
-    replica = replica_of(engine, "levers know", registry)
+    replica = with_site(replica_of(engine, "levers know", registry), site)
     server = (registry or default_registry()).get(engine)
     if context < 1:
         raise InputError("levers need a context (--context)")

@@ -20,6 +20,8 @@ from ..units import InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..engines.base import Engine, Replica
 
 
@@ -87,6 +89,16 @@ def replica_of(engine: str, what: str, registry: Registry | None = None) -> Call
     return known[engine]
 
 
+def with_site(planner: Callable[..., Replica], site: tuple[Any, ...]) -> Callable[..., Replica]:
+    """``planner`` with a site profile's terms (--profile) for every replica it plans (itself where there are none:
+    only the engines that read profiles take them)."""
+    if not site:
+        return planner
+    from functools import partial
+
+    return partial(planner, site=site)
+
+
 def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
              max_gpus: int, price: float | None, version: str, engine: str, fraction: float | None,
              planner: Callable[..., Replica]) -> Deployment:
@@ -120,7 +132,7 @@ def evaluate(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str,
 def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, max_gpus: int = 64,
            gpus_per_node: int | None = None, weights: tuple[str, ...] = ("auto", "fp8"), kv: tuple[str, ...] = ("auto", "fp8"),
            prices: dict[str, float] | None = None, version: str = "current", engine: str = "vllm",
-           fraction: float | None = None, registry: Registry | None = None) -> list[Deployment]:
+           fraction: float | None = None, registry: Registry | None = None, site: tuple[Any, ...] = ()) -> list[Deployment]:
     """Every candidate, those that serve first (cheapest, then most headroom), then the excluded. ``fraction``:
     the engine's memory fraction (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's
     free_gpu_memory_fraction) instead of its default. ``gpus_per_node``: the node size for every GPU type instead of
@@ -128,7 +140,7 @@ def search(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], *, 
     if concurrency < 1 or context < 1:
         raise InputError("--concurrency and --context must be at least 1")
     registry = registry or default_registry()  # built once: every candidate below asks it for the engine
-    planner = replica_of(engine, "plan knows", registry)
+    planner = with_site(replica_of(engine, "plan knows", registry), site)
     if max_gpus < 1 or (gpus_per_node is not None and gpus_per_node < 1):
         raise InputError("--max-gpus and --gpus-per-node must be at least 1")
     server = registry.get(engine)
@@ -179,7 +191,7 @@ def fewest(spec: ModelSpec, concurrency: int, context: int, gpu: GPU, engine: st
     precision and memory fraction of ``layout`` (its layout itself is searched)."""
     rows = [d for d in search(spec, concurrency, context, [gpu], max_gpus=max_gpus, gpus_per_node=gpus_per_node,
                               weights=(layout.weights,), kv=(layout.kv,), engine=engine, fraction=layout.fraction,
-                              version=layout.version, registry=registry) if d.serves]
+                              version=layout.version, registry=registry, site=layout.site) if d.serves]
     return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
 
 

@@ -16,7 +16,7 @@ import statistics
 
 from .._record import record
 from ..engines.site import PROFILE_VERSION
-from ..units import InputError
+from ..units import GiB, InputError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ class Point:
     logged: int
     predicted: int
     figure: str = "available KV cache memory"  # what the engine logged, in bytes (SGLang: free memory before loading)
+    device_bytes: int = 0  # the memory of the GPU planned (0: not known)
 
     @property
     def residual(self) -> int:
@@ -62,6 +63,7 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
 
     points: list[Point] = []
     skipped: list[tuple[str, str]] = []
+    first: tuple[str, Any] | None = None  # the first log of an engine kvbudget calibrates, and that engine
     seen: dict[str, str] = {}  # a digest of each log's text -> its name: one run given twice is one point, not two
     for name, text in logs:
         digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
@@ -76,6 +78,13 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
             skipped.append((name, f"{engine.label if engine else 'no engine'}'s logs are not calibrated yet "
                                   f"(kvbudget calibrates {which})"))
             continue
+        from .readers import _only_its_own
+
+        _only_its_own(engine, given, "calibrate", f"log {_base(name)}", registry)  # another engine's release: refused
+        first = first or (name, engine)
+        if engine is not first[1]:  # one profile, one engine: each measures its own memory
+            raise InputError(f"{_base(first[0])} and {_base(name)} are two engines' logs ({first[1].label}, {engine.label}): a profile "
+                             "holds one engine's terms; calibrate each engine's logs into its own profile")
         try:
             p = point(name, text, given)
         except InputError as exc:
@@ -83,10 +92,9 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
             continue
         if p is None:
             skipped.append((name, f"the log prints none of the memory figures kvbudget calibrates {engine.label} on"))
-        elif points and p.engine != points[0].engine:  # one profile, one engine: each measures its own memory
-            raise InputError(f"{points[0].log} and {name} are two engines' logs ({registry.get(points[0].engine).label}, "
-                             f"{engine.label}): a profile holds one engine's terms; calibrate each engine's logs into its "
-                             "own profile")
+        elif p.device_bytes and abs(p.residual) > p.device_bytes // 4:  # --profile refuses such a term (site.py)
+            skipped.append((name, f"its {p.figure} is {p.residual / GiB:+.2f} GiB off kvbudget's, over a quarter of "
+                                  f"{p.gpu}: the log ran on another GPU or was edited (give --gpu of the card it ran on)"))
         else:
             points.append(p)
     groups: dict[tuple[str, str, int], list[Point]] = {}
@@ -100,6 +108,11 @@ def calibrate(logs: Iterable[tuple[str, str]], given: dict[str, Any], registry: 
     option = getattr(registry.get(points[0].engine), "release_option", "") if points else ""
     flag = "--" + option.replace("_", "-") if option else "--vllm-version"
     return Calibration(tuple(points), tuple(terms), tuple(skipped), flag)
+
+
+def _base(name: str) -> str:
+    """A log's file name without its folders, so that an error naming two logs keeps both in its one line."""
+    return name.replace("\\", "/").rsplit("/", 1)[-1][-80:] or name[-80:]
 
 
 def profile_doc(c: Calibration) -> dict[str, Any]:

@@ -126,4 +126,4 @@ def _inverse(spec: ModelSpec, gpu: GPU, engine: Engine, a: FitAnswer, registry: 
 
 def _know(layout: Any) -> dict[str, Any]:
     return {"tp": layout.tp, "pp": layout.pp, "weights": layout.weights, "kv": layout.kv, "fraction": layout.fraction,
-            "version": layout.version}
+            "version": layout.version, "site": layout.site}

@@ -104,7 +104,7 @@ def _levers(spec: ModelSpec, gpu: GPU, engine: Engine, settings: Any, context: i
     layout = engine.layout(settings)
     return replica_levers(spec, gpu, engine.name, context, tp=layout.tp, pp=layout.pp, weights=layout.weights,
                           kv=layout.kv, fraction=layout.fraction, version=layout.version, gpus_per_node=gpus_per_node,
-                          registry=registry)
+                          registry=registry, site=layout.site)
 
 
 def levers(spec: ModelSpec, gpu: GPU, engine: Engine, context: int, *, tp: int, pp: int, weights: str, kv: str,
@@ -123,7 +123,10 @@ def levers(spec: ModelSpec, gpu: GPU, engine: Engine, context: int, *, tp: int, 
               options=(*options.items(), ("allow_long_max_model_len", long)))
     if context < 1:
         raise InputError("levers need a context (--context)")
-    baseline, rows = _levers(spec, gpu, engine, engine.settings(spec, ask), context, None, registry)
+    settings = engine.settings(spec, ask)
+    if engine.layout(settings).site:  # a profile none of whose terms is this plan's: said, as fit says it
+        warnings += tuple(n for n in engine.run(spec, gpu, settings).notes if n.startswith("the site profile has no run"))
+    baseline, rows = _levers(spec, gpu, engine, settings, context, None, registry)
     thumb = None
     if any(r.name == "FP8 weights" for r in rows):  # the back-of-envelope reading beside the engine's count
         whole = kv_report(spec, context=context, batch=1, kv_dtype=kv, tp=1).bytes_per_sequence

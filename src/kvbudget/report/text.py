@@ -284,7 +284,7 @@ def _whole(concurrency: float) -> int:
 
 
 def compare_text(rows: tuple[EnginePlan, ...], model: str, context: int, units: str,
-                 omitted: tuple[tuple[str, str], ...] = ()) -> str:
+                 omitted: tuple[tuple[str, str], ...] = (), notes: tuple[str, ...] = ()) -> str:
     out = [f"{model}, requests of {context:,} tokens, each engine with its defaults (per GPU):", ""]
     out.append(table(
         ["engine", "weights", "KV budget", "KV tokens", "requests at once", "starts"],
@@ -295,6 +295,7 @@ def compare_text(rows: tuple[EnginePlan, ...], model: str, context: int, units: 
     out += ["", "Why they differ:"]
     out += [f"  {r.engine}: budget = {r.budget_rule}; allocated in {r.unit}" for r in rows]
     out += [f"Not compared: {engine}: {why}" for engine, why in omitted]
+    out += [f"note: {n}" for n in notes]
     return "\n".join(out)
 
 

@@ -138,6 +138,10 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     check_indexer_priced(spec, "llama.cpp")
     type_k, type_v = _cache_type(s.type_k), _cache_type(s.type_v)
     notes: list[str] = []
+    if gpu is not None and gpu.unified_memory:  # what fits, and llama-server's auto-fit of n_ctx, is the system's free memory
+        from ...hardware import unified_note
+
+        notes.append(unified_note(gpu))
     flash = s.flash_attn
     if type_v not in ("f32", "f16", "bf16") and flash == "off":
         raise InputError("a quantized V cache (-ctv) needs flash attention (-fa on)")

@@ -170,6 +170,16 @@ def _held_warning(figs: SGLangFigures, p: Any, device: Any, settings: Any, spec:
     if held is None:
         return None
     pre, gap, where = held
+    if gap * GiB > device.memory_bytes / 4 and device.unified_memory:  # the system's use of the memory it shares
+        return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
+                f"{device.name} ({planned_pre:.2f} GB): its memory is the system's too, and what the operating system, "
+                "the page cache and other processes held then is not modelled (or the run used another GPU: give its "
+                "--gpu)")
+    if gap * GiB > device.memory_bytes / 4:  # more than --profile takes (engines/site.py held_by_site): another card
+        return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
+                f"{device.name} ({planned_pre:.2f} GB), more than a quarter of it: the run likely used a smaller GPU "
+                "than the one planned, so every figure here is for the wrong card; give --gpu (or --gpu-memory) of the "
+                "card it ran on")
     memory = device.memory_bytes - round(gap * GiB)
     q = plan(spec, replace(device, memory_bytes=memory, memory_source="the free memory the log shows"), settings)
     effect = ""
@@ -180,6 +190,17 @@ def _held_warning(figs: SGLangFigures, p: Any, device: Any, settings: Any, spec:
             f"{device.name} ({planned_pre:.2f} GB): memory held outside this server (a desktop, WSL2's host, another "
             f"process on the GPU) is not modelled{effect}; to plan for a GPU shared like this, calibrate on this log "
             "(kvbudget calibrate LOG --out site.json) and give --profile site.json")
+
+
+def _pool_within_free(figs: SGLangFigures) -> None:
+    """SGLang allocates its KV pool out of the free memory after loading (the pool is that memory less
+    (1 - mem_fraction_static) x the free memory before it): a log whose pool is larger than that memory has lines of
+    two runs, or edited figures, and no plan would explain it."""
+    pool = 2 * figs.k_gb if figs.k_gb is not None else figs.kv_gb
+    if pool is not None and figs.after_load_gb is not None and pool > figs.after_load_gb + 0.02:  # 0.01 GB rounding each
+        raise InputError(f"the log's KV pool ({pool:.2f} GB) is larger than the {figs.after_load_gb:.2f} GB it had free "
+                         "after loading the weights, out of which SGLang allocates it: the lines are from different runs "
+                         "or were edited; give one run's start-up log as SGLang printed it")
 
 
 def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
@@ -215,7 +236,9 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
                      "give -- --mem-fraction-static F if the run set one")
     spec = logged_model(model, run.model, warnings)
     figs = run.figures
-    device = run_gpu(given.get("gpu"), given.get("gpu_memory"), run.gpu_name, None, figs.pre_load_gb, "SGLang")
+    _pool_within_free(figs)
+    shown = logged_pre_load(figs)  # printed, or after loading + the load's usage: no card has less than that
+    device = run_gpu(given.get("gpu"), given.get("gpu_memory"), run.gpu_name, None, shown[0] if shown else None, "SGLang")
     rows: list[Any] = []
     p = None
     if spec is not None and device is None:
@@ -259,4 +282,5 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
                       gpu=device.name if device is not None and spec is not None else None, release=run.settings.version,
                       settings=settings_items(run.settings, SGLangSettings()), read_from=run.read_from,
                       rows=tuple(rows), recomputed=tuple(recomputed), notes=tuple(notes),
-                      warnings=tuple(dict.fromkeys(warnings)), plan=summary(p) if p is not None else None)
+                      warnings=tuple(dict.fromkeys(warnings)), plan=summary(p) if p is not None else None,
+                      device_bytes=device.memory_bytes if device is not None else None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Verdict, known_weights
+from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Verdict, known_weights
 from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -42,7 +42,8 @@ class SGLangEngine(PoolServer):
                       "site's logs show held outside the server", commands=("fit", "explain", "levers")),
                Option("sglang_version", "choice", "SGLang release line whose memory rules apply: current (0.5.3 on), "
                       "0.4.8 (0.4.8 - 0.5.2) or 0.4 (up to 0.4.7)",
-                      default="current", choices=("current", "0.5", "0.4.8", "0.4"), commands=("fit", "explain", "check")))
+                      default="current", choices=("current", "0.5", "0.4.8", "0.4"),
+                      commands=("fit", "explain", "check", "levers", "calibrate")))
     fit_flags = frozenset({"max_num_seqs", "mem_fraction_static", "sglang_version", "tp", "pp", "num_gpus", "batch",
                            "kv_dtype", "weights_dtype", "dp", "enable_dp_attention", "ep_size", "profile"})
     fit_instead = tuple({"gpu_memory_utilization": "--mem-fraction-static", "np": "--max-num-seqs"}.items())
@@ -65,10 +66,10 @@ class SGLangEngine(PoolServer):
         return self.row(self.run(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
                                                            kv_cache_dtype=_kv(setup.kv_dtype))))
 
-    def replica(self, *args: Any) -> Any:
+    def replica(self, *args: Any, **site: Any) -> Any:  # site: a profile's terms (plan/search.py with_site)
         from .policy import replica
 
-        return replica(*args)
+        return replica(*args, **site)
 
     def accepts(self, settings: object) -> bool:
         from .settings import SGLangSettings
@@ -140,7 +141,8 @@ class SGLangEngine(PoolServer):
             return None, []
         layout = self.layout(settings)
         return replica_levers(spec, gpu, self.name, p.context_len, tp=layout.tp, pp=layout.pp, weights=layout.weights,
-                              kv=layout.kv, fraction=layout.fraction, version=layout.version, gpus_per_node=gpus_per_node)
+                              kv=layout.kv, fraction=layout.fraction, version=layout.version, gpus_per_node=gpus_per_node,
+                              site=layout.site)
 
     def gpus(self, s: SGLangSettings) -> int:
         from .settings import replicas
@@ -148,7 +150,7 @@ class SGLangEngine(PoolServer):
         return int(s.tp * s.pp * replicas(s))  # under DP attention tp is the world size
 
     def layout(self, s: SGLangSettings) -> Layout:
-        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static, s.version)
+        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.mem_fraction_static, s.version, s.site)
 
     def launch(self, model: str, s: SGLangSettings) -> Launch:
         from ..served import checkpoint_note
@@ -157,6 +159,18 @@ class SGLangEngine(PoolServer):
 
         # one launch_server starts every --dp replica (its data-parallel controller): one pod of them
         return Launch(tuple(sglang_argv(model, s)), checkpoint_note(model, s.quantization), group=replicas(s))
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        """The command as ``PoolServer`` reads it, under --sglang-version, else the release line its lmsysorg/sglang:TAG
+        image names (as ``check LOG -- COMMAND`` reads it; explain planned the current line for any image)."""
+        from ..._record import replace
+        from .log import whole_command
+
+        _, line, _, said = whole_command(words, given.get("sglang_version"))
+        cmd = super().read_command(words, {**given, "sglang_version": line} if line is not None else given)
+        # the image against --sglang-version (a tag naming no release: the log says more, and explain has none)
+        image = [w for w in said if w.startswith("the image ") and not w.startswith("the image tag")]
+        return replace(cmd, warnings=(*cmd.warnings, *image))
 
     def site_terms(self, doc: object) -> tuple[Any, ...]:
         return _site(doc)

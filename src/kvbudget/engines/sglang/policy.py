@@ -31,6 +31,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run ti
 if TYPE_CHECKING:
     from ...model.weights import WeightFormat
     from ..base import EnginePlan
+    from ..site import SiteTerm
 
 # Free memory the CUDA context and cuBLAS take before SGLang measures "pre_model_load_memory" on one GPU
 # (calibrated on tests/data/sglang_logs: "Load weight begin. avail mem" vs the device total). A TP group's NCCL
@@ -314,7 +315,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     comms = communicator_bytes(gpu, s)  # the TP group's buffers, held before min_per_gpu_memory is taken
     extra = unattributed_bytes(gpu, s)  # the rest of the group's init before it, fitted (comms.py)
     late = torch_communicator_bytes(gpu, s)  # torch's communicator: after the measurement, before loading (0.4)
-    pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra - _site_held(gpu, s, notes)
+    pre = gpu.memory_bytes - CONTEXT_BYTES - comms - extra - _site_held(gpu, s, notes, CONTEXT_BYTES + comms + extra)
     if gpu.unified_memory:
         from ...hardware import unified_note
 
@@ -428,13 +429,14 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     )
 
 
-def _site_held(gpu: GPU, s: SGLangSettings, notes: list[str]) -> int:
+def _site_held(gpu: GPU, s: SGLangSettings, notes: list[str], modelled: int) -> int:
     """Memory a site profile says is held outside the server on this GPU and release line (``--profile``: a desktop,
     WSL2's host, another process), off the free memory SGLang measures before loading and sizes its pool from."""
     from ..site import held_by_site
 
     return held_by_site(s.site, gpu, s.version, s.tp * s.pp, f"SGLang's {s.version} line",
-                        "held outside the server: off the free memory before loading", notes)
+                        "held outside the server: off the free memory before loading", notes,
+                        (modelled, "the CUDA context and the TP group's buffers before loading"))
 
 
 # --- the engine interface (engines/base.py) ---------------------------------------------------------------
@@ -463,16 +465,17 @@ def summary(p: SGLangPlan) -> EnginePlan:
 
 
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-            version: str, fraction: float | None = None) -> Replica:
+            version: str, fraction: float | None = None, site: tuple[SiteTerm, ...] = ()) -> Replica:
     """SGLang: the requests whose tokens fit in its pool (``max_total_num_tokens // context``), capped by
-    ``max_running_requests``. ``version``: SGLang's release line (0.4; anything else: the current one)."""
+    ``max_running_requests``. ``version``: SGLang's release line (0.4; anything else: the current one); ``site``:
+    a site profile's terms (--profile)."""
     kv_name = "fp8_e4m3" if kv == "fp8" else kv  # kvbudget's fp8: SGLang's e4m3
     from ..base import cap_raised_to_load
 
     s, p, pool = cap_raised_to_load(
         SGLangSettings(version=version if version in OLD_LINES else "current", tp=tp, pp=pp, context_length=context,
                        kv_cache_dtype=kv_name,
-                       quantization=None if weights == "auto" else weights, mem_fraction_static=fraction),
+                       quantization=None if weights == "auto" else weights, mem_fraction_static=fraction, site=site),
         lambda s: plan(spec, gpu, s), lambda p: p.max_total_num_tokens // context if p.starts else 0,
         lambda p: p.max_running_requests, "max_running_requests", concurrency)
     pool = p.max_total_num_tokens // context

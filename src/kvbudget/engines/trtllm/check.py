@@ -343,13 +343,13 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     from ..logscan import open_log
     from .figures import read_from_figures
     from .log import COMMAND_EXAMPLE, last_run, read_run, whole_command
-    from .policy import plan, summary
+    from .policy import given_release, plan, summary
     from .settings import TrtllmSettings
 
     runs, log = last_run(open_log(text, "TensorRT-LLM"))
     flags, whole = run_words(given.get("flags"), "TensorRT-LLM", COMMAND_EXAMPLE)
     command = flags if whole else []
-    release, found, said_first = given.get("trtllm_release"), "--trtllm-release", list[str]()
+    release, found, said_first = given_release(given.get("trtllm_release")), "--trtllm-release", list[str]()
     if whole:  # `-- [docker run ... nvcr.io/nvidia/tensorrt-llm/release:TAG] trtllm-serve MODEL ...`
         flags, release, found, said_first = whole_command(flags, release)
     run = read_run(log, flags, release, whole=whole, release_from=found)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..base import Ask, Container, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict, known_weights
+from ..base import Ask, Command, Container, Fraction, Launch, Layout, Option, Setup, Unsupported, Verdict, known_weights
 from ..server import PoolServer, pool_verdict, program
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -28,7 +28,7 @@ class TrtllmEngine(PoolServer):
         Option("free_gpu_memory_fraction", "fraction", "TensorRT-LLM's fraction (default 0.9)", commands=("fit", "levers")),
         Option("trtllm_release", "text", "TensorRT-LLM release whose rules apply (0.13, 0.20, 1.1.0rc3 ...): the one "
                "a logged run used where the log does not print it, or the one a plan is for (default: the current "
-               "source)", commands=("fit", "explain", "levers", "check")),
+               "source)", commands=("fit", "explain", "levers", "check", "calibrate")),
         Option("moe_expert_parallel_size", "count", "TensorRT-LLM --ep_size: an MoE model's routed experts spread over "
                "this many of the TP ranks, whole (default: none, every expert split over the TP ranks)"),
         Option("moe_tensor_parallel_size", "count", "TensorRT-LLM moe_tensor_parallel_size (options file): each "
@@ -65,10 +65,10 @@ class TrtllmEngine(PoolServer):
         return self.row(self.run(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=kv,
                                                            max_seq_len=setup.context)))
 
-    def replica(self, *args: Any) -> Any:
+    def replica(self, *args: Any, **site: Any) -> Any:  # site: a profile's terms (plan/search.py with_site)
         from .policy import replica
 
-        return replica(*args)
+        return replica(*args, **site)
 
     def accepts(self, settings: object) -> bool:
         from .settings import TrtllmSettings
@@ -76,6 +76,7 @@ class TrtllmEngine(PoolServer):
         return isinstance(settings, TrtllmSettings)
 
     def settings(self, spec: ModelSpec, ask: Ask) -> TrtllmSettings:
+        from .policy import given_release
         from .settings import TrtllmSettings
 
         return TrtllmSettings(free_gpu_memory_fraction=ask.option("free_gpu_memory_fraction", 0.9), tp=ask.tp, pp=ask.pp,
@@ -83,7 +84,22 @@ class TrtllmEngine(PoolServer):
                               max_seq_len=ask.context, moe_ep=ask.option("moe_expert_parallel_size", None),
                               moe_tp=ask.option("moe_tensor_parallel_size", None),
                               enable_attention_dp=bool(ask.option("enable_attention_dp", False)),
-                              site=self.site_terms(ask.option("profile")), release=_release(ask.option("trtllm_release")))
+                              site=self.site_terms(ask.option("profile")), release=given_release(ask.option("trtllm_release")))
+
+    def read_command(self, words: list[str], given: dict[str, Any]) -> Command:
+        """The command as ``PoolServer`` reads it, planned under the release --trtllm-release names, else the one
+        its nvcr.io/nvidia/tensorrt-llm/release:TAG image names (as ``check LOG -- COMMAND`` reads it): both were
+        passed over (the current source planned, a profile's term of that release unapplied, garbage accepted)."""
+        from ..._record import replace
+        from .log import whole_command
+        from .policy import given_release
+
+        cmd = super().read_command(words, given)
+        _, release, _, said = whole_command(words, given_release(given.get("trtllm_release")))
+        if release is None:
+            return cmd
+        return replace(cmd, settings=replace(cmd.settings, release=release),
+                       warnings=(*cmd.warnings, *(w for w in said if w.startswith("the image"))))
 
     def site_terms(self, doc: object) -> tuple[Any, ...]:
         """A site profile's terms (none when no profile is given)."""
@@ -134,7 +150,8 @@ class TrtllmEngine(PoolServer):
         return pool_verdict(p.starts, p.max_tokens, p.max_seq_len, settings.max_batch_size, batch)
 
     def layout(self, s: TrtllmSettings) -> Layout:
-        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.free_gpu_memory_fraction)
+        return Layout(s.tp, s.pp, s.quantization or "auto", s.kv_cache_dtype, s.free_gpu_memory_fraction,
+                      s.release or "current", s.site)
 
     def launch(self, model: str, s: TrtllmSettings) -> Launch:
         from ..served import checkpoint_note
@@ -153,16 +170,6 @@ class TrtllmEngine(PoolServer):
         """Its tags, or (lines pasted without them) the phrases only its KV cache manager prints."""
         return any(p in text for p in ("[TensorRT-LLM]", "[TRT-LLM]", "for max tokens in paged KV cache",
                                        "tokens in paged KV cache", "blocks in KV cache primary pool"))
-
-
-def _release(value: object) -> str | None:
-    """--trtllm-release as TrtllmSettings.release, checked as a release line (policy.release_line) when given."""
-    if value is None:
-        return None
-    from .policy import release_line
-
-    release_line(str(value))
-    return str(value)
 
 
 # The settings the memory held outside the pool depends on (the weights, the engine's buffers or the profiling run):

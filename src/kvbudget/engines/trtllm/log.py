@@ -203,9 +203,15 @@ def _executor(log: LogText) -> tuple[list[str], dict[str, object]]:
                         ("--pp_size", _int(log, "PP Size:", r"PP Size:[ \t]{0,40}" + NUM, "TRT-LLM PP Size"))):
         if value is not None:
             argv += [flag, str(value)]
-    frac = (log.last("free_gpu_memory_fraction and max_tokens are set (to ",
-                     r"free_gpu_memory_fraction and max_tokens are set \(to " + NUM)
-            or log.last("fraction is set ", r"fraction is set " + NUM))
+    both = log.last("free_gpu_memory_fraction and max_tokens are set (to ",
+                    r"free_gpu_memory_fraction and max_tokens are set \(to " + NUM)
+    peak = log.last("fraction is set ", r"fraction is set " + NUM)
+    if both and peak and abs(figure(both.group(1), "fraction", 0, 1) - figure(peak.group(1), "fraction", 0, 1)) > 1e-3:
+        # one run prints one fraction (py_executor_creator.py, resource_manager.py): check and calibrate read the first
+        raise InputError(f"the log prints two fractions, {both.group(1)[:20]} ('Both free_gpu_memory_fraction and "
+                         f"max_tokens are set') and {peak.group(1)[:20]} ('fraction is set'): lines of two runs or an "
+                         "edit; give one run's start-up log as TensorRT-LLM printed it")
+    frac = both or peak
     if frac:
         argv += ["--kv_cache_free_gpu_memory_fraction", f"{round(figure(frac.group(1), 'fraction', 0, 1), 6):g}"]
     else:

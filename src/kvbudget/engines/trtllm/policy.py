@@ -56,6 +56,7 @@ from .settings import _KV_DTYPES, TrtllmSettings
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..base import EnginePlan
+    from ..site import SiteTerm
 
 # The C++ engine path's memory outside the engine and its buffers (CUDA context, cuBLAS, NCCL), calibrated on
 # tests/data/trtllm_logs (engine rows), per rank.
@@ -194,7 +195,22 @@ def release_line(release: str | None) -> tuple[int, int] | None:
         raise InputError(f"TensorRT-LLM release {excerpt(release)} is not a release line (give one such as 0.13, 0.20 or "
                          "1.1.0rc3)")
     major, minor = int(m.group(1)), int(m.group(2))
+    if (major, minor) < (0, 5):  # planned with rules of releases that never were (0.1: a pool of its own size)
+        raise InputError(f"TensorRT-LLM release {excerpt(release)} is older than its first release, 0.5.0 (October "
+                         "2023): give the release the run used, such as 0.13, 0.20 or 1.1.0rc3")
     return major, minor
+
+
+def given_release(value: object) -> str | None:
+    """--trtllm-release as TrtllmSettings.release, checked as a release line (``release_line``) when given; an empty
+    one (an unset shell variable: '--trtllm-release "$REL"') is refused, not planned as the current source unsaid."""
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise InputError("--trtllm-release is empty: give the release whose rules apply (0.13, 0.20, 1.1.0rc3, or "
+                         "current for the current source), or leave the option out")
+    release_line(str(value))
+    return str(value)
 
 
 def release_key(release: str | None) -> str:
@@ -205,17 +221,18 @@ def release_key(release: str | None) -> str:
 
 def is_release_key(key: str) -> bool:
     """A site profile term's release as ``release_key`` writes one."""
-    return key == "current" or re.fullmatch(r"\d{1,2}\.\d{1,3}", key) is not None
+    m = re.fullmatch(r"(\d{1,2})\.(\d{1,3})", key)
+    return key == "current" or (m is not None and (int(m.group(1)), int(m.group(2))) >= (0, 5))  # 0.5.0: the first
 
 
-def _site_held(gpu: GPU, s: TrtllmSettings, notes: list[str]) -> int:
+def _site_held(gpu: GPU, s: TrtllmSettings, notes: list[str], modelled: int) -> int:
     """Memory a site profile says is held outside the pool on this GPU and release line (``--profile``: another
     process, a desktop session), which lowers the free memory both paths size the pool from."""
     from ..site import held_by_site
 
     key = release_key(s.release)
     return held_by_site(s.site, gpu, key, s.tp * s.pp, f"TensorRT-LLM {key}", "held outside the pool when it is sized",
-                        notes)
+                        notes, (modelled, "the profiled peak beyond the weights"))
 
 
 def release_rules(release: str | None) -> ReleaseRules:
@@ -378,6 +395,10 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     if s.tokens_per_block is not None and s.tokens_per_block & (s.tokens_per_block - 1):
         raise InputError(f"TensorRT-LLM's tokens_per_block must be a power of two, got {s.tokens_per_block}")
     notes: list[str] = []
+    if gpu.unified_memory:  # both paths size the pool from CUDA's free memory, which is the system's there
+        from ...hardware import unified_note
+
+        notes.append(unified_note(gpu))
     dtype = serving_dtype(spec)
     fmt = (checkpoint_format(spec, WEIGHTS_FIX) if s.quantization in (None, "")
            else parse_weight_format(s.quantization, dtype))
@@ -453,7 +474,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
                         if capture else ""))
         if s.enable_attention_dp:
             notes.append("attention DP: the attention-DP communication buffers and padded CUDA graphs are not modelled")
-    peak += _site_held(gpu, s, notes)
+    peak += _site_held(gpu, s, notes, peak - stage.weights_bytes)
     available = int((gpu.memory_bytes - peak) * s.free_gpu_memory_fraction)
     error = None
     capped = False
@@ -527,10 +548,10 @@ def summary(p: TrtllmPlan) -> EnginePlan:
 
 
 def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, concurrency: int, context: int,
-            version: str, fraction: float | None = None) -> Replica:
+            version: str, fraction: float | None = None, site: tuple[SiteTerm, ...] = ()) -> Replica:
     """TensorRT-LLM (PyTorch backend, ``trtllm-serve``): whole requests of its paged pool
-    (``max_tokens // context``), capped by ``max_batch_size``."""
-    del version
+    (``max_tokens // context``), capped by ``max_batch_size``. ``version``: the release whose rules apply
+    (--trtllm-release; "current": the current source); ``site``: a site profile's terms (--profile)."""
     if weights != "auto":  # trtllm-serve takes a pre-quantized checkpoint
         raise InputError("TensorRT-LLM is planned with the checkpoint's own weights (use --weights-dtype auto, or "
                          "pass a pre-quantized checkpoint)")
@@ -538,7 +559,8 @@ def replica(spec: ModelSpec, gpu: GPU, tp: int, pp: int, weights: str, kv: str, 
 
     fp8 = parse_kv_dtype(kv.lower(), serving_dtype(spec), _KV_DTYPES,  # an FP8 cache: TensorRT-LLM's (e4m3)
                          f"TensorRT-LLM's KV cache is one of {', '.join(_KV_DTYPES)}, not {kv!r}").is_fp8
-    s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if fp8 else kv)
+    s = TrtllmSettings(tp=tp, pp=pp, max_seq_len=context, kv_cache_dtype="fp8" if fp8 else kv, site=site,
+                       release=None if version == "current" else version)
     if fraction is not None:
         s = replace(s, free_gpu_memory_fraction=fraction)
     cap = s.max_batch_size  # TensorRT-LLM's cap is a setting, not a figure of its plan

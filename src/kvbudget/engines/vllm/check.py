@@ -10,7 +10,7 @@ from ...inputs import excerpt
 from ...model.resolve import load_foreign_model
 from ...model.spec import ModelSpec
 from ...units import GiB, InputError
-from ..compared import Row, far_apart, not_contradicted, not_the_run, package_pins, run_devices, run_words
+from ..compared import Row, far_apart, memory_not_the_run, not_contradicted, not_the_run, package_pins, run_devices, run_words
 from ..compared import row as _row
 from .command import (
     _INT_FIELDS,
@@ -158,11 +158,7 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
     another board of that name), or an unnamed card of ``gpu_memory`` / the log's total. A named card given with
     ``gpu_memory`` keeps its name (compute capability, board: cuBLAS's workspace, NCCL's NVSwitch buffers)."""
     total = round(log.total_gib * GiB) if log.total_gib else None
-    if gpu_memory is not None and total is not None and abs(gpu_memory - total) > 0.1 * total:
-        # the log's own total is what vLLM measured on the run's device: a figure off it by more than a tenth
-        # sized another card (24 GiB given for a 79.18 GiB run: -45 GiB "outside the model", exit 0)
-        raise InputError(f"--gpu-memory {gpu_memory / GiB:.2f} GiB is not the run's device: the log prints a total of "
-                         f"{log.total_gib:.2f} GiB; drop --gpu-memory (the log's total is read)")
+    memory_not_the_run(gpu_memory, total)
     if gpu:
         not_the_run(gpu, find_gpu(gpu), log.gpu_name, total if gpu_memory is None else None)
     if gpu_memory is not None:

@@ -35,7 +35,7 @@ class VllmEngine:
     fraction: Fraction | None = Fraction("gpu_memory_utilization", 0.03)
     options: tuple[Option, ...] = (
         Option("vllm_version", "text", "vLLM release whose accounting to use: 0.33.0, 0.10.1, 0.6.3, current, v1, v0",
-               commands=_ALL),
+               commands=(*_ALL, "calibrate")),
         Option("gpu_memory_utilization", "fraction", "vLLM's budget fraction (default: the release's)",
                commands=("fit", "levers")),
         Option("max_num_seqs", "count", "requests running at once: vLLM's max_num_seqs (default: by GPU and release)"),
@@ -239,7 +239,7 @@ class VllmEngine:
             return None
         s = c.settings
         return Point(name, self.name, c.gpu, c.plan.release, s.tensor_parallel_size * s.pipeline_parallel_size,
-                     round(row.reported * GiB), round(row.predicted * GiB))
+                     round(row.reported * GiB), round(row.predicted * GiB), device_bytes=c.plan.total_bytes)
 
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import vllm_text

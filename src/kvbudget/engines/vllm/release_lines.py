@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -111,22 +112,27 @@ def release_evidence(text: str) -> LineEvidence:
     """The releases (of those read) that could have printed every tagged record of ``text``; see the module."""
     order = releases_read()
     every = (1 << len(order)) - 1
-    candidates, ruling, masks = every, 0, []
-    for name, line in pairs(text):
+    counted: Counter[int] = Counter()  # the releases a ruling pair allows (as bits) -> how many pairs allow just them
+    by_name: dict[str, set[int]] = {}  # the pairs (``pairs``), read in one pass
+    for path, line in _TAG.findall(_ANSI.sub("", text)):
+        by_name.setdefault(path.rsplit("/", 1)[-1], set()).add(int(line))
+    for name, lines in by_name.items():
         known = _file(name)
         if known is None:
             continue  # a file name the table does not hold: says nothing
         by_line, left_out = known
-        allowed = by_line.get(line, 0) | left_out
-        if allowed != every:
-            ruling += 1
-            candidates &= allowed
-            masks.append(allowed)
+        counted.update(by_line.get(line, 0) | left_out for line in lines)
+    counted.pop(every, None)  # a pair every release allows rules nothing out
+    ruling = sum(counted.values())
+    candidates = every
+    for allowed in counted:
+        candidates &= allowed
     if ruling < MIN_PAIRS:
         return LineEvidence((), ruling)
     if candidates:
         return LineEvidence(tuple(v for i, v in enumerate(order) if candidates >> i & 1), ruling)
-    fits = [sum(m >> i & 1 for m in masks) for i in range(len(order))]
+    # the pairs each release fits, counted over the distinct masks (a million pairs share a few dozen): bounded time
+    fits = [sum(n for m, n in counted.items() if m >> i & 1) for i in range(len(order))]
     best = max(fits)
     if best <= MIN_PAIRS or best < NEAREST_SHARE * ruling:
         return LineEvidence((), ruling)

@@ -40,10 +40,6 @@ def _edited(tmp_path: Path, log: Path, old: str, new: str) -> str:
      "RTX-4090-24GB", "its available KV cache memory is -135.01 GiB off kvbudget's, over a quarter of RTX-4090-24GB"),
     (VLLM_4090, "Available KV cache memory: 15.31 GiB", "Available KV cache memory: 0.01 GiB", "Qwen/Qwen2.5-3B-Instruct",
      "RTX-4090-24GB", "+15.29 GiB off kvbudget's, over a quarter of RTX-4090-24GB"),
-    # was: a term of about -609 GiB (available 610.17 GiB over the fraction, on an 80 GB card); the exact figure
-    # follows kvbudget's profiled peak, so only its sign and size are asserted
-    (TRT_020, "when calculating max tokens: 61.17", "when calculating max tokens: 610.17", LLAMA, "H100",
-     "its free memory when the pool is sized is -60"),
     # was: -61,100 GiB (the available memory over a fraction of 0.001)
     (TRT_020, "0.8999999761581421", "0.001", LLAMA, "H100", "over a quarter of H100-SXM-80GB"),
 ])
@@ -290,3 +286,17 @@ def test_calibrate_takes_the_release_a_log_does_not_print(capsys: pytest.Capture
     capsys.readouterr()
     assert [t["release"] for t in json.loads((tmp_path / "p.json").read_text())["terms"]] == ["0.20"]
     _refused(capsys, [*argv, "--sglang-version", "0.4"], "--sglang-version is not read for TensorRT-LLM's log a.log")
+
+
+def test_trtllm_figure_over_the_logged_total_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A profiling peak of 111.77 GiB beside the 79.18 GiB total the log prints: check showed it as one run's row,
+    exit 0; no figure of one run on that device can exceed its total."""
+    edited = _edited(tmp_path, TRT_020, "(torch + non-torch): 11.77 GiB", "(torch + non-torch): 111.77 GiB")
+    _refused(capsys, ["check", edited, "--model", LLAMA, "--gpu", "H100"],
+             "the log's peak memory during profiling (111.77 GiB) is more than the device total it prints (79.18 GiB)")
+    # an available KV memory of 610.17 GiB on that card: calibrate wrote a term of about -609 GiB (round 17 made it a
+    # skip for being over a quarter of the GPU; the figure itself is refused now, before any plan)
+    edited = _edited(tmp_path, TRT_020, "when calculating max tokens: 61.17", "when calculating max tokens: 610.17")
+    _refused(capsys, ["calibrate", edited, "--model", LLAMA, "--gpu", "H100", "--out", str(tmp_path / "p.json")],
+             "no log to calibrate on", "the log's available KV cache memory (610.17 GiB) is more than the device total")
+    assert not (tmp_path / "p.json").exists()

@@ -438,7 +438,7 @@ def figures(log: LogText) -> TrtllmFigures:
     failed = log.has("Executor creation failed due to insufficient GPU memory") or bool(
         log.last("Failed to initialize executor on rank", r"Failed to initialize executor on rank [0-9]{1,5}: CUDA out of memory"))
     total = usage.group(1) if usage else device.group(1) if device else None
-    return TrtllmFigures(
+    return _within_total(TrtllmFigures(
         tokens=(count(pool.group(2), "TRT-LLM max tokens in paged KV cache") if pool
                 else count(legacy.group(1), "TRT-LLM tokens in paged KV cache") if legacy else None),
         pool_gib=(figure(pool.group(1), "TRT-LLM KV pool (GiB)", 0, MAX_GB) if pool
@@ -459,7 +459,20 @@ def figures(log: LogText) -> TrtllmFigures:
         temporary_kv_gib=_gib(log, ("tmp kv_mem ", "temporary kv cache memory during profiling "),
                               r"(?:tmp kv_mem|temporary kv cache memory during profiling) " + NUM + " GiB",
                               "temporary KV cache memory"),
-        other_processes_gib=_other_processes(log))
+        other_processes_gib=_other_processes(log)))
+
+
+def _within_total(f: TrtllmFigures) -> TrtllmFigures:
+    """The figures, where none of the run's own memory figures is more than the device total the log prints (to its
+    0.01 GiB rounding): one above it is not one run's on that device (an edited log, or lines of two runs pasted)."""
+    if f.total_gib is None:
+        return f
+    for name, value in (("peak memory during profiling", f.peak_gib), ("model weights", f.weights_gib),
+                        ("KV pool", f.pool_gib), ("available KV cache memory", f.kv_available_gib)):
+        if value is not None and value > f.total_gib + 0.01:
+            raise InputError(f"the log's {name} ({value:.2f} GiB) is more than the device total it prints "
+                             f"({f.total_gib:.2f} GiB): not one run's figures on one GPU; give one run's own lines")
+    return f
 
 
 def _other_processes(log: LogText) -> float | None:

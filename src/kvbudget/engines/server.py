@@ -28,6 +28,7 @@ class PoolServer:
     """Report sections and readers SGLang and TensorRT-LLM share (each subclass says which it is)."""
 
     name: str  # each subclass's engine name, which is also its package's
+    label: str  # the engine's name as users know it
     serving, pooled, lever_load, tensor_parallel, launch_hint = True, True, 1, True, ""
     default_reader = False
     kv_levers: tuple[str, ...] = ("fp8",)
@@ -47,7 +48,16 @@ class PoolServer:
         return Command(cmd.model, settings, cmd.warnings)
 
     def site_terms(self, doc: object) -> tuple[Any, ...]:
-        """A site profile's terms for this engine (none when no profile is given)."""
+        """A site profile's terms for this engine (none when no profile is given), checked against its release
+        lines (``profile_releases``)."""
+        if doc is None:
+            return ()
+        from .site import site_profile
+
+        return site_profile(doc, self.name, self.label, self.profile_releases())
+
+    def profile_releases(self) -> Any:
+        """The release line keys a profile term of this engine may name, or a test of one (engines/site.py)."""
         raise NotImplementedError
 
     def calibration_point(self, name: str, text: str, given: dict[str, Any]) -> Any:

@@ -2,11 +2,12 @@
 
 Each log is read by the engine that printed it; an engine that can be calibrated (``calibration_point``) gives, for
 the run the log shows, a memory figure it logged and the one kvbudget predicts from model, GPU and flags alone: vLLM's
-available KV cache memory, SGLang's free memory before loading. Their difference is memory the site spends outside
-kvbudget's model (other processes, a desktop or WSL2's host, a driver's or a kernel's workspace). The profile keeps
-the median per GPU, release line and TP x PP, for one engine; ``--profile`` applies it to every plan of that engine
-that matches (vLLM: added to the non-torch memory; SGLang: off the free memory before loading) and says so in the
-plan's notes or the figure's provenance.
+available KV cache memory, SGLang's free memory before loading, TensorRT-LLM's free memory when its pool is sized.
+Their difference is memory the site spends outside kvbudget's model (other processes, a desktop or WSL2's host, a
+driver's or a kernel's workspace). The profile keeps the median per GPU, release line and TP x PP, for one engine;
+``--profile`` applies it to every plan of that engine that matches (vLLM: added to the non-torch memory; SGLang and
+TensorRT-LLM: off the free memory they size their pool from) and says so in the plan's notes or the figure's
+provenance.
 """
 
 from __future__ import annotations

@@ -159,37 +159,34 @@ def held_outside(figs: SGLangFigures, planned_pre_gb: float) -> tuple[float, flo
     return (pre, gap, where) if gap > max(_HELD_FLOOR_GB, _HELD_SHARE * planned_pre_gb) else None
 
 
-def _held_warning(figs: SGLangFigures, p: Any, device: Any, settings: Any, spec: ModelSpec) -> str | None:
-    """The warning for memory held outside the server (``held_outside``), with the pool planned on a card that
-    much smaller, so the user sees what that memory explains and can plan with it (``--gpu-memory``)."""
+def _held_warning(figs: SGLangFigures, planned_pre: float, device: Any, settings: Any, spec: ModelSpec) -> str | None:
+    """The warning for memory held outside the server (``held_outside``; ``planned_pre``: kvbudget's free memory
+    before loading, in GB as the row beside the log's shows it), with the pool planned on a card that much smaller,
+    so the user sees what that memory explains and how to plan with it (``calibrate``, then ``--profile``)."""
     from ..compared import row
     from .policy import plan
 
-    planned_pre = round((p.pre_load_bytes - p.late_comms_bytes) / GiB, 2)  # as the row beside the log's shows it
     held = held_outside(figs, planned_pre)
     if held is None:
         return None
     pre, gap, where = held
+    said = (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
+            f"{device.name} ({planned_pre:.2f} GB)")
     if gap * GiB > device.memory_bytes / 4 and device.unified_memory:  # the system's use of the memory it shares
-        return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
-                f"{device.name} ({planned_pre:.2f} GB): its memory is the system's too, and what the operating system, "
-                "the page cache and other processes held then is not modelled (or the run used another GPU: give its "
-                "--gpu)")
+        return (f"{said}: its memory is the system's too, and what the operating system, the page cache and other "
+                "processes held then is not modelled (or the run used another GPU: give its --gpu)")
     if gap * GiB > device.memory_bytes / 4:  # more than --profile takes (engines/site.py held_by_site): another card
-        return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
-                f"{device.name} ({planned_pre:.2f} GB), more than a quarter of it: the run likely used a smaller GPU "
-                "than the one planned, so every figure here is for the wrong card; give --gpu (or --gpu-memory) of the "
-                "card it ran on")
+        return (f"{said}, more than a quarter of it: the run likely used a smaller GPU than the one planned, so every "
+                "figure here is for the wrong card; give --gpu (or --gpu-memory) of the card it ran on")
     memory = device.memory_bytes - round(gap * GiB)
     q = plan(spec, replace(device, memory_bytes=memory, memory_source="the free memory the log shows"), settings)
     effect = ""
     if figs.tokens and q.starts:
         err = row("", figs.tokens, q.max_total_num_tokens).error_pct
         effect = f"; planned with that much less, the pool is {q.max_total_num_tokens:,} tokens ({err:+.2f}% against the log)"
-    return (f"the log had {pre:.2f} GB free before loading ({where}), {gap:.2f} GB less than kvbudget plans for a bare "
-            f"{device.name} ({planned_pre:.2f} GB): memory held outside this server (a desktop, WSL2's host, another "
-            f"process on the GPU) is not modelled{effect}; to plan for a GPU shared like this, calibrate on this log "
-            "(kvbudget calibrate LOG --out site.json) and give --profile site.json")
+    return (f"{said}: memory held outside this server (a desktop, WSL2's host, another process on the GPU) is not "
+            f"modelled{effect}; to plan for a GPU shared like this, calibrate on this log (kvbudget calibrate LOG --out "
+            "site.json) and give --profile site.json")
 
 
 def _pool_within_free(figs: SGLangFigures) -> None:
@@ -246,13 +243,13 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     if spec is not None and device is not None:
         p = plan(spec, device, run.settings)
         notes += list(p.notes)
-        implied = None if fraction_shown else implied_fraction(figs, (p.pre_load_bytes - p.late_comms_bytes) / GiB,
-                                                               p.cell_bytes)
+        planned_pre = (p.pre_load_bytes - p.late_comms_bytes) / GiB  # what "Load weight begin" would print
+        implied = None if fraction_shown else implied_fraction(figs, planned_pre, p.cell_bytes)
         if implied is not None and abs(implied - p.mem_fraction_static) > _FRACTION_GAP:
             warnings.append(f"the log's own figures imply mem_fraction_static {implied:.2f}, not the {p.mem_fraction_static:.3g} "
                             "planned (the log shows no server_args line, so SGLang's default was planned): the "
                             f"prediction is for the default; give -- --mem-fraction-static {implied:.2f} if the run set it")
-        held = _held_warning(figs, p, device, run.settings, spec)
+        held = _held_warning(figs, round(planned_pre, 2), device, run.settings, spec)
         if held is not None:
             warnings.append(held)
         if figs.tokens is not None:
@@ -261,10 +258,9 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             rows.append(row("K size (GB)", figs.k_gb, round(p.k_size_bytes / GiB, 2)))
         if figs.kv_gb is not None and not p.v_size_bytes:  # MLA's one latent buffer (plan: k_size_bytes)
             rows.append(row("KV size (GB)", figs.kv_gb, round(p.k_size_bytes / GiB, 2)))
-        pre = logged_pre_load(figs)
-        if pre is not None:  # printed, or the free memory after loading plus the load's
+        if shown is not None:  # printed, or the free memory after loading plus the load's
             label = "free before loading (GB)" if figs.pre_load_gb is not None else "free before loading (GB, after + usage)"
-            rows.append(row(label, pre[0], round((p.pre_load_bytes - p.late_comms_bytes) / GiB, 2)))
+            rows.append(row(label, shown[0], round(planned_pre, 2)))
         if figs.weights_gb is not None:
             rows.append(row("weights: load mem usage (GB)", figs.weights_gb, round(p.weights_bytes / GiB, 2)))
         if figs.after_load_gb is not None:

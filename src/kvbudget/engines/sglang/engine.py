@@ -86,7 +86,7 @@ class SGLangEngine(PoolServer):
                               dp=int(ask.option("dp", 1)), enable_dp_attention=bool(ask.option("enable_dp_attention", False)),
                               ep_size=int(ask.option("ep_size", 1)),
                               quantization=None if ask.weights == "auto" else ask.weights,
-                              site=_site(ask.option("profile")))
+                              site=self.site_terms(ask.option("profile")))
 
     def run(self, spec: ModelSpec, gpu: GPU, settings: SGLangSettings) -> SGLangPlan:
         from .policy import plan
@@ -172,8 +172,10 @@ class SGLangEngine(PoolServer):
         image = [w for w in said if w.startswith("the image ") and not w.startswith("the image tag")]
         return replace(cmd, warnings=(*cmd.warnings, *image))
 
-    def site_terms(self, doc: object) -> tuple[Any, ...]:
-        return _site(doc)
+    def profile_releases(self) -> Any:
+        from .settings import LINES
+
+        return LINES
 
     def calibration_free(self, c: Any) -> tuple[str, int, int, str] | None:
         """SGLang's free memory before loading (printed, or after loading plus the load's usage: check's row)."""
@@ -203,16 +205,6 @@ _MARKS = ("KV Cache is allocated", "ServerArgs(", "sglang.srt", "sglang.launch_s
 def _line(version: str) -> str:
     """The release line of an SGLang version as kvbudget's rules name it (0.5 is the current one)."""
     return "current" if version in ("current", "0.5") else version
-
-
-def _site(doc: object) -> tuple[Any, ...]:
-    """A site profile's terms (none when no profile is given)."""
-    if doc is None:
-        return ()
-    from ..site import site_profile
-    from .settings import LINES
-
-    return site_profile(doc, "sglang", "SGLang", LINES)
 
 
 ENGINE = SGLangEngine()

@@ -101,14 +101,10 @@ class TrtllmEngine(PoolServer):
         return replace(cmd, settings=replace(cmd.settings, release=release),
                        warnings=(*cmd.warnings, *(w for w in said if w.startswith("the image"))))
 
-    def site_terms(self, doc: object) -> tuple[Any, ...]:
-        """A site profile's terms (none when no profile is given)."""
-        if doc is None:
-            return ()
-        from ..site import site_profile
+    def profile_releases(self) -> Any:
         from .policy import is_release_key
 
-        return site_profile(doc, "trtllm", "TensorRT-LLM", is_release_key)
+        return is_release_key  # any 'major.minor' line, or 'current'
 
     def calibration_free(self, c: Any) -> tuple[str, int, int, str] | None:
         """The free memory TensorRT-LLM sized its pool from: printed (the engine path's "available"; the PyTorch

@@ -85,12 +85,14 @@ def test_leave_one_out_on_the_same_gpu_and_release_line() -> None:
     # validation rows joined (2026-12): the RTX 5090 Qwen3.6-35B-A3B NVFP4 run leaves +0.96 GiB alone (its all-NVFP4
     # stand-in's weights), a term that makes the three 0.29.0 RTX 5090 runs of the same line worse (-0.94, -0.92,
     # -0.80 with it); the 0.24.0 A100-80GB EAGLE-3 runs, the 0.26.1dev A100 run and the 0.27.1 H100 Qwen3.6-27B-FP8
-    # run (-0.06 alone, -0.33) take their new neighbours' terms: twelve get worse in all.
-    assert len(rows) == 56, rows
+    # run (-0.06 alone, -0.33) take their new neighbours' terms: twelve get worse in all. 57 logs, 16.3 and 9.0 since
+    # round 10's rerun of that NVFP4 launch (club-3090 #652, +0.93 GiB alone) joined: the two close each other to
+    # +-0.03, the same twelve get worse by the same amounts.
+    assert len(rows) == 57, rows
     by_log = {log: round(b, 1) for log, b, _ in rows}  # what is left at TP 8 on H100 with NCCL's buffers modelled
     assert (by_log["v0.10.0_h100x8_qwen3-235b-a22b-fp8_tp8-ep_kvfp8_len32768"],
             by_log["v0.10.0_h100x8_qwen3-32b_tp8_kvfp8_len32768"]) == (0.0, -0.0)
-    assert (round(before / GiB, 1), round(after / GiB, 1)) == (15.3, 9.9)  # the README's figures
+    assert (round(before / GiB, 1), round(after / GiB, 1)) == (16.3, 9.0)  # the README's figures
     worse = [log for log, b, a in rows if abs(a) > abs(b) + 0.1]
     assert worse == ["v0.10.0_h100x4_qwen3-32b_tp4_yarn4_len131072_gmu0.95",
                      "v0.10.2_rtx4090_qwen2.5-3b_fp16_len4096_mns1",

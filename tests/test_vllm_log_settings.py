@@ -47,6 +47,8 @@ NOT_IN_THE_LOG = {
     "v0.24.0_rtx5090_qwen3.6-35b-a3b-nvfp4_kvfp8_len131072_mns1": "the log's quantization=modelopt reads the local "
     "NVFP4 export's quantization_config, which kvbudget has no copy of (the record plans --quantization modelopt_fp4 as "
     "a stand-in)",
+    "v0.24.0_rtx5090_qwen3.6-35b-a3b-nvfp4_kvfp8_len131072_mns1_rerun": "the same launch three days later (club-3090 "
+    "#652): the same modelopt checkpoint and stand-in",
 }
 
 

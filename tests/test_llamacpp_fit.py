@@ -3,6 +3,8 @@ of a bare card, and what it does after (an abort when the user set -ngl, layers 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kvbudget
 from kvbudget.engines.llamacpp import LlamaCppSettings, plan
 from kvbudget.engines.llamacpp.command import parse_llamacpp_command
@@ -96,3 +98,41 @@ def test_the_target_and_minimum_context_are_the_users() -> None:
     narrow = plan(model, gpu, LlamaCppSettings())
     assert wide.n_ctx < narrow.n_ctx and wide.n_ctx % 256 == 0
     assert "4096 MiB target" in wide.fit_note and wide.total_gpu_bytes <= gpu.memory_bytes - 4096 * MiB
+
+
+FIT_LOG = Path(__file__).parent / "data" / "llamacpp_fit" / "b6895_rtx4090_qwen3-30b-a3b-f16_fit-params-readme.log"
+
+
+def test_the_fit_lines_are_read_and_set_beside_a_bare_cards_free_memory() -> None:
+    from kvbudget.engines.llamacpp.fitlog import fit_rows, held_warning, read_fit
+    from kvbudget.engines.logscan import open_log
+
+    f = read_fit(open_log(FIT_LOG.read_text(encoding="utf-8"), "llama.cpp"))
+    assert f is not None and (f.free_mib, f.projected_mib, f.reduced_from, f.reduced_to) == (24077, 61807, 40960, 4096)
+    gpu = find_gpu("RTX-4090")
+    free_row = fit_rows(f, gpu)[0]
+    assert free_row[1] == 24077 and abs(free_row[2] - 24077) < 24077 // 100
+    assert held_warning(f, gpu) is None  # a bare card
+    shared = read_fit(open_log(FIT_LOG.read_text(encoding="utf-8").replace("vs. 24077 MiB", "vs. 21077 MiB"), "llama.cpp"))
+    assert shared is not None and "less than kvbudget plans for a bare RTX-4090" in str(held_warning(shared, gpu))
+
+
+def test_calibrate_takes_the_free_memory_fit_sized_from_and_profile_applies_it(tmp_path: Path) -> None:
+    """calibrate's llama.cpp point is the fit line's free memory against a bare card's; --profile takes the term off
+    the free memory fit sizes the context from."""
+    import json
+
+    from kvbudget.cli import main
+
+    shared = tmp_path / "shared.log"  # the same run with 3000 MiB held by another process
+    shared.write_text(FIT_LOG.read_text(encoding="utf-8").replace("vs. 24077 MiB", "vs. 21077 MiB"), encoding="utf-8")
+    out = tmp_path / "site.json"
+    assert main(["calibrate", str(shared), "--gpu", "RTX-4090", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["engine"] == "llama.cpp" and abs(doc["terms"][0]["bytes"] - 2988 * MiB) < 20 * MiB
+    model, gpu = kvbudget.load_model("llama-3.1-8b"), find_gpu("RTX-4090")
+    from kvbudget.engines.llamacpp.engine import ENGINE
+
+    bare = plan(model, gpu, LlamaCppSettings())
+    held = plan(model, gpu, LlamaCppSettings(site=ENGINE.site_terms(doc)))
+    assert held.n_ctx < bare.n_ctx and any("site profile" in n for n in held.notes)

@@ -43,10 +43,13 @@ def test_a_dense_model_that_does_not_fit_keeps_the_layers_that_do() -> None:
     """Without -ngl, step 3 fills layers back to front while the projection leaves the target free."""
     gpu = find_gpu("RTX-4090")
     p = plan(kvbudget.load_model("qwen2.5-32b"), gpu, LlamaCppSettings())
+    note = next(n for n in p.notes if n.startswith("llama.cpp's auto-fit would then keep"))
+    layers = int(note.split("keep ")[1].split(" of ")[0])
     budget = gpu.memory_bytes - backend_context_bytes(gpu.memory_bytes) - GiB
-    assert 0 < p.offloaded < 65 and p.total_gpu_bytes <= budget and p.fits
-    more = plan(kvbudget.load_model("qwen2.5-32b"), gpu, LlamaCppSettings(n_ctx=4096, n_gpu_layers=p.offloaded + 1, fit=False))
-    assert more.total_gpu_bytes > budget
+    kept = plan(kvbudget.load_model("qwen2.5-32b"), gpu, LlamaCppSettings(n_ctx=4096, n_gpu_layers=layers, fit=False))
+    more = plan(kvbudget.load_model("qwen2.5-32b"), gpu, LlamaCppSettings(n_ctx=4096, n_gpu_layers=layers + 1, fit=False))
+    assert 0 < layers < 65 and kept.total_gpu_bytes <= budget < more.total_gpu_bytes
+    assert p.n_ctx == 4096 and not p.fits  # the plan keeps -ngl's layers (all): the model does not fit the GPU
 
 
 def test_the_context_is_interpolated_between_two_measurements() -> None:

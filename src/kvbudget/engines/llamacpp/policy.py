@@ -288,8 +288,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         if fitted.n_ctx != n_ctx:
             c = context(fitted.n_ctx)
         if fitted.verdict == "moves weights" and devices == 1 and spec.num_experts == 0:
-            return _layers_fitted(spec, gpu, s, fitted.n_ctx, free[0] - fitted.target, fit_note, fit_lines, notes)
-        if fitted.verdict == "moves weights":
+            notes.append(_layers_fitted(spec, gpu, s, fitted.n_ctx, free[0] - fitted.target))
+        elif fitted.verdict == "moves weights":
             notes.append("llama.cpp's auto-fit would then move " + ("expert tensors of MoE layers" if spec.num_experts
                          else "layers") + " to system memory (common/fit.cpp, step 3), which kvbudget does not model: "
                          "this plan keeps every layer on the GPU; give -ngl and -ot as llama.cpp prints them to plan them")
@@ -349,17 +349,17 @@ def _fit_note(f: Fitted, asked: int) -> str:
     return said[f.verdict]
 
 
-def _layers_fitted(spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, n_ctx: int, budget: int, note: str,
-                   fit_lines: tuple[str, ...], notes: list[str]) -> LlamaCppPlan:
-    """Fit's step 3 for a dense model on one device: the most layers, filled back to front (the output layer first),
-    whose projected use stays within ``budget`` (free memory less the target), with the context step 2 left."""
+def _layers_fitted(spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, n_ctx: int, budget: int) -> str:
+    """Fit's step 3 for a dense model on one device, said as a note: the most layers, filled back to front (the
+    output layer first), whose projected use stays within ``budget`` (free memory less the target), with the context
+    step 2 left. The plan itself keeps the layers -ngl gives (all by default): whether the model fits the GPU."""
     def settings(layers: int) -> LlamaCppSettings:
         return replace(s, n_ctx=n_ctx, n_gpu_layers=layers, fit=False)
 
     layers = largest(lambda n: plan(spec, gpu, settings(n)).total_gpu_bytes <= budget, spec.num_layers + 1)
-    p = plan(spec, gpu, settings(layers))
-    said = f"{note}: {layers} of {spec.num_layers + 1} layers kept on the GPU (-ngl {layers})"
-    return replace(p, fit_note=said, log_lines=(*fit_lines, *p.log_lines), notes=tuple(dict.fromkeys((*notes, *p.notes))))
+    return (f"llama.cpp's auto-fit would then keep {layers} of {spec.num_layers + 1} layers on the GPU (as -ngl {layers}) "
+            "and the rest in system memory (common/fit.cpp, step 3); this plan keeps every layer on the GPU: plan "
+            f"with --ngl {layers} for that load")
 
 
 def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int, unified: bool, on_gpu: bool,

@@ -152,8 +152,9 @@ def test_calibrate_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
     for argv, said in [
         (["fit", "gpt-oss-20b", "--gpu", "H100", "--profile", str(bad)], "not a kvbudget profile"),
         (["fit", "gpt-oss-20b", "--gpu", "H100", "--engine", "llama.cpp", "--profile", str(bad)],
-         "--profile is not read under --engine llama.cpp"),
-        (["calibrate", str(llamacpp)], "llama.cpp's logs are not calibrated yet"),
+         "not a kvbudget profile"),
+        (["fit", "gpt-oss-20b", "--gpu", "H100", "--engine", "trtllm", "--profile", str(bad)], "not a kvbudget profile"),
+        (["calibrate", str(llamacpp)], "the log prints none of the memory figures kvbudget calibrates llama.cpp on"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err

@@ -180,7 +180,9 @@ def test_log_checks() -> None:
 def test_compare_and_cli(capsys: pytest.CaptureFixture[str]) -> None:
     rows, omitted = compare(kvbudget.load_model(LLAMA8), kvbudget.find_gpu("H100"), 32768)
     assert [r.engine for r in rows] == ["vllm", "sglang", "trtllm", "llama.cpp", "transformers"] and not omitted
-    assert all(r.starts and r.kv_budget_bytes > 40 * GiB for r in rows[:4])
+    assert all(r.starts and r.kv_budget_bytes > 40 * GiB for r in rows[:3])
+    # llama-server's 4 unified slots are one stream: -c 0 is n_ctx_train (131,072 cells x 128 KiB), not 4 x that
+    assert rows[3].starts and rows[3].kv_budget_bytes == 131072 * 128 * 1024
     # transformers: 9 sequences of 32768 tokens, each 4 GiB of cache plus a 2.5 GiB unchunked prefill
     assert (rows[4].max_concurrency, rows[4].kv_budget_bytes) == (9.0, 9 * 32768 * 128 * 1024)
     sg = next(r for r in rows if r.engine == "sglang")

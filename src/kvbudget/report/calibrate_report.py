@@ -34,8 +34,11 @@ def calibrate_text(c: Calibration, units: str, out: str | None) -> str:
     out_lines += [f"skipped {log}: {why}" for log, why in c.skipped]
     lines = sorted({t.release for t in c.terms})
     vllm = not c.points or c.points[0].engine == "vllm"
-    out_lines.append(f"a term applies to runs of its GPU and release line ({', '.join(lines)}): give fit the same "
-                     f"{c.release_flag}" + (" (vLLM reads a pasted command's release itself)" if vllm else ""))
+    if lines == ["current"] and c.points and c.points[0].engine == "llama.cpp":  # one line: every build's free memory
+        out_lines.append("a term applies to runs of its GPU and GPU count, whatever the llama.cpp build")
+    else:
+        out_lines.append(f"a term applies to runs of its GPU and release line ({', '.join(lines)}): give fit the same "
+                         f"{c.release_flag}" + (" (vLLM reads a pasted command's release itself)" if vllm else ""))
     out_lines.append(f"wrote {out}: use it with --profile {out} on fit, explain and levers" if out
                      else "give --out FILE to save the profile, then --profile FILE on fit, explain and levers")
     return "\n".join(out_lines)

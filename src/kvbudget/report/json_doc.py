@@ -313,8 +313,18 @@ def other_check_doc(c: OtherCheck) -> dict[str, Any]:
     }
 
 
-def llamacpp_check_doc(log: Any, checks: list[Any]) -> dict[str, Any]:
-    """``check`` of a llama.cpp log: each KV cache it reports beside kvbudget's bytes, and its buffers."""
+def llamacpp_check_doc(log: Any, checks: list[Any], fit: Any = None) -> dict[str, Any]:
+    """``check`` of a llama.cpp log: each KV cache it reports beside kvbudget's bytes, and its buffers; its auto-fit
+    lines beside kvbudget's free memory of a bare card."""
+    doc = _llamacpp_caches_doc(log, checks)
+    if fit is not None:
+        f, gpu, rows, warnings = fit
+        doc["fit"] = {"gpu": gpu, "rows": [{"figure": n, "log": a, "kvbudget": b} for n, a, b in rows],
+                      "aborted": f.aborted or None, "warnings": list(warnings)}
+    return doc
+
+
+def _llamacpp_caches_doc(log: Any, checks: list[Any]) -> dict[str, Any]:
     return {"engine": "llama.cpp", "caches": [
         {"cells": c.cache.cells, "layers": c.cache.layers, "type_k": c.cache.type_k, "type_v": c.cache.type_v,
          "swa": c.cache.swa, "reported_k_mib": c.cache.k_mib, "predicted_k_mib": c.predicted_k_mib,

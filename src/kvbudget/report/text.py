@@ -453,8 +453,10 @@ def other_check_text(c: OtherCheck) -> str:
     return "\n".join(out)
 
 
-def llamacpp_check_text(checks: list[Any]) -> str:
-    """``check`` of a llama.cpp log: each KV cache reported vs recomputed, and each KV buffer in whole layers."""
+def llamacpp_check_text(checks: list[Any], fit: Any = None) -> str:
+    """``check`` of a llama.cpp log: each KV cache reported vs recomputed, and each KV buffer in whole layers; then
+    its auto-fit lines beside kvbudget's free memory of a bare card (``fit``: engines/llamacpp/engine.py
+    ``_fit_section``)."""
 
     def buffers(c: Any) -> str:
         if not c.cache.buffers:
@@ -468,4 +470,12 @@ def llamacpp_check_text(checks: list[Any]) -> str:
     out = ["llama.cpp KV caches, reported vs recomputed (K / V MiB), and each KV buffer in whole layers:",
            table(["cache", "types", "log", "kvbudget", "", "KV buffers (MiB)"], rows,
                  right=[False, False, True, True, False, False])]
+    if fit is not None:
+        f, gpu, fit_rows, warnings = fit
+        out.append(f"auto-fit (--fit) as the log prints it, and kvbudget's free memory of a bare {gpu or 'card (give --gpu)'}:")
+        out.append(table(["figure", "log", "kvbudget"], [[name, f"{a:,}", "-" if b is None else f"{b:,}"]
+                                                         for name, a, b in fit_rows], right=[False, True, True]))
+        if f.aborted:
+            out.append(f"auto-fit aborted: {f.aborted} (llama.cpp loads with the parameters as fit left them)")
+        out += [f"warning: {w}" for w in warnings]
     return "\n".join(out)

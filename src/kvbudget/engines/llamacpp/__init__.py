@@ -12,15 +12,17 @@ from ..lazy import lazy_exports
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from .fit import FIT_MARGIN, FIT_MIN_CTX
     from .kv_layout import row_bytes
-    from .policy import CUDA_ALIGN, FIT_MARGIN, FIT_MIN_CTX, MAX_SEQ, LlamaCppPlan, plan, replica, summary
+    from .policy import CUDA_ALIGN, MAX_SEQ, LlamaCppPlan, plan, replica, summary
     from .settings import CACHE_TYPES, LlamaCppSettings
 
 # the names the old module gave, loaded when first read (importing the package, e.g. for its ``engine`` module
 # in the registry, loads none of its planners: every command's start-up pays only for what it uses)
 _EXPORTS = (
     dict.fromkeys(("row_bytes",), ".kv_layout")
-    | dict.fromkeys(("CUDA_ALIGN", "FIT_MARGIN", "FIT_MIN_CTX", "MAX_SEQ", "LlamaCppPlan", "plan", "replica", "summary",), ".policy")
+    | dict.fromkeys(("FIT_MARGIN", "FIT_MIN_CTX"), ".fit")
+    | dict.fromkeys(("CUDA_ALIGN", "MAX_SEQ", "LlamaCppPlan", "plan", "replica", "summary",), ".policy")
     | dict.fromkeys(("CACHE_TYPES", "LlamaCppSettings",), ".settings")
 )
 

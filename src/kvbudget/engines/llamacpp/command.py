@@ -22,6 +22,8 @@ _VALUE_FLAGS = {
     "-ngl": "n_gpu_layers", "--gpu-layers": "n_gpu_layers", "--n-gpu-layers": "n_gpu_layers",
     "-fa": "flash_attn", "--flash-attn": "flash_attn", "-fit": "fit", "--fit": "fit",
     "-ts": "tensor_split", "--tensor-split": "tensor_split", "-hfr": "hf",
+    "-fitt": "fit_target_mib", "--fit-target": "fit_target_mib", "-fitc": "fit_ctx", "--fit-ctx": "fit_ctx",
+    "-sm": "split_mode", "--split-mode": "split_mode", "-ot": "overrides", "--override-tensor": "overrides",
 }
 _SWITCHES = {"--swa-full": ("swa_full", True), "-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True),
              "-no-kvu": ("kv_unified", False), "--no-kv-unified": ("kv_unified", False)}
@@ -31,10 +33,9 @@ _QUIET_SWITCHES = {"--no-mmap", "--mlock", "--cont-batching", "-cb", "--verbose"
 # Flags that take a value but do not change memory (accepted silently).
 _OTHER_VALUE_FLAGS = {
     "--host", "--port", "-t", "--threads", "-tb", "--threads-batch", "--alias", "-a", "--api-key", "-n", "--n-predict",
-    "--temp", "--top-k", "--top-p", "--min-p", "--seed", "-s", "--chat-template", "--jinja-template", "-sm",
-    "--split-mode", "-mg", "--main-gpu", "--rope-scaling", "--rope-freq-base", "-p",
+    "--temp", "--top-k", "--top-p", "--min-p", "--seed", "-s", "--chat-template", "--jinja-template", "-mg", "--main-gpu", "--rope-scaling", "--rope-freq-base", "-p",
     "--prompt", "-f", "--file", "--log-file", "--timeout", "--slot-save-path", "-dev", "--device", "--reasoning-format",
-    "--mmproj", "-ot", "--override-tensor", "--numa", "--lora", "-md", "--model-draft", "--ctx-size-draft",
+    "--mmproj", "--numa", "--lora", "-md", "--model-draft", "--ctx-size-draft",
     "--grammar", "--repeat-penalty", "--keep", "-ngld", "--gpu-layers-draft", "--cache-reuse", "--chat-template-file",
 }
 
@@ -100,7 +101,7 @@ class LlamaCppCommand:
 # -b/-ub 0 = the default (n_ubatch 0 = n_batch), -ngl -1 = every layer (also "all"/"auto"), llama-server's
 # -np -1 = auto and 0 an error ("invalid value for n_parallel"); a negative size is never one.
 _RANGES = {"n_ctx": (0, (1 << 32) - 1), "n_batch": (0, 1 << 31), "n_ubatch": (0, 1 << 31),
-           "n_parallel": (-1, 1 << 16), "n_gpu_layers": (-1, 1 << 20)}
+           "n_parallel": (-1, 1 << 16), "n_gpu_layers": (-1, 1 << 20), "fit_ctx": (0, (1 << 32) - 1)}
 
 
 def _count(field: str, flag: str, value: str, settings: LlamaCppSettings) -> LlamaCppSettings:
@@ -192,6 +193,9 @@ class _Read:
                                      "(--llamacpp-build N)")
                 self.settings = replace(self.settings, flash_attn="on")
             elif flag in _VALUE_FLAGS:
+                if flag in ("-sm", "--split-mode") and i < len(tokens) and tokens[i] not in _SPLIT_MODES:
+                    raise InputError(f"{flag} {excerpt(tokens[i], 40)[1:-1]}: llama-server stops on it (common/arg.cpp: "
+                                     "'invalid value'); give none, layer or row")
                 if i >= len(tokens) and _VALUE_FLAGS[flag] == "flash_attn":
                     raise InputError(f"{flag} needs a value from b{FA_VALUES_FROM} (llama.cpp: 'expected value for "
                                      f"argument'); write {flag} on (or give --llamacpp-build N of an older build, where "
@@ -205,9 +209,6 @@ class _Read:
                 field, on = _SWITCHES[flag]
                 self.settings = replace(self.settings, **{field: on})
             elif flag in _OTHER_VALUE_FLAGS:
-                if flag in ("-sm", "--split-mode") and i < len(tokens) and tokens[i] not in _SPLIT_MODES:
-                    raise InputError(f"{flag} {excerpt(tokens[i], 40)[1:-1]}: llama-server stops on it (common/arg.cpp: "
-                                     "'invalid value'); give none, layer or row")
                 i += 1 if takes is None else takes
             elif flag.startswith("-"):
                 i += takes or 0  # a llama-server flag kvbudget does not model: its value(s) with it
@@ -240,6 +241,18 @@ class _Read:
             self.settings = replace(s, fit=_choice(flag, value, auto=False) == "on")
         elif field == "tensor_split":
             self.settings = replace(s, tensor_split=_shares(flag, value))
+        elif field == "split_mode":  # checked against _SPLIT_MODES as it is read
+            self.settings = replace(s, split_mode=value)
+        elif field == "overrides":  # -ot PATTERN=BUFFER: the user places tensors, so auto-fit moves none
+            self.settings = replace(s, overrides=True)
+        elif field == "fit_target_mib":  # -fitt M[,M...]: MiB left free per device (common/arg.cpp), the first planned
+            values = [parse_whole(x, flag, 0, 1 << 30) for x in value.split(",")[:256]]
+            self.settings = replace(s, fit_target_mib=values[0])
+            if len(set(values)) > 1:
+                self.warnings.append(f"{flag} {excerpt(value, 40)[1:-1]}: one target per device; kvbudget plans "
+                                     f"{values[0]} MiB on every device")
+        elif field == "n_gpu_layers":  # given at all (but auto): auto-fit keeps the user's layers (common/fit.cpp)
+            self.settings = replace(_count(field, flag, value, s), ngl_given=value.strip().lower() not in ("auto", "-1"))
         else:
             self.settings = _count(field, flag, value, s)
 

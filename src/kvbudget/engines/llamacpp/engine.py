@@ -44,9 +44,11 @@ class LlamaCppEngine:
         Option("kv_unified", "choice", "--kv-unified", default="auto", choices=("auto", "on", "off")),
         Option("llamacpp_build", "count", "llama.cpp build number (its 'build: N' line) whose sizing rules apply "
                "(default: current)", commands=("fit", "explain")),
+        Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): the memory the site's logs "
+               "show held outside llama.cpp, taken off the free memory auto-fit sizes from", commands=("fit", "explain")),
     )
     fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "llamacpp_build", "tp",
-                           "num_gpus", "weights_dtype"})
+                           "num_gpus", "weights_dtype", "profile"})
     fit_instead = tuple({"batch": "--np (llama-server's parallel sequences)", "kv_dtype": "--ctk and --ctv (the K and V cache types)",
                          "pp": "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)"}.items())
 
@@ -109,6 +111,7 @@ class LlamaCppEngine:
             type_k=ask.option("ctk", "f16"), type_v=ask.option("ctv", "f16"), flash_attn=ask.option("fa", "auto"),
             n_ubatch=ask.option("ubatch", 512), swa_full=ask.option("swa_full", False), n_gpu_layers=ask.option("ngl", -1),
             devices=ask.tp,  # --num-gpus / --tp: layers split over the GPUs (-sm layer, -ts even)
+            ngl_given=ask.option("ngl", -1) >= 0, site=self.site_terms(ask.option("profile")),
             quantize=quantize, **({"build": build} if build else {}))
 
     def run(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings) -> LlamaCppPlan:
@@ -186,10 +189,16 @@ class LlamaCppEngine:
             except InputError:
                 raise InputError(f"-hf {hf}: not a model kvbudget's catalog knows, so its file cannot be planned: "
                                  "download the GGUF and give -m PATH (kvbudget reads its header)") from None
-        return Command(cmd.model, cmd.settings, cmd.warnings)
+        settings = cmd.settings
+        if given.get("profile"):  # a site profile (kvbudget calibrate --out), checked as llama.cpp's
+            from ..._record import replace
+
+            settings = replace(settings, site=self.site_terms(given["profile"]))
+        return Command(cmd.model, settings, cmd.warnings)
 
     def reads_log(self, text: str) -> bool:
-        return "llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text
+        return ("llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text
+                or "llama_params_fit_impl:" in text or "common_params_fit_impl:" in text)
 
     def check(self, text: str, given: dict[str, Any]) -> Any:
         from ...model.resolve import load_model
@@ -202,7 +211,36 @@ class LlamaCppEngine:
         if checks and not any(c.n_embd_k_gqa for c in checks):  # nothing to recompute a cache from: no 0 MiB figure
             raise InputError("the llama.cpp log lacks the KV widths (no n_embd_k_gqa / n_head_kv lines and no GGUF "
                              "key dump), so its KV caches cannot be recomputed: give --model (the model it loaded)")
-        return log, checks
+        return log, checks, _fit_section(text, given)
+
+    def calibration_point(self, name: str, text: str, given: dict[str, Any]) -> Any:
+        """The free memory auto-fit sized from, as the log shows it (its fit line, else its device lines) and as
+        kvbudget plans it for a bare card of the GPU (--gpu, else the one the log names); None when it shows none."""
+        from ...questions.calibrate import Point
+        from ..logscan import open_log
+        from .fit import backend_context_bytes
+        from .fitlog import log_gpu, logged_free, read_fit
+
+        f = read_fit(open_log(text, "llama.cpp"))
+        logged = logged_free(f) if f is not None else None
+        if f is None or logged is None:
+            return None
+        gpu = log_gpu(f, given)
+        if gpu is None:
+            raise InputError("the log does not name a GPU kvbudget knows: give --gpu (or --gpu-memory) of the card it ran on")
+        free, devices, _ = logged
+        bare = gpu.memory_bytes - backend_context_bytes(gpu.memory_bytes)
+        return Point(name, self.name, gpu.name, "current", devices, free, bare, "free device memory auto-fit sizes from",
+                     gpu.memory_bytes)
+
+    def site_terms(self, doc: object) -> tuple[Any, ...]:
+        """A site profile's terms for llama.cpp (one release line, 'current': a bare card's free memory does not
+        change with the build)."""
+        if doc is None:
+            return ()
+        from ..site import site_profile
+
+        return site_profile(doc, self.name, self.label, ("current",))
 
     def text(self, answer: Any, units: str) -> str:
         from ...report.text import llamacpp_text
@@ -220,12 +258,27 @@ class LlamaCppEngine:
     def check_text(self, result: Any, units: str) -> str:
         from ...report.text import llamacpp_check_text
 
-        return llamacpp_check_text(result[1])
+        return llamacpp_check_text(result[1], result[2])
 
     def check_doc(self, result: Any, units: str) -> dict[str, Any]:
         from ...report.json_doc import llamacpp_check_doc
 
         return llamacpp_check_doc(*result)
+
+
+def _fit_section(text: str, given: dict[str, Any]) -> Any:
+    """The log's auto-fit and device lines beside kvbudget's bare-card free memory, and a warning when the log had
+    less (``fitlog.py``); None when it prints none."""
+    from ..logscan import open_log
+    from .fitlog import check_free, fit_rows, held_warning, log_gpu, read_fit
+
+    f = read_fit(open_log(text, "llama.cpp"))
+    if f is None:
+        return None
+    check_free(f)
+    gpu = log_gpu(f, given)
+    warning = held_warning(f, gpu) if gpu is not None else None
+    return f, gpu.name if gpu is not None else None, fit_rows(f, gpu), (warning,) if warning else ()
 
 
 def _quantized(spec: ModelSpec, s: LlamaCppSettings) -> ModelSpec:

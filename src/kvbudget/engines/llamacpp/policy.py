@@ -5,8 +5,8 @@ Rules from llama.cpp's sources (https://github.com/ggml-org/llama.cpp, 2026-09-2
 (one K and one V tensor per layer with KV, ne = [n_embd_k_gqa, kv_size, n_stream]; no V for MLA),
 ``src/llama-kv-cache-iswa.cpp`` (the sliding-window cache's size), ``src/llama-memory-recurrent.cpp``
 (f32 conv and SSM states, max(1, n_seq_max) cells), ``common/arg.cpp`` and ``tools/server`` (4
-unified slots by default in llama-server), ``common/fit.cpp`` (auto-fit of n_ctx with a 1 GiB
-margin). Older releases padded n_ctx to 32 without flash attention (2025-02 snapshot).
+unified slots by default in llama-server), ``common/fit.cpp`` (auto-fit to free device memory:
+``fit.py``). Older releases padded n_ctx to 32 without flash attention (2025-02 snapshot).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from .settings import LlamaCppSettings, _cache_type
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..base import EnginePlan
+    from .fit import Fitted
 
-FIT_MARGIN = GiB  # common/fit.cpp: fit_params_target, 1 GiB per device
-FIT_MIN_CTX = 4096  # fit_params_min_ctx
 CUDA_ALIGN = 128  # ggml-cuda buffer type alignment
 
 
@@ -157,10 +156,10 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     fit = eras.fit_default(b) if s.fit is None else s.fit
     n_ctx = s.n_ctx or train
     auto_ctx = s.n_ctx == 0 and fit
-    if auto_ctx:
-        n_ctx = train * parallel  # common/fit.cpp: n_ctx 0 becomes n_ctx_train x n_seq_max
-    padding = eras.ctx_padding(b, flash)
     n_stream = 1 if unified else parallel
+    if auto_ctx:  # common/fit.cpp: n_ctx 0 becomes n_ctx_train x streams (one stream for a unified cache)
+        n_ctx = train * n_stream
+    padding = eras.ctx_padding(b, flash)
     n_layer = spec.num_layers
     ngl = n_layer + 1 if s.n_gpu_layers < 0 else s.n_gpu_layers
     gpu_start = max(n_layer + 1 - ngl, 0)  # llama-model.cpp: layers i >= i_gpu_start go to the GPU
@@ -273,37 +272,33 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         notes.append(note)
     c = context(n_ctx)
     fit_note = ""
+    fit_lines: tuple[str, ...] = ()
     if gpu is not None and fit:
-        def need(cc: dict[str, int]) -> int:  # the fullest device
-            return max(w_dev[d] + cc[f"kv_dev{d}"] + compute for d in range(devices))
+        from .fit import fit_context
 
-        budget = gpu.memory_bytes - FIT_MARGIN
-        if need(c) > budget and auto_ctx:
-            lo = FIT_MIN_CTX * n_stream
-            step = 256 * n_stream
-            best = 0
-            n = (c["n_ctx"] // step) * step
-            hi = n
-            # largest multiple of the step whose projection leaves the margin free
-            while lo <= hi:
-                mid = ((lo + hi) // 2) // step * step
-                if mid < lo:
-                    break
-                if need(context(mid)) <= budget:
-                    best, lo = mid, mid + step
-                else:
-                    hi = mid - step
-            if best:
-                fit_note = f"context size reduced from {c['n_ctx']} to {best} to leave {FIT_MARGIN // MiB} MiB free"
-                c = context(best)
-            else:
-                fit_note = "even the minimum context does not fit: llama.cpp would offload layers to the CPU"
+        def measure(n: int) -> tuple[int, ...]:  # every device's model + context + compute buffers at context n
+            cc = c if n == n_ctx else context(n)
+            return tuple(w_dev[d] + cc[f"kv_dev{d}"] + compute for d in range(devices))
+
+        free = (_free_memory(gpu, s, devices, notes),) * devices
+        fitted = fit_context(measure, free, s.fit_target_mib * MiB, n_ctx, auto_ctx, n_ctx, s.fit_ctx, n_stream,
+                             gpu_w, min(ngl, n_layer), spec.num_experts > 0, _placed_by_user(s, devices))
+        fit_lines = tuple(f"common_params_fit_impl: {line}" for line in fitted.lines)
+        fit_note = _fit_note(fitted, n_ctx)
+        if fitted.n_ctx != n_ctx:
+            c = context(fitted.n_ctx)
+        if fitted.verdict == "moves weights" and devices == 1 and spec.num_experts == 0:
+            notes.append(_layers_fitted(spec, gpu, s, fitted.n_ctx, free[0] - fitted.target))
+        elif fitted.verdict == "moves weights":
+            notes.append("llama.cpp's auto-fit would then move " + ("expert tensors of MoE layers" if spec.num_experts
+                         else "layers") + " to system memory (common/fit.cpp, step 3), which kvbudget does not model: "
+                         "this plan keeps every layer on the GPU; give -ngl and -ot as llama.cpp prints them to plan them")
     kv_total = c["k"] + c["v"] + c["sk"] + c["sv"] + c["rec"]
     per_device = tuple(w_dev[d] + c[f"kv_dev{d}"] + compute for d in range(devices)) if gpu is not None else ()
     total_gpu = max(per_device) if per_device else 0
     fits = gpu is None or total_gpu <= gpu.memory_bytes
-    lines = load_lines + _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl, n_layer, gpu_w,
-                                    cpu_w, output, compute, s)
+    lines = fit_lines + load_lines + _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl,
+                                                n_layer, gpu_w, cpu_w, output, compute, s)
     if not fits and per_device:
         lines = _out_of_memory(lines, w_dev[0], c["kv_dev0"], compute, gpu.memory_bytes if gpu else 0)
     if c["n_ctx_seq"] < train and not auto_ctx:
@@ -319,6 +314,52 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         device_bytes=per_device, kv_device_bytes=tuple(c[f"kv_dev{d}"] for d in range(devices)) if gpu is not None else (),
         weights_format=fmt.describe(), served_file=out_file,
     )
+
+
+def _free_memory(gpu: GPU, s: LlamaCppSettings, devices: int, notes: list[str]) -> int:
+    """Each device's free memory as auto-fit measures it: the catalog total less a bare card's backend context
+    (``fit.backend_context_bytes``), less what a site profile's term says is held there."""
+    from .fit import backend_context_bytes
+
+    context = backend_context_bytes(gpu.memory_bytes)
+    held = 0
+    if s.site:
+        from ..site import held_by_site
+
+        held = held_by_site(s.site, gpu, "current", devices, "llama.cpp", "off the free memory auto-fit sizes from",
+                            notes, (context, "backend context"))
+    return gpu.memory_bytes - context - held
+
+
+def _placed_by_user(s: LlamaCppSettings, devices: int) -> str:
+    from .fit import user_placement
+
+    return user_placement(s.n_gpu_layers, s.ngl_given, s.tensor_split, devices, s.split_mode, s.overrides)
+
+
+def _fit_note(f: Fitted, asked: int) -> str:
+    """What auto-fit did, in a line: its verdict against the free memory it measured."""
+    free = f"{sum(f.free) // MiB} MiB free (bare card), {f.target // MiB} MiB target"
+    said = {"fits": f"no change: the projection ({sum(f.projected) // MiB} MiB) leaves the target free ({free})",
+            "context reduced": f"context size reduced from {asked} to {f.n_ctx} ({free})",
+            "aborted": (f"context size reduced from {asked} to {f.n_ctx}, then " if f.n_ctx != asked else "")
+            + f"fit aborted: {f.abort} ({free}); llama.cpp loads with these parameters",
+            "moves weights": (f"context size reduced from {asked} to {f.n_ctx}, then " if f.n_ctx != asked else "")
+            + f"weights moved to system memory ({free})"}
+    return said[f.verdict]
+
+
+def _layers_fitted(spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, n_ctx: int, budget: int) -> str:
+    """Fit's step 3 for a dense model on one device, said as a note: the most layers, filled back to front (the
+    output layer first), whose projected use stays within ``budget`` (free memory less the target), with the context
+    step 2 left. The plan itself keeps the layers -ngl gives (all by default): whether the model fits the GPU."""
+    def settings(layers: int) -> LlamaCppSettings:
+        return replace(s, n_ctx=n_ctx, n_gpu_layers=layers, fit=False)
+
+    layers = largest(lambda n: plan(spec, gpu, settings(n)).total_gpu_bytes <= budget, spec.num_layers + 1)
+    return (f"llama.cpp's auto-fit would then keep {layers} of {spec.num_layers + 1} layers on the GPU (as -ngl {layers}) "
+            "and the rest in system memory (common/fit.cpp, step 3); this plan keeps every layer on the GPU: plan "
+            f"with --ngl {layers} for that load")
 
 
 def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int, unified: bool, on_gpu: bool,

@@ -7,6 +7,10 @@ from ..._record import record
 from ...units import InputError
 from . import calibration as eras
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from ..site import SiteTerm
+
 # -ctk / -ctv types (common/arg.cpp kv_cache_types); kv_layout.row_bytes knows ggml's block layout of each.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
@@ -37,6 +41,12 @@ class LlamaCppSettings:
     swa_full: bool = False
     n_gpu_layers: int = -1  # -ngl; -1: all
     fit: bool | None = None  # --fit (auto-fit of n_ctx to free memory); None: the build's default
+    fit_target_mib: int = 1024  # -fitt: MiB fit leaves free on each device (common/common.h fit_params_target)
+    fit_ctx: int = 4096  # -fitc: the smallest context fit reduces to (fit_params_min_ctx)
+    ngl_given: bool = False  # -ngl was on the command line (any value but auto): fit does not move layers
+    split_mode: str = "layer"  # -sm: layer | row | none
+    overrides: bool = False  # -ot was given: fit does not move tensors
+    site: tuple[SiteTerm, ...] = ()  # a site profile's terms (kvbudget calibrate --out): memory held outside llama.cpp
     build: int = eras.CURRENT  # llama.cpp build number (the log's "build: N"): whose rules apply
     devices: int = 1  # GPUs the layers are split over (-sm layer), each with the plan's GPU
     tensor_split: tuple[float, ...] = ()  # -ts shares per GPU (default: even; llama.cpp: by free memory)

@@ -125,6 +125,11 @@ def test_check_predicts_what_accuracy_plans(log: Path) -> None:
     want = _planned_from_json(log)
     c = _checked(log)
     got = c.plan.kv_tokens
+    if not c.plan.starts and c.plan.error and "after the final KV pool" in c.plan.error:
+        # TensorRT-LLM allocates this pool and fails after it (capture.py): a plan that does not start holds no
+        # requests (EnginePlan), and the row the user reads is the pool the engine allocates before it fails
+        got = next(int(r.predicted) for r in c.rows if r.figure.startswith("KV tokens") and r.predicted is not None)
+        assert got > 0 and c.plan.kv_tokens == 0
     for r in c.rows:  # the row the user reads is the plan's (a log without its pool line has none)
         assert not r.figure.startswith("KV tokens") or r.predicted == got
     if log.stem in EXPECTED:

@@ -170,3 +170,44 @@ def test_a_release_that_is_not_a_release_line_is_refused_by_name(release: str) -
     with pytest.raises(InputError, match="is not a release line") as err:
         trtllm.plan(spec, gpu, trtllm.TrtllmSettings(release=release))
     assert len(str(err.value)) < 200
+
+
+def test_graph_batch_sizes_as_tensorrt_llm_generates_them() -> None:
+    from kvbudget.engines.trtllm.capture import graph_batch_sizes, second_graph_batch
+
+    # CudaGraphConfig._generate_cuda_graph_batch_sizes without padding (llm_args.py, 0.20 to 1.x)
+    assert graph_batch_sizes(128) == (*range(1, 32), 32, 64, 128)
+    assert graph_batch_sizes(4096)[-5:] == (256, 512, 1024, 2048, 4096)
+    assert graph_batch_sizes(3000)[-3:] == (512, 1024, 3000)  # powers below 2^floor(log2 3000), then the maximum
+    assert graph_batch_sizes(1) == (1,) and graph_batch_sizes(0) == ()
+    assert (second_graph_batch(4096), second_graph_batch(128), second_graph_batch(20), second_graph_batch(1)) == (
+        2048, 64, 19, 0)
+
+
+def test_capture_after_the_final_pool_holds_the_largest_graph_beside_the_next_eager_run() -> None:
+    # the 0.20 H100 run at fraction 0.95 with graphs to batch 4096 (tests/data/trtllm_logs ...kv095-mbs4096-oom):
+    # its estimation pool (288 blocks) captured no graph, the final pool left 3.39 GiB (log), batch 4096's graph pool
+    # took 3.44 GiB ("3.44 GiB allocated in private pools") and batch 2048's eager warmup (cuda_graph_runner.py
+    # capture -> forward_fn) was refused 1002 MiB: no start. At 0.90, or with graphs to 2048, it starts.
+    from kvbudget._record import replace
+
+    spec, gpu = kvbudget.load_model("meta-llama/Llama-3.1-8B-Instruct"), kvbudget.find_gpu("H100-SXM-80GB")
+    gpu = replace(gpu, memory_bytes=round(79.18 * GiB))
+    base = trtllm.TrtllmSettings(quantization="fp8", kv_cache_dtype="fp8", max_seq_len=257, release="0.20",
+                                 max_num_tokens=8192, free_gpu_memory_fraction=0.95, max_batch_size=4096,
+                                 cuda_graph_max_batch_size=4096)
+    p = trtllm.plan(spec, gpu, base)
+    assert abs(p.capture_after_pool_bytes / GiB - 3.44) < 0.01  # the log's private pool
+    eager_2048 = p.capture_after_pool_bytes // 2
+    assert p.capture_need_bytes == p.capture_after_pool_bytes + eager_2048
+    assert eager_2048 > 2048 * 128_256 * 4  # it holds the refused 1002 MiB of float32 logits
+    assert not p.starts and p.error is not None and "batch 2,048 runs eagerly" in p.error
+    assert "lower free_gpu_memory_fraction or cuda_graph_config max_batch_size" in p.error
+    assert p.max_tokens > 0  # the pool itself was allocated: the failure comes after it
+    for lower in (replace(base, free_gpu_memory_fraction=0.9), replace(base, max_batch_size=2048,
+                                                                        cuda_graph_max_batch_size=2048)):
+        q = trtllm.plan(spec, gpu, lower)
+        assert q.starts and q.capture_need_bytes < q.left_after_pool_bytes
+    # graphs the estimation run held are released before the final capture: the default graphs to 128 start
+    small = trtllm.plan(spec, gpu, replace(base, max_batch_size=2048, cuda_graph_max_batch_size=None))
+    assert small.starts and small.cuda_graph_bytes > 0 and small.capture_after_pool_bytes == 0

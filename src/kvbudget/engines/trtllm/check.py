@@ -293,21 +293,23 @@ def profiling_rows(figs: TrtllmFigures, p: TrtllmPlan) -> list[Compared]:
 def capture_warning(figs: TrtllmFigures, p: TrtllmPlan, total_bytes: int) -> list[str]:
     """A line where the CUDA graphs captured after the final pool (``policy.graphs_in_estimation``: the estimation run
     captured none) need more than the log's own figures leave: the pool takes fraction x (total - peak + the estimation
-    pool), so (1 - fraction) x that is what stays free for the capture, with the activations the estimation run freed.
-    kvbudget's capture figure is the largest graph's (a lower bound: the smaller graphs' outputs share its pool), and
-    how much of the freed activations the capture can use is not known, so this is a warning, not a verdict."""
+    pool), so (1 - fraction) x that is what stays free for the capture, besides the activations the estimation run
+    freed. The need is ``capture.py``'s: the largest batch's graph pool held while the next batch runs eagerly before
+    its own capture."""
     if not p.capture_after_pool_bytes or figs.peak_gib is None:
         return []
     total = figs.total_gib * GiB if figs.total_gib is not None else total_bytes
     left = (1 - p.free_gpu_memory_fraction) * (total - figs.peak_gib * GiB + (figs.temporary_kv_gib or 0) * GiB)
-    if left >= p.capture_after_pool_bytes:
+    if left >= p.capture_need_bytes:
         return []
     return [f"the fraction {p.free_gpu_memory_fraction:g} leaves {left / GiB:.2f} GiB after the final pool (1 - fraction of "
-            f"the log's total - peak + estimation pool) for the CUDA graphs captured after it, which kvbudget puts at "
-            f"{p.capture_after_pool_bytes / GiB:.2f} GiB or more: the estimation run captured none (its pool has fewer "
-            "blocks than the largest graph batch), so the pool was sized without them and the capture may run out of "
-            "memory (py_executor_creator.py builds the final pool, then a new executor captures the graphs); lower the "
-            "fraction or cuda_graph_config max_batch_size"]
+            f"the log's total - peak + estimation pool) for the CUDA graphs captured after it, which need "
+            f"{p.capture_need_bytes / GiB:.2f} GiB or more (the largest graph's {p.capture_after_pool_bytes / GiB:.2f} GiB "
+            "and the next batch's eager warmup beside it): the estimation run captured none (its pool has fewer "
+            "blocks than the largest graph batch), so the pool was sized without them and the capture runs out of "
+            "memory unless the estimation run's freed activations cover the rest (py_executor_creator.py builds the "
+            "final pool, then a new executor captures the graphs); lower the fraction or cuda_graph_config "
+            "max_batch_size"]
 
 
 _RANK_GAP_GIB = 0.5  # ranks' free memory this far apart is worth a line (it moves every rank's pool by 0.45 GiB)
@@ -382,6 +384,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     notes += [f"not in the log, so TensorRT-LLM's defaults were planned: {', '.join(run.assumed)} (give them after --, "
               "as trtllm-serve flags or an --extra_llm_api_options file)"] if run.assumed else []
     notes += read + (list(p.notes) if p is not None else [])
+    notes += [f"kvbudget's plan does not start: {p.error}"] if p is not None and p.error else []
     if spec is not None and device is not None and p is not None:
         if figs.tokens is not None:
             rows.append(row("KV tokens (max tokens in paged KV cache)", figs.tokens, p.max_tokens))

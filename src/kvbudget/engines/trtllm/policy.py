@@ -51,6 +51,7 @@ from ...parallel import stages
 from ...units import GiB, InputError, excerpt
 from ..base import Replica
 from ..textbook import CUDA_CONTEXT_BYTES, NON_TORCH_TP_BYTES
+from .capture import capture_check
 from .settings import _KV_DTYPES, TrtllmSettings
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
@@ -118,6 +119,8 @@ class TrtllmPlan:
     # PyTorch backend: the CUDA graphs captured after the final pool (``graphs_in_estimation``; 0 where the estimation
     # run held them) and what the final pool leaves on the device (total - peak - pool)
     capture_after_pool_bytes: int = 0
+    # and what the final capture needs at once (capture.py: the largest graph + the next batch's eager warmup)
+    capture_need_bytes: int = 0
     left_after_pool_bytes: int = 0
     # PyTorch backend: the peak's memory outside torch (CUDA context, NCCL) and the CUDA graphs the estimation run held
     non_torch_bytes: int = 0
@@ -332,6 +335,7 @@ class ProfilingPeak:
     # after the final pool, from what the fraction leaves; 0 where ``cuda_graphs`` holds it
     capture_after_pool: int = 0
     graph_batch: int = 0  # the largest batch a graph is captured for (0: graphs off)
+    graph_per_sequence: int = 0  # one sequence's decode step in a graph or an eager run: MLP activations, logits
 
     @property
     def total(self) -> int:
@@ -356,12 +360,14 @@ def profiling_peak(spec: ModelSpec, s: TrtllmSettings, attn_tp: int, moe_tp: int
     workspace = CUBLAS_WORKSPACE_BYTES + tokens * (d.num_attention_heads // attn_tp) * d.head_dim * 2
     graph_batch = min(CUDA_GRAPH_MAX_BATCH if s.cuda_graph_max_batch_size is None else s.cuda_graph_max_batch_size,
                       s.max_batch_size)
-    graphs = graph_batch * (per_tok + d.vocab_size * 6) if graph_batch > 0 else 0
+    per_sequence = per_tok + d.vocab_size * 6
+    graphs = graph_batch * per_sequence if graph_batch > 0 else 0
     non_torch = CUDA_CONTEXT_BYTES + (NON_TORCH_TP_BYTES if s.tp * s.pp > 1 else 0)
     temp_tokens = temporary_kv_tokens(lengths, tokens_per_block)
     before = graphs if graphs_in_estimation(graph_batch, temp_tokens // tokens_per_block) else 0
     return ProfilingPeak(tokens, len(lengths), tokens * per_tok, workspace, logits_bytes(len(lengths), d.vocab_size),
-                         before, non_torch, temp_tokens * per_token, graphs - before, max(graph_batch, 0))
+                         before, non_torch, temp_tokens * per_token, graphs - before, max(graph_batch, 0),
+                         per_sequence)
 
 
 def graphs_in_estimation(graph_batch: int, estimation_blocks: int) -> bool:
@@ -443,6 +449,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     rules = release_rules(s.release)
     max_seq = s.max_seq_len or spec.max_context
     temporary_kv = act = runtime = decoder = capture = freed = non_torch = graphs = activations = 0
+    prof: ProfilingPeak | None = None
     if s.backend == "engine":
         # the engine's execution-context memory (its activations for max_num_tokens, fixed at build time;
         # estimate: the MLP's gate and up outputs and four hidden-size tensors per token, in 16 bits)
@@ -505,20 +512,22 @@ def plan(spec: ModelSpec, gpu: GPU, s: TrtllmSettings) -> TrtllmPlan:
     lines.append(f"[TensorRT-LLM][INFO] [MemUsageChange] Allocated {pool / GiB:.2f} GiB for max tokens in paged KV cache "
                  f"({blocks * tpb}).")
     left = max(gpu.memory_bytes - peak - pool, 0)  # what the final pool leaves (the fraction's share, to a block)
-    if capture and error is None:
-        notes.append(("the CUDA-graph capture may run out of memory: " if capture > left else "")
-                     + f"after the final pool {left / GiB:.2f} GiB are left ({(left + freed) / GiB:.2f} with the "
-                     f"estimation run's activations freed) for the CUDA-graph capture, which kvbudget puts at "
-                     f"{capture / GiB:.2f} GiB or more (the largest batch's graph; the smaller graphs' outputs share its "
-                     "pool)" + (": lower free_gpu_memory_fraction or cuda_graph_config max_batch_size" if capture > left
-                                else ""))
+    need = 0
+    if prof is not None and prof.graph_batch > 0 and error is None:
+        # the final executor's capture (capture.py): the largest graph's pool held while the next batch runs eagerly
+        cap = capture_check(prof.graph_batch, prof.graph_per_sequence, left, freed, graphs)
+        need = cap.need
+        if cap.fails:
+            error = cap.error()
+        elif capture:
+            notes.append(cap.note())
     if blocks * tpb < max_seq and error is None:
         notes.append(f"the pool holds fewer tokens than max_seq_len {max_seq:,}: TRT-LLM reduces the attention window "
                      f"to {blocks * tpb:,} instead of failing")
     return TrtllmPlan(
         free_gpu_memory_fraction=s.free_gpu_memory_fraction, ep=ep, moe_tp=moe_tp, attention_dp=s.enable_attention_dp,
         temporary_kv_bytes=temporary_kv, max_tokens_capped=capped, execution_context_bytes=act,
-        capture_after_pool_bytes=capture, left_after_pool_bytes=left, non_torch_bytes=non_torch, cuda_graph_bytes=graphs,
+        capture_after_pool_bytes=capture, capture_need_bytes=need, left_after_pool_bytes=left, non_torch_bytes=non_torch, cuda_graph_bytes=graphs,
         activation_bytes=activations,
         runtime_buffers_bytes=runtime, decoder_bytes=decoder,
         model=spec.name, gpu=gpu.name, backend=s.backend, tp=s.tp, weights_bytes=stage.weights_bytes, peak_bytes=peak,

@@ -69,7 +69,7 @@ from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, ModelFacts, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
 from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, link_note, nccl_line, on_nvswitch
-from .quant import act_dtype_taken, dequant_bytes, int4_kernel, loaded_format
+from .quant import act_dtype_taken, dequant_bytes, int4_kernel, loaded_format, stand_in_note
 from .settings import (
     RELEASES,
     Release,
@@ -1139,6 +1139,8 @@ def _memory_notes(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
         from .quant import dequant_note
 
         notes.append(dequant_note(r.fmt, settings.quantization, gpu, settings.version, dequant))
+    if (stand_in := stand_in_note(spec, r.fmt, settings.quantization, r.tp)) is not None:
+        notes.append(stand_in)
 
 
 def _eplb(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> EplbMemory | None:

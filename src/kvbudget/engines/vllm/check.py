@@ -55,7 +55,9 @@ def _release(log: VllmLog, text: str, given: str | None, lines: LineEvidence) ->
     if given is not None:
         return given, _unlike(lines, given, "given with --vllm-version")
     if "Falling back to V0" in text or "Initializing a V0 LLM engine" in text:  # 0.8-0.10 ran V0 (arg_utils.py)
-        return "v0", []
+        # before 0.8 V0 is the release's own engine, planned by its release (NCCL's line, the non-torch rules)
+        minor = version_minor(log.version)
+        return (log.version, []) if log.version and minor is not None and minor < 8 else ("v0", [])
     if log.version:
         return log.version, _unlike(lines, log.version, "the log prints")
     wording = _version_from_format(log, text)
@@ -238,6 +240,7 @@ def _rows(log: VllmLog, p: VllmPlan) -> tuple[Row, ...]:
     rows = []
     if log.model_loading_gib is not None:
         rows.append(_row("model loading (GiB)", log.model_loading_gib, round(p.model_loading_bytes / GiB, 2)))
+    rows += _profile_rows(log, p)
     if log.available_kv_gib is not None:
         rows.append(_row("available KV cache (GiB)", log.available_kv_gib, round(p.available_kv_cache_bytes / GiB, 2)))
     if log.num_gpu_blocks is not None:
@@ -252,6 +255,28 @@ def _rows(log: VllmLog, p: VllmPlan) -> tuple[Row, ...]:
     started = log.started
     rows.append(Row("starts", float(started), float(p.starts), None if started == p.starts else 100.0))
     return tuple(rows)
+
+
+# rows of the memory profile, not of the KV arithmetic: left out of the rows fed with the log's available memory
+_NOT_ARITHMETIC = ("available KV cache (GiB)", "model loading (GiB)", "non-torch memory (GiB)", "activation peak (GiB)")
+
+
+def _profile_rows(log: VllmLog, p: VllmPlan) -> list[Row]:
+    """The memory profile's own terms, where the log prints them as kvbudget's plan counts them: the non-torch
+    memory and the activation peak above the weights of V0 (worker/worker.py: "non_torch_memory takes X GiB;
+    PyTorch activation peak memory takes Y GiB", 0.6.5-0.10; 0.6.4's "non_torch_memory=X") and of the V1 worker up
+    to 0.20 ("Actual usage is W GiB for weight, Y GiB for peak activation, X GiB for non-torch memory", 0.10-0.20
+    v1/worker/gpu_worker.py). They show which term of a KV figure's error is off. Not for the current line (0.21 on:
+    the CUDA-graph estimate and, from 0.27, the consumed memory and transient peak of utils/mem_utils.py are measured
+    otherwise, compared in their own rows)."""
+    if p.release == "current" or log.consumed_gib is not None:
+        return []
+    rows = []
+    if log.non_torch_gib is not None:
+        rows.append(_row("non-torch memory (GiB)", log.non_torch_gib, round(p.non_torch_bytes / GiB, 2)))
+    if log.activation_gib is not None:
+        rows.append(_row("activation peak (GiB)", log.activation_gib, round(p.activation_bytes / GiB, 2)))
+    return rows
 
 
 def _graph_rows(log: VllmLog, p: VllmPlan) -> list[Row]:
@@ -351,6 +376,7 @@ def check_log(
         warnings.append(later)
     predicted = plan(spec, device, settings)
     warnings += _utilization_unseen(log.available_kv_gib, settings, predicted)
+    warnings += _non_torch_unlike(log, predicted)
     if device.unified_memory and settings.kv_cache_memory_bytes is None:  # the plan's note, which check prints nowhere
         from ...hardware import unified_note
 
@@ -361,7 +387,7 @@ def check_log(
     return CheckResult(
         log=log, model=spec.name, gpu=device.name, settings=settings, plan=predicted, given_available=given,
         rows=_rows(log, predicted),
-        arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in ("available KV cache (GiB)", "model loading (GiB)")
+        arithmetic_rows=tuple(r for r in _rows(log, given) if r.figure not in _NOT_ARITHMETIC
                               and "CUDA graph" not in r.figure and "CUDA-graph" not in r.figure)
         if given else (),
         warnings=tuple(dict.fromkeys(of_release + warnings)),  # a flag in the log's command and after -- is said once
@@ -392,6 +418,27 @@ def _utilization_unseen(logged_gib: float | None, settings: VllmSettings, p: Vll
     return [f"available KV cache: kvbudget plans {p.available_kv_cache_bytes / GiB:.2f} GiB where the log shows "
             f"{logged_gib:.2f}, and the log shows no gpu_memory_utilization, so the default {p.utilization:g} was "
             f"planned: {said}"]
+
+
+# How far the log's non-torch memory may sit from kvbudget's (GiB, besides compared.far_apart's share) before check
+# says which of kvbudget's notes names the memory behind it
+_NON_TORCH_GAP_GIB = 0.25
+
+
+def _non_torch_unlike(log: VllmLog, p: VllmPlan) -> list[str]:
+    """A warning where the log's own non-torch figure (its memory profile's line) is far from kvbudget's in a
+    multi-GPU run, with the plan's note on NCCL's buffers (nccl.py link_note: the link between the GPUs, which
+    neither the model, the GPU's name nor the flags say) where it has one."""
+    rows = {r.figure: r for r in _profile_rows(log, p)}
+    row = rows.get("non-torch memory (GiB)")
+    if row is None or row.reported is None or p.tp * p.pp < 2:
+        return []
+    if not far_apart(p.non_torch_bytes / GiB, row.reported, _NON_TORCH_GAP_GIB):
+        return []
+    nccl = next((n for n in p.notes if n.startswith("NCCL at ")), None)
+    said = (f"the log's non-torch memory is {row.reported:.2f} GiB a rank where kvbudget charges "
+            f"{p.non_torch_bytes / GiB:.2f}")
+    return [f"{said}: {nccl}" if nccl else said]
 
 
 # Engine arguments a log prints (its engine config or non-default args line) that the flags after -- may not contradict:

@@ -42,6 +42,10 @@ class VllmLog:
     other_failure: str | None = None
     non_torch_gib: float | None = None
     activation_gib: float | None = None
+    # 0.27 on: "Actual usage is X GiB for consumed memory (weights + non-torch), Y GiB for peak activation, ...", whose
+    # peak activation is measured otherwise than before (utils/mem_utils.py memory_profiling: the transient peak above
+    # what stays allocated, plus the CUDA-graph estimate): X, and a sign that Y is of that form
+    consumed_gib: float | None = None
     cuda_graph_gib: float | None = None
     # >= 0.21, vLLM's CUDA-graph estimate (gpu_worker.py determine_available_memory): the utilization as given and its
     # equivalent without the estimate ("The current --gpu-memory-utilization=X is equivalent to
@@ -494,6 +498,9 @@ def parse_vllm_log(text: str) -> VllmLog:
          or log.last(" GiB for non-torch memory", NUM + r" GiB for non-torch memory"))
     if m:
         fields["non_torch_gib"] = figure(m.group(1), "non-torch memory (GiB)", -_GIB, _GIB)
+    m = log.last(" GiB for consumed memory", NUM + r" GiB for consumed memory")
+    if m:
+        fields["consumed_gib"] = figure(m.group(1), "consumed memory (GiB)", -_GIB, _GIB)
     m = (log.last("activation peak memory", r"activation peak memory(?: takes|[ \t])[ \t]{0,8}" + NUM)
          or log.last(" GiB for peak activation", NUM + r" GiB for peak activation"))
     if m:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ...units import MiB
+from ...units import GiB, MiB
 from .settings import minor_patch
 
 CHANNELS = 24  # ring/tree channels NCCL builds on an 8-GPU NVSwitch board
@@ -121,3 +121,41 @@ def eager_nvswitch_bytes(version: str | None, ranks: int, sm_major: int, cumem: 
         return None
     sharp = nvls_bytes(line, ranks, sm_major) if nvls else 0
     return EAGER_INIT_UNATTRIBUTED + CUSTOM_ALL_REDUCE + COMMUNICATORS * (connection_bytes(ranks) + sharp)
+
+
+# Two A100s joined by NVLink under NCCL 2.21.5 (the module docstring; read, not charged): 24 ring channels, each a 6 MiB
+# send half and a 6 MiB receive half, per communicator; V0's first use of torch's process group (the logits' gather)
+# is NCCL send/receive over 32 more channels of 6 MiB.
+_PAIR_CHANNELS = 24
+_PAIR_HALF = 6 * MiB
+_V0_GATHER_CHANNELS = 32
+
+
+def nvlink_pair_bytes(line: str | None, v0: bool) -> int | None:
+    """What an eager NCCL 2.21 start holds per rank outside torch for a TP group of two sm80 GPUs joined by NVLink,
+    as read from NCCL's source (module docstring) with the per-process ``EAGER_INIT_UNATTRIBUTED`` and custom
+    all-reduce's buffers; None for another NCCL line (its channel search was not read)."""
+    if line != "2.21":
+        return None
+    gather = _V0_GATHER_CHANNELS * _PAIR_HALF if v0 else 0
+    return COMMUNICATORS * _PAIR_CHANNELS * 2 * _PAIR_HALF + gather + CUSTOM_ALL_REDUCE + EAGER_INIT_UNATTRIBUTED
+
+
+def link_note(version: str | None, ranks: int, charged: int, sm: float | None, v0: bool,
+              cumem: bool | None = None) -> str | None:
+    """A note for a TP/PP group off an NVSwitch board under a release that connects NCCL eagerly: the non-torch memory
+    charged there is the figure fitted at TP 2, while NCCL's buffers follow the link between the GPUs (NVLink,
+    PCIe with or without P2P, or another node), which the GPU's name does not say. None where NCCL connects lazily."""
+    line = nccl_line(version, cumem)
+    if line is None or ranks < 2:
+        return None
+    said = (f"NCCL at {ranks} ranks: vLLM {version} runs NCCL {line} with cuMem off, so its communicators connect every "
+            f"channel at start-up, and their buffers depend on how the GPUs are linked, which the GPU's name does not "
+            f"say; kvbudget charges {charged / GiB:.2f} GiB of non-torch memory a rank (fitted at TP 2)")
+    pair = nvlink_pair_bytes(line, v0) if ranks == 2 and sm == 8.0 else None
+    if pair is not None:
+        said += (f"; two such GPUs joined by NVLink hold about {pair / GiB:.2f} GiB a rank instead (NCCL's channels by "
+                 "its source, with an eager start's measured per-process memory: nccl.py), PCIe cards fewer channels, "
+                 "and GPUs without P2P keep the buffers in host memory")
+    return said
+

@@ -68,8 +68,8 @@ from .kv_connector import keeps_hybrid_manager
 from .kv_dtypes import kv_dtype_runs, kv_dtype_taken
 from .kv_layout import KVGroup, KVLayout, ModelFacts, kv_cache_dtype, kv_layout, model_facts, stage_block_bytes
 from .mm_memory import ipc_error
-from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, nccl_line, on_nvswitch
-from .quant import act_dtype_taken, dequant_bytes, int4_kernel, loaded_format
+from .nccl import EAGER_INIT_UNATTRIBUTED, eager_nvswitch_bytes, link_note, nccl_line, on_nvswitch
+from .quant import act_dtype_taken, dequant_bytes, int4_kernel, loaded_format, stand_in_note
 from .settings import (
     RELEASES,
     Release,
@@ -1055,6 +1055,9 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
                          f"{NON_TORCH_TP_BYTES / GiB:.2f} GiB (fitted at TP 2)"
                          + (f", up to {at_most / GiB:.2f} GiB if every algorithm is connected" if at_most else "")
                          + " (NCCL_NVLS_ENABLE=0 saves the SHARP part)")
+        elif ranks >= 2 and gpu.vendor == "nvidia" and settings.kv_cache_memory_bytes is None and (said := link_note(
+                settings.version, ranks, NON_TORCH_TP_BYTES, capability(gpu), rel.key == "v0", settings.nccl_cumem)):
+            notes.append(said)
         if eplb is not None:
             from .eplb import note as eplb_note
 
@@ -1136,6 +1139,8 @@ def _memory_notes(spec: ModelSpec, gpu: GPU, settings: VllmSettings, r: _Resolve
         from .quant import dequant_note
 
         notes.append(dequant_note(r.fmt, settings.quantization, gpu, settings.version, dequant))
+    if (stand_in := stand_in_note(spec, r.fmt, settings.quantization, r.tp)) is not None:
+        notes.append(stand_in)
 
 
 def _eplb(spec: ModelSpec, settings: VllmSettings, r: _Resolved) -> EplbMemory | None:

@@ -219,3 +219,32 @@ def act_dtype_taken(fmt: WeightFormat, quantization: str | None, gpu: GPU, versi
         raise InputError(f"vLLM stops at start-up: `ValueError: {_TORCH.get(model_dtype, model_dtype)} is not supported "
                          f"for quantization method {word}. Supported dtypes: [{shown}]`: give --dtype "
                          f"{' or '.join({'bf16': 'bfloat16', 'fp16': 'float16'}[d] for d in allowed)}")
+
+
+# vLLM's method words that name a pre-quantized checkpoint's format (vLLM reads the weights as stored: it cannot make
+# them from a 16-bit checkpoint): given for a 16-bit model they stand for such a checkpoint, whose quantization_config
+# (its ``ignore`` / ``exclude_modules`` / ``modules_to_not_convert``) says which modules stay 16-bit
+_CHECKPOINT_ONLY = (*_INT4_KERNELS, "modelopt_fp4", "modelopt_mxfp8")
+# roles kvbudget packs for such a stand-in that checkpoints often keep in 16 bits (lm_head and the router never packed)
+_OFTEN_KEPT = ("vision", "attention", "shared_experts")
+
+
+def stand_in_note(spec: ModelSpec, fmt: WeightFormat, quantization: str | None, tp: int) -> str | None:
+    """A note where ``--quantization`` names a checkpoint-only format for a 16-bit model: every linear layer is
+    packed but the embeddings, the lm_head and the router, while a real checkpoint keeps what its quantization_config
+    excludes in 16 bits, so its weights may be larger; the 16-bit bytes of the roles often kept so, per rank."""
+    word = _word(quantization)
+    own = spec.weight_format
+    if word not in _CHECKPOINT_ONLY or (own is not None and own.quantized) or not fmt.quantized:
+        return None
+    more: dict[str, int] = {}
+    for t in spec.inventory.tensors():
+        if t.role in _OFTEN_KEPT and fmt.packs(t):
+            rows, cols = t.shape_per_rank(tp)
+            dense = rows * cols * 2 - fmt.matrix_bytes(rows, cols)
+            more[t.role] = more.get(t.role, 0) + dense * t.count
+    kept = ", ".join(f"{role.replace('_', ' ')} +{n / 2**30:.2f} GiB" for role, n in more.items() if n >= 2**24)
+    return (f"--quantization {quantization} on {spec.name}'s 16-bit weights stands for a checkpoint of {fmt.name} weights with every "
+            "linear layer but the lm_head and the router packed; a real checkpoint keeps the modules its "
+            "quantization_config excludes in 16 bits" + (f" (if it keeps them, per rank: {kept})" if kept else "")
+            + ": give its config.json for its own layout")

@@ -24,6 +24,8 @@ NOT_IN_THE_LOG = {
     "v0.15.0dev_80gb_llama3-8b-w4a16-awq_default": "the same stand-in for a compressed-tensors W4A16 checkpoint",
     "v1-alpha-0.7_80gb_llama3.1-70b-w8a8_len2048_gmu0.98": "the record plans the base model with --quantization fp8 "
     "as a stand-in for the INT8 w8a8 checkpoint",
+    "v0.24.0_rtx3090x2_qwen3.6-27b-fp8_tp2_kvfp8_mtp3_len262144_mns2": "the stored PR cuts the non-default args line "
+    "(left out): TP 2, fp8 KV, 2 sequences, MTP and 8,192 batched tokens are the compose file's at the PR's commit",
     "v0.10.1dev_h20x8_qwen3-coder-480b-fp8_dp8_fail_gmu0.90": "the excerpt prints no version (0.10.1dev from the issue)",
     "v0.10.1dev_h20x8_qwen3-coder-480b-fp8_dp8_fail_gmu0.95": "the excerpt prints no version (0.10.1dev from the issue)",
     "v0.30.0-xinference_rtx5060ti-wsl_qwen3-4b-2507-ft_len8192_gmu0.7": "Xinference's log prints no vLLM version",
@@ -160,3 +162,20 @@ def test_a_command_after_a_shell_prompt_is_read() -> None:
     for prompt in ("user@gpu-box:~/work$ ", "[root@node1 ~]# ", "(vllm) PS C:\\> ", "$ "):
         assert parse_vllm_log(f"{prompt}vllm serve Qwen/Qwen3-8B\nGPU KV cache size: 1,024 tokens\n").command == (
             "vllm serve Qwen/Qwen3-8B"), prompt
+
+
+def test_the_banners_model_line_names_the_model() -> None:
+    """An excerpt whose only model line is the start-up banner's ("█▄█▀ █ ... █  model   PATH", club-3090 PR #594):
+    before, the log named no model and the check asked for --model; now the banner's path is read (and from its
+    name, Qwen3.6-27B with FP8 weights)."""
+    from kvbudget.engines.vllm.log import parse_vllm_log
+
+    text = (LOGS / "v0.24.0_rtx3090x2_qwen3.6-27b-fp8_tp2_kvfp8_mtp3_len262144_mns2.log").read_text(encoding="utf-8")
+    parsed = parse_vllm_log(text)
+    assert parsed.model == "~/.cache/huggingface/qwen3.6-27b-fp8" and parsed.version == "0.24.0"
+    r = check_log(text, gpu="RTX-3090", flags=["-tp", "2", "--kv-cache-dtype", "fp8", "--max-num-seqs", "2"])
+    assert "qwen3.6-27b-fp8" in r.model and r.settings.tensor_parallel_size == 2
+    # the args line's model still wins where both are printed; a banner line with no model word names none
+    both = text + "(APIServer pid=1) INFO non-default args: {'model': 'Qwen/Qwen3-8B'}\n"
+    assert parse_vllm_log(both).model == "Qwen/Qwen3-8B"
+    assert parse_vllm_log("\u2588\u2588  version 0.24.0\nGPU KV cache size: 1,024 tokens\n").model is None

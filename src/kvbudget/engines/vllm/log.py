@@ -428,7 +428,11 @@ def parse_vllm_log(text: str) -> VllmLog:
         fields["version"] = "0.6.4"
     m = (log.first("model=", r"model=['\"]([^'\"\n]{1,400})['\"]")
          or log.first(("'model'", '"model"'), r"['\"]model['\"][ \t]{0,8}:[ \t]{0,8}['\"]([^'\"\n]{1,400})['\"]")
-         or log.first("Starting to load model ", r"Starting to load model ([^\s.]{1,200}(?:\.[^\s.]{1,200}){0,8})"))
+         or log.first("Starting to load model ", r"Starting to load model ([^\s.]{1,200}(?:\.[^\s.]{1,200}){0,8})")
+         # the start-up banner's model line (log_version_and_model: entrypoints/utils.py in the corpus's 0.16/0.17
+         # logs, entrypoints/serve/utils/api_utils.py in 0.24.0): "█▄█▀ █     █     █     █  model   Qwen/Qwen3-8B",
+         # the one line naming the model in an excerpt without its args line
+         or log.first("\u2588  model ", r"\u2588[ \t]{1,8}model[ \t]{1,8}([^\s'\"]{1,400})[ \t]*$"))
     if m:
         fields["model"] = m.group(1)
     m = log.first("NVIDIA ", r"(NVIDIA [A-Z0-9][\w\- ]{0,60}?(?:GB|HBM3e?|PCIe|SXM\d?|Ti|Laptop GPU)?)(?=[,'\")]| with| \(|$)")

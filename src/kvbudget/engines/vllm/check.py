@@ -195,13 +195,15 @@ def _layout_from_workers(log: VllmLog, s: VllmSettings) -> tuple[VllmSettings, l
     layout = log.worker_layout
     if layout is None or s.tensor_parallel_size * s.pipeline_parallel_size > 1 or s.data_parallel_size > 1:
         return s, []
-    tp, pp = layout
+    tp, pp, seen = layout
     if tp * pp < 2:
         return s, []
     how = "--pipeline-parallel-size" if pp > 1 else "--tensor-parallel-size"
+    read = ("read from its workers' rank tags" if seen else "planned: the smallest layout its workers' tags allow "
+            "(vLLM names a worker's TP and PP rank only where that size is above 1, and only rank 0 printed)")
     return (replace(s, tensor_parallel_size=tp, pipeline_parallel_size=pp),
-            [f"the log prints no parallel sizes: TP={tp} PP={pp} read from its workers' rank tags (give -- {how} N "
-             "if that is not the run's layout)"])
+            [f"the log prints no parallel sizes: TP={tp} PP={pp} {read} (give -- {how} N if that is not the run's "
+             "layout)"])
 
 
 def _all_ranks(log: VllmLog, s: VllmSettings) -> list[str]:
@@ -349,6 +351,11 @@ def check_log(
         if any(f == "--hf-overrides" or f.startswith(("--hf-overrides=", "--hf-overrides.")) for f in flags):
             overrides = cmd.overrides
     _not_contradicted(log, logged, settings)
+    if flags is None and not log.command and not log.settings:  # an excerpt of figures only: every setting a default
+        warnings.append("the log shows none of the run's engine arguments (no launch command, no 'non-default args' "
+                        "line): kvbudget planned vLLM's defaults for what it does not print (kv_cache_dtype, "
+                        "max_num_seqs, speculative decoding, ...), so a gap, the arithmetic rows' too, may be a setting "
+                        "rather than memory: give the run's flags after --")
     settings, said = _layout_from_workers(log, settings)
     warnings += said
     if command:

@@ -61,7 +61,7 @@ class VllmLog:
     available_ranks: tuple[str, ...] = ()
     # the workers' layout their prefixes show, (TP, PP): "(Worker_PP1_TP3 pid=..)" is TP 4 x PP 2, "(VllmWorker
     # rank=3 pid=..)" 4 ranks (TP x PP, read as TP); None where no worker prefix carries a rank
-    worker_layout: tuple[int, int] | None = None
+    worker_layout: tuple[int, int, bool] | None = None
     kv_size_printed: int = 0
     starts: int = 1  # the start-ups the log holds (the API server's version line, or the engine's start after a run's
     # figures: engine_starts); the figures are the last one's
@@ -278,18 +278,30 @@ def _printed(log: LogText, literal: str) -> tuple[int, tuple[str, ...]]:
     return n, tuple(labels)
 
 
-_WORKER_RANK = re.compile(r"\((?:VllmWorker|Worker)[ _]?(?:rank=([0-9]{1,5})|(?:DP[0-9]{1,5}_)?(?:PP([0-9]{1,5})_)?"
-                          r"TP([0-9]{1,5}))\b")
+_WORKER_RANK = re.compile(r"\((?:VllmWorker|Worker)[ _]?(?:rank=([0-9]{1,5})|(?:DP[0-9]{1,5}_)?(?:PP([0-9]{1,5}))?_?"
+                          r"(?:PCP[0-9]{1,5}_)?(?:TP([0-9]{1,5}))?)(?![0-9])")
 
 
-def _worker_layout(log: LogText) -> tuple[int, int] | None:
-    """(TP, PP) as the highest rank tags of the workers' prefixes show them (one pass over the text)."""
+def _worker_layout(log: LogText) -> tuple[int, int, bool] | None:
+    """(TP, PP, seen) as the workers' prefixes show them (one pass over the text): the highest rank tags, and at least
+    2 where a tag names the group at all; ``seen`` is False where a size is only that least (rank 0 alone printed).
+    vLLM's multiprocessing executor adds ``_PPm`` to a worker's name only when PP > 1 and ``_TPn`` only when TP > 1
+    (``v1/executor/multiproc_executor.py`` setup_proc_title_and_log_prefix, 0.14.0), so a log whose only tag is
+    "Worker_TP0" (0.12 on print the figures once per node) ran TP >= 2."""
     tp = pp = 0
+    named_tp = named_pp = False
     for m in _WORKER_RANK.finditer(log.text):
         rank, stage, tp_rank = m.groups()
-        tp = max(tp, int(rank if rank is not None else tp_rank) + 1)
+        if rank is None and stage is None and tp_rank is None:
+            continue  # "(Worker pid=..)": one worker, no group named
+        named_tp, named_pp = named_tp or tp_rank is not None, named_pp or stage is not None
+        tp = max(tp, int(rank if rank is not None else tp_rank or 0) + 1)
         pp = max(pp, int(stage) + 1 if stage is not None else 1)
-    return (min(tp, 1 << 16), min(pp, 1 << 16)) if tp else None
+    if not tp:
+        return None
+    seen = not ((named_tp and tp < 2) or (named_pp and pp < 2))
+    tp, pp = max(tp, 2 if named_tp else 1), max(pp, 2 if named_pp else 1)
+    return min(tp, 1 << 16), min(pp, 1 << 16), seen
 
 
 def _per_rank_min(log: LogText, literal: str, pattern: str, group: int = 1) -> re.Match[str] | None:

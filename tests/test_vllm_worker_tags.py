@@ -1,0 +1,53 @@
+"""A vLLM log's worker tags as evidence of its layout, and the warning of an excerpt that prints no settings.
+
+vLLM's multiprocessing executor names a worker ``Worker`` plus ``_PPm`` only when PP > 1 and ``_TPn`` only when
+TP > 1 (``v1/executor/multiproc_executor.py`` setup_proc_title_and_log_prefix, 0.14.0); from 0.12 the KV figures
+are printed once per node, so an excerpt often shows rank 0 alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvbudget.engines.vllm.check import check_log
+from kvbudget.engines.vllm.log import parse_vllm_log
+
+DATA = Path(__file__).parent / "data" / "vllm_logs"
+# club-3090 PR #594: vLLM 0.24.0 at TP 2 on two RTX 3090, an excerpt whose only worker tag is Worker_TP0
+TP2_EXCERPT = DATA / "v0.24.0_rtx3090x2_qwen3.6-27b-fp8_tp2_kvfp8_mtp3_len262144_mns2.log"
+
+
+def _line(tag: str) -> str:
+    return f"({tag} pid=89) INFO 07-06 10:54:37 [gpu_worker.py:508] Available KV cache memory: 5.33 GiB\n"
+
+
+def test_a_tp_tag_of_rank_0_alone_is_a_tensor_parallel_run() -> None:
+    assert parse_vllm_log(_line("Worker_TP0")).worker_layout == (2, 1, False)
+    assert parse_vllm_log(_line("Worker_PP0_TP0")).worker_layout == (2, 2, False)
+    assert parse_vllm_log(_line("Worker_PP1")).worker_layout == (1, 2, True)
+    assert parse_vllm_log(_line("Worker_TP0") + _line("Worker_TP3")).worker_layout == (4, 1, True)
+
+
+def test_tags_with_an_expert_or_context_parallel_suffix_are_read() -> None:
+    # "TP1_EP1": the rank is followed by another group's name (enable_expert_parallel), not a word boundary
+    assert parse_vllm_log(_line("Worker_TP0_EP0") + _line("Worker_TP1_EP1")).worker_layout == (2, 1, True)
+    assert parse_vllm_log(_line("Worker_DP1_TP1_EP3")).worker_layout == (2, 1, True)
+    assert parse_vllm_log(_line("Worker")).worker_layout is None  # one worker, no group named
+    assert parse_vllm_log(_line("VllmWorker rank=3")).worker_layout == (4, 1, True)
+
+
+def test_the_tp2_excerpt_is_planned_at_tp2_and_says_it_is_the_least() -> None:
+    r = check_log(TP2_EXCERPT.read_text(), gpu="RTX-3090")
+    assert r.settings.tensor_parallel_size == 2
+    said = " ".join(r.warnings)
+    assert "smallest layout its workers' tags allow" in said
+    # the available KV cache is per rank: planned at TP 1 it was -8.69 GiB against the log's 5.33
+    available = next(row for row in r.rows if row.figure.startswith("available KV cache"))
+    assert available.predicted is not None and abs(available.predicted - 5.33) < 0.5
+
+
+def test_an_excerpt_without_settings_says_its_settings_were_defaults() -> None:
+    bare = check_log(TP2_EXCERPT.read_text(), gpu="RTX-3090")
+    assert any("none of the run's engine arguments" in w for w in bare.warnings)
+    flagged = check_log(TP2_EXCERPT.read_text(), gpu="RTX-3090", flags=["--kv-cache-dtype", "fp8"])
+    assert not any("none of the run's engine arguments" in w for w in flagged.warnings)

@@ -312,10 +312,12 @@ def check_log(
     # --hf-overrides' config.json keys: vLLM applies them before anything reads the config (config/model.py of
     # 0.33.0), from the log's command, its non-default args, then the flags after -- (the last one wins)
     overrides = ""
+    served = log.model  # the checkpoint the log names: its command's, else its own model line
     if log.command:
         try:
             cmd = parse_vllm_command(log.command, settings)
             settings, ref = cmd.settings, ref or cmd.model
+            served = cmd.model
             warnings += cmd.warnings
             overrides = cmd.overrides
         except InputError as exc:
@@ -384,6 +386,7 @@ def check_log(
     predicted = plan(spec, device, settings)
     warnings += _utilization_unseen(log.available_kv_gib, settings, predicted)
     warnings += _non_torch_unlike(log, predicted)
+    warnings += _weights_unlike(log, predicted, served or log.model)
     if device.unified_memory and settings.kv_cache_memory_bytes is None:  # the plan's note, which check prints nowhere
         from ...hardware import unified_note
 
@@ -446,6 +449,22 @@ def _non_torch_unlike(log: VllmLog, p: VllmPlan) -> list[str]:
     said = (f"the log's non-torch memory is {row.reported:.2f} GiB a rank where kvbudget charges "
             f"{p.non_torch_bytes / GiB:.2f}")
     return [f"{said}: {nccl}" if nccl else said]
+
+
+def _weights_unlike(log: VllmLog, p: VllmPlan, served: str | None) -> list[str]:
+    """A warning where the weights the log loaded are far from kvbudget's model's (over a fifth and 1 GiB apart): the
+    run served another checkpoint than the one planned (a quantized one under a base model's name, another size), so
+    every figure after it compares two different models."""
+    logged = log.model_loading_gib
+    if logged is None or logged <= 0 or p.model_loading_bytes <= 0:
+        return []
+    planned = p.model_loading_bytes / GiB
+    if abs(planned - logged) <= 1.0 or 0.8 <= planned / logged <= 1.25:
+        return []
+    which = f" (the log serves {excerpt(served, 80)})" if served else ""
+    return [f"model loading: the log loaded {logged:.2f} GiB a GPU where kvbudget's model loads {planned:.2f}: the run "
+            f"served another checkpoint than the one planned{which}; give --model that checkpoint (its repo or "
+            "config.json folder), or its --quantization after --, for figures that compare"]
 
 
 # Engine arguments a log prints (its engine config or non-default args line) that the flags after -- may not contradict:

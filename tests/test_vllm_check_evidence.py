@@ -1,4 +1,5 @@
-"""A vLLM log's worker tags as evidence of its layout, and the warning of an excerpt that prints no settings.
+"""What a vLLM log shows of its own run beyond its figures: worker tags as evidence of its layout, an excerpt that
+prints no settings, and weights far from the planned model's.
 
 vLLM's multiprocessing executor names a worker ``Worker`` plus ``_PPm`` only when PP > 1 and ``_TPn`` only when
 TP > 1 (``v1/executor/multiproc_executor.py`` setup_proc_title_and_log_prefix, 0.14.0); from 0.12 the KV figures
@@ -51,3 +52,17 @@ def test_an_excerpt_without_settings_says_its_settings_were_defaults() -> None:
     assert any("none of the run's engine arguments" in w for w in bare.warnings)
     flagged = check_log(TP2_EXCERPT.read_text(), gpu="RTX-3090", flags=["--kv-cache-dtype", "fp8"])
     assert not any("none of the run's engine arguments" in w for w in flagged.warnings)
+
+
+# the V1 alpha run of neuralmagic's w8a8 70B (67.72 GiB loaded) checked as the bf16 catalog model (131.45 GiB)
+W8A8 = DATA / "v1-alpha-0.7_80gb_llama3.1-70b-w8a8_len2048_gmu0.98.log"
+
+
+def test_weights_far_from_the_logs_say_another_checkpoint_was_served() -> None:
+    r = check_log(W8A8.read_text(), model="llama-3.1-70b", gpu="H100")
+    said = [w for w in r.warnings if w.startswith("model loading:")]
+    assert len(said) == 1 and "67.72 GiB" in said[0] and "Meta-Llama-3.1-70B-Instruct-quantized.w8a8" in said[0]
+    # the record's own stand-in (--quantization fp8) loads within a fifth of the log: no such warning
+    close = check_log(W8A8.read_text(), model="llama-3.1-70b", gpu="H100", version="0.7.1",
+                      flags=["--quantization", "fp8", "--gpu-memory-utilization", "0.98", "--max-model-len", "2048"])
+    assert not any(w.startswith("model loading:") for w in close.warnings)

@@ -56,7 +56,7 @@ def _repeat_at(p: str, i: int) -> tuple[bool, int]:
     m = re.match(r"\{(\d{1,6})(,(\d{0,6}))?\}", p[i:i + 16])
     if m is None:
         return False, 0
-    many = m.group(2) is not None and (m.group(3) == "" or int(m.group(3)) > 1) or int(m.group(1)) > 1
+    many = (m.group(2) is not None and (m.group(3) == "" or int(m.group(3)) > 1)) or int(m.group(1)) > 1
     return many, len(m.group(0))
 
 

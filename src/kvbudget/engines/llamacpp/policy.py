@@ -448,7 +448,7 @@ def _free_memory(gpu: GPU, s: LlamaCppSettings, devices: int, notes: list[str]) 
 def _placed_by_user(s: LlamaCppSettings, devices: int) -> str:
     from .fit import user_placement
 
-    return user_placement(s.n_gpu_layers, s.ngl_given, s.tensor_split, devices, s.split_mode, s.overrides)
+    return user_placement(s.n_gpu_layers, s.ngl_given, s.tensor_split, devices, s.split_mode, bool(s.overrides))
 
 
 def _fit_note(f: Fitted, asked: int) -> str:

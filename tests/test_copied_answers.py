@@ -196,16 +196,19 @@ def test_llama_server_hf_file_names_the_file_downloaded(capsys: pytest.CaptureFi
 
 
 def test_llamacpp_that_does_not_fit_says_what_would(capsys: pytest.CaptureFixture[str]) -> None:
-    # gemma-3-27b-it in bf16 (47.68 GiB of weights) does not load on one L40S (44.52 GiB)
+    # gemma-3-27b-it in bf16 (47.68 GiB of weights) does not fit one L40S (44.52 GiB) alone: llama-server's auto-fit
+    # (common/fit.cpp step 3) keeps the layers that fit on the GPU and the rest in host memory, and it starts (this
+    # said "llama.cpp will fail" with a cudaMalloc line it would not print)
     argv = ["fit", "gemma-3-27b", "--gpu", "L40S", "--context", "8192", "--engine", "llama.cpp"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "llama.cpp will fail:" in out and "cudaMalloc failed: out of memory" in out
+    assert "llama.cpp will log:" in out and "cudaMalloc failed" not in out
+    assert "layers in host memory (placed by auto-fit: the model does not fit the GPU alone)" in " ".join(out.split())
     assert "note: a Q4_K_M file (--weights-dtype q4_k_m) fits" in out
     # llama-server's 4 default slots share the 8,192 cells of its unified cache: 4 requests of 2,048 tokens
     assert "Fewest L40S-48GB for 4 x 2,048-token requests: 2 (2 GPUs), holding 4 at once" in out
     doc = _json(capsys, *argv, "--json")
-    assert not doc["fits"] and doc["memory"]["kv_cache_bytes"] == 0 and doc["fewest_gpus"]["num_gpus"] == 2
+    assert doc["fits"] and doc["fewest_gpus"]["num_gpus"] == 2
     assert doc["suggestion"].startswith("a Q4_K_M file (--weights-dtype q4_k_m) fits")
     back = _explained(capsys, doc["fewest_gpus"]["launch"]["command"], "L40S")
     assert back["fits"] and back["n_seq_max"] == 4 and back["n_ctx"] == 8192

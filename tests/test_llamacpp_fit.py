@@ -40,16 +40,19 @@ def test_ngl_set_by_the_user_aborts_fit_after_it_reduced_the_context() -> None:
 
 
 def test_a_dense_model_that_does_not_fit_keeps_the_layers_that_do() -> None:
-    """Without -ngl, step 3 fills layers back to front while the projection leaves the target free."""
+    """Without -ngl, step 3 fills layers back to front while the projection leaves the target free, and llama.cpp loads
+    with them: the plan is that load (it was a note beside a plan of every layer on the GPU, which did not start)."""
     gpu = find_gpu("RTX-4090")
     p = plan(kvbudget.load_model("qwen2.5-32b"), gpu, LlamaCppSettings())
-    note = next(n for n in p.notes if n.startswith("llama.cpp's auto-fit would then keep"))
-    layers = int(note.split("keep ")[1].split(" of ")[0])
+    layers = p.offloaded
     budget = gpu.memory_bytes - backend_context_bytes(gpu.memory_bytes) - GiB
     kept = plan(kvbudget.load_model("qwen2.5-32b"), gpu, LlamaCppSettings(n_ctx=4096, n_gpu_layers=layers, fit=False))
     more = plan(kvbudget.load_model("qwen2.5-32b"), gpu, LlamaCppSettings(n_ctx=4096, n_gpu_layers=layers + 1, fit=False))
     assert 0 < layers < 65 and kept.total_gpu_bytes <= budget < more.total_gpu_bytes
-    assert p.n_ctx == 4096 and not p.fits  # the plan keeps -ngl's layers (all): the model does not fit the GPU
+    assert p.n_ctx == 4096 and p.fits and p.fit_moved and p.total_gpu_bytes == kept.total_gpu_bytes
+    assert p.placement.startswith(f"with {65 - layers} of 65 layers in host memory")
+    assert f"load_tensors: offloaded {layers}/65 layers to GPU" in p.log_lines
+    assert "common_fit_params: successfully fit params to free device memory" in p.log_lines
 
 
 def test_the_context_is_interpolated_between_two_measurements() -> None:
@@ -91,7 +94,7 @@ def test_what_the_user_set_stops_step_3() -> None:
 
 def test_the_command_reads_the_fit_flags() -> None:
     s = parse_llamacpp_command("llama-server -m m.gguf -fitt 512 -fitc 8192 -ot exps=CPU -sm row -ngl auto").settings
-    assert (s.fit_target_mib, s.fit_ctx, s.overrides, s.split_mode, s.ngl_given) == (512, 8192, True, "row", False)
+    assert (s.fit_target_mib, s.fit_ctx, s.overrides, s.split_mode, s.ngl_given) == (512, 8192, (("exps", "CPU"),), "row", False)
     assert parse_llamacpp_command("llama-server -m m.gguf -ngl 99").settings.ngl_given
 
 

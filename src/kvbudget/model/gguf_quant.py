@@ -420,6 +420,7 @@ class GGUFWeights:
     tail_bytes: int  # output norm and output
     elements: int
     token_embd_bytes: int = 0  # the token embedding alone: a tied output layer is a second copy of it
+    sections: tuple[int, ...] = ()  # each tensor's place: -1 before the layers, a layer, or len(layer_bytes) after
 
     @property
     def total(self) -> int:
@@ -445,9 +446,9 @@ _TYPE_ORDER = {name: i for i, name in enumerate((
     "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "iq1_m", "bf16", "mxfp4"))}
 
 
-def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GGUFWeights:
-    """``spec``'s weights as llama-quantize writes them in a ``ftype`` file, tensor by tensor."""
-    ftype = parse_ftype(ftype)
+def _entries(spec: ModelSpec) -> list[tuple[QTensor, int, int]]:
+    """The GGUF tensors of ``spec`` in file order (the token embedding, the layers, the output), each with how many of
+    it there are and where it is (-1 before the layers, its layer, or the layer count after them)."""
     inv = spec.inventory
     dense = "bf16" if spec.native_dtype in ("bf16", "bfloat16") else "f16"
     heads = spec.dims.num_attention_heads
@@ -477,6 +478,22 @@ def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GG
             entries.append((QTensor("output_norm.weight", "other", -1, t.cols, t.rows, keep="f32"), t.count, n))
         else:
             entries.append((QTensor("output_proj.weight", "other", -1, t.cols, t.rows), t.count, n))
+    return entries
+
+
+EXPERT_NAMES = ("_exps.", "_chexps.")  # the routed experts' tensors (ffn_up_exps.weight ...)
+
+
+def tensor_names(spec: ModelSpec) -> tuple[tuple[str, int, int], ...]:
+    """Every GGUF tensor of ``spec`` in file order: its name, its elements and where it is (as ``_entries``)."""
+    return tuple((q.name, q.ne0 * q.rows, section) for q, count, section in _entries(spec) for _ in range(count))
+
+
+def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GGUFWeights:
+    """``spec``'s weights as llama-quantize writes them in a ``ftype`` file, tensor by tensor."""
+    ftype = parse_ftype(ftype)
+    n = len(spec.inventory.layers)
+    entries = _entries(spec)
     tensors: list[QTensor] = []  # one per GGUF tensor: the counters visit identical tensors one by one
     where: list[int] = []
     for q, count, section in entries:
@@ -497,7 +514,7 @@ def gguf_weights(spec: ModelSpec, ftype: str, imatrix: bool | None = None) -> GG
         else:
             layers[section] += nb
     return GGUFWeights(ftype=ftype, tensors=tuple(tensors), types=types, head_bytes=head, layer_bytes=tuple(layers),
-                       tail_bytes=tail, elements=elements, token_embd_bytes=embd)
+                       tail_bytes=tail, elements=elements, token_embd_bytes=embd, sections=tuple(where))
 
 
 def weight_format(text: str) -> WeightFormat:

@@ -117,8 +117,8 @@ def _inverse(spec: ModelSpec, gpu: GPU, engine: Engine, a: FitAnswer, registry: 
         longest = None
         notes.append(f"no longest context, levers or fewest GPUs: {exc}")
     deployment = None
-    asked = not v.fits and not notes
-    if asked:  # the fewest GPUs of this type that serve the load
+    asked = (not v.fits or v.host_weights) and not notes
+    if asked:  # the fewest GPUs of this type that serve the load (on the GPUs alone)
         deployment = fewest(spec, v.load or v.asked, context, gpu, engine.name, layout, registry=registry)
     return replace(a, capacity=replace(v, longest=longest), fewest=deployment, fewest_asked=asked,
                    baseline=base, levers=tuple(rows), notes=tuple(notes))

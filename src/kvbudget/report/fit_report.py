@@ -39,7 +39,7 @@ def verdict_lines(a: FitAnswer, pooled: bool) -> list[str]:
     else:
         said = (f"{verb(n, 'fit')}" if v.fits else f"{verb(n, 'need')} more than the memory holds") \
             + f" (at most {v.held:,} at once)"
-    out.append(f"Verdict: {'fits' if v.fits else 'does not fit'}: {load} {said}")
+    out.append(f"Verdict: {'fits' if v.fits else 'does not fit'}: {load} {said}" + (f", {v.said}" if v.said else ""))
     return out
 
 

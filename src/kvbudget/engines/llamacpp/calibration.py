@@ -131,7 +131,13 @@ def cuda_pad_elems(ne0: int, quantized: bool) -> int:
     return 512 - ne0 % 512 if quantized and ne0 % 512 else 0
 
 
-def split_layers(n_layer: int, n_gpu_layers: int, tensor_split: list[float]) -> list[int]:
+def output_first(build: int) -> bool:
+    """From b7467 (#18148, "offload output layer to GPU first") -ngl N puts the output layer and the last N - 1
+    repeating layers on the GPU; before, the last N repeating layers, and the output layer only when N > n_layer."""
+    return build >= 7467
+
+
+def split_layers(n_layer: int, n_gpu_layers: int, tensor_split: list[float], output_first: bool = True) -> list[int]:
     """Repeating layers per GPU under ``-ts`` (llama-model.cpp, load_tensors): the splits are made
     cumulative and normalised, and layer ``il`` of the offloaded ones goes to the first device whose
     cumulative share exceeds ``(il - first) / min(ngl, n_layer + 1)``."""
@@ -144,7 +150,7 @@ def split_layers(n_layer: int, n_gpu_layers: int, tensor_split: list[float]) -> 
         running += share
         cumulative.append(running / total)
     ngl = n_layer + 1 if n_gpu_layers < 0 else n_gpu_layers
-    first = max(n_layer + 1 - ngl, 0)
+    first = max(n_layer + 1 - ngl, 0) if output_first else max(n_layer - ngl, 0)
     active = min(ngl, n_layer + 1)
     counts = [0] * len(tensor_split)
     for il in range(first, n_layer):

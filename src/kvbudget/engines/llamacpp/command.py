@@ -11,6 +11,7 @@ from ..._record import record, replace
 from ...inputs import excerpt, parse_real, parse_whole, split_command
 from ...units import InputError
 from . import calibration as eras
+from . import placement
 from .settings import LlamaCppSettings
 
 # llama.cpp flags that matter for memory (common/arg.cpp), and what they set.
@@ -24,11 +25,14 @@ _VALUE_FLAGS = {
     "-ts": "tensor_split", "--tensor-split": "tensor_split", "-hfr": "hf",
     "-fitt": "fit_target_mib", "--fit-target": "fit_target_mib", "-fitc": "fit_ctx", "--fit-ctx": "fit_ctx",
     "-sm": "split_mode", "--split-mode": "split_mode", "-ot": "overrides", "--override-tensor": "overrides",
+    "-ncmoe": "n_cpu_moe", "--n-cpu-moe": "n_cpu_moe",
 }
 _SWITCHES = {"--swa-full": ("swa_full", True), "-kvu": ("kv_unified", True), "--kv-unified": ("kv_unified", True),
-             "-no-kvu": ("kv_unified", False), "--no-kv-unified": ("kv_unified", False)}
+             "-no-kvu": ("kv_unified", False), "--no-kv-unified": ("kv_unified", False),
+             "--no-mmap": ("mmap", False), "--mmap": ("mmap", True)}
+_CPU_MOE = ("-cmoe", "--cpu-moe")  # every layer's expert tensors to the CPU (placement.cpu_moe)
 # Switches that do not change GPU memory (accepted silently).
-_QUIET_SWITCHES = {"--no-mmap", "--mlock", "--cont-batching", "-cb", "--verbose", "-v", "--metrics", "--jinja", "-cnv",
+_QUIET_SWITCHES = {"--mlock", "--cont-batching", "-cb", "--verbose", "-v", "--metrics", "--jinja", "-cnv",
                    "--conversation", "--no-warmup", "--embeddings", "--no-webui"}
 # Flags that take a value but do not change memory (accepted silently).
 _OTHER_VALUE_FLAGS = {
@@ -141,9 +145,11 @@ _AUTOY = ("auto", "-1")
 _ENV = {"LLAMA_ARG_MODEL": "-m", "LLAMA_ARG_HF_REPO": "-hf", "LLAMA_ARG_HF_FILE": "-hff", "LLAMA_ARG_CTX_SIZE": "-c",
         "LLAMA_ARG_N_PARALLEL": "-np", "LLAMA_ARG_CACHE_TYPE_K": "-ctk", "LLAMA_ARG_CACHE_TYPE_V": "-ctv",
         "LLAMA_ARG_BATCH": "-b", "LLAMA_ARG_UBATCH": "-ub", "LLAMA_ARG_N_GPU_LAYERS": "-ngl",
-        "LLAMA_ARG_TENSOR_SPLIT": "-ts", "LLAMA_ARG_FIT": "-fit", "LLAMA_ARG_FLASH_ATTN": "-fa"}
+        "LLAMA_ARG_TENSOR_SPLIT": "-ts", "LLAMA_ARG_FIT": "-fit", "LLAMA_ARG_FLASH_ATTN": "-fa",
+        "LLAMA_ARG_OVERRIDE_TENSOR": "-ot", "LLAMA_ARG_N_CPU_MOE": "-ncmoe"}
 # Switches read from the environment with is_truthy / is_falsey; LLAMA_ARG_NO_... of a negatable switch sets it off.
-_ENV_SWITCHES = {"LLAMA_ARG_SWA_FULL": ("--swa-full", None), "LLAMA_ARG_KV_UNIFIED": ("-kvu", "--no-kv-unified")}
+_ENV_SWITCHES = {"LLAMA_ARG_SWA_FULL": ("--swa-full", None), "LLAMA_ARG_KV_UNIFIED": ("-kvu", "--no-kv-unified"),
+                 "LLAMA_ARG_CPU_MOE": ("--cpu-moe", None), "LLAMA_ARG_MMAP": ("--mmap", "--no-mmap")}
 
 
 def _choice(flag: str, value: str, auto: bool = True) -> str:
@@ -205,6 +211,8 @@ class _Read:
                 value = tokens[i]
                 i += 1
                 self.value(flag, value)
+            elif flag in _CPU_MOE:
+                self.settings = replace(self.settings, overrides=(*self.settings.overrides, placement.cpu_moe()))
             elif flag in _SWITCHES:
                 field, on = _SWITCHES[flag]
                 self.settings = replace(self.settings, **{field: on})
@@ -243,8 +251,11 @@ class _Read:
             self.settings = replace(s, tensor_split=_shares(flag, value))
         elif field == "split_mode":  # checked against _SPLIT_MODES as it is read
             self.settings = replace(s, split_mode=value)
-        elif field == "overrides":  # -ot PATTERN=BUFFER: the user places tensors, so auto-fit moves none
-            self.settings = replace(s, overrides=True)
+        elif field == "overrides":  # -ot PATTERN=BUFFER[,...]: the user places tensors, so auto-fit moves none
+            self.settings = replace(s, overrides=(*s.overrides, *placement.parse_overrides(value, flag)))
+        elif field == "n_cpu_moe":  # -ncmoe N: the first N layers' expert tensors to the CPU (N < 0: 'invalid value')
+            n = parse_whole(value, flag, 0, (1 << 31) - 1)
+            self.settings = replace(s, overrides=(*s.overrides, *placement.n_cpu_moe(n)))
         elif field == "fit_target_mib":  # -fitt M[,M...]: MiB left free per device (common/arg.cpp), the first planned
             values = [parse_whole(x, flag, 0, 1 << 30) for x in value.split(",")[:256]]
             self.settings = replace(s, fit_target_mib=values[0])
@@ -278,7 +289,9 @@ class _Read:
                         value = "0"
                     state = _choice(name, value, auto=False) == "on"
                     switch = on if state else off
-                    if switch:
+                    if switch in _CPU_MOE:
+                        self.settings = replace(self.settings, overrides=(*self.settings.overrides, placement.cpu_moe()))
+                    elif switch:
                         field, set_to = _SWITCHES[switch]
                         self.settings = replace(self.settings, **{field: set_to})
             except InputError as exc:

@@ -81,8 +81,9 @@ class LlamaCppEngine:
 
         ctk = "q8_0" if setup.eight_bit else "f16"  # its 8-bit cache
         # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
+        # what fits the GPUs alone: auto-fit may shrink the context (steps 1-2) but moves no weights (step 3)
         return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
-                                                        devices=setup.tp * setup.pp)), setup.context)
+                                                        devices=setup.tp * setup.pp, fit_weights=False)), setup.context)
 
     def replica(self, *args: Any) -> Any:
         from .policy import replica
@@ -134,18 +135,21 @@ class LlamaCppEngine:
             from ..._record import replace
 
             slots = p.n_seq_max
+            if p.fit_moved:  # the placement auto-fit chose stays: a longer -c is planned with it
+                s = replace(s, n_gpu_layers=p.offloaded, overrides=p.overrides)
             longest = largest(lambda c: self.run(spec, gpu, replace(s, n_ctx=c * slots, fit=False)).fits,
                               spec.max_context)
         return Verdict(held=p.n_seq_max if p.fits else 0, asked=p.n_seq_max, fits=p.fits, longest=longest, context=each,
-                       shared_cells=p.n_ctx if p.unified and p.n_seq_max > 1 else 0)
+                       shared_cells=p.n_ctx if p.unified and p.n_seq_max > 1 else 0, said=p.placement,
+                       host_weights=p.fit_moved)
 
     def advice(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, p: LlamaCppPlan) -> tuple[str, ...]:
-        """A 16-bit model that does not fit: would its Q4_K_M file?"""
-        if p.fits or s.quantize or spec.weight_format is None or spec.weight_format.name not in ("bf16", "fp16", "fp32"):
+        """A 16-bit model that does not fit the GPU (or only with weights in host memory): would its Q4_K_M file?"""
+        if (p.fits and not p.fit_moved) or s.quantize or spec.weight_format is None or spec.weight_format.name not in ("bf16", "fp16", "fp32"):
             return ()
         from ..._record import replace
 
-        q4 = self.run(spec, gpu, replace(s, quantize="Q4_K_M"))
+        q4 = self.run(spec, gpu, replace(s, quantize="Q4_K_M", fit_weights=False))  # on the GPU alone
         return (f"a Q4_K_M file (--weights-dtype q4_k_m) {'fits' if q4.fits else 'does not fit either'}: "
                 f"{q4.total_gpu_bytes / 2**30:.2f} GiB on the GPU",)
 

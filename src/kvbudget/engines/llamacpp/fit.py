@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..._bisect import largest
 from ..._record import record
 from ...units import GiB, MiB
 
@@ -122,3 +123,79 @@ def user_placement(n_gpu_layers: int, ngl_given: bool, tensor_split: tuple[float
     if overrides:
         return "model_params::tensor_buft_overrides already set by user"
     return ""
+
+
+# common/fit.cpp get_overflow_pattern: what of layer I goes to system memory when it is a partial layer (the first
+# partial layer of a device may keep more: ATTN keeps the attention, UP also ffn_up, GATE also ffn_gate; MOE keeps
+# everything but the expert tensors)
+_OVERFLOW = {"attn": r"\.ffn_(gate|up|gate_up|down).*", "up": r"\.ffn_(gate|gate_up|down).*",
+             "gate": r"\.ffn_down.*", "moe": r"\.ffn_(up|down|gate_up|gate)_(ch|)exps"}
+_MOE_ALL = r"blk\.\d+\.ffn_(up|down|gate_up|gate)_(ch|)exps"  # fit.cpp pattern_moe_all
+
+Measure = Callable[[int, tuple[tuple[str, str], ...]], int]  # (n_gpu_layers, overrides) -> the device's projected use
+
+
+@record
+class Moved:
+    """Step 3 (and 4) on one device: the -ngl and -ot llama.cpp loads with, and what it prints."""
+
+    n_gpu_layers: int  # layers on the GPU, counting the output layer
+    partial: int  # of them, layers whose expert tensors (or more, for the first) are in system memory
+    overrides: tuple[tuple[str, str], ...]
+    used: int  # the device's projected use with them
+    lines: tuple[str, ...] = ()
+
+
+def overflow(n_layer: int, layers: int, partial: int, first: str = "moe") -> tuple[tuple[str, str], ...]:
+    """fit.cpp set_ngl_tensor_split_tbo on one device: -ngl ``layers`` (of ``n_layer`` + 1) with the last
+    ``partial`` of them partial, the first of those by ``first`` (attn | up | gate | moe), all to the CPU. The
+    full layers start at n_layer + 1 - layers (the lowest offloaded ones), so the partial range ends at the output
+    layer's index, which has no expert tensors: fit.cpp's count, kept as it is."""
+    start = n_layer + 1 - layers + (layers - partial)
+    return tuple((rf"blk\.{il}" + _OVERFLOW[first if il == start else "moe"], "CPU")
+                 for il in range(start, start + partial))
+
+
+def fit_weights(mem: Measure, n_layer: int, moe: bool, free: int, target: int, device: str) -> Moved:
+    """Steps 3 and 4 of ``common_params_fit_impl`` on one device. Dense: the most layers (filled back to front, the
+    output layer first) whose projection stays within free - target. MoE: the same with every offloaded layer's
+    expert tensors in system memory (but the lowest one's, as fit.cpp counts); then, when the dense weights alone
+    leave a surplus, the partial layers turned back into full ones from the front while they fit, and part of one more
+    (its ffn_up, then ffn_gate: the UP and GATE overflow) where it fits. fit.cpp searches by false position; on a
+    projection that grows with the layers its answer is the largest count that fits, found here by bisection."""
+    budget = free - target
+    lines: list[str] = []
+    surplus = 0
+    if moe:
+        surplus = budget - mem(-1, ((_MOE_ALL, "CPU"),))
+        lines.append(f"with only dense weights in device memory there is a total surplus of {surplus // MiB} MiB"
+                     if surplus > 0 else
+                     f"with only dense weights in device memory there is still a total deficit of {-surplus // MiB} MiB")
+    lines.append(f"filling dense{'-only' if moe else ''} layers back-to-front:")
+
+    def dense(layers: int) -> tuple[tuple[str, str], ...]:
+        return overflow(n_layer, layers, max(layers - 1, 0)) if moe else ()
+
+    top = n_layer + 1
+    layers = largest(lambda n: mem(n, dense(n)) <= budget, top)
+    ov = dense(layers)
+    used = mem(layers, ov)
+    lines.append(f"  - {device}: {layers:2d} layers, {used // MiB:6d} MiB used, {(free - used) // MiB:6d} MiB free")
+    partial = len(ov)
+    if not moe or surplus <= 0:
+        return Moved(layers, partial, ov, used, tuple(lines))
+    lines.append("converting dense-only layers to full layers and filling them front-to-back with overflow to next "
+                 "device/system memory:")
+    full = largest(lambda k: mem(layers, overflow(n_layer, layers, layers - k)) <= budget, layers)
+    partial = layers - max(full, layers - partial)
+    ov = overflow(n_layer, layers, partial)
+    used = mem(layers, ov)
+    if layers > 1:  # fit one more layer in part: its ffn_up (then also ffn_gate) on the GPU, else only its attention
+        for first in ("up", "gate") if mem(layers, overflow(n_layer, layers, partial, "up")) < budget else ("attn",):
+            trial = overflow(n_layer, layers, partial, first)
+            if (m := mem(layers, trial)) >= budget:
+                break
+            ov, used = trial, m
+    lines.append(f"  - {device}: {layers:2d} layers ({partial:2d} overflowing), {used // MiB:6d} MiB used, "
+                 f"{(free - used) // MiB:6d} MiB free")
+    return Moved(layers, partial, ov, used, tuple(lines))

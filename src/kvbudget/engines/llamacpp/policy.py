@@ -25,6 +25,8 @@ from .calibration import pad
 from .kv_layout import _cache_layers, _has_state, mla_note, row_bytes
 from .settings import LlamaCppSettings, _cache_type
 
+Override = tuple[str, str]  # an -ot rule: (pattern, buffer type name)
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from ..base import EnginePlan
@@ -71,6 +73,22 @@ class LlamaCppPlan:
     device_bytes: tuple[int, ...] = ()  # weights + KV + compute buffer on each GPU
     kv_device_bytes: tuple[int, ...] = ()  # each GPU's "KV buffer size"
     served_file: str = ""  # a llama-quantize file type: the .gguf it writes, which llama-server -m serves
+    overrides: tuple[tuple[str, str], ...] = ()  # the tensor overrides it loads with (the user's, or auto-fit's)
+    fit_moved: bool = False  # auto-fit's step 3 chose -ngl and the overrides: the model does not fit the GPU alone
+    expert_layers: int = 0  # layers with expert tensors
+    experts_on_cpu: int = 0  # of them, layers with an expert tensor in host memory
+
+    @property
+    def placement(self) -> str:
+        """Where the weights that are not on the GPU are, in words ("" when every weight is on the GPU)."""
+        said = ""
+        if self.experts_on_cpu:
+            said = f"with {self.experts_on_cpu} of {self.expert_layers} layers' experts in host memory"
+        elif self.offloaded < self.n_layer + 1 and self.gpu != "CPU":
+            said = f"with {self.n_layer + 1 - self.offloaded} of {self.n_layer + 1} layers in host memory"
+        if said and self.fit_moved:
+            said += " (placed by auto-fit: the model does not fit the GPU alone)"
+        return said
 
 
 def _mib(n: int) -> str:
@@ -97,8 +115,8 @@ def _out_of_memory(lines: tuple[str, ...], weights: int, kv: int, compute: int, 
 # Memoized (bounded, typed, immutable results), as ``kv_layout._cache_layers`` and ``_weights`` below: a plan
 # search over GPU types and slot counts works each out once.
 @lru_cache(maxsize=256, typed=True)
-def _split_layers(n_layer: int, ngl: int, shares: tuple[float, ...]) -> tuple[int, ...]:
-    return tuple(eras.split_layers(n_layer, ngl, list(shares)))
+def _split_layers(n_layer: int, ngl: int, shares: tuple[float, ...], output_first: bool = True) -> tuple[int, ...]:
+    return tuple(eras.split_layers(n_layer, ngl, list(shares), output_first))
 
 
 @record
@@ -109,27 +127,121 @@ class _Weights:
     per_layer: tuple[int, ...]
     load_lines: tuple[str, ...] = ()
     out_file: str = ""  # a llama-quantize file type: the .gguf it writes
+    tensors: tuple[tuple[str, int, int], ...] = ()  # every GGUF tensor in file order: name, bytes, place (as sections)
 
 
 @lru_cache(maxsize=16, typed=True)
 def _weights(spec: ModelSpec) -> _Weights:
-    """The bytes of each part of ``spec``'s weights in its own format (``spec.weight_format``, known)."""
+    """The bytes of each part of ``spec``'s weights in its own format (``spec.weight_format``, known), and of each
+    tensor by its GGUF name (what -ot patterns match): a llama-quantize file type's by its tensor types, another
+    format's layer (or embedding, or output) bytes shared over its tensors by their elements (exact for 16-bit)."""
     fmt = spec.weight_format
     assert fmt is not None
     inv = spec.inventory
-    if fmt.name == "gguf":  # a llama-quantize file type: each tensor's type depends on its place (gguf_quant)
-        from ...model import gguf_quant
+    from ...model import gguf_quant
 
+    if fmt.name == "gguf":  # a llama-quantize file type: each tensor's type depends on its place (gguf_quant)
         gw = gguf_quant.gguf_weights(spec, fmt.ftype)
+        named = tuple((q.name, gguf_quant.GGML_TYPES[ty].nbytes(q.ne0, q.rows), at)
+                      for q, ty, at in zip(gw.tensors, gw.types, gw.sections, strict=True))
         return _Weights(gw.head_bytes, gw.tail_bytes, gw.token_embd_bytes, tuple(gw.layer_bytes), gw.log_lines(),
-                        gguf_quant.file_name(spec.name, fmt.ftype))
+                        gguf_quant.file_name(spec.name, fmt.ftype), named)
     head = sum(fmt.tensor_bytes(t) for t in inv.head)
     tail = sum(fmt.tensor_bytes(t) for t in inv.tail)
     embd = next((fmt.tensor_bytes(t) for t in inv.head if t.role == "embeddings" and t.split == "vocab"), 0)
     priced: dict[int, int] = {}  # equal layers share one block tuple (params.inventory): price each once
     per_layer = [priced[id(block)] if id(block) in priced else priced.setdefault(id(block), sum(fmt.tensor_bytes(t) for t in block))
                  for block in inv.layers]
-    return _Weights(head, tail, embd, tuple(per_layer))
+    return _Weights(head, tail, embd, tuple(per_layer), (), "", _shared(gguf_quant.tensor_names(spec), head, per_layer, tail))
+
+
+def _shared(names: tuple[tuple[str, int, int], ...], head: int, per_layer: list[int],
+            tail: int) -> tuple[tuple[str, int, int], ...]:
+    """Each section's bytes shared over its tensors by their elements, the remainder to its last tensor."""
+    n = len(per_layer)
+    elements: dict[int, int] = {}
+    for _, count, at in names:
+        elements[at] = elements.get(at, 0) + count
+    total = {at: head if at < 0 else tail if at >= n else per_layer[at] for at in elements}
+    given = dict.fromkeys(elements, 0)
+    last = {at: i for i, (_, _, at) in enumerate(names)}
+    out = []
+    for i, (name, count, at) in enumerate(names):
+        nbytes = total[at] - given[at] if i == last[at] else total[at] * count // max(elements[at], 1)
+        given[at] += nbytes
+        out.append((name, nbytes, at))
+    return tuple(out)
+
+
+@record
+class _Layout:
+    """Where the weights go for one -ngl and one list of tensor overrides."""
+
+    ngl: int  # -ngl as a count (all: n_layer + 1)
+    device_of: tuple[int, ...]  # each layer's device (-1: the CPU): its KV cache goes there, whatever -ot moves
+    w_dev: tuple[int, ...]  # weight bytes on each GPU
+    gpu_w: int
+    cpu_w: int  # weight bytes in host memory
+    cpu_buffer: int  # the CPU model buffer llama.cpp prints: with mmap, the file's span from first to last CPU tensor
+    expert_layers: int  # layers with expert tensors
+    experts_on_cpu: int  # of them, layers with an expert tensor in host memory
+
+
+@lru_cache(maxsize=256, typed=True)
+def _layout(wb: _Weights, n_layer: int, n_gpu_layers: int, overrides: tuple[Override, ...], devices: int,
+            shares: tuple[float, ...], output_first: bool, tied: bool, mmap: bool) -> _Layout:
+    """Each tensor's buffer: its layer's device (llama-model.cpp load_tensors: repeating layers i >= n_layer + 1 - ngl
+    on the GPUs, split by -ts; the output layer on the last GPU once ngl >= 1, from b7467, #18148 — before, layers
+    i >= n_layer - ngl and the output layer only when ngl > n_layer; the token embedding on the CPU), unless an
+    override's pattern is found in its name first (llama-model-loader.cpp create_tensor). With mmap the CPU buffer is
+    the file's range from the first CPU tensor to the end of the last (llama-model.cpp: get_mapping_range), in the
+    order kvbudget writes a GGUF (the embedding, the layers in order, the output)."""
+    from ...model.gguf_quant import EXPERT_NAMES
+    from .placement import place
+
+    ngl = n_layer + 1 if n_gpu_layers < 0 else n_gpu_layers
+    device_of = [-1] * n_layer
+    if devices:
+        counts = _split_layers(n_layer, ngl, shares or (1.0,) * devices, output_first)
+        il = max(n_layer + 1 - ngl, 0) if output_first else max(n_layer - ngl, 0)
+        for d, count in enumerate(counts):
+            for _ in range(count):
+                if il < n_layer:
+                    device_of[il] = d
+                    il += 1
+    out_dev = devices - 1 if devices and (ngl >= 1 if output_first else ngl > n_layer) else -1
+    tensors = list(wb.tensors)
+    if tied and out_dev >= 0:  # a tied output layer is the token embedding loaded again into the output layer's
+        tensors.append(("token_embd.weight", wb.embd, n_layer))  # buffer (create_tensor ... TENSOR_DUPLICATED)
+    where = place(tuple(name for name, _, _ in tensors), overrides)
+    w_dev = [0] * max(devices, 1)
+    cpu = offset = 0
+    first, last = -1, 0
+    experts: dict[int, bool] = {}
+    for (name, nbytes, at), buf in zip(tensors, where, strict=True):
+        home = -1 if at < 0 else out_dev if at >= n_layer else device_of[at]
+        d = home if buf is None else -1 if buf == "CPU" else int(buf[4:])
+        if d >= 0:
+            w_dev[d] += nbytes
+        else:
+            cpu += nbytes
+            if offset < wb_total(wb):  # the tied copy is not in the file
+                first, last = (offset if first < 0 else first), offset + nbytes
+        if 0 <= at < n_layer and any(x in name for x in EXPERT_NAMES):
+            experts[at] = experts.get(at, False) or d < 0
+        offset += nbytes
+    span = (last - first if first >= 0 else 0) if mmap else cpu
+    return _Layout(ngl, tuple(device_of), tuple(w_dev) if devices else (), sum(w_dev) if devices else 0, cpu, span,
+                   len(experts), sum(experts.values()))
+
+
+def wb_total(wb: _Weights) -> int:
+    return wb.head + sum(wb.per_layer) + wb.tail
+
+
+def _device_name(gpu: GPU) -> str:
+    """The device as fit.cpp names it: the backend's name and the card's (``CUDA0 (NVIDIA GeForce RTX 4090)``)."""
+    return f"CUDA0 ({next((a for a in gpu.aliases if a.startswith('NVIDIA ')), gpu.name)})"
 
 
 def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
@@ -161,23 +273,27 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         n_ctx = train * n_stream
     padding = eras.ctx_padding(b, flash)
     n_layer = spec.num_layers
-    ngl = n_layer + 1 if s.n_gpu_layers < 0 else s.n_gpu_layers
-    gpu_start = max(n_layer + 1 - ngl, 0)  # llama-model.cpp: layers i >= i_gpu_start go to the GPU
     hybrid = _has_state(spec)
     if s.devices < 1:
         raise InputError(f"devices must be at least 1, got {s.devices}")
     devices = (len(s.tensor_split) or s.devices) if gpu is not None else 1
-    device_of = [-1] * n_layer  # -1: the CPU; else the GPU each layer (and its KV) lives on
-    try:
-        counts = _split_layers(n_layer, ngl, tuple(s.tensor_split) or (1.0,) * devices) if gpu is not None else (0,)
-    except ValueError as exc:
-        raise InputError(f"-ts: {exc}") from None
-    il = gpu_start
-    for d, count in enumerate(counts):
-        for _ in range(count):
-            if il < n_layer:
-                device_of[il] = d
-                il += 1
+    on_devices = devices if gpu is not None else 0
+    from .placement import check_buffers
+
+    check_buffers(s.overrides, on_devices)
+    wb = _weights(spec)
+    tied = not any(t.role == "lm_head" for t in spec.inventory.tail)
+
+    def layout(n_gpu_layers: int, overrides: tuple[Override, ...]) -> _Layout:
+        try:
+            return _layout(wb, n_layer, n_gpu_layers, overrides, on_devices, tuple(s.tensor_split),
+                           eras.output_first(b), tied, s.mmap)
+        except ValueError as exc:
+            raise InputError(f"-ts: {exc}") from None
+
+    lay = layout(s.n_gpu_layers, s.overrides)
+    ngl, device_of = lay.ngl, lay.device_of
+    overrides, moved_by_fit = s.overrides, False
 
     allocated: dict[tuple[str, int, int], int] = {}  # this plan's: layers of one shape allocate alike
 
@@ -190,7 +306,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
             allocated[key] = pad(nbytes + (row_bytes(type_name, extra) if extra else 0), CUDA_ALIGN)
         return allocated[key]
 
-    def context(n: int) -> dict[str, int]:
+    def context(n: int, where: tuple[int, ...] | None = None) -> dict[str, int]:
+        on = device_of if where is None else where
         total, n_seq = eras.stream_cells(b, n, parallel, unified, padding)
         batch = min(s.n_batch, n)  # llama_context: n_batch capped by the (unpadded) n_ctx
         ubatch = min(batch, s.n_ubatch)
@@ -203,13 +320,13 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         priced: dict[tuple[int, int, int], tuple[int, int]] = {}
         placed: dict[tuple[int, int, int], int] = {}
         for il, state, dk, dv, sliding, w in layers:
-            on_gpu = gpu is not None and device_of[il] >= 0
+            on_gpu = gpu is not None and on[il] >= 0
             if state:
                 rb = state * max(1, parallel)
                 rec += rb
                 if on_gpu:
                     gpu_kv += rb
-                    kv_dev[device_of[il]] += rb
+                    kv_dev[on[il]] += rb
                 continue
             if sliding:
                 if w not in swa_size:
@@ -230,39 +347,19 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
                     placed[key] = tensor_gpu_bytes(type_k, dk, size) + (tensor_gpu_bytes(type_v, dv, size) if dv else 0)
                 nb = placed[key]
                 gpu_kv += nb
-                kv_dev[device_of[il]] += nb
+                kv_dev[on[il]] += nb
         out.update(k=k, v=v, sk=sk, sv=sv, rec=rec, gpu_kv=gpu_kv, kv_layers=kv_layers, swa_layers=swa_layers)
         for d, nb in enumerate(kv_dev):
             out[f"kv_dev{d}"] = nb
         return out
 
     fmt = checkpoint_format(spec, WEIGHTS_FIX)
-    gpu_w = cpu_w = 0
-    w_dev = [0] * devices
-    inv = spec.inventory
-    wb = _weights(spec)
-    head, tail, embd, per_layer, load_lines, out_file = wb.head, wb.tail, wb.embd, wb.per_layer, wb.load_lines, wb.out_file
+    load_lines, out_file = wb.load_lines, wb.out_file
     if fmt.name == "gguf":
         from ...model import gguf_quant
 
         notes.append(f"weights as llama-quantize writes them (serve the result with llama-server -m {out_file}):")
         notes.append(f"llama-quantize {gguf_quant.file_name(spec.name, 'BF16')} {out_file} {fmt.ftype}")
-    for il, layer_bytes in enumerate(per_layer):
-        if gpu is not None and device_of[il] >= 0:
-            gpu_w += layer_bytes
-            w_dev[device_of[il]] += layer_bytes
-        else:
-            cpu_w += layer_bytes
-    cpu_w += head  # the token embedding stays on the CPU (LLM_TENSOR_LAYER_INPUT)
-    if gpu is not None and ngl > n_layer:
-        # A tied output layer is the token embedding loaded a second time, into the output layer's buffer
-        # (llama-model.cpp: create_tensor(LLM_TENSOR_TOKEN_EMBD, ..., TENSOR_DUPLICATED) when output.weight
-        # is absent)
-        tail += embd if not any(t.role == "lm_head" for t in inv.tail) else 0
-        gpu_w += tail
-        w_dev[-1] += tail  # the output layer goes with the last device
-    else:
-        cpu_w += tail
     vocab, hidden = spec.dims.vocab_size, spec.dims.hidden_size
     output = eras.output_rows(b, parallel, s.n_batch) * vocab * 4  # llama_context output buffer: n_vocab floats per row
     compute = s.n_ubatch * (vocab + 4 * hidden) * 4 if gpu is not None else 0  # estimate: logits + activations
@@ -278,27 +375,43 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
 
         def measure(n: int) -> tuple[int, ...]:  # every device's model + context + compute buffers at context n
             cc = c if n == n_ctx else context(n)
-            return tuple(w_dev[d] + cc[f"kv_dev{d}"] + compute for d in range(devices))
+            return tuple(lay.w_dev[d] + cc[f"kv_dev{d}"] + compute for d in range(devices))
 
         free = (_free_memory(gpu, s, devices, notes),) * devices
         fitted = fit_context(measure, free, s.fit_target_mib * MiB, n_ctx, auto_ctx, n_ctx, s.fit_ctx, n_stream,
-                             gpu_w, min(ngl, n_layer), spec.num_experts > 0, _placed_by_user(s, devices))
+                             lay.gpu_w, min(ngl, n_layer), spec.num_experts > 0, _placed_by_user(s, devices))
         fit_lines = tuple(f"common_params_fit_impl: {line}" for line in fitted.lines)
         fit_note = _fit_note(fitted, n_ctx)
         if fitted.n_ctx != n_ctx:
             c = context(fitted.n_ctx)
-        if fitted.verdict == "moves weights" and devices == 1 and spec.num_experts == 0:
-            notes.append(_layers_fitted(spec, gpu, s, fitted.n_ctx, free[0] - fitted.target))
-        elif fitted.verdict == "moves weights":
+        if fitted.verdict == "moves weights" and devices == 1 and s.fit_weights:
+            from .fit import fit_weights
+
+            def mem(n_gpu_layers: int, overrides: tuple[Override, ...]) -> int:
+                trial = layout(n_gpu_layers, overrides)
+                return trial.w_dev[0] + context(fitted.n_ctx, trial.device_of)["kv_dev0"] + compute
+
+            moved = fit_weights(mem, n_layer, spec.num_experts > 0, free[0], fitted.target, _device_name(gpu))
+            lay = layout(moved.n_gpu_layers, moved.overrides)
+            ngl, device_of = lay.ngl, lay.device_of
+            overrides, moved_by_fit = moved.overrides, True
+            c = context(fitted.n_ctx)
+            fit_lines += tuple(f"common_params_fit_impl: {line}" for line in moved.lines)
+            fit_lines += ("common_fit_params: successfully fit params to free device memory",)
+            fit_note += f": -ngl {moved.n_gpu_layers}" + (f" with {len(moved.overrides)} -ot overrides to CPU"
+                                                            if moved.overrides else "")
+        elif fitted.verdict == "moves weights" and s.fit_weights:
             notes.append("llama.cpp's auto-fit would then move " + ("expert tensors of MoE layers" if spec.num_experts
-                         else "layers") + " to system memory (common/fit.cpp, step 3), which kvbudget does not model: "
-                         "this plan keeps every layer on the GPU; give -ngl and -ot as llama.cpp prints them to plan them")
+                         else "layers") + f" to system memory over the {devices} GPUs (common/fit.cpp, step 3), which "
+                         "kvbudget models on one GPU only: this plan keeps -ngl's layers on the GPUs; give -ngl and -ot "
+                         "as llama.cpp prints them to plan them")
     kv_total = c["k"] + c["v"] + c["sk"] + c["sv"] + c["rec"]
+    gpu_w, cpu_w, w_dev = lay.gpu_w, lay.cpu_w, lay.w_dev
     per_device = tuple(w_dev[d] + c[f"kv_dev{d}"] + compute for d in range(devices)) if gpu is not None else ()
     total_gpu = max(per_device) if per_device else 0
     fits = gpu is None or total_gpu <= gpu.memory_bytes
     lines = fit_lines + load_lines + _log_lines(c, type_k, type_v, parallel, n_stream, unified, gpu is not None, ngl,
-                                                n_layer, gpu_w, cpu_w, output, compute, s)
+                                                n_layer, lay, output, compute, s)
     if not fits and per_device:
         lines = _out_of_memory(lines, w_dev[0], c["kv_dev0"], compute, gpu.memory_bytes if gpu else 0)
     if c["n_ctx_seq"] < train and not auto_ctx:
@@ -312,7 +425,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         output_bytes=output, compute_bytes=compute, offloaded=min(ngl, n_layer + 1), n_layer=n_layer,
         total_gpu_bytes=total_gpu, fits=fits, fit_note=fit_note, log_lines=lines, notes=tuple(notes),
         device_bytes=per_device, kv_device_bytes=tuple(c[f"kv_dev{d}"] for d in range(devices)) if gpu is not None else (),
-        weights_format=fmt.describe(), served_file=out_file,
+        weights_format=fmt.describe(), served_file=out_file, overrides=overrides, fit_moved=moved_by_fit,
+        expert_layers=lay.expert_layers, experts_on_cpu=lay.experts_on_cpu,
     )
 
 
@@ -334,7 +448,7 @@ def _free_memory(gpu: GPU, s: LlamaCppSettings, devices: int, notes: list[str]) 
 def _placed_by_user(s: LlamaCppSettings, devices: int) -> str:
     from .fit import user_placement
 
-    return user_placement(s.n_gpu_layers, s.ngl_given, s.tensor_split, devices, s.split_mode, s.overrides)
+    return user_placement(s.n_gpu_layers, s.ngl_given, s.tensor_split, devices, s.split_mode, bool(s.overrides))
 
 
 def _fit_note(f: Fitted, asked: int) -> str:
@@ -349,28 +463,19 @@ def _fit_note(f: Fitted, asked: int) -> str:
     return said[f.verdict]
 
 
-def _layers_fitted(spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, n_ctx: int, budget: int) -> str:
-    """Fit's step 3 for a dense model on one device, said as a note: the most layers, filled back to front (the
-    output layer first), whose projected use stays within ``budget`` (free memory less the target), with the context
-    step 2 left. The plan itself keeps the layers -ngl gives (all by default): whether the model fits the GPU."""
-    def settings(layers: int) -> LlamaCppSettings:
-        return replace(s, n_ctx=n_ctx, n_gpu_layers=layers, fit=False)
-
-    layers = largest(lambda n: plan(spec, gpu, settings(n)).total_gpu_bytes <= budget, spec.num_layers + 1)
-    return (f"llama.cpp's auto-fit would then keep {layers} of {spec.num_layers + 1} layers on the GPU (as -ngl {layers}) "
-            "and the rest in system memory (common/fit.cpp, step 3); this plan keeps every layer on the GPU: plan "
-            f"with --ngl {layers} for that load")
-
-
 def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int, unified: bool, on_gpu: bool,
-               ngl: int, n_layer: int, gpu_w: int, cpu_w: int, output: int, compute: int,
+               ngl: int, n_layer: int, lay: _Layout, output: int, compute: int,
                s: LlamaCppSettings) -> tuple[str, ...]:
-    """The lines current llama.cpp prints (src/llama-kv-cache.cpp, llama-context.cpp formats)."""
+    """The lines current llama.cpp prints (src/llama-model.cpp load_tensors, src/llama-kv-cache.cpp,
+    llama-context.cpp formats)."""
     lines = []
     if on_gpu:
         lines.append(f"load_tensors: offloaded {min(ngl, n_layer + 1)}/{n_layer + 1} layers to GPU")
-        lines.append(f"load_tensors: {'CUDA0':>10} model buffer size = {gpu_w / MiB:8.2f} MiB")
-    lines.append(f"load_tensors: {'CPU_Mapped':>10} model buffer size = {cpu_w / MiB:8.2f} MiB")
+        lines += [f"load_tensors: {f'CUDA{d}':>12} model buffer size = {nbytes / MiB:8.2f} MiB"
+                  for d, nbytes in enumerate(lay.w_dev) if nbytes or d == 0]
+    if lay.cpu_buffer or not on_gpu:
+        lines.append(f"load_tensors: {'CPU_Mapped' if s.mmap else 'CPU':>12} model buffer size = "
+                     f"{lay.cpu_buffer / MiB:8.2f} MiB")
     lines.append(f"llama_context: n_seq_max     = {parallel}")
     lines.append(f"llama_context: n_ctx         = {c['n_ctx']}")
     lines.append(f"llama_context: n_ctx_seq     = {c['n_ctx_seq']}")

@@ -45,7 +45,11 @@ class LlamaCppSettings:
     fit_ctx: int = 4096  # -fitc: the smallest context fit reduces to (fit_params_min_ctx)
     ngl_given: bool = False  # -ngl was on the command line (any value but auto): fit does not move layers
     split_mode: str = "layer"  # -sm: layer | row | none
-    overrides: bool = False  # -ot was given: fit does not move tensors
+    overrides: tuple[tuple[str, str], ...] = ()  # -ot / --cpu-moe / --n-cpu-moe rules in order: (pattern, buffer);
+    # any at all: fit does not move tensors
+    fit_weights: bool = True  # auto-fit may move weights to system memory (step 3); searches for what fits the GPU
+    # alone (fewest GPUs, largest batch, compare) set it off
+    mmap: bool = True  # --no-mmap: the CPU weights are read into a CPU buffer of their sum, not mapped
     site: tuple[SiteTerm, ...] = ()  # a site profile's terms (kvbudget calibrate --out): memory held outside llama.cpp
     build: int = eras.CURRENT  # llama.cpp build number (the log's "build: N"): whose rules apply
     devices: int = 1  # GPUs the layers are split over (-sm layer), each with the plan's GPU

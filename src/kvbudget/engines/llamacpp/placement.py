@@ -1,0 +1,156 @@
+"""Where llama.cpp puts each weight tensor: ``-ot PATTERN=BUFFER``, ``--cpu-moe`` and ``--n-cpu-moe N``.
+
+Read from ggml-org/llama.cpp (b11312, 2026-08): ``common/arg.cpp`` (``parse_tensor_buffer_overrides``: the value is
+split at ``,``, each part at its first ``=``; the buffer must be one a device offers, by its buffer type's name —
+``CPU``, ``CUDA0`` ... — else "unknown buffer type" stops the program; ``-cmoe`` / ``--cpu-moe``
+(``LLAMA_ARG_CPU_MOE``) adds ``llm_ffn_exps_cpu_override()``, ``-ncmoe N`` / ``--n-cpu-moe N``
+(``LLAMA_ARG_N_CPU_MOE``) adds ``llm_ffn_exps_block_regex(i)`` for i < N, both to ``CPU``), ``common/common.h``
+(``LLM_FFN_EXPS_REGEX``) and ``src/llama-model-loader.cpp`` (``create_tensor``: for every tensor, input and output
+layers included, the overrides are tried in order and the first whose pattern ``std::regex_search`` finds in the
+tensor's name sets its buffer; an override to ``CPU`` keeps the layer's KV cache where the layer is).
+
+Patterns are matched with Python's ``re`` (ECMAScript and Python agree on what -ot patterns use: literals, ``\\.``,
+``\\d``, groups, alternation, classes, ``*`` ``+`` ``?``). A pattern whose matching can take exponential time
+(a repeated group that itself repeats or alternates, as ``(a+)+`` or ``(a|a)*``) is refused: std::regex backtracks
+on it as Python does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from functools import lru_cache
+
+from ...inputs import excerpt
+from ...units import InputError
+
+# common/common.h LLM_FFN_EXPS_REGEX: every MoE expert tensor (ffn_up_exps, ffn_down_exps, ffn_gate_exps, the
+# fused ffn_gate_up_exps and the chunked *_chexps)
+EXPS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+MAX_LAYERS = 512  # src/llama-hparams.h LLAMA_MAX_LAYERS: --n-cpu-moe past it matches nothing more
+MAX_OVERRIDES = 4096  # src/llama.cpp llama_max_tensor_buft_overrides()
+MAX_PATTERN = 1024  # characters of one pattern kvbudget reads
+MATCH_SECONDS = 2.0  # the most all tensor names may take against one plan's overrides
+
+Override = tuple[str, str]  # (pattern, buffer type name)
+
+
+def cpu_moe() -> Override:
+    """``--cpu-moe``: every layer's expert tensors in host memory."""
+    return EXPS, "CPU"
+
+
+def n_cpu_moe(n: int) -> tuple[Override, ...]:
+    """``--n-cpu-moe N``: the expert tensors of layers 0 .. N-1 in host memory (``blk\\.I`` + EXPS each)."""
+    return tuple((rf"blk\.{i}{EXPS}", "CPU") for i in range(min(n, MAX_LAYERS)))
+
+
+def _repeat_at(p: str, i: int) -> tuple[bool, int]:
+    """Whether a quantifier starts at ``p[i]`` (``*``, ``+``, ``{m,}``, ``{m,n}`` with n > 1), and its length."""
+    if i >= len(p):
+        return False, 0
+    if p[i] in "*+":
+        return True, 1
+    if p[i] == "?":
+        return False, 1
+    m = re.match(r"\{(\d{1,6})(,(\d{0,6}))?\}", p[i:i + 16])
+    if m is None:
+        return False, 0
+    many = (m.group(2) is not None and (m.group(3) == "" or int(m.group(3)) > 1)) or int(m.group(1)) > 1
+    return many, len(m.group(0))
+
+
+def check_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled, or one InputError: too long, not a regular expression, or one whose backtracking can take
+    exponential time (a repeated group holding a repetition or an alternation)."""
+    if len(pattern) > MAX_PATTERN:
+        raise InputError(f"-ot pattern {excerpt(pattern, 40)} is {len(pattern):,} characters long: give at most "
+                         f"{MAX_PATTERN:,} (a tensor name is under 100)")
+    stack: list[bool] = []  # per open group: whether it holds a repetition or an alternation
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":  # a class: its characters are literals (a ']' first is one too)
+            j = i + 1 + (pattern[i + 1:i + 2] == "^")
+            j += pattern[j:j + 1] == "]"
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+        elif ch == "(":
+            stack.append(False)
+            i += 1
+        elif ch == ")" and stack:
+            inner = stack.pop()
+            many, n = _repeat_at(pattern, i + 1)
+            if inner and many:
+                raise InputError(f"-ot pattern {excerpt(pattern, 60)}: a repeated group that itself repeats or "
+                                 "alternates makes regex matching take exponential time (llama.cpp's std::regex "
+                                 "too): write the tensor names out, such as blk\\.(1|2|3)\\.ffn_up_exps=CPU")
+            if stack:
+                stack[-1] = stack[-1] or inner or many
+            i += 1 + n
+        else:
+            many, n = _repeat_at(pattern, i)
+            if (many or ch == "|") and stack:
+                stack[-1] = True
+            i += max(n, 1)
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise InputError(f"-ot pattern {excerpt(pattern, 60)} is not a regular expression ({exc}): llama.cpp stops "
+                         "on it; fix the pattern") from None
+
+
+def parse_overrides(value: str, flag: str = "-ot") -> tuple[Override, ...]:
+    """``-ot PATTERN=BUFFER[,PATTERN=BUFFER...]`` as common/arg.cpp splits it (each part at its first ``=``)."""
+    if len(value) > MAX_PATTERN * 16:
+        raise InputError(f"{flag} value is {len(value):,} characters long: give at most {MAX_PATTERN * 16:,}")
+    out = []
+    for part in value.split(","):
+        pattern, eq, buffer = part.partition("=")
+        if not eq:
+            raise InputError(f"{flag} {excerpt(part, 60)}: give PATTERN=BUFFER, such as exps=CPU (llama.cpp: "
+                             "'invalid value')")
+        check_pattern(pattern)
+        out.append((pattern, buffer))
+    return tuple(out)
+
+
+def buffer_names(devices: int) -> tuple[str, ...]:
+    """The buffer types a plan's devices offer, by the names -ot takes: the host's, then each GPU's."""
+    return ("CPU", *(f"CUDA{d}" for d in range(devices)))
+
+
+def check_buffers(overrides: tuple[Override, ...], devices: int) -> None:
+    """Every override's buffer is one the plan's devices offer, or one InputError (llama.cpp prints the available
+    buffer types and stops: 'unknown buffer type')."""
+    if len(overrides) > MAX_OVERRIDES:
+        raise InputError(f"{len(overrides):,} tensor overrides: llama.cpp takes at most {MAX_OVERRIDES:,} "
+                         "(llama_max_tensor_buft_overrides)")
+    names = buffer_names(devices)
+    for pattern, buffer in overrides:
+        if buffer not in names:
+            said = "no GPU" if devices == 0 else f"{devices} GPU{'s' if devices > 1 else ''}"
+            raise InputError(f"-ot {excerpt(pattern, 40)[1:-1]}={excerpt(buffer, 20)[1:-1]}: a plan with {said} has "
+                             f"no buffer type {excerpt(buffer, 20)} (llama.cpp stops: 'unknown buffer type'); use one "
+                             f"of {', '.join(names)}")
+
+
+@lru_cache(maxsize=64)
+def place(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[str | None, ...]:
+    """For each tensor name, the buffer of the first override whose pattern is found in it (None: no override):
+    llama-model-loader.cpp's order. Bounded: a plan whose names take over ``MATCH_SECONDS`` is refused."""
+    if not overrides:
+        return (None,) * len(names)
+    compiled = [(check_pattern(p).search, b) for p, b in overrides]
+    out: list[str | None] = []
+    start = time.monotonic()
+    for name in names:
+        out.append(next((b for search, b in compiled if search(name)), None))
+        if time.monotonic() - start > MATCH_SECONDS:
+            raise InputError(f"matching {len(overrides):,} -ot patterns against the model's tensor names takes over "
+                             f"{MATCH_SECONDS:.0f} s: simplify the patterns")
+    return tuple(out)

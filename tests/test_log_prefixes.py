@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kvbudget.engines.llamacpp.log import parse_llamacpp_log
-from kvbudget.engines.logscan import check_other_log, strip_line_prefixes, unwrap_terminal
+from kvbudget.engines.logscan import check_other_log, json_records, strip_line_prefixes, unwrap_terminal
 from kvbudget.engines.vllm.log import parse_vllm_log
 from kvbudget.units import InputError
 
@@ -183,3 +183,48 @@ def test_a_cri_log_file_joins_its_partial_lines() -> None:
     cri = "\n".join(lines) + "\n"
     assert strip_line_prefixes(cri) == text
     assert parse_vllm_log(cri) == parse_vllm_log(text)
+
+
+def _docker_json(text: str) -> str:
+    """The log as Docker's json-file driver stores it: one JSON record a line, the line's break inside "log"."""
+    import json
+
+    return "".join(json.dumps({"log": line, "stream": "stderr", "time": "2026-12-01T10:00:00.123456789Z"}) + "\n"
+                   for line in text.splitlines(keepends=True))
+
+
+def _shipped(text: str) -> str:
+    """The log as a shipper exports it: one JSON record a line, the line (without its break) under "message"."""
+    import json
+
+    return "".join(json.dumps({"timestamp": "2026-12-01T10:00:00Z", "message": line, "level": "info"}) + "\n"
+                   for line in text.splitlines())
+
+
+@pytest.mark.parametrize("form", [_docker_json, _shipped])
+@pytest.mark.parametrize(("folder", "parse"), [
+    ("vllm_logs", parse_vllm_log), ("llamacpp_logs", parse_llamacpp_log), ("sglang_logs", check_other_log),
+    ("trtllm_logs", check_other_log), ("sglang_logs", _sglang_run), ("trtllm_logs", _trtllm_run),
+])
+def test_every_corpus_log_reads_the_same_as_json_records(form, folder: str, parse) -> None:  # type: ignore[no-untyped-def]
+    """A JSON-lines log (Docker's json-file driver, a shipper's export) was read as its JSON text: llama.cpp's
+    ggml-ci logs were refused ("KV width is -1"), a TP 2 vLLM log was refused as showing one of its two ranks."""
+    for path in sorted((DATA / folder).glob("*.log")):
+        text = path.read_text(encoding="utf-8")
+        assert _outcome(parse, form(text)) == _outcome(parse, text), (path.name, form.__name__)
+
+
+def test_docker_splits_a_long_line_into_records_the_next_continues() -> None:
+    line = "INFO 12-01 10:00:00 [gpu_worker.py:298] Available KV cache memory: 35.82 GiB\n"
+    import json
+
+    pieces = "".join(json.dumps({"log": piece, "stream": "stderr"}) + "\n" for piece in (line[:40], line[40:]))
+    assert json_records(pieces * 2) == line * 2
+
+
+def test_json_records_on_a_few_lines_only_or_nested_without_end_are_left_alone() -> None:
+    text = 'INFO a\nINFO b\nINFO c\n{"log": "INFO d\\n"}\n'
+    assert json_records(text) == text
+    deep = '{"log": ' * 100_000 + "1" + "}" * 100_000  # past the decoder's recursion limit: not a record, kept as a line
+    record = '{"log": "INFO a\\n"}\n'
+    assert json_records(f"{deep}\n{record * 3}") == f"{deep}\n" + "INFO a\n" * 3

@@ -77,6 +77,46 @@ def _cri_lines(text: str, lines: int) -> str:
     return "".join(out)
 
 
+# The keys a line-per-record JSON log keeps a container's line under: Docker's json-file driver ({"log": "...\n",
+# "stream": "stderr", "time": ...}, what `docker inspect`'s LogPath holds and node shippers read), and the "message",
+# "msg" or "textPayload" of a shipper's export (Fluent Bit, Vector, Cloud Logging)
+_JSON_TEXT_KEYS = ("log", "message", "msg", "textPayload")
+_JSON_LINE_MAX = 1 << 20  # longer lines are not decoded (a record no engine prints)
+
+
+def json_records(text: str) -> str:
+    """The log as the container printed it, where at least half of its lines are JSON records holding it as text
+    (``_JSON_TEXT_KEYS``): each such record's text, a record without a final line break (Docker splits lines at 16
+    KiB) joined to the next; other lines as they are."""
+    lines = max(text.count("\n") + 1 - text.count("\n\n"), 1)
+    if 2 * text.count('{"') < lines:  # in C: most logs are passed at once
+        return text
+    import json
+
+    out: list[str] = []
+    decoded = 0
+    for line in text.split("\n"):
+        body = line.strip()
+        said, docker = None, False
+        if body.startswith("{") and body.endswith("}") and len(body) <= _JSON_LINE_MAX:
+            try:
+                record = json.loads(body)
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
+                record = None
+            if isinstance(record, dict):
+                said = next((v for k in _JSON_TEXT_KEYS if isinstance(v := record.get(k), str)), None)
+                docker = said is not None and said is record.get("log")
+        if said is None:
+            out.append(line + "\n")
+        else:  # Docker's "log" keeps the line's own break (none: a piece the next record continues); the others none
+            decoded += 1
+            said = said.replace("\r", "").replace("\x00", "")  # what open_log takes off the text it was given
+            out.append(said if docker else said + "\n")
+    if 2 * decoded < lines:
+        return text
+    return "".join(out).rstrip("\n") + "\n"
+
+
 def strip_line_prefixes(text: str) -> str:
     """The log without what a log collector put before every line (``_LINE_PREFIXES``, the CRI format's head), each
     kind taken off where it heads at least half of the non-empty lines (at most five passes of each kind: linear in
@@ -190,7 +230,7 @@ def unwrap_words(text: str) -> str:
 
 def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:
     """A start-up log made ready to search: refused if binary (a NUL byte), carriage returns dropped, a
-    collector's line prefixes taken off (``strip_line_prefixes``), lines a terminal wrapped at its width joined
+    JSON-lines records decoded (``json_records``), a collector's line prefixes taken off (``strip_line_prefixes``), lines a terminal wrapped at its width joined
     (``unwrap_terminal``), wrapped records rejoined
     (``join_wrapped``), and no number longer than any engine prints."""
     if text[:1] == "\x1f" and text[1:2] in ("\x8b", "\ufffd", "\udc8b"):  # gzip's magic number, however decoded
@@ -199,7 +239,8 @@ def open_log(text: str, engine: str, join_wrapped: bool = False) -> LogText:
     if "\x00" in text:
         raise InputError(f"the log is binary, not text: give the text log {engine} printed")
     # wrapped as shown (a collector's prefix on each record's first piece), then as printed (on every piece)
-    text = unwrap_terminal(strip_line_prefixes(unwrap_terminal(unwrap_words(text.replace("\r", "")))))
+    # JSON records first: a terminal's wrapped pieces make records of one length, which unwrap_terminal would join
+    text = unwrap_terminal(strip_line_prefixes(unwrap_terminal(unwrap_words(json_records(text.replace("\r", ""))))))
     log = LogText(_WRAPPED.sub("", text) if join_wrapped else text)
     log.check_numbers()
     return log

@@ -16,7 +16,7 @@ import re
 
 from ..._record import record
 from ...units import InputError
-from ..logscan import NUM, LogText, count, figure, open_log, unwrap_terminal
+from ..logscan import NUM, LogText, count, figure, json_records, open_log, unwrap_terminal
 
 
 @record
@@ -502,7 +502,7 @@ def parse_vllm_log(text: str) -> VllmLog:
     if str(fields.get("error", "")).startswith("EngineCore failed to start") and (
             "kv_cache_tokens" in fields or fields.get("num_gpu_blocks") or (isinstance(avail := fields.get("available_kv_gib"), float)
             and avail > 0)):
-        cause = _cause(unwrap_terminal(text.replace("\r", "")))  # as printed, but records not joined
+        cause = _cause(unwrap_terminal(json_records(text.replace("\r", ""))))  # as printed, records not joined
         if cause is not None:  # sized its KV cache, then stopped for something else: not a memory outcome
             fields["other_failure"] = cause
             del fields["error"]

@@ -27,6 +27,8 @@ PREFIXES = {
     "journalctl -o short-iso": "2026-12-01T10:00:00+0100 gpu-node vllm[1234]: ",
     "journalctl -o short-precise": "Dec 01 10:00:00.123456 gpu-node vllm[1234]: ",
     "ts / a shipper": "2026-12-01 10:00:00,123 | ",
+    # an issue's raw Markdown: each line quoted
+    "markdown quote": "> ",
 }
 
 
@@ -67,6 +69,17 @@ def test_every_corpus_log_reads_the_same_under_a_collectors_prefix(kind: str, fo
     for path in logs:
         text = path.read_text(encoding="utf-8")
         assert _outcome(parse, _prefixed(text, PREFIXES[kind])) == _outcome(parse, text), (path.name, kind)
+
+
+def test_a_markdown_code_blocks_indent_is_taken_off_only_where_every_line_has_it() -> None:
+    text = "INFO a: 1\n  File x\n\nINFO b: 2\n"
+    assert strip_line_prefixes(_prefixed(text, "    ")) == "INFO a: 1\n  File x\n\nINFO b: 2\n"
+    assert strip_line_prefixes(_prefixed(text, "\t")) == text
+    traceback = "Traceback:\n    raise X\n    raise Y\n    raise Z\n"  # a traceback's own indent stays
+    assert strip_line_prefixes(traceback) == traceback
+    path = DATA / "vllm_logs" / "v0.10.1.1_a100-80gb-x2_qwen2-7b_tp2_gmu0.5.log"
+    log = path.read_text(encoding="utf-8")
+    assert parse_vllm_log(_prefixed(log, "    ")) == parse_vllm_log(log)
 
 
 def test_a_prefix_on_a_few_lines_only_is_left_alone() -> None:
@@ -228,3 +241,23 @@ def test_json_records_on_a_few_lines_only_or_nested_without_end_are_left_alone()
     deep = '{"log": ' * 100_000 + "1" + "}" * 100_000  # past the decoder's recursion limit: not a record, kept as a line
     record = '{"log": "INFO a\\n"}\n'
     assert json_records(f"{deep}\n{record * 3}") == f"{deep}\n" + "INFO a\n" * 3
+
+
+@pytest.mark.parametrize(("log", "args"), [
+    ("vllm_logs/v0.10.1.1_a100-80gb-x2_qwen2-7b_tp2_gmu0.5.log", ["--gpu-memory", "80GiB"]),
+    ("sglang_logs/v0.4.1docs_h100_llama3.1-8b_default.log", ["--gpu-memory", "80GiB"]),
+    ("llamacpp_logs/b4462_2x3090ti_qwen2.5-coder-32b_q8kv_split.log", ["--model", "Qwen/Qwen2.5-32B-Instruct"]),
+])
+def test_a_log_copied_with_no_break_spaces_checks_the_same(log: str, args: list[str], tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A copy from a web page or a chat puts no-break spaces where the engine printed blanks: every phrase was missed
+    ("no engine kvbudget knows printed this log", or no figures found)."""
+    from kvbudget.cli import main
+
+    text = (DATA / log).read_text(encoding="utf-8")
+    copied = tmp_path / "copied.log"
+    copied.write_text(text.replace(" ", "\u00a0").replace("INFO", "IN\u200bFO"), encoding="utf-8")
+    outputs = []
+    for path in (DATA / log, copied):
+        assert main(["check", str(path), "--json", *args]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1].replace(str(copied), str(DATA / log))

@@ -129,7 +129,7 @@ def _log_text(path: str) -> str:
     text = sys.stdin.read(inputs.MAX_LOG_BYTES + 1)
     if len(text) > inputs.MAX_LOG_BYTES:
         raise InputError(f"standard input: more than the {inputs.MAX_LOG_BYTES:,} characters kvbudget reads of a log")
-    return text
+    return inputs.plain_spaces(text)
 
 
 def _writable_report(path: str, flag: str = "--report", example: str = "report.md", inputs: Sequence[str] = ()) -> None:

@@ -187,8 +187,19 @@ def _decode_log(data: bytes) -> str:
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         # a log saved by Windows PowerShell 5 (`> run.log`, Out-File) is UTF-16 with its byte-order mark: it was
         # refused as binary (its NUL bytes); the mark says how to read it
-        return data.decode("utf-16", errors="replace")
-    return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        return plain_spaces(data.decode("utf-16", errors="replace"))
+    return plain_spaces(data.decode("utf-8", errors="replace").removeprefix("\ufeff"))
+
+
+# Spaces a copy from a web page, a chat or a rich-text editor puts where the engine printed a blank (no-break, figure
+# and narrow no-break spaces), and characters it adds that print as nothing (zero-width space, a byte-order mark
+# inside the text): engines print ASCII blanks, which every phrase kvbudget looks for holds
+_PLAIN_SPACES = {0xA0: " ", 0x2007: " ", 0x202F: " ", 0x200B: None, 0xFEFF: None}
+
+
+def plain_spaces(text: str) -> str:
+    """A log's text with the blanks an engine printed as ASCII blanks again (``_PLAIN_SPACES``); in C, linear."""
+    return text.translate(_PLAIN_SPACES) if not text.isascii() else text
 
 
 def write_text(path: str, text: str, what: str = "--out") -> None:

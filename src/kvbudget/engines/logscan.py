@@ -52,7 +52,13 @@ _LINE_PREFIXES = (
     re.compile(r"^\[pod/[^\]\n]{1,250}\] ", re.M),
     re.compile(r"^[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})? [^ \n]{1,64} [^ \n:]{1,64}: ", re.M),
     re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63} [A-Za-z0-9_.@-]{1,64}\[[0-9]{1,10}\]: ", re.M),
+    # a paste's own mark: a Markdown quote ("> " on each line of an issue's raw text)
+    re.compile(r"^> ?", re.M),
 )
+# A Markdown code block's indent (four blanks or a tab), taken off where it heads every non-empty line (a traceback's
+# own indented lines are never all of a log's)
+_INDENT = re.compile(r"^(?:    |\t)", re.M)
+_UNINDENTED = re.compile(r"^ {0,3}[^ \t\n]", re.M)  # a line whose text starts before the indent's end
 # The container runtime's own log file (CRI: /var/log/pods/.../N.log, what a node's log shipper reads): an RFC 3339
 # stamp, the stream and a tag, F for a full line or P for a piece of a long one that the next line continues
 # (kubernetes/cri-api, the CRI logging format; containerd's and CRI-O's writers split lines at 16 KiB)
@@ -126,14 +132,14 @@ def strip_line_prefixes(text: str) -> str:
     for _ in range(len(_LINE_PREFIXES)):  # one collector's prefix ahead of another's: each pass takes the outer one
         taken = False
         for rx in _LINE_PREFIXES:
-            if rx is _LINE_PREFIXES[-1] and 2 * text.count("]: ") < lines:  # no unit[pid] head on half the lines
+            if rx is _LINE_PREFIXES[4] and 2 * text.count("]: ") < lines:  # no unit[pid] head on half the lines
                 continue
             stripped, n = rx.subn("", text)
             if 2 * n >= lines:
                 text, taken = stripped, True
         if not taken:
             break
-    return text
+    return text if _UNINDENTED.search(text) else _INDENT.sub("", text)  # a code block's indent on every line
 
 
 # The head of a record, where a line of the wrap width is followed by one: vLLM's and SGLang's levels (after a worker's

@@ -61,6 +61,9 @@ def explain(words: list[str], gpu: GPU, given: dict[str, Any], registry: Registr
 
 def check(text: str, given: dict[str, Any], registry: Registry) -> tuple[Engine, Any]:
     """The engine whose start-up log ``text`` is, and its check of the log against kvbudget's figures."""
+    from ..inputs import plain_spaces
+
+    text = plain_spaces(text)  # a copy from a web page: no-break spaces where the engine printed blanks
     engine = registry.reader(lambda e: e.reads_log(text))
     if engine is None:
         raise InputError("no engine kvbudget knows printed this log: give a vLLM, SGLang, TensorRT-LLM or llama.cpp "

@@ -134,6 +134,14 @@ def test_calibrate_writes_a_profile_that_fit_explain_and_levers_apply(tmp_path: 
                  str(profile), "--json"]) == 0
     fitted = json.loads(capsys.readouterr().out)
     assert fitted["provenance"]["non_torch_bytes"]["note"].startswith("site profile: -1.82 GiB from 2 log(s)")
+    # the text says so too: the non-torch row's provenance and a note with the term (before, a profile that moved
+    # the figure read "calibrated" like one without it, and nothing on the page named the profile)
+    assert main(["fit", "gpt-oss-20b", "--gpu", "H100", "--context", "8192", "--vllm-version", "0.11.0", "--profile",
+                 str(profile)]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("- non-torch memory"))
+    assert row.endswith("calibrated + site profile"), row
+    assert "note: non-torch memory includes the site profile: -1.82 GiB from 2 log(s)" in text
     assert main(["explain", "--json", "--gpu", "H100", "--vllm-version", "0.11.0", "--profile", str(profile), "--",
                  "vllm", "serve", "openai/gpt-oss-20b", "--max-model-len", "8192"]) == 0
     explained = json.loads(capsys.readouterr().out)

@@ -57,6 +57,9 @@ def test_sglang_levers_round_trip_through_explain() -> None:
         if r.name == "one more replica":
             assert (r.gpus, r.concurrency) == (2, 2 * base.concurrency)
             continue
+        if r.name == "4-bit weights (AWQ)":  # not a flag: SGLang makes no AWQ weights from a 16-bit checkpoint
+            assert r.flag == "an AWQ checkpoint"  # (it said "--quantization awq", which stops SGLang on this one)
+            continue
         cmd = parse_other_command(_with(argv0, r.flag))
         assert cmd.sglang is not None and not cmd.warnings
         p = sglang.plan(spec, gpu, cmd.sglang)
@@ -295,3 +298,22 @@ def test_llamacpp_verdict_says_the_slots_share_the_cells(capsys: pytest.CaptureF
     longest = next(line for line in out.splitlines() if line.startswith("Longest context for"))
     n = int(longest.split(":")[1].split("(")[0].replace(",", ""))
     assert longest.endswith(f"(with -c raised to {4 * n:,})")
+
+
+def test_llamacpp_longest_context_says_the_c_it_needs_for_every_slot_layout(capsys: pytest.CaptureFixture[str]) -> None:
+    # An explicit -np 4 keeps per-slot streams: -c 32,768 is 4 slots of 8,192 each, so a longer context for the 4
+    # slots needs -c raised to 4 x that, as with a unified cache; a lone slot's longer context needs -c raised too.
+    # Before, only a unified cache's line said so, and "Longest context for 4 requests at once: 16,896" read as
+    # reachable with the command's own -c 32,768.
+    for argv, slots, cells in ((["fit", "llama-3.1-8b", "--gpu", "RTX-4090", "--engine", "llama.cpp", "--context", "32768",
+                          "--np", "4", "--weights-dtype", "Q4_K_M"], 4, 32768),
+                        (["explain", "--gpu", "RTX-4090", "--", "llama-cli", "-m", "Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+                          "-c", "4096"], 1, 4096)):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        longest = next(line for line in out.splitlines() if line.startswith("Longest context for"))
+        n = int(longest.split(":")[1].split("(")[0].replace(",", ""))
+        assert n * slots > cells and longest.endswith(f"(with -c raised to {slots * n:,})"), longest
+        if slots > 1:
+            held = next(line for line in out.splitlines() if line.startswith("Requests of"))
+            assert held == "Requests of 8,192 tokens held at once: 4 (-c 32,768 cells split into 4 slots of 8,192)"

@@ -396,3 +396,26 @@ def test_batch_is_refused_under_llamacpp_even_at_its_default(batch: str, capsys:
     # are --np, so any --batch is a setting it does not read
     assert main(["fit", LLAMA8, "--gpu", "L4", "--engine", "llama.cpp", "--batch", batch]) == 2
     assert "--batch is not read under --engine llama.cpp: use --np" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("log", "argv"), [
+    ("b5452_l40s_gemma3-27b_np16_iswa", ["--gpu", "L40S", "--llamacpp-build", "5452", "--", "llama-server", "-m",
+                                         "gemma-3-27b-it-Q4_K_M.gguf", "-c", "49152", "--parallel", "16", "-fa"]),
+    ("b4905_cpu-amx_deepseek-r1-q8_0_pre-mla_perplexity-np4", ["--gpu", "H100", "--llamacpp-build", "4905", "--",
+                                                               "llama-server", "-m", "Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+                                                               "-c", "2048", "-np", "4"]),
+])
+def test_an_older_build_prints_its_own_context_per_sequence(log: str, argv: list[str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # Before b5913 the one shared cache gave each sequence n_ctx / n_seq_max, printed as n_ctx_per_seq, and no
+    # kv_unified line: the b5452 log says 3072 of -c 49152 -np 16, the b4905 log 512 of -c 2048 -np 4. kvbudget's
+    # "llama.cpp will log" printed today's 'n_ctx_seq = 49152' and 'kv_unified = true' for those builds.
+    path = Path(__file__).parent / "data" / "llamacpp_logs" / f"{log}.log"
+    logged = next(line for line in path.read_text().splitlines() if line.startswith("llama_context: n_ctx_per_seq ="))
+    assert main(["explain", *argv]) == 0
+    out = capsys.readouterr().out
+    printed = [line.strip() for line in out.splitlines() if line.strip().startswith("llama_context: n_ctx")]
+    assert printed[-1] == logged, printed
+    assert "kv_unified" not in out
+    per_seq = int(logged.split("=")[1])
+    assert f"Requests of {per_seq:,} tokens held at once" in out and f"n_ctx_seq {per_seq:,}," in out

@@ -689,3 +689,16 @@ def test_a_search_shares_one_settings_record_per_layout_and_precision_across_gpu
         key = (d.tp, d.pp, d.weights_dtype, d.kv_dtype)
         assert d.settings is first.setdefault(key, d.settings), key
     assert len(first) > 4 and {d.gpu for d in rows} == {"H100-SXM-80GB", "L40S-48GB"}
+
+
+def test_plan_takes_back_the_ckpt_its_table_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    # the weights and KV columns print "ckpt" for the checkpoint's own format (README: --kv-cache-dtype auto); a user
+    # who narrows the search to the rows they saw passes it back. Before: "unknown weights dtype 'ckpt'" (exit 2)
+    args = ["plan", "llama-3.1-8b", "--concurrency", "8", "--context", "8192", "--gpus", "L4", "--json"]
+    assert main([*args, "--weights-dtype", "ckpt", "--kv-dtype", "CKPT,fp8"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert main([*args, "--weights-dtype", "auto", "--kv-dtype", "auto,fp8"]) == 0
+    assert said == json.loads(capsys.readouterr().out)
+    assert main([*args, "--engine", "llama.cpp", "--weights-dtype", "Q4_K_M,ckpt"]) == 0
+    rows = json.loads(capsys.readouterr().out)["plans"]
+    assert {r["weights_dtype"] for r in rows} == {"Q4_K_M", "auto"}

@@ -246,3 +246,16 @@ def test_generator_matches_the_committed_table() -> None:
             assert run is not None and (run[3], run[4]) == (dest, choices), (rel.version, option)
         seen += 1
     assert seen > 0
+
+
+def test_front_end_flags_are_read_without_a_warning() -> None:
+    # the HTTP front end, logging and tokenizer flags of a usual launch take no GPU memory: vLLM's are read silently,
+    # and SGLang's and trtllm-serve's were each a warning ("--host does not change memory ...: ignored", four lines on
+    # a plain `--host 0.0.0.0 --port 30000 --trust-remote-code --log-level info`); a flag kvbudget does not model
+    # still says so
+    front = "--host 0.0.0.0 --port 30000 --trust-remote-code --log-level info --served-model-name q --api-key k "
+    sglang = parse_other_command(CMD + front + "--enable-torch-compile")
+    assert sglang.warnings == ("sglang flag --enable-torch-compile does not change memory in kvbudget's model: ignored",)
+    trtllm = parse_other_command("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 8000 "
+                                 "--trust_remote_code --log_level info")
+    assert trtllm.trtllm is not None and trtllm.warnings == ()

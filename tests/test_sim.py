@@ -511,3 +511,16 @@ def test_arrivals_are_replayed_on_the_clock_they_are_given_in() -> None:
     mixed = [*_spaced(2, seconds=5.0), RequestSpec("s", 0.0, array("q", [1, 2]), array("q", [3]), 40)]
     with pytest.raises(InputError, match="some arrivals as engine steps"):
         kvbudget.simulate("llama-3.1-8b", gpu="H100", context=8192, trace=mixed)
+
+
+def test_simulate_says_why_the_slots_are_a_block_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1,856 blocks x 16 tokens printed as 29,680 token slots read as an arithmetic slip: the pool never hands out
+    # its block 0 (vLLM's null block), and the header now says so beside the figure
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_tokens": 812, "output_tokens": 200}\n')
+    assert main(["simulate", "llama-3.1-8b", "--gpu", "L4", "--context", "8192", "--trace", str(trace), "--wide"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    blocks, size, slots = (int(x.replace(",", "")) for x in
+                           (head.split(": ")[1].split(" blocks")[0], head.split(" x ")[1].split(" tokens")[0],
+                            head.split("(")[1].split(" token slots")[0]))
+    assert slots == (blocks - 1) * size and "token slots; block 0 is the pool's null block)" in head, head

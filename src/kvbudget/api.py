@@ -430,6 +430,12 @@ def fewest_gpus(model: str | ModelSpec, *, concurrency: int, context: int, gpu: 
     return min(rows, key=lambda d: (d.num_gpus, -d.headroom), default=None)
 
 
+def _own(name: str) -> str:
+    """A precision of ``plan``'s lists: ``ckpt``, the word its table prints for the checkpoint's own format, is
+    ``auto``."""
+    return "auto" if name.lower() == "ckpt" else name
+
+
 def plan_deployments(model: str | ModelSpec, *, concurrency: int, context: int, engine: str = "vllm", gpus: str | None = None,
          max_gpus: int = 64, gpus_per_node: int | None = None, weights: str | None = None, kv_dtype: str | None = None,
          prices: str | None = None, options: dict[str, object] | None = None,
@@ -453,9 +459,9 @@ def plan_deployments(model: str | ModelSpec, *, concurrency: int, context: int, 
     chosen = list({g.name: g for g in map(_find_gpu, names)}.values()) if names is not None else catalog_gpus()
     if not chosen:
         raise InputError("--gpus names no GPU")
-    w = tuple(dict.fromkeys(_name("--weights-dtype", x.strip()) for x in (weights or ",".join(server.plan_weights)).split(",")
+    w = tuple(dict.fromkeys(_own(_name("--weights-dtype", x.strip())) for x in (weights or ",".join(server.plan_weights)).split(",")
                             if x.strip()))
-    k = tuple(dict.fromkeys(_name("--kv-dtype", x.strip()) for x in (kv_dtype or ",".join(server.plan_kv)).split(",")
+    k = tuple(dict.fromkeys(_own(_name("--kv-dtype", x.strip())) for x in (kv_dtype or ",".join(server.plan_kv)).split(",")
                             if x.strip()))
     if not w or not k:
         raise InputError("--weights-dtype and --kv-dtype need at least one value each")

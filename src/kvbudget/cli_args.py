@@ -311,8 +311,10 @@ def _plan_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--gpus-per-node", type=_count,
                    help="GPUs per node for every GPU type: TP stays within one (default: the catalog's, e.g. 8 on an HGX "
                    "board, 1 GH200, 4 consumer cards; `kvbudget gpus --json`)")
-    p.add_argument("--weights-dtype", help="weight formats to try (default auto,fp8; trtllm: auto; auto = the checkpoint's)")
-    p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; llama.cpp: auto,q8_0)")
+    p.add_argument("--weights-dtype", help="weight formats to try (default auto,fp8; trtllm and llama.cpp: auto; auto or "
+                   "ckpt = the checkpoint's; llama.cpp: a llama-quantize type such as Q4_K_M)")
+    p.add_argument("--kv-dtype", help="KV cache dtypes to try (default auto,fp8; llama.cpp: auto,q8_0; auto or ckpt = the "
+                   "model's)")
     p.add_argument("--prices", help="a JSON or CSV file of $/hour per GPU, overriding the catalog's list prices")
     p.add_argument("--slo", metavar="ttft=2s,tpot=50ms",
                    help="a latency target: each replica runs only the batch that meets it (roofline step-time "

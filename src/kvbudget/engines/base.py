@@ -273,6 +273,7 @@ class Verdict:
     context: int = 0  # tokens per request of the load (0: the plan's context; llama.cpp: a slot's share)
     load: int = 0  # all the requests asked for, over every data-parallel instance (0: ``asked``)
     shared_cells: int = 0  # llama.cpp's unified cache: the -c cells its slots share (0: each request has its own)
+    cells: int = 0  # llama.cpp: the -c the command gives (the longest context needs it raised to longest x slots)
     said: str = ""  # how the engine loads it, where that matters (llama.cpp: weights in host memory)
     host_weights: bool = False  # the engine itself moved weights to host memory: the model does not fit the GPU alone
 

@@ -81,6 +81,21 @@ def revision_said(flag: str, value: str) -> str:
             "branch, not this revision; if its config.json differs, give that file (or its folder) as the model")
 
 
+# Flags of the servers' HTTP front end, logging, tokenizer and chat template: they take no GPU memory, so a command
+# that gives them is read without a warning (SGLang's server_args.py, trtllm-serve's serve.py), as vLLM's are.
+_FRONT_END = frozenset({
+    "host", "port", "api-key", "trust-remote-code", "log-level", "log-level-http", "log-requests", "served-model-name",
+    "chat-template", "reasoning-parser", "tool-call-parser", "enable-metrics", "random-seed", "download-dir",
+    "tokenizer", "tokenizer-path", "tokenizer-mode", "skip-tokenizer-init", "watchdog-timeout", "show-time-cost",
+    "enable-cache-report", "decode-log-interval",
+})
+
+
+def front_end(flag: str) -> bool:
+    """Whether ``flag`` (``--log-level``, ``--log_level``) is one of the front end's, which take no GPU memory."""
+    return flag.lstrip("-").replace("_", "-") in _FRONT_END
+
+
 def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], value: Callable[[str, str, str, str], object],
                switches: dict[str, str], positional_model: bool,
                parser: Parser | None = None) -> tuple[str, dict[str, object], list[str]]:
@@ -135,7 +150,8 @@ def scan_flags(engine: str, args: list[str], table: dict[str, tuple[str, str]], 
                             break
             elif not eq and i < len(args) and not args[i].startswith("-"):
                 i += 1
-            warnings.append(f"{engine} flag {flag} does not change memory in kvbudget's model: ignored")
+            if not front_end(flag):
+                warnings.append(f"{engine} flag {flag} does not change memory in kvbudget's model: ignored")
     if not model:
         raise InputError("the command names no model")
     return model, fields, warnings

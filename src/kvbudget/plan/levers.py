@@ -118,16 +118,18 @@ def replica_levers(spec: ModelSpec, gpu: GPU, engine: str, context: int, *, tp: 
 
     out: list[Lever] = []
 
-    def add(name: str, gpus: int, tp_: int, w: str, k: str, ctx: int, frac: float | None) -> None:
+    def add(name: str, gpus: int, tp_: int, w: str, k: str, ctx: int, frac: float | None, flag: str | None = None) -> None:
         try:  # noqa: SIM105 - a lever the engine refuses (TP not dividing the heads, a format it cannot run) is left out
-            out.append(lever(name, run(tp_, w, k, ctx, frac), gpus, ctx=ctx))
+            out.append(lever(name, run(tp_, w, k, ctx, frac), gpus, flag=flag, ctx=ctx))
         except InputError:
             pass
 
     fmt = spec.weight_format
     if weights in ("auto", *_UNQUANTIZED) and fmt is not None and fmt.name in _UNQUANTIZED:
         add("FP8 weights", n0, tp, "fp8", kv, context, fraction)
-        add("4-bit weights (AWQ)", n0, tp, "awq", kv, context, fraction)
+        # AWQ is not made while loading (SGLang's --quantization awq on a 16-bit checkpoint finds no AWQ config and
+        # stops): the lever is another checkpoint, as vLLM's lever says
+        add("4-bit weights (AWQ)", n0, tp, "awq", kv, context, fraction, flag="an AWQ checkpoint")
     for cache in server.kv_levers:
         smaller = {"q8_0": ("auto", "f16", "bf16", "f32"), "q4_0": ("auto", "f16", "bf16", "f32", "q8_0")}
         if kv in smaller.get(cache, ("auto", "bf16", "fp16", "f16", "float16", "bfloat16")):

@@ -26,10 +26,13 @@ def verdict_lines(a: FitAnswer, pooled: bool) -> list[str]:
         held += f" (the scheduler's cap of {v.cap:,}; the pool holds {v.pool_held:,})"
     elif v.shared_cells:
         held += f" (-c {v.shared_cells:,} cells shared by {v.asked} slots)"
+    elif v.cells and v.asked > 1:  # llama.cpp's per-slot streams: each slot has its own share of -c
+        held += f" (-c {v.cells:,} cells split into {v.asked} slots of {v.context:,})"
     out = [held]
-    if v.longest is not None:
+    if v.longest is not None:  # llama.cpp: -c holds every slot's cells, so a longer context needs a larger -c
+        raised = v.longest * v.asked > max(v.cells, v.shared_cells) if v.cells or v.shared_cells else False
         out.append(f"Longest context for {plural(v.asked, 'request')} at once{' per engine' if dp > 1 else ''}:  "
-                   f"{v.longest:,}" + (f" (with -c raised to {v.longest * v.asked:,})" if v.shared_cells else ""))
+                   f"{v.longest:,}" + (f" (with -c raised to {v.longest * v.asked:,})" if raised else ""))
     over = f" over {dp} DP engines ({v.asked:,} each)" if dp > 1 else ""
     load = f"{n:,} x {context:,}-token {noun(n, 'request')}{over}"
     if pooled:

@@ -41,12 +41,17 @@ def _groups_line(a: SimAnswer) -> list[str]:
             "takes a slot in every group whose window holds it"]
 
 
+def _null(a: SimAnswer, slots: int) -> str:
+    """Why the slots are one block short of blocks x block size: the pool never hands out its block 0."""
+    return "; block 0 is the pool's null block" if slots == (a.num_blocks - 1) * a.block_size else ""
+
+
 def sim_text(a: SimAnswer) -> str:
     paged = a.results[0]
     timed = paged.timed
     lines = [
         f"{a.model} on {a.device.name}, {a.label}: {a.num_blocks:,} blocks x {a.block_size} tokens "
-        f"({paged.capacity_tokens:,} token slots), max_num_seqs {a.max_num_seqs:,}, "
+        f"({paged.capacity_tokens:,} token slots{_null(a, paged.capacity_tokens)}), max_num_seqs {a.max_num_seqs:,}, "
         f"max_num_batched_tokens {a.max_num_batched_tokens:,}, max_model_len {a.max_model_len:,}, "
         f"prefix caching {'on' if a.prefix_caching else 'off'}",
         f"{a.requests:,} requests replayed through vLLM's V1 scheduler (FCFS, chunked prefill, preemption by recompute)",

@@ -145,7 +145,7 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
 
     def tag(name: str) -> str:
         f = tags.get(name)
-        return f.provenance if f else ""
+        return "" if f is None else f.provenance + (" + site profile" if f.band.startswith(_SITE) else "")
 
     rows = [
         ["budget: total x gpu_memory_utilization", fmt_bytes(p.requested_bytes, units), f"{p.utilization:g} x {fmt_bytes(p.total_bytes, units)}"],
@@ -179,7 +179,12 @@ def vllm_text(p: VllmPlan, units: str, suggestions: list[tuple[str, VllmPlan]] |
     if suggestions:
         out += ["", "Flags that change this:", *_fix_lines(suggestions)]
     out += [f"note: {n}" for n in p.notes]
+    out += [f"note: non-torch memory includes the {f.band}" for name, f in p.provenance
+            if name == "non_torch_bytes" and f.band.startswith(_SITE)]
     return "\n".join(out)
+
+
+_SITE = "site profile:"  # the start of a figure's band that a site profile (--profile) moved (engines/site.py)
 
 
 def _cmp_table(rows: tuple[Row, ...]) -> str:

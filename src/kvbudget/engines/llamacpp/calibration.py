@@ -78,6 +78,19 @@ def stream_cells(build: int, n_ctx: int, parallel: int, unified: bool, padding: 
     return per * parallel, per
 
 
+def ctx_seq(build: int, n_ctx: int, cells: int, parallel: int, unified: bool) -> int:
+    """The context one sequence may reach (``n_ctx_seq``): its stream's cells, or a unified cache's whole ``n_ctx``;
+    before b5913 (#14363) ``n_ctx / n_seq_max`` of the one shared cache (llama-context.cpp's ``n_ctx_per_seq``, which
+    the b4905 and b5452 logs print: 512 of -c 2048 -np 4, 3072 of -c 49152 -np 16)."""
+    return n_ctx // max(parallel, 1) if build < 5913 and unified else cells
+
+
+def ctx_seq_label(build: int) -> str:
+    """llama-context.cpp's name for it: ``n_ctx_per_seq`` until b6925 (#16736) made it ``cparams.n_ctx_seq`` (the
+    corpus logs of about b6800 still print ``n_ctx_per_seq``)."""
+    return "n_ctx_per_seq" if build < 6925 else "n_ctx_seq"
+
+
 def swa_cells(build: int, cells: int, window: int, parallel: int, unified: bool, n_batch: int, n_ubatch: int,
               padding: int, swa_full: bool) -> int:
     """Cells per stream of the sliding-window cache (``cells``: the full-size cache's)."""

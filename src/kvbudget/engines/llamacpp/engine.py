@@ -140,7 +140,7 @@ class LlamaCppEngine:
             longest = largest(lambda c: self.run(spec, gpu, replace(s, n_ctx=c * slots, fit=False)).fits,
                               spec.max_context)
         return Verdict(held=p.n_seq_max if p.fits else 0, asked=p.n_seq_max, fits=p.fits, longest=longest, context=each,
-                       shared_cells=p.n_ctx if p.unified and p.n_seq_max > 1 else 0, said=p.placement,
+                       shared_cells=p.n_ctx if p.unified and p.n_seq_max > 1 else 0, cells=p.n_ctx, said=p.placement,
                        host_weights=p.fit_moved)
 
     def advice(self, spec: ModelSpec, gpu: GPU, s: LlamaCppSettings, p: LlamaCppPlan) -> tuple[str, ...]:

@@ -311,7 +311,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
         total, n_seq = eras.stream_cells(b, n, parallel, unified, padding)
         batch = min(s.n_batch, n)  # llama_context: n_batch capped by the (unpadded) n_ctx
         ubatch = min(batch, s.n_ubatch)
-        out = {"n_ctx": total, "n_ctx_seq": n_seq, "cells": n_seq, "swa": 0}
+        out = {"n_ctx": total, "n_ctx_seq": eras.ctx_seq(b, total, n_seq, parallel, unified), "cells": n_seq, "swa": 0}
         k = v = sk = sv = rec = gpu_kv = 0
         kv_dev = [0] * devices
         kv_layers = swa_layers = 0
@@ -415,7 +415,8 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     if not fits and per_device:
         lines = _out_of_memory(lines, w_dev[0], c["kv_dev0"], compute, gpu.memory_bytes if gpu else 0)
     if c["n_ctx_seq"] < train and not auto_ctx:
-        notes.append(f"n_ctx_seq ({c['n_ctx_seq']}) < n_ctx_train ({train}) -- the full capacity of the model will not be utilized")
+        notes.append(f"{eras.ctx_seq_label(b)} ({c['n_ctx_seq']}) < n_ctx_train ({train}) -- the full capacity of the model "
+                     "will not be utilized")
     return LlamaCppPlan(
         model=spec.name, gpu=gpu.name if gpu else "CPU", n_ctx=c["n_ctx"], n_ctx_seq=c["n_ctx_seq"], n_seq_max=parallel,
         n_stream=n_stream, unified=unified, cells=c["cells"], swa_cells=c["swa"], kv_layers=c["kv_layers"],
@@ -478,8 +479,9 @@ def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int
                      f"{lay.cpu_buffer / MiB:8.2f} MiB")
     lines.append(f"llama_context: n_seq_max     = {parallel}")
     lines.append(f"llama_context: n_ctx         = {c['n_ctx']}")
-    lines.append(f"llama_context: n_ctx_seq     = {c['n_ctx_seq']}")
-    lines.append(f"llama_context: kv_unified    = {'true' if unified else 'false'}")
+    lines.append(f"llama_context: {eras.ctx_seq_label(s.build):<13} = {c['n_ctx_seq']}")
+    if s.build >= 5913:  # the option (and its line) came with b5913 (#14363)
+        lines.append(f"llama_context: kv_unified    = {'true' if unified else 'false'}")
     lines.append(f"llama_context: {'CUDA_Host' if on_gpu else 'CPU':>10}  output buffer size = {output / MiB:8.2f} MiB")
     seqs = f"{parallel if unified else 1}/{n_stream}"
     if c["swa_layers"]:

@@ -1096,7 +1096,7 @@ def plan(spec: ModelSpec, gpu: GPU, settings: VllmSettings, *, explained: bool =
             ("num_gpu_blocks", Figure(num_blocks, "calibrated" if settings.num_gpu_blocks_override is None else "exact")),
         )
     return VllmPlan(  # positional, in the fields' order: keywords cost a dict of 47 on every plan of a search
-        spec.name, r.params, gpu.name, rel.key, rel.label, r.tp, r.pp, r.dp, total, util, requested, st.weights_bytes,
+        spec.name, r.params, gpu.name, rel.key, _release_label(rel.label, settings.version), r.tp, r.pp, r.dp, total, util, requested, st.weights_bytes,
         weights, non_torch, act, graphs, available, r.kv_dtype.name, block_size, num_blocks, bpb, per_req, max_len,
         r.auto_len, kv_tokens, concurrency, error is None, error, estimated, r.seqs, r.tokens, layout.groups,
         r.in_flight, r.mamba_blocks, r.derived_len, provenance, lines, tuple(notes) if explained else (),
@@ -1335,3 +1335,11 @@ def replica_settings(version: str, context: int, tp: int, pp: int, weights: str,
     return VllmSettings(version=version, max_model_len=context, tensor_parallel_size=tp, pipeline_parallel_size=pp,
                         quantization=None if weights == "auto" else weights, kv_cache_dtype=kv,
                         gpu_memory_utilization=fraction)
+
+
+def _release_label(label: str, version: str | None) -> str:
+    """The release a plan is of: the one the user or the log named (``vLLM 0.17.1``), with the line of kvbudget's
+    rules it is planned by; the line alone where no release was named."""
+    if version is None or version_minor(version) is None:
+        return label
+    return f"vLLM {version.strip().lstrip('vV')}, by kvbudget's rules for {label.removeprefix('vLLM ')}"

@@ -129,7 +129,9 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
         raise InputError(f"{engine.label}'s KV cache is not a paged pool kvbudget can simulate (use --engine vllm)")
     if callable(requests):
         requests = requests()
-    warnings: list[str] = []
+    from ..engines.base import release_notes
+
+    warnings = list(release_notes(engine, s))  # a release kvbudget has not read was simulated with no word
     if engine.name != "vllm":
         warnings.append(f"{engine.label}'s own scheduler and cache eviction are not modelled: the requests run through "
                         f"vLLM's V1 scheduler rules on {engine.label}'s pool ({row.blocks:,} x {row.block_tokens} tokens)")
@@ -151,7 +153,7 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
     results, paged = [], None
     for policy in policies:
         run = replay(requests, replace(sched, policy=policy), row.blocks, step_time=timing,
-                     on_step=_progress(on_step, policy, len(requests)))
+                     on_step=_progress(on_step, policy, len(requests)), detail=False)
         results.append(summarize(run))
         if policy == "paged":
             paged = run

@@ -24,10 +24,18 @@ from __future__ import annotations
 import math
 import random
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .trace import MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_TOTAL_TOKENS, RequestSpec, TokenSource, TraceError
+from .trace import (
+    MAX_HELD_IDS,
+    MAX_REQUEST_TOKENS,
+    MAX_REQUESTS,
+    MAX_TOTAL_TOKENS,
+    RequestSpec,
+    TokenSource,
+    TraceError,
+)
 
 SHAREGPT = {"prompt": ("lognormal", 161.0, 1.0), "output": ("lognormal", 338.0, 1.0)}  # means, turned into medians
 
@@ -197,7 +205,7 @@ def _drawn(w: Workload) -> list[tuple[int, int, float, int | None, int, int]]:
     rng = random.Random(w.seed)
     starts = _arrival_times(w, -(-w.requests // w.turns), rng)
     out: list[tuple[int, int, float, int | None, int, int]] = []
-    total = 0
+    total = held = 0
     for c, start in enumerate(starts):
         k = rng.randrange(w.prefixes) if w.prefixes and rng.random() < w.prefix_share else None
         history = w.prefix_tokens if k is not None else 0
@@ -206,9 +214,13 @@ def _drawn(w: Workload) -> list[tuple[int, int, float, int | None, int, int]]:
                 break
             prompt, output = w.prompt.draw(rng), w.output.draw(rng)
             total += history + prompt + output
+            held += history + prompt if history else 0  # a prompt after a prefix or turn is made as ids, 8 bytes each
             if total > MAX_TOTAL_TOKENS or history + prompt > MAX_REQUEST_TOKENS:
                 raise TraceError(f"--synthetic: more than {MAX_TOTAL_TOKENS:,} tokens in all; fewer requests, "
                                  "turns or shorter lengths")
+            if held > MAX_HELD_IDS:
+                raise TraceError(f"--synthetic: the shared prefixes and resent conversation histories come to more "
+                                 f"than {MAX_HELD_IDS:,} token ids held; fewer requests, turns or shorter lengths")
             out.append((c, t, start, k, prompt, output))
             history += prompt + output
     return out
@@ -218,7 +230,7 @@ def generate(w: Workload) -> list[RequestSpec]:
     """The requests of a workload, in arrival order. Later turns of a conversation name the turn before them
     (``after``) and arrive ``think`` seconds after it finishes."""
     tokens = TokenSource()
-    systems: dict[int, array[int]] = {}  # the shared prefixes, each made when a conversation first draws it
+    systems: dict[int, range] = {}  # the shared prefixes, each made when a conversation first draws it
     out: list[RequestSpec] = []
     history = array("q")
     for c, t, start, k, prompt_len, output_len in _drawn(w):
@@ -228,10 +240,12 @@ def generate(w: Workload) -> list[RequestSpec]:
                 if k not in systems:
                     systems[k] = tokens.fresh(w.prefix_tokens)
                 history.extend(systems[k])
-        prompt = history + tokens.fresh(prompt_len)
+        prompt: Sequence[int] = tokens.fresh(prompt_len)  # fresh ids as a range; after a prefix or turn, ids
+        if history:
+            prompt = history + array("q", prompt)
         output = tokens.fresh(output_len)
         rid = f"c{c}t{t}" if w.turns > 1 else f"r{c}"
         out.append(RequestSpec(rid, start if t == 0 else 0.0, prompt, output,
                                after=out[-1].id if t else None, delay=w.think if t else 0.0))
-        history = prompt + output
+        history = array("q", prompt) + array("q", output) if w.turns > 1 else array("q")
     return out

@@ -43,6 +43,11 @@ MAX_EXPOSITION_BYTES = 8 * MiB_  # a busy vLLM page with every histogram is a fe
 DEFAULT_TIMEOUT_S = 5.0  # each wait of a scrape (Prometheus itself gives a scrape 10 s)
 CHUNK = 64 * 1024
 MAX_FIGURE = 1e15  # requests, tokens looked up since start, pool sizes: far below; past it, a page that is not a count
+# the longest series line read, and the most labels on one: vLLM's cache_config_info (every CacheConfig field as a
+# label) has about 40 labels in 2 KB; the parser's time grows with labels x line length (100,000 labels on one 2 MB
+# line took 15 s; 500 lines of 1,250 labels, 8 s)
+MAX_LINE_CHARS = 16 * 1024
+MAX_LINE_LABELS = 128
 
 
 class ScrapeError(InputError):
@@ -145,6 +150,7 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
     found: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, tuple[int, float]]] = {}
     configs: list[dict[str, str]] = []
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # the series read: an engine exposes each once
+    _check_lines(text, source)
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -193,6 +199,17 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
                for (engine, ident), fields in found.items()]
     servers.sort(key=lambda s: (s.engine, s.model, s.labels))
     return Snapshot(source, taken_at, tuple(servers))
+
+
+def _check_lines(text: str, source: str) -> None:
+    """ScrapeError for a line longer, or with more labels, than any engine's series, before the parser spends
+    seconds on it."""
+    for n, line in enumerate(text.split("\n"), 1):
+        labels = line.count('="') if len(line) > 500 else 0
+        if len(line) > MAX_LINE_CHARS or labels > MAX_LINE_LABELS:
+            raise ScrapeError(f"{source}: line {n:,} ({len(line):,} characters, {labels:,} labels) is larger than any "
+                              f"engine's series (at most {MAX_LINE_CHARS:,} characters and {MAX_LINE_LABELS} labels); "
+                              "is it the engine's own /metrics page?")
 
 
 def _config_for(ident: dict[str, str], configs: list[dict[str, str]]) -> dict[str, str]:

@@ -150,13 +150,17 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
         _seconds_need_a_clock(requests, gpu.name)
         warnings.append(f"{gpu.name} has no memory bandwidth or tensor throughput in the catalog: latencies are in "
                         "engine steps, not seconds")
-    results, paged = [], None
-    for policy in policies:
+    summaries, paged = {}, None
+    # the paged run last: it is kept (steps, plots), the others summarized and let go before the next one runs (with
+    # paged first, two replays were held at once: 970 MB on 500,000 requests)
+    for policy in sorted(policies, key=lambda p: p == "paged"):
         run = replay(requests, replace(sched, policy=policy), row.blocks, step_time=timing,
                      on_step=_progress(on_step, policy, len(requests)), detail=False)
-        results.append(summarize(run))
+        summaries[policy] = summarize(run)
         if policy == "paged":
             paged = run
+        del run
+    results = [summaries[p] for p in policies]
     if paged is None:
         raise InputError("simulate: the paged policy is always run (it is the engine's)")
     if paged.rejected and not paged.requests:  # nothing ran: a report of zeros would read as an answer

@@ -99,7 +99,7 @@ class PagedKV:
 
     def free(self, req: Request) -> None:
         self.pool.release(req.blocks[::-1])  # tail blocks evicted first (kv_cache_manager.free)
-        req.blocks = []
+        req.blocks.clear()
         req.cached_blocks = 0
 
     def slots(self, req: Request) -> int:

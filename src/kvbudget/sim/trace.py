@@ -24,7 +24,7 @@ from typing import Any
 from ..units import InputError, excerpt
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024
-MAX_REQUESTS = 1_000_000
+MAX_REQUESTS = 500_000  # each about 900 bytes held through the replay (a million took 1.07 GB)
 MAX_TOTAL_TOKENS = 200_000_000  # prompt + output tokens over the whole trace (counts are ranges: no memory each)
 MAX_HELD_IDS = 25_000_000  # token ids held as lists (a trace's 'prompt' / 'output', a conversation's resent history)
 MAX_REQUEST_TOKENS = 10_000_000
@@ -35,7 +35,7 @@ class TraceError(InputError):
     """A trace file or synthetic workload that cannot be replayed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestSpec:
     """One request: when it arrives, its prompt token ids and the token ids it will generate."""
 

@@ -112,7 +112,8 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
     q_per_layer = [whole_of(x, "attention.head_count", 0, _HEADS) for x in q_raw] if isinstance(q_raw, list) else [heads] * n
     # ggml_mul_mat broadcasts the KV heads over the query heads only where they divide them (ggml.c
     # ggml_can_mul_mat: GGML_ASSERT at the first graph); was a plan of a model llama.cpp aborts on, exit 0
-    odd = next(((i, q, kv) for i, (q, kv) in enumerate(zip(q_per_layer, kv_per_layer)) if q and kv and q % kv), None)
+    pairs = enumerate(zip(q_per_layer[:n], kv_per_layer[:n], strict=False))
+    odd = next(((i, q, kv) for i, (q, kv) in pairs if q and kv and q % kv), None)
     if odd is not None:
         i, q, kv = odd
         raise ConfigError(f"{where}: layer {i} has {kv} KV heads ({arch}.attention.head_count_kv), which do not divide "

@@ -115,7 +115,7 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
     """Replay ``requests`` on the KV pool ``engine`` plans for ``spec`` on ``gpu``. ``on_step(policy, steps,
     requests finished or refused, requests)`` reports progress. ``requests`` may be a function giving them: it is
     called once the engine is known to start (so that a refused flag costs no trace read or workload generation)."""
-    from ..sim.run import replay
+    from ..sim.run import MAX_STEPS, replay, steps_floor
     from ..sim.scheduler import SchedulerSettings
     from ..sim.summary import summarize
 
@@ -150,6 +150,12 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
         _seconds_need_a_clock(requests, gpu.name)
         warnings.append(f"{gpu.name} has no memory bandwidth or tensor throughput in the catalog: latencies are in "
                         "engine steps, not seconds")
+    floor, at_once, outputs = steps_floor(requests, sched, row.blocks)
+    if floor > MAX_STEPS:  # was refused after the 2,000,000 steps ran: 5 minutes and more, per policy
+        raise InputError(f"this traffic takes at least {floor:,} engine steps ({outputs:,} output tokens, one per "
+                         f"running request per step, and at most {at_once:,} requests at once: the pool holds "
+                         f"{(row.blocks - 1) * row.block_tokens:,} token slots), more than the {MAX_STEPS:,} a replay "
+                         "runs; replay fewer or shorter requests")
     summaries, paged = {}, None
     # the paged run last: it is kept (steps, plots), the others summarized and let go before the next one runs (with
     # paged first, two replays were held at once: 970 MB on 500,000 requests)

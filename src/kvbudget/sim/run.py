@@ -44,6 +44,25 @@ def _refusal(spec: RequestSpec, settings: SchedulerSettings, kv: KV) -> str | No
     return None
 
 
+def steps_floor(specs: Iterable[RequestSpec], settings: SchedulerSettings, num_blocks: int) -> tuple[int, int, int]:
+    """A lower bound on the engine steps a replay takes (with the requests it counts running at once at most, and
+    their output tokens): each step samples at most one token per running request,
+    and a request whose prompt is fresh ids (a count: no block of it is shared) holds its prompt's blocks while it
+    decodes, so no more run at once than the pool holds of the shortest such prompt (nor than max_num_seqs).
+    Requests given as token ids (which may share cached blocks) are left out. 0 for a model without a
+    full-attention group (a sliding window holds less than the prompt)."""
+    if settings.groups and not any(g.kind == "full_attention" for g in settings.groups):
+        return 0, 0, 0
+    fresh = [r for r in specs if isinstance(r.prompt, range) and r.prompt_len + r.output_len <= settings.max_model_len]
+    if not fresh:
+        return 0, 0, 0
+    slots = (num_blocks - 1) * settings.block_size
+    shortest = -(-(min(r.prompt_len for r in fresh) + 1) // settings.block_size) * settings.block_size
+    at_once = max(min(settings.max_num_seqs, slots // shortest), 1)
+    outputs = sum(r.output_len for r in fresh)
+    return max(outputs // at_once, max(r.output_len for r in fresh)), at_once, outputs
+
+
 def replay(specs: Iterable[RequestSpec], settings: SchedulerSettings, num_blocks: int, *,
            step_time: StepTime | None = None, on_step: Callable[[int, int], None] | None = None,
            detail: bool = True) -> Replay:

@@ -147,8 +147,11 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
             if key in ("requests", "burst", "turns", "seed"):
                 n = int(value)
                 limit = {"requests": MAX_REQUESTS, "burst": 100_000, "turns": 1000, "seed": 2**63}[key]
-                if not (0 if key == "seed" else 1) <= n <= limit:
-                    raise ValueError
+                low = 0 if key == "seed" else 1
+                if not low <= n <= limit:  # was 'bad value for requests: '500001'', the range unsaid
+                    shown = f"{n:,}" if abs(n) < 10**15 else "a number that large"
+                    raise TraceError(f"--synthetic: {key}={shown} is outside {low:,}..{limit:,}"
+                                     + ("; replay a sample" if key == "requests" and n > limit else ""))
                 fields[key] = n
             elif key in ("rate", "think"):
                 x = float(value)
@@ -176,7 +179,9 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
             raise
         except ValueError:
             hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once",
-                    "rate": "requests per second, 1e-6 to 1e6", "think": "seconds, 0 to 1e6"}
+                    "rate": "requests per second, 1e-6 to 1e6", "think": "seconds, 0 to 1e6",
+                    "requests": f"a whole number, 1 to {MAX_REQUESTS:,}", "burst": "a whole number, 1 to 100,000",
+                    "turns": "a whole number, 1 to 1,000", "seed": "a whole number >= 0"}
             raise TraceError(f"--synthetic: bad value for {key}: '{value}'"
                              + (f" (expected {hint[key]})" if key in hint else "")) from None
     return Workload(**fields)  # type: ignore[arg-type]

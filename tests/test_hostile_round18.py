@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from kvbudget.cli import main
 from test_hostile_round15 import _refused, _runs
 from test_llamacpp import _tiny_gguf
 

@@ -42,6 +42,9 @@ MiB_ = 1 << 20
 MAX_EXPOSITION_BYTES = 8 * MiB_  # a busy vLLM page with every histogram is a few hundred KB; 8 MiB is far past it
 DEFAULT_TIMEOUT_S = 5.0  # each wait of a scrape (Prometheus itself gives a scrape 10 s)
 CHUNK = 64 * 1024
+# past the deadline, the time a read under way has to end: the whole exchange is given up on after timeout + GRACE_S
+# (it was twice the timeout: 10.5 s for a server trickling its headers, told as 'no answer within 5 s')
+GRACE_S = 1.0
 MAX_FIGURE = 1e15  # requests, tokens looked up since start, pool sizes: far below; past it, a page that is not a count
 # the longest series line read, and the most labels on one: vLLM's cache_config_info (every CacheConfig field as a
 # label) has about 40 labels in 2 KB; the parser's time grows with labels x line length (100,000 labels on one 2 MB
@@ -308,8 +311,8 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
           clock: Callable[[], float] | None = None) -> str:
     """The body of ``url`` (http or https), at most ``max_bytes`` bytes; ScrapeError naming the fault (refused, timed
     out, an HTTP error status, not HTTP, too large). Time: each socket wait is at most ``timeout``, the deadline is
-    checked between reads (``read1``: whatever one wait brought), and the whole exchange is given up on after twice
-    ``timeout`` (``within``), so a server that trickles its headers or page is cut off."""
+    checked between reads (``read1``: whatever one wait brought), and the whole exchange is given up on after
+    ``timeout`` + ``GRACE_S`` (``within``), so a server that trickles its headers or page is cut off."""
     import http.client
     import socket
     import time
@@ -347,7 +350,7 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
                 chunks.append(chunk)
 
     try:
-        chunks = within(2 * timeout, get)
+        chunks = within(timeout + GRACE_S, get)
     except ScrapeError:  # too large (a ValueError, not a bad URL)
         raise
     except urllib.error.HTTPError as exc:

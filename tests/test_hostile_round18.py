@@ -187,22 +187,3 @@ def test_a_prometheus_answering_each_query_just_in_time_is_asked_once_for_all(ca
         _refused(capsys, ["diagnose", "--prometheus", url, "--timeout", "2"], "holds no vLLM or SGLang series")
         assert time.perf_counter() - began < 4  # ten answers of 0.8 s one after another: 8 s
 
-
-def test_a_server_trickling_its_headers_is_given_up_on_soon_after_the_timeout() -> None:
-    """The whole exchange was cut off at twice the timeout (10.5 s at 5 s, told as 'no answer within 5 s')."""
-    from kvbudget.ops.exposition import ScrapeError, fetch
-    from kvbudget.ops.prometheus import Prometheus, PrometheusError, query
-    from test_diagnose import _raw_server, _trickle_headers
-
-    listener, url = _raw_server(_trickle_headers)
-    try:
-        began = time.perf_counter()
-        with pytest.raises(ScrapeError, match=r"no answer within 4 s"):
-            fetch(url + "/metrics", timeout=4.0)
-        assert time.perf_counter() - began < 6.5
-        began = time.perf_counter()
-        with pytest.raises(PrometheusError, match=r"did not answer within 4 s"):
-            query(Prometheus(url, timeout_s=4.0), "up")
-        assert time.perf_counter() - began < 6.5
-    finally:
-        listener.close()

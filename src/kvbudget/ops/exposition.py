@@ -42,7 +42,8 @@ MiB_ = 1 << 20
 MAX_EXPOSITION_BYTES = 8 * MiB_  # a busy vLLM page with every histogram is a few hundred KB; 8 MiB is far past it
 DEFAULT_TIMEOUT_S = 5.0  # each wait of a scrape (Prometheus itself gives a scrape 10 s)
 CHUNK = 64 * 1024
-# past the deadline, the time a read under way has to end: the whole exchange is given up on after timeout + GRACE_S
+# past the deadline, the time a read under way has to end (at most the timeout again): the whole exchange is given
+# up on after timeout + GRACE_S
 # (it was twice the timeout: 10.5 s for a server trickling its headers, told as 'no answer within 5 s')
 GRACE_S = 1.0
 MAX_FIGURE = 1e15  # requests, tokens looked up since start, pool sizes: far below; past it, a page that is not a count
@@ -350,7 +351,7 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
                 chunks.append(chunk)
 
     try:
-        chunks = within(timeout + GRACE_S, get)
+        chunks = within(timeout + min(GRACE_S, timeout), get)
     except ScrapeError:  # too large (a ValueError, not a bad URL)
         raise
     except urllib.error.HTTPError as exc:

@@ -279,7 +279,7 @@ def _get(prom: Prometheus, path: str, params: Mapping[str, str]) -> object:
             return b"", err, data
 
     try:
-        body, failed, data = within(prom.timeout_s + GRACE_S, get)
+        body, failed, data = within(prom.timeout_s + min(GRACE_S, prom.timeout_s), get)
         if failed is None:
             return parse_answer(body, what, promql)
     except TimeoutError:

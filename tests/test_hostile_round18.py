@@ -107,6 +107,13 @@ def test_a_line_separator_inside_a_json_string_is_part_of_its_line(capsys: pytes
     assert json.loads(out)["requests"] == 1
 
 
+def test_a_csv_trace_is_named_for_what_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace written as CSV (a header row, then rows) was 'line 1: not JSON', the format kvbudget reads unsaid."""
+    Path("t.csv").write_text("arrival,prompt_tokens,output_tokens\n0,100,10\n", encoding="utf-8")
+    _refused(capsys, [*SIM, "--trace", "t.csv"], "t.csv line 1: comma-separated values, not JSON",
+             '{"arrival": 0.25, "prompt_tokens": 812, "output_tokens": 200}')
+
+
 # --- a vLLM release kvbudget has not read ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv", [

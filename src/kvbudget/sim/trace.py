@@ -213,6 +213,9 @@ def _objects(text: str, path: str) -> Iterator[tuple[str, Any]]:
         try:
             yield where, json.loads(line)
         except (ValueError, RecursionError):
+            if "," in line and not line.lstrip().startswith(("{", "[", '"')):  # a header row: was 'line 1: not JSON'
+                raise TraceError(f"{where}: comma-separated values, not JSON: a trace is JSON Lines, one object per "
+                                 'line, e.g. {"arrival": 0.25, "prompt_tokens": 812, "output_tokens": 200}') from None
             raise TraceError(f"{where}: not JSON (a trace is one JSON object per line)") from None
 
 

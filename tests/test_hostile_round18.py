@@ -165,6 +165,16 @@ def test_a_series_of_more_labels_than_any_engine_writes_is_refused_at_once(capsy
     assert time.perf_counter() - began < 5
 
 
+def test_more_prefix_cache_hits_than_lookups_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """100 hits of 10 tokens looked up was read as a 100% hit rate ('100 of 10'), exit 0."""
+    Path("m.prom").write_text('vllm:num_requests_running{model_name="m"} 1\n'
+                              'vllm:kv_cache_usage_perc{model_name="m"} 0.5\n'
+                              'vllm:prefix_cache_queries_total{model_name="m"} 10\n'
+                              'vllm:prefix_cache_hits_total{model_name="m"} 100\n', encoding="utf-8")
+    _refused(capsys, ["diagnose", "--metrics", "m.prom"],
+             "m.prom: m counts 100 prefix-cache hits of 10 tokens looked up, more hits than lookups")
+
+
 # --- GGUF ----------------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("kv_heads", "said"), [

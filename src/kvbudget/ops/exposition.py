@@ -265,6 +265,13 @@ def _signals(engine: str, ident: tuple[tuple[str, str], ...], fields: dict[str, 
              configs: list[dict[str, str]], source: str) -> Signals:
     model = dict(ident).get("model_name", "")
     values: dict[str, object] = {f: (int(v) if f in _INTEGRAL else v) for f, v in fields.items()}
+    hits, queries = values.get("prefix_hits"), values.get("prefix_queries")
+    if isinstance(hits, (int, float)) and isinstance(queries, (int, float)) and hits > queries:
+        # vLLM counts a hit among the prompt tokens it looked up (v1/metrics/stats.py PrefixCacheStats): more hits
+        # than lookups was shown as a 100% hit rate, '100 of 10', exit 0
+        name = f"{model or engine}" + "".join(f", {k}={v}" for k, v in ident if k != "model_name")
+        raise ScrapeError(f"{source}: {name} counts {hits:,.0f} prefix-cache hits of {queries:,.0f} tokens looked up, "
+                          "more hits than lookups, which no engine counts; is the page one server's own /metrics?")
     rate = values.get("prefix_hit_rate")
     if isinstance(rate, float) and rate > 1:  # SGLang's first Prometheus metrics reported a percentage
         values["prefix_hit_rate"] = min(rate / 100, 1.0)

@@ -278,7 +278,7 @@ def test_a_synthetic_workload_is_reproducible_from_its_seed() -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("requests=0", "bad value for requests"), ("rate=-1", "bad value for rate"), ("prompt=zipf:3", "expected N, fixed"),
+    ("requests=0", r"requests=0 is outside 1\.\.500,000"), ("rate=-1", "bad value for rate"), ("prompt=zipf:3", "expected N, fixed"),
     ("prefixes=4x", "KxP@F"), ("colour=blue", "unknown key"), ("requests", "not key=value"),
     ("prompt=uniform:500:10", "LOW <= HIGH"), ("rate=nan", "bad value for rate"), ("x" * 20_000, "longer than"),
     ("requests=5,requests=6", "given twice"),

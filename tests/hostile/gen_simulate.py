@@ -29,7 +29,7 @@ _trace("sim-openai-content-int", {**OPENAI, "request": {"messages": [{"content":
 
 # A flag the engine refuses, with a large workload: refused before the workload is made (it took 20 s and 2 GB first).
 argv("sim-context-refused-before-the-workload",
-     [*SIM, "--context", "10000000", "--synthetic", "requests=1000000,prompt=100,output=100"],
+     [*SIM, "--context", "10000000", "--synthetic", "requests=500000,prompt=100,output=100"],
      expect_in="greater than the derived max_model_len")
 
 # An empty spec (or only commas and spaces) ran the default workload of 1,000 requests with exit 0, as if asked for.

@@ -204,6 +204,14 @@ def check_layers(value: int, flag: str) -> int:
     return value
 
 
+def release_notes(engine: Engine, settings: Any) -> tuple[str, ...]:
+    """What the engine says of the release its settings name where kvbudget has not read it (``release_note``, for an
+    engine with release lines): a question that prints no plan of its own (plan, simulate) prints this with its own."""
+    note = getattr(engine, "release_note", None)
+    said = note(settings) if note is not None else None
+    return (said,) if said else ()
+
+
 def known_weights(name: str) -> None:
     """Refuse a weight format kvbudget does not know (a llama-quantize type names llama.cpp)."""
     if name != "auto":

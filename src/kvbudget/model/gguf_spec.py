@@ -108,6 +108,16 @@ def spec_from_header(h: GGUFHeader, name: str) -> ModelSpec:
         kv_per_layer = [whole_of(kv_raw, "attention.head_count_kv", 0, _HEADS)] * n
     if len(kv_per_layer) < n:
         raise ConfigError(f"{where}: {arch}.attention.head_count_kv has {len(kv_per_layer)} entries for {n} layers")
+    q_raw = get("attention.head_count", heads)
+    q_per_layer = [whole_of(x, "attention.head_count", 0, _HEADS) for x in q_raw] if isinstance(q_raw, list) else [heads] * n
+    # ggml_mul_mat broadcasts the KV heads over the query heads only where they divide them (ggml.c
+    # ggml_can_mul_mat: GGML_ASSERT at the first graph); was a plan of a model llama.cpp aborts on, exit 0
+    pairs = enumerate(zip(q_per_layer[:n], kv_per_layer[:n], strict=False))
+    odd = next(((i, q, kv) for i, (q, kv) in pairs if q and kv and q % kv), None)
+    if odd is not None:
+        i, q, kv = odd
+        raise ConfigError(f"{where}: layer {i} has {kv} KV heads ({arch}.attention.head_count_kv), which do not divide "
+                          f"its {q} attention heads: llama.cpp stops on it; give the heads the model has")
     # llama.cpp's defaults (llama-model.cpp load_hparams): each of key_length and value_length is n_embd / n_head
     # when absent, so a V head is not the K head's size (MiniCPM3 writes key_length 96 alone: V heads of 64)
     head_k = num("attention.key_length", hidden // heads if heads else 0)

@@ -42,7 +42,16 @@ MiB_ = 1 << 20
 MAX_EXPOSITION_BYTES = 8 * MiB_  # a busy vLLM page with every histogram is a few hundred KB; 8 MiB is far past it
 DEFAULT_TIMEOUT_S = 5.0  # each wait of a scrape (Prometheus itself gives a scrape 10 s)
 CHUNK = 64 * 1024
+# past the deadline, the time a read under way has to end (at most the timeout again): the whole exchange is given
+# up on after timeout + GRACE_S
+# (it was twice the timeout: 10.5 s for a server trickling its headers, told as 'no answer within 5 s')
+GRACE_S = 1.0
 MAX_FIGURE = 1e15  # requests, tokens looked up since start, pool sizes: far below; past it, a page that is not a count
+# the longest series line read, and the most labels on one: vLLM's cache_config_info (every CacheConfig field as a
+# label) has about 40 labels in 2 KB; the parser's time grows with labels x line length (100,000 labels on one 2 MB
+# line took 15 s; 500 lines of 1,250 labels, 8 s)
+MAX_LINE_CHARS = 16 * 1024
+MAX_LINE_LABELS = 128
 
 
 class ScrapeError(InputError):
@@ -145,6 +154,7 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
     found: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, tuple[int, float]]] = {}
     configs: list[dict[str, str]] = []
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # the series read: an engine exposes each once
+    _check_lines(text, source)
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -193,6 +203,17 @@ def parse(text: str, source: str, taken_at: float) -> Snapshot:
                for (engine, ident), fields in found.items()]
     servers.sort(key=lambda s: (s.engine, s.model, s.labels))
     return Snapshot(source, taken_at, tuple(servers))
+
+
+def _check_lines(text: str, source: str) -> None:
+    """ScrapeError for a line longer, or with more labels, than any engine's series, before the parser spends
+    seconds on it."""
+    for n, line in enumerate(text.split("\n"), 1):
+        labels = line.count('="') if len(line) > 500 else 0
+        if len(line) > MAX_LINE_CHARS or labels > MAX_LINE_LABELS:
+            raise ScrapeError(f"{source}: line {n:,} ({len(line):,} characters, {labels:,} labels) is larger than any "
+                              f"engine's series (at most {MAX_LINE_CHARS:,} characters and {MAX_LINE_LABELS} labels); "
+                              "is it the engine's own /metrics page?")
 
 
 def _config_for(ident: dict[str, str], configs: list[dict[str, str]]) -> dict[str, str]:
@@ -244,6 +265,13 @@ def _signals(engine: str, ident: tuple[tuple[str, str], ...], fields: dict[str, 
              configs: list[dict[str, str]], source: str) -> Signals:
     model = dict(ident).get("model_name", "")
     values: dict[str, object] = {f: (int(v) if f in _INTEGRAL else v) for f, v in fields.items()}
+    hits, queries = values.get("prefix_hits"), values.get("prefix_queries")
+    if isinstance(hits, (int, float)) and isinstance(queries, (int, float)) and hits > queries:
+        # vLLM counts a hit among the prompt tokens it looked up (v1/metrics/stats.py PrefixCacheStats): more hits
+        # than lookups was shown as a 100% hit rate, '100 of 10', exit 0
+        name = f"{model or engine}" + "".join(f", {k}={v}" for k, v in ident if k != "model_name")
+        raise ScrapeError(f"{source}: {name} counts {hits:,.0f} prefix-cache hits of {queries:,.0f} tokens looked up, "
+                          "more hits than lookups, which no engine counts; is the page one server's own /metrics?")
     rate = values.get("prefix_hit_rate")
     if isinstance(rate, float) and rate > 1:  # SGLang's first Prometheus metrics reported a percentage
         values["prefix_hit_rate"] = min(rate / 100, 1.0)
@@ -291,8 +319,8 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
           clock: Callable[[], float] | None = None) -> str:
     """The body of ``url`` (http or https), at most ``max_bytes`` bytes; ScrapeError naming the fault (refused, timed
     out, an HTTP error status, not HTTP, too large). Time: each socket wait is at most ``timeout``, the deadline is
-    checked between reads (``read1``: whatever one wait brought), and the whole exchange is given up on after twice
-    ``timeout`` (``within``), so a server that trickles its headers or page is cut off."""
+    checked between reads (``read1``: whatever one wait brought), and the whole exchange is given up on after
+    ``timeout`` + ``GRACE_S`` (``within``), so a server that trickles its headers or page is cut off."""
     import http.client
     import socket
     import time
@@ -330,7 +358,7 @@ def fetch(url: str, *, timeout: float = DEFAULT_TIMEOUT_S, max_bytes: int = MAX_
                 chunks.append(chunk)
 
     try:
-        chunks = within(2 * timeout, get)
+        chunks = within(timeout + min(GRACE_S, timeout), get)
     except ScrapeError:  # too large (a ValueError, not a bad URL)
         raise
     except urllib.error.HTTPError as exc:

@@ -33,6 +33,7 @@ class PlanAnswer:
     levers: tuple[Lever, ...] = ()
     launch_hint: str = ""
     slo: SLO | None = None  # plan --slo: the latency target the rows were sized for
+    warnings: tuple[str, ...] = ()
 
     @property
     def best(self) -> Deployment | None:
@@ -69,8 +70,11 @@ def plan(spec: ModelSpec, concurrency: int, context: int, gpus: list[GPU], engin
                   kv=kv, prices=prices, version=version, engine=engine.name, registry=registry)
     if slo is not None:
         rows = _within_slo(rows, spec, gpus, engine, slo, concurrency, context, max_gpus, gpus_per_node)
+    from ..engines.base import release_notes
+
+    said = release_notes(engine, rows[0].settings) if rows else ()  # every row is of the one release asked for
     answer = PlanAnswer(spec.name, engine.name, engine.label, concurrency, context, tuple(rows),
-                        launch_hint=engine.launch_hint, slo=slo)
+                        launch_hint=engine.launch_hint, slo=slo, warnings=said)
     best = answer.best
     if best is None:
         return answer

@@ -115,7 +115,7 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
     """Replay ``requests`` on the KV pool ``engine`` plans for ``spec`` on ``gpu``. ``on_step(policy, steps,
     requests finished or refused, requests)`` reports progress. ``requests`` may be a function giving them: it is
     called once the engine is known to start (so that a refused flag costs no trace read or workload generation)."""
-    from ..sim.run import replay
+    from ..sim.run import MAX_STEPS, replay, steps_floor
     from ..sim.scheduler import SchedulerSettings
     from ..sim.summary import summarize
 
@@ -129,7 +129,9 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
         raise InputError(f"{engine.label}'s KV cache is not a paged pool kvbudget can simulate (use --engine vllm)")
     if callable(requests):
         requests = requests()
-    warnings: list[str] = []
+    from ..engines.base import release_notes
+
+    warnings = list(release_notes(engine, s))  # a release kvbudget has not read was simulated with no word
     if engine.name != "vllm":
         warnings.append(f"{engine.label}'s own scheduler and cache eviction are not modelled: the requests run through "
                         f"vLLM's V1 scheduler rules on {engine.label}'s pool ({row.blocks:,} x {row.block_tokens} tokens)")
@@ -148,13 +150,23 @@ def simulate(spec: ModelSpec, gpu: GPU, engine: Engine, ask: Ask,
         _seconds_need_a_clock(requests, gpu.name)
         warnings.append(f"{gpu.name} has no memory bandwidth or tensor throughput in the catalog: latencies are in "
                         "engine steps, not seconds")
-    results, paged = [], None
-    for policy in policies:
+    floor, at_once, outputs = steps_floor(requests, sched, row.blocks)
+    if floor > MAX_STEPS:  # was refused after the 2,000,000 steps ran: 5 minutes and more, per policy
+        raise InputError(f"this traffic takes at least {floor:,} engine steps ({outputs:,} output tokens, one per "
+                         f"running request per step, and at most {at_once:,} requests at once: the pool holds "
+                         f"{(row.blocks - 1) * row.block_tokens:,} token slots), more than the {MAX_STEPS:,} a replay "
+                         "runs; replay fewer or shorter requests")
+    summaries, paged = {}, None
+    # the paged run last: it is kept (steps, plots), the others summarized and let go before the next one runs (with
+    # paged first, two replays were held at once: 970 MB on 500,000 requests)
+    for policy in sorted(policies, key=lambda p: p == "paged"):
         run = replay(requests, replace(sched, policy=policy), row.blocks, step_time=timing,
-                     on_step=_progress(on_step, policy, len(requests)))
-        results.append(summarize(run))
+                     on_step=_progress(on_step, policy, len(requests)), detail=False)
+        summaries[policy] = summarize(run)
         if policy == "paged":
             paged = run
+        del run
+    results = [summaries[p] for p in policies]
     if paged is None:
         raise InputError("simulate: the paged policy is always run (it is the engine's)")
     if paged.rejected and not paged.requests:  # nothing ran: a report of zeros would read as an answer

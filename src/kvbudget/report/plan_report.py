@@ -222,6 +222,7 @@ def plan_answer_doc(a: PlanAnswer, units: str) -> dict[str, Any]:
                       "model": "roofline step-time estimate (a lower bound on latency)"}
     if a.best is not None:
         doc["plans"][0]["levers"] = lever_docs(list(a.levers))
+    doc["warnings"] = list(a.warnings)
     return doc
 
 
@@ -232,7 +233,7 @@ def plan_answer_text(a: PlanAnswer, units: str, top: int, max_gpus: int, gpus_pe
         out += "\n\n" + _slo_text(a)
     if a.best is not None:
         out += "\n\nFor the best deployment (one replica) -- " + levers_table(list(a.levers), a.context, units)
-    return out
+    return "\n".join([out, *(f"warning: {w}" for w in a.warnings)])
 
 
 def _slo_text(a: PlanAnswer) -> str:
@@ -254,7 +255,9 @@ def _slo_text(a: PlanAnswer) -> str:
 
 
 def levers_answer_doc(a: LeversAnswer) -> dict[str, Any]:
-    return levers_doc(a.model, a.gpu, a.baseline, list(a.levers), a.rule_of_thumb, a.engine)
+    # the warnings the text prints (a context past the model's, a profile with no term for the plan) were left out
+    return {**levers_doc(a.model, a.gpu, a.baseline, list(a.levers), a.rule_of_thumb, a.engine),
+            "warnings": list(a.warnings)}
 
 
 def levers_answer_text(a: LeversAnswer, units: str) -> str:

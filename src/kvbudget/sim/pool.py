@@ -3,8 +3,8 @@
 
 - Block 0 is the null block: never handed out, so a pool of ``num_blocks`` holds ``num_blocks - 1`` usable blocks.
 - A full block is identified by a hash chained with its parent block's hash (kv_cache_utils.hash_block_tokens): here
-  the pair (parent key, the block's token ids) interned to an integer, so two blocks share a key only when their
-  whole prefixes are equal (no collisions).
+  a 128-bit digest of the pair (parent key, the block's token ids) (``kv.Keys``), so two blocks share a key only when
+  their whole prefixes are equal.
 - Free blocks wait in one queue. Freed blocks without a hash go to its front (reused first, LIFO); freed blocks that
   hold a cached prefix go to its back (FIFO: the least recently freed cached block is evicted first); a block taken
   from the queue loses its cached prefix (``_maybe_evict_cached_block``). A cache hit on a free block takes it out of

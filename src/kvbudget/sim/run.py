@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..units import InputError
 from .kv import KV
@@ -15,6 +15,7 @@ from .timing import StepTime
 from .trace import RequestSpec
 
 MAX_STEPS = 2_000_000
+_DROPPED: dict[str, int] = {}  # the scheduled map of a step kept without its detail (one shared, never written)
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,31 @@ def _refusal(spec: RequestSpec, settings: SchedulerSettings, kv: KV) -> str | No
     return None
 
 
+def steps_floor(specs: Iterable[RequestSpec], settings: SchedulerSettings, num_blocks: int) -> tuple[int, int, int]:
+    """A lower bound on the engine steps a replay takes (with the requests it counts running at once at most, and
+    their output tokens): each step samples at most one token per running request,
+    and a request whose prompt is fresh ids (a count: no block of it is shared) holds its prompt's blocks while it
+    decodes, so no more run at once than the pool holds of the shortest such prompt (nor than max_num_seqs).
+    Requests given as token ids (which may share cached blocks) are left out. 0 for a model without a
+    full-attention group (a sliding window holds less than the prompt)."""
+    if settings.groups and not any(g.kind == "full_attention" for g in settings.groups):
+        return 0, 0, 0
+    fresh = [r for r in specs if isinstance(r.prompt, range) and r.prompt_len + r.output_len <= settings.max_model_len]
+    if not fresh:
+        return 0, 0, 0
+    slots = (num_blocks - 1) * settings.block_size
+    shortest = -(-(min(r.prompt_len for r in fresh) + 1) // settings.block_size) * settings.block_size
+    at_once = max(min(settings.max_num_seqs, slots // shortest), 1)
+    outputs = sum(r.output_len for r in fresh)
+    return max(outputs // at_once, max(r.output_len for r in fresh)), at_once, outputs
+
+
 def replay(specs: Iterable[RequestSpec], settings: SchedulerSettings, num_blocks: int, *,
-           step_time: StepTime | None = None, on_step: Callable[[int, int], None] | None = None) -> Replay:
-    """Run every request to completion (or refusal). ``on_step(steps, finished)`` reports progress."""
+           step_time: StepTime | None = None, on_step: Callable[[int, int], None] | None = None,
+           detail: bool = True) -> Replay:
+    """Run every request to completion (or refusal). ``on_step(steps, finished)`` reports progress. ``detail=False``
+    keeps each step's counts but not which requests it scheduled, preempted or finished (those maps held about 60
+    bytes per output token: 4 GB on a million-request trace)."""
     timed = step_time is not None
     sched = Scheduler(settings, num_blocks)
     heap: list[tuple[float, int, RequestSpec]] = []
@@ -90,7 +113,7 @@ def replay(specs: Iterable[RequestSpec], settings: SchedulerSettings, num_blocks
             continue
         starts.append(now)
         record = sched.step()
-        steps.append(record)
+        steps.append(record if detail else replace(record, scheduled=_DROPPED, preempted=(), finished=()))
         dt = step_time.seconds(sum(record.scheduled.values()), record.context_read) if step_time else 1.0
         now = now + dt if timed else float(sched.step_no)
         ends.append(now)

@@ -82,12 +82,13 @@ def summarize(r: Replay) -> Summary:
         if req.first_scheduled_step is None or req.finished_step is None:
             continue
         out_tokens += req.spec.output_len
-        first, last = end(req.token_steps[0]), end(req.token_steps[-1])
+        assert req.first_token_step is not None and req.last_token_step is not None  # a finished request sampled
+        first, last = end(req.first_token_step), end(req.last_token_step)
         waits.append(max(begin(req.first_scheduled_step) - arrival, 0.0))
         ttft.append(first - arrival)
         e2e.append(last - arrival)
-        if len(req.token_steps) > 1:
-            tpot.append((last - first) / (len(req.token_steps) - 1))
+        if req.generated > 1:
+            tpot.append((last - first) / (req.generated - 1))
     final = steps[-1] if steps else None
     queries = final.prefix_queries if final else 0
     hits = final.prefix_hits if final else 0

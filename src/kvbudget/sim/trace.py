@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..units import InputError, excerpt
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024
-MAX_REQUESTS = 1_000_000
-MAX_TOTAL_TOKENS = 200_000_000  # prompt + output tokens over the whole trace (8 bytes each held)
+MAX_REQUESTS = 500_000  # each about 900 bytes held through the replay (a million took 1.07 GB)
+MAX_TOTAL_TOKENS = 200_000_000  # prompt + output tokens over the whole trace (counts are ranges: no memory each)
+MAX_HELD_IDS = 25_000_000  # token ids held as lists (a trace's 'prompt' / 'output', a conversation's resent history)
 MAX_REQUEST_TOKENS = 10_000_000
 MAX_TOKEN_ID = 1 << 32  # no vocabulary comes near it; below TokenSource's fresh ids
 
@@ -34,14 +35,14 @@ class TraceError(InputError):
     """A trace file or synthetic workload that cannot be replayed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RequestSpec:
     """One request: when it arrives, its prompt token ids and the token ids it will generate."""
 
     id: str
     arrival: float  # seconds from the start of the run
-    prompt: array[int]  # token ids ('q')
-    output: array[int]  # the token ids it generates, in order ('q'); len() is the output length
+    prompt: Sequence[int]  # token ids: an array ('q'), or a range of fresh ids (TokenSource: no memory per token)
+    output: Sequence[int]  # the token ids it generates, in order; len() is the output length
     arrival_step: int | None = None  # the engine step it is added before (traces recorded from a scheduler)
     after: str | None = None  # a request that must finish first (the previous turn of a conversation) ...
     delay: float = 0.0  # ... and the seconds (or, replayed by step, steps) from its finish to this one's arrival
@@ -57,13 +58,14 @@ class RequestSpec:
 
 class TokenSource:
     """Token ids no other request shares: a counter far above any vocabulary, so that synthetic prompts and outputs
-    given as counts never match another request's blocks by accident."""
+    given as counts never match another request's blocks by accident. They are ranges, made into ids only when the
+    scheduler runs the request (200 million counted tokens held as arrays took 1.6 GB before any replay)."""
 
     def __init__(self, start: int = 1 << 40) -> None:
         self._next = start
 
-    def fresh(self, n: int) -> array[int]:
-        out = array("q", range(self._next, self._next + n))
+    def fresh(self, n: int) -> range:
+        out = range(self._next, self._next + n)
         self._next += n
         return out
 
@@ -123,6 +125,8 @@ def request_from(obj: Any, where: str, index: int, tokens: TokenSource, tokenize
     arrival = obj.get("arrival", obj.get("timestamp", 0.0 if step is not None else None))
     arrival = _seconds(arrival, "'arrival' (seconds from the start)", where)
     prompts = [k for k in ("prompt", "prompt_tokens", "text") if k in obj]
+    prompt: Sequence[int]
+    output: Sequence[int]
     if len(prompts) != 1:
         raise TraceError(f"{where}: give exactly one of 'prompt' (token ids), 'prompt_tokens' (a count) or 'text'")
     if "prompt" in obj:
@@ -189,30 +193,45 @@ def _content(content: Any, where: str) -> str:
     raise TraceError(f"{where}: a message's 'content' must be a string or a list of parts, got {type(content).__name__}")
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` one at a time, split at line feeds only (JSON Lines' separator: a U+2028 or form feed
+    inside a JSON string is part of its line, where ``str.splitlines`` cut it), without a list of them all."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
 def _objects(text: str, path: str) -> Iterator[tuple[str, Any]]:
     """Each non-blank line of a JSON Lines trace, parsed, with where it is."""
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(_lines(text), 1):
         if not line.strip():
             continue
         where = f"{path} line {n}"
         try:
             yield where, json.loads(line)
         except (ValueError, RecursionError):
+            if "," in line and not line.lstrip().startswith(("{", "[", '"')):  # a header row: was 'line 1: not JSON'
+                raise TraceError(f"{where}: comma-separated values, not JSON: a trace is JSON Lines, one object per "
+                                 'line, e.g. {"arrival": 0.25, "prompt_tokens": 812, "output_tokens": 200}') from None
             raise TraceError(f"{where}: not JSON (a trace is one JSON object per line)") from None
 
 
-def _given_tokens(obj: Any) -> int:
-    """The tokens a trace line gives as counts or id lists (0 for what ``request_from`` refuses or tokenizes)."""
+def _given_tokens(obj: Any) -> tuple[int, int]:
+    """The tokens a trace line gives as counts or id lists, and of those the ids given as lists (0 for what
+    ``request_from`` refuses or tokenizes)."""
     if not isinstance(obj, dict):
-        return 0
-    given = 0
+        return 0, 0
+    given = listed = 0
     for key in ("prompt", "prompt_tokens", "output", "output_tokens"):
         value = obj.get(key)
         if isinstance(value, list):
-            given += len(value)
+            given, listed = given + len(value), listed + len(value)
         elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
             given += min(value, MAX_REQUEST_TOKENS + 1)
-    return given
+    return given, listed
 
 
 def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
@@ -224,19 +243,28 @@ def read_trace(path: str, tokenize: Any = None) -> list[RequestSpec]:
                           "sample of it")
     # the lengths the lines give, summed in a first reading before any token id is made (30 lines of
     # 'prompt_tokens': 9000000 took 50 s and 1.6 GB to be refused); 'text' prompts are counted as they are tokenized
-    lines = given = 0
+    lines = given = listed = 0
     for _, obj in _objects(text, path):
-        lines, given = lines + 1, given + _given_tokens(obj)
+        counted, in_lists = _given_tokens(obj)
+        lines, given, listed = lines + 1, given + counted, listed + in_lists
         if lines > MAX_REQUESTS or given > MAX_TOTAL_TOKENS:
             raise too_many
+        if listed > MAX_HELD_IDS:  # each id is 8 bytes held through the replay (counts are ranges, held as none)
+            raise TraceError(f"{path}: more than {MAX_HELD_IDS:,} token ids given as lists ('prompt', 'output'); "
+                             "give the requests that share no prefix as counts ('prompt_tokens', 'output_tokens'), "
+                             "or replay a sample of it")
     tokens = TokenSource()
     requests: list[RequestSpec] = []
-    total = 0
+    total = held = 0
     for where, obj in _objects(text, path):
         req = request_from(obj, where, len(requests), tokens, tokenize)
         total += req.prompt_len + req.output_len
+        held += sum(len(seq) for seq in (req.prompt, req.output) if not isinstance(seq, range))
         if total > MAX_TOTAL_TOKENS:
             raise too_many
+        if held > MAX_HELD_IDS:  # 'text' prompts, tokenized
+            raise TraceError(f"{path}: more than {MAX_HELD_IDS:,} token ids from 'text' prompts and lists; replay a "
+                             "sample of it")
         requests.append(req)
     if not requests:
         raise TraceError(f"{path}: no requests (a trace is one JSON object per line)")

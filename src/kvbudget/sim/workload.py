@@ -24,10 +24,18 @@ from __future__ import annotations
 import math
 import random
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .trace import MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_TOTAL_TOKENS, RequestSpec, TokenSource, TraceError
+from .trace import (
+    MAX_HELD_IDS,
+    MAX_REQUEST_TOKENS,
+    MAX_REQUESTS,
+    MAX_TOTAL_TOKENS,
+    RequestSpec,
+    TokenSource,
+    TraceError,
+)
 
 SHAREGPT = {"prompt": ("lognormal", 161.0, 1.0), "output": ("lognormal", 338.0, 1.0)}  # means, turned into medians
 
@@ -139,8 +147,11 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
             if key in ("requests", "burst", "turns", "seed"):
                 n = int(value)
                 limit = {"requests": MAX_REQUESTS, "burst": 100_000, "turns": 1000, "seed": 2**63}[key]
-                if not (0 if key == "seed" else 1) <= n <= limit:
-                    raise ValueError
+                low = 0 if key == "seed" else 1
+                if not low <= n <= limit:  # was 'bad value for requests: '500001'', the range unsaid
+                    shown = f"{n:,}" if abs(n) < 10**15 else "a number that large"
+                    raise TraceError(f"--synthetic: {key}={shown} is outside {low:,}..{limit:,}"
+                                     + ("; replay a sample" if key == "requests" and n > limit else ""))
                 fields[key] = n
             elif key in ("rate", "think"):
                 x = float(value)
@@ -168,7 +179,9 @@ def parse_workload(spec: str, read_file: Callable[[str], str] | None = None) -> 
             raise
         except ValueError:
             hint = {"prefixes": "KxP@F, e.g. 4x512@0.8", "arrivals": "poisson, bursty, uniform or at-once",
-                    "rate": "requests per second, 1e-6 to 1e6", "think": "seconds, 0 to 1e6"}
+                    "rate": "requests per second, 1e-6 to 1e6", "think": "seconds, 0 to 1e6",
+                    "requests": f"a whole number, 1 to {MAX_REQUESTS:,}", "burst": "a whole number, 1 to 100,000",
+                    "turns": "a whole number, 1 to 1,000", "seed": "a whole number >= 0"}
             raise TraceError(f"--synthetic: bad value for {key}: '{value}'"
                              + (f" (expected {hint[key]})" if key in hint else "")) from None
     return Workload(**fields)  # type: ignore[arg-type]
@@ -197,7 +210,7 @@ def _drawn(w: Workload) -> list[tuple[int, int, float, int | None, int, int]]:
     rng = random.Random(w.seed)
     starts = _arrival_times(w, -(-w.requests // w.turns), rng)
     out: list[tuple[int, int, float, int | None, int, int]] = []
-    total = 0
+    total = held = 0
     for c, start in enumerate(starts):
         k = rng.randrange(w.prefixes) if w.prefixes and rng.random() < w.prefix_share else None
         history = w.prefix_tokens if k is not None else 0
@@ -206,9 +219,13 @@ def _drawn(w: Workload) -> list[tuple[int, int, float, int | None, int, int]]:
                 break
             prompt, output = w.prompt.draw(rng), w.output.draw(rng)
             total += history + prompt + output
+            held += history + prompt if history else 0  # a prompt after a prefix or turn is made as ids, 8 bytes each
             if total > MAX_TOTAL_TOKENS or history + prompt > MAX_REQUEST_TOKENS:
                 raise TraceError(f"--synthetic: more than {MAX_TOTAL_TOKENS:,} tokens in all; fewer requests, "
                                  "turns or shorter lengths")
+            if held > MAX_HELD_IDS:
+                raise TraceError(f"--synthetic: the shared prefixes and resent conversation histories come to more "
+                                 f"than {MAX_HELD_IDS:,} token ids held; fewer requests, turns or shorter lengths")
             out.append((c, t, start, k, prompt, output))
             history += prompt + output
     return out
@@ -218,7 +235,7 @@ def generate(w: Workload) -> list[RequestSpec]:
     """The requests of a workload, in arrival order. Later turns of a conversation name the turn before them
     (``after``) and arrive ``think`` seconds after it finishes."""
     tokens = TokenSource()
-    systems: dict[int, array[int]] = {}  # the shared prefixes, each made when a conversation first draws it
+    systems: dict[int, range] = {}  # the shared prefixes, each made when a conversation first draws it
     out: list[RequestSpec] = []
     history = array("q")
     for c, t, start, k, prompt_len, output_len in _drawn(w):
@@ -228,10 +245,12 @@ def generate(w: Workload) -> list[RequestSpec]:
                 if k not in systems:
                     systems[k] = tokens.fresh(w.prefix_tokens)
                 history.extend(systems[k])
-        prompt = history + tokens.fresh(prompt_len)
+        prompt: Sequence[int] = tokens.fresh(prompt_len)  # fresh ids as a range; after a prefix or turn, ids
+        if history:
+            prompt = history + array("q", prompt)
         output = tokens.fresh(output_len)
         rid = f"c{c}t{t}" if w.turns > 1 else f"r{c}"
         out.append(RequestSpec(rid, start if t == 0 else 0.0, prompt, output,
                                after=out[-1].id if t else None, delay=w.think if t else 0.0))
-        history = prompt + output
+        history = array("q", prompt) + array("q", output) if w.turns > 1 else array("q")
     return out

@@ -25,7 +25,7 @@ from .fixes import suggestions
 from .log import VllmLog, parse_vllm_log
 from .policy import VllmPlan, plan
 from .release_lines import MIN_PAIRS, LineEvidence, release_evidence, releases_read
-from .settings import VllmSettings, minor_patch, newer_than_read, version_minor
+from .settings import VllmSettings, minor_patch, unread_release, version_minor
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -381,7 +381,7 @@ def check_log(
     warnings += _all_ranks(log, settings)
     device = _gpu(log, gpu, gpu_memory)  # a --gpu that is not the run's is refused before the model is fetched
     spec = _model(ref, overrides)
-    if (later := newer_than_read(settings.version)) is not None:  # the plan's note, which the check printed nowhere
+    if (later := unread_release(settings.version)) is not None:  # the plan's note, which the check printed nowhere
         warnings.append(later)
     predicted = plan(spec, device, settings)
     warnings += _utilization_unseen(log.available_kv_gib, settings, predicted)

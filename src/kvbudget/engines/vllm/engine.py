@@ -181,6 +181,12 @@ class VllmEngine:
                                 for w, kv, act, graphs in p.stage_memory for _ in range(p.tp)]
         return p.tp, p.pp, [one] * max(p.tp * p.pp, 1)
 
+    def release_note(self, s: VllmSettings) -> str | None:
+        """What a plan says of a release kvbudget has not read (newer than 0.33.0, older than 0.6.0)."""
+        from .settings import unread_release
+
+        return unread_release(s.version)
+
     def layout(self, s: VllmSettings) -> Layout:
         from .quant import format_name
 

@@ -75,10 +75,10 @@ from .settings import (
     Release,
     VllmSettings,
     minor_patch,
-    newer_than_read,
     release,
     release_minor,
     settings_release,
+    unread_release,
     version_minor,
 )
 from .speculative import drafter_buffers
@@ -320,7 +320,7 @@ def settled(spec: ModelSpec, settings: VllmSettings) -> _Settled:
     try:
         notes = said[0]
         rel = got["rel"] = settings_release(settings)
-        if (later := newer_than_read(settings.version)) is not None:
+        if (later := unread_release(settings.version)) is not None:
             notes.append(later)
         check_architecture(spec.architecture, settings.version, spec.name, notes)
         if settings.sampler is not None and settings.sampler not in SAMPLERS:

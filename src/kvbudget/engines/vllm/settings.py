@@ -61,11 +61,21 @@ def version_minor(version: str | None) -> int | None:
 NEWEST_MINOR = 33  # the newest release read (0.33.0): what a plan without a release number follows
 
 
-def newer_than_read(version: str | None) -> str | None:
+OLDEST_READ = (0, 6)  # the oldest release read (0.6.0, release_lines.py): V0's rules before it are not kvbudget's
+
+
+def unread_release(version: str | None) -> str | None:
     """A note for a release number past the newest kvbudget has read (0.34, 1.0, or a typo such as 0.111 for
-    0.11.1), which it plans with the newest rules; None otherwise."""
+    0.11.1), which it plans with the newest rules, or before the oldest it read (0.0.1, 0.5.4), which it plans with
+    the V0 engine's rules of 0.6-0.7; None otherwise."""
     m = re.match(r"v?([0-9]{1,4})\.([0-9]{1,4})(?![0-9])", (version or "").strip().lower())
-    if m is None or (int(m.group(1)), int(m.group(2))) <= (0, NEWEST_MINOR):
+    if m is None:
+        return None
+    given = (int(m.group(1)), int(m.group(2)))
+    if given < OLDEST_READ:  # was planned as V0 with no word (0.0.1 is on PyPI, a placeholder before 0.1.0)
+        return (f"vLLM {excerpt(version, 40)} is older than the oldest release kvbudget has read (0.6.0): planned with "
+                "the V0 engine's rules of 0.6-0.7, which it may not follow (check the release number)")
+    if given <= (0, NEWEST_MINOR):
         return None
     return (f"vLLM {excerpt(version, 40)} is newer than the newest release kvbudget has read (0.{NEWEST_MINOR}.0): "
             f"planned with 0.{NEWEST_MINOR}'s rules (check the release number)")

@@ -66,3 +66,19 @@ def test_weights_far_from_the_logs_say_another_checkpoint_was_served() -> None:
     close = check_log(W8A8.read_text(), model="llama-3.1-70b", gpu="H100", version="0.7.1",
                       flags=["--quantization", "fp8", "--gpu-memory-utilization", "0.98", "--max-model-len", "2048"])
     assert not any(w.startswith("model loading:") for w in close.warnings)
+
+
+def test_v0_worker_processes_are_the_ranks_after_the_first() -> None:
+    """V0's multiprocessing executor runs rank 0 in the engine's process and one "VllmWorkerProcess" per other rank:
+    the 0.6.3.post1 TP 4 log (three such pids) and the 0.7.2 TP 2 log (one), their parallel sizes cut out, plan the
+    layout the record gives (they were planned at TP 1)."""
+    for name, tp, gpu, model in (("v0.6.3.post1_rtx-a5000-x4_qwen2.5-32b_tp4_no-custom-ar", 4, "RTX-A5000", "Qwen/Qwen2.5-32B-Instruct"),
+                                 ("v0.7.2_a100-40gb-x2_qwen2.5-14b_tp2_fp16", 2, "A100-40GB", "Qwen/Qwen2.5-14B-Instruct")):
+        text = (DATA / f"{name}.log").read_text()
+        cut = "".join(line for line in text.splitlines(keepends=True) if "tensor_parallel_size" not in line)
+        assert parse_vllm_log(cut).worker_layout == (tp, 1, False)
+        whole, excerpt = check_log(text, model=model, gpu=gpu), check_log(cut, model=model, gpu=gpu)
+        assert excerpt.settings.tensor_parallel_size == whole.settings.tensor_parallel_size == tp
+        assert excerpt.plan.num_gpu_blocks == whole.plan.num_gpu_blocks
+    blocks = "INFO 01-01 00:00:00 executor_base.py:92] # GPU blocks: 100, # CPU blocks: 10\n"
+    assert parse_vllm_log("(VllmWorkerProcess pid=7) INFO x\n" * 3 + blocks).worker_layout == (2, 1, False)

@@ -200,7 +200,8 @@ def _layout_from_workers(log: VllmLog, s: VllmSettings) -> tuple[VllmSettings, l
         return s, []
     how = "--pipeline-parallel-size" if pp > 1 else "--tensor-parallel-size"
     read = ("read from its workers' rank tags" if seen else "planned: the smallest layout its workers' tags allow "
-            "(vLLM names a worker's TP and PP rank only where that size is above 1, and only rank 0 printed)")
+            "(vLLM names a worker's TP and PP rank only where that size is above 1, and V0 a process for each rank "
+            "after the first; the log shows only some ranks)")
     return (replace(s, tensor_parallel_size=tp, pipeline_parallel_size=pp),
             [f"the log prints no parallel sizes: TP={tp} PP={pp} {read} (give -- {how} N if that is not the run's "
              "layout)"])

@@ -12,6 +12,7 @@ and ``No available memory for the cache blocks`` failures.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from ..._record import record
@@ -282,12 +283,18 @@ _WORKER_RANK = re.compile(r"\((?:VllmWorker|Worker)[ _]?(?:rank=([0-9]{1,5})|(?:
                           r"(?:PCP[0-9]{1,5}_)?(?:TP([0-9]{1,5}))?)(?![0-9])")
 
 
+# V0's worker processes (engine/multiprocessing of 0.4-0.10, executor/multiproc_worker_utils.py): "(VllmWorkerProcess
+# pid=N)", rank 0 being the engine's own process
+_V0_WORKER = re.compile(r"\(VllmWorkerProcess pid=([0-9]{1,10})\)")
+
+
 def _worker_layout(log: LogText) -> tuple[int, int, bool] | None:
     """(TP, PP, seen) as the workers' prefixes show them (one pass over the text): the highest rank tags, and at least
     2 where a tag names the group at all; ``seen`` is False where a size is only that least (rank 0 alone printed).
     vLLM's multiprocessing executor adds ``_PPm`` to a worker's name only when PP > 1 and ``_TPn`` only when TP > 1
     (``v1/executor/multiproc_executor.py`` setup_proc_title_and_log_prefix, 0.14.0), so a log whose only tag is
-    "Worker_TP0" (0.12 on print the figures once per node) ran TP >= 2."""
+    "Worker_TP0" (0.12 on print the figures once per node) ran TP >= 2. A V0 log's "VllmWorkerProcess" pids are the
+    ranks after the first: TP x PP of at least their count + 1 (read as TP)."""
     tp = pp = 0
     named_tp = named_pp = False
     for m in _WORKER_RANK.finditer(log.text):
@@ -297,8 +304,9 @@ def _worker_layout(log: LogText) -> tuple[int, int, bool] | None:
         named_tp, named_pp = named_tp or tp_rank is not None, named_pp or stage is not None
         tp = max(tp, int(rank if rank is not None else tp_rank or 0) + 1)
         pp = max(pp, int(stage) + 1 if stage is not None else 1)
-    if not tp:
-        return None
+    if not tp:  # V0's multiprocessing executor: rank 0 in the engine's process, one "VllmWorkerProcess" per other rank
+        pids = set(itertools.islice((m.group(1) for m in _V0_WORKER.finditer(log.text)), 1 << 12))
+        return (len(pids) + 1, 1, False) if pids else None
     seen = not ((named_tp and tp < 2) or (named_pp and pp < 2))
     tp, pp = max(tp, 2 if named_tp else 1), max(pp, 2 if named_pp else 1)
     return min(tp, 1 << 16), min(pp, 1 << 16), seen

@@ -17,6 +17,7 @@ from ..logscan import MAX_GB, NUM, LogText, Row, count, figure
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from ..compared import OtherCheck
@@ -290,6 +291,52 @@ def profiling_rows(figs: TrtllmFigures, p: TrtllmPlan) -> list[Compared]:
     return [row(name, logged, round(planned / GiB, 2)) for logged, name, planned in pairs if logged is not None]
 
 
+AFTER_LOADING = "outside torch after loading: CUDA context, estimation pool, CUDA graphs (GiB)"
+_AFTER_LOADING_GAP_GIB = 0.25  # a gap this large (or 1% of the device, if more) is worth a warning
+
+
+def after_loading_planned(p: TrtllmPlan) -> int:
+    """kvbudget's bytes for KvCacheCreator's "Memory used after loading model weights (outside torch)": the CUDA
+    context (and NCCL above one rank), the estimation pool (the C++ KV cache manager's, made before the reading:
+    py_executor_creator.py builds it, then the executor whose warmup captures the CUDA graphs, then estimates) and the
+    CUDA graphs that warmup captured on it (``policy.graphs_in_estimation``)."""
+    return p.non_torch_bytes + p.temporary_kv_bytes + p.cuda_graph_bytes
+
+
+def after_loading_warning(figs: TrtllmFigures, p: TrtllmPlan, replanned: Callable[[int], TrtllmPlan],
+                          total_bytes: int, launcher: str | None) -> list[str]:
+    """A line where the log's memory outside torch after loading exceeds kvbudget's (``after_loading_planned``) by
+    more than max(0.25 GiB, 1% of the device). KvCacheCreator (``_torch/pyexecutor/_util.py``, 0.20 to 1.2) takes it
+    as the device's used memory (``torch.cuda.mem_get_info``: every process's) less torch's allocated bytes, after
+    ``empty_cache``, so it holds what kvbudget does not model: a launching process's own CUDA context on the GPU (the
+    0.20 trtllm-bench out-of-memory message lists one of 0.57 GiB), the kernels loaded into the worker's context, the
+    cuBLAS/cuBLASLt handles and workspaces and the C++ runtime's own allocations; TensorRT-LLM's source does not
+    establish their sizes, so they are not fitted. ``replanned(gap)``: the run planned with ``gap`` bytes more held,
+    whose pool the line gives beside the log's."""
+    if figs.after_loading_outside_gib is None:
+        return []
+    planned = after_loading_planned(p) / GiB
+    gap = figs.after_loading_outside_gib - planned
+    if figs.temporary_kv_gib is not None:  # the estimation pool cancels in the pool's sizing: compare the rest
+        gap = (figs.after_loading_outside_gib - figs.temporary_kv_gib) - (planned - p.temporary_kv_bytes / GiB)
+    if gap <= max(_AFTER_LOADING_GAP_GIB, 0.01 * total_bytes / GiB):
+        return []
+    q = replanned(round(gap * GiB))
+    effect = ""
+    if figs.tokens and q.starts:
+        err = 100.0 * (q.max_tokens - figs.tokens) / figs.tokens
+        effect = f"; planned with that much more held, the pool is {q.max_tokens:,} tokens ({err:+.2f}% against the log)"
+    parent = (f"under {launcher} the launching process stays beside the worker, with its own CUDA context where it made "
+              "one (the 0.20 trtllm-bench out-of-memory message lists it at 0.57 GiB), and " if launcher else "")
+    return [f"the log's memory outside torch after loading the weights is {figs.after_loading_outside_gib:.2f} GiB and "
+            f"kvbudget's {planned:.2f} GiB (CUDA context, estimation pool, CUDA graphs) is {gap:.2f} GiB less"
+            f"{' once each side drops its own estimation pool, which the sizing adds back' if figs.temporary_kv_gib is not None else ''}: "
+            "TensorRT-LLM's profiling counts the device's used memory, every process's, less what torch allocated "
+            f"(_torch/pyexecutor/_util.py); {parent}the worker's loaded kernels, cuBLAS workspaces and C++ runtime "
+            f"count there too, which kvbudget does not model{effect}; to plan with it, calibrate on this log "
+            "(kvbudget calibrate LOG --out site.json) and give --profile site.json"]
+
+
 def capture_warning(figs: TrtllmFigures, p: TrtllmPlan, total_bytes: int) -> list[str]:
     """A line where the CUDA graphs captured after the final pool (``policy.graphs_in_estimation``: the estimation run
     captured none) need more than the log's own figures leave: the pool takes fraction x (total - peak + the estimation
@@ -344,7 +391,7 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
     from ..compared import OtherCheck, logged_model, row, run_devices, run_gpu, run_words, settings_items, starts_row
     from ..logscan import open_log
     from .figures import read_from_figures
-    from .log import COMMAND_EXAMPLE, last_run, read_run, whole_command
+    from .log import COMMAND_EXAMPLE, last_run, launcher, read_run, whole_command
     from .policy import given_release, plan, summary
     from .settings import TrtllmSettings
 
@@ -408,7 +455,13 @@ def check_run(text: str, given: dict[str, Any]) -> OtherCheck:
             warnings += logits_16_bit(parts.get("runtime buffers"), run.settings, spec.dims.vocab_size, p.max_seq_len)
         if p.backend == "pytorch":
             rows += profiling_rows(figs, p)
+            if figs.after_loading_outside_gib is not None:
+                rows.append(row(AFTER_LOADING, figs.after_loading_outside_gib, round(after_loading_planned(p) / GiB, 2)))
             warnings += capture_warning(figs, p, device.memory_bytes)
+            held_spec, held_settings, held_device = spec, run.settings, device
+            warnings += after_loading_warning(
+                figs, p, lambda gap: plan(held_spec, replace(held_device, memory_bytes=held_device.memory_bytes - gap),
+                                          held_settings), device.memory_bytes, launcher(log))
         if figs.other_processes_gib:
             rows.append(row("other processes on the GPU at the out-of-memory error (GiB)", figs.other_processes_gib, 0.0))
             warnings.append(f"the out-of-memory message lists other processes holding {figs.other_processes_gib:.2f} GiB "

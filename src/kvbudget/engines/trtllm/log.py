@@ -33,6 +33,9 @@ class TrtllmFigures:
     weights_gib: float | None = None  # PyTorch: "Rank R uses X GB for model weights" (model_engine.py: GiB, 1024**3)
     # PyTorch: KvCacheCreator's profiling lines (_torch/pyexecutor/_util.py, 0.19 to main in 2026), in GiB
     outside_torch_gib: float | None = None  # "Memory used outside torch (e.g., NCCL and CUDA graphs) ...: X GiB"
+    # "Memory used after loading model weights (outside torch) in memory usage profiling: X GiB": the device's used
+    # memory less torch's allocated bytes before the dummy requests run (the estimation pool and CUDA graphs in it)
+    after_loading_outside_gib: float | None = None
     peak_gib: float | None = None  # "Peak memory during memory usage profiling (torch + non-torch): X GiB"
     dynamic_gib: float | None = None  # "Memory dynamically allocated during inference (inside torch) ...: X GiB"
     temporary_kv_gib: float | None = None  # "tmp kv_mem X GiB" / "temporary kv cache memory during profiling X GiB"
@@ -171,6 +174,17 @@ _BENCH_MARKS = ("Using heuristics or pre-defined settings: max_batch_size=", "Ma
 # and the weight format kvbudget plans for it; the others (mixed precision, W4A8, INT8 SmoothQuant) are not read
 _QUANT_ALGOS = {"FP8": "fp8", "FP8_BLOCK_SCALES": "fp8", "FP8_PER_CHANNEL_PER_TOKEN": "fp8", "NVFP4": "nvfp4",
                 "W4A16_AWQ": "awq", "W4A16_GPTQ": "gptq"}
+
+
+def launcher(log: LogText) -> str | None:
+    """The program that started the run, by its own lines: trtllm-bench (its heuristics or report lines, or its
+    command), trtllm-serve (its command or start line), else the LLM API (its backend line, which trtllm-serve and
+    trtllm-bench print too, through the LLM class they build); None where no line shows one."""
+    if any(log.has(m) for m in _BENCH_MARKS) or log.has("trtllm-bench "):
+        return "trtllm-bench"
+    if log.has("trtllm-serve"):
+        return "trtllm-serve"
+    return "the LLM API" if log.has("Using LLM with PyTorch backend") else None
 
 
 def _int(log: LogText, literal: str, pattern: str, name: str) -> int | None:
@@ -452,6 +466,9 @@ def figures(log: LogText) -> TrtllmFigures:
         weights_gib=_gib(log, "GB for model weights", r"[Uu]ses? " + NUM + r" GB for model weights", "model weights"),
         outside_torch_gib=_gib(log, "Memory used outside torch", r"Memory used outside torch[^\n:]{0,80}: " + NUM + " GiB",
                                "memory used outside torch"),
+        after_loading_outside_gib=_gib(log, "Memory used after loading model weights (outside torch)",
+                                       r"Memory used after loading model weights \(outside torch\)[^\n:]{0,80}: " + NUM
+                                       + " GiB", "memory used outside torch after loading"),
         peak_gib=_gib(log, "Peak memory during memory usage profiling", r"Peak memory during memory usage profiling[^\n:]{0,40}: "
                       + NUM + " GiB", "peak memory during profiling"),
         dynamic_gib=_gib(log, "Memory dynamically allocated during inference", r"Memory dynamically allocated during "

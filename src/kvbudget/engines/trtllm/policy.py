@@ -32,6 +32,12 @@ The memory outside the pool, by mechanism and release line:
   held then are in the peak too, so the estimate binds), in whole blocks (up to 1.1 rounded up, ``release_rules``).
   The sampler holds next to nothing before the estimate (the 1.0rc H200 log's component table: "Sampler: 110.70 /
   110.70" GiB).
+  Its "Memory used after loading model weights (outside torch)" is the same device-wide reading before the dummy
+  requests run (the estimation pool and the CUDA graphs already in it). Beyond kvbudget's CUDA context, the logs show
+  0.9 GiB (0.20 trtllm-bench, H100) and 0.6 GiB (1.1 LLM API, RTX 6000 Ada) more there: a launching process's own
+  CUDA context (the 0.20 out-of-memory message lists trtllm-bench's at 0.57 GiB), the worker's loaded kernels, cuBLAS
+  and the C++ runtime's allocations. The source read does not establish their sizes, so they are not planned:
+  ``check`` sets the figure beside kvbudget's and warns (``check.after_loading_warning``); ``calibrate`` takes it.
 """
 
 from __future__ import annotations

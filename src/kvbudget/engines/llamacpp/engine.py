@@ -42,12 +42,20 @@ class LlamaCppEngine:
         Option("ubatch", "count", "-ub: physical batch size", default=512),
         Option("swa_full", "switch", "--swa-full: full-size cache for sliding-window layers", default=False),
         Option("kv_unified", "choice", "--kv-unified", default="auto", choices=("auto", "on", "off")),
+        # where the weight tensors go (placement.py): the MoE-on-one-GPU question, answered by fit and levers
+        Option("n_cpu_moe", "count", "--n-cpu-moe: the expert tensors of the first N layers in host memory",
+               commands=("fit", "levers")),
+        Option("cpu_moe", "switch", "--cpu-moe: every layer's expert tensors in host memory", default=False,
+               commands=("fit", "levers")),
+        Option("override_tensor", "text", "-ot / --override-tensor PATTERN=BUFFER[,...]: tensors whose name matches "
+               "PATTERN on BUFFER (CPU, CUDA0 ...)", commands=("fit", "levers")),
         Option("llamacpp_build", "count", "llama.cpp build number (its 'build: N' line) whose sizing rules apply "
                "(default: current)", commands=("fit", "explain")),
         Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): the memory the site's logs "
                "show held outside llama.cpp, taken off the free memory auto-fit sizes from", commands=("fit", "explain")),
     )
-    fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "llamacpp_build", "tp",
+    fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "n_cpu_moe", "cpu_moe",
+                           "override_tensor", "llamacpp_build", "tp",
                            "num_gpus", "weights_dtype", "profile"})
     fit_instead = tuple({"batch": "--np (llama-server's parallel sequences)", "kv_dtype": "--ctk and --ctv (the K and V cache types)",
                          "pp": "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)"}.items())
@@ -107,7 +115,7 @@ class LlamaCppEngine:
                                  "or give the original model to plan what llama-quantize makes)")
             gguf_quant.weight_format(quantize)  # an unknown type: one error line
         build = ask.option("llamacpp_build")
-        return LlamaCppSettings(
+        return LlamaCppSettings(overrides=_overrides(ask),
             n_ctx=ask.context or 0, n_parallel=ask.option("np"), kv_unified={"on": True, "off": False}.get(ask.option("kv_unified")),
             type_k=ask.option("ctk", "f16"), type_v=ask.option("ctv", "f16"), flash_attn=ask.option("fa", "auto"),
             n_ubatch=ask.option("ubatch", 512), swa_full=ask.option("swa_full", False), n_gpu_layers=ask.option("ngl", -1),
@@ -283,6 +291,18 @@ def _fit_section(text: str, given: dict[str, Any]) -> Any:
     gpu = log_gpu(f, given)
     warning = held_warning(f, gpu) if gpu is not None else None
     return f, gpu.name if gpu is not None else None, fit_rows(f, gpu), (warning,) if warning else ()
+
+
+def _overrides(ask: Ask) -> tuple[tuple[str, str], ...]:
+    """The tensor placement fit's options ask for, in the order llama-server applies its flags written as
+    ``-ot ... --cpu-moe --n-cpu-moe N`` (the first override whose pattern matches a tensor places it)."""
+    from . import placement
+
+    given = ask.option("override_tensor")
+    n = ask.option("n_cpu_moe")
+    return (*(placement.parse_overrides(given, "--override-tensor") if given else ()),
+            *((placement.cpu_moe(),) if ask.option("cpu_moe", False) else ()),
+            *(placement.n_cpu_moe(n) if n else ()))
 
 
 def _quantized(spec: ModelSpec, s: LlamaCppSettings) -> ModelSpec:

@@ -348,6 +348,9 @@ class EnginePlan:
     # the pool's KV-cache groups, each (kind, window or chunk in tokens), all drawing on ``blocks``; kinds:
     # full_attention, mla, sliding_window, chunked_local, recurrent_state (empty: one full-attention group)
     kv_groups: tuple[tuple[str, int], ...] = ()
+    # pools of this size in one server, each with its own scheduler (SGLang's DP-attention ranks): kv_tokens,
+    # max_concurrency and cap are one pool's, the server holds ``pools`` times them
+    pools: int = 1
 
 
 @record
@@ -365,13 +368,13 @@ def engine_plan(engine: str, weights: int, kv_budget: int, kv_tokens: int, concu
                 starts: bool, rule: str, unit: str, error: str | None = None,
                 printed: tuple[str, ...] = (), *, cap: int = 0, blocks: int = 0, block_tokens: int = 0,
                 parts: tuple[Part, ...] = (), step_tokens: int = 0,
-                kv_groups: tuple[tuple[str, int], ...] = ()) -> EnginePlan:
+                kv_groups: tuple[tuple[str, int], ...] = (), pools: int = 1) -> EnginePlan:
     """An EnginePlan as the user reads it: an engine that does not start holds nothing (its own signed
     figures stay in its plan), and a budget is never negative."""
     if not starts:
         kv_budget, kv_tokens, concurrency, blocks = 0, 0, 0.0, 0
     return EnginePlan(engine, weights, max(kv_budget, 0), kv_tokens, concurrency, context, starts, rule, unit, error,
-                      printed, cap, blocks, block_tokens, parts, step_tokens, kv_groups)
+                      printed, cap, blocks, block_tokens, parts, step_tokens, kv_groups, pools)
 
 
 @record

@@ -280,7 +280,17 @@ def engine_doc(row: EnginePlan, plan: object, lines: list[str], notes: list[str]
         "log_lines": lines,
         "notes": notes,
         "warnings": warnings,
+        **_pools_doc(row),
     }
+
+
+def _pools_doc(row: EnginePlan) -> dict[str, Any]:
+    """Under DP attention: kv_cache_tokens and max_concurrency are one DP rank's; the ranks and the server's total."""
+    if row.pools <= 1:
+        return {}
+    return {"dp_attention": {"ranks": row.pools, "per_rank": ["kv_cache_tokens", "max_concurrency"],
+                             "kv_cache_tokens_in_all": row.kv_tokens * row.pools,
+                             "max_concurrency_in_all": round(row.max_concurrency * row.pools, 4)}}
 
 
 def compare_doc(model: str, context: int, tp: int, pp: int, rows: tuple[EnginePlan, ...],

@@ -130,6 +130,7 @@ class Setup:
     tp: int = 1
     pp: int = 1
     kv_dtype: str = "auto"  # auto (the model's dtype), fp8, fp8_e4m3 or fp8_e5m2 (``setup()`` checks it)
+    weights: str = "auto"  # --weights-dtype: auto (the checkpoint's) or a format the engine takes (check_weights)
 
     @property
     def eight_bit(self) -> bool:
@@ -140,13 +141,13 @@ class Setup:
 SETUP_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # what every engine can be asked: its default or an 8-bit cache
 
 
-def setup(context: int, tp: int = 1, pp: int = 1, kv_dtype: str = "auto") -> Setup:
+def setup(context: int, tp: int = 1, pp: int = 1, kv_dtype: str = "auto", weights: str = "auto") -> Setup:
     """A Setup whose KV dtype every engine understands (its own engine options name other caches)."""
     kv = kv_dtype.strip().lower()
     if kv not in SETUP_KV_DTYPES:
         raise InputError(f"--kv-dtype {kv_dtype!r} is not one every engine has: use auto or fp8 (an engine's own "
                          "caches, such as llama.cpp's q4_0, are its options: fit --engine llama.cpp --ctk/--ctv)")
-    return Setup(context=context, tp=tp, pp=pp, kv_dtype=kv)
+    return Setup(context=context, tp=tp, pp=pp, kv_dtype=kv, weights=weights.strip() or "auto")
 
 
 @record

@@ -298,8 +298,9 @@ def _whole(concurrency: float) -> int:
 
 
 def compare_text(rows: tuple[EnginePlan, ...], model: str, context: int, units: str,
-                 omitted: tuple[tuple[str, str], ...] = (), notes: tuple[str, ...] = ()) -> str:
-    out = [f"{model}, requests of {context:,} tokens, each engine with its defaults (per GPU):", ""]
+                 omitted: tuple[tuple[str, str], ...] = (), notes: tuple[str, ...] = (), weights: str = "auto") -> str:
+    said = "" if weights == "auto" else f", weights {weights}"
+    out = [f"{model}, requests of {context:,} tokens{said}, each engine with its defaults (per GPU):", ""]
     out.append(table(
         ["engine", "weights", "KV budget", "KV tokens", "requests at once", "starts"],
         [[r.engine, fmt_bytes(r.weights_bytes, units), fmt_bytes(r.kv_budget_bytes, units), f"{r.kv_tokens:,}",

@@ -90,8 +90,9 @@ class LlamaCppEngine:
         ctk = "q8_0" if setup.eight_bit else "f16"  # its 8-bit cache
         # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
         # what fits the GPUs alone: auto-fit may shrink the context (steps 1-2) but moves no weights (step 3)
-        return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
-                                                        devices=setup.tp * setup.pp, fit_weights=False)), setup.context)
+        s = LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on", devices=setup.tp * setup.pp,
+                             fit_weights=False, quantize=_quantize(spec, setup.weights))
+        return summary(plan(_quantized(spec, s), gpu, s), setup.context)
 
     def replica(self, *args: Any) -> Any:
         from .policy import replica
@@ -106,14 +107,7 @@ class LlamaCppEngine:
     def settings(self, spec: ModelSpec, ask: Ask) -> LlamaCppSettings:
         from .settings import LlamaCppSettings
 
-        quantize = "" if ask.weights == "auto" else ask.weights
-        if quantize:  # a llama-quantize file type (Q4_K_M, Q8_0, ...) made from the model
-            from ...model import gguf_quant
-
-            if spec.weight_format is not None and spec.weight_format.name == "stored":
-                raise InputError(f"{spec.name} is a GGUF file: its tensor types are the weights (drop --weights-dtype, "
-                                 "or give the original model to plan what llama-quantize makes)")
-            gguf_quant.weight_format(quantize)  # an unknown type: one error line
+        quantize = _quantize(spec, ask.weights)
         build = ask.option("llamacpp_build")
         return LlamaCppSettings(overrides=_overrides(ask),
             n_ctx=ask.context or 0, n_parallel=ask.option("np"), kv_unified={"on": True, "off": False}.get(ask.option("kv_unified")),
@@ -303,6 +297,19 @@ def _overrides(ask: Ask) -> tuple[tuple[str, str], ...]:
     return (*(placement.parse_overrides(given, "--override-tensor") if given else ()),
             *((placement.cpu_moe(),) if ask.option("cpu_moe", False) else ()),
             *(placement.n_cpu_moe(n) if n else ()))
+
+
+def _quantize(spec: ModelSpec, weights: str) -> str:
+    """--weights-dtype as llama-quantize's file type (Q4_K_M, Q8_0, ...) made from the model; "" for auto."""
+    if weights == "auto":
+        return ""
+    from ...model import gguf_quant
+
+    if spec.weight_format is not None and spec.weight_format.name == "stored":
+        raise InputError(f"{spec.name} is a GGUF file: its tensor types are the weights (drop --weights-dtype, "
+                         "or give the original model to plan what llama-quantize makes)")
+    gguf_quant.weight_format(weights)  # an unknown type: one error line
+    return weights
 
 
 def _quantized(spec: ModelSpec, s: LlamaCppSettings) -> ModelSpec:

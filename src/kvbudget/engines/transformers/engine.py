@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..._record import record
-from ..base import Ask, Fraction, NotAServer, Option, Setup, Unsupported, Verdict
+from ..base import Ask, Fraction, NotAServer, Option, Setup, Unsupported, Verdict, known_weights
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ class TransformersEngine(NotAServer):
         if name != "auto":
             from .policy import check_dtype
 
+            known_weights(name)  # a llama.cpp type or an unknown name: that engine's or kvbudget's own line
             check_dtype(name)
 
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:

@@ -655,3 +655,24 @@ def test_cache_config_labels_vllm_writes_are_read() -> None:
     start = text.index('num_gpu_blocks="') + len('num_gpu_blocks="')
     (s,) = one(text[:start] + "None" + text[text.index('"', start):]).servers
     assert s.num_gpu_blocks is None and s.block_size == 16 and s.gpu_memory_utilization == 0.92
+
+
+def test_an_sglang_server_is_told_sglangs_own_scheduler_settings(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    """SGLang's cap is --max-running-requests and its per-step budget --max-prefill-tokens / --chunked-prefill-size:
+    diagnose named vLLM's max_num_seqs (the finding, the plan's line) and --max-num-batched-tokens for it."""
+    usage = 'sglang:token_usage{engine_type="unified",model_name="Qwen/Qwen3-8B",pp_rank="0",tp_rank="0"} '
+    busy = page("sglang-0.5.23-busy.prom")
+    assert busy.count(usage) == 1
+    low = "\n".join(usage + "0.1" if line.startswith(usage) else line for line in busy.splitlines())  # 10% full
+    found = diagnose(one(low), expected=expected(engine="sglang", label="SGLang, m on H100", block_tokens=1,
+                                                 blocks=400_000, max_num_seqs=4096))
+    (d,) = [d for d in found if d.name == "max-running-requests"]
+    assert "not --max-running-requests (4,096)" in d.fix and "--max-prefill-tokens or --chunked-prefill-size" in d.fix
+    assert not any("max-num-seqs" in x.name or "max-num" in x.fix or "max-num" in x.evidence for x in found)
+    path = tmp_path / "sglang.prom"
+    path.write_text(low)
+    code, out, err = run(capsys, "diagnose", "--metrics", str(path), "--expect", "Qwen/Qwen3-8B", "--gpu", "H100")
+    assert code == 0, err
+    assert ", max_running_requests 4,096," in out and "[info] max-running-requests: Qwen/Qwen3-8B" in out
+    assert "max_num_seqs" not in out and "max-num" not in out

@@ -291,3 +291,29 @@ def test_every_engine_gives_its_partition_pool_units_and_cap() -> None:
     for row in rows.values():
         assert row.parts and all(x.bytes >= 0 and x.provenance in ("modelled", "calibrated", "estimate")
                                  for x in row.parts)
+
+
+def test_compare_takes_the_weights_each_engine_plans_with(capsys: pytest.CaptureFixture[str]) -> None:
+    """compare --weights-dtype fp8: every engine that takes FP8 weights plans with them (fit does), the others are
+    left out with why; a format none takes is one error line. compare had no --weights-dtype."""
+    from kvbudget.cli import main
+    from kvbudget.engines import sglang, vllm
+
+    spec, l4 = kvbudget.load_model("llama-3.1-8b"), find_gpu("L4")
+    rows, omitted = compare(spec, l4, 8192, weights="fp8")
+    got = {r.engine: r for r in rows}
+    assert list(got) == ["vllm", "sglang", "trtllm"]
+    assert got["vllm"] == vllm.summary(vllm.plan(spec, l4, vllm.VllmSettings(max_model_len=8192, quantization="fp8")))
+    fp8 = sglang.plan(spec, l4, sglang.SGLangSettings(context_length=8192, quantization="fp8"))
+    assert got["sglang"].weights_bytes == fp8.weights_bytes < compare(spec, l4, 8192)[0][1].weights_bytes
+    assert dict(omitted)["llama.cpp"].startswith("--weights-dtype fp8: unknown llama.cpp file type")
+    assert "transformers" in dict(omitted)
+    for row in rows:
+        assert kvbudget.engine_plan(spec, gpu="L4", engine=row.engine, context=8192, weights_dtype="fp8") == row
+    q4 = compare(spec, l4, 8192, weights="q4_k_m")[0]
+    assert [r.engine for r in q4] == ["llama.cpp"]
+    assert main(["compare", "llama-3.1-8b", "--gpu", "L4", "--weights-dtype", "fp8", "--json"]) == 0
+    doc = __import__("json").loads(capsys.readouterr().out)
+    assert doc["weights_dtype"] == "fp8" and [e["engine"] for e in doc["engines"]] == ["vllm", "sglang", "trtllm"]
+    assert main(["compare", "llama-3.1-8b", "--gpu", "L4", "--weights-dtype", "bogus"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -122,3 +122,51 @@ def test_a_log_without_kv_widths_needs_the_model() -> None:
     assert 64 * 32768 * 1024 * 34 // 32 / MiB == 2176.0
     checks = check_caches(parse_llamacpp_log(log.read_text()), kvbudget.load_model("Qwen/Qwen2.5-Coder-32B-Instruct"))
     assert [(c.predicted_k_mib, c.predicted_v_mib, c.exact) for c in checks] == [(2176.0, 2176.0, True)]
+
+
+def _as_printed(text: str) -> set[str]:
+    """The log's lines as llama.cpp wrote them: less a timestamp ("0.01.908.702 I "), a journal prefix
+    ("... ollama[1756203]: ") and a decimal comma (a ROCm log of a comma locale)."""
+    import re
+
+    out = set()
+    for line in text.splitlines():
+        line = re.sub(r"^\d+\.\d+\.\d+\.\d+ [A-Z] ", "", line)
+        line = re.sub(r"^.*?\]: (?=\w+: )", "", line)
+        out.add(re.sub(r"(\d),(\d\d) MiB", r"\1.\2 MiB", line))
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if "settings" in _case(n)[1]])
+def test_will_log_lines_are_the_builds_own(name: str) -> None:
+    """The lines 'llama.cpp will log' for a build (--llamacpp-build N) are that build's: its function names
+    (llama_new_context_with_model, llama_init_from_model, init, llama_kv_cache_init, llama_kv_cache_unified) and its
+    KV line ("KV self size = ..." before b5429, "size = ... cells" without and with seqs after), each found verbatim
+    in the corpus log wherever the log has a line of that kind. Every build printed today's 'llama_kv_cache: size'."""
+    text, kb = _case(name)
+    logged = _as_printed(text)
+    p = plan(kvbudget.load_model(kb["model"]), None, LlamaCppSettings(**kb["settings"]))
+    kinds = ("KV self size", "cells,", "creating", ": n_ctx ")
+    mine = [line for line in p.log_lines if any(k in line for k in kinds)]
+    assert any("KV self size" in line or "cells," in line for line in mine), name
+    for kind in kinds:
+        if any(kind in line for line in logged):
+            for line in mine:
+                if kind in line:
+                    assert line in logged, (name, line)
+
+
+def test_an_old_builds_kv_buffer_lines() -> None:
+    """b4445 on a V100 (llama.cpp's CI): each GPU's KV buffer as llama_kv_cache_init printed it, then the context's
+    KV self size line, and the context's own compute buffer line."""
+    from kvbudget.hardware import find_gpu
+
+    text, kb = _case("b4445_ggml-ci_v100_pythia-2.8b_f16")
+    p = plan(kvbudget.load_model(kb["model"]), find_gpu("V100-PCIe-16GB"), LlamaCppSettings(**kb["settings"]))
+    logged = _as_printed(text)
+    kv = [line for line in p.log_lines if "KV" in line]
+    assert kv == ["llama_kv_cache_init:      CUDA0 KV buffer size =   640.00 MiB",
+                  "llama_new_context_with_model: KV self size  =  640.00 MiB, K (f16):  320.00 MiB, V (f16):  320.00 MiB"]
+    assert all(line in logged for line in kv)
+    assert any(line.startswith("llama_new_context_with_model:      CUDA0 compute buffer size") for line in p.log_lines)
+    assert not any(line.startswith(("llama_context:", "llama_kv_cache:", "sched_reserve:")) for line in p.log_lines)

@@ -176,3 +176,36 @@ def test_the_output_layer_goes_first_from_b7467() -> None:
 def test_no_mmap_prints_the_cpu_buffer_it_allocates() -> None:
     p = _plan(f"llama-server -m {QWEN} -c 4096 -ngl 99 --n-cpu-moe 40 --no-mmap")
     assert f"load_tensors:          CPU model buffer size = {(EMBD + 40 * EXPERTS) / MiB:8.2f} MiB" in p.log_lines
+
+
+def test_fit_and_levers_take_the_placement_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """kvbudget fit --engine llama.cpp --n-cpu-moe N / --cpu-moe / --override-tensor plans what llama-server does with
+    the same flags (explain reads them off the command): fit had no such options ('unrecognized arguments')."""
+    common = ["--gpu", "RTX-4090", "--engine", "llama.cpp", "--context", "8192", "--ngl", "99"]
+    for flags, command in ((["--n-cpu-moe", "30"], "--n-cpu-moe 30"), (["--cpu-moe"], "--cpu-moe"),
+                           (["--override-tensor", "exps=CPU"], "-ot exps=CPU")):
+        assert main(["fit", QWEN, *common, *flags, "--json"]) == 0
+        doc = __import__("json").loads(capsys.readouterr().out)
+        expected = _plan(f"llama-server -m {QWEN} -c 8192 -ngl 99 {command}")
+        assert doc["memory"]["weights_cpu_bytes"] == expected.weights_cpu_bytes > EMBD
+        assert doc["launch"]["command"].endswith(command)  # the command to run keeps the placement
+    answer = kvbudget.fit(QWEN, gpu="RTX-4090", engine="llama.cpp", context=8192, options={"n_cpu_moe": 30})
+    assert answer.plan.experts_on_cpu == 30 and answer.plan.weights_cpu_bytes == EMBD + 30 * EXPERTS
+    assert main(["levers", QWEN, "--gpu", "RTX-4090", "--engine", "llama.cpp", "--context", "8192", "--cpu-moe"]) == 0
+    capsys.readouterr()
+    assert main(["fit", QWEN, "--gpu", "RTX-4090", "--engine", "vllm", "--cpu-moe"]) == 2
+    assert "--cpu-moe is not read under --engine vllm" in capsys.readouterr().err
+    assert main(["fit", QWEN, *common, "--override-tensor", "exps"]) == 2
+    assert "give PATTERN=BUFFER" in capsys.readouterr().err
+
+
+def test_the_launch_command_keeps_the_placement() -> None:
+    """The llama-server command kvbudget writes for a plan with tensor overrides carries them (it dropped them, so
+    the command it printed did not run as planned), and reads back to the same overrides."""
+    from kvbudget.engines.llamacpp.launch import llamacpp_argv
+
+    for command in (["--n-cpu-moe", "30"], ["--cpu-moe"], ["-ot", "blk\\.1\\.ffn=CPU,exps=CPU"]):
+        s = parse_llamacpp_command(["llama-server", "-m", QWEN, "-c", "8192", *command]).settings
+        argv = llamacpp_argv(QWEN, s)
+        assert argv[-len(command):] == command
+        assert parse_llamacpp_command(argv).settings.overrides == s.overrides

@@ -176,3 +176,31 @@ def test_fit_options(capsys: pytest.CaptureFixture[str]) -> None:
     rep = json.loads(capsys.readouterr().out)
     assert "--tp-size 2 --dp-size 4" in rep["launch"]["command"] and "--enable-dp-attention" not in rep["launch"]["command"]
     assert "replicas: 1\n" in rep["launch"]["kubernetes"] and "nvidia.com/gpu: 8}" in rep["launch"]["kubernetes"]
+
+
+def test_dp_attention_figures_say_per_rank_and_in_all(capsys: pytest.CaptureFixture[str]) -> None:
+    """Under --enable-dp-attention the pool's tokens and its x figure are one DP rank's, the requests held the
+    server's: the text said 'the pool holds 1 request' then 'held at once: 8', and the JSON's max_concurrency did not
+    say whose it was."""
+    words = ["explain", "--gpu", "H200", "--num-gpus", "8", "--", "python", "-m", "sglang.launch_server",
+             "--model-path", V3, "--tp", "8", "--enable-dp-attention", "--dp", "8"]
+    assert main(words) == 0
+    out = capsys.readouterr().out
+    p = sglang.plan(kvbudget.load_model(V3), kvbudget.find_gpu("H200"),
+                    S(tp=8, dp=8, enable_dp_attention=True))
+    one = min(p.max_total_num_tokens // p.context_len, p.max_running_requests)
+    assert f"KV tokens per DP rank: {p.max_total_num_tokens:,}; each DP rank's pool holds {one} request" in out
+    assert f"({8 * one} in all over 8 DP ranks)" in out
+    assert f"held at once: {8 * one} in all ({one} per DP rank x 8 DP ranks)" in out
+    assert f"fits in the 8 DP ranks' pools ({p.max_concurrency:.2f}x per DP rank)" in out
+    assert "the pool holds" not in out
+    assert main([*words[:5], "--json", *words[5:]]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["max_concurrency"] == round(p.max_concurrency, 4) and doc["max_batch"] == 8 * one
+    assert doc["dp_attention"] == {"ranks": 8, "per_rank": ["kv_cache_tokens", "max_concurrency"],
+                                   "kv_cache_tokens_in_all": 8 * p.max_total_num_tokens,
+                                   "max_concurrency_in_all": round(8 * p.max_concurrency, 4)}
+    assert doc["max_batch_per_dp_rank"] == one
+    assert main(["explain", "--gpu", "H200", "--", "python", "-m", "sglang.launch_server", "--model-path", QWEN]) == 0
+    plain = capsys.readouterr().out
+    assert "the pool holds" in plain and "DP rank" not in plain  # one pool: said as before

@@ -82,3 +82,43 @@ def test_v0_worker_processes_are_the_ranks_after_the_first() -> None:
         assert excerpt.plan.num_gpu_blocks == whole.plan.num_gpu_blocks
     blocks = "INFO 01-01 00:00:00 executor_base.py:92] # GPU blocks: 100, # CPU blocks: 10\n"
     assert parse_vllm_log("(VllmWorkerProcess pid=7) INFO x\n" * 3 + blocks).worker_layout == (2, 1, False)
+
+
+def _without_device(path: Path) -> str:
+    """A corpus log less the lines that name its device or print its total: what is left says the capability."""
+    drop = ("NVIDIA ", "device_name=", "total_gpu_memory", "Free memory on device", "VRAM")
+    return "\n".join(line for line in path.read_text().splitlines() if not any(d in line for d in drop))
+
+
+def test_a_gpu_the_logs_own_lines_rule_out_is_refused() -> None:
+    """--gpu of another chip than the log's: its device name (an H100 log checked as an A100 80GB, same memory),
+    or, with no name or total left, a line bounding the compute capability (FlashAttention 3 runs on 9.x alone; vLLM
+    0.8 cannot use FlashAttention 2 below 8.0; a quantization's 'Current capability: 75'). Each was checked as the
+    given card's run, exit 0."""
+    import pytest
+
+    from kvbudget.units import InputError
+
+    h100 = DATA / "v0.22.1_h100_qwen3-30b-a3b-2507_fp8-online_len8192_gmu0.92_mns64.log"
+    with pytest.raises(InputError, match=r"--gpu 'A100-80GB' \(A100-SXM4-80GB\) is not the run's device: the log "
+                                         r"names 'NVIDIA H100 80GB HBM3'"):
+        check_log(h100.read_text(), gpu="A100-80GB")
+    excerpt = _without_device(h100)
+    assert parse_vllm_log(excerpt).gpu_name is None and parse_vllm_log(excerpt).total_gib is None
+    with pytest.raises(InputError, match=r"\(A100-SXM4-80GB, compute capability 8\.0\) is not the run's device: the log "
+                                         r"says 'Using FlashAttention version 3' \(compute capability 9\.0 to 9\.9\)"):
+        check_log(excerpt, gpu="A100-80GB")
+    assert check_log(excerpt, gpu="H100").rows  # the card it ran on: checked
+    t4 = _without_device(DATA / "v0.8.2_t4_llama3.2-3b_len2048_gmu0.89.log")
+    with pytest.raises(InputError, match=r"\(L4-24GB, compute capability 8\.9\) is not the run's device: the log says "
+                                         r"'Cannot use FlashAttention-2 backend for Volta and Turing GPUs' "
+                                         r"\(compute capability below 8\.0\)"):
+        check_log(t4, gpu="L4")
+    quant = "ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 80. " \
+            "Current capability: 75.\n"
+    from kvbudget.engines.logscan import open_log
+    from kvbudget.engines.vllm.log import capability_said
+
+    assert capability_said(open_log(quant, "vLLM")) == ("Current capability: 75", 7.5, 7.5)
+    with pytest.raises(InputError, match=r"says 'Current capability: 75' \(compute capability 7\.5\)"):
+        check_log(excerpt + "\n" + quant, gpu="H100")

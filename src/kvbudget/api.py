@@ -275,17 +275,19 @@ def _tokenizer(path: str) -> Any:
 
 def engine_plan(model: str | ModelSpec, *, gpu: str | GPU | None = None, gpu_memory: int | None = None,
                 engine: str = "vllm", context: int | None = None, tp: int = 1, pp: int = 1,
-                kv_dtype: str = "auto") -> EnginePlan:
+                kv_dtype: str = "auto", weights_dtype: str = "auto") -> EnginePlan:
     """One engine's plan under its own defaults (``engine``: vllm, sglang, trtllm, llama.cpp, transformers),
     in the figures every engine has: weights and KV pool per GPU, the tokens it holds, the requests of
     ``context`` tokens at once, whether it starts (and ``error``), and the lines it prints (``printed``).
-    The same object ``kvbudget compare`` shows one row of. ``context`` defaults to the model's."""
-    from .engines.base import default_registry, setup
+    The same object ``kvbudget compare`` shows one row of. ``context`` defaults to the model's; ``weights_dtype``
+    is compare's --weights-dtype."""
+    from .engines.base import default_registry, known_weights, setup
 
     spec = _spec(model)
     server = default_registry().get(_name("engine", engine))
     asked = setup(_maybe_count("--context", context, MAX_CONTEXT) or spec.max_context, _count("--tp", tp, MAX_PARALLEL),
-                  _count("--pp", pp, MAX_PARALLEL), _name("--kv-dtype", kv_dtype))
+                  _count("--pp", pp, MAX_PARALLEL), _name("--kv-dtype", kv_dtype), _name("--weights-dtype", weights_dtype))
+    getattr(server, "check_weights", known_weights)(asked.weights)
     return server.plan(spec, _device(gpu, gpu_memory), asked)
 
 

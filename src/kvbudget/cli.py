@@ -199,14 +199,15 @@ def _compare(args: argparse.Namespace, registry: Registry) -> str:
 
     tp, pp = _parallelism(args)
     device = api._device(args.gpu, args.gpu_memory)
-    rows, omitted = compare(api.load_model(args.model), device, args.context, tp, args.kv_dtype, pp, registry)
+    rows, omitted = compare(api.load_model(args.model), device, args.context, tp, args.kv_dtype, pp, registry,
+                            args.weights_dtype)
     if args.json:
-        return _render(args, json_doc.compare_doc(args.model, args.context, tp, pp, rows, omitted), "")
+        return _render(args, json_doc.compare_doc(args.model, args.context, tp, pp, rows, omitted, args.weights_dtype), "")
     from .hardware import unified_note
 
     # every engine's budget on a unified-memory device leaves out the host's use of it (each fit says so)
     notes = (unified_note(device),) if device.unified_memory else ()
-    return text.compare_text(rows, args.model, args.context, args.units, omitted, notes)
+    return text.compare_text(rows, args.model, args.context, args.units, omitted, notes, args.weights_dtype)
 
 
 def _plan(args: argparse.Namespace, registry: Registry) -> str:

@@ -293,6 +293,9 @@ def _compare_args(p: argparse.ArgumentParser, registry: Registry) -> None:
     p.add_argument("--context", type=_count, default=8192, help="tokens per request (default 8192)")
     _layout(p)
     p.add_argument("--kv-dtype", default="auto", help="auto or fp8")
+    p.add_argument("--weights-dtype", default="auto", help="auto (the checkpoint's), or a format every engine is "
+                   "planned with: fp8, awq ... (an engine that does not take it is left out, with why), or a "
+                   "llama-quantize type for llama.cpp alone")
 
 
 def _engine_choice(p: argparse.ArgumentParser, registry: Registry) -> None:

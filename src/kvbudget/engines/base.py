@@ -130,6 +130,7 @@ class Setup:
     tp: int = 1
     pp: int = 1
     kv_dtype: str = "auto"  # auto (the model's dtype), fp8, fp8_e4m3 or fp8_e5m2 (``setup()`` checks it)
+    weights: str = "auto"  # --weights-dtype: auto (the checkpoint's) or a format the engine takes (check_weights)
 
     @property
     def eight_bit(self) -> bool:
@@ -140,13 +141,13 @@ class Setup:
 SETUP_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # what every engine can be asked: its default or an 8-bit cache
 
 
-def setup(context: int, tp: int = 1, pp: int = 1, kv_dtype: str = "auto") -> Setup:
+def setup(context: int, tp: int = 1, pp: int = 1, kv_dtype: str = "auto", weights: str = "auto") -> Setup:
     """A Setup whose KV dtype every engine understands (its own engine options name other caches)."""
     kv = kv_dtype.strip().lower()
     if kv not in SETUP_KV_DTYPES:
         raise InputError(f"--kv-dtype {kv_dtype!r} is not one every engine has: use auto or fp8 (an engine's own "
                          "caches, such as llama.cpp's q4_0, are its options: fit --engine llama.cpp --ctk/--ctv)")
-    return Setup(context=context, tp=tp, pp=pp, kv_dtype=kv)
+    return Setup(context=context, tp=tp, pp=pp, kv_dtype=kv, weights=weights.strip() or "auto")
 
 
 @record
@@ -348,6 +349,9 @@ class EnginePlan:
     # the pool's KV-cache groups, each (kind, window or chunk in tokens), all drawing on ``blocks``; kinds:
     # full_attention, mla, sliding_window, chunked_local, recurrent_state (empty: one full-attention group)
     kv_groups: tuple[tuple[str, int], ...] = ()
+    # pools of this size in one server, each with its own scheduler (SGLang's DP-attention ranks): kv_tokens,
+    # max_concurrency and cap are one pool's, the server holds ``pools`` times them
+    pools: int = 1
 
 
 @record
@@ -365,13 +369,13 @@ def engine_plan(engine: str, weights: int, kv_budget: int, kv_tokens: int, concu
                 starts: bool, rule: str, unit: str, error: str | None = None,
                 printed: tuple[str, ...] = (), *, cap: int = 0, blocks: int = 0, block_tokens: int = 0,
                 parts: tuple[Part, ...] = (), step_tokens: int = 0,
-                kv_groups: tuple[tuple[str, int], ...] = ()) -> EnginePlan:
+                kv_groups: tuple[tuple[str, int], ...] = (), pools: int = 1) -> EnginePlan:
     """An EnginePlan as the user reads it: an engine that does not start holds nothing (its own signed
     figures stay in its plan), and a budget is never negative."""
     if not starts:
         kv_budget, kv_tokens, concurrency, blocks = 0, 0, 0.0, 0
     return EnginePlan(engine, weights, max(kv_budget, 0), kv_tokens, concurrency, context, starts, rule, unit, error,
-                      printed, cap, blocks, block_tokens, parts, step_tokens, kv_groups)
+                      printed, cap, blocks, block_tokens, parts, step_tokens, kv_groups, pools)
 
 
 @record

@@ -91,7 +91,8 @@ def not_the_run(gpu: str, device: GPU, logged_name: str | None, logged_total: in
             logged = find_gpu(logged_name)
         except UnknownGPU:
             logged = card_of_memory(logged_name, logged_total) if logged_total else None
-    if logged is not None and abs(logged.memory_bytes - device.memory_bytes) > logged.memory_bytes // 10:
+    if logged is not None and (abs(logged.memory_bytes - device.memory_bytes) > logged.memory_bytes // 10
+                               or _other_chip(logged, device)):
         raise InputError(f"--gpu {excerpt(gpu, 40)} ({device.name}) is not the run's device: the log names "
                          f"{excerpt(logged_name, 60)} ({logged.name}); drop --gpu, the log says which GPU it ran on")
     if (logged_total and abs(device.memory_bytes - logged_total) > logged_total // 10
@@ -99,6 +100,15 @@ def not_the_run(gpu: str, device: GPU, logged_name: str | None, logged_total: in
         raise InputError(f"--gpu {excerpt(gpu, 40)} ({device.name}, {device.memory_bytes / GiB:.2f} GiB) is not the run's "
                          f"device: the log prints a total of {logged_total / GiB:.2f} GiB; drop --gpu, or give the card "
                          "it ran on")
+
+
+def _other_chip(logged: GPU, given: GPU) -> bool:
+    """Two cards of one memory size but other compute capabilities (an A100 80GB log checked as an H100's): the
+    engines' kernels, workspaces and attention backends differ with it."""
+    from ..hardware import capability
+
+    a, b = capability(logged), capability(given)
+    return a is not None and b is not None and abs(a - b) > 1e-6
 
 
 def memory_not_the_run(gpu_memory: int | None, logged_total: int | None) -> None:

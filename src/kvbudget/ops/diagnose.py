@@ -36,12 +36,25 @@ MAX_HIT_RATE = 0.95
 
 SEVERITIES = ("critical", "warning", "info", "ok")
 
+# Each engine's own names for the scheduler's cap on running requests and for its per-step token budget, as its
+# server's flags spell them: vLLM's max_num_seqs and --max-num-batched-tokens (vllm/config/scheduler.py), SGLang's
+# max_running_requests and --max-prefill-tokens / --chunked-prefill-size (sglang/srt/server_args.py).
+_SCHEDULER = {"vllm": ("max_num_seqs", "--max-num-batched-tokens"),
+              "sglang": ("max_running_requests", "--max-prefill-tokens or --chunked-prefill-size")}
+
+
+def cap_setting(engine: str | None) -> str:
+    """The engine's name for its cap on requests running at once (``max_num_seqs``, ``max_running_requests``)."""
+    return _SCHEDULER.get(engine or "vllm", _SCHEDULER["vllm"])[0]
+
 
 @record
 class Diagnosis:
     """One finding about one server or GPU: what it is, how bad, the numbers that show it, and the fix."""
 
-    name: str  # kv-cache-full, preempting, max-num-seqs, framebuffer-full, blocks-differ, prefix-cache, healthy, rates
+    # kv-cache-full, preempting, max-num-seqs (SGLang: max-running-requests), framebuffer-full, blocks-differ,
+    # prefix-cache, healthy, rates
+    name: str
     severity: str  # critical, warning, info, ok
     subject: str  # the server (model and labels) or the GPU it is about
     evidence: str
@@ -209,21 +222,22 @@ def scheduler_cap(s: Signals, expected: Expected | None) -> list[Diagnosis]:
     if waiting <= 0 or usage is None or usage >= KV_LOW:
         return []
     cap = expected.max_num_seqs if expected is not None else 0
-    flag = "--max-running-requests" if s.engine == "sglang" else "--max-num-seqs"
+    setting, step = _SCHEDULER.get(s.engine or "vllm", _SCHEDULER["vllm"])
+    name, flag = setting.replace("_", "-"), "--" + setting.replace("_", "-")
     evidence = f"{_n(waiting)} waiting, {_n(running)} running, KV cache only {_pct(usage)} full"
     holds = math.floor(round(running / usage, 6)) if usage > 0 and running > 0 else 0
     if cap and running >= cap:
         fix = (f"{flag} is {cap:,} (the plan's) and all are running: raise it to {max(holds, int(running + waiting)):,}; "
                f"at this footprint the cache holds about {holds:,} requests (an estimate)")
-        return [Diagnosis("max-num-seqs", "warning", s.name, evidence + f" = {flag} {cap:,}", fix)]
+        return [Diagnosis(name, "warning", s.name, evidence + f" = {flag} {cap:,}", fix)]
     if cap:
-        return [Diagnosis("max-num-seqs", "info", s.name, evidence,
+        return [Diagnosis(name, "info", s.name, evidence,
                           f"not the KV cache and not {flag} ({cap:,}): the per-step token budget "
-                          "(--max-num-batched-tokens) or a prefill-heavy burst; check the queue again")]
+                          f"({step}) or a prefill-heavy burst; check the queue again")]
     fix = (f"memory is not the limit: if {_n(running)} is {flag}, raise it"
            + (f" (the cache holds about {holds:,} at this footprint, an estimate)" if holds else "")
            + "; give --expect MODEL --gpu G to check against the planned cap")
-    return [Diagnosis("max-num-seqs", "warning", s.name, evidence, fix)]
+    return [Diagnosis(name, "warning", s.name, evidence, fix)]
 
 
 def blocks_differ(s: Signals, expected: Expected | None) -> list[Diagnosis]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._record import asdict
+from ..ops.diagnose import cap_setting
 from ..questions.diagnose import DiagnoseAnswer, FleetAnswer, Poll
 from ..units import fmt_bytes
 from .text import table
@@ -51,7 +52,7 @@ def _expected(a: DiagnoseAnswer) -> list[str]:
     if e is None:
         return []
     unit = f"{e.blocks:,} blocks x {e.block_tokens} tokens" if e.block_tokens > 1 else f"{e.kv_tokens:,} KV tokens"
-    cap = f", max_num_seqs {e.max_num_seqs:,}" if e.max_num_seqs else ""
+    cap = f", {cap_setting(e.engine)} {e.max_num_seqs:,}" if e.max_num_seqs else ""
     util = f", memory fraction {e.utilization:g}" if e.utilization else ""
     return [f"kvbudget's plan ({e.label}): {unit}{cap}{util}, {e.max_concurrency:,.1f} requests of {e.context:,} "
             "tokens at once", ""]

@@ -18,8 +18,10 @@ def verdict_lines(a: FitAnswer, pooled: bool) -> list[str]:
     v, row = a.capacity, a.row
     if not row.starts:
         return [f"Verdict: does not fit: {a.label} will not start (see above)"]
-    context, dp, n = a.context, v.per_instance, v.load or v.asked
+    context, dp, n, ranks = a.context, v.per_instance, v.load or v.asked, row.pools
     held = f"Requests of {context:,} tokens held at once: {v.held:,}"
+    if ranks > 1:  # DP attention: a pool and a scheduler per rank, held counts them all
+        held += f" in all ({v.held // ranks:,} per DP rank x {ranks} DP ranks)"
     if dp > 1:
         held += f" per engine, {v.held * dp:,} over {dp} DP engines"
     elif v.cap and v.held < v.pool_held:
@@ -31,14 +33,16 @@ def verdict_lines(a: FitAnswer, pooled: bool) -> list[str]:
     out = [held]
     if v.longest is not None:  # llama.cpp: -c holds every slot's cells, so a longer context needs a larger -c
         raised = v.longest * v.asked > max(v.cells, v.shared_cells) if v.cells or v.shared_cells else False
-        out.append(f"Longest context for {plural(v.asked, 'request')} at once{' per engine' if dp > 1 else ''}:  "
+        out.append(f"Longest context for {plural(v.asked, 'request')} at once{' per engine' if dp > 1 else ' in all' if ranks > 1 else ''}:  "
                    f"{v.longest:,}" + (f" (with -c raised to {v.longest * v.asked:,})" if raised else ""))
     over = f" over {dp} DP engines ({v.asked:,} each)" if dp > 1 else ""
     load = f"{n:,} x {context:,}-token {noun(n, 'request')}{over}"
     if pooled:
         pool = "each engine's pool" if dp > 1 else "the pool"
+        if ranks > 1:
+            pool = f"the {ranks} DP ranks' pools" if dp == 1 else f"each engine's {ranks} DP ranks' pools"
         said = (f"{verb(n, 'fit')} in {pool}" if v.fits else f"{verb(n, 'need')} more than {pool}") \
-            + f" ({row.max_concurrency:.2f}x)"
+            + f" ({row.max_concurrency:.2f}x{' per DP rank' if ranks > 1 else ''})"
     else:
         said = (f"{verb(n, 'fit')}" if v.fits else f"{verb(n, 'need')} more than the memory holds") \
             + f" (at most {v.held:,} at once)"
@@ -80,6 +84,8 @@ def fit_doc(a: FitAnswer, engine: Engine, units: str) -> dict[str, Any]:
     if not engine.serving:
         return doc
     doc.update(capacity_doc(a.capacity))
+    if a.row.pools > 1 and a.capacity is not None:  # max_batch is the server's, over its DP-attention ranks
+        doc["max_batch_per_dp_rank"] = a.capacity.held // a.row.pools
     if a.launch is not None:
         doc["launch"] = launch_doc(a.launch)
         if a.launch.manifest_error:

@@ -280,13 +280,23 @@ def engine_doc(row: EnginePlan, plan: object, lines: list[str], notes: list[str]
         "log_lines": lines,
         "notes": notes,
         "warnings": warnings,
+        **_pools_doc(row),
     }
 
 
+def _pools_doc(row: EnginePlan) -> dict[str, Any]:
+    """Under DP attention: kv_cache_tokens and max_concurrency are one DP rank's; the ranks and the server's total."""
+    if row.pools <= 1:
+        return {}
+    return {"dp_attention": {"ranks": row.pools, "per_rank": ["kv_cache_tokens", "max_concurrency"],
+                             "kv_cache_tokens_in_all": row.kv_tokens * row.pools,
+                             "max_concurrency_in_all": round(row.max_concurrency * row.pools, 4)}}
+
+
 def compare_doc(model: str, context: int, tp: int, pp: int, rows: tuple[EnginePlan, ...],
-                omitted: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+                omitted: tuple[tuple[str, str], ...], weights: str = "auto") -> dict[str, Any]:
     """``compare``: one object per engine, and the engines left out with the reason."""
-    return {"model": model, "context": context, "tp": tp, "pp": pp, "engines": [
+    return {"model": model, "context": context, "tp": tp, "pp": pp, "weights_dtype": weights, "engines": [
         {"engine": r.engine, "weights_bytes": r.weights_bytes, "kv_budget_bytes": r.kv_budget_bytes,
          "kv_cache_tokens": r.kv_tokens, "max_concurrency": round(r.max_concurrency, 3), "context": r.context,
          "starts": r.starts, "budget_rule": r.budget_rule, "unit": r.unit, "max_running": r.cap or None,

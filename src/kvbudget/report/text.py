@@ -275,12 +275,21 @@ def engine_text(row: EnginePlan, model: str, gpu: str, lines: list[str], notes: 
         table(["part", units], [["weights per GPU", fmt_bytes(row.weights_bytes, units)],
                                 ["KV cache budget per GPU", fmt_bytes(row.kv_budget_bytes, units)]]),
         f"budget rule: {row.budget_rule}; unit: {row.unit}",
-        f"KV tokens: {row.kv_tokens:,}; the pool holds {plural(_whole(row.max_concurrency), 'request')} of {row.context:,} tokens",
+        _pool_line(row),
     ]
     if lines:
         out += ["", f"{label} will log:" if row.starts else f"{label} will fail:", *(f"  {line}" for line in lines)]
     out += [n if n.startswith("warning:") else f"note: {n}" for n in notes]
     return "\n".join(out)
+
+
+def _pool_line(row: EnginePlan) -> str:
+    """The pool's tokens and the requests it holds; under DP attention, per DP rank and in all."""
+    held = _whole(row.max_concurrency)
+    if row.pools > 1:
+        return (f"KV tokens per DP rank: {row.kv_tokens:,}; each DP rank's pool holds {plural(held, 'request')} of "
+                f"{row.context:,} tokens ({held * row.pools:,} in all over {row.pools} DP ranks)")
+    return f"KV tokens: {row.kv_tokens:,}; the pool holds {plural(held, 'request')} of {row.context:,} tokens"
 
 
 def _whole(concurrency: float) -> int:
@@ -289,8 +298,9 @@ def _whole(concurrency: float) -> int:
 
 
 def compare_text(rows: tuple[EnginePlan, ...], model: str, context: int, units: str,
-                 omitted: tuple[tuple[str, str], ...] = (), notes: tuple[str, ...] = ()) -> str:
-    out = [f"{model}, requests of {context:,} tokens, each engine with its defaults (per GPU):", ""]
+                 omitted: tuple[tuple[str, str], ...] = (), notes: tuple[str, ...] = (), weights: str = "auto") -> str:
+    said = "" if weights == "auto" else f", weights {weights}"
+    out = [f"{model}, requests of {context:,} tokens{said}, each engine with its defaults (per GPU):", ""]
     out.append(table(
         ["engine", "weights", "KV budget", "KV tokens", "requests at once", "starts"],
         [[r.engine, fmt_bytes(r.weights_bytes, units), fmt_bytes(r.kv_budget_bytes, units), f"{r.kv_tokens:,}",

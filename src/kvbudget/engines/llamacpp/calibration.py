@@ -85,6 +85,35 @@ def ctx_seq(build: int, n_ctx: int, cells: int, parallel: int, unified: bool) ->
     return n_ctx // max(parallel, 1) if build < 5913 and unified else cells
 
 
+# The names a build prints its start-up lines under (``__func__`` of the function printing them), as the corpus logs
+# (tests/data/llamacpp_logs) show them: (first build, weights loader, context, KV cache). The builds between two
+# logged eras print one or the other; kvbudget switches at the first logged build of the newer one (where a PR dates
+# it, at that PR's build).
+LogNames = tuple[str, str, str]
+_LOG_NAMES: tuple[tuple[int, LogNames], ...] = (
+    (0, ("llm_load_tensors", "llama_new_context_with_model", "llama_kv_cache_init")),  # b3107, b4445, b4462
+    (4801, ("load_tensors", "llama_init_from_model", "llama_kv_cache_init")),  # b4801
+    # #12181 (2025-03) moved the context into class llama_context and the cache's init() printing "init:"
+    (4905, ("load_tensors", "llama_context", "init")),  # b4905, b4908, b4963, b5261
+    (5331, ("load_tensors", "llama_context", "llama_kv_cache_unified")),  # b5331, b5452, b5935
+    # #15467 (2025-08-21, before b6325's #15434) dropped the "unified": llama_kv_cache (rocm log of ~b6800, b9525)
+    (6325, ("load_tensors", "llama_context", "llama_kv_cache")),
+)
+# the K and V tensors were 1-D before b5429 (#13194): the cache printed "KV self size = ..." (under the context's name
+# until the cache printed its own lines, b5331); from b5429 "size = X MiB ( N cells, L layers), K ...", from b5913
+# (#14363, streams) with ", a/b seqs" in a field of two digits each as b5935 prints it (" 1/ 1 seqs"), and later
+# "%4s" of "a/b" as the Ollama log of 2025-09 and b9525 print it (" 1/1", " 4/1"; the change is undated: kvbudget
+# takes the later form after b5935)
+KV_SIZE_LINE_FROM = 5429
+KV_SEQS_FROM = 5913
+KV_SEQS_WIDE_UNTIL = 5935
+
+
+def log_names(build: int) -> LogNames:
+    """(weights loader, context, KV cache): the names build ``build`` prints its lines under."""
+    return next(names for first, names in reversed(_LOG_NAMES) if build >= first)
+
+
 def ctx_seq_label(build: int) -> str:
     """llama-context.cpp's name for it: ``n_ctx_per_seq`` until b6925 (#16736) made it ``cparams.n_ctx_seq`` (the
     corpus logs of about b6800 still print ``n_ctx_per_seq``)."""

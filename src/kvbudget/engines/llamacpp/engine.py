@@ -42,12 +42,20 @@ class LlamaCppEngine:
         Option("ubatch", "count", "-ub: physical batch size", default=512),
         Option("swa_full", "switch", "--swa-full: full-size cache for sliding-window layers", default=False),
         Option("kv_unified", "choice", "--kv-unified", default="auto", choices=("auto", "on", "off")),
+        # where the weight tensors go (placement.py): the MoE-on-one-GPU question, answered by fit and levers
+        Option("n_cpu_moe", "count", "--n-cpu-moe: the expert tensors of the first N layers in host memory",
+               commands=("fit", "levers")),
+        Option("cpu_moe", "switch", "--cpu-moe: every layer's expert tensors in host memory", default=False,
+               commands=("fit", "levers")),
+        Option("override_tensor", "text", "-ot / --override-tensor PATTERN=BUFFER[,...]: tensors whose name matches "
+               "PATTERN on BUFFER (CPU, CUDA0 ...)", commands=("fit", "levers")),
         Option("llamacpp_build", "count", "llama.cpp build number (its 'build: N' line) whose sizing rules apply "
                "(default: current)", commands=("fit", "explain")),
         Option("profile", "json", "a site profile (kvbudget calibrate LOG ... --out FILE): the memory the site's logs "
                "show held outside llama.cpp, taken off the free memory auto-fit sizes from", commands=("fit", "explain")),
     )
-    fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "llamacpp_build", "tp",
+    fit_flags = frozenset({"np", "ctk", "ctv", "ngl", "fa", "ubatch", "swa_full", "kv_unified", "n_cpu_moe", "cpu_moe",
+                           "override_tensor", "llamacpp_build", "tp",
                            "num_gpus", "weights_dtype", "profile"})
     fit_instead = tuple({"batch": "--np (llama-server's parallel sequences)", "kv_dtype": "--ctk and --ctv (the K and V cache types)",
                          "pp": "--num-gpus (llama.cpp splits the layers over the GPUs, -sm layer)"}.items())
@@ -82,8 +90,9 @@ class LlamaCppEngine:
         ctk = "q8_0" if setup.eight_bit else "f16"  # its 8-bit cache
         # no tensor parallelism: over several GPUs llama.cpp splits the layers (-sm layer, -ts even)
         # what fits the GPUs alone: auto-fit may shrink the context (steps 1-2) but moves no weights (step 3)
-        return summary(plan(spec, gpu, LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on",
-                                                        devices=setup.tp * setup.pp, fit_weights=False)), setup.context)
+        s = LlamaCppSettings(n_ctx=0, type_k=ctk, type_v=ctk, flash_attn="on", devices=setup.tp * setup.pp,
+                             fit_weights=False, quantize=_quantize(spec, setup.weights))
+        return summary(plan(_quantized(spec, s), gpu, s), setup.context)
 
     def replica(self, *args: Any) -> Any:
         from .policy import replica
@@ -98,16 +107,9 @@ class LlamaCppEngine:
     def settings(self, spec: ModelSpec, ask: Ask) -> LlamaCppSettings:
         from .settings import LlamaCppSettings
 
-        quantize = "" if ask.weights == "auto" else ask.weights
-        if quantize:  # a llama-quantize file type (Q4_K_M, Q8_0, ...) made from the model
-            from ...model import gguf_quant
-
-            if spec.weight_format is not None and spec.weight_format.name == "stored":
-                raise InputError(f"{spec.name} is a GGUF file: its tensor types are the weights (drop --weights-dtype, "
-                                 "or give the original model to plan what llama-quantize makes)")
-            gguf_quant.weight_format(quantize)  # an unknown type: one error line
+        quantize = _quantize(spec, ask.weights)
         build = ask.option("llamacpp_build")
-        return LlamaCppSettings(
+        return LlamaCppSettings(overrides=_overrides(ask),
             n_ctx=ask.context or 0, n_parallel=ask.option("np"), kv_unified={"on": True, "off": False}.get(ask.option("kv_unified")),
             type_k=ask.option("ctk", "f16"), type_v=ask.option("ctv", "f16"), flash_attn=ask.option("fa", "auto"),
             n_ubatch=ask.option("ubatch", 512), swa_full=ask.option("swa_full", False), n_gpu_layers=ask.option("ngl", -1),
@@ -283,6 +285,31 @@ def _fit_section(text: str, given: dict[str, Any]) -> Any:
     gpu = log_gpu(f, given)
     warning = held_warning(f, gpu) if gpu is not None else None
     return f, gpu.name if gpu is not None else None, fit_rows(f, gpu), (warning,) if warning else ()
+
+
+def _overrides(ask: Ask) -> tuple[tuple[str, str], ...]:
+    """The tensor placement fit's options ask for, in the order llama-server applies its flags written as
+    ``-ot ... --cpu-moe --n-cpu-moe N`` (the first override whose pattern matches a tensor places it)."""
+    from . import placement
+
+    given = ask.option("override_tensor")
+    n = ask.option("n_cpu_moe")
+    return (*(placement.parse_overrides(given, "--override-tensor") if given else ()),
+            *((placement.cpu_moe(),) if ask.option("cpu_moe", False) else ()),
+            *(placement.n_cpu_moe(n) if n else ()))
+
+
+def _quantize(spec: ModelSpec, weights: str) -> str:
+    """--weights-dtype as llama-quantize's file type (Q4_K_M, Q8_0, ...) made from the model; "" for auto."""
+    if weights == "auto":
+        return ""
+    from ...model import gguf_quant
+
+    if spec.weight_format is not None and spec.weight_format.name == "stored":
+        raise InputError(f"{spec.name} is a GGUF file: its tensor types are the weights (drop --weights-dtype, "
+                         "or give the original model to plan what llama-quantize makes)")
+    gguf_quant.weight_format(weights)  # an unknown type: one error line
+    return weights
 
 
 def _quantized(spec: ModelSpec, s: LlamaCppSettings) -> ModelSpec:

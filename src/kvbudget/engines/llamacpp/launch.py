@@ -3,6 +3,7 @@ Kubernetes manifest, the checkpoint note)."""
 
 from __future__ import annotations
 
+from . import placement
 from .command import FA_VALUES_FROM
 from .settings import LlamaCppSettings
 
@@ -31,4 +32,16 @@ def llamacpp_argv(model: str, s: LlamaCppSettings) -> list[str]:
         argv.append("--swa-full")
     if s.kv_unified is not None:
         argv.append("--kv-unified" if s.kv_unified else "--no-kv-unified")
-    return argv
+    return argv + _placement(s.overrides)
+
+
+def _placement(overrides: tuple[placement.Override, ...]) -> list[str]:
+    """The flags that place the weight tensors: ``--cpu-moe`` or ``--n-cpu-moe N`` when the overrides are exactly
+    theirs, else ``-ot PATTERN=BUFFER,...`` (llama-server reads the same rules back from either)."""
+    if not overrides:
+        return []
+    if overrides == (placement.cpu_moe(),):
+        return ["--cpu-moe"]
+    if overrides == placement.n_cpu_moe(len(overrides)):
+        return ["--n-cpu-moe", str(len(overrides))]
+    return ["-ot", ",".join(f"{p}={b}" for p, b in overrides)]

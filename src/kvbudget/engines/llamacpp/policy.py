@@ -467,39 +467,72 @@ def _fit_note(f: Fitted, asked: int) -> str:
 def _log_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int, unified: bool, on_gpu: bool,
                ngl: int, n_layer: int, lay: _Layout, output: int, compute: int,
                s: LlamaCppSettings) -> tuple[str, ...]:
-    """The lines current llama.cpp prints (src/llama-model.cpp load_tensors, src/llama-kv-cache.cpp,
-    llama-context.cpp formats)."""
+    """The lines llama.cpp prints (src/llama-model.cpp load_tensors, src/llama-kv-cache.cpp, llama-context.cpp
+    formats), under the names and in the forms of ``s.build`` (``calibration.log_names``: an older build's as the
+    corpus logs print them)."""
+    b = s.build
+    loader, ctx, kv = eras.log_names(b)
     lines = []
     if on_gpu:
-        lines.append(f"load_tensors: offloaded {min(ngl, n_layer + 1)}/{n_layer + 1} layers to GPU")
-        lines += [f"load_tensors: {f'CUDA{d}':>12} model buffer size = {nbytes / MiB:8.2f} MiB"
+        lines.append(f"{loader}: offloaded {min(ngl, n_layer + 1)}/{n_layer + 1} layers to GPU")
+        lines += [f"{loader}: {f'CUDA{d}':>12} model buffer size = {nbytes / MiB:8.2f} MiB"
                   for d, nbytes in enumerate(lay.w_dev) if nbytes or d == 0]
     if lay.cpu_buffer or not on_gpu:
-        lines.append(f"load_tensors: {'CPU_Mapped' if s.mmap else 'CPU':>12} model buffer size = "
+        lines.append(f"{loader}: {'CPU_Mapped' if s.mmap else 'CPU':>12} model buffer size = "
                      f"{lay.cpu_buffer / MiB:8.2f} MiB")
-    lines.append(f"llama_context: n_seq_max     = {parallel}")
-    lines.append(f"llama_context: n_ctx         = {c['n_ctx']}")
-    lines.append(f"llama_context: {eras.ctx_seq_label(s.build):<13} = {c['n_ctx_seq']}")
-    if s.build >= 5913:  # the option (and its line) came with b5913 (#14363)
-        lines.append(f"llama_context: kv_unified    = {'true' if unified else 'false'}")
-    lines.append(f"llama_context: {'CUDA_Host' if on_gpu else 'CPU':>10}  output buffer size = {output / MiB:8.2f} MiB")
-    seqs = f"{parallel if unified else 1}/{n_stream}"
-    if c["swa_layers"]:
-        lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {c['cells']} cells")
-    if c["kv_layers"]:
-        size = c["k"] + c["v"]
-        lines.append(f"llama_kv_cache: size = {size / MiB:7.2f} MiB ({c['cells']:6d} cells, {c['kv_layers']:3d} layers, "
-                     f"{seqs:>4} seqs), K ({tk}): {c['k'] / MiB:7.2f} MiB, V ({tv}): {c['v'] / MiB:7.2f} MiB")
-    if c["swa_layers"]:
-        lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {c['swa']} cells")
-        size = c["sk"] + c["sv"]
-        lines.append(f"llama_kv_cache: size = {size / MiB:7.2f} MiB ({c['swa']:6d} cells, {c['swa_layers']:3d} layers, "
-                     f"{seqs:>4} seqs), K ({tk}): {c['sk'] / MiB:7.2f} MiB, V ({tv}): {c['sv'] / MiB:7.2f} MiB")
+    if b >= 4801:  # the b4445 and older logs print no n_seq_max line
+        lines.append(f"{ctx}: n_seq_max     = {parallel}")
+    if b < 4445:  # the logs of 2024 (b3107, the PR #6122 and Ollama 0.1.3x ones) print no n_ctx_per_seq
+        lines.append(f"{ctx}: n_ctx      = {c['n_ctx']}")
+    else:
+        lines.append(f"{ctx}: n_ctx         = {c['n_ctx']}")
+        lines.append(f"{ctx}: {eras.ctx_seq_label(b):<13} = {c['n_ctx_seq']}")
+    if b >= 5913:  # the option (and its line) came with b5913 (#14363)
+        lines.append(f"{ctx}: kv_unified    = {'true' if unified else 'false'}")
+    output_line = f"{ctx}: {'CUDA_Host' if on_gpu else 'CPU':>10}  output buffer size = {output / MiB:8.2f} MiB"
+    if b >= 4905:  # from the llama_context refactor the output buffer is made before the cache
+        lines.append(output_line)
+    lines += _kv_lines(c, tk, tv, parallel, n_stream, unified, on_gpu, b, ctx, kv)
     if c["rec"]:
         lines.append(f"llama_memory_recurrent: size = {c['rec'] / MiB:7.2f} MiB ({max(1, parallel):6d} cells)")
+    if b < 4905:
+        lines.append(output_line)
     if on_gpu:
-        lines.append(f"sched_reserve: {'CUDA0':>10} compute buffer size = {compute / MiB:8.2f} MiB (estimate)")
+        lines.append(f"{'sched_reserve' if b >= 6325 else ctx}: {'CUDA0':>10} compute buffer size = "
+                     f"{compute / MiB:8.2f} MiB (estimate)")
     return tuple(lines)
+
+
+def _kv_lines(c: dict[str, int], tk: str, tv: str, parallel: int, n_stream: int, unified: bool, on_gpu: bool,
+              b: int, ctx: str, kv: str) -> list[str]:
+    """The KV cache's lines in build ``b``'s form: each GPU's "KV buffer size" (before b6325, where the corpus logs
+    print them beside the size line), then "KV self size = ..." (1-D K and V, before b5429) or "size = ... cells"
+    per cache, with the sliding-window cache's own from b5429."""
+    lines = []
+    devices = sum(1 for key in c if key.startswith("kv_dev"))
+    buffers = [f"{kv}: {f'CUDA{d}':>10} KV buffer size = {c[f'kv_dev{d}'] / MiB:8.2f} MiB"
+               for d in range(devices) if c[f"kv_dev{d}"]]
+    if b < 6325 and on_gpu and not c["swa_layers"]:  # one cache: its buffers are the GPUs' KV
+        lines += buffers
+    if b < eras.KV_SIZE_LINE_FROM:  # one 1-D K and V per layer, every layer full size
+        size, k, v = c["k"] + c["v"] + c["sk"] + c["sv"], c["k"] + c["sk"], c["v"] + c["sv"]
+        lines.append(f"{ctx if b < 5331 else kv}: KV self size  = {size / MiB:7.2f} MiB, K ({tk}): {k / MiB:7.2f} MiB, "
+                     f"V ({tv}): {v / MiB:7.2f} MiB")
+        return lines
+    a, n = (parallel if unified else 1), n_stream
+    seqs = "" if b < eras.KV_SEQS_FROM else f", {a:2d}/{n:2d} seqs" if b <= eras.KV_SEQS_WIDE_UNTIL else f", {f'{a}/{n}':>4} seqs"
+    if c["swa_layers"]:
+        lines.append(f"{kv}_iswa: creating non-SWA KV cache, size = {c['cells']} cells")
+    if c["kv_layers"]:
+        size = c["k"] + c["v"]
+        lines.append(f"{kv}: size = {size / MiB:7.2f} MiB ({c['cells']:6d} cells, {c['kv_layers']:3d} layers{seqs}), "
+                     f"K ({tk}): {c['k'] / MiB:7.2f} MiB, V ({tv}): {c['v'] / MiB:7.2f} MiB")
+    if c["swa_layers"]:
+        lines.append(f"{kv}_iswa: creating     SWA KV cache, size = {c['swa']} cells")
+        size = c["sk"] + c["sv"]
+        lines.append(f"{kv}: size = {size / MiB:7.2f} MiB ({c['swa']:6d} cells, {c['swa_layers']:3d} layers{seqs}), "
+                     f"K ({tk}): {c['sk'] / MiB:7.2f} MiB, V ({tv}): {c['sv'] / MiB:7.2f} MiB")
+    return lines
 
 
 # --- the engine interface (engines/base.py) ---------------------------------------------------------------

@@ -64,7 +64,8 @@ class SGLangEngine(PoolServer):
         from .settings import SGLangSettings
 
         return self.row(self.run(spec, gpu, SGLangSettings(context_length=setup.context, tp=setup.tp, pp=setup.pp,
-                                                           kv_cache_dtype=_kv(setup.kv_dtype))))
+                                                           kv_cache_dtype=_kv(setup.kv_dtype),
+                                                           quantization=None if setup.weights == "auto" else setup.weights)))
 
     def replica(self, *args: Any, **site: Any) -> Any:  # site: a profile's terms (plan/search.py with_site)
         from .policy import replica

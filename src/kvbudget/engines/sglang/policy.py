@@ -390,7 +390,7 @@ def plan(spec: ModelSpec, gpu: GPU, s: SGLangSettings) -> SGLangPlan:
     if a_dp > 1:
         # parallel_hook.py (_handle_data_parallelism) divides chunked_prefill_size by attn_dp_size after
         # memory_hook.py has sized the reserve from the undivided one
-        notes.append(f"DP attention: {a_dp} workers of {attn_tp} GPU{'s' if attn_tp > 1 else ''} each, every one with its own "
+        notes.append(f"DP attention: {a_dp} DP ranks of {attn_tp} GPU{'s' if attn_tp > 1 else ''} each, every one with its own "
                      f"pool of {tokens:,} tokens and at most {max(reqs, 0):,} running requests (the server holds {a_dp} x that)")
     if ep > 1:
         notes.append(f"expert parallelism: {spec.num_experts // ep} of {spec.num_experts} routed experts per GPU, "
@@ -461,6 +461,7 @@ def summary(p: SGLangPlan) -> EnginePlan:
         p.starts, f"free memory after weights minus (1 - {p.mem_fraction_static:.4g}) x free memory before loading",
         f"pages of {plural(p.page_size, 'token')}", p.error, p.log_lines, cap=p.max_running_requests,
         blocks=p.max_total_num_tokens // max(p.page_size, 1), block_tokens=p.page_size, parts=parts,
+        pools=p.attn_dp,  # --enable-dp-attention: a pool and a scheduler per DP rank
     )
 
 

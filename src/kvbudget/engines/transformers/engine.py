@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..._record import record
-from ..base import Ask, Fraction, NotAServer, Option, Setup, Unsupported, Verdict
+from ..base import Ask, Fraction, NotAServer, Option, Setup, Unsupported, Verdict, known_weights
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -37,12 +37,20 @@ class TransformersEngine(NotAServer):
     fit_flags = frozenset({"cache", "batch", "weights_dtype"})
     fit_instead: tuple[tuple[str, str], ...] = ()
 
+    def check_weights(self, name: str) -> None:
+        """The dtype ``from_pretrained`` loads the model in: the checkpoint's (auto), fp32, fp16 or bf16."""
+        if name != "auto":
+            from .policy import check_dtype
+
+            known_weights(name)  # a llama.cpp type or an unknown name: that engine's or kvbudget's own line
+            check_dtype(name)
+
     def plan(self, spec: ModelSpec, gpu: GPU, setup: Setup) -> EnginePlan:
         if setup.eight_bit:
             raise Unsupported("its KV caches hold the model's dtype; there is no fp8 cache")
         if setup.tp * setup.pp > 1:
             raise Unsupported("plain generate runs on one GPU here (kvbudget does not model device_map splits)")
-        return self.row(self.run(spec, gpu, TransformersSettings(context=setup.context)))
+        return self.row(self.run(spec, gpu, TransformersSettings(context=setup.context, dtype=setup.weights)))
 
     def accepts(self, settings: object) -> bool:
         return isinstance(settings, TransformersSettings)

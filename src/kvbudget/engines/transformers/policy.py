@@ -43,13 +43,19 @@ class TransformersPlan:
     notes: tuple[str, ...]
 
 
+def check_dtype(dtype: str) -> str:
+    """A --weights-dtype transformers loads the model in (fp32, fp16, bf16), or one InputError."""
+    name = element_type(dtype).name
+    if name not in ("fp32", "fp16", "bf16"):
+        raise InputError(f"transformers runs the model in fp32, fp16 or bf16, not {dtype}")
+    return name
+
+
 def plan(spec: ModelSpec, gpu: GPU, batch: int, context: int, dtype: str = "auto", kind: str = "dynamic") -> TransformersPlan:
     check_indexer_priced(spec, "transformers")
     if batch < 1 or context < 1:
         raise InputError("batch and context must be at least 1")
-    name = spec.native_dtype if dtype.strip().lower() == "auto" else element_type(dtype).name
-    if name not in ("fp32", "fp16", "bf16"):
-        raise InputError(f"transformers runs the model in fp32, fp16 or bf16, not {dtype}")
+    name = spec.native_dtype if dtype.strip().lower() == "auto" else check_dtype(dtype)
     fmt = checkpoint_format(spec, "fix the config.json (transformers loads the checkpoint as it is stored)")
     if not fmt.quantized and fmt.name != "stored":
         fmt = WeightFormat(name, dense_dtype=name)

@@ -63,7 +63,8 @@ class TrtllmEngine(PoolServer):
             raise Unsupported("its FP8 KV cache is e4m3 (kv_cache_config.dtype fp8); ask for fp8")
         kv = "fp8" if setup.eight_bit else "auto"
         return self.row(self.run(spec, gpu, TrtllmSettings(tp=setup.tp, pp=setup.pp, kv_cache_dtype=kv,
-                                                           max_seq_len=setup.context)))
+                                                           max_seq_len=setup.context,
+                                                           quantization=None if setup.weights == "auto" else setup.weights)))
 
     def replica(self, *args: Any, **site: Any) -> Any:  # site: a profile's terms (plan/search.py with_site)
         from .policy import replica

@@ -163,6 +163,7 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
     memory_not_the_run(gpu_memory, total)
     if gpu:
         not_the_run(gpu, find_gpu(gpu), log.gpu_name, total if gpu_memory is None else None)
+        _capability_not_the_run(gpu, find_gpu(gpu), log.capability)
     if gpu_memory is not None:
         if gpu:
             return replace(find_gpu(gpu), memory_bytes=gpu_memory, nvidia_smi_mib=None, memory_source="given with the GPU")
@@ -185,6 +186,22 @@ def _gpu(log: VllmLog, gpu: str | None, gpu_memory: int | None) -> GPU:
     if total is not None:
         return custom_gpu(total)
     raise InputError("the log does not say which GPU it ran on: give --gpu or --gpu-memory")
+
+
+def _capability_not_the_run(gpu: str, device: GPU, said: tuple[str, float, float] | None) -> None:
+    """Refuse ``--gpu`` whose compute capability the log's own lines rule out (``log.capability_said``): an H100
+    given for a log that says it cannot use FlashAttention-2 on a Turing GPU was checked as an H100 run, exit 0."""
+    from ...hardware import capability
+
+    cc = capability(device)
+    if said is None or cc is None or said[1] - 1e-6 <= cc <= said[2] + 1e-6:
+        return
+    words, lo, hi = said
+    allows = f"compute capability {lo:.1f}" if lo == hi else (f"compute capability below {hi + 0.1:.1f}" if lo == 0
+                                                                else f"compute capability {lo:.1f} to {hi:.1f}"
+                                                                if hi < 99 else f"compute capability {lo:.1f} or above")
+    raise InputError(f"--gpu {excerpt(gpu, 40)} ({device.name}, compute capability {cc:.1f}) is not the run's device: "
+                     f"the log says {excerpt(words, 80)} ({allows}); drop --gpu, or give the card it ran on")
 
 
 def _layout_from_workers(log: VllmLog, s: VllmSettings) -> tuple[VllmSettings, list[str]]:

@@ -85,7 +85,7 @@ class VllmEngine:
 
         return self.row(self.run(spec, gpu, VllmSettings(
             max_model_len=setup.context, tensor_parallel_size=setup.tp, pipeline_parallel_size=setup.pp,
-            kv_cache_dtype=setup.kv_dtype)))
+            kv_cache_dtype=setup.kv_dtype, quantization=_quantization(setup.weights))))
 
     def replica(self, *args: Any) -> Any:
         from .policy import replica

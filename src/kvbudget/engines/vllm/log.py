@@ -67,6 +67,9 @@ class VllmLog:
     starts: int = 1  # the start-ups the log holds (the API server's version line, or the engine's start after a run's
     # figures: engine_starts); the figures are the last one's
     engine_starts: bool = False
+    # what the log's own lines say of the device's compute capability: (the words, lowest, highest), both inclusive
+    # (``capability_said``); None where no line says
+    capability: tuple[str, float, float] | None = None
 
     def graph_estimate(self, total_gib: float | None) -> float | None:
         """vLLM's CUDA-graph estimate in GiB: (X - Y) x the GPU's total from the equivalent-utilization line (to
@@ -424,6 +427,37 @@ def _continued(text: str, end: int, first: str) -> str:
     return " ".join(_BREAK.sub(" ", " ".join(pieces)).split())
 
 
+# Lines that bound the run's compute capability, each (literal, pattern, lowest, highest); None: the number the
+# line prints, in tenths:
+# - vllm/config/vllm.py (0.33.0; config.py before): a quantization whose minimum capability is above the device's
+#   raises "... Minimum capability: 80. Current capability: 75." (capability as major x 10 + minor)
+# - vllm/platforms/cuda.py (0.8): "Cannot use FlashAttention-2 backend for Volta and Turing GPUs." below 8.0
+# - vllm/engine/arg_utils.py (0.8): "Compute Capability < 8.0 is not supported by the V1 Engine"
+# - vllm/v1/attention/backends/flash_attn.py "Using FlashAttention version N", the version fa_utils.py chose and
+#   vllm_flash_attn/flash_attn_interface.py allows (0.33.0): FA3 on compute capability 9.x only, FA2 on 8.0 and up
+_CAPABILITY: tuple[tuple[str, str, float | None, float | None], ...] = (
+    ("Current capability: ", r"Current capability: (\d{2,3})\b", None, None),
+    ("Cannot use FlashAttention-2 backend for Volta and Turing", r"Cannot use FlashAttention-2 backend for Volta and "
+     r"Turing GPUs", 0.0, 7.9),
+    ("Compute Capability < 8.0 is not supported", r"Compute Capability < 8\.0 is not supported", 0.0, 7.9),
+    ("Using FlashAttention version 3", r"Using FlashAttention version 3\b", 9.0, 9.9),
+    ("Using FlashAttention version 2", r"Using FlashAttention version 2\b", 8.0, 99.0),
+)
+
+
+def capability_said(log: LogText) -> tuple[str, float, float] | None:
+    """The first line of ``_CAPABILITY`` the log holds: its words and the compute capabilities it allows."""
+    for literal, pattern, lo, hi in _CAPABILITY:
+        m = log.first(literal, pattern)
+        if m is None:
+            continue
+        if lo is None or hi is None:
+            cc = int(m.group(1)) / 10
+            return m.group(0), cc, cc
+        return m.group(0), lo, hi
+    return None
+
+
 def parse_vllm_log(text: str) -> VllmLog:
     """Read a vLLM start-up log (or an excerpt of one), in time linear in its length (``logscan``). A log that
     holds several start-ups (a restarted server, logs pasted one after another: the API server prints its version
@@ -462,6 +496,7 @@ def parse_vllm_log(text: str) -> VllmLog:
         # the fused-MoE config file it looks up names the device with spaces and slashes as underscores
         # (utils/platform_utils.py get_device_name_as_file_name, vLLM 0.33.0): "device_name=NVIDIA_GeForce_RTX_4060_Ti.json"
         fields["gpu_name"] = m.group(1).replace("_", " ")
+    fields["capability"] = capability_said(log)
     m = (log.first("total_gpu_memory", r"total_gpu_memory[ \t]{0,8}\(?=?[ \t]{0,8}" + NUM + r"[ \t]{0,8}GiB")
          or log.first("Free memory on device", r"Free memory on device[^(\n]{0,200}\(" + NUM + r"/" + NUM + r" GiB\)"))
     if m:

@@ -134,7 +134,7 @@ def _per_device(flag: str, value: str) -> list[str]:
     if len(parts) >= MAX_DEVICES or len(value) > 4096:
         raise InputError(f"{flag} {excerpt(value, 40)[1:-1]}: {len(parts):,} values, and llama.cpp takes fewer than "
                          f"{MAX_DEVICES} ('got {len(parts)} input configs, but system only has {MAX_DEVICES} "
-                         "devices'); give one per GPU")
+                         f"devices'); give one {'target' if 'fit' in flag else 'share'} per GPU")
     return parts
 
 

@@ -55,6 +55,10 @@ _LINE_PREFIXES = (
     # a paste's own mark: a Markdown quote ("> " on each line of an issue's raw text)
     re.compile(r"^> ?", re.M),
 )
+# What each of _LINE_PREFIXES holds on its line, (text, how many times): where a mark is found fewer times than on
+# half the lines, that prefix's pass is skipped (a log of millions of lines is passed at once)
+_PREFIX_MARKS: tuple[tuple[tuple[str, int], ...], ...] = (
+    (("-", 2), (":", 2)), (("| ", 1),), (("[pod/", 1),), ((":", 3),), (("]: ", 1),), ((">", 1),))
 # A Markdown code block's indent (four blanks or a tab), taken off where it heads every non-empty line (a traceback's
 # own indented lines are never all of a log's)
 _INDENT = re.compile(r"^(?:    |\t)", re.M)
@@ -93,25 +97,19 @@ _JSON_LINE_MAX = 1 << 20  # longer lines are not decoded (a record no engine pri
 def json_records(text: str) -> str:
     """The log as the container printed it, where at least half of its lines are JSON records holding it as text
     (``_JSON_TEXT_KEYS``): each such record's text, a record without a final line break (Docker splits lines at 16
-    KiB) joined to the next; other lines as they are."""
+    KiB) joined to the next; other lines as they are. Bounded: a log whose lines cannot be half such records (a key
+    named too few times) is passed at once, and the records are decoded a chunk at a time, in C."""
     lines = max(text.count("\n") + 1 - text.count("\n\n"), 1)
-    if 2 * text.count('{"') < lines:  # in C: most logs are passed at once
+    if 2 * sum(text.count(f'"{key}"') for key in _JSON_TEXT_KEYS) < lines:  # in C: most logs are passed at once
         return text
-    import json
-
+    split = text.split("\n")
     out: list[str] = []
     decoded = 0
-    for line in text.split("\n"):
-        body = line.strip()
+    for line, record in zip(split, _records(split), strict=True):
         said, docker = None, False
-        if body.startswith("{") and body.endswith("}") and len(body) <= _JSON_LINE_MAX:
-            try:
-                record = json.loads(body)
-            except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
-                record = None
-            if isinstance(record, dict):
-                said = next((v for k in _JSON_TEXT_KEYS if isinstance(v := record.get(k), str)), None)
-                docker = said is not None and said is record.get("log")
+        if isinstance(record, dict):
+            said = next((v for k in _JSON_TEXT_KEYS if isinstance(v := record.get(k), str)), None)
+            docker = said is not None and said is record.get("log")
         if said is None:
             out.append(line + "\n")
         else:  # Docker's "log" keeps the line's own break (none: a piece the next record continues); the others none
@@ -123,6 +121,39 @@ def json_records(text: str) -> str:
     return "".join(out).rstrip("\n") + "\n"
 
 
+_RECORDS_AT_ONCE = 4096  # lines decoded in one json.loads call
+
+
+def _records(lines: list[str]) -> Iterator[object]:
+    """Each line, stripped, as JSON decodes it where it is an object of at most ``_JSON_LINE_MAX`` characters, else
+    None; ``_RECORDS_AT_ONCE`` lines at a time (so that no more records than that are held), the objects among them
+    decoded as one JSON array (one call, in C), or line by line where they are not one."""
+    import json
+
+    for start in range(0, len(lines), _RECORDS_AT_ONCE):
+        bodies = [line.strip() for line in lines[start:start + _RECORDS_AT_ONCE]]
+        at = [i for i, body in enumerate(bodies) if body[:1] == "{" and body[-1:] == "}" and len(body) <= _JSON_LINE_MAX]
+        out: list[object] = [None] * len(bodies)
+        try:
+            values = json.loads("[" + ",".join(bodies[i] for i in at) + "]")
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
+            values = None
+        if not isinstance(values, list) or len(values) != len(at):  # a line that is not one object: each alone
+            values = [_record(bodies[i]) for i in at]
+        for i, value in zip(at, values, strict=True):
+            out[i] = value
+        yield from out
+
+
+def _record(body: str) -> object:
+    import json
+
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
 def strip_line_prefixes(text: str) -> str:
     """The log without what a log collector put before every line (``_LINE_PREFIXES``, the CRI format's head), each
     kind taken off where it heads at least half of the non-empty lines (at most five passes of each kind: linear in
@@ -131,8 +162,8 @@ def strip_line_prefixes(text: str) -> str:
     text = _cri_lines(text, lines)
     for _ in range(len(_LINE_PREFIXES)):  # one collector's prefix ahead of another's: each pass takes the outer one
         taken = False
-        for rx in _LINE_PREFIXES:
-            if rx is _LINE_PREFIXES[4] and 2 * text.count("]: ") < lines:  # no unit[pid] head on half the lines
+        for rx, marks in zip(_LINE_PREFIXES, _PREFIX_MARKS, strict=True):
+            if any(2 * (text.count(mark) // n) < lines for mark, n in marks):  # in C: a mark on too few lines
                 continue
             stripped, n = rx.subn("", text)
             if 2 * n >= lines:
@@ -151,6 +182,7 @@ _RECORD_HEAD = re.compile(r"(?:\([^)\n]{1,120}\) ?)?(?:INFO|WARNING|WARN|DEBUG|E
                           r"[0-9]{4}-[0-9]{2}-[0-9]{2}T|# |[0-9]{1,4}\.[0-9]{2}\.[0-9]{3}\.[0-9]{3} [IWED] "
                           r"|[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}")
 MIN_WRAP_WIDTH = 60  # narrower "terminals" are more likely a log of short lines
+_LONG_LINE = re.compile(f"^[^\\n]{{{MIN_WRAP_WIDTH}}}", re.M)  # a line of at least the narrowest wrap width
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})  # a terminal's usual widths: one wrapped line is enough
 
 
@@ -161,6 +193,8 @@ def unwrap_terminal(text: str) -> str:
     next unless that one is empty, heads a record (``_RECORD_HEAD``) or carries a collector's prefix
     (``_LINE_PREFIXES``). One pass over the lines (the pieces are joined once, so a record of a million lines
     costs its length)."""
+    if not _LONG_LINE.search(text):  # in C: no line a wrap could have cut (a log of millions of short lines)
+        return text
     lines = text.split("\n")
     joins = _terminal_joins(lines)
     if not any(joins):
@@ -179,7 +213,7 @@ def unwrap_terminal(text: str) -> str:
 
 def _terminal_joins(lines: list[str]) -> list[bool]:
     """For each line but the last, whether a terminal's wrap cut it from the next (``unwrap_terminal``)."""
-    lengths = [len(line) for line in lines]
+    lengths = list(map(len, lines))  # in C: a log of millions of short lines is passed at once
     width = max(lengths)
     if width < MIN_WRAP_WIDTH or lengths.count(width) < (1 if width in TERMINAL_WIDTHS else 2):
         return [False] * (len(lines) - 1)
@@ -202,10 +236,10 @@ def unwrap_words(text: str) -> str:
     cut inside a word (a terminal's wrap, ``unwrap_terminal``'s), or two shorter than W, four times as many as
     those cut; an unwrapped log's longest line (vLLM's engine config, a thousand characters and more) leaves room
     after every shorter one. A few passes over the lines."""
-    lines = text.split("\n")
-    width = max(len(line) for line in lines)
-    if width < MIN_WRAP_WIDTH:
+    if not _LONG_LINE.search(text):  # in C
         return text
+    lines = text.split("\n")
+    width = max(map(len, lines))
 
     def wrapped(line: str, after: str) -> bool:
         if not after or after[0] in " \t" or not line.strip() or _heads_record(after):

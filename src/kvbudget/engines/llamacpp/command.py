@@ -122,15 +122,50 @@ def _count(field: str, flag: str, value: str, settings: LlamaCppSettings) -> Lla
     return replace(settings, **{field: n})
 
 
+# src/llama.cpp llama_max_devices(): common/arg.cpp refuses a -ts or -fitt list of this many values or more ("got N
+# input configs, but system only has 16 devices")
+MAX_DEVICES = 16
+
+
+def _per_device(flag: str, value: str) -> list[str]:
+    """A -ts or -fitt list split as common/arg.cpp splits it (at each run of ',' and '/'), at most ``MAX_DEVICES`` - 1
+    values."""
+    parts = [x for x in value[:4096].replace("/", ",").split(",") if x.strip()]
+    if len(parts) >= MAX_DEVICES or len(value) > 4096:
+        raise InputError(f"{flag} {excerpt(value, 40)[1:-1]}: {len(parts):,} values, and llama.cpp takes fewer than "
+                         f"{MAX_DEVICES} ('got {len(parts)} input configs, but system only has {MAX_DEVICES} "
+                         f"devices'); give one {'target' if 'fit' in flag else 'share'} per GPU")
+    return parts
+
+
 def _shares(flag: str, value: str) -> tuple[float, ...]:
     """-ts 10,6 (or 10/6): each GPU's share of the layers: finite, not negative, adding up to more than 0."""
-    parts = [x for x in value.replace("/", ",").split(",") if x.strip()]
-    if not parts or len(parts) > 256 or len(value) > 4096:
+    parts = _per_device(flag, value)
+    if not parts:
         raise InputError(f"{flag} {excerpt(value)}: give one share per GPU, such as 3,1")
     shares = [parse_real(x, f"{flag} share", 0, 1e12) for x in parts]
     if sum(shares) <= 0:
         raise InputError(f"{flag} {excerpt(value)}: the shares add up to 0; give shares such as 3,1")
     return tuple(shares)
+
+
+def on_devices(s: LlamaCppSettings, seen: int, warnings: list[str]) -> LlamaCppSettings:
+    """The settings of a command run where llama.cpp sees ``seen`` GPUs (--num-gpus, CUDA_VISIBLE_DEVICES): it splits
+    the layers over all of them (-sm layer and row), -ts's shares read for those devices only, 0 for any it leaves
+    out (src/llama-model.cpp: the split copies n_devices() shares of the list common/arg.cpp padded with zeros)."""
+    if s.split_mode == "none" or seen < 1:
+        return s
+    if not s.tensor_split:
+        return replace(s, devices=seen)
+    shares = s.tensor_split[:seen] + (0.0,) * (seen - len(s.tensor_split))
+    if len(s.tensor_split) > seen:
+        if sum(shares) <= 0:
+            raise InputError(f"-ts {','.join(f'{x:g}' for x in s.tensor_split)}: the shares of the {seen} GPU"
+                             f"{'s' if seen > 1 else ''} llama.cpp sees add up to 0, so it splits by free memory "
+                             "instead; give one share per GPU it sees")
+        warnings.append(f"-ts lists {len(s.tensor_split)} shares for the {seen} GPU{'s' if seen > 1 else ''} llama.cpp "
+                        f"sees: it splits by the first {seen} ({','.join(f'{x:g}' for x in shares)})")
+    return replace(s, tensor_split=shares, devices=seen)
 
 
 # -fa / --flash-attn: a bare switch before b6325; from b6325 (#15434) it takes a value, matched as written by
@@ -255,9 +290,9 @@ class _Read:
             self.settings = replace(s, overrides=(*s.overrides, *placement.parse_overrides(value, flag)))
         elif field == "n_cpu_moe":  # -ncmoe N: the first N layers' expert tensors to the CPU (N < 0: 'invalid value')
             n = parse_whole(value, flag, 0, (1 << 31) - 1)
-            self.settings = replace(s, overrides=(*s.overrides, *placement.n_cpu_moe(n)))
+            self.settings = replace(s, overrides=(*s.overrides, *placement.n_cpu_moe(n, flag, s.build)))
         elif field == "fit_target_mib":  # -fitt M[,M...]: MiB left free per device (common/arg.cpp), the first planned
-            values = [parse_whole(x, flag, 0, 1 << 30) for x in value.split(",")[:256]]
+            values = [parse_whole(x, flag, 0, 1 << 30) for x in _per_device(flag, value) or [value]]
             self.settings = replace(s, fit_target_mib=values[0])
             if len(set(values)) > 1:
                 self.warnings.append(f"{flag} {excerpt(value, 40)[1:-1]}: one target per device; kvbudget plans "

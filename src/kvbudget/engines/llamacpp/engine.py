@@ -195,12 +195,19 @@ class LlamaCppEngine:
             except InputError:
                 raise InputError(f"-hf {hf}: not a model kvbudget's catalog knows, so its file cannot be planned: "
                                  "download the GGUF and give -m PATH (kvbudget reads its header)") from None
-        settings = cmd.settings
+        from ..compared import container_gpus, slurm_gpus, visible_devices
+        from .command import on_devices
+
+        warnings = list(cmd.warnings)
+        shown = visible_devices(words) or container_gpus(words) or slurm_gpus(words)
+        have = given.get("num_gpus")
+        seen = min(shown[1], have or shown[1]) if shown is not None and shown[1] > 0 else have
+        settings = on_devices(cmd.settings, seen, warnings) if seen else cmd.settings
         if given.get("profile"):  # a site profile (kvbudget calibrate --out), checked as llama.cpp's
             from ..._record import replace
 
             settings = replace(settings, site=self.site_terms(given["profile"]))
-        return Command(cmd.model, settings, cmd.warnings)
+        return Command(cmd.model, settings, tuple(warnings))
 
     def reads_log(self, text: str) -> bool:
         return ("llama_kv_cache" in text or "KV self size" in text or "llama_context:" in text

@@ -10,15 +10,20 @@ layers included, the overrides are tried in order and the first whose pattern ``
 tensor's name sets its buffer; an override to ``CPU`` keeps the layer's KV cache where the layer is).
 
 Patterns are matched with Python's ``re`` (ECMAScript and Python agree on what -ot patterns use: literals, ``\\.``,
-``\\d``, groups, alternation, classes, ``*`` ``+`` ``?``). A pattern whose matching can take exponential time
-(a repeated group that itself repeats or alternates, as ``(a+)+`` or ``(a|a)*``) is refused: std::regex backtracks
-on it as Python does.
+``\\d``, groups, alternation, classes, ``*`` ``+`` ``?``). What the two read differently is refused, since llama.cpp's
+``std::regex`` (ECMAScript grammar) throws ``regex_error`` on Python's own syntax when it loads the model, or reads it
+otherwise: ``(?`` other than ``(?:`` ``(?=`` ``(?!`` (Python's lookbehind, named groups, inline flags, comments,
+atomic groups), a possessive quantifier (``*+``), Python's ``\\A`` ``\\Z`` ``\\a`` ``\\N`` ``\\U`` escapes and
+POSIX classes (``[[:alpha:]]``: a class to std::regex, a nested set to Python). A pattern whose matching can take
+exponential time (a repeated group that itself repeats or alternates, as ``(a+)+`` or ``(a|a)*``) is refused:
+std::regex backtracks on it as Python does.
 """
 
 from __future__ import annotations
 
 import re
 import time
+import warnings
 from functools import lru_cache
 
 from ...inputs import excerpt
@@ -29,6 +34,10 @@ from ...units import InputError
 EXPS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 MAX_LAYERS = 512  # src/llama-hparams.h LLAMA_MAX_LAYERS: --n-cpu-moe past it matches nothing more
 MAX_OVERRIDES = 4096  # src/llama.cpp llama_max_tensor_buft_overrides()
+# From b7407 (auto-fit) common/arg.cpp pads the overrides with empty ones up to MAX_OVERRIDES, and common.cpp's
+# common_model_params_to_llama asserts that the last is empty: MAX_OVERRIDES or more abort llama-server
+# ("Tensor buffer overrides not terminated with empty pattern").
+PADDED_FROM = 7407
 MAX_PATTERN = 1024  # characters of one pattern kvbudget reads
 MATCH_SECONDS = 2.0  # the most all tensor names may take against one plan's overrides
 
@@ -40,8 +49,14 @@ def cpu_moe() -> Override:
     return EXPS, "CPU"
 
 
-def n_cpu_moe(n: int) -> tuple[Override, ...]:
-    """``--n-cpu-moe N``: the expert tensors of layers 0 .. N-1 in host memory (``blk\\.I`` + EXPS each)."""
+def n_cpu_moe(n: int, flag: str = "--n-cpu-moe", build: int = PADDED_FROM) -> tuple[Override, ...]:
+    """``--n-cpu-moe N``: the expert tensors of layers 0 .. N-1 in host memory (``blk\\.I`` + EXPS each). llama.cpp
+    adds all N overrides (common.h llm_add_n_cpu_ffn_overrides), so from ``PADDED_FROM`` N of ``MAX_OVERRIDES`` or
+    more is refused here; past ``MAX_LAYERS`` the rest match nothing and are not made."""
+    if n >= MAX_OVERRIDES and build >= PADDED_FROM:
+        raise InputError(f"{flag} {n:,} adds {n:,} tensor overrides, one per layer: llama.cpp takes fewer than "
+                         f"{MAX_OVERRIDES:,} (llama-server aborts: 'Tensor buffer overrides not terminated with empty "
+                         f"pattern'); give at most the model's layer count (--cpu-moe: every layer)")
     return tuple((rf"blk\.{i}{EXPS}", "CPU") for i in range(min(n, MAX_LAYERS)))
 
 
@@ -60,6 +75,22 @@ def _repeat_at(p: str, i: int) -> tuple[bool, int]:
     return many, len(m.group(0))
 
 
+# Escapes Python's re reads and ECMAScript's std::regex does not (there, an unknown escape is the letter itself)
+_PYTHON_ESCAPES = frozenset("AZaNU")
+
+
+def _not_ecmascript(pattern: str, construct: str, what: str) -> None:
+    raise InputError(f"-ot pattern {excerpt(pattern, 40)}: {excerpt(construct, 10)} is {what}, not ECMAScript, which "
+                     "llama.cpp's std::regex reads as it loads the model (regex_error, or other matches); write it "
+                     "with literals, \\. \\d [a-z] ( | ) * + ?")
+
+
+def _possessive(pattern: str, at: int, n: int) -> None:
+    """A '+' right after a quantifier of ``n`` characters: Python's possessive form, 'nothing to repeat' to std::regex."""
+    if n and pattern[at:at + 1] == "+":
+        _not_ecmascript(pattern, pattern[at - n:at + 1], "Python's possessive quantifier")
+
+
 def check_pattern(pattern: str) -> re.Pattern[str]:
     """``pattern`` compiled, or one InputError: too long, not a regular expression, or one whose backtracking can take
     exponential time (a repeated group holding a repetition or an alternation)."""
@@ -71,15 +102,22 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
+            if pattern[i + 1:i + 2] in _PYTHON_ESCAPES:
+                _not_ecmascript(pattern, f"\\{pattern[i + 1]}", "Python's escape")
             i += 2
             continue
         if ch == "[":  # a class: its characters are literals (a ']' first is one too)
             j = i + 1 + (pattern[i + 1:i + 2] == "^")
             j += pattern[j:j + 1] == "]"
             while j < len(pattern) and pattern[j] != "]":
+                if pattern[j] == "[" and pattern[j + 1:j + 2] in (":", "=", "."):
+                    _not_ecmascript(pattern, pattern[j:j + 2], "a POSIX class (letters to std::regex, a set of its "
+                                    "characters to Python)")
                 j += 2 if pattern[j] == "\\" else 1
             i = j + 1
         elif ch == "(":
+            if pattern[i + 1:i + 2] == "?" and pattern[i + 2:i + 3] not in (":", "=", "!"):
+                _not_ecmascript(pattern, pattern[i:i + 4], "Python's group syntax")
             stack.append(False)
             i += 1
         elif ch == ")" and stack:
@@ -91,14 +129,18 @@ def check_pattern(pattern: str) -> re.Pattern[str]:
                                  "too): write the tensor names out, such as blk\\.(1|2|3)\\.ffn_up_exps=CPU")
             if stack:
                 stack[-1] = stack[-1] or inner or many
+            _possessive(pattern, i + 1 + n, n)
             i += 1 + n
         else:
             many, n = _repeat_at(pattern, i)
             if (many or ch == "|") and stack:
                 stack[-1] = True
+            _possessive(pattern, i + n, n)
             i += max(n, 1)
     try:
-        return re.compile(pattern)
+        with warnings.catch_warnings():  # "Possible nested set": a second line on standard error
+            warnings.simplefilter("ignore", FutureWarning)
+            return re.compile(pattern)
     except re.error as exc:
         raise InputError(f"-ot pattern {excerpt(pattern, 60)} is not a regular expression ({exc}): llama.cpp stops "
                          "on it; fix the pattern") from None
@@ -124,12 +166,13 @@ def buffer_names(devices: int) -> tuple[str, ...]:
     return ("CPU", *(f"CUDA{d}" for d in range(devices)))
 
 
-def check_buffers(overrides: tuple[Override, ...], devices: int) -> None:
+def check_buffers(overrides: tuple[Override, ...], devices: int, build: int = PADDED_FROM) -> None:
     """Every override's buffer is one the plan's devices offer, or one InputError (llama.cpp prints the available
-    buffer types and stops: 'unknown buffer type')."""
-    if len(overrides) > MAX_OVERRIDES:
-        raise InputError(f"{len(overrides):,} tensor overrides: llama.cpp takes at most {MAX_OVERRIDES:,} "
-                         "(llama_max_tensor_buft_overrides)")
+    buffer types and stops: 'unknown buffer type'); from ``PADDED_FROM``, fewer than ``MAX_OVERRIDES`` of them."""
+    if len(overrides) >= MAX_OVERRIDES and build >= PADDED_FROM:
+        raise InputError(f"{len(overrides):,} tensor overrides: llama.cpp b{PADDED_FROM} and later take fewer than "
+                         f"{MAX_OVERRIDES:,} (llama_max_tensor_buft_overrides; llama-server aborts: 'Tensor buffer "
+                         "overrides not terminated with empty pattern'); merge patterns with |")
     names = buffer_names(devices)
     for pattern, buffer in overrides:
         if buffer not in names:

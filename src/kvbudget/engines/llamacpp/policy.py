@@ -280,7 +280,7 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
     on_devices = devices if gpu is not None else 0
     from .placement import check_buffers
 
-    check_buffers(s.overrides, on_devices)
+    check_buffers(s.overrides, on_devices, b)
     wb = _weights(spec)
     tied = not any(t.role == "lm_head" for t in spec.inventory.tail)
 

@@ -261,3 +261,12 @@ def test_a_log_copied_with_no_break_spaces_checks_the_same(log: str, args: list[
         assert main(["check", str(path), "--json", *args]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1].replace(str(copied), str(DATA / log))
+
+
+def test_docker_records_decoded_at_once_drop_a_cr_and_keep_what_is_not_a_record() -> None:
+    """Docker's lines are decoded a chunk at a time in one call; a CR or NUL their JSON escapes is taken off as
+    open_log takes it off plain text, and a chunk holding a line that is not such a record is read line by line."""
+    assert json_records('{"log":"INFO a\\r\\n","stream":"stderr"}\n' * 3) == "INFO a\n" * 3
+    assert json_records('{"log":"INFO \\u0000a\\n"}\n' * 3) == "INFO a\n" * 3
+    mixed = '{"log":"INFO a\\n"}\n[1]\n{"log":"INFO b\\n"}\n{"log":5}\n{"log":"INFO c\\n"}\n'
+    assert json_records(mixed) == 'INFO a\n[1]\nINFO b\n{"log":5}\nINFO c\n'

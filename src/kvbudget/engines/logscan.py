@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import lru_cache
-from itertools import pairwise
+from itertools import pairwise, repeat
+from typing import cast
 
 from ..inputs import excerpt, real, whole
 from ..units import InputError
@@ -105,17 +106,26 @@ def json_records(text: str) -> str:
     split = text.split("\n")
     out: list[str] = []
     decoded = 0
-    for line, record in zip(split, _records(split), strict=True):
-        said, docker = None, False
-        if isinstance(record, dict):
-            said = next((v for k in _JSON_TEXT_KEYS if isinstance(v := record.get(k), str)), None)
-            docker = said is not None and said is record.get("log")
-        if said is None:
-            out.append(line + "\n")
-        else:  # Docker's "log" keeps the line's own break (none: a piece the next record continues); the others none
-            decoded += 1
-            said = said.replace("\r", "").replace("\x00", "")  # what open_log takes off the text it was given
-            out.append(said if docker else said + "\n")
+    # a CR or NUL in a record's text is escaped in its JSON ("\\r", "\\u000d", "\\u0000"): none here, none to take off
+    clean = "\\r" not in text and "\\u000" not in text
+    for start in range(0, len(split), _RECORDS_AT_ONCE):
+        chunk = split[start:start + _RECORDS_AT_ONCE]
+        texts = _docker_chunk(chunk)
+        if texts is not None:  # Docker's json-file lines, every one: decoded and taken in C
+            decoded += len(texts)
+            out.extend(texts if clean else [t.replace("\r", "").replace("\x00", "") for t in texts])
+            continue
+        for line, record in zip(chunk, _records(chunk), strict=True):
+            said, docker = None, False
+            if isinstance(record, dict):
+                said = next((v for k in _JSON_TEXT_KEYS if isinstance(v := record.get(k), str)), None)
+                docker = said is not None and said is record.get("log")
+            if said is None:
+                out.append(line + "\n")
+            else:  # Docker's "log" keeps the line's own break (none: a piece the next record continues); the others none
+                decoded += 1
+                said = said.replace("\r", "").replace("\x00", "")  # what open_log takes off the text it was given
+                out.append(said if docker else said + "\n")
     if 2 * decoded < lines:
         return text
     return "".join(out).rstrip("\n") + "\n"
@@ -124,25 +134,44 @@ def json_records(text: str) -> str:
 _RECORDS_AT_ONCE = 4096  # lines decoded in one json.loads call
 
 
-def _records(lines: list[str]) -> Iterator[object]:
-    """Each line, stripped, as JSON decodes it where it is an object of at most ``_JSON_LINE_MAX`` characters, else
-    None; ``_RECORDS_AT_ONCE`` lines at a time (so that no more records than that are held), the objects among them
-    decoded as one JSON array (one call, in C), or line by line where they are not one."""
+def _docker_chunk(lines: list[str]) -> list[str] | None:
+    """The texts of ``lines`` where every one is a record of Docker's json-file driver (an object whose "log" is a
+    string, as Docker writes it: no blank around it), decoded as one JSON array; None otherwise."""
     import json
 
-    for start in range(0, len(lines), _RECORDS_AT_ONCE):
-        bodies = [line.strip() for line in lines[start:start + _RECORDS_AT_ONCE]]
-        at = [i for i, body in enumerate(bodies) if body[:1] == "{" and body[-1:] == "}" and len(body) <= _JSON_LINE_MAX]
-        out: list[object] = [None] * len(bodies)
-        try:
-            values = json.loads("[" + ",".join(bodies[i] for i in at) + "]")
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
-            values = None
-        if not isinstance(values, list) or len(values) != len(at):  # a line that is not one object: each alone
-            values = [_record(bodies[i]) for i in at]
-        for i, value in zip(at, values, strict=True):
-            out[i] = value
-        yield from out
+    if not lines or max(map(len, lines)) > _JSON_LINE_MAX:
+        return None
+    try:
+        values = json.loads("[" + ",".join(lines) + "]")
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(values, list) or len(values) != len(lines):
+        return None
+    try:
+        texts: list[object] = list(map(dict.get, values, repeat("log")))  # in C; a value that is no object raises
+    except TypeError:
+        return None
+    return cast("list[str]", texts) if set(map(type, texts)) == {str} else None
+
+
+def _records(lines: list[str]) -> Iterator[object]:
+    """Each line, stripped, as JSON decodes it where it is an object of at most ``_JSON_LINE_MAX`` characters, else
+    None (the lines of one chunk of ``_RECORDS_AT_ONCE``), the objects among them decoded as one JSON array (one
+    call, in C), or line by line where they are not one."""
+    import json
+
+    bodies = [line.strip() for line in lines]
+    at = [i for i, body in enumerate(bodies) if body[:1] == "{" and body[-1:] == "}" and len(body) <= _JSON_LINE_MAX]
+    out: list[object] = [None] * len(bodies)
+    try:
+        values = json.loads("[" + ",".join(bodies[i] for i in at) + "]")
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
+        values = None
+    if not isinstance(values, list) or len(values) != len(at):  # a line that is not one object: each alone
+        values = [_record(bodies[i]) for i in at]
+    for i, value in zip(at, values, strict=True):
+        out[i] = value
+    yield from out
 
 
 def _record(body: str) -> object:

@@ -209,3 +209,15 @@ def test_the_launch_command_keeps_the_placement() -> None:
         argv = llamacpp_argv(QWEN, s)
         assert argv[-len(command):] == command
         assert parse_llamacpp_command(argv).settings.overrides == s.overrides
+
+
+def test_a_rule_that_places_no_tensor_is_said() -> None:
+    """A pattern no tensor name holds ("attn_qq"), or one whose tensors an earlier rule took (first match wins), is
+    loaded by llama.cpp as if absent: a typo it does not point out. The plan names such rules and no others; the
+    rules --cpu-moe and --n-cpu-moe make (past the model's layers they match nothing by design) are never named."""
+    p = _plan(f"llama-server -m {QWEN} -c 8192 -ngl 99 -ot exps=CPU,attn_qq=CPU,ffn_up_exps=CUDA0")
+    said = [n for n in p.notes if n.startswith("tensor override")]
+    assert len(said) == 1 and "attn_qq=CPU, ffn_up_exps=CUDA0" in said[0]
+    assert p.weights_cpu_bytes == EMBD + 48 * EXPERTS  # the idle rules change nothing
+    for flags in ("-ot exps=CPU", "--n-cpu-moe 60", "--cpu-moe"):
+        assert not any(n.startswith("tensor override") for n in _plan(f"llama-server -m {QWEN} -c 8192 -ngl 99 {flags}").notes)

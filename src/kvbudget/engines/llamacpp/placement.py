@@ -197,3 +197,21 @@ def place(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[str 
             raise InputError(f"matching {len(overrides):,} -ot patterns against the model's tensor names takes over "
                              f"{MATCH_SECONDS:.0f} s: simplify the patterns")
     return tuple(out)
+
+
+def unused(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[str, ...]:
+    """The ``PATTERN=BUFFER`` rules that place no tensor of ``names``: found in none, or only in names an earlier rule
+    already placed (llama-model-loader.cpp takes the first match). llama.cpp loads as if they were not there, so a
+    typo in a pattern passes unseen there; the plan says it."""
+    generated = re.compile(r"(?:blk\\\.[0-9]{1,4})?" + re.escape(EXPS))  # --cpu-moe's, --n-cpu-moe's: one per layer
+    if not overrides or all(generated.fullmatch(p) for p, _ in overrides):
+        return ()
+    used = set()
+    compiled = [check_pattern(p).search for p, _ in overrides]
+    for name in names:
+        i = next((i for i, search in enumerate(compiled) if search(name)), None)
+        if i is not None:
+            used.add(i)
+            if len(used) == len(overrides):
+                return ()
+    return tuple(f"{p}={b}" for i, (p, b) in enumerate(overrides) if i not in used and not generated.fullmatch(p))

@@ -292,6 +292,14 @@ def plan(spec: ModelSpec, gpu: GPU | None, s: LlamaCppSettings) -> LlamaCppPlan:
             raise InputError(f"-ts: {exc}") from None
 
     lay = layout(s.n_gpu_layers, s.overrides)
+    if s.overrides:  # a rule no tensor matches: a typo llama.cpp does not point out
+        from .placement import unused
+
+        if idle := unused(tuple(name for name, _, _ in wb.tensors), s.overrides):
+            notes.append(f"tensor override{'s' if len(idle) > 1 else ''} {', '.join(idle[:4])}"
+                         f"{' ...' if len(idle) > 4 else ''} place{'' if len(idle) > 1 else 's'} no tensor of "
+                         f"{spec.name} (no name matches, or an earlier rule took each one): llama.cpp loads as "
+                         "without it; check the pattern against the model's tensor names (blk.N.ffn_up_exps.weight ...)")
     ngl, device_of = lay.ngl, lay.device_of
     overrides, moved_by_fit = s.overrides, False
 

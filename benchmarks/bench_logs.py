@@ -40,6 +40,13 @@ def _real(folders: list[str], size: int) -> str:
     return (text * (size // len(text) + 1))[:size]
 
 
+def _docker(text: str) -> str:
+    import json
+
+    return "".join(json.dumps({"log": line, "stream": "stderr", "time": "2026-12-01T10:00:00.123456789Z"}) + "\n"
+                   for line in text.splitlines(keepends=True))
+
+
 def inputs() -> dict[str, tuple[str, list[str]]]:
     """name -> (text, readers to time on it)."""
     every = list(READERS)
@@ -52,6 +59,9 @@ def inputs() -> dict[str, tuple[str, list[str]]]:
         "1 MB of spaces": (" " * MB, every),
         "1 MB of '1,'": ("1," * (MB // 2), every),
         "1 MB of wrapped lines": ("\n0" * (MB // 2), every),
+        # Docker's json-file driver: each line a JSON record (engines/logscan.py json_records)
+        "real vLLM logs as Docker JSON x 4 MB": (_docker(_real(["vllm_logs"], 3 * MB)), ["vllm"]),
+        "1 MB of tiny Docker JSON records": ('{"log":"x\\n"}\n' * (MB // 14), every),
     }
     for prefix in PREFIXES:
         out[f"1 MB of {prefix!r} on one line"] = (prefix * (MB // len(prefix)), every)

@@ -137,18 +137,14 @@ _RECORDS_AT_ONCE = 4096  # lines decoded in one json.loads call
 def _docker_chunk(lines: list[str]) -> list[str] | None:
     """The texts of ``lines`` where every one is a record of Docker's json-file driver (an object whose "log" is a
     string, as Docker writes it: no blank around it), decoded as one JSON array; None otherwise."""
-    import json
-
     if not lines or max(map(len, lines)) > _JSON_LINE_MAX:
         return None
-    try:
-        values = json.loads("[" + ",".join(lines) + "]")
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(values, list) or len(values) != len(lines):
+    values = _array(lines)
+    if values is None:
         return None
     try:
-        texts: list[object] = list(map(dict.get, values, repeat("log")))  # in C; a value that is no object raises
+        # in C; a value that is no object raises
+        texts: list[object] = list(map(dict.get, cast("list[dict[str, object]]", values), repeat("log")))
     except TypeError:
         return None
     return cast("list[str]", texts) if set(map(type, texts)) == {str} else None
@@ -158,20 +154,21 @@ def _records(lines: list[str]) -> Iterator[object]:
     """Each line, stripped, as JSON decodes it where it is an object of at most ``_JSON_LINE_MAX`` characters, else
     None (the lines of one chunk of ``_RECORDS_AT_ONCE``), the objects among them decoded as one JSON array (one
     call, in C), or line by line where they are not one."""
-    import json
-
     bodies = [line.strip() for line in lines]
     at = [i for i, body in enumerate(bodies) if body[:1] == "{" and body[-1:] == "}" and len(body) <= _JSON_LINE_MAX]
     out: list[object] = [None] * len(bodies)
-    try:
-        values = json.loads("[" + ",".join(bodies[i] for i in at) + "]")
-    except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
-        values = None
-    if not isinstance(values, list) or len(values) != len(at):  # a line that is not one object: each alone
+    values = _array([bodies[i] for i in at])
+    if values is None:  # a line that is not one JSON value: each alone
         values = [_record(bodies[i]) for i in at]
     for i, value in zip(at, values, strict=True):
         out[i] = value
     yield from out
+
+
+def _array(bodies: list[str]) -> list[object] | None:
+    """``bodies`` decoded as the items of one JSON array, in one call; None where they are not one value each."""
+    values = _record("[" + ",".join(bodies) + "]")
+    return values if isinstance(values, list) and len(values) == len(bodies) else None
 
 
 def _record(body: str) -> object:
@@ -179,7 +176,7 @@ def _record(body: str) -> object:
 
     try:
         return json.loads(body)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes
         return None
 
 

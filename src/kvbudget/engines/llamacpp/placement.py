@@ -183,20 +183,27 @@ def check_buffers(overrides: tuple[Override, ...], devices: int, build: int = PA
 
 
 @lru_cache(maxsize=64)
-def place(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[str | None, ...]:
-    """For each tensor name, the buffer of the first override whose pattern is found in it (None: no override):
-    llama-model-loader.cpp's order. Bounded: a plan whose names take over ``MATCH_SECONDS`` is refused."""
-    if not overrides:
-        return (None,) * len(names)
-    compiled = [(check_pattern(p).search, b) for p, b in overrides]
-    out: list[str | None] = []
+@lru_cache(maxsize=8)
+def _first_rules(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[int | None, ...]:
+    """For each tensor name, the index of the first override whose pattern is found in it (None: none):
+    llama-model-loader.cpp's order. Bounded: a plan whose names take over ``MATCH_SECONDS`` is refused. Kept for the
+    plan's second question of the same rules (``place``, then ``unused``)."""
+    compiled = [check_pattern(p).search for p, _ in overrides]
+    out: list[int | None] = []
     start = time.monotonic()
     for name in names:
-        out.append(next((b for search, b in compiled if search(name)), None))
+        out.append(next((i for i, search in enumerate(compiled) if search(name)), None))
         if time.monotonic() - start > MATCH_SECONDS:
             raise InputError(f"matching {len(overrides):,} -ot patterns against the model's tensor names takes over "
                              f"{MATCH_SECONDS:.0f} s: simplify the patterns")
     return tuple(out)
+
+
+def place(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[str | None, ...]:
+    """For each tensor name, the buffer of the first override whose pattern is found in it (None: no override)."""
+    if not overrides:
+        return (None,) * len(names)
+    return tuple(None if i is None else overrides[i][1] for i in _first_rules(names, overrides))
 
 
 def unused(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[str, ...]:
@@ -206,12 +213,5 @@ def unused(names: tuple[str, ...], overrides: tuple[Override, ...]) -> tuple[str
     generated = re.compile(r"(?:blk\\\.[0-9]{1,4})?" + re.escape(EXPS))  # --cpu-moe's, --n-cpu-moe's: one per layer
     if not overrides or all(generated.fullmatch(p) for p, _ in overrides):
         return ()
-    used = set()
-    compiled = [check_pattern(p).search for p, _ in overrides]
-    for name in names:
-        i = next((i for i, search in enumerate(compiled) if search(name)), None)
-        if i is not None:
-            used.add(i)
-            if len(used) == len(overrides):
-                return ()
+    used = set(_first_rules(names, overrides))
     return tuple(f"{p}={b}" for i, (p, b) in enumerate(overrides) if i not in used and not generated.fullmatch(p))
